@@ -1,0 +1,578 @@
+#include "ir/builder.h"
+
+#include <cmath>
+
+#include "ir/error.h"
+#include "ir/verifier.h"
+
+namespace kiln {
+
+namespace {
+thread_local KernelBuilder* g_current = nullptr;
+
+std::string shapes_of(const Value& a, const Value& b) {
+  return type_str(a.type()) + " and " + type_str(b.type());
+}
+}  // namespace
+
+// ---- Value / Var / Index ------------------------------------------------------
+
+const Type& Value::type() const {
+  if (!b_) throw Error("use of an empty kiln::Value (default-constructed, never assigned)");
+  return b_->type_of(*this);
+}
+
+Value Value::to(DType t) const {
+  b_->check_usable(*this, "cast");
+  if (dtype() == t) return *this;
+  return b_->emit(OpKind::Cast, {*this}, Type{t, shape()});
+}
+
+Value Value::bitcast(DType t) const {
+  b_->check_usable(*this, "bitcast");
+  if (dtype_bits(t) != dtype_bits(dtype()) || t == DType::boolean || dtype() == DType::boolean)
+    b_->fail("bitcast", "cannot bitcast " + type_str(type()) + " to " + std::string(dtype_name(t)) +
+                            ": bit widths differ");
+  return b_->emit(OpKind::Bitcast, {*this}, Type{t, shape()});
+}
+
+Value Var::get() const { return b_->load_var(id_); }
+Var& Var::operator=(const Value& v) {
+  b_->store_var(id_, v);
+  return *this;
+}
+Var& Var::operator+=(const Value& v) { return *this = get() + v; }
+Var& Var::operator-=(const Value& v) { return *this = get() - v; }
+Var& Var::operator*=(const Value& v) { return *this = get() * v; }
+
+Value Index::as_value(KernelBuilder& b, DType t) const {
+  if (v_.valid()) return v_;
+  return b.constant(static_cast<double>(c_), t);
+}
+
+// ---- KernelBuilder ------------------------------------------------------------
+
+KernelBuilder::KernelBuilder(std::string name, const Spec& spec) : prev_current_(g_current) {
+  kernel_.name = std::move(name);
+  for (const auto& [k, v] : spec.constexprs) kernel_.constexprs.emplace_back(k, v);
+  blocks_.push_back(&kernel_.body);
+  scope_stack_.push_back(0);
+  scope_open_.push_back(true);
+  g_current = this;
+}
+
+KernelBuilder::~KernelBuilder() { g_current = prev_current_; }
+
+KernelBuilder& KernelBuilder::current() {
+  if (!g_current) throw Error("DSL function called outside of a KernelBuilder");
+  return *g_current;
+}
+
+void KernelBuilder::fail(std::string_view op, const std::string& why) const {
+  throw Error("kernel '" + kernel_.name + "', op " + std::string(op) + ": " + why);
+}
+
+void KernelBuilder::check_usable(const Value& v, std::string_view op) const {
+  if (!v.valid()) fail(op, "operand is an empty Value");
+  if (v.builder() != this) fail(op, "operand belongs to another kernel");
+  int scope = value_scope_.at(v.id());
+  if (!scope_open_.at(scope))
+    fail(op, "value %" + std::to_string(v.id()) +
+                 " is used outside the loop or if body that defines it "
+                 "(a loop variable, or a value computed inside the body); carry it "
+                 "out through a var");
+}
+
+int KernelBuilder::new_value(const Type& t) {
+  int id = kernel_.add_value(t);
+  value_scope_.push_back(scope_stack_.back());
+  return id;
+}
+
+Value KernelBuilder::emit(OpKind kind, const std::vector<Value>& args, const Type& result,
+                          int64_t ival, double fval, std::vector<int64_t> ints) {
+  if (finished_) fail(op_name(kind), "the kernel was already finished");
+  Op op;
+  op.kind = kind;
+  for (const Value& a : args) {
+    check_usable(a, op_name(kind));
+    op.args.push_back(a.id());
+  }
+  op.ival = ival;
+  op.fval = fval;
+  op.ints = std::move(ints);
+  op.result = new_value(result);
+  block().ops.push_back(std::move(op));
+  return Value(this, block().ops.back().result);
+}
+
+void KernelBuilder::emit_void(OpKind kind, const std::vector<Value>& args, int64_t ival) {
+  if (finished_) fail(op_name(kind), "the kernel was already finished");
+  Op op;
+  op.kind = kind;
+  for (const Value& a : args) {
+    check_usable(a, op_name(kind));
+    op.args.push_back(a.id());
+  }
+  op.ival = ival;
+  block().ops.push_back(std::move(op));
+}
+
+Value KernelBuilder::constant(double v, DType t, const Shape& shape) {
+  bool f = is_float(t);
+  int64_t iv = 0;
+  if (!f) {
+    if (t == DType::boolean)
+      iv = v != 0;
+    else
+      iv = static_cast<int64_t>(v);
+  }
+  return emit(OpKind::Const, {}, Type{t, shape}, iv, f ? v : 0.0);
+}
+
+Buffer KernelBuilder::buffer(const std::string& name, DType t) {
+  for (const auto& p : kernel_.params)
+    if (p.name == name) fail("buffer", "parameter '" + name + "' declared twice");
+  kernel_.params.push_back({name, ParamKind::Buffer, t});
+  return Buffer(this, static_cast<int>(kernel_.params.size()) - 1, t);
+}
+
+Value KernelBuilder::scalar(const std::string& name, DType t) {
+  for (const auto& p : kernel_.params)
+    if (p.name == name) fail("scalar", "parameter '" + name + "' declared twice");
+  kernel_.params.push_back({name, ParamKind::Scalar, t});
+  return emit(OpKind::Param, {}, Type{t, {}}, static_cast<int64_t>(kernel_.params.size()) - 1);
+}
+
+Value KernelBuilder::program_id(int axis) {
+  if (axis < 0 || axis > 2) fail("program_id", "axis " + std::to_string(axis) + " not in 0..2");
+  return emit(OpKind::ProgramId, {}, Type{DType::i32, {}}, axis);
+}
+
+Value KernelBuilder::num_programs(int axis) {
+  if (axis < 0 || axis > 2) fail("num_programs", "axis " + std::to_string(axis) + " not in 0..2");
+  return emit(OpKind::NumPrograms, {}, Type{DType::i32, {}}, axis);
+}
+
+Var KernelBuilder::var(const Value& init) {
+  check_usable(init, "var");
+  int id = static_cast<int>(kernel_.vars.size());
+  kernel_.vars.push_back(init.type());
+  var_scope_.push_back(scope_stack_.back());
+  emit_void(OpKind::VarDecl, {init}, id);
+  return Var(this, id);
+}
+
+Value KernelBuilder::load_var(int var_id) {
+  if (!scope_open_.at(var_scope_.at(var_id)))
+    fail("var_load", "variable " + std::to_string(var_id) +
+                         " is used outside the loop or if body that declares it");
+  return emit(OpKind::VarLoad, {}, kernel_.vars.at(var_id), var_id);
+}
+
+void KernelBuilder::store_var(int var_id, const Value& v) {
+  check_usable(v, "var_store");
+  if (!scope_open_.at(var_scope_.at(var_id)))
+    fail("var_store", "variable " + std::to_string(var_id) +
+                          " is used outside the loop or if body that declares it");
+  const Type& vt = kernel_.vars.at(var_id);
+  if (v.dtype() != vt.dtype)
+    fail("var_store", "assigning " + type_str(v.type()) + " to a variable of type " + type_str(vt) +
+                          "; cast with .to()");
+  Value x = v;
+  if (v.shape() != vt.shape) {
+    Shape out;
+    if (!broadcast_shapes(v.shape(), vt.shape, &out) || out != vt.shape)
+      fail("var_store", "assigning " + type_str(v.type()) + " to a variable of type " +
+                            type_str(vt) + ": shapes differ");
+    x = broadcast_to(v, vt.shape);
+  }
+  emit_void(OpKind::VarStore, {x}, var_id);
+}
+
+void KernelBuilder::for_(Index lo, Index hi, Index step, const std::function<void(Value)>& body) {
+  DType t = DType::i32;
+  for (const Index* i : {&lo, &hi, &step}) {
+    if (!i->is_value()) continue;
+    DType d = i->value().dtype();
+    if (!is_int(d) || !i->value().type().is_scalar())
+      fail("for", "loop bounds must be integer scalars, got " + type_str(i->value().type()));
+    if (d == DType::i64) t = DType::i64;
+  }
+  Value vlo = lo.as_value(*this, t).to(t), vhi = hi.as_value(*this, t).to(t),
+        vstep = step.as_value(*this, t).to(t);
+  Op op;
+  op.kind = OpKind::For;
+  op.args = {vlo.id(), vhi.id(), vstep.id()};
+  for (const Value& a : {vlo, vhi, vstep}) check_usable(a, "for");
+
+  int scope = static_cast<int>(scope_open_.size());
+  scope_open_.push_back(true);
+  scope_stack_.push_back(scope);
+  op.result = new_value(Type{t, {}});
+  Block b;
+  blocks_.push_back(&b);
+  body(Value(this, op.result));
+  blocks_.pop_back();
+  scope_stack_.pop_back();
+  scope_open_[scope] = false;
+  op.regions.push_back(std::move(b));
+  block().ops.push_back(std::move(op));
+}
+
+void KernelBuilder::if_(const Value& cond, const std::function<void()>& then_body,
+                        const std::function<void()>& else_body) {
+  check_usable(cond, "if");
+  if (cond.dtype() != DType::boolean || !cond.type().is_scalar())
+    fail("if", "condition must be a bool scalar, got " + type_str(cond.type()));
+  Op op;
+  op.kind = OpKind::If;
+  op.args = {cond.id()};
+  for (const auto* fn : {&then_body, &else_body}) {
+    int scope = static_cast<int>(scope_open_.size());
+    scope_open_.push_back(true);
+    scope_stack_.push_back(scope);
+    Block b;
+    blocks_.push_back(&b);
+    if (*fn) (*fn)();
+    blocks_.pop_back();
+    scope_stack_.pop_back();
+    scope_open_[scope] = false;
+    op.regions.push_back(std::move(b));
+  }
+  block().ops.push_back(std::move(op));
+}
+
+Kernel KernelBuilder::finish() {
+  if (finished_) fail("finish", "the kernel was already finished");
+  finished_ = true;
+  verify(kernel_);
+  return kernel_;
+}
+
+// ---- free functions -------------------------------------------------------------
+
+namespace {
+
+KernelBuilder& builder_of(const Value& v) {
+  if (!v.valid()) throw Error("use of an empty kiln::Value");
+  return *v.builder();
+}
+
+// Brings a and b to a common shape (numpy rules), failing with both types.
+std::pair<Value, Value> broadcast_pair(const Value& a, const Value& b, std::string_view op) {
+  KernelBuilder& k = builder_of(a);
+  if (a.builder() != b.builder()) k.fail(op, "operands belong to different kernels");
+  k.check_usable(a, op);
+  k.check_usable(b, op);
+  Shape s;
+  if (!broadcast_shapes(a.shape(), b.shape(), &s))
+    k.fail(op, "shapes do not broadcast: " + shapes_of(a, b));
+  return {a.shape() == s ? a : broadcast_to(a, s), b.shape() == s ? b : broadcast_to(b, s)};
+}
+
+Value binary(OpKind kind, const Value& a, const Value& b) {
+  KernelBuilder& k = builder_of(a);
+  std::string_view name = op_name(kind);
+  auto [x, y] = broadcast_pair(a, b, name);
+  if (x.dtype() != y.dtype())
+    k.fail(name, "operand dtypes differ: " + shapes_of(a, b) + "; cast one with .to()");
+  DType t = x.dtype();
+  bool bit_op = kind == OpKind::And || kind == OpKind::Or || kind == OpKind::Xor;
+  bool shift = kind == OpKind::Shl || kind == OpKind::Shr;
+  if ((bit_op && !is_int(t) && t != DType::boolean) || (shift && !is_int(t)))
+    k.fail(name, "needs integer operands, got " + shapes_of(a, b));
+  if (t == DType::boolean && !bit_op && kind != OpKind::Eq && kind != OpKind::Ne)
+    k.fail(name, "not defined on bool operands");
+  Type rt{is_comparison(kind) ? DType::boolean : t, x.shape()};
+  return k.emit(kind, {x, y}, rt);
+}
+
+Value unary(OpKind kind, const Value& x) {
+  KernelBuilder& k = builder_of(x);
+  if (is_float_only_unary(kind) && !is_float(x.dtype()))
+    k.fail(op_name(kind),
+           "needs a float operand, got " + type_str(x.type()) + "; cast with .to(DType::f32)");
+  if (kind == OpKind::Neg && x.dtype() == DType::boolean)
+    k.fail(op_name(kind), "not defined on bool");
+  return k.emit(kind, {x}, x.type());
+}
+
+Value reduce(OpKind kind, const Value& x, int axis) {
+  KernelBuilder& k = builder_of(x);
+  int r = x.type().rank();
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) k.fail(op_name(kind), "axis out of range for " + type_str(x.type()));
+  if (x.dtype() == DType::boolean) k.fail(op_name(kind), "not defined on bool");
+  Shape s = x.shape();
+  s.erase(s.begin() + axis);
+  DType t = kind == OpKind::ArgMax ? DType::i32 : x.dtype();
+  return k.emit(kind, {x}, Type{t, s}, axis);
+}
+
+Value reduce_all(OpKind kind, Value x) {
+  while (x.type().rank() > 0) x = reduce(kind, x, x.type().rank() - 1);
+  return x;
+}
+
+Value check_offsets(const Pointer& p, std::string_view op) {
+  KernelBuilder& k = *p.buffer.builder();
+  k.check_usable(p.offsets, op);
+  DType t = p.offsets.dtype();
+  if (t != DType::i32 && t != DType::i64)
+    k.fail(op, "offsets into buffer '" + k.kernel().params[p.buffer.param()].name +
+                   "' must be i32 or i64, got " + type_str(p.offsets.type()));
+  return p.offsets;
+}
+
+// Brings offsets, value and mask to one shape; the value must already have
+// the buffer's dtype.
+std::vector<Value> write_args(const Pointer& p, const Value& v, const Value* mask,
+                              std::string_view op) {
+  KernelBuilder& k = *p.buffer.builder();
+  Value off = check_offsets(p, op);
+  k.check_usable(v, op);
+  const std::string& bname = k.kernel().params[p.buffer.param()].name;
+  if (v.dtype() != p.buffer.dtype())
+    k.fail(op, "buffer '" + bname + "' holds " + std::string(dtype_name(p.buffer.dtype())) +
+                   " but the value is " + type_str(v.type()) + "; cast with .to()");
+  Shape s = off.shape();
+  if (!broadcast_shapes(s, v.shape(), &s) || (mask && !broadcast_shapes(s, mask->shape(), &s)))
+    k.fail(op, "offsets, value and mask shapes do not broadcast for buffer '" + bname + "'");
+  std::vector<Value> args = {off.shape() == s ? off : broadcast_to(off, s),
+                             v.shape() == s ? v : broadcast_to(v, s)};
+  if (mask) {
+    if (mask->dtype() != DType::boolean)
+      k.fail(op, "mask must be bool, got " + type_str(mask->type()));
+    args.push_back(mask->shape() == s ? *mask : broadcast_to(*mask, s));
+  }
+  return args;
+}
+
+Value atomic(OpKind kind, const Pointer& p, const Value& v, const Value* mask) {
+  KernelBuilder& k = *p.buffer.builder();
+  auto args = write_args(p, v, mask, op_name(kind));
+  return k.emit(kind, args, Type{p.buffer.dtype(), args[0].shape()}, p.buffer.param());
+}
+
+}  // namespace
+
+Value constant_like(const Value& ref, double c, bool is_integral) {
+  KernelBuilder& k = builder_of(ref);
+  DType t = ref.dtype();
+  if (!is_float(t) && !is_integral && c != std::floor(c))
+    k.fail("const", "the number " + std::to_string(c) + " is mixed with an integer value " +
+                        type_str(ref.type()));
+  return k.constant(c, t);
+}
+
+Value arange(int64_t n) {
+  KernelBuilder& k = KernelBuilder::current();
+  if (n <= 0) k.fail("arange", "size must be positive, got " + std::to_string(n));
+  return k.emit(OpKind::Arange, {}, Type{DType::i32, {n}});
+}
+
+Value full(const Shape& shape, double v, DType t) {
+  return KernelBuilder::current().constant(v, t, shape);
+}
+Value zeros(DType t, const Shape& shape) { return full(shape, 0.0, t); }
+Value program_id(int axis) { return KernelBuilder::current().program_id(axis); }
+
+Value broadcast_to(const Value& v, const Shape& shape) {
+  KernelBuilder& k = builder_of(v);
+  Shape out;
+  if (!broadcast_shapes(v.shape(), shape, &out) || out != shape)
+    k.fail("broadcast", "cannot broadcast " + type_str(v.type()) + " to " + shape_str(shape));
+  if (v.shape() == shape) return v;
+  return k.emit(OpKind::Broadcast, {v}, Type{v.dtype(), shape});
+}
+
+Value reshape(const Value& v, const Shape& shape) {
+  KernelBuilder& k = builder_of(v);
+  Type t{v.dtype(), shape};
+  if (t.numel() != v.type().numel())
+    k.fail("reshape", "cannot reshape " + type_str(v.type()) + " to " + shape_str(shape));
+  if (v.shape() == shape) return v;
+  return k.emit(OpKind::Reshape, {v}, t);
+}
+
+Value expand_dims(const Value& v, int axis) {
+  Shape s = v.shape();
+  if (axis < 0) axis += static_cast<int>(s.size()) + 1;
+  if (axis < 0 || axis > static_cast<int>(s.size()))
+    builder_of(v).fail("expand_dims", "axis out of range for " + type_str(v.type()));
+  s.insert(s.begin() + axis, 1);
+  return reshape(v, s);
+}
+
+Value transpose(const Value& v) {
+  KernelBuilder& k = builder_of(v);
+  if (v.type().rank() != 2) k.fail("transpose", "needs a rank-2 tile, got " + type_str(v.type()));
+  return k.emit(OpKind::Transpose, {v}, Type{v.dtype(), {v.shape()[1], v.shape()[0]}});
+}
+
+Value slice(const Value& v, const std::vector<int64_t>& starts, const Shape& sizes) {
+  KernelBuilder& k = builder_of(v);
+  const Shape& s = v.shape();
+  if (starts.size() != s.size() || sizes.size() != s.size())
+    k.fail("slice", "needs one start and size per axis of " + type_str(v.type()));
+  for (size_t i = 0; i < s.size(); ++i)
+    if (starts[i] < 0 || sizes[i] <= 0 || starts[i] + sizes[i] > s[i])
+      k.fail("slice", "range out of bounds for " + type_str(v.type()));
+  return k.emit(OpKind::Slice, {v}, Type{v.dtype(), sizes}, 0, 0, starts);
+}
+
+Value operator+(const Value& a, const Value& b) { return binary(OpKind::Add, a, b); }
+Value operator-(const Value& a, const Value& b) { return binary(OpKind::Sub, a, b); }
+Value operator*(const Value& a, const Value& b) { return binary(OpKind::Mul, a, b); }
+Value operator/(const Value& a, const Value& b) { return binary(OpKind::Div, a, b); }
+Value operator%(const Value& a, const Value& b) { return binary(OpKind::Rem, a, b); }
+Value operator&(const Value& a, const Value& b) { return binary(OpKind::And, a, b); }
+Value operator|(const Value& a, const Value& b) { return binary(OpKind::Or, a, b); }
+Value operator^(const Value& a, const Value& b) { return binary(OpKind::Xor, a, b); }
+Value operator<<(const Value& a, const Value& b) { return binary(OpKind::Shl, a, b); }
+Value operator>>(const Value& a, const Value& b) { return binary(OpKind::Shr, a, b); }
+Value operator==(const Value& a, const Value& b) { return binary(OpKind::Eq, a, b); }
+Value operator!=(const Value& a, const Value& b) { return binary(OpKind::Ne, a, b); }
+Value operator<(const Value& a, const Value& b) { return binary(OpKind::Lt, a, b); }
+Value operator<=(const Value& a, const Value& b) { return binary(OpKind::Le, a, b); }
+Value operator>(const Value& a, const Value& b) { return binary(OpKind::Gt, a, b); }
+Value operator>=(const Value& a, const Value& b) { return binary(OpKind::Ge, a, b); }
+Value operator-(const Value& a) { return unary(OpKind::Neg, a); }
+Value operator~(const Value& a) {
+  if (is_float(a.dtype())) builder_of(a).fail("not", "needs an integer or bool operand");
+  return unary(OpKind::Not, a);
+}
+Value operator!(const Value& a) {
+  if (a.dtype() != DType::boolean) builder_of(a).fail("not", "'!' needs a bool operand");
+  return unary(OpKind::Not, a);
+}
+
+Value minimum(const Value& a, const Value& b) { return binary(OpKind::Min, a, b); }
+Value maximum(const Value& a, const Value& b) { return binary(OpKind::Max, a, b); }
+
+Value fma(const Value& a, const Value& b, const Value& c) {
+  KernelBuilder& k = builder_of(a);
+  if (!is_float(a.dtype())) k.fail("fma", "needs float operands, got " + type_str(a.type()));
+  auto [x, y] = broadcast_pair(a, b, "fma");
+  auto [x2, z] = broadcast_pair(x, c, "fma");
+  if (x2.shape() != y.shape()) y = broadcast_to(y, x2.shape());
+  if (x2.dtype() != y.dtype() || x2.dtype() != z.dtype())
+    k.fail("fma", "operand dtypes differ; cast with .to()");
+  return k.emit(OpKind::Fma, {x2, y, z}, x2.type());
+}
+
+Value where(const Value& cond, const Value& a, const Value& b) {
+  KernelBuilder& k = builder_of(cond);
+  if (cond.dtype() != DType::boolean)
+    k.fail("select", "condition must be bool, got " + type_str(cond.type()));
+  if (a.dtype() != b.dtype()) k.fail("select", "branches differ: " + shapes_of(a, b));
+  Shape s;
+  if (!broadcast_shapes(cond.shape(), a.shape(), &s) || !broadcast_shapes(s, b.shape(), &s))
+    k.fail("select", "shapes do not broadcast");
+  return k.emit(OpKind::Select, {broadcast_to(cond, s), broadcast_to(a, s), broadcast_to(b, s)},
+                Type{a.dtype(), s});
+}
+
+Value abs(const Value& x) { return unary(OpKind::Abs, x); }
+Value floor(const Value& x) { return unary(OpKind::Floor, x); }
+Value exp(const Value& x) { return unary(OpKind::Exp, x); }
+Value exp2(const Value& x) { return unary(OpKind::Exp2, x); }
+Value log(const Value& x) { return unary(OpKind::Log, x); }
+Value log2(const Value& x) { return unary(OpKind::Log2, x); }
+Value sqrt(const Value& x) { return unary(OpKind::Sqrt, x); }
+Value rsqrt(const Value& x) { return unary(OpKind::Rsqrt, x); }
+Value tanh(const Value& x) { return unary(OpKind::Tanh, x); }
+Value sigmoid(const Value& x) { return unary(OpKind::Sigmoid, x); }
+Value erf(const Value& x) { return unary(OpKind::Erf, x); }
+
+Value sum(const Value& x, int axis) { return reduce(OpKind::ReduceSum, x, axis); }
+Value max(const Value& x, int axis) { return reduce(OpKind::ReduceMax, x, axis); }
+Value min(const Value& x, int axis) { return reduce(OpKind::ReduceMin, x, axis); }
+Value sum(const Value& x) { return reduce_all(OpKind::ReduceSum, x); }
+Value max(const Value& x) { return reduce_all(OpKind::ReduceMax, x); }
+Value min(const Value& x) { return reduce_all(OpKind::ReduceMin, x); }
+Value argmax(const Value& x, int axis) { return reduce(OpKind::ArgMax, x, axis); }
+
+Value dot(const Value& a, const Value& b, const Value& acc) {
+  KernelBuilder& k = builder_of(a);
+  for (const Value* v : {&a, &b, &acc}) {
+    k.check_usable(*v, "dot");
+    if (v->type().rank() != 2) k.fail("dot", "operands must be rank 2, got " + type_str(v->type()));
+  }
+  const Shape &sa = a.shape(), &sb = b.shape(), &sc = acc.shape();
+  if (sa[1] != sb[0] || sc[0] != sa[0] || sc[1] != sb[1])
+    k.fail("dot", "shapes " + type_str(a.type()) + " x " + type_str(b.type()) + " + " +
+                      type_str(acc.type()) + " do not form [M,K] x [K,N] + [M,N]");
+  bool float_ok = is_float(a.dtype()) && a.dtype() == b.dtype() && acc.dtype() == DType::f32;
+  bool int_ok = (a.dtype() == DType::i8 || a.dtype() == DType::u8) && b.dtype() == DType::i8 &&
+                acc.dtype() == DType::i32;
+  if (!float_ok && !int_ok)
+    k.fail("dot", "unsupported dtypes " + std::string(dtype_name(a.dtype())) + " x " +
+                      std::string(dtype_name(b.dtype())) + " -> " +
+                      std::string(dtype_name(acc.dtype())) +
+                      " (float x same float -> f32, or i8/u8 x i8 -> i32)");
+  return k.emit(OpKind::Dot, {a, b, acc}, acc.type());
+}
+
+Pointer operator+(const Buffer& b, const Value& offsets) { return Pointer{b, offsets}; }
+Pointer operator+(const Pointer& p, const Value& offsets) {
+  return Pointer{p.buffer, p.offsets + offsets};
+}
+
+Value load(const Pointer& p) {
+  KernelBuilder& k = *p.buffer.builder();
+  Value off = check_offsets(p, "load");
+  return k.emit(OpKind::Load, {off}, Type{p.buffer.dtype(), off.shape()}, p.buffer.param());
+}
+
+Value load(const Pointer& p, const Value& mask, double other) {
+  KernelBuilder& k = *p.buffer.builder();
+  DType t = p.buffer.dtype();
+  return load(p, mask, k.constant(other, t));
+}
+
+Value load(const Pointer& p, const Value& mask, const Value& other) {
+  KernelBuilder& k = *p.buffer.builder();
+  Value off = check_offsets(p, "load");
+  k.check_usable(mask, "load");
+  k.check_usable(other, "load");
+  if (mask.dtype() != DType::boolean)
+    k.fail("load", "mask must be bool, got " + type_str(mask.type()));
+  if (other.dtype() != p.buffer.dtype())
+    k.fail("load", "'other' is " + type_str(other.type()) + " but the buffer holds " +
+                       std::string(dtype_name(p.buffer.dtype())));
+  Shape s;
+  if (!broadcast_shapes(off.shape(), mask.shape(), &s) || !broadcast_shapes(s, other.shape(), &s))
+    k.fail("load", "offsets, mask and other shapes do not broadcast");
+  return k.emit(OpKind::Load, {broadcast_to(off, s), broadcast_to(mask, s), broadcast_to(other, s)},
+                Type{p.buffer.dtype(), s}, p.buffer.param());
+}
+
+void store(const Pointer& p, const Value& v) {
+  auto args = write_args(p, v, nullptr, "store");
+  p.buffer.builder()->emit_void(OpKind::Store, args, p.buffer.param());
+}
+
+void store(const Pointer& p, const Value& v, const Value& mask) {
+  auto args = write_args(p, v, &mask, "store");
+  p.buffer.builder()->emit_void(OpKind::Store, args, p.buffer.param());
+}
+
+Value atomic_add(const Pointer& p, const Value& v) {
+  return atomic(OpKind::AtomicAdd, p, v, nullptr);
+}
+Value atomic_add(const Pointer& p, const Value& v, const Value& mask) {
+  return atomic(OpKind::AtomicAdd, p, v, &mask);
+}
+Value atomic_max(const Pointer& p, const Value& v, const Value& mask) {
+  return atomic(OpKind::AtomicMax, p, v, &mask);
+}
+Value atomic_min(const Pointer& p, const Value& v, const Value& mask) {
+  return atomic(OpKind::AtomicMin, p, v, &mask);
+}
+Value atomic_xchg(const Pointer& p, const Value& v, const Value& mask) {
+  return atomic(OpKind::AtomicXchg, p, v, &mask);
+}
+
+}  // namespace kiln

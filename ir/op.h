@@ -1,0 +1,157 @@
+// The operations of the IR and their semantics.
+//
+// This header is the contract between the DSL, the verifier, the reference
+// interpreter and every code generator: each OpKind below documents its
+// operands, attributes and exact meaning. The interpreter implements these
+// words literally; backends must agree with it.
+//
+// General rules
+// - Values are SSA: each op defines at most one value (`Op::result`), whose
+//   type is `Kernel::values[result]`. Elementwise ops require operands of
+//   identical shape (the DSL inserts Broadcast ops); all operands of an
+//   arithmetic op share one dtype (the DSL inserts nothing: mixing dtypes is
+//   a build-time error, casts are explicit).
+// - Narrow floats (f16, bf16, fp8) are computed in f32 and the result is
+//   rounded to the dtype after every op (round to nearest even; fp8
+//   saturates to the largest finite value). f32 is computed in f32.
+// - Integer arithmetic wraps (two's complement). Integer Div/Rem truncate
+//   toward zero; dividing by zero yields 0 (so masked-off lanes are safe).
+//   Shift amounts are taken modulo the bit width; Shr is arithmetic for
+//   signed dtypes and logical for unsigned ones.
+// - Float Min/Max return the non-NaN operand when one is NaN (IEEE minNum /
+//   maxNum). Comparisons are ordered (false on NaN) except Ne (true on NaN).
+// - Cast float->int truncates toward zero and saturates; NaN becomes 0.
+//   Cast int->float rounds to nearest even. Cast x->bool is x != 0;
+//   bool->x is 0 or 1. Bitcast reinterprets bits between equal-width types.
+// - Memory: a buffer parameter is a flat array of its dtype. Offsets are
+//   element indices (i32 or i64 tiles). A masked-off lane never touches
+//   memory. An unmasked out-of-range access is an error in the interpreter
+//   and undefined in compiled code (launches check buffer sizes up front).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ir/type.h"
+
+namespace kiln {
+
+enum class OpKind : uint8_t {
+  // ---- creation ------------------------------------------------------------
+  Const,        // () -> T[shape]: every element is the constant; the value is
+                // `fval` for float dtypes, `ival` for ints and bool.
+  Arange,       // () -> i32[n]: 0, 1, ..., n-1 (n = result shape[0]).
+  ProgramId,    // () -> i32: this program instance's index along axis `ival`
+                // (0..2).
+  NumPrograms,  // () -> i32: the grid size along axis `ival`.
+  Param,        // () -> scalar: the runtime scalar parameter `ival` (an index
+                // into Kernel::params, which must be a Scalar param).
+  Broadcast,    // (x) -> x.dtype[shape]: numpy broadcasting of x to the
+                // result shape (right-aligned, size-1 dims stretch).
+  Reshape,      // (x) -> same dtype, same element count, row-major order.
+  Transpose,    // (x: rank 2 [a,b]) -> [b,a].
+  Slice,        // (x) -> x[ints[0]:ints[0]+shape[0], ints[1]:...] with step 1;
+                // `ints` holds one start per axis.
+
+  // ---- elementwise: (a, b) -> same type --------------------------------------
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Rem,
+  Min,
+  Max,
+  And,
+  Or,
+  Xor,  // ints and bool
+  Shl,
+  Shr,  // ints
+
+  // ---- comparisons: (a, b) -> bool of the same shape ------------------------
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+
+  // ---- elementwise unary: (x) -> same type ----------------------------------
+  Neg,
+  Abs,
+  Not,  // bitwise not for ints, logical not for bool
+  Floor,
+  Exp,
+  Exp2,
+  Log,
+  Log2,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Sigmoid,
+  Erf,  // floats only
+
+  // ---- other elementwise ------------------------------------------------------
+  Fma,      // (a, b, c) -> a * b + c, one rounding for f32.
+  Select,   // (cond: bool, a, b) -> cond ? a : b, per element.
+  Cast,     // (x) -> result dtype, same shape (rules above).
+  Bitcast,  // (x) -> result dtype of the same bit width, same shape.
+
+  // ---- memory (`ival` = buffer parameter index) -----------------------------
+  Load,       // (offsets [, mask, other]) -> buf.dtype[offsets.shape]:
+              // masked-off lanes take `other` (same type as the result).
+  Store,      // (offsets, value [, mask]) -> nothing.
+  AtomicAdd,  // (offsets, value [, mask]) -> old values; performed element
+  AtomicMax,  // by element in row-major order; masked-off lanes return 0.
+  AtomicMin,
+  AtomicXchg,
+
+  // ---- reductions (`ival` = axis) ------------------------------------------
+  ReduceSum,  // (x) -> x with axis removed. f16/bf16/fp8 accumulate in f32;
+  ReduceMax,  // ints wrap. Order of float summation is unspecified (backends
+  ReduceMin,  // may use a tree), so compare sums with a tolerance.
+  ArgMax,     // (x) -> i32 index of the largest element along the axis; the
+              // first one on ties; NaNs are ignored (all NaN -> 0).
+  Dot,        // (a: [M,K], b: [K,N], acc: [M,N]) -> acc + a @ b.
+              // float a/b of one dtype with f32 acc, or i8/u8 a with i8 b and
+              // i32 acc (exact, wrapping).
+
+  // ---- control flow -----------------------------------------------------------
+  For,       // (lo, hi, step: one int dtype) regions[0] = body. `result` is
+             // the induction variable, visible only inside the body. Runs
+             // i = lo; i < hi; i += step; no iterations when step <= 0.
+  If,        // (cond: bool scalar) regions[0] = then, regions[1] = else.
+  VarDecl,   // (init) declares mutable variable `ival` (Kernel::vars) with
+             // the initial value. Variables live until the end of the kernel.
+  VarLoad,   // () -> the variable's current value.
+  VarStore,  // (value) -> nothing.
+};
+
+std::string_view op_name(OpKind k);
+bool try_parse_op_name(std::string_view name, OpKind* out);
+
+bool is_binary_elementwise(OpKind k);  // Add..Shr
+bool is_comparison(OpKind k);          // Eq..Ge
+bool is_unary_elementwise(OpKind k);   // Neg..Erf
+bool is_float_only_unary(OpKind k);    // Exp..Erf
+bool is_reduction(OpKind k);           // ReduceSum..ArgMax
+bool is_atomic(OpKind k);              // AtomicAdd..AtomicXchg
+bool has_side_effects(OpKind k);       // Store, atomics, VarDecl, VarStore, For, If
+
+struct Block;
+
+struct Op {
+  OpKind kind = OpKind::Const;
+  int result = -1;            // value id defined by this op, -1 if none
+  std::vector<int> args;      // operand value ids
+  int64_t ival = 0;           // axis, index, integer constant (see OpKind)
+  double fval = 0;            // float constant
+  std::vector<int64_t> ints;  // Slice starts
+  std::vector<Block> regions;
+};
+
+struct Block {
+  std::vector<Op> ops;
+};
+
+}  // namespace kiln
