@@ -19,14 +19,15 @@ namespace kiln {
 // size in elements) or a scalar (held as int64 for integer/bool params,
 // double for float params).
 struct Arg {
+  bool is_buffer = false;
   void* data = nullptr;
   int64_t count = 0;  // elements, for buffers
   int64_t i = 0;
   double f = 0;
 
-  static Arg buffer(void* p, int64_t n) { return Arg{p, n, 0, 0}; }
-  static Arg scalar_int(int64_t v) { return Arg{nullptr, 0, v, 0}; }
-  static Arg scalar_float(double v) { return Arg{nullptr, 0, 0, v}; }
+  static Arg buffer(void* p, int64_t n) { return Arg{true, p, n, 0, 0}; }
+  static Arg scalar_int(int64_t v) { return Arg{false, nullptr, 0, v, 0}; }
+  static Arg scalar_float(double v) { return Arg{false, nullptr, 0, 0, v}; }
 };
 
 using Grid = std::array<int64_t, 3>;
