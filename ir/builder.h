@@ -215,6 +215,14 @@ KILN_SCALAR_OP(>=)
 
 Value minimum(const Value& a, const Value& b);
 Value maximum(const Value& a, const Value& b);
+template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>
+Value minimum(const Value& a, T c) {
+  return minimum(a, constant_like(a, static_cast<double>(c), std::is_integral_v<T>));
+}
+template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>
+Value maximum(const Value& a, T c) {
+  return maximum(a, constant_like(a, static_cast<double>(c), std::is_integral_v<T>));
+}
 Value fma(const Value& a, const Value& b, const Value& c);
 Value where(const Value& cond, const Value& a, const Value& b);
 Value abs(const Value& x);

@@ -1,0 +1,30 @@
+// IR -> LLVM IR for CPUs: one verified Kernel becomes one LLVM module.
+//
+// A tile becomes a flat LLVM vector in row-major order, so elementwise ops
+// are single vector instructions and LLVM's backend picks the register
+// width. Offsets that are affine in `arange` (base + stride * index with a
+// unit innermost stride) become plain or masked vector loads/stores; other
+// accesses become gathers/scatters. Narrow floats (f16, bf16, fp8) live in
+// f32 registers and are rounded after every op, exactly as ir/op.h defines.
+// The module exports `symbol` with the KernelRangeFn signature of
+// codegen/cpu/launch_abi.h. It knows nothing of the JIT or the runtime.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ir/kernel.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+}  // namespace llvm
+
+namespace kiln {
+
+// Names of the host helpers the lowered code may call for fp8 conversions;
+// whoever links the module (the JIT) must define them (see fp8_helpers.h).
+std::unique_ptr<llvm::Module> lower_to_llvm(const Kernel& k, llvm::LLVMContext& ctx,
+                                            const std::string& symbol);
+
+}  // namespace kiln

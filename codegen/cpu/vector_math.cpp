@@ -1,0 +1,169 @@
+#include "codegen/cpu/vector_math.h"
+
+#include <initializer_list>
+#include <limits>
+
+namespace kiln::cpu_math {
+
+namespace {
+
+llvm::Value* c(llvm::IRBuilder<>& b, llvm::Value* like, double v) {
+  (void)b;
+  return llvm::ConstantFP::get(like->getType(), v);
+}
+
+llvm::Value* ci(llvm::IRBuilder<>& b, llvm::Type* ity, int64_t v) {
+  (void)b;
+  return llvm::ConstantInt::get(ity, v, true);
+}
+
+llvm::Type* int_like(llvm::Value* x) {
+  llvm::Type* i32 = llvm::Type::getInt32Ty(x->getContext());
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType()))
+    return llvm::FixedVectorType::get(i32, vt->getNumElements());
+  return i32;
+}
+
+// Horner evaluation of sum coeffs[i] * x^(n-1-i).
+llvm::Value* poly(llvm::IRBuilder<>& b, llvm::Value* x, std::initializer_list<double> coeffs) {
+  llvm::Value* acc = nullptr;
+  for (double k : coeffs) acc = acc ? b.CreateFAdd(b.CreateFMul(acc, x), c(b, x, k)) : c(b, x, k);
+  return acc;
+}
+
+llvm::Value* is_nan(llvm::IRBuilder<>& b, llvm::Value* x) { return b.CreateFCmpUNO(x, x); }
+
+// 2^n for integral-valued float n in [-126, 127].
+llvm::Value* pow2i(llvm::IRBuilder<>& b, llvm::Value* n) {
+  llvm::Type* ity = int_like(n);
+  llvm::Value* e = b.CreateAdd(b.CreateFPToSI(n, ity), ci(b, ity, 127));
+  return b.CreateBitCast(b.CreateShl(e, ci(b, ity, 23)), n->getType());
+}
+
+// e^r for |r| <= ln2/2 (Cephes expf polynomial).
+llvm::Value* exp_reduced(llvm::IRBuilder<>& b, llvm::Value* r) {
+  llvm::Value* p = poly(b, r,
+                        {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
+                         1.6666665459E-1, 5.0000001201E-1});
+  llvm::Value* r2 = b.CreateFMul(r, r);
+  return b.CreateFAdd(b.CreateFAdd(b.CreateFMul(p, r2), r), c(b, r, 1.0));
+}
+
+// Scales y by 2^n where n may be as large as 128 or as small as -149: split
+// into two factors so neither exponent leaves the normal range.
+llvm::Value* ldexp(llvm::IRBuilder<>& b, llvm::Value* y, llvm::Value* n) {
+  llvm::Value* half =
+      b.CreateIntrinsic(llvm::Intrinsic::floor, {n->getType()}, {b.CreateFMul(n, c(b, n, 0.5))});
+  llvm::Value* rest = b.CreateFSub(n, half);
+  return b.CreateFMul(b.CreateFMul(y, pow2i(b, half)), pow2i(b, rest));
+}
+
+}  // namespace
+
+llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x) {
+  // x = n ln2 + r; ln2 split in two so n*ln2 is exact for |n| < 2^9.
+  llvm::Value* xc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {x->getType()}, {x, c(b, x, 89.0)});
+  xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {x->getType()}, {xc, c(b, x, -104.0)});
+  llvm::Value* n = b.CreateIntrinsic(
+      llvm::Intrinsic::floor, {x->getType()},
+      {b.CreateFAdd(b.CreateFMul(xc, c(b, x, 1.44269504088896341)), c(b, x, 0.5))});
+  llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, c(b, x, 0.693359375)));
+  r = b.CreateFSub(r, b.CreateFMul(n, c(b, x, -2.12194440e-4)));
+  llvm::Value* y = ldexp(b, exp_reduced(b, r), n);
+  y = b.CreateSelect(b.CreateFCmpOGT(x, c(b, x, 88.72283935546875)),
+                     c(b, x, std::numeric_limits<double>::infinity()), y);
+  y = b.CreateSelect(b.CreateFCmpOLT(x, c(b, x, -103.972084045410)), c(b, x, 0.0), y);
+  return b.CreateSelect(is_nan(b, x), x, y);
+}
+
+llvm::Value* exp2(llvm::IRBuilder<>& b, llvm::Value* x) {
+  llvm::Value* xc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {x->getType()}, {x, c(b, x, 129.0)});
+  xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {x->getType()}, {xc, c(b, x, -151.0)});
+  llvm::Value* n =
+      b.CreateIntrinsic(llvm::Intrinsic::floor, {x->getType()}, {b.CreateFAdd(xc, c(b, x, 0.5))});
+  llvm::Value* r = b.CreateFMul(b.CreateFSub(xc, n), c(b, x, 0.693147180559945309));
+  llvm::Value* y = ldexp(b, exp_reduced(b, r), n);
+  y = b.CreateSelect(b.CreateFCmpOGE(x, c(b, x, 128.0)),
+                     c(b, x, std::numeric_limits<double>::infinity()), y);
+  y = b.CreateSelect(b.CreateFCmpOLT(x, c(b, x, -150.0)), c(b, x, 0.0), y);
+  return b.CreateSelect(is_nan(b, x), x, y);
+}
+
+llvm::Value* log(llvm::IRBuilder<>& b, llvm::Value* x) {
+  llvm::Type* ity = int_like(x);
+  // Subnormals: scale into the normal range first.
+  llvm::Value* tiny = b.CreateFCmpOLT(x, c(b, x, 1.17549435e-38));
+  llvm::Value* xs = b.CreateSelect(tiny, b.CreateFMul(x, c(b, x, 8388608.0)), x);
+  llvm::Value* bits = b.CreateBitCast(xs, ity);
+  llvm::Value* e = b.CreateSub(b.CreateAnd(b.CreateLShr(bits, ci(b, ity, 23)), ci(b, ity, 0xff)),
+                               ci(b, ity, 126));
+  e = b.CreateSub(e, b.CreateSelect(tiny, ci(b, ity, 23), ci(b, ity, 0)));
+  llvm::Value* m = b.CreateBitCast(
+      b.CreateOr(b.CreateAnd(bits, ci(b, ity, 0x807fffff)), ci(b, ity, 0x3f000000)), x->getType());
+  // m in [0.5, 1): fold to [sqrt(1/2), sqrt(2)) - 1.
+  llvm::Value* small = b.CreateFCmpOLT(m, c(b, x, 0.707106781186547524));
+  llvm::Value* ef = b.CreateSIToFP(e, x->getType());
+  ef = b.CreateFSub(ef, b.CreateSelect(small, c(b, x, 1.0), c(b, x, 0.0)));
+  m = b.CreateFSub(b.CreateSelect(small, b.CreateFAdd(m, m), m), c(b, x, 1.0));
+  llvm::Value* z = b.CreateFMul(m, m);
+  llvm::Value* y =
+      poly(b, m,
+           {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
+            -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1});
+  y = b.CreateFMul(b.CreateFMul(y, m), z);
+  y = b.CreateFAdd(y, b.CreateFMul(ef, c(b, x, -2.12194440e-4)));
+  y = b.CreateFSub(y, b.CreateFMul(z, c(b, x, 0.5)));
+  llvm::Value* r = b.CreateFAdd(b.CreateFAdd(m, y), b.CreateFMul(ef, c(b, x, 0.693359375)));
+  double inf = std::numeric_limits<double>::infinity();
+  r = b.CreateSelect(b.CreateFCmpOEQ(x, c(b, x, inf)), x, r);
+  r = b.CreateSelect(b.CreateFCmpOEQ(x, c(b, x, 0.0)), c(b, x, -inf), r);
+  r = b.CreateSelect(b.CreateFCmpOLT(x, c(b, x, 0.0)),
+                     c(b, x, std::numeric_limits<double>::quiet_NaN()), r);
+  return b.CreateSelect(is_nan(b, x), x, r);
+}
+
+llvm::Value* log2(llvm::IRBuilder<>& b, llvm::Value* x) {
+  return b.CreateFMul(log(b, x), c(b, x, 1.44269504088896341));
+}
+
+llvm::Value* tanh(llvm::IRBuilder<>& b, llvm::Value* x) {
+  llvm::Value* ax = b.CreateIntrinsic(llvm::Intrinsic::fabs, {x->getType()}, {x});
+  // Small |x|: odd polynomial (Cephes tanhf); large: 1 - 2 / (e^{2|x|} + 1).
+  llvm::Value* z = b.CreateFMul(x, x);
+  llvm::Value* p = poly(b, z,
+                        {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2, 1.33314422036E-1,
+                         -3.33332819422E-1});
+  llvm::Value* small = b.CreateFAdd(b.CreateFMul(b.CreateFMul(p, z), x), x);
+  llvm::Value* e = exp(b, b.CreateFAdd(ax, ax));
+  llvm::Value* big =
+      b.CreateFSub(c(b, x, 1.0), b.CreateFDiv(c(b, x, 2.0), b.CreateFAdd(e, c(b, x, 1.0))));
+  big = b.CreateIntrinsic(llvm::Intrinsic::copysign, {x->getType()}, {big, x});
+  llvm::Value* r = b.CreateSelect(b.CreateFCmpOLT(ax, c(b, x, 0.625)), small, big);
+  return b.CreateSelect(is_nan(b, x), x, r);
+}
+
+llvm::Value* sigmoid(llvm::IRBuilder<>& b, llvm::Value* x) {
+  llvm::Value* e = exp(b, b.CreateFNeg(x));
+  return b.CreateFDiv(c(b, x, 1.0), b.CreateFAdd(c(b, x, 1.0), e));
+}
+
+llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x) {
+  llvm::Value* ax = b.CreateIntrinsic(llvm::Intrinsic::fabs, {x->getType()}, {x});
+  // |x| < 0.84375: Maclaurin series of erf up to x^17 (relative error < 1e-7).
+  llvm::Value* z = b.CreateFMul(x, x);
+  llvm::Value* s = poly(b, z,
+                        {1.0 / 685440, -1.0 / 75600, 1.0 / 9360, -1.0 / 1320, 1.0 / 216, -1.0 / 42,
+                         1.0 / 10, -1.0 / 3, 1.0});
+  llvm::Value* small = b.CreateFMul(b.CreateFMul(s, x), c(b, x, 1.12837916709551257));
+  // Otherwise Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7).
+  llvm::Value* t =
+      b.CreateFDiv(c(b, x, 1.0), b.CreateFAdd(c(b, x, 1.0), b.CreateFMul(ax, c(b, x, 0.3275911))));
+  llvm::Value* q = poly(b, t, {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592});
+  q = b.CreateFMul(q, t);
+  llvm::Value* big = b.CreateFSub(c(b, x, 1.0), b.CreateFMul(q, exp(b, b.CreateFNeg(z))));
+  big = b.CreateIntrinsic(llvm::Intrinsic::copysign, {x->getType()}, {big, x});
+  llvm::Value* r = b.CreateSelect(b.CreateFCmpOLT(ax, c(b, x, 0.84375)), small, big);
+  return b.CreateSelect(is_nan(b, x), x, r);
+}
+
+}  // namespace kiln::cpu_math

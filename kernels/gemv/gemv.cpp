@@ -1,0 +1,69 @@
+// Dense GEMV y = W x with W row-major [M, K] in f32/f16/bf16 and x, y in X.
+//
+// Token generation is bandwidth-bound on W, so a program streams BLOCK_M
+// whole rows: each row is a run of contiguous BLOCK_K-wide vector loads
+// (unmasked in the main loop; a masked tail handles K % BLOCK_K), products
+// are accumulated in an f32 [BLOCK_M, BLOCK_K] register tile and reduced
+// once per row at the end. Only the last program, whose rows run past M,
+// takes the row-masked path.
+#include "ir/builder.h"
+#include "kernels/registry.h"
+
+namespace kiln {
+namespace {
+
+Kernel build_gemv(const Spec& s) {
+  KernelBuilder k("gemv", s);
+  DType TW = s.dtype("W"), TX = s.dtype("X");
+  const int64_t BM = s.constexpr_("BLOCK_M"), BK = s.constexpr_("BLOCK_K");
+  auto W = k.buffer("w", TW), x = k.buffer("x", TX), y = k.buffer("y", TX);
+  auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
+  auto row0 = k.program_id(0) * static_cast<int>(BM);
+  auto K64 = K.to(DType::i64);
+  auto k_main = K - K % static_cast<int>(BK);
+
+  auto rows_pass = [&](bool row_masked) {
+    auto rows = row0 + arange(BM);
+    auto rmask = expand_dims(rows < M, 1);
+    auto roff = expand_dims(rows.to(DType::i64) * K64, 1);
+    auto acc = k.var(zeros(DType::f32, {BM, BK}));
+    k.for_(0, k_main, static_cast<int>(BK), [&](Value k0) {
+      auto cols = k0 + arange(BK);
+      auto off = roff + cols.to(DType::i64);
+      auto w = row_masked ? load(W + off, rmask, 0.0) : load(W + off);
+      acc = acc + w.to(DType::f32) * load(x + cols).to(DType::f32);
+    });
+    k.if_(k_main < K, [&] {
+      auto cols = k_main + arange(BK);
+      auto cmask = cols < K;
+      auto off = roff + cols.to(DType::i64);
+      auto wmask = row_masked ? (rmask & cmask) : cmask;
+      auto w = load(W + off, wmask, 0.0);
+      acc = acc + w.to(DType::f32) * load(x + cols, cmask, 0.0).to(DType::f32);
+    });
+    auto out = sum(Value(acc), 1).to(TX);
+    if (row_masked)
+      store(y + rows, out, rows < M);
+    else
+      store(y + rows, out);
+  };
+  k.if_(
+      row0 + static_cast<int>(BM) <= M, [&] { rows_pass(false); }, [&] { rows_pass(true); });
+  return k.finish();
+}
+
+KILN_REGISTER_KERNEL((KernelDef{
+    "gemv",
+    "gemv",
+    "y = W x, W row-major [m, k]",
+    {{"W", {DType::f16, DType::bf16, DType::f32}}, {"X", {DType::f32, DType::f16, DType::bf16}}},
+    {{"BLOCK_M", 4}, {"BLOCK_K", 128}},
+    build_gemv,
+    [](const Spec& s, const ScalarArgs& a) {
+      int64_t m = a.i("m"), kk = a.i("k");
+      return LaunchShape{{cdiv(m, s.constexpr_("BLOCK_M")), 1, 1},
+                         {{"w", m * kk}, {"x", kk}, {"y", m}}};
+    }}));
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,70 @@
+// The kernel library's table of contents: every library kernel registers a
+// KernelDef, and tools, tests and the runtime find kernels here by name.
+//
+// A KernelDef says how to build the kernel from a Spec, which dtypes each
+// role accepts (the first one is the default), the default value of each
+// constexpr, and how a launch's scalar arguments determine the grid and the
+// number of elements every buffer must hold, so a launch with a buffer that
+// is too small is refused before any code runs. A kernel file registers
+// itself with KILN_REGISTER_KERNEL; nothing else needs to change to add one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/interpreter.h"
+#include "ir/kernel.h"
+#include "ir/spec.h"
+
+namespace kiln {
+
+// A launch's scalar arguments by parameter name (ints as int64, floats as double).
+class ScalarArgs {
+ public:
+  void set_int(const std::string& name, int64_t v) { ints_[name] = v; }
+  void set_float(const std::string& name, double v) { floats_[name] = v; }
+  int64_t i(const std::string& name) const;  // throws naming the missing scalar
+  double f(const std::string& name) const;
+
+ private:
+  std::map<std::string, int64_t> ints_;
+  std::map<std::string, double> floats_;
+};
+
+struct LaunchShape {
+  Grid grid{1, 1, 1};
+  std::map<std::string, int64_t> buffer_elems;  // required elements, by buffer name
+};
+
+struct KernelDef {
+  std::string name;
+  std::string family;
+  std::string summary;
+  std::vector<std::pair<std::string, std::vector<DType>>> dtype_roles;
+  std::vector<std::pair<std::string, int64_t>> constexpr_defaults;
+  std::function<Kernel(const Spec&)> build;
+  std::function<LaunchShape(const Spec&, const ScalarArgs&)> launch_shape;
+
+  // Fills in defaults and checks every dtype and constexpr against this
+  // definition; errors name the kernel, the entry and what is accepted.
+  Spec make_spec(const std::map<std::string, DType>& dtypes = {},
+                 const std::map<std::string, int64_t>& constexprs = {}) const;
+};
+
+bool register_kernel(KernelDef def);
+const std::vector<KernelDef>& all_kernels();
+// Throws kiln::Error listing the known kernels.
+const KernelDef& find_kernel(const std::string& name);
+
+inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+#define KILN_CONCAT_INNER(a, b) a##b
+#define KILN_CONCAT(a, b) KILN_CONCAT_INNER(a, b)
+#define KILN_REGISTER_KERNEL(def) \
+  static const bool KILN_CONCAT(kiln_registered_, __LINE__) = ::kiln::register_kernel(def)
+
+}  // namespace kiln

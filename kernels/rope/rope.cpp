@@ -1,0 +1,77 @@
+// Rotary position embedding, in place, on x[tokens, heads, HEAD_DIM].
+//
+// One program rotates the first ROT dims of one (head, token) vector; the
+// rest pass through. NEOX=0 pairs adjacent dims (2i, 2i+1) as llama's GGUF
+// tensors expect; NEOX=1 pairs (i, i + ROT/2) as Qwen and GPT-NeoX do.
+// Angles come from a host-built table (rope_cos_sin_table) because the IR
+// has no sin/cos: row p holds cos(p*theta_i) for i < ROT/2, then sin.
+// Positions outside the table are clamped to its last row (the table is
+// built for the model's context length, so this never triggers in a forward).
+#include "kernels/rope/rope.h"
+
+#include <cmath>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "kernels/registry.h"
+
+namespace kiln {
+
+std::vector<float> rope_cos_sin_table(double base, int64_t rot, int64_t n_pos) {
+  std::vector<float> t(static_cast<size_t>(n_pos * rot));
+  int64_t half = rot / 2;
+  for (int64_t p = 0; p < n_pos; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      double theta = static_cast<double>(p) * std::pow(base, -2.0 * i / static_cast<double>(rot));
+      t[p * rot + i] = static_cast<float>(std::cos(theta));
+      t[p * rot + half + i] = static_cast<float>(std::sin(theta));
+    }
+  return t;
+}
+
+namespace {
+
+Kernel build_rope(const Spec& s) {
+  KernelBuilder k("rope", s);
+  DType T = s.dtype("T");
+  const int64_t D = s.constexpr_("HEAD_DIM"), R = s.constexpr_("ROT");
+  const bool neox = s.constexpr_("NEOX") != 0;
+  if (R <= 0 || R % 2 || R > D)
+    throw Error("kernel 'rope': ROT must be even and in 2..HEAD_DIM, got " + std::to_string(R));
+  const int half = static_cast<int>(R / 2);
+  auto x = k.buffer("x", T), table = k.buffer("cos_sin", DType::f32),
+       pos = k.buffer("pos", DType::i32);
+  auto n_heads = k.scalar("n_heads", DType::i32);
+  auto n_pos = k.scalar("n_pos", DType::i32);
+  auto h = k.program_id(0), t = k.program_id(1);
+  auto base = (t.to(DType::i64) * n_heads.to(DType::i64) + h.to(DType::i64)) * D;
+  auto j = arange(R);
+  auto freq = neox ? j % half : j >> 1;
+  auto first = neox ? j < half : (j & 1) == 0;
+  auto partner = neox ? (j + half) % static_cast<int>(R) : j ^ 1;
+  auto p = minimum(maximum(load(pos + t), 0), n_pos - 1).to(DType::i64) * R;
+  auto c = load(table + p + freq);
+  auto sn = load(table + p + (freq + half));
+  auto xv = load(x + base + j).to(DType::f32);
+  auto xp = load(x + base + partner).to(DType::f32);
+  store(x + base + j, (xv * c + where(first, -xp, xp) * sn).to(T));
+  return k.finish();
+}
+
+KILN_REGISTER_KERNEL((KernelDef{"rope",
+                                "rope",
+                                "rotary embedding in place on x[tokens, heads, HEAD_DIM]",
+                                {{"T", {DType::f32, DType::f16, DType::bf16}}},
+                                {{"HEAD_DIM", 128}, {"ROT", 128}, {"NEOX", 0}},
+                                build_rope,
+                                [](const Spec& s, const ScalarArgs& a) {
+                                  int64_t tokens = a.i("tokens"), heads = a.i("n_heads");
+                                  return LaunchShape{
+                                      {heads, tokens, 1},
+                                      {{"x", tokens * heads * s.constexpr_("HEAD_DIM")},
+                                       {"cos_sin", a.i("n_pos") * s.constexpr_("ROT")},
+                                       {"pos", tokens}}};
+                                }}));
+
+}  // namespace
+}  // namespace kiln

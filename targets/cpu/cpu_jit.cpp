@@ -1,0 +1,131 @@
+#include "targets/cpu/cpu_jit.h"
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <chrono>
+
+#include "codegen/cpu/fp8_helpers.h"
+#include "codegen/cpu/llvm_lowering.h"
+#include "ir/error.h"
+
+namespace kiln {
+
+namespace {
+
+std::string take_error(llvm::Error e) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << e;
+  return s;
+}
+
+void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
+  m.setDataLayout(tm.createDataLayout());
+  m.setTargetTriple(tm.getTargetTriple().str());
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+}
+
+// Target features also belong on each function so inlining and the
+// vectoriser's cost model see them (ORC does not add them).
+void tag_functions(llvm::Module& m, const CpuTarget& t) {
+  for (llvm::Function& f : m) {
+    if (f.isDeclaration()) continue;
+    f.addFnAttr("target-cpu", t.cpu);
+    if (!t.features.empty()) f.addFnAttr("target-features", t.features);
+  }
+}
+
+}  // namespace
+
+CpuJit::CpuJit() : target_(host_cpu_target()) {
+  create_target_machine(target_);  // initialises LLVM's targets
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) throw Error("CPU JIT: cannot detect the host: " + take_error(jtmb.takeError()));
+  jtmb->setCPU(target_.cpu);
+  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+  if (!jit) throw Error("CPU JIT: cannot create LLJIT: " + take_error(jit.takeError()));
+  jit_ = std::move(*jit);
+  llvm::orc::SymbolMap syms;
+  int n = 0;
+  const HostSymbol* hs = fp8_host_symbols(&n);
+  for (int i = 0; i < n; ++i)
+    syms[jit_->mangleAndIntern(hs[i].name)] = {llvm::orc::ExecutorAddr::fromPtr(hs[i].address),
+                                               llvm::JITSymbolFlags::Exported};
+  if (auto e = jit_->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(syms))))
+    throw Error("CPU JIT: " + take_error(std::move(e)));
+  // Lowered code may call libm (fmodf for float Rem).
+  auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      jit_->getDataLayout().getGlobalPrefix());
+  if (!gen) throw Error("CPU JIT: " + take_error(gen.takeError()));
+  jit_->getMainJITDylib().addGenerator(std::move(*gen));
+}
+
+CpuJit::~CpuJit() = default;
+
+CompiledCpuKernel CpuJit::compile(const Kernel& k, const std::string& symbol) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto t0 = std::chrono::steady_clock::now();
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> m = lower_to_llvm(k, *ctx, symbol);
+  tag_functions(*m, target_);
+  auto tm = create_target_machine(target_);
+  optimize(*m, *tm);
+  if (auto e = jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
+    throw Error("kernel '" + k.name + "': JIT rejected the module: " + take_error(std::move(e)));
+  auto addr = jit_->lookup(symbol);
+  if (!addr)
+    throw Error("kernel '" + k.name + "': JIT lookup failed: " + take_error(addr.takeError()));
+  CompiledCpuKernel out;
+  out.fn = addr->toPtr<KernelRangeFn>();
+  out.symbol = symbol;
+  out.compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+std::string cpu_llvm_ir(const Kernel& k, const CpuTarget& t, bool optimized) {
+  llvm::LLVMContext ctx;
+  auto m = lower_to_llvm(k, ctx, k.name);
+  tag_functions(*m, t);
+  auto tm = create_target_machine(t);
+  if (optimized) optimize(*m, *tm);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m->print(os, nullptr);
+  return s;
+}
+
+std::string cpu_assembly(const Kernel& k, const CpuTarget& t) {
+  llvm::LLVMContext ctx;
+  auto m = lower_to_llvm(k, ctx, k.name);
+  tag_functions(*m, t);
+  auto tm = create_target_machine(t);
+  optimize(*m, *tm);
+  llvm::SmallString<0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+    throw Error("CPU target '" + t.name + "' cannot emit assembly");
+  pm.run(*m);
+  return std::string(buf.str());
+}
+
+}  // namespace kiln

@@ -1,0 +1,82 @@
+#include "targets/cpu/cpu_target.h"
+
+#include <llvm/ADT/StringMap.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "ir/error.h"
+
+namespace kiln {
+
+namespace {
+
+void init_llvm_targets() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeX86TargetInfo();
+    LLVMInitializeX86Target();
+    LLVMInitializeX86TargetMC();
+    LLVMInitializeX86AsmPrinter();
+    LLVMInitializeX86AsmParser();
+    LLVMInitializeAArch64TargetInfo();
+    LLVMInitializeAArch64Target();
+    LLVMInitializeAArch64TargetMC();
+    LLVMInitializeAArch64AsmPrinter();
+    LLVMInitializeAArch64AsmParser();
+  });
+}
+
+}  // namespace
+
+bool CpuTarget::has_feature(const std::string& f) const {
+  return ("," + features + ",").find(",+" + f + ",") != std::string::npos;
+}
+
+CpuTarget host_cpu_target() {
+  CpuTarget t;
+  t.name = "host";
+  t.triple = llvm::sys::getProcessTriple();
+  t.cpu = llvm::sys::getHostCPUName().str();
+  std::vector<std::string> on;
+  for (const auto& f : llvm::sys::getHostCPUFeatures())
+    if (f.getValue()) on.push_back("+" + f.getKey().str());
+  std::sort(on.begin(), on.end());
+  for (const auto& f : on) t.features += (t.features.empty() ? "" : ",") + f;
+  return t;
+}
+
+std::vector<std::string> cpu_target_names() {
+  return {"host", "x86-64-v3", "x86-64-v4", "aarch64"};
+}
+
+CpuTarget named_cpu_target(const std::string& name) {
+  if (name == "host") return host_cpu_target();
+  if (name == "x86-64-v3" || name == "x86-64-v4")
+    return CpuTarget{name, "x86_64-unknown-linux-gnu", name, ""};
+  if (name == "aarch64")
+    return CpuTarget{name, "aarch64-unknown-linux-gnu", "generic", "+neon,+dotprod,+fullfp16"};
+  std::string all;
+  for (const auto& n : cpu_target_names()) all += (all.empty() ? "" : ", ") + n;
+  throw Error("unknown CPU target '" + name + "' (known: " + all + ")");
+}
+
+std::unique_ptr<llvm::TargetMachine> create_target_machine(const CpuTarget& t) {
+  init_llvm_targets();
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.triple, err);
+  if (!target) throw Error("CPU target '" + t.name + "': " + err);
+  llvm::TargetOptions opts;
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(t.triple, t.cpu, t.features, opts, llvm::Reloc::PIC_,
+                                  std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!tm) throw Error("CPU target '" + t.name + "': LLVM could not create a target machine");
+  return tm;
+}
+
+}  // namespace kiln

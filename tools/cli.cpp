@@ -1,0 +1,102 @@
+#include "tools/cli.h"
+
+#include <algorithm>
+
+#include "ir/error.h"
+
+namespace kiln {
+
+CliArgs::CliArgs(const std::vector<std::string>& argv, const std::vector<std::string>& flags) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.rfind("--", 0) != 0 || a.size() == 2) {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    size_t eq = name.find('=');
+    bool has_value = eq != std::string::npos;
+    if (has_value) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (std::find(flags.begin(), flags.end(), name) != flags.end()) {
+      if (has_value) throw Error("option --" + name + " takes no value");
+      flags_[name] = true;
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= argv.size()) throw Error("option --" + name + " needs a value");
+      value = argv[++i];
+    }
+    values_[name].push_back(value);
+  }
+}
+
+std::string CliArgs::get(const std::string& name, const std::string& def) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? def : it->second.back();
+}
+
+std::vector<std::string> CliArgs::all(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+int64_t CliArgs::get_int(const std::string& name, int64_t def) const {
+  if (!has(name)) return def;
+  std::string v = get(name);
+  try {
+    size_t used = 0;
+    int64_t r = std::stoll(v, &used);
+    if (used != v.size()) throw std::invalid_argument(v);
+    return r;
+  } catch (const std::exception&) {
+    throw Error("option --" + name + " expects an integer, got '" + v + "'");
+  }
+}
+
+void CliArgs::allow_only(const std::vector<std::string>& known) const {
+  auto check = [&](const std::string& n) {
+    if (std::find(known.begin(), known.end(), n) == known.end())
+      throw Error("unknown option --" + n);
+  };
+  for (const auto& [n, v] : values_) check(n);
+  for (const auto& [n, v] : flags_) check(n);
+}
+
+}  // namespace kiln
+
+#include "kernels/registry.h"
+
+namespace kiln {
+
+Spec spec_from_args(const std::string& kernel, const CliArgs& a) {
+  const KernelDef& def = find_kernel(kernel);
+  std::map<std::string, DType> dtypes;
+  for (const std::string& d : a.all("dtype")) {
+    size_t eq = d.find('=');
+    if (eq == std::string::npos) {
+      if (def.dtype_roles.empty()) throw Error("kernel '" + kernel + "' takes no dtype");
+      dtypes[def.dtype_roles.front().first] = parse_dtype(d);
+    } else {
+      dtypes[d.substr(0, eq)] = parse_dtype(d.substr(eq + 1));
+    }
+  }
+  std::map<std::string, int64_t> consts;
+  for (const std::string& c : a.all("const")) {
+    size_t eq = c.find('=');
+    if (eq == std::string::npos) throw Error("--const expects NAME=VALUE, got '" + c + "'");
+    std::string v = c.substr(eq + 1);
+    try {
+      size_t used = 0;
+      consts[c.substr(0, eq)] = std::stoll(v, &used);
+      if (used != v.size()) throw std::invalid_argument(v);
+    } catch (const std::exception&) {
+      throw Error("--const " + c.substr(0, eq) + " expects an integer, got '" + v + "'");
+    }
+  }
+  return def.make_spec(dtypes, consts);
+}
+
+}  // namespace kiln

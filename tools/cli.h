@@ -1,0 +1,48 @@
+// The `kiln` command's subcommands and the small argument reader they share.
+//
+// Each subcommand lives in its own cmd_*.cpp and receives the arguments
+// after its name. Options are `--name value` or `--name=value`; flags are
+// bare `--name`. Unknown options are errors that name the option.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace kiln {
+
+class CliArgs {
+ public:
+  // `flags` are the options that take no value.
+  CliArgs(const std::vector<std::string>& argv, const std::vector<std::string>& flags);
+
+  bool flag(const std::string& name) const { return flags_.count(name) != 0; }
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  std::string get(const std::string& name, const std::string& def = "") const;
+  std::vector<std::string> all(const std::string& name) const;
+  int64_t get_int(const std::string& name, int64_t def) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+  // Throws naming the first option not in `known` (flags included).
+  void allow_only(const std::vector<std::string>& known) const;
+
+ private:
+  std::map<std::string, std::vector<std::string>> values_;
+  std::map<std::string, bool> flags_;
+  std::vector<std::string> positional_;
+};
+
+int cmd_run(const std::vector<std::string>& args);
+int cmd_inspect(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
+int cmd_list(const std::vector<std::string>& args);
+
+}  // namespace kiln
+
+namespace kiln {
+struct Spec;
+// Spec for a library kernel from `--dtype [ROLE=]DT` (bare DT sets the first
+// role) and `--const NAME=V` options, defaults for the rest.
+Spec spec_from_args(const std::string& kernel, const CliArgs& a);
+}  // namespace kiln

@@ -1,0 +1,125 @@
+// `kiln bench`: Google Benchmark runs of the GEMV kernels, each reported in
+// GB/s and as a fraction of the bandwidth probe measured in the same run at
+// the same thread count (the only honest unit on a shared, noisy machine).
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "ir/error.h"
+#include "runtime/runtime.h"
+#include "tools/bandwidth_probe.h"
+#include "tools/cli.h"
+#include "tools/gemv_workload.h"
+
+namespace kiln {
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, sep);)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int64_t parse_int(const std::string& s, const std::string& what) {
+  try {
+    size_t used = 0;
+    int64_t v = std::stoll(s, &used);
+    if (used == s.size() && v > 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw Error(what + ": expected a positive integer, got '" + s + "'");
+}
+
+}  // namespace
+
+int cmd_bench(const std::vector<std::string>& argv) {
+  std::vector<std::string> ours, gbench = {"kiln-bench"};
+  for (const auto& s : argv) (s.rfind("--benchmark_", 0) == 0 ? gbench : ours).push_back(s);
+  CliArgs a(ours, {"help"});
+  a.allow_only({"help", "threads", "shapes", "dtypes", "const"});
+  if (a.flag("help")) {
+    std::puts(
+        "usage: kiln bench [--threads 1,2] [--shapes 4096x4096,4096x14336] [--dtypes "
+        "f32,f16,bf16]\n"
+        "                  [--const BLOCK_K=128] [--benchmark_* Google Benchmark options]\n"
+        "Benchmarks gemv (y = W x) for each weight dtype, shape and thread count, next to a\n"
+        "memory-bandwidth probe measured in the same run (frac_of_probe = GB/s / probe GB/s).");
+    return 0;
+  }
+  std::vector<int> threads;
+  for (const auto& t : split(a.get("threads", "1,2"), ','))
+    threads.push_back(static_cast<int>(parse_int(t, "--threads")));
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (const auto& s : split(a.get("shapes", "4096x4096,4096x14336"), ',')) {
+    auto mk = split(s, 'x');
+    if (mk.size() != 2) throw Error("--shapes: expected MxK, got '" + s + "'");
+    shapes.emplace_back(parse_int(mk[0], "--shapes"), parse_int(mk[1], "--shapes"));
+  }
+  std::vector<DType> dtypes;
+  for (const auto& d : split(a.get("dtypes", "f32,f16,bf16"), ','))
+    dtypes.push_back(parse_dtype(d));
+
+  std::map<int, std::unique_ptr<Runtime>> runtimes;
+  std::map<int, double> probe_gbps;
+  BandwidthProbe probe;
+  for (int t : threads) {
+    runtimes[t] = std::make_unique<Runtime>(t);
+    probe_gbps[t] = probe.measure_gbps(runtimes[t]->pool());
+    std::printf("bandwidth probe: %d thread(s): %.1f GB/s (best of 5 reads of %lld MiB)\n", t,
+                probe_gbps[t], static_cast<long long>(probe.bytes() >> 20));
+    benchmark::RegisterBenchmark(("bandwidth_probe/threads:" + std::to_string(t)).c_str(),
+                                 [&probe, rt = runtimes[t].get()](benchmark::State& st) {
+                                   for (auto _ : st)
+                                     benchmark::DoNotOptimize(probe.read_once(rt->pool()));
+                                   st.counters["GB/s"] = benchmark::Counter(
+                                       static_cast<double>(probe.bytes()) * st.iterations(),
+                                       benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+                                 })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (DType wt : dtypes) {
+    Spec base = spec_from_args("gemv", a);
+    Spec spec = find_kernel("gemv").make_spec({{"W", wt}, {"X", base.dtype("X")}}, base.constexprs);
+    for (auto [m, k] : shapes) {
+      auto work = std::make_shared<GemvWorkload>(m, k, wt, spec.dtype("X"));
+      for (int t : threads) {
+        Runtime* rt = runtimes[t].get();
+        rt->compile(spec);
+        double roof = probe_gbps[t];
+        std::string name = "gemv/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
+                           std::to_string(k) + "/threads:" + std::to_string(t);
+        benchmark::RegisterBenchmark(
+            name.c_str(),
+            [=](benchmark::State& st) {
+              auto args = work->args();
+              for (auto _ : st) rt->launch(spec, args);
+              double gbps = static_cast<double>(work->bytes()) * st.iterations();
+              st.counters["GB/s"] = benchmark::Counter(gbps, benchmark::Counter::kIsRate,
+                                                       benchmark::Counter::kIs1000);
+              st.counters["probe_GB/s"] = roof;
+              st.counters["frac_of_probe"] =
+                  benchmark::Counter(gbps / 1e9 / roof, benchmark::Counter::kIsRate);
+            })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+    }
+  }
+  int gargc = static_cast<int>(gbench.size());
+  std::vector<char*> gargv;
+  for (auto& s : gbench) gargv.push_back(s.data());
+  benchmark::Initialize(&gargc, gargv.data());
+  if (benchmark::ReportUnrecognizedArguments(gargc, gargv.data())) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace kiln

@@ -1,0 +1,53 @@
+#include "tools/gemv_workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "ir/scalar_eval.h"
+
+namespace kiln {
+
+namespace {
+void fill(std::vector<uint8_t>& buf, int64_t n, DType t, std::mt19937_64& rng) {
+  buf.assign(static_cast<size_t>(n * dtype_bytes(t)), 0);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    ScalarValue v;
+    v.f = round_to_float_dtype(dist(rng), t);
+    store_element(buf.data(), i, t, v);
+  }
+}
+}  // namespace
+
+GemvWorkload::GemvWorkload(int64_t m, int64_t k, DType w, DType x, uint64_t seed)
+    : m_(m), k_(k), wt_(w), xt_(x) {
+  std::mt19937_64 rng(seed);
+  fill(w_, m * k, w, rng);
+  fill(x_, k, x, rng);
+  y_.assign(static_cast<size_t>(m * dtype_bytes(x)), 0);
+}
+
+std::vector<Arg> GemvWorkload::args() {
+  return {Arg::buffer(w_.data(), m_ * k_), Arg::buffer(x_.data(), k_), Arg::buffer(y_.data(), m_),
+          Arg::scalar_int(m_), Arg::scalar_int(k_)};
+}
+
+int64_t GemvWorkload::bytes() const {
+  return (m_ * k_) * dtype_bytes(wt_) + (k_ + m_) * dtype_bytes(xt_);
+}
+
+double GemvWorkload::relative_error() const {
+  std::vector<double> xs(k_);
+  for (int64_t j = 0; j < k_; ++j) xs[j] = load_element(x_.data(), j, xt_).f;
+  double max_err = 0, max_ref = 0;
+  for (int64_t i = 0; i < m_; ++i) {
+    double ref = 0;
+    for (int64_t j = 0; j < k_; ++j) ref += load_element(w_.data(), i * k_ + j, wt_).f * xs[j];
+    max_err = std::max(max_err, std::fabs(load_element(y_.data(), i, xt_).f - ref));
+    max_ref = std::max(max_ref, std::fabs(ref));
+  }
+  return max_ref > 0 ? max_err / max_ref : max_err;
+}
+
+}  // namespace kiln

@@ -1,0 +1,45 @@
+// `kiln`: run, inspect and benchmark Kiln kernels.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+#include "tools/cli.h"
+
+namespace {
+
+void usage() {
+  std::puts(
+      "usage: kiln <command> [options]\n"
+      "\n"
+      "commands:\n"
+      "  run      JIT-compile and run a library kernel on generated data, check it, time it\n"
+      "  inspect  show a kernel's IR, LLVM IR or assembly for a CPU target\n"
+      "  bench    benchmark kernels against the measured memory bandwidth (Google Benchmark)\n"
+      "  list     list the library kernels with their dtypes and constexprs\n"
+      "\n"
+      "`kiln <command> --help` describes a command's options.");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    usage();
+    return args.empty() ? 2 : 0;
+  }
+  std::string cmd = args[0];
+  args.erase(args.begin());
+  try {
+    if (cmd == "run") return kiln::cmd_run(args);
+    if (cmd == "inspect") return kiln::cmd_inspect(args);
+    if (cmd == "bench") return kiln::cmd_bench(args);
+    if (cmd == "list") return kiln::cmd_list(args);
+    std::fprintf(stderr, "kiln: error: unknown command '%s' (run `kiln --help`)\n", cmd.c_str());
+    return 2;
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+}
