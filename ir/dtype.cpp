@@ -1,5 +1,6 @@
 #include "ir/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 

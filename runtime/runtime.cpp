@@ -1,11 +1,11 @@
 #include "runtime/runtime.h"
 
 #include <cstdio>
-#include <cstring>
 
 #include "ir/error.h"
 #include "ir/passes.h"
 #include "ir/printer.h"
+#include "runtime/cpu_launch.h"
 
 namespace kiln {
 
@@ -34,36 +34,19 @@ const CompiledKernel& Runtime::compile(const Spec& spec) {
 
 Grid Runtime::check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,
                            const Sizes& sizes) {
+  check_arg_kinds(k, args);
   const std::string who = "kernel '" + k.name + "'";
-  if (args.size() != k.params.size()) {
-    std::string names;
-    for (const auto& p : k.params) names += (names.empty() ? "" : ", ") + p.name;
-    throw Error(who + " takes " + std::to_string(k.params.size()) + " arguments (" + names +
-                "), got " + std::to_string(args.size()));
-  }
   ScalarArgs scalars;
   for (const auto& [name, v] : sizes) scalars.set_int(name, v);
   for (size_t i = 0; i < args.size(); ++i) {
     const Param& p = k.params[i];
-    bool want_buffer = p.kind == ParamKind::Buffer;
-    if (args[i].is_buffer != want_buffer)
-      throw Error(who + ": argument " + std::to_string(i) + " ('" + p.name + "') must be a " +
-                  (want_buffer ? "buffer" : "scalar"));
-    if (want_buffer && args[i].count > 0 && !args[i].data)
-      throw Error(who + ": buffer '" + p.name + "' is null");
-    if (!want_buffer) {
-      if (is_float(p.dtype))
-        scalars.set_float(p.name, args[i].f);
-      else
-        scalars.set_int(p.name, args[i].i);
-    }
+    if (p.kind == ParamKind::Buffer) continue;
+    if (is_float(p.dtype))
+      scalars.set_float(p.name, args[i].f);
+    else
+      scalars.set_int(p.name, args[i].i);
   }
   LaunchShape shape = find_kernel(spec.kernel).launch_shape(spec, scalars);
-  for (int a = 0; a < 3; ++a)
-    if (shape.grid[a] < 0 || shape.grid[a] > INT32_MAX)
-      throw Error(who + ": grid axis " + std::to_string(a) + " has " +
-                  std::to_string(shape.grid[a]) + " programs (0.." + std::to_string(INT32_MAX) +
-                  " allowed)");
   for (size_t i = 0; i < args.size(); ++i) {
     const Param& p = k.params[i];
     if (p.kind != ParamKind::Buffer) continue;
@@ -80,28 +63,7 @@ Grid Runtime::check_launch(const Spec& spec, const Kernel& k, const std::vector<
 
 void Runtime::launch(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes) {
   const CompiledKernel& c = compile(spec);
-  Grid grid = check_launch(spec, c.kernel, args, sizes);
-  std::vector<void*> buffers;
-  std::vector<int64_t> scalars;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const Param& p = c.kernel.params[i];
-    if (p.kind == ParamKind::Buffer) {
-      buffers.push_back(args[i].data);
-    } else if (is_float(p.dtype)) {
-      int64_t bits;
-      std::memcpy(&bits, &args[i].f, sizeof bits);
-      scalars.push_back(bits);
-    } else {
-      scalars.push_back(args[i].i);
-    }
-  }
-  LaunchArgs la{buffers.data(),
-                scalars.data(),
-                {static_cast<int32_t>(grid[0]), static_cast<int32_t>(grid[1]),
-                 static_cast<int32_t>(grid[2])}};
-  int64_t total = grid[0] * grid[1] * grid[2];
-  KernelRangeFn fn = c.cpu.fn;
-  pool_.parallel_for(total, [&](int64_t b, int64_t e) { fn(&la, b, e); });
+  launch_cpu(c.kernel, c.cpu.fn, args, check_launch(spec, c.kernel, args, sizes), pool_);
 }
 
 void Runtime::interpret(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes) {

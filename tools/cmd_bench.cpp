@@ -3,6 +3,7 @@
 // the same thread count (the only honest unit on a shared, noisy machine).
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -34,6 +35,14 @@ int64_t parse_int(const std::string& s, const std::string& what) {
   } catch (const std::exception&) {
   }
   throw Error(what + ": expected a positive integer, got '" + s + "'");
+}
+
+// Runs the benchmark loop and returns its wall time in seconds.
+template <class F>
+double timed(benchmark::State& st, F&& body) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : st) body();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -73,14 +82,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
     probe_gbps[t] = probe.measure_gbps(runtimes[t]->pool());
     std::printf("bandwidth probe: %d thread(s): %.1f GB/s (best of 5 reads of %lld MiB)\n", t,
                 probe_gbps[t], static_cast<long long>(probe.bytes() >> 20));
-    benchmark::RegisterBenchmark(("bandwidth_probe/threads:" + std::to_string(t)).c_str(),
-                                 [&probe, rt = runtimes[t].get()](benchmark::State& st) {
-                                   for (auto _ : st)
-                                     benchmark::DoNotOptimize(probe.read_once(rt->pool()));
-                                   st.counters["GB/s"] = benchmark::Counter(
-                                       static_cast<double>(probe.bytes()) * st.iterations(),
-                                       benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
-                                 })
+    benchmark::RegisterBenchmark(
+        ("bandwidth_probe/threads:" + std::to_string(t)).c_str(),
+        [&probe, rt = runtimes[t].get()](benchmark::State& st) {
+          double s = timed(st, [&] { benchmark::DoNotOptimize(probe.read_once(rt->pool())); });
+          st.counters["GB/s"] = static_cast<double>(probe.bytes()) * st.iterations() / s / 1e9;
+        })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
@@ -95,18 +102,16 @@ int cmd_bench(const std::vector<std::string>& argv) {
         double roof = probe_gbps[t];
         std::string name = "gemv/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
                            std::to_string(k) + "/threads:" + std::to_string(t);
-        benchmark::RegisterBenchmark(
-            name.c_str(),
-            [=](benchmark::State& st) {
-              auto args = work->args();
-              for (auto _ : st) rt->launch(spec, args);
-              double gbps = static_cast<double>(work->bytes()) * st.iterations();
-              st.counters["GB/s"] = benchmark::Counter(gbps, benchmark::Counter::kIsRate,
-                                                       benchmark::Counter::kIs1000);
-              st.counters["probe_GB/s"] = roof;
-              st.counters["frac_of_probe"] =
-                  benchmark::Counter(gbps / 1e9 / roof, benchmark::Counter::kIsRate);
-            })
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [=](benchmark::State& st) {
+                                       auto args = work->args();
+                                       double s = timed(st, [&] { rt->launch(spec, args); });
+                                       double gbps = static_cast<double>(work->bytes()) *
+                                                     st.iterations() / s / 1e9;
+                                       st.counters["GB/s"] = gbps;
+                                       st.counters["probe_GB/s"] = roof;
+                                       st.counters["frac_of_probe"] = gbps / roof;
+                                     })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }

@@ -50,11 +50,11 @@ Kernel build_rope(const Spec& s) {
   auto first = neox ? j < half : (j & 1) == 0;
   auto partner = neox ? (j + half) % static_cast<int>(R) : j ^ 1;
   auto p = minimum(maximum(load(pos + t), 0), n_pos - 1).to(DType::i64) * R;
-  auto c = load(table + p + freq);
-  auto sn = load(table + p + (freq + half));
-  auto xv = load(x + base + j).to(DType::f32);
-  auto xp = load(x + base + partner).to(DType::f32);
-  store(x + base + j, (xv * c + where(first, -xp, xp) * sn).to(T));
+  auto c = load(table + p + freq.to(DType::i64));
+  auto sn = load(table + p + (freq + half).to(DType::i64));
+  auto xv = load(x + base + j.to(DType::i64)).to(DType::f32);
+  auto xp = load(x + base + partner.to(DType::i64)).to(DType::f32);
+  store(x + base + j.to(DType::i64), (xv * c + where(first, -xp, xp) * sn).to(T));
   return k.finish();
 }
 

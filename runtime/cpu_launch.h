@@ -1,0 +1,24 @@
+// Runs a JIT-compiled kernel over a grid on the thread pool.
+//
+// The lowest launch layer: it checks the arguments against the kernel's
+// parameters (count and kinds) and packs them into the LaunchArgs ABI.
+// Buffer sizes are checked one level up, where the kernel's definition says
+// how large each buffer must be (Runtime::launch).
+#pragma once
+
+#include <vector>
+
+#include "codegen/cpu/launch_abi.h"
+#include "ir/interpreter.h"
+#include "ir/kernel.h"
+#include "targets/cpu/thread_pool.h"
+
+namespace kiln {
+
+// Throws kiln::Error naming the kernel and the offending argument.
+void check_arg_kinds(const Kernel& k, const std::vector<Arg>& args);
+
+void launch_cpu(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& args, const Grid& grid,
+                ThreadPool& pool);
+
+}  // namespace kiln

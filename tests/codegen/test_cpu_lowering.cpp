@@ -1,0 +1,339 @@
+// The CPU JIT against the reference interpreter, op by op: the same kernel
+// runs through both on the same inputs. Exact ops (arithmetic, casts,
+// memory, control flow) must agree bit for bit; transcendental functions
+// within the tolerances stated in codegen/cpu/vector_math.h; float
+// reductions within f32 reassociation error.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "runtime/cpu_launch.h"
+#include "support/test_data.h"
+#include "targets/cpu/cpu_jit.h"
+
+using namespace kiln;
+using kiln::test::HostBuffer;
+
+namespace {
+
+CpuJit& jit() {
+  static CpuJit j;
+  return j;
+}
+ThreadPool& pool() {
+  static ThreadPool p(2);
+  return p;
+}
+
+void run_jit(const Kernel& k, const std::vector<Arg>& args, Grid grid) {
+  static std::atomic<int> counter{0};
+  auto c = jit().compile(k, "test_kernel_" + std::to_string(counter++));
+  launch_cpu(k, c.fn, args, grid, pool());
+}
+
+// Builds `z[i] = f(x[i], y[i])` over n elements with a masked tail.
+Kernel elementwise_kernel(DType in, DType out, int64_t block,
+                          const std::function<Value(Value, Value)>& f) {
+  Spec s{"ew", {}, {}};
+  KernelBuilder k("ew", s);
+  auto x = k.buffer("x", in), y = k.buffer("y", in), z = k.buffer("z", out);
+  auto n = k.scalar("n", DType::i32);
+  auto offs = k.program_id(0) * static_cast<int>(block) + arange(block);
+  auto m = offs < n;
+  store(z + offs, f(load(x + offs, m, 1.0), load(y + offs, m, 1.0)), m);
+  return k.finish();
+}
+
+// Runs kernel k on x, y through both paths; returns (jit z, interpreter z).
+std::pair<HostBuffer, HostBuffer> both(const Kernel& k, HostBuffer x, HostBuffer y, DType out,
+                                       int64_t block) {
+  int64_t n = x.size();
+  HostBuffer zj(out, n), zi(out, n);
+  Grid g{(n + block - 1) / block, 1, 1};
+  run_jit(k, {x.arg(), y.arg(), zj.arg(), Arg::scalar_int(n)}, g);
+  interpret(k, {x.arg(), y.arg(), zi.arg(), Arg::scalar_int(n)}, g);
+  return {std::move(zj), std::move(zi)};
+}
+
+HostBuffer special_values(DType t, int64_t n, uint64_t seed) {
+  HostBuffer b = HostBuffer::random(t, n, seed, is_float(t) ? -8 : -200, is_float(t) ? 8 : 200);
+  if (is_float(t)) {
+    const double specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-3, 65504, -1e30, 0.5, 2.5};
+    for (int64_t i = 0; i < n; i += 7) b.set(i, specials[(i / 7) % 10]);
+  } else {
+    const double specials[] = {0,   -1,    1,      127,          -128,
+                               255, 65535, -32768, 2147483647.0, -2147483648.0};
+    for (int64_t i = 0; i < n; i += 5) b.set(i, specials[(i / 5) % 10]);
+  }
+  return b;
+}
+
+bool same_bits(const HostBuffer& a, const HostBuffer& b) {
+  if (a.bytes() == b.bytes()) return true;
+  for (int64_t i = 0; i < a.size(); ++i)
+    if (!(a.get(i) == b.get(i) || (std::isnan(a.get(i)) && std::isnan(b.get(i))))) {
+      UNSCOPED_INFO("element " << i << ": jit " << a.get(i) << " vs interpreter " << b.get(i));
+      return false;
+    }
+  return true;
+}
+
+const DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f8e4m3, DType::f8e5m2};
+const DType kIntTypes[] = {DType::i8,  DType::u8,  DType::i16, DType::u16,
+                           DType::i32, DType::u32, DType::i64};
+
+}  // namespace
+
+TEST_CASE("binary float ops match the interpreter bit for bit", "[codegen][cpu]") {
+  const std::pair<const char*, std::function<Value(Value, Value)>> ops[] = {
+      {"add", [](Value a, Value b) { return a + b; }},
+      {"sub", [](Value a, Value b) { return a - b; }},
+      {"mul", [](Value a, Value b) { return a * b; }},
+      {"div", [](Value a, Value b) { return a / b; }},
+      {"min", [](Value a, Value b) { return minimum(a, b); }},
+      {"max", [](Value a, Value b) { return maximum(a, b); }},
+  };
+  for (DType t : kFloatTypes)
+    for (const auto& [name, f] : ops) {
+      INFO(name << " on " << dtype_name(t));
+      Kernel k = elementwise_kernel(t, t, 64, f);
+      auto [zj, zi] = both(k, special_values(t, 203, 1), special_values(t, 203, 2), t, 64);
+      CHECK(same_bits(zj, zi));
+    }
+}
+
+TEST_CASE("binary integer ops match the interpreter bit for bit", "[codegen][cpu]") {
+  const std::pair<const char*, std::function<Value(Value, Value)>> ops[] = {
+      {"add", [](Value a, Value b) { return a + b; }},
+      {"sub", [](Value a, Value b) { return a - b; }},
+      {"mul", [](Value a, Value b) { return a * b; }},
+      {"div", [](Value a, Value b) { return a / b; }},
+      {"rem", [](Value a, Value b) { return a % b; }},
+      {"min", [](Value a, Value b) { return minimum(a, b); }},
+      {"max", [](Value a, Value b) { return maximum(a, b); }},
+      {"and", [](Value a, Value b) { return a & b; }},
+      {"or", [](Value a, Value b) { return a | b; }},
+      {"xor", [](Value a, Value b) { return a ^ b; }},
+      {"shl", [](Value a, Value b) { return a << b; }},
+      {"shr", [](Value a, Value b) { return a >> b; }},
+  };
+  for (DType t : kIntTypes)
+    for (const auto& [name, f] : ops) {
+      INFO(name << " on " << dtype_name(t));
+      Kernel k = elementwise_kernel(t, t, 32, f);
+      auto [zj, zi] = both(k, special_values(t, 150, 3), special_values(t, 150, 4), t, 32);
+      CHECK(same_bits(zj, zi));
+    }
+}
+
+TEST_CASE("comparisons and selects match the interpreter", "[codegen][cpu]") {
+  const std::pair<const char*, std::function<Value(Value, Value)>> ops[] = {
+      {"eq", [](Value a, Value b) { return a == b; }},
+      {"ne", [](Value a, Value b) { return a != b; }},
+      {"lt", [](Value a, Value b) { return a < b; }},
+      {"le", [](Value a, Value b) { return a <= b; }},
+      {"gt", [](Value a, Value b) { return a > b; }},
+      {"ge", [](Value a, Value b) { return a >= b; }},
+  };
+  for (DType t : {DType::f32, DType::f16, DType::i8, DType::u32, DType::i64})
+    for (const auto& [name, f] : ops) {
+      INFO(name << " on " << dtype_name(t));
+      // The comparison's own result, so lanes where a == b tell lt from le.
+      Kernel k = elementwise_kernel(t, t, 16, [&](Value a, Value b) {
+        return where(f(a, b), full({16}, 1, t), full({16}, 0, t));
+      });
+      auto [zj, zi] = both(k, special_values(t, 77, 5), special_values(t, 77, 6), t, 16);
+      CHECK(same_bits(zj, zi));
+    }
+}
+
+TEST_CASE("casts between all dtypes match the interpreter", "[codegen][cpu]") {
+  const DType all[] = {DType::f32, DType::f16, DType::bf16,   DType::f8e4m3, DType::f8e5m2,
+                       DType::i8,  DType::u8,  DType::i16,    DType::u16,    DType::i32,
+                       DType::u32, DType::i64, DType::boolean};
+  for (DType from : all)
+    for (DType to : all) {
+      if (from == DType::boolean) continue;  // covered as a destination
+      INFO(dtype_name(from) << " -> " << dtype_name(to));
+      Kernel k = elementwise_kernel(from, to, 32, [&](Value a, Value) { return a.to(to); });
+      auto [zj, zi] = both(k, special_values(from, 99, 7), special_values(from, 99, 8), to, 32);
+      CHECK(same_bits(zj, zi));
+    }
+}
+
+TEST_CASE("bitcasts match the interpreter", "[codegen][cpu]") {
+  const std::pair<DType, DType> pairs[] = {{DType::f32, DType::i32},  {DType::i32, DType::f32},
+                                           {DType::f16, DType::u16},  {DType::bf16, DType::i16},
+                                           {DType::u16, DType::bf16}, {DType::f8e4m3, DType::u8},
+                                           {DType::i8, DType::f8e5m2}};
+  for (auto [from, to] : pairs) {
+    INFO(dtype_name(from) << " -> " << dtype_name(to));
+    Kernel k = elementwise_kernel(from, to, 32, [&](Value a, Value) { return a.bitcast(to); });
+    auto [zj, zi] = both(k, special_values(from, 64, 9), special_values(from, 64, 10), to, 32);
+    CHECK(same_bits(zj, zi));
+  }
+}
+
+TEST_CASE("unary ops: exact ones bitwise, transcendental ones within tolerance", "[codegen][cpu]") {
+  struct U {
+    const char* name;
+    std::function<Value(Value)> f;
+    double atol, rtol;  // 0, 0: bit-exact
+  };
+  const U ops[] = {
+      {"neg", [](Value a) { return -a; }, 0, 0},
+      {"abs", [](Value a) { return abs(a); }, 0, 0},
+      {"floor", [](Value a) { return floor(a); }, 0, 0},
+      {"sqrt", [](Value a) { return sqrt(a); }, 0, 0},
+      {"rsqrt", [](Value a) { return rsqrt(a); }, 0, 2.5e-7},
+      {"exp", [](Value a) { return exp(a); }, 1e-38, 2.5e-7},
+      {"exp2", [](Value a) { return exp2(a); }, 1e-38, 2.5e-7},
+      {"log", [](Value a) { return log(a); }, 1e-7, 2.5e-7},
+      {"log2", [](Value a) { return log2(a); }, 1e-7, 3e-7},
+      {"tanh", [](Value a) { return tanh(a); }, 1e-7, 5e-7},
+      {"sigmoid", [](Value a) { return sigmoid(a); }, 1e-7, 5e-7},
+      {"erf", [](Value a) { return erf(a); }, 2e-7, 2e-7},
+  };
+  for (const U& u : ops) {
+    INFO(u.name);
+    Kernel k =
+        elementwise_kernel(DType::f32, DType::f32, 64, [&](Value a, Value) { return u.f(a); });
+    HostBuffer x = HostBuffer::random(DType::f32, 2000, 11, -20, 20);
+    for (int64_t i = 0; i < 200; ++i) x.set(i, (i - 100) * 1e-3);  // near zero
+    const double specials[] = {0.0,  -0.0,  INFINITY, -INFINITY, NAN,
+                               88.0, -87.0, 100.0,    -110,      1e-40};
+    for (int i = 0; i < 10; ++i) x.set(200 + i, specials[i]);
+    auto [zj, zi] = both(k, x, x, DType::f32, 64);
+    if (u.atol == 0 && u.rtol == 0) {
+      CHECK(same_bits(zj, zi));
+    } else {
+      std::vector<double> ref(zi.size());
+      for (int64_t i = 0; i < zi.size(); ++i) ref[i] = zi.get(i);
+      CHECK(kiln::test::worst_error(zj, ref, u.atol, u.rtol) <= 1.0);
+    }
+  }
+}
+
+TEST_CASE("loads and stores: contiguous, strided, gathered, masked, 2-D", "[codegen][cpu]") {
+  // y[r, c] = x[perm] with three access patterns selected by MODE.
+  for (int mode = 0; mode < 4; ++mode) {
+    INFO("mode " << mode);
+    Spec s{"mem", {}, {}};
+    KernelBuilder k("mem", s);
+    auto x = k.buffer("x", DType::f16), y = k.buffer("y", DType::f16);
+    auto n = k.scalar("n", DType::i32);
+    const int R = 4, C = 16;
+    auto rows = expand_dims(k.program_id(0) * R + arange(R), 1);
+    auto cols = arange(C);
+    Value off;
+    if (mode == 0) off = rows * n + cols;            // contiguous rows, runtime row stride
+    if (mode == 1) off = rows * n + cols * 2;        // strided: gather
+    if (mode == 2) off = rows * n + (C - 1 - cols);  // reversed: gather
+    if (mode == 3) off = (rows * n + cols) ^ 1;      // swizzled: gather
+    auto m = (rows < n) & (cols < n / 2);
+    store(y + rows * n + cols, load(x + off, m, -1.0), m);
+    Kernel kern = k.finish();
+    const int64_t nn = 30;  // rows of 30, only half of each row is in range
+    HostBuffer xs = HostBuffer::random(DType::f16, nn * nn, 12);
+    HostBuffer yj(DType::f16, nn * nn), yi(DType::f16, nn * nn);
+    Grid g{(nn + R - 1) / R, 1, 1};
+    run_jit(kern, {xs.arg(), yj.arg(), Arg::scalar_int(nn)}, g);
+    interpret(kern, {xs.arg(), yi.arg(), Arg::scalar_int(nn)}, g);
+    CHECK(same_bits(yj, yi));
+  }
+}
+
+TEST_CASE("reductions, argmax and dot match the interpreter", "[codegen][cpu]") {
+  for (int axis = 0; axis < 2; ++axis)
+    for (DType t : {DType::f32, DType::f16, DType::i32, DType::u8}) {
+      INFO("axis " << axis << " " << dtype_name(t));
+      Spec s{"red", {}, {}};
+      KernelBuilder k("red", s);
+      auto x = k.buffer("x", t), o = k.buffer("o", t), am = k.buffer("am", DType::i32);
+      auto tile = load(x + expand_dims(arange(8), 1) * 16 + arange(16));
+      int out = axis == 0 ? 16 : 8;
+      auto i = arange(out);
+      store(o + i, is_float(t) ? sum(tile, axis) : maximum(max(tile, axis), min(tile, axis)));
+      store(am + i, argmax(tile, axis));
+      if (is_float(t)) store(o + (out + arange(1)), expand_dims(max(tile), 0));
+      Kernel kern = k.finish();
+      HostBuffer xs = HostBuffer::random(t, 128, 13, is_float(t) ? -4 : 0, is_float(t) ? 4 : 3);
+      HostBuffer oj(t, 17), oi(t, 17), aj(DType::i32, 16), ai(DType::i32, 16);
+      run_jit(kern, {xs.arg(), oj.arg(), aj.arg()}, {1, 1, 1});
+      interpret(kern, {xs.arg(), oi.arg(), ai.arg()}, {1, 1, 1});
+      CHECK(same_bits(aj, ai));  // ties broken toward the first index in both
+      std::vector<double> ref(17);
+      for (int j = 0; j < 17; ++j) ref[j] = oi.get(j);
+      CHECK(kiln::test::worst_error(oj, ref, 1e-6, t == DType::f16 ? 1e-3 : 1e-6) <= 1.0);
+    }
+  for (bool int8 : {false, true}) {
+    INFO("dot int8=" << int8);
+    Spec s{"dot", {}, {}};
+    KernelBuilder k("dot", s);
+    DType ta = int8 ? DType::u8 : DType::bf16, tb = int8 ? DType::i8 : DType::bf16;
+    DType tc = int8 ? DType::i32 : DType::f32;
+    auto a = k.buffer("a", ta), b = k.buffer("b", tb), c = k.buffer("c", tc);
+    auto A = load(a + expand_dims(arange(4), 1) * 8 + arange(8));
+    auto B = load(b + expand_dims(arange(8), 1) * 6 + arange(6));
+    auto off = expand_dims(arange(4), 1) * 6 + arange(6);
+    store(c + off, dot(A, B, load(c + off)));
+    Kernel kern = k.finish();
+    HostBuffer as = HostBuffer::random(ta, 32, 14, int8 ? 0 : -2, int8 ? 255 : 2);
+    HostBuffer bs = HostBuffer::random(tb, 48, 15, int8 ? -128 : -2, int8 ? 127 : 2);
+    HostBuffer cj = HostBuffer::random(tc, 24, 16, -100, 100), ci = cj;
+    run_jit(kern, {as.arg(), bs.arg(), cj.arg()}, {1, 1, 1});
+    interpret(kern, {as.arg(), bs.arg(), ci.arg()}, {1, 1, 1});
+    std::vector<double> ref(24);
+    for (int j = 0; j < 24; ++j) ref[j] = ci.get(j);
+    CHECK(kiln::test::worst_error(cj, ref, int8 ? 0.5 : 1e-5, int8 ? 0 : 1e-6) <= 1.0);
+  }
+}
+
+TEST_CASE("control flow, variables, atomics and grids match the interpreter", "[codegen][cpu]") {
+  Spec s{"ctl", {}, {}};
+  KernelBuilder k("ctl", s);
+  auto out = k.buffer("out", DType::i32), hist = k.buffer("hist", DType::i32);
+  auto n = k.scalar("n", DType::i32), step = k.scalar("step", DType::i32);
+  auto pid = k.program_id(0) + k.program_id(1) * k.num_programs(0) +
+             k.program_id(2) * k.num_programs(0) * k.num_programs(1);
+  auto acc = k.var(zeros(DType::i32, {4}));
+  k.for_(0, n, step,
+         [&](Value i) { k.if_((i % 3) == 0, [&] { acc = acc + i; }, [&] { acc = acc - 1; }); });
+  store(out + pid * 4 + arange(4), acc + pid);
+  atomic_add(hist + (pid % 5), k.program_id(2) + 1);
+  Kernel kern = k.finish();
+  for (int st : {1, 2, 7, 0, -3}) {
+    INFO("step " << st);
+    HostBuffer oj(DType::i32, 4 * 24), oi(DType::i32, 4 * 24), hj(DType::i32, 5), hi(DType::i32, 5);
+    Grid g{2, 3, 4};
+    run_jit(kern, {oj.arg(), hj.arg(), Arg::scalar_int(40), Arg::scalar_int(st)}, g);
+    interpret(kern, {oi.arg(), hi.arg(), Arg::scalar_int(40), Arg::scalar_int(st)}, g);
+    CHECK(same_bits(oj, oi));
+    CHECK(same_bits(hj, hi));
+  }
+}
+
+TEST_CASE("the JIT refuses bad launches with a clear error", "[codegen][cpu][error]") {
+  Kernel k = elementwise_kernel(DType::f32, DType::f32, 16, [](Value a, Value b) { return a + b; });
+  HostBuffer x(DType::f32, 16);
+  auto c = jit().compile(k, "bad_launch_kernel");
+  REQUIRE_THROWS_WITH(launch_cpu(k, c.fn, {x.arg(), x.arg()}, {1, 1, 1}, pool()),
+                      Catch::Contains("kernel 'ew' takes 4 arguments (x, y, z, n), got 2"));
+  REQUIRE_THROWS_WITH(
+      launch_cpu(k, c.fn, {x.arg(), x.arg(), Arg::scalar_int(1), Arg::scalar_int(1)}, {1, 1, 1},
+                 pool()),
+      Catch::Contains("argument 2 ('z') must be a buffer"));
+}
+
+TEST_CASE("cross targets emit their own instruction sets", "[codegen][cpu]") {
+  Kernel k = elementwise_kernel(DType::f32, DType::f32, 64, [](Value a, Value b) { return a * b; });
+  CHECK_THAT(cpu_assembly(k, named_cpu_target("x86-64-v4")), Catch::Contains("zmm"));
+  CHECK_THAT(cpu_assembly(k, named_cpu_target("x86-64-v3")), Catch::Contains("ymm"));
+  std::string arm = cpu_assembly(k, named_cpu_target("aarch64"));
+  CHECK_THAT(arm, Catch::Contains("fmul\tv"));
+  CHECK_THAT(arm, Catch::Contains(".4s"));
+}

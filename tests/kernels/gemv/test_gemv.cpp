@@ -1,0 +1,63 @@
+// GEMV for every weight dtype against a double-precision product of the
+// stored (already rounded) W and x, for shapes with M and K off the block
+// sizes. Tolerance: f32 accumulation of K products, bounded by
+// K * 2^-24 * sum|w x| (relative to the row's magnitude), plus the output
+// rounding of X; and bit-identical results for a fixed thread count.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "support/runtime_fixture.h"
+#include "support/test_data.h"
+
+using namespace kiln;
+using kiln::test::HostBuffer;
+
+TEST_CASE("gemv matches a double-precision reference", "[kernels][gemv]") {
+  struct Dims {
+    int64_t m, k;
+  };
+  for (DType tw : {DType::f32, DType::f16, DType::bf16})
+    for (DType tx : {DType::f32, DType::f16})
+      for (Dims s : {Dims{1, 1}, Dims{7, 127}, Dims{33, 4097}, Dims{130, 256}, Dims{5, 1000}})
+        for (auto [bm, bk] : {std::pair{4, 128}, std::pair{1, 64}, std::pair{8, 32}}) {
+          INFO(dtype_name(tw) << "/" << dtype_name(tx) << " m=" << s.m << " k=" << s.k
+                              << " BLOCK_M=" << bm << " BLOCK_K=" << bk);
+          Spec spec = find_kernel("gemv").make_spec({{"W", tw}, {"X", tx}},
+                                                    {{"BLOCK_M", bm}, {"BLOCK_K", bk}});
+          auto w = HostBuffer::random(tw, s.m * s.k, 11), x = HostBuffer::random(tx, s.k, 12);
+          HostBuffer y(tx, s.m);
+          std::vector<Arg> args = {w.arg(), x.arg(), y.arg(), Arg::scalar_int(s.m),
+                                   Arg::scalar_int(s.k)};
+          kiln::test::runtime().launch(spec, args);
+          std::vector<double> ref(s.m);
+          double worst = 0;
+          for (int64_t i = 0; i < s.m; ++i) {
+            double acc = 0, mag = 0;
+            for (int64_t j = 0; j < s.k; ++j) {
+              acc += w.get(i * s.k + j) * x.get(j);
+              mag += std::fabs(w.get(i * s.k + j) * x.get(j));
+            }
+            double tol =
+                s.k * 6e-8 * mag + (tx == DType::f16 ? 1e-3 : 1e-6) * std::fabs(acc) + 1e-30;
+            worst = std::max(worst, std::fabs(y.get(i) - acc) / tol);
+          }
+          CHECK(worst <= 1.0);
+          HostBuffer y2(tx, s.m);
+          args[2] = y2.arg();
+          kiln::test::runtime().launch(spec, args);
+          CHECK(y.bytes() == y2.bytes());
+        }
+}
+
+TEST_CASE("gemv agrees with the interpreter on a small case", "[kernels][gemv]") {
+  Spec spec = find_kernel("gemv").make_spec({{"W", DType::f16}}, {{"BLOCK_M", 2}, {"BLOCK_K", 16}});
+  auto w = HostBuffer::random(DType::f16, 9 * 37, 13), x = HostBuffer::random(DType::f32, 37, 14);
+  HostBuffer y(DType::f32, 9), yi(DType::f32, 9);
+  kiln::test::runtime().launch(
+      spec, {w.arg(), x.arg(), y.arg(), Arg::scalar_int(9), Arg::scalar_int(37)});
+  kiln::test::runtime().interpret(
+      spec, {w.arg(), x.arg(), yi.arg(), Arg::scalar_int(9), Arg::scalar_int(37)});
+  std::vector<double> ref(9);
+  for (int i = 0; i < 9; ++i) ref[i] = yi.get(i);
+  CHECK(kiln::test::worst_error(y, ref, 1e-6, 1e-6) <= 1.0);
+}

@@ -1,0 +1,53 @@
+// RoPE in both pairings against a double-precision rotation. The table is
+// f32, so the angle's cos/sin carry 2^-24 relative error; outputs are
+// within that plus the rounding of T.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "kernels/rope/rope.h"
+#include "support/runtime_fixture.h"
+#include "support/test_data.h"
+
+using namespace kiln;
+using kiln::test::HostBuffer;
+
+TEST_CASE("rope rotates pairs like the reference, both pairings", "[kernels][rope]") {
+  const double base = 10000.0;
+  struct Case {
+    int64_t head_dim, rot;
+  };
+  for (DType t : {DType::f32, DType::f16})
+    for (int neox : {0, 1})
+      for (Case c : {Case{64, 64}, Case{128, 128}, Case{128, 64}, Case{16, 8}}) {
+        INFO(dtype_name(t) << " neox=" << neox << " D=" << c.head_dim << " rot=" << c.rot);
+        const int64_t tokens = 5, heads = 3, n_pos = 4096;
+        Spec spec = find_kernel("rope").make_spec(
+            {{"T", t}}, {{"HEAD_DIM", c.head_dim}, {"ROT", c.rot}, {"NEOX", neox}});
+        auto x = HostBuffer::random(t, tokens * heads * c.head_dim, 10), x0 = x, xi = x;
+        std::vector<float> table = rope_cos_sin_table(base, c.rot, n_pos);
+        std::vector<int32_t> pos = {0, 1, 17, 1000, 4095};
+        std::vector<Arg> args = {x.arg(), Arg::buffer(table.data(), table.size()),
+                                 Arg::buffer(pos.data(), pos.size()), Arg::scalar_int(heads),
+                                 Arg::scalar_int(n_pos)};
+        kiln::test::runtime().launch(spec, args, {{"tokens", tokens}});
+        args[0] = xi.arg();
+        kiln::test::runtime().interpret(spec, args, {{"tokens", tokens}});
+        std::vector<double> ref(x.size()), refi(x.size());
+        for (int64_t tk = 0; tk < tokens; ++tk)
+          for (int64_t h = 0; h < heads; ++h) {
+            int64_t b = (tk * heads + h) * c.head_dim;
+            for (int64_t d = 0; d < c.head_dim; ++d) ref[b + d] = x0.get(b + d);
+            for (int64_t i = 0; i < c.rot / 2; ++i) {
+              double th = pos[tk] * std::pow(base, -2.0 * i / c.rot);
+              int64_t a = neox ? i : 2 * i, p = neox ? i + c.rot / 2 : 2 * i + 1;
+              double xa = x0.get(b + a), xp = x0.get(b + p);
+              ref[b + a] = xa * std::cos(th) - xp * std::sin(th);
+              ref[b + p] = xa * std::sin(th) + xp * std::cos(th);
+            }
+          }
+        for (int64_t i = 0; i < x.size(); ++i) refi[i] = xi.get(i);
+        double rtol = t == DType::f16 ? 1e-3 : 1e-6;
+        CHECK(kiln::test::worst_error(x, ref, 1e-6, rtol) <= 1.0);
+        CHECK(kiln::test::worst_error(x, refi, 1e-7, rtol) <= 1.0);
+      }
+}
