@@ -31,7 +31,7 @@ Kernel build_gemv(const Spec& s) {
       auto cols = k0 + arange(BK);
       auto off = roff + cols.to(DType::i64);
       auto w = row_masked ? load(W + off, rmask, 0.0) : load(W + off);
-      acc = acc + w.to(DType::f32) * load(x + cols).to(DType::f32);
+      acc = fma(w.to(DType::f32), load(x + cols).to(DType::f32), acc);
     });
     k.if_(k_main < K, [&] {
       auto cols = k_main + arange(BK);
@@ -39,7 +39,7 @@ Kernel build_gemv(const Spec& s) {
       auto off = roff + cols.to(DType::i64);
       auto wmask = row_masked ? (rmask & cmask) : cmask;
       auto w = load(W + off, wmask, 0.0);
-      acc = acc + w.to(DType::f32) * load(x + cols, cmask, 0.0).to(DType::f32);
+      acc = fma(w.to(DType::f32), load(x + cols, cmask, 0.0).to(DType::f32), acc);
     });
     auto out = sum(Value(acc), 1).to(TX);
     if (row_masked)
