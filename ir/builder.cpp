@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ir/error.h"
+#include "ir/scalar_eval.h"
 #include "ir/verifier.h"
 
 namespace kiln {
@@ -23,12 +24,14 @@ const Type& Value::type() const {
 }
 
 Value Value::to(DType t) const {
+  if (!b_) throw Error("cast of an empty kiln::Value (default-constructed, never assigned)");
   b_->check_usable(*this, "cast");
   if (dtype() == t) return *this;
   return b_->emit(OpKind::Cast, {*this}, Type{t, shape()});
 }
 
 Value Value::bitcast(DType t) const {
+  if (!b_) throw Error("bitcast of an empty kiln::Value (default-constructed, never assigned)");
   b_->check_usable(*this, "bitcast");
   if (dtype_bits(t) != dtype_bits(dtype()) || t == DType::boolean || dtype() == DType::boolean)
     b_->fail("bitcast", "cannot bitcast " + type_str(type()) + " to " + std::string(dtype_name(t)) +
@@ -119,15 +122,16 @@ void KernelBuilder::emit_void(OpKind kind, const std::vector<Value>& args, int64
 }
 
 Value KernelBuilder::constant(double v, DType t, const Shape& shape) {
-  bool f = is_float(t);
-  int64_t iv = 0;
-  if (!f) {
-    if (t == DType::boolean)
-      iv = v != 0;
-    else
-      iv = static_cast<int64_t>(v);
+  // Stored already rounded/wrapped to t so equal kernels print and hash equal.
+  if (is_float(t)) {
+    double r = static_cast<double>(round_to_float_dtype(static_cast<float>(v), t));
+    return emit(OpKind::Const, {}, Type{t, shape}, 0, r);
   }
-  return emit(OpKind::Const, {}, Type{t, shape}, iv, f ? v : 0.0);
+  if (t == DType::boolean) return emit(OpKind::Const, {}, Type{t, shape}, v != 0, 0.0);
+  if (!std::isfinite(v) || v < -9223372036854775808.0 || v >= 9223372036854775808.0)
+    fail("const",
+         "the number " + std::to_string(v) + " does not fit " + std::string(dtype_name(t)));
+  return emit(OpKind::Const, {}, Type{t, shape}, normalize_int(static_cast<int64_t>(v), t), 0.0);
 }
 
 Buffer KernelBuilder::buffer(const std::string& name, DType t) {
@@ -190,32 +194,52 @@ void KernelBuilder::store_var(int var_id, const Value& v) {
   emit_void(OpKind::VarStore, {x}, var_id);
 }
 
+class KernelBuilder::ScopeGuard {
+ public:
+  ScopeGuard(KernelBuilder& k, Block* b) : k_(k), scope_(static_cast<int>(k.scope_open_.size())) {
+    k_.scope_open_.push_back(true);
+    k_.scope_stack_.push_back(scope_);
+    k_.blocks_.push_back(b);
+  }
+  ~ScopeGuard() {
+    k_.blocks_.pop_back();
+    k_.scope_stack_.pop_back();
+    k_.scope_open_[scope_] = false;
+  }
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+ private:
+  KernelBuilder& k_;
+  int scope_;
+};
+
 void KernelBuilder::for_(Index lo, Index hi, Index step, const std::function<void(Value)>& body) {
+  // The loop runs in the dtype of its value bounds (all alike); literals adopt it.
   DType t = DType::i32;
+  const Index* typed = nullptr;
   for (const Index* i : {&lo, &hi, &step}) {
     if (!i->is_value()) continue;
-    DType d = i->value().dtype();
-    if (!is_int(d) || !i->value().type().is_scalar())
-      fail("for", "loop bounds must be integer scalars, got " + type_str(i->value().type()));
-    if (d == DType::i64) t = DType::i64;
+    check_usable(i->value(), "for");
+    const Type& vt = i->value().type();
+    if (!is_int(vt.dtype) || !vt.is_scalar())
+      fail("for", "loop bounds must be integer scalars, got " + type_str(vt));
+    if (typed && vt.dtype != t)
+      fail("for", "loop bounds mix " + std::string(dtype_name(t)) + " and " +
+                      std::string(dtype_name(vt.dtype)) + "; cast one with .to()");
+    typed = i;
+    t = vt.dtype;
   }
-  Value vlo = lo.as_value(*this, t).to(t), vhi = hi.as_value(*this, t).to(t),
-        vstep = step.as_value(*this, t).to(t);
+  Value vlo = lo.as_value(*this, t), vhi = hi.as_value(*this, t), vstep = step.as_value(*this, t);
   Op op;
   op.kind = OpKind::For;
   op.args = {vlo.id(), vhi.id(), vstep.id()};
-  for (const Value& a : {vlo, vhi, vstep}) check_usable(a, "for");
-
-  int scope = static_cast<int>(scope_open_.size());
-  scope_open_.push_back(true);
-  scope_stack_.push_back(scope);
-  op.result = new_value(Type{t, {}});
   Block b;
-  blocks_.push_back(&b);
-  body(Value(this, op.result));
-  blocks_.pop_back();
-  scope_stack_.pop_back();
-  scope_open_[scope] = false;
+  {
+    ScopeGuard scope(*this, &b);
+    op.result = new_value(Type{t, {}});
+    body(Value(this, op.result));
+  }
   op.regions.push_back(std::move(b));
   block().ops.push_back(std::move(op));
 }
@@ -229,15 +253,11 @@ void KernelBuilder::if_(const Value& cond, const std::function<void()>& then_bod
   op.kind = OpKind::If;
   op.args = {cond.id()};
   for (const auto* fn : {&then_body, &else_body}) {
-    int scope = static_cast<int>(scope_open_.size());
-    scope_open_.push_back(true);
-    scope_stack_.push_back(scope);
     Block b;
-    blocks_.push_back(&b);
-    if (*fn) (*fn)();
-    blocks_.pop_back();
-    scope_stack_.pop_back();
-    scope_open_[scope] = false;
+    {
+      ScopeGuard scope(*this, &b);
+      if (*fn) (*fn)();
+    }
     op.regions.push_back(std::move(b));
   }
   block().ops.push_back(std::move(op));

@@ -141,6 +141,9 @@ class KernelBuilder {
  private:
   int new_value(const Type& t);
   Block& block() { return *blocks_.back(); }
+  // Opens a nested scope emitting into `b`; the scope closes (and its values
+  // become unusable) when the guard dies, even if the body threw.
+  class ScopeGuard;
 
   Kernel kernel_;
   std::vector<Block*> blocks_;
@@ -263,8 +266,7 @@ Value atomic_xchg(const Pointer& p, const Value& v, const Value& mask);
 
 template <class T, class>
 Var& Var::operator=(T c) {
-  Value cur = get();
-  return *this = constant_like(cur, static_cast<double>(c), std::is_integral_v<T>);
+  return *this = b_->constant(static_cast<double>(c), b_->kernel().vars.at(id_).dtype);
 }
 
 }  // namespace kiln

@@ -37,6 +37,8 @@ void check_args(const Kernel& k, const std::vector<Arg>& args) {
     if (a.is_buffer && a.count > 0 && a.data == nullptr)
       throw Error(where + which + " is a null pointer with " + std::to_string(a.count) +
                   " elements");
+    if (!a.is_buffer && a.is_float && !is_float(p.dtype))
+      throw Error(where + which + " is integer but a float was passed");
   }
 }
 

@@ -467,10 +467,13 @@ class Parser {
       ok = exp > 0;
     }
     if (!ok || i != s.size()) expected("a float constant", lit);
-    auto res = std::from_chars(s.data(), s.data() + s.size(), op->fval);
+    // Float constants are f32 values (see the verifier): read them as f32.
+    float f = 0;
+    auto res = std::from_chars(s.data(), s.data() + s.size(), f);
     if (res.ec == std::errc::result_out_of_range)
-      fail(lit, "float constant " + quote(s) + " out of range");
+      fail(lit, "float constant " + quote(s) + " is out of the f32 range");
     if (res.ec != std::errc() || res.ptr != s.data() + s.size()) expected("a float constant", lit);
+    op->fval = f;
   }
 
   // ---- ops and blocks ----------------------------------------------------------

@@ -82,12 +82,19 @@ std::string float_str(double v) {
   }
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
   char buf[400];
-  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  // Float constants are canonical (rounded to their dtype, so to f32), and
+  // the shortest f32 spelling is what a reader expects: 0.1, not
+  // 0.10000000149011612. The parser reads it back as f32, exactly.
+  float f = static_cast<float>(v);
+  auto res = static_cast<double>(f) == v ? std::to_chars(buf, buf + sizeof buf, f)
+                                         : std::to_chars(buf, buf + sizeof buf, v);
   std::string s(buf, res.ptr);
   // Shortest may pick "1e+05" for a round number; spell it out when that
   // stays short (the fixed form is exact too).
   if (s.find("e+") != std::string::npos) {
-    auto fixed = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+    auto fixed = static_cast<double>(f) == v
+                     ? std::to_chars(buf, buf + sizeof buf, f, std::chars_format::fixed)
+                     : std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
     if (fixed.ec == std::errc() && fixed.ptr - buf <= 17) s.assign(buf, fixed.ptr);
   }
   if (s.find_first_not_of("-0123456789") == std::string::npos) s += ".0";

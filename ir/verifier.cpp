@@ -1,5 +1,6 @@
 #include "ir/verifier.h"
 
+#include <cmath>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -237,6 +238,11 @@ class Verifier {
         DType t = result_type().dtype;
         if (t == DType::boolean && op.ival != 0 && op.ival != 1)
           fail("bool constant must be 0 or 1, got " + std::to_string(op.ival));
+        // Canonical constants keep equal kernels' text and hash equal.
+        if (is_float(t) && !std::isnan(op.fval) &&
+            static_cast<double>(round_to_float_dtype(static_cast<float>(op.fval), t)) != op.fval)
+          fail("float constant " + std::to_string(op.fval) + " is not a " +
+               std::string(dtype_name(t)) + " value (KernelBuilder::constant rounds it)");
         return;
       }
       case OpKind::Arange: {
@@ -293,7 +299,7 @@ class Verifier {
             op.ints.size() != static_cast<size_t>(x.rank()))
           fail("slice of " + type_str(x) + " to " + type_str(r) + " needs one start per axis");
         for (int i = 0; i < x.rank(); ++i)
-          if (op.ints[i] < 0 || op.ints[i] + r.shape[i] > x.shape[i])
+          if (op.ints[i] < 0 || op.ints[i] > x.shape[i] - r.shape[i])
             fail("range out of bounds on axis " + std::to_string(i) + " of " + type_str(x));
         return;
       }

@@ -22,6 +22,11 @@ void check_arg_kinds(const Kernel& k, const std::vector<Arg>& args) {
                   (want_buffer ? "buffer" : "scalar"));
     if (want_buffer && args[i].count > 0 && !args[i].data)
       throw Error(who + ": buffer '" + p.name + "' is null");
+    if (want_buffer && args[i].count < 0)
+      throw Error(who + ": buffer '" + p.name + "' has a negative size");
+    if (!want_buffer && args[i].is_float && !is_float(p.dtype))
+      throw Error(who + ": scalar '" + p.name + "' is " + std::string(dtype_name(p.dtype)) +
+                  " but a float was passed");
   }
 }
 

@@ -244,3 +244,41 @@ TEST_CASE("DSL: other misuse is named at build time", "[dsl]") {
   Kernel done = k.finish();
   REQUIRE_THROWS_WITH(k.finish(), Contains("already finished"));
 }
+
+TEST_CASE("DSL: a body that throws leaves the builder consistent", "[dsl]") {
+  Spec s{"t", {}, {}};
+  KernelBuilder k("t", s);
+  auto o = k.buffer("o", DType::i32);
+  Value leaked;
+  REQUIRE_THROWS_AS(k.for_(0, 4, 1,
+                           [&](Value i) {
+                             leaked = i;
+                             throw Error("body failed");
+                           }),
+                    Error);
+  REQUIRE_THROWS_WITH(store(o + arange(4), leaked + arange(4)),
+                      Catch::Contains("outside the loop or if body"));
+  store(o + arange(4), arange(4));
+  Kernel kern = k.finish();
+  std::vector<int32_t> out(4);
+  interpret(kern, {Arg::buffer(out.data(), 4)}, {1, 1, 1});
+  CHECK(out == std::vector<int32_t>{0, 1, 2, 3});
+}
+
+TEST_CASE("DSL: loop bounds of different dtypes and unrepresentable constants", "[dsl]") {
+  Spec s{"t", {}, {}};
+  KernelBuilder k("t", s);
+  auto n = k.scalar("n", DType::u32), m = k.scalar("m", DType::i32);
+  REQUIRE_THROWS_WITH(k.for_(m, n, 1, [](Value) {}),
+                      Catch::Contains("loop bounds mix i32 and u32"));
+  k.for_(0, n, 2, [&](Value i) { CHECK(i.dtype() == DType::u32); });
+  REQUIRE_THROWS_WITH(m + INFINITY, Catch::Contains("does not fit i32"));
+  REQUIRE_THROWS_WITH(k.constant(1e30, DType::i64), Catch::Contains("does not fit i64"));
+  // Constants are stored rounded/wrapped to their dtype.
+  Value c8 = k.constant(300, DType::u8);
+  Value h = k.constant(0.1, DType::f16);
+  CHECK(k.kernel().body.ops.back().fval ==
+        static_cast<double>(round_to_float_dtype(0.1f, DType::f16)));
+  (void)c8;
+  (void)h;
+}

@@ -619,7 +619,7 @@ TEST_CASE("text: float constants print exactly and readably", "[text]") {
        {"const -0.0 : f32", "const 0.0 : f32", "const inf : f32", "const -inf : f32",
         "const nan : f32", "const -nan : f32", "const 1e-30 : f32", "const 0.1 : f32",
         "const 1e-06 : f32", "const 0.5 : f32", "const 1.0 : f32", "const 100000.0 : f32",
-        "const 123456789.125 : f32", "const 5e-324 : f32"}) {
+        "const 123456792.0 : f32"}) {
     INFO(s);
     CHECK(text.find(s) != std::string::npos);
   }
