@@ -7,6 +7,8 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <functional>
+
 #include "codegen/cpu/vector_math.h"
 #include "ir/error.h"
 
@@ -33,8 +35,8 @@ bool is_const_int(llvm::Value* v, int64_t c) {
 
 class Lowering {
  public:
-  Lowering(const Kernel& k, llvm::LLVMContext& ctx, llvm::Module& m)
-      : k_(k), ctx_(ctx), m_(m), b_(ctx) {}
+  Lowering(const Kernel& k, llvm::LLVMContext& ctx, llvm::Module& m, const CpuProfile& profile)
+      : k_(k), ctx_(ctx), m_(m), b_(ctx), profile_(profile) {}
 
   void run(const std::string& symbol);
 
@@ -186,10 +188,17 @@ class Lowering {
   llvm::Value* v(int id) { return vals_.at(id); }
   const Type& ty(int id) { return k_.values.at(id); }
 
+  llvm::Value* masked_row_load(llvm::FixedVectorType* ty, llvm::Value* p, llvm::Align align,
+                               llvm::Value* mask, llvm::Value* passthru);
+  void masked_row_store(llvm::Value* v, llvm::Value* p, llvm::Align align, llvm::Value* mask);
+  llvm::AllocaInst* entry_alloca(llvm::Type* t);
+  void lane_loop(int64_t n, const std::function<void(llvm::Value*)>& body);
+
   const Kernel& k_;
   llvm::LLVMContext& ctx_;
   llvm::Module& m_;
   IRBuilder<> b_;
+  CpuProfile profile_;
   llvm::Function* fn_ = nullptr;
   llvm::Value* args_ = nullptr;
   llvm::Value* pid_[3] = {};
@@ -843,8 +852,8 @@ llvm::Value* Lowering::load(const Op& op) {
       if (!masked) {
         parts.push_back(b_.CreateAlignedLoad(row_ty, p, align));
       } else {
-        parts.push_back(b_.CreateMaskedLoad(row_ty, p, align, rows_mask(mask, r, width),
-                                            rows_mask(other, r, width)));
+        parts.push_back(masked_row_load(row_ty, p, align, rows_mask(mask, r, width),
+                                        rows_mask(other, r, width)));
       }
     }
     llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
@@ -894,7 +903,7 @@ void Lowering::store(const Op& op) {
       if (!masked)
         b_.CreateAlignedStore(row, p, align);
       else
-        b_.CreateMaskedStore(row, p, align, rows_mask(mask, r, width));
+        masked_row_store(row, p, align, rows_mask(mask, r, width));
     }
     return;
   }
@@ -958,6 +967,102 @@ llvm::Value* Lowering::atomic(const Op& op) {
   return from_storage(result, dt);
 }
 
+llvm::AllocaInst* Lowering::entry_alloca(llvm::Type* t) {
+  IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  return eb.CreateAlloca(t);
+}
+
+// for (i = 0; i < n; ++i) body(i) as a real loop, so its size does not grow
+// with the tile width.
+void Lowering::lane_loop(int64_t n, const std::function<void(llvm::Value*)>& body) {
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* loop = llvm::BasicBlock::Create(ctx_, "lanes", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, "lanes.done", fn_);
+  b_.CreateBr(loop);
+  b_.SetInsertPoint(loop);
+  llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
+  i->addIncoming(b_.getInt64(0), pre);
+  body(i);
+  llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1));
+  i->addIncoming(next, b_.GetInsertBlock());
+  b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(n)), loop, done);
+  b_.SetInsertPoint(done);
+}
+
+llvm::Value* Lowering::masked_row_load(llvm::FixedVectorType* ty, llvm::Value* p, llvm::Align align,
+                                       llvm::Value* mask, llvm::Value* passthru) {
+  if (profile_.native_masked_memory) return b_.CreateMaskedLoad(ty, p, align, mask, passthru);
+  unsigned n = ty->getNumElements();
+  llvm::Type* et = ty->getElementType();
+  llvm::AllocaInst* buf = entry_alloca(ty);
+  llvm::AllocaInst* bits = entry_alloca(llvm::FixedVectorType::get(b_.getInt8Ty(), n));
+  auto* all = llvm::BasicBlock::Create(ctx_, "mload.all", fn_);
+  auto* partial = llvm::BasicBlock::Create(ctx_, "mload.partial", fn_);
+  auto* join = llvm::BasicBlock::Create(ctx_, "mload.join", fn_);
+  b_.CreateCondBr(b_.CreateAndReduce(mask), all, partial);
+  b_.SetInsertPoint(all);
+  llvm::Value* full = b_.CreateAlignedLoad(ty, p, align);
+  b_.CreateBr(join);
+  b_.SetInsertPoint(partial);
+  b_.CreateStore(passthru, buf);
+  b_.CreateStore(b_.CreateZExt(mask, bits->getAllocatedType()), bits);
+  lane_loop(n, [&](llvm::Value* i) {
+    auto* on = llvm::BasicBlock::Create(ctx_, "mload.lane", fn_);
+    auto* next = llvm::BasicBlock::Create(ctx_, "mload.next", fn_);
+    llvm::Value* m = b_.CreateLoad(b_.getInt8Ty(), b_.CreateGEP(b_.getInt8Ty(), bits, i));
+    b_.CreateCondBr(b_.CreateICmpNE(m, b_.getInt8(0)), on, next);
+    b_.SetInsertPoint(on);
+    llvm::Value* x = b_.CreateAlignedLoad(et, b_.CreateGEP(et, p, i), align);
+    b_.CreateStore(x, b_.CreateGEP(et, buf, i));
+    b_.CreateBr(next);
+    b_.SetInsertPoint(next);
+  });
+  llvm::Value* some = b_.CreateLoad(ty, buf);
+  llvm::BasicBlock* partial_end = b_.GetInsertBlock();
+  b_.CreateBr(join);
+  b_.SetInsertPoint(join);
+  llvm::PHINode* phi = b_.CreatePHI(ty, 2);
+  phi->addIncoming(full, all);
+  phi->addIncoming(some, partial_end);
+  return phi;
+}
+
+void Lowering::masked_row_store(llvm::Value* v, llvm::Value* p, llvm::Align align,
+                                llvm::Value* mask) {
+  if (profile_.native_masked_memory) {
+    b_.CreateMaskedStore(v, p, align, mask);
+    return;
+  }
+  auto* ty = llvm::cast<llvm::FixedVectorType>(v->getType());
+  unsigned n = ty->getNumElements();
+  llvm::Type* et = ty->getElementType();
+  llvm::AllocaInst* buf = entry_alloca(ty);
+  llvm::AllocaInst* bits = entry_alloca(llvm::FixedVectorType::get(b_.getInt8Ty(), n));
+  auto* all = llvm::BasicBlock::Create(ctx_, "mstore.all", fn_);
+  auto* partial = llvm::BasicBlock::Create(ctx_, "mstore.partial", fn_);
+  auto* join = llvm::BasicBlock::Create(ctx_, "mstore.join", fn_);
+  b_.CreateCondBr(b_.CreateAndReduce(mask), all, partial);
+  b_.SetInsertPoint(all);
+  b_.CreateAlignedStore(v, p, align);
+  b_.CreateBr(join);
+  b_.SetInsertPoint(partial);
+  b_.CreateStore(v, buf);
+  b_.CreateStore(b_.CreateZExt(mask, bits->getAllocatedType()), bits);
+  lane_loop(n, [&](llvm::Value* i) {
+    auto* on = llvm::BasicBlock::Create(ctx_, "mstore.lane", fn_);
+    auto* next = llvm::BasicBlock::Create(ctx_, "mstore.next", fn_);
+    llvm::Value* m = b_.CreateLoad(b_.getInt8Ty(), b_.CreateGEP(b_.getInt8Ty(), bits, i));
+    b_.CreateCondBr(b_.CreateICmpNE(m, b_.getInt8(0)), on, next);
+    b_.SetInsertPoint(on);
+    llvm::Value* x = b_.CreateLoad(et, b_.CreateGEP(et, buf, i));
+    b_.CreateAlignedStore(x, b_.CreateGEP(et, p, i), align);
+    b_.CreateBr(next);
+    b_.SetInsertPoint(next);
+  });
+  b_.CreateBr(join);
+  b_.SetInsertPoint(join);
+}
+
 void Lowering::lower_for(const Op& op) {
   llvm::Value* lo = v(op.args[0]);
   llvm::Value* hi = v(op.args[1]);
@@ -1005,9 +1110,9 @@ void Lowering::lower_if(const Op& op) {
 }  // namespace
 
 std::unique_ptr<llvm::Module> lower_to_llvm(const Kernel& k, llvm::LLVMContext& ctx,
-                                            const std::string& symbol) {
+                                            const std::string& symbol, const CpuProfile& profile) {
   auto m = std::make_unique<llvm::Module>(symbol, ctx);
-  Lowering(k, ctx, *m).run(symbol);
+  Lowering(k, ctx, *m, profile).run(symbol);
   return m;
 }
 

@@ -22,9 +22,19 @@ class Module;
 
 namespace kiln {
 
-// Names of the host helpers the lowered code may call for fp8 conversions;
-// whoever links the module (the JIT) must define them (see fp8_helpers.h).
+// What the lowering needs to know about the target; nothing else of it.
+struct CpuProfile {
+  // Masked vector loads/stores of every element width are single
+  // instructions (AVX-512BW). Without them LLVM expands each masked lane
+  // into its own branch, which for 1024-wide tiles costs minutes of compile
+  // time; the lowering then emits "all lanes on: plain vector access,
+  // otherwise a lane loop" instead.
+  bool native_masked_memory = true;
+};
+
+// The module may call the fp8 helpers of fp8_helpers.h; whoever links it
+// (the JIT) must define them.
 std::unique_ptr<llvm::Module> lower_to_llvm(const Kernel& k, llvm::LLVMContext& ctx,
-                                            const std::string& symbol);
+                                            const std::string& symbol, const CpuProfile& profile);
 
 }  // namespace kiln

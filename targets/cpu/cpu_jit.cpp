@@ -54,7 +54,8 @@ void tag_functions(llvm::Module& m, const CpuTarget& t) {
 
 }  // namespace
 
-CpuJit::CpuJit() : target_(host_cpu_target()) {
+CpuJit::CpuJit(std::optional<CpuProfile> profile)
+    : target_(host_cpu_target()), profile_(profile ? *profile : cpu_profile(target_)) {
   create_target_machine(target_);  // initialises LLVM's targets
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) throw Error("CPU JIT: cannot detect the host: " + take_error(jtmb.takeError()));
@@ -84,7 +85,7 @@ CompiledCpuKernel CpuJit::compile(const Kernel& k, const std::string& symbol) {
   std::lock_guard<std::mutex> lock(mu_);
   auto t0 = std::chrono::steady_clock::now();
   auto ctx = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> m = lower_to_llvm(k, *ctx, symbol);
+  std::unique_ptr<llvm::Module> m = lower_to_llvm(k, *ctx, symbol, profile_);
   tag_functions(*m, target_);
   auto tm = create_target_machine(target_);
   optimize(*m, *tm);
@@ -103,7 +104,7 @@ CompiledCpuKernel CpuJit::compile(const Kernel& k, const std::string& symbol) {
 
 std::string cpu_llvm_ir(const Kernel& k, const CpuTarget& t, bool optimized) {
   llvm::LLVMContext ctx;
-  auto m = lower_to_llvm(k, ctx, k.name);
+  auto m = lower_to_llvm(k, ctx, k.name, cpu_profile(t));
   tag_functions(*m, t);
   auto tm = create_target_machine(t);
   if (optimized) optimize(*m, *tm);
@@ -115,7 +116,7 @@ std::string cpu_llvm_ir(const Kernel& k, const CpuTarget& t, bool optimized) {
 
 std::string cpu_assembly(const Kernel& k, const CpuTarget& t) {
   llvm::LLVMContext ctx;
-  auto m = lower_to_llvm(k, ctx, k.name);
+  auto m = lower_to_llvm(k, ctx, k.name, cpu_profile(t));
   tag_functions(*m, t);
   auto tm = create_target_machine(t);
   optimize(*m, *tm);

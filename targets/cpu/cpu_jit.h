@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "codegen/cpu/launch_abi.h"
@@ -29,7 +30,9 @@ struct CompiledCpuKernel {
 
 class CpuJit {
  public:
-  CpuJit();
+  // `profile` overrides what the host supports (tests use it to run the
+  // portable masked-memory lowering on an AVX-512 machine).
+  explicit CpuJit(std::optional<CpuProfile> profile = std::nullopt);
   ~CpuJit();
 
   const CpuTarget& target() const { return target_; }
@@ -40,6 +43,7 @@ class CpuJit {
 
  private:
   CpuTarget target_;
+  CpuProfile profile_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::mutex mu_;
 };

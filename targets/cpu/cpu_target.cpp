@@ -51,6 +51,12 @@ CpuTarget host_cpu_target() {
   return t;
 }
 
+CpuProfile cpu_profile(const CpuTarget& t) {
+  CpuProfile p;
+  p.native_masked_memory = t.has_feature("avx512bw") || t.cpu == "x86-64-v4";
+  return p;
+}
+
 std::vector<std::string> cpu_target_names() {
   return {"host", "x86-64-v3", "x86-64-v4", "aarch64"};
 }

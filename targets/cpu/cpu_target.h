@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpu/llvm_lowering.h"
+
 namespace llvm {
 class TargetMachine;
 }
@@ -26,6 +28,8 @@ struct CpuTarget {
 };
 
 CpuTarget host_cpu_target();
+// What the IR lowering needs to know about t.
+CpuProfile cpu_profile(const CpuTarget& t);
 // Throws kiln::Error listing the known names.
 CpuTarget named_cpu_target(const std::string& name);
 std::vector<std::string> cpu_target_names();
