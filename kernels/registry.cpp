@@ -55,6 +55,8 @@ Spec KernelDef::make_spec(const std::map<std::string, DType>& dtypes,
     }
     s.dtypes[role] = t;
   }
+  if (heuristic)
+    for (const auto& [c, v] : heuristic(s)) s.constexprs[c] = v;
   for (const auto& [c, v] : constexprs) {
     if (!s.constexprs.count(c)) {
       std::vector<std::string> known;

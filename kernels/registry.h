@@ -48,6 +48,9 @@ struct KernelDef {
   std::vector<std::pair<std::string, int64_t>> constexpr_defaults;
   std::function<Kernel(const Spec&)> build;
   std::function<LaunchShape(const Spec&, const ScalarArgs&)> launch_shape;
+  // Optional: constexpr defaults that depend on the dtypes (the kernel's own
+  // heuristic). Applied to the constexprs the caller did not set.
+  std::function<std::map<std::string, int64_t>(const Spec&)> heuristic = nullptr;
 
   // Fills in defaults and checks every dtype and constexpr against this
   // definition; errors name the kernel, the entry and what is accepted.

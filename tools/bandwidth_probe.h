@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/host_memory.h"
 #include "targets/cpu/thread_pool.h"
 
 namespace kiln {
@@ -17,10 +18,10 @@ class BandwidthProbe {
   uint64_t read_once(ThreadPool& pool) const;
   // Best GB/s of `reps` full reads.
   double measure_gbps(ThreadPool& pool, int reps = 5) const;
-  int64_t bytes() const { return static_cast<int64_t>(words_.size() * sizeof(uint64_t)); }
+  int64_t bytes() const { return static_cast<int64_t>(mem_.size()); }
 
  private:
-  std::vector<uint64_t> words_;
+  HostMemory mem_;
 };
 
 }  // namespace kiln

@@ -75,13 +75,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
     dtypes.push_back(parse_dtype(d));
 
   std::map<int, std::unique_ptr<Runtime>> runtimes;
-  std::map<int, double> probe_gbps;
   BandwidthProbe probe;
   for (int t : threads) {
     runtimes[t] = std::make_unique<Runtime>(t);
-    probe_gbps[t] = probe.measure_gbps(runtimes[t]->pool());
-    std::printf("bandwidth probe: %d thread(s): %.1f GB/s (best of 5 reads of %lld MiB)\n", t,
-                probe_gbps[t], static_cast<long long>(probe.bytes() >> 20));
     benchmark::RegisterBenchmark(
         ("bandwidth_probe/threads:" + std::to_string(t)).c_str(),
         [&probe, rt = runtimes[t].get()](benchmark::State& st) {
@@ -99,11 +95,13 @@ int cmd_bench(const std::vector<std::string>& argv) {
       for (int t : threads) {
         Runtime* rt = runtimes[t].get();
         rt->compile(spec);
-        double roof = probe_gbps[t];
         std::string name = "gemv/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
                            std::to_string(k) + "/threads:" + std::to_string(t);
         benchmark::RegisterBenchmark(name.c_str(),
-                                     [=](benchmark::State& st) {
+                                     [=, &probe](benchmark::State& st) {
+                                       // Re-measured next to each kernel: on a shared
+                                       // machine the bandwidth drifts within a run.
+                                       double roof = probe.measure_gbps(rt->pool(), 3);
                                        auto args = work->args();
                                        double s = timed(st, [&] { rt->launch(spec, args); });
                                        double gbps = static_cast<double>(work->bytes()) *

@@ -9,8 +9,8 @@
 namespace kiln {
 
 namespace {
-void fill(std::vector<uint8_t>& buf, int64_t n, DType t, std::mt19937_64& rng) {
-  buf.assign(static_cast<size_t>(n * dtype_bytes(t)), 0);
+void fill(HostMemory& buf, int64_t n, DType t, std::mt19937_64& rng) {
+  buf = HostMemory(static_cast<size_t>(n * dtype_bytes(t)));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (int64_t i = 0; i < n; ++i) {
     ScalarValue v;
@@ -25,7 +25,7 @@ GemvWorkload::GemvWorkload(int64_t m, int64_t k, DType w, DType x, uint64_t seed
   std::mt19937_64 rng(seed);
   fill(w_, m * k, w, rng);
   fill(x_, k, x, rng);
-  y_.assign(static_cast<size_t>(m * dtype_bytes(x)), 0);
+  y_ = HostMemory(static_cast<size_t>(m * dtype_bytes(x)));
 }
 
 std::vector<Arg> GemvWorkload::args() {

@@ -8,6 +8,7 @@
 
 #include "ir/interpreter.h"
 #include "ir/spec.h"
+#include "runtime/host_memory.h"
 
 namespace kiln {
 
@@ -23,7 +24,7 @@ class GemvWorkload {
  private:
   int64_t m_, k_;
   DType wt_, xt_;
-  std::vector<uint8_t> w_, x_, y_;
+  HostMemory w_, x_, y_;
 };
 
 }  // namespace kiln

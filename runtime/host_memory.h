@@ -1,0 +1,34 @@
+// Page-aligned host memory for kernel buffers.
+//
+// Weights and activations are streamed once per token, so TLB misses on 4 KiB
+// pages cost real bandwidth on buffers of hundreds of MiB. Allocations of
+// 2 MiB and more are 2 MiB-aligned and advised as transparent huge pages
+// (where the kernel allows it; otherwise they are ordinary pages).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace kiln {
+
+class HostMemory {
+ public:
+  HostMemory() = default;
+  explicit HostMemory(size_t bytes);  // zero-filled; throws kiln::Error when out of memory
+  HostMemory(HostMemory&&) noexcept = default;
+  HostMemory& operator=(HostMemory&&) noexcept = default;
+
+  uint8_t* data() { return ptr_.get(); }
+  const uint8_t* data() const { return ptr_.get(); }
+  size_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> ptr_;
+  size_t size_ = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,37 @@
+// The kernel registry: every library kernel is present, builds and verifies
+// for every dtype it declares, and specs resolve defaults as documented.
+#include <catch2/catch.hpp>
+
+#include "ir/printer.h"
+#include "kernels/registry.h"
+#include "runtime/runtime.h"
+
+using namespace kiln;
+
+TEST_CASE("every registered kernel builds for every declared dtype", "[kernels][registry]") {
+  std::vector<std::string> names;
+  for (const KernelDef& d : all_kernels()) names.push_back(d.name);
+  CHECK(names == std::vector<std::string>{"add", "gemv", "rmsnorm", "rope", "scaled_add",
+                                          "silu_mul", "softmax"});
+  for (const KernelDef& d : all_kernels())
+    for (const auto& [role, dtypes] : d.dtype_roles)
+      for (DType t : dtypes) {
+        INFO(d.name << " " << role << "=" << dtype_name(t));
+        Kernel k = build_kernel(d.make_spec({{role, t}}));
+        CHECK(k.name == d.name);
+        CHECK_FALSE(print_kernel(k).empty());
+      }
+}
+
+TEST_CASE("specs take defaults, the kernel's heuristic, then the caller's values",
+          "[kernels][registry]") {
+  const KernelDef& g = find_kernel("gemv");
+  Spec f32 = g.make_spec({{"W", DType::f32}});
+  CHECK(f32.constexprs.at("BLOCK_M") == 4);
+  Spec f16 = g.make_spec({{"W", DType::f16}});
+  CHECK(f16.constexprs.at("BLOCK_M") == 1);
+  CHECK(f16.constexprs.at("BLOCK_K") == 256);
+  Spec mine = g.make_spec({{"W", DType::f16}}, {{"BLOCK_M", 8}});
+  CHECK(mine.constexprs.at("BLOCK_M") == 8);
+  CHECK(mine.str() == "gemv[W=f16,X=f32,BLOCK_K=256,BLOCK_M=8]");
+}
