@@ -69,6 +69,12 @@ Spec KernelDef::make_spec(const std::map<std::string, DType>& dtypes,
   return s;
 }
 
+const Tunable* KernelDef::tunable(const std::string& n) const {
+  for (const Tunable& t : tunables)
+    if (t.name == n) return &t;
+  return nullptr;
+}
+
 bool register_kernel(KernelDef def) {
   registry().push_back(std::move(def));
   std::sort(registry().begin(), registry().end(),

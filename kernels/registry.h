@@ -40,6 +40,12 @@ struct LaunchShape {
   std::map<std::string, int64_t> buffer_elems;  // required elements, by buffer name
 };
 
+// A constexpr `kiln tune` may search, with every value it may take.
+struct Tunable {
+  std::string name;
+  std::vector<int64_t> values;  // ascending
+};
+
 struct KernelDef {
   std::string name;
   std::string family;
@@ -51,6 +57,14 @@ struct KernelDef {
   // Optional: constexpr defaults that depend on the dtypes (the kernel's own
   // heuristic). Applied to the constexprs the caller did not set.
   std::function<std::map<std::string, int64_t>(const Spec&)> heuristic = nullptr;
+  // What tuning may change, and the launch sizes whose power-of-two buckets
+  // key the tuning database (e.g. {"m", "k"} for gemv).
+  std::vector<Tunable> tunables = {};
+  std::vector<std::string> shape_keys = {};
+  // Outputs vs the reference interpreter when tuning (|d| <= atol + rtol*|ref|).
+  double rtol = 1e-5, atol = 1e-6;
+
+  const Tunable* tunable(const std::string& name) const;
 
   // Fills in defaults and checks every dtype and constexpr against this
   // definition; errors name the kernel, the entry and what is accepted.

@@ -1,10 +1,10 @@
 #include "runtime/runtime.h"
 
-#include <cstdio>
+#include <chrono>
 
 #include "ir/error.h"
 #include "ir/passes.h"
-#include "ir/printer.h"
+#include "runtime/compile_key.h"
 #include "runtime/cpu_launch.h"
 
 namespace kiln {
@@ -14,31 +14,10 @@ Kernel build_kernel(const Spec& spec) {
   return run_pipeline(def.build(spec));
 }
 
-Runtime::Runtime(int threads) : pool_(threads), jit_(std::make_unique<CpuJit>()) {}
-Runtime::~Runtime() = default;
-
-const CompiledKernel& Runtime::compile(const Spec& spec) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::string key = spec.str();
-  auto it = compiled_.find(key);
-  if (it != compiled_.end()) return *it->second;
-  auto c = std::make_unique<CompiledKernel>();
-  c->spec = spec;
-  c->kernel = build_kernel(spec);
-  char hash[32];
-  std::snprintf(hash, sizeof hash, "%016llx",
-                static_cast<unsigned long long>(structural_hash(c->kernel)));
-  c->cpu = jit_->compile(c->kernel, "kiln_" + spec.kernel + "_" + hash);
-  return *compiled_.emplace(key, std::move(c)).first->second;
-}
-
-Grid Runtime::check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,
-                           const Sizes& sizes) {
-  check_arg_kinds(k, args);
-  const std::string who = "kernel '" + k.name + "'";
+ScalarArgs scalar_args(const Kernel& k, const std::vector<Arg>& args, const Sizes& sizes) {
   ScalarArgs scalars;
   for (const auto& [name, v] : sizes) scalars.set_int(name, v);
-  for (size_t i = 0; i < args.size(); ++i) {
+  for (size_t i = 0; i < args.size() && i < k.params.size(); ++i) {
     const Param& p = k.params[i];
     if (p.kind == ParamKind::Buffer) continue;
     if (is_float(p.dtype))
@@ -46,7 +25,78 @@ Grid Runtime::check_launch(const Spec& spec, const Kernel& k, const std::vector<
     else
       scalars.set_int(p.name, args[i].i);
   }
-  LaunchShape shape = find_kernel(spec.kernel).launch_shape(spec, scalars);
+  return scalars;
+}
+
+Runtime::Runtime(int threads) : Runtime(RuntimeOptions{threads}) {}
+
+Runtime::Runtime(const RuntimeOptions& o)
+    : pool_(o.threads), jit_(std::make_unique<CpuJit>()), cache_(o.cache_dir) {
+  if (!o.use_tuning_db) return;
+  std::string cls = tuning_class(jit_->target());
+  tuning_.load_text(default_tuning_text(cls), "runtime/tuning/" + cls + ".toml");
+  if (!user_tuning_path().empty()) tuning_.load_file(user_tuning_path());
+}
+
+Runtime::~Runtime() = default;
+
+std::string Runtime::user_tuning_path() const {
+  if (!cache_.persistent()) return "";
+  return cache_.dir() + "/../tuning/" + tuning_class(jit_->target()) + ".toml";
+}
+
+const CompiledKernel& Runtime::compile(const Spec& spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string key = spec.str();
+  auto it = compiled_.find(key);
+  if (it != compiled_.end()) return *it->second;
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = std::make_unique<CompiledKernel>();
+  c->spec = spec;
+  c->kernel = build_kernel(spec);
+  c->digest = make_compile_key(c->kernel, jit_->target()).digest();
+  std::string symbol = "kiln_" + spec.kernel + "_" + c->digest.substr(0, 24);
+  if (auto obj = cache_.load(c->digest)) {
+    try {
+      c->cpu = jit_->load_object(*obj, symbol);
+      c->from_disk = true;
+    } catch (const Error&) {
+      // A checksummed entry the linker still rejects: recompile and replace it.
+      ++cache_.corrupt;
+    }
+  }
+  if (!c->from_disk) {
+    std::string obj = jit_->compile_to_object(c->kernel, symbol);
+    cache_.store(c->digest, spec.kernel, obj);
+    c->cpu = jit_->load_object(obj, symbol);
+  }
+  c->cpu.compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return *compiled_.emplace(key, std::move(c)).first->second;
+}
+
+Spec Runtime::select(const std::string& kernel, const std::map<std::string, DType>& dtypes,
+                     const std::vector<Arg>& args, const Sizes& sizes) {
+  const KernelDef& def = find_kernel(kernel);
+  Spec spec = def.make_spec(dtypes);
+  if (def.shape_keys.empty()) return spec;
+  // Scalar names come from the kernel's parameters (building IR is cheap).
+  ScalarArgs scalars = scalar_args(build_kernel(spec), args, sizes);
+  TuningKey key{kernel, spec.dtypes, shape_bucket(def, scalars)};
+  if (auto tuned = tuning_.find(key)) return def.make_spec(spec.dtypes, *tuned);
+  return spec;
+}
+
+void Runtime::call(const std::string& kernel, const std::map<std::string, DType>& dtypes,
+                   const std::vector<Arg>& args, const Sizes& sizes) {
+  launch(select(kernel, dtypes, args, sizes), args, sizes);
+}
+
+Grid Runtime::check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,
+                           const Sizes& sizes) {
+  check_arg_kinds(k, args);
+  const std::string who = "kernel '" + k.name + "'";
+  LaunchShape shape = find_kernel(spec.kernel).launch_shape(spec, scalar_args(k, args, sizes));
   for (size_t i = 0; i < args.size(); ++i) {
     const Param& p = k.params[i];
     if (p.kind != ParamKind::Buffer) continue;

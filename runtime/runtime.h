@@ -1,11 +1,13 @@
-// Compiles library kernels on first use and launches them on the CPU.
+// Compiles library kernels on first use, caches them, picks their tuned
+// constexprs and launches them on the CPU.
 //
-// A launch names a Spec (kernel + dtypes + constexprs, see
-// KernelDef::make_spec), passes arguments in parameter order and, where the
-// grid depends on sizes the kernel does not take as parameters (rows of a
-// softmax), those sizes by name. Before any code runs the launch is checked:
-// argument count and kinds, every buffer at least as large as the launch
-// needs. Compiled kernels are kept in memory for the life of the Runtime.
+// compile(spec): memory cache by spec, then the on-disk object cache by
+// compile key (a warm process links cached objects without running LLVM's
+// code generator), then a full compile that is stored for next time.
+// select(): the spec for a launch of a kernel with given dtypes: constexprs
+// from the tuning database for the launch's shape bucket, else the kernel's
+// heuristic. launch(): checks arguments and buffer sizes before any code
+// runs, then runs the grid on the thread pool.
 #pragma once
 
 #include <map>
@@ -16,6 +18,8 @@
 
 #include "ir/interpreter.h"
 #include "kernels/registry.h"
+#include "runtime/compile_cache.h"
+#include "runtime/tuning_db.h"
 #include "targets/cpu/cpu_jit.h"
 #include "targets/cpu/thread_pool.h"
 
@@ -26,31 +30,52 @@ using Sizes = std::map<std::string, int64_t>;
 struct CompiledKernel {
   Spec spec;
   Kernel kernel;  // after the pass pipeline
+  std::string digest;
   CompiledCpuKernel cpu;
+  bool from_disk = false;
+};
+
+struct RuntimeOptions {
+  int threads = 0;                                      // 0: all cores
+  std::string cache_dir = CompileCache::default_dir();  // "": memory only
+  bool use_tuning_db = true;
 };
 
 class Runtime {
  public:
   explicit Runtime(int threads = 0);
+  explicit Runtime(const RuntimeOptions& options);
   ~Runtime();
 
   int threads() const { return pool_.size(); }
   CpuJit& jit() { return *jit_; }
   ThreadPool& pool() { return pool_; }
+  CompileCache& cache() { return cache_; }
+  TuningDb& tuning() { return tuning_; }
+  std::string user_tuning_path() const;  // "" without a cache dir
 
-  // Builds, optimises and JIT-compiles on first use; later calls are lookups.
   const CompiledKernel& compile(const Spec& spec);
+
+  // The spec a launch with these dtypes, arguments and sizes should use.
+  Spec select(const std::string& kernel, const std::map<std::string, DType>& dtypes,
+              const std::vector<Arg>& args, const Sizes& sizes = {});
+  // select() + launch().
+  void call(const std::string& kernel, const std::map<std::string, DType>& dtypes,
+            const std::vector<Arg>& args, const Sizes& sizes = {});
 
   void launch(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes = {});
   // The same launch through the reference interpreter.
   void interpret(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes = {});
 
- private:
+  // Grid of a launch after checking arguments and buffer sizes.
   Grid check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,
                     const Sizes& sizes);
 
+ private:
   ThreadPool pool_;
   std::unique_ptr<CpuJit> jit_;
+  CompileCache cache_;
+  TuningDb tuning_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<CompiledKernel>> compiled_;
 };
@@ -58,5 +83,7 @@ class Runtime {
 // Builds the kernel of a spec and runs the pass pipeline (shared by the
 // runtime, `kiln inspect` and tests).
 Kernel build_kernel(const Spec& spec);
+// The launch's scalar arguments and sizes by name.
+ScalarArgs scalar_args(const Kernel& k, const std::vector<Arg>& args, const Sizes& sizes);
 
 }  // namespace kiln

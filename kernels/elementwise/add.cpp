@@ -18,16 +18,22 @@ Kernel build_add(const Spec& s) {
 }
 
 KILN_REGISTER_KERNEL((KernelDef{
-    "add",
-    "elementwise",
-    "z = x + y",
-    {{"T", {DType::f32, DType::f16, DType::bf16, DType::i32}}},
-    {{"BLOCK", 1024}},
-    build_add,
-    [](const Spec& s, const ScalarArgs& a) {
-      int64_t n = a.i("n");
-      return LaunchShape{{cdiv(n, s.constexpr_("BLOCK")), 1, 1}, {{"x", n}, {"y", n}, {"z", n}}};
-    }}));
+    .name = "add",
+    .family = "elementwise",
+    .summary = "z = x + y",
+    .dtype_roles = {{"T", {DType::f32, DType::f16, DType::bf16, DType::i32}}},
+    .constexpr_defaults = {{"BLOCK", 1024}},
+    .build = build_add,
+    .launch_shape =
+        [](const Spec& s, const ScalarArgs& a) {
+          int64_t n = a.i("n");
+          return LaunchShape{{cdiv(n, s.constexpr_("BLOCK")), 1, 1},
+                             {{"x", n}, {"y", n}, {"z", n}}};
+        },
+    .tunables = {{"BLOCK", {16, 32, 64, 128, 256, 512, 1024, 2048}}},
+    .shape_keys = {"n"},
+    .rtol = 1e-6,
+}));
 
 }  // namespace
 }  // namespace kiln

@@ -22,16 +22,21 @@ Kernel build_scaled_add(const Spec& s) {
 }
 
 KILN_REGISTER_KERNEL((KernelDef{
-    "scaled_add",
-    "elementwise",
-    "y = alpha * x + y (in place)",
-    {{"T", {DType::f32, DType::f16, DType::bf16}}},
-    {{"BLOCK", 1024}},
-    build_scaled_add,
-    [](const Spec& s, const ScalarArgs& a) {
-      int64_t n = a.i("n");
-      return LaunchShape{{cdiv(n, s.constexpr_("BLOCK")), 1, 1}, {{"x", n}, {"y", n}}};
-    }}));
+    .name = "scaled_add",
+    .family = "elementwise",
+    .summary = "y = alpha * x + y (in place)",
+    .dtype_roles = {{"T", {DType::f32, DType::f16, DType::bf16}}},
+    .constexpr_defaults = {{"BLOCK", 1024}},
+    .build = build_scaled_add,
+    .launch_shape =
+        [](const Spec& s, const ScalarArgs& a) {
+          int64_t n = a.i("n");
+          return LaunchShape{{cdiv(n, s.constexpr_("BLOCK")), 1, 1}, {{"x", n}, {"y", n}}};
+        },
+    .tunables = {{"BLOCK", {16, 32, 64, 128, 256, 512, 1024, 2048}}},
+    .shape_keys = {"n"},
+    .rtol = 1e-6,
+}));
 
 }  // namespace
 }  // namespace kiln

@@ -20,17 +20,23 @@ Kernel build_silu_mul(const Spec& s) {
   return k.finish();
 }
 
-KILN_REGISTER_KERNEL((KernelDef{"silu_mul",
-                                "elementwise",
-                                "out = silu(gate) * up",
-                                {{"T", {DType::f32, DType::f16, DType::bf16}}},
-                                {{"BLOCK", 512}},
-                                build_silu_mul,
-                                [](const Spec& s, const ScalarArgs& a) {
-                                  int64_t n = a.i("n");
-                                  return LaunchShape{{cdiv(n, s.constexpr_("BLOCK")), 1, 1},
-                                                     {{"gate", n}, {"up", n}, {"out", n}}};
-                                }}));
+KILN_REGISTER_KERNEL((KernelDef{
+    .name = "silu_mul",
+    .family = "elementwise",
+    .summary = "out = silu(gate) * up",
+    .dtype_roles = {{"T", {DType::f32, DType::f16, DType::bf16}}},
+    .constexpr_defaults = {{"BLOCK", 512}},
+    .build = build_silu_mul,
+    .launch_shape =
+        [](const Spec& s, const ScalarArgs& a) {
+          int64_t n = a.i("n");
+          return LaunchShape{{cdiv(n, s.constexpr_("BLOCK")), 1, 1},
+                             {{"gate", n}, {"up", n}, {"out", n}}};
+        },
+    .tunables = {{"BLOCK", {16, 32, 64, 128, 256, 512, 1024, 2048}}},
+    .shape_keys = {"n"},
+    .rtol = 2e-6,
+}));
 
 }  // namespace
 }  // namespace kiln

@@ -53,23 +53,32 @@ Kernel build_gemv(const Spec& s) {
 }
 
 KILN_REGISTER_KERNEL((KernelDef{
-    "gemv",
-    "gemv",
-    "y = W x, W row-major [m, k]",
-    {{"W", {DType::f16, DType::bf16, DType::f32}}, {"X", {DType::f32, DType::f16, DType::bf16}}},
-    {{"BLOCK_M", 4}, {"BLOCK_K", 64}},
-    build_gemv,
-    [](const Spec& s, const ScalarArgs& a) {
-      int64_t m = a.i("m"), kk = a.i("k");
-      return LaunchShape{{cdiv(m, s.constexpr_("BLOCK_M")), 1, 1},
-                         {{"w", m * kk}, {"x", kk}, {"y", m}}};
-    },
+    .name = "gemv",
+    .family = "gemv",
+    .summary = "y = W x, W row-major [m, k]",
+    .dtype_roles = {{"W", {DType::f16, DType::bf16, DType::f32}},
+                    {"X", {DType::f32, DType::f16, DType::bf16}}},
+    .constexpr_defaults = {{"BLOCK_M", 4}, {"BLOCK_K", 64}},
+    .build = build_gemv,
+    .launch_shape =
+        [](const Spec& s, const ScalarArgs& a) {
+          int64_t m = a.i("m"), kk = a.i("k");
+          return LaunchShape{{cdiv(m, s.constexpr_("BLOCK_M")), 1, 1},
+                             {{"w", m * kk}, {"x", kk}, {"y", m}}};
+        },
     // Measured with `kiln bench` on AVX-512 (Zen 5): 16-bit weights stream
     // best one row per program, f32 weights four rows at a time.
-    [](const Spec& s) -> std::map<std::string, int64_t> {
+    .heuristic = [](const Spec& s) -> std::map<std::string, int64_t> {
       if (dtype_bits(s.dtype("W")) == 16) return {{"BLOCK_M", 1}, {"BLOCK_K", 256}};
       return {};
-    }}));
+    },
+    .tunables = {{"BLOCK_M", {1, 2, 4, 8, 16}}, {"BLOCK_K", {32, 64, 128, 256, 512}}},
+    .shape_keys = {"m", "k"},
+    // f32 accumulation of k products (reassociated by the block size), then
+    // the rounding of X.
+    .rtol = 1e-3,
+    .atol = 1e-4,
+}));
 
 }  // namespace
 }  // namespace kiln

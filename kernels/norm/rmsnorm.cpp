@@ -32,16 +32,21 @@ Kernel build_rmsnorm(const Spec& s) {
 }
 
 KILN_REGISTER_KERNEL((KernelDef{
-    "rmsnorm",
-    "norm",
-    "y = x * rsqrt(mean(x^2) + eps) * w, per row",
-    {{"T", {DType::f32, DType::f16, DType::bf16}}},
-    {{"BLOCK", 256}},
-    build_rmsnorm,
-    [](const Spec&, const ScalarArgs& a) {
-      int64_t rows = a.i("rows"), n = a.i("n");
-      return LaunchShape{{rows, 1, 1}, {{"x", rows * n}, {"w", n}, {"y", rows * n}}};
-    }}));
+    .name = "rmsnorm",
+    .family = "norm",
+    .summary = "y = x * rsqrt(mean(x^2) + eps) * w, per row",
+    .dtype_roles = {{"T", {DType::f32, DType::f16, DType::bf16}}},
+    .constexpr_defaults = {{"BLOCK", 256}},
+    .build = build_rmsnorm,
+    .launch_shape =
+        [](const Spec&, const ScalarArgs& a) {
+          int64_t rows = a.i("rows"), n = a.i("n");
+          return LaunchShape{{rows, 1, 1}, {{"x", rows * n}, {"w", n}, {"y", rows * n}}};
+        },
+    .tunables = {{"BLOCK", {16, 32, 64, 128, 256, 512, 1024, 2048}}},
+    .shape_keys = {"rows", "n"},
+    .rtol = 1e-5,
+}));
 
 }  // namespace
 }  // namespace kiln

@@ -42,16 +42,21 @@ Kernel build_softmax(const Spec& s) {
 }
 
 KILN_REGISTER_KERNEL((KernelDef{
-    "softmax",
-    "norm",
-    "row softmax, max-subtracted",
-    {{"T", {DType::f32, DType::f16, DType::bf16}}},
-    {{"BLOCK", 256}},
-    build_softmax,
-    [](const Spec&, const ScalarArgs& a) {
-      int64_t rows = a.i("rows"), n = a.i("n");
-      return LaunchShape{{rows, 1, 1}, {{"x", rows * n}, {"y", rows * n}}};
-    }}));
+    .name = "softmax",
+    .family = "norm",
+    .summary = "row softmax, max-subtracted",
+    .dtype_roles = {{"T", {DType::f32, DType::f16, DType::bf16}}},
+    .constexpr_defaults = {{"BLOCK", 256}},
+    .build = build_softmax,
+    .launch_shape =
+        [](const Spec&, const ScalarArgs& a) {
+          int64_t rows = a.i("rows"), n = a.i("n");
+          return LaunchShape{{rows, 1, 1}, {{"x", rows * n}, {"y", rows * n}}};
+        },
+    .tunables = {{"BLOCK", {16, 32, 64, 128, 256, 512, 1024, 2048}}},
+    .shape_keys = {"rows", "n"},
+    .rtol = 1e-5,
+}));
 
 }  // namespace
 }  // namespace kiln

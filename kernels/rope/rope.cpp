@@ -58,20 +58,23 @@ Kernel build_rope(const Spec& s) {
   return k.finish();
 }
 
-KILN_REGISTER_KERNEL((KernelDef{"rope",
-                                "rope",
-                                "rotary embedding in place on x[tokens, heads, HEAD_DIM]",
-                                {{"T", {DType::f32, DType::f16, DType::bf16}}},
-                                {{"HEAD_DIM", 128}, {"ROT", 128}, {"NEOX", 0}},
-                                build_rope,
-                                [](const Spec& s, const ScalarArgs& a) {
-                                  int64_t tokens = a.i("tokens"), heads = a.i("n_heads");
-                                  return LaunchShape{
-                                      {heads, tokens, 1},
-                                      {{"x", tokens * heads * s.constexpr_("HEAD_DIM")},
-                                       {"cos_sin", a.i("n_pos") * s.constexpr_("ROT")},
-                                       {"pos", tokens}}};
-                                }}));
+KILN_REGISTER_KERNEL((KernelDef{
+    .name = "rope",
+    .family = "rope",
+    .summary = "rotary embedding in place on x[tokens, heads, HEAD_DIM]",
+    .dtype_roles = {{"T", {DType::f32, DType::f16, DType::bf16}}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"ROT", 128}, {"NEOX", 0}},
+    .build = build_rope,
+    .launch_shape =
+        [](const Spec& s, const ScalarArgs& a) {
+          int64_t tokens = a.i("tokens"), heads = a.i("n_heads");
+          return LaunchShape{{heads, tokens, 1},
+                             {{"x", tokens * heads * s.constexpr_("HEAD_DIM")},
+                              {"cos_sin", a.i("n_pos") * s.constexpr_("ROT")},
+                              {"pos", tokens}}};
+        },
+    .rtol = 1e-5,
+}));
 
 }  // namespace
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
@@ -81,22 +82,37 @@ CpuJit::CpuJit(std::optional<CpuProfile> profile)
 
 CpuJit::~CpuJit() = default;
 
-CompiledCpuKernel CpuJit::compile(const Kernel& k, const std::string& symbol) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto t0 = std::chrono::steady_clock::now();
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> m = lower_to_llvm(k, *ctx, symbol, profile_);
+std::string CpuJit::compile_to_object(const Kernel& k, const std::string& symbol) {
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = lower_to_llvm(k, ctx, symbol, profile_);
   tag_functions(*m, target_);
   auto tm = create_target_machine(target_);
   optimize(*m, *tm);
-  if (auto e = jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
-    throw Error("kernel '" + k.name + "': JIT rejected the module: " + take_error(std::move(e)));
+  llvm::SmallString<0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    throw Error("kernel '" + k.name + "': the host target cannot emit object files");
+  pm.run(*m);
+  return std::string(buf.str());
+}
+
+CompiledCpuKernel CpuJit::load_object(const std::string& object, const std::string& symbol) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto buf = llvm::MemoryBuffer::getMemBufferCopy(object, symbol);
+  if (auto e = jit_->addObjectFile(std::move(buf)))
+    throw Error("JIT rejected the object for '" + symbol + "': " + take_error(std::move(e)));
   auto addr = jit_->lookup(symbol);
-  if (!addr)
-    throw Error("kernel '" + k.name + "': JIT lookup failed: " + take_error(addr.takeError()));
+  if (!addr) throw Error("JIT lookup of '" + symbol + "' failed: " + take_error(addr.takeError()));
   CompiledCpuKernel out;
   out.fn = addr->toPtr<KernelRangeFn>();
   out.symbol = symbol;
+  return out;
+}
+
+CompiledCpuKernel CpuJit::compile(const Kernel& k, const std::string& symbol) {
+  auto t0 = std::chrono::steady_clock::now();
+  CompiledCpuKernel out = load_object(compile_to_object(k, symbol), symbol);
   out.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;

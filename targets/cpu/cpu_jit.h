@@ -38,8 +38,13 @@ class CpuJit {
   const CpuTarget& target() const { return target_; }
 
   // `symbol` must be unique within this JIT (callers derive it from the
-  // kernel's structural hash).
+  // kernel's compile key). compile() = compile_to_object() + load_object().
   CompiledCpuKernel compile(const Kernel& k, const std::string& symbol);
+  // Lowering, O3 and machine code for the host: a relocatable ELF object
+  // exporting `symbol` (what the compile cache stores).
+  std::string compile_to_object(const Kernel& k, const std::string& symbol);
+  // Links an object into the JIT without running LLVM's code generator.
+  CompiledCpuKernel load_object(const std::string& object, const std::string& symbol);
 
  private:
   CpuTarget target_;

@@ -1,4 +1,6 @@
-// One Runtime per test binary (2 threads) so kernels compile once.
+// One Runtime per test binary (2 threads) so kernels compile once; memory-only
+// compile cache and no tuning database, so tests see neither the user's
+// cache nor their tunings.
 #pragma once
 
 #include "runtime/runtime.h"
@@ -6,7 +8,7 @@
 namespace kiln::test {
 
 inline Runtime& runtime() {
-  static Runtime rt(2);
+  static Runtime rt(RuntimeOptions{2, "", false});
   return rt;
 }
 

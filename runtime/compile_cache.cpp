@@ -1,0 +1,188 @@
+#include "runtime/compile_cache.h"
+
+#include <llvm/ADT/ArrayRef.h>
+#include <llvm/Support/SHA256.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kMagic = "KILN-CPU-OBJECT 1";
+constexpr const char* kSchemaDir = "cpu-v1";
+
+std::string sha256_hex(std::string_view data) {
+  auto h = llvm::SHA256::hash(
+      llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+  std::string hex;
+  char buf[3];
+  for (uint8_t b : h) {
+    std::snprintf(buf, sizeof buf, "%02x", b);
+    hex += buf;
+  }
+  return hex;
+}
+
+struct Parsed {
+  std::string kernel, digest, sha;
+  int64_t size = -1;
+  std::string_view payload;
+};
+
+// Returns false for anything that is not a complete, self-consistent entry.
+bool parse_entry(const std::string& bytes, Parsed* out) {
+  size_t end = bytes.find("\n\n");
+  if (end == std::string::npos || end > 4096) return false;
+  std::istringstream head(bytes.substr(0, end));
+  std::string line;
+  if (!std::getline(head, line) || line != kMagic) return false;
+  while (std::getline(head, line)) {
+    size_t sp = line.find(' ');
+    if (sp == std::string::npos) return false;
+    std::string k = line.substr(0, sp), v = line.substr(sp + 1);
+    if (k == "kernel")
+      out->kernel = v;
+    else if (k == "digest")
+      out->digest = v;
+    else if (k == "sha256")
+      out->sha = v;
+    else if (k == "size")
+      out->size = std::strtoll(v.c_str(), nullptr, 10);
+  }
+  out->payload = std::string_view(bytes).substr(end + 2);
+  return out->size >= 0 && static_cast<int64_t>(out->payload.size()) == out->size &&
+         sha256_hex(out->payload) == out->sha;
+}
+
+bool read_file(const fs::path& p, std::string* out) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+}  // namespace
+
+std::string CompileCache::default_dir() {
+  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/kiln";
+  return "";
+}
+
+CompileCache::CompileCache(std::string dir) {
+  if (dir.empty()) return;
+  dir_ = (fs::path(dir) / kSchemaDir).string();
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) {
+    disable("cannot create it: " + ec.message());
+  } else if (!fs::is_directory(dir_, ec)) {
+    disable("it is not a directory");
+  } else if (access(dir_.c_str(), W_OK) != 0) {
+    disable("it is not writable");
+  }
+}
+
+void CompileCache::disable(const std::string& why) {
+  std::fprintf(stderr,
+               "kiln: warning: compile cache '%s' is unusable (%s); compiling in memory only\n",
+               dir_.c_str(), why.c_str());
+  dir_.clear();
+}
+
+std::string CompileCache::entry_path(const std::string& digest) const {
+  return (fs::path(dir_) / (digest + ".kobj")).string();
+}
+
+std::optional<std::string> CompileCache::load(const std::string& digest) {
+  if (dir_.empty()) {
+    ++misses;
+    return std::nullopt;
+  }
+  std::string bytes;
+  if (!read_file(entry_path(digest), &bytes)) {
+    ++misses;
+    return std::nullopt;
+  }
+  Parsed p;
+  if (!parse_entry(bytes, &p) || p.digest != digest) {
+    ++corrupt;
+    ++misses;
+    return std::nullopt;
+  }
+  ++hits;
+  return std::string(p.payload);
+}
+
+void CompileCache::store(const std::string& digest, const std::string& kernel,
+                         std::string_view object) {
+  if (dir_.empty()) return;
+  std::string data = std::string(kMagic) + "\nkernel " + kernel + "\ndigest " + digest + "\nsize " +
+                     std::to_string(object.size()) + "\nsha256 " + sha256_hex(object) + "\n\n";
+  data.append(object);
+  std::random_device rd;
+  fs::path tmp =
+      fs::path(dir_) / (digest + ".tmp." + std::to_string(getpid()) + "." + std::to_string(rd()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      disable("writing an entry failed (disk full?)");
+      return;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, entry_path(digest), ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    disable("renaming an entry into place failed");
+  }
+}
+
+std::vector<CompileCache::Entry> CompileCache::list() const {
+  std::vector<Entry> out;
+  if (dir_.empty()) return out;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(dir_, ec)) {
+    if (f.path().extension() != ".kobj") continue;
+    Entry e;
+    e.digest = f.path().stem().string();
+    std::string bytes;
+    if (read_file(f.path(), &bytes)) {
+      e.bytes = static_cast<int64_t>(bytes.size());
+      Parsed p;
+      e.valid = parse_entry(bytes, &p) && p.digest == e.digest;
+      e.kernel = p.kernel;
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+int CompileCache::clear() {
+  if (dir_.empty()) return 0;
+  int n = 0;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(dir_, ec)) {
+    auto ext = f.path().extension();
+    if (ext == ".kobj" || f.path().filename().string().find(".tmp.") != std::string::npos)
+      n += fs::remove(f.path(), ec) ? 1 : 0;
+  }
+  return n;
+}
+
+}  // namespace kiln

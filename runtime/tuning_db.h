@@ -1,0 +1,69 @@
+// Tuned constexprs by kernel, dtypes and shape bucket, kept as TOML.
+//
+// One file per target class (x86-64-v4, x86-64-v3, aarch64): the defaults
+// shipped in runtime/tuning/ (built into the binary) and a user file under
+// the cache dir that `kiln tune` writes and that overrides them. A bucket
+// rounds each of the kernel's shape sizes up to a power of two, so one
+// tuning serves nearby shapes. Entries are checked against the kernel's
+// declared tunables when read: anything malformed or out of range is a
+// warning naming the file, the line and the entry, and is ignored (the
+// kernel's heuristic applies).
+//
+//   [[gemv]]
+//   dtypes = { W = "f16", X = "f32" }
+//   bucket = { m = 4096, k = 16384 }
+//   BLOCK_M = 1
+//   BLOCK_K = 256
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "kernels/registry.h"
+#include "targets/cpu/cpu_target.h"
+
+namespace kiln {
+
+struct TuningKey {
+  std::string kernel;
+  std::map<std::string, DType> dtypes;
+  std::map<std::string, int64_t> bucket;
+
+  bool operator<(const TuningKey& o) const;
+  std::string str() const;  // "gemv W=f16,X=f32 m=4096,k=16384"
+};
+
+class TuningDb {
+ public:
+  // Adds the entries of a TOML text; later entries override earlier ones.
+  void load_text(const std::string& text, const std::string& source_name);
+  // Missing file: nothing happens. Unreadable or malformed: warnings.
+  void load_file(const std::string& path);
+
+  std::optional<std::map<std::string, int64_t>> find(const TuningKey& key) const;
+  void set(const TuningKey& key, const std::map<std::string, int64_t>& constexprs);
+  // Merges this db's entries into `path` (read, update, write via temp + rename).
+  void save_to(const std::string& path) const;
+  std::string to_toml() const;
+  size_t size() const { return entries_.size(); }
+
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+ private:
+  void warn(const std::string& w);
+  std::map<TuningKey, std::map<std::string, int64_t>> entries_;
+  std::vector<std::string> warnings_;
+};
+
+// The power-of-two bucket of a launch for `def` (sizes by name, e.g. m, k).
+std::map<std::string, int64_t> shape_bucket(const KernelDef& def, const ScalarArgs& sizes);
+// "x86-64-v4" (AVX-512), "x86-64-v3" (AVX2), "aarch64", else "generic".
+std::string tuning_class(const CpuTarget& t);
+// The TOML shipped for a class (empty if none).
+std::string default_tuning_text(const std::string& cls);
+
+}  // namespace kiln
