@@ -80,7 +80,7 @@ std::string CompileCache::default_dir() {
   return "";
 }
 
-CompileCache::CompileCache(std::string dir) {
+CompileCache::CompileCache(std::string dir) : root_(dir) {
   if (dir.empty()) return;
   dir_ = (fs::path(dir) / kSchemaDir).string();
   std::error_code ec;

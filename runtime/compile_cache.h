@@ -25,7 +25,8 @@ class CompileCache {
   static std::string default_dir();  // $KILN_CACHE_DIR, else $HOME/.cache/kiln
 
   bool persistent() const { return !dir_.empty(); }
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_; }    // the schema folder holding entries
+  const std::string& root() const { return root_; }  // $KILN_CACHE_DIR
 
   std::optional<std::string> load(const std::string& digest);
   void store(const std::string& digest, const std::string& kernel, std::string_view object);
@@ -45,6 +46,7 @@ class CompileCache {
   std::string entry_path(const std::string& digest) const;
   void disable(const std::string& why);
 
+  std::string root_;
   std::string dir_;  // the schema folder; empty when memory-only
 };
 

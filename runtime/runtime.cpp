@@ -42,7 +42,7 @@ Runtime::~Runtime() = default;
 
 std::string Runtime::user_tuning_path() const {
   if (!cache_.persistent()) return "";
-  return cache_.dir() + "/../tuning/" + tuning_class(jit_->target()) + ".toml";
+  return cache_.root() + "/tuning/" + tuning_class(jit_->target()) + ".toml";
 }
 
 const CompiledKernel& Runtime::compile(const Spec& spec) {

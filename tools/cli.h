@@ -37,6 +37,8 @@ int cmd_run(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_list(const std::vector<std::string>& args);
+int cmd_cache(const std::vector<std::string>& args);
+int cmd_tune(const std::vector<std::string>& args);
 
 }  // namespace kiln
 

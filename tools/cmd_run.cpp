@@ -29,12 +29,16 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (m <= 0 || k <= 0 || iters <= 0) throw Error("--m, --k and --iters must be positive");
   Runtime rt(static_cast<int>(a.get_int("threads", 0)));
   Spec spec = spec_from_args("gemv", a);
+  GemvWorkload w(m, k, spec.dtype("W"), spec.dtype("X"));
+  auto args = w.args();
+  // Without --const the tuning database (or the kernel's heuristic) decides.
+  if (a.all("const").empty()) spec = rt.select("gemv", spec.dtypes, args);
   std::printf("kernel   %s on %s, %d thread(s)\n", spec.str().c_str(),
               rt.jit().target().cpu.c_str(), rt.threads());
   const CompiledKernel& c = rt.compile(spec);
-  std::printf("compile  %.1f ms (build + passes + LLVM O3 + machine code)\n", c.cpu.compile_ms);
-  GemvWorkload w(m, k, spec.dtype("W"), spec.dtype("X"));
-  auto args = w.args();
+  std::printf("compile  %.1f ms (%s)\n", c.cpu.compile_ms,
+              c.from_disk ? "loaded from the compile cache"
+                          : "build + passes + LLVM O3 + machine code, now cached");
   rt.launch(spec, args);
   double err = w.relative_error();
   std::vector<double> ms;

@@ -17,6 +17,8 @@ void usage() {
       "  inspect  show a kernel's IR, LLVM IR or assembly for a CPU target\n"
       "  bench    benchmark kernels against the measured memory bandwidth (Google Benchmark)\n"
       "  list     list the library kernels with their dtypes and constexprs\n"
+      "  tune     search a kernel's block sizes for a shape and record the winner\n"
+      "  cache    show or clear the on-disk compile cache (stats, list, clear)\n"
       "\n"
       "`kiln <command> --help` describes a command's options.");
 }
@@ -36,6 +38,8 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return kiln::cmd_inspect(args);
     if (cmd == "bench") return kiln::cmd_bench(args);
     if (cmd == "list") return kiln::cmd_list(args);
+    if (cmd == "cache") return kiln::cmd_cache(args);
+    if (cmd == "tune") return kiln::cmd_tune(args);
     std::fprintf(stderr, "kiln: error: unknown command '%s' (run `kiln --help`)\n", cmd.c_str());
     return 2;
   } catch (const kiln::Error& e) {

@@ -1,0 +1,47 @@
+// Block-size search for one kernel, dtypes and shape: the engine of `kiln tune`.
+//
+// The search space is the kernel's declared tunables. A coarse pass tries
+// every other value of each tunable (plus the heuristic's choice), a fine
+// pass the neighbours of the coarse winner. Every candidate starts from the
+// same inputs (buffers are restored, so in-place kernels are measured
+// honestly), must reproduce the interpreter's result on them within the
+// kernel's tolerance before its time counts, and is timed as the median of
+// repeated launches after a warm-up. Candidates that fail to build, compile
+// or verify, or compute a wrong result, score as infinitely slow.
+#pragma once
+
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/runtime.h"
+
+namespace kiln {
+
+struct TuneOptions {
+  std::map<std::string, DType> dtypes;
+  Sizes shape;                           // integer scalars and launch sizes by name
+  std::map<std::string, double> floats;  // float scalars (default 0.5, eps 1e-5)
+  double budget_s = 60;
+  int reps = 15;
+};
+
+struct TuneTrial {
+  std::map<std::string, int64_t> constexprs;
+  double median_ms = std::numeric_limits<double>::infinity();
+  std::string status;  // "ok", or why the candidate was rejected
+};
+
+struct TuneResult {
+  TuningKey key;
+  std::vector<TuneTrial> trials;  // in the order tried
+  TuneTrial heuristic;
+  TuneTrial best;
+  int64_t bytes = 0;  // all buffers, as a rough measure of traffic per launch
+  bool budget_exhausted = false;
+};
+
+TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& options);
+
+}  // namespace kiln

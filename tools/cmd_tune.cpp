@@ -1,0 +1,99 @@
+// `kiln tune KERNEL --shape ...`: search block sizes, print every trial and
+// record the winner in the tuning database.
+#include <cstdio>
+#include <sstream>
+
+#include "ir/error.h"
+#include "runtime/tuner.h"
+#include "tools/cli.h"
+
+namespace kiln {
+
+namespace {
+
+std::map<std::string, std::string> parse_pairs(const std::string& s, const std::string& opt) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      throw Error(opt + " expects NAME=VALUE[,NAME=VALUE...], got '" + item + "'");
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return out;
+}
+
+template <class T>
+T parse_number(const std::string& v, const std::string& what) {
+  try {
+    size_t used = 0;
+    T r;
+    if constexpr (std::is_integral_v<T>)
+      r = std::stoll(v, &used);
+    else
+      r = std::stod(v, &used);
+    if (used == v.size()) return r;
+  } catch (const std::exception&) {
+  }
+  throw Error(what + ": '" + v + "' is not a number");
+}
+
+}  // namespace
+
+int cmd_tune(const std::vector<std::string>& argv) {
+  CliArgs a(argv, {"help", "dry-run"});
+  a.allow_only({"help", "dry-run", "shape", "dtype", "budget", "threads", "db", "scalar"});
+  if (a.flag("help") || a.positional().size() != 1 || !a.has("shape")) {
+    std::puts(
+        "usage: kiln tune KERNEL --shape NAME=N[,NAME=N...] [--dtype [ROLE=]DT] [--budget "
+        "SECONDS]\n"
+        "                 [--scalar NAME=X] [--threads N] [--db FILE] [--dry-run]\n"
+        "Searches the kernel's tunables (coarse, then fine) for this shape, checks every "
+        "candidate\n"
+        "against the interpreter, prints each trial and writes the winner to the user tuning\n"
+        "database under the cache dir (or --db FILE). Example:\n"
+        "  kiln tune gemv --shape m=4096,k=14336 --dtype W=f16");
+    return a.flag("help") ? 0 : 2;
+  }
+  std::string kernel = a.positional()[0];
+  TuneOptions o;
+  o.dtypes = spec_from_args(kernel, a).dtypes;
+  for (const auto& [k, v] : parse_pairs(a.get("shape"), "--shape"))
+    o.shape[k] = parse_number<int64_t>(v, "--shape " + k);
+  for (const std::string& s : a.all("scalar"))
+    for (const auto& [k, v] : parse_pairs(s, "--scalar")) o.floats[k] = parse_number<double>(v, k);
+  o.budget_s = parse_number<double>(a.get("budget", "60"), "--budget");
+  Runtime rt(static_cast<int>(a.get_int("threads", 0)));
+  std::printf("tuning %s for %s on %s, %d thread(s), budget %.0f s\n", kernel.c_str(),
+              a.get("shape").c_str(), tuning_class(rt.jit().target()).c_str(), rt.threads(),
+              o.budget_s);
+  TuneResult r = tune(rt, kernel, o);
+  std::printf("\n  %-32s %12s %10s  %s\n", "constexprs", "median ms", "GB/s", "status");
+  for (const TuneTrial& t : r.trials) {
+    std::string c;
+    for (const auto& [k, v] : t.constexprs)
+      c += (c.empty() ? "" : " ") + k + "=" + std::to_string(v);
+    bool ok = t.status == "ok";
+    std::printf("%s %-32s %12s %10s  %s\n", &t == &r.trials.front() ? "h" : " ", c.c_str(),
+                ok ? std::to_string(t.median_ms).substr(0, 8).c_str() : "inf",
+                ok ? std::to_string(r.bytes / t.median_ms / 1e6).substr(0, 6).c_str() : "-",
+                t.status.c_str());
+  }
+  std::string best;
+  for (const auto& [k, v] : r.best.constexprs)
+    best += (best.empty() ? "" : " ") + k + "=" + std::to_string(v);
+  std::printf(
+      "\n(h = the heuristic's choice)%s\nbest: %s, %.3f ms, %.2fx the heuristic (%.3f ms)\n",
+      r.budget_exhausted ? " budget exhausted before the search finished;" : "", best.c_str(),
+      r.best.median_ms, r.heuristic.median_ms / r.best.median_ms, r.heuristic.median_ms);
+  if (a.flag("dry-run")) return 0;
+  std::string path = a.has("db") ? a.get("db") : rt.user_tuning_path();
+  if (path.empty()) throw Error("no cache dir to hold the tuning database; pass --db FILE");
+  TuningDb db;
+  db.set(r.key, r.best.constexprs);
+  db.save_to(path);
+  std::printf("wrote %s -> %s\n", r.key.str().c_str(), path.c_str());
+  return 0;
+}
+
+}  // namespace kiln
