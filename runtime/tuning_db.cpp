@@ -54,27 +54,31 @@ void TuningDb::load_text(const std::string& text, const std::string& source_name
          std::string(e.description()) + "); ignoring it");
     return;
   }
+  // toml++ iterates keys in sorted order; warnings are reported in file order.
+  std::vector<std::pair<int, std::string>> found;
+  auto report = [&](int l, const std::string& w) {
+    found.emplace_back(l, source_name + ":" + std::to_string(l) + ": " + w);
+  };
   for (const auto& [kname, node] : root) {
     std::string kernel(kname.str());
     int line = static_cast<int>(node.source().begin.line);
-    auto where = [&](int l) { return source_name + ":" + std::to_string(l) + ": "; };
     const KernelDef* def = nullptr;
     for (const KernelDef& d : all_kernels())
       if (d.name == kernel) def = &d;
     if (!def) {
-      warn(where(line) + "unknown kernel '" + kernel + "'; entry ignored");
+      report(line, "unknown kernel '" + kernel + "'; entry ignored");
       continue;
     }
     const toml::array* arr = node.as_array();
     if (!arr) {
-      warn(where(line) + "'" + kernel + "' must be an array of tables ([[" + kernel + "]])");
+      report(line, "'" + kernel + "' must be an array of tables ([[" + kernel + "]])");
       continue;
     }
     for (const toml::node& el : *arr) {
       int eline = static_cast<int>(el.source().begin.line);
       const toml::table* t = el.as_table();
       if (!t) {
-        warn(where(eline) + kernel + " entry is not a table; ignored");
+        report(eline, kernel + " entry is not a table; ignored");
         continue;
       }
       TuningKey key{kernel, {}, {}};
@@ -128,13 +132,15 @@ void TuningDb::load_text(const std::string& text, const std::string& source_name
       }
       if (problem.empty() && consts.empty()) problem = "sets no constexpr";
       if (!problem.empty()) {
-        warn(where(eline) + kernel + " entry: " + problem +
-             "; entry ignored, the heuristic applies");
+        report(eline, kernel + " entry: " + problem + "; entry ignored, the heuristic applies");
         continue;
       }
       entries_[key] = consts;
     }
   }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& f : found) warn(f.second);
 }
 
 void TuningDb::load_file(const std::string& path) {

@@ -1,0 +1,156 @@
+// The tuning database (TOML, checked against declared tunables), tuned
+// dispatch, and the tuner's search, verification and restoring of inputs.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "runtime/tuner.h"
+#include "support/test_data.h"
+
+using namespace kiln;
+
+namespace {
+
+// A kernel made for testing the tuner: y += x in place (so inputs must be
+// restored between candidates), wrong when BLOCK == 128, unbuildable when
+// BLOCK == 48 (not a divisor the kernel accepts).
+Kernel build_tune_probe(const Spec& s) {
+  KernelBuilder k("tune_probe", s);
+  const int64_t B = s.constexpr_("BLOCK");
+  if (B == 48) throw Error("kernel 'tune_probe': BLOCK 48 is not supported");
+  auto x = k.buffer("x", DType::f32), y = k.buffer("y", DType::f32);
+  auto n = k.scalar("n", DType::i32);
+  auto offs = k.program_id(0) * static_cast<int>(B) + arange(B);
+  auto m = offs < n;
+  auto v = load(y + offs, m, 0.0) + load(x + offs, m, 0.0) * (B == 128 ? 2.0 : 1.0);
+  store(y + offs, v, m);
+  return k.finish();
+}
+
+KILN_REGISTER_KERNEL((KernelDef{
+    .name = "tune_probe",
+    .family = "test",
+    .summary = "y += x, for tuner tests",
+    .dtype_roles = {},
+    .constexpr_defaults = {{"BLOCK", 16}},
+    .build = build_tune_probe,
+    .launch_shape =
+        [](const Spec& s, const ScalarArgs& a) {
+          int64_t n = a.i("n");
+          return LaunchShape{{cdiv(n, s.constexpr_("BLOCK")), 1, 1}, {{"x", n}, {"y", n}}};
+        },
+    .tunables = {{"BLOCK", {16, 32, 48, 64, 128}}},
+    .shape_keys = {"n"},
+}));
+
+}  // namespace
+
+TEST_CASE("tuning files: entries, buckets, overrides", "[runtime][tuning]") {
+  TuningDb db;
+  db.load_text(R"(
+[[gemv]]
+dtypes = { W = "f16" }
+bucket = { m = 4096, k = 16384 }
+BLOCK_M = 2
+BLOCK_K = 128
+)",
+               "a.toml");
+  CHECK(db.warnings().empty());
+  TuningKey key{"gemv", {{"W", DType::f16}, {"X", DType::f32}}, {{"m", 4096}, {"k", 16384}}};
+  auto hit = db.find(key);
+  REQUIRE(hit);
+  CHECK(hit->at("BLOCK_M") == 2);
+  db.load_text(
+      "[[gemv]]\ndtypes = { W = \"f16\" }\nbucket = { m = 4096, k = 16384 }\nBLOCK_M = 8\n",
+      "user.toml");
+  CHECK(db.find(key)->at("BLOCK_M") == 8);  // later files override
+  ScalarArgs sizes;
+  sizes.set_int("m", 4000);
+  sizes.set_int("k", 14336);
+  CHECK(shape_bucket(find_kernel("gemv"), sizes) ==
+        std::map<std::string, int64_t>{{"k", 16384}, {"m", 4096}});
+}
+
+TEST_CASE("malformed or out-of-range entries warn with file and line, then are ignored",
+          "[runtime][tuning][error]") {
+  TuningDb db;
+  db.load_text("[[gemv]\nBLOCK_M = ", "broken.toml");
+  REQUIRE(db.warnings().size() == 1);
+  CHECK_THAT(db.warnings()[0], Catch::StartsWith("broken.toml:1: malformed tuning file"));
+
+  TuningDb db2;
+  db2.load_text(R"([[gemv]]
+dtypes = { W = "f16" }
+bucket = { m = 64, k = 64 }
+BLOCK_M = 3
+
+[[gemv]]
+dtypes = { W = "q9" }
+bucket = { m = 64, k = 64 }
+BLOCK_M = 2
+
+[[nope]]
+BLOCK = 1
+
+[[gemv]]
+bucket = { m = 64, k = 64 }
+BLOCK_Q = 2
+)",
+                "bad.toml");
+  REQUIRE(db2.warnings().size() == 4);
+  CHECK_THAT(db2.warnings()[0],
+             Catch::StartsWith("bad.toml:1: gemv entry: BLOCK_M = 3 is outside"));
+  CHECK_THAT(db2.warnings()[1], Catch::Contains("bad.toml:6:"));
+  CHECK_THAT(db2.warnings()[2], Catch::StartsWith("bad.toml:11: unknown kernel 'nope'"));
+  CHECK_THAT(db2.warnings()[3],
+             Catch::Contains("bad.toml:14: gemv entry: 'BLOCK_Q' is not a tunable"));
+  CHECK(db2.size() == 0);
+}
+
+TEST_CASE("dispatch takes tuned constexprs by bucket, else the heuristic", "[runtime][tuning]") {
+  Runtime rt(RuntimeOptions{1, "", false});
+  rt.tuning().set(
+      TuningKey{"gemv", {{"W", DType::f16}, {"X", DType::f32}}, {{"m", 128}, {"k", 256}}},
+      {{"BLOCK_M", 8}, {"BLOCK_K", 32}});
+  kiln::test::HostBuffer w(DType::f16, 100 * 200), x(DType::f32, 200), y(DType::f32, 100);
+  std::vector<Arg> args = {w.arg(), x.arg(), y.arg(), Arg::scalar_int(100), Arg::scalar_int(200)};
+  Spec tuned = rt.select("gemv", {{"W", DType::f16}}, args);
+  CHECK(tuned.constexprs.at("BLOCK_M") == 8);
+  std::vector<Arg> other = {w.arg(), x.arg(), y.arg(), Arg::scalar_int(10), Arg::scalar_int(200)};
+  CHECK(rt.select("gemv", {{"W", DType::f16}}, other).constexprs.at("BLOCK_M") == 1);
+  rt.call("gemv", {{"W", DType::f16}}, args);
+}
+
+TEST_CASE("the tuner restores inputs, rejects wrong and broken candidates, and records",
+          "[runtime][tuning]") {
+  Runtime rt(RuntimeOptions{1, "", false});
+  TuneOptions o;
+  o.shape = {{"n", 1000}};
+  o.budget_s = 30;
+  o.reps = 3;
+  TuneResult r = tune(rt, "tune_probe", o);
+  std::map<int64_t, std::string> status;
+  for (const TuneTrial& t : r.trials) status[t.constexprs.at("BLOCK")] = t.status;
+  CHECK(r.heuristic.constexprs.at("BLOCK") == 16);
+  CHECK(status.at(16) == "ok");  // only passes if y was restored before each check
+  CHECK(status.at(32) == "ok");
+  CHECK_THAT(status.at(48), Catch::Contains("rejected: kernel 'tune_probe': BLOCK 48"));
+  CHECK_THAT(status.at(128), Catch::StartsWith("wrong result: y["));
+  CHECK(r.best.status == "ok");
+  CHECK(r.best.constexprs.at("BLOCK") != 48);
+  CHECK(r.best.constexprs.at("BLOCK") != 128);
+  CHECK(r.key.bucket.at("n") == 1024);
+
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("kiln-tune-" + std::to_string(getpid()) + ".toml"))
+          .string();
+  TuningDb db;
+  db.set(r.key, r.best.constexprs);
+  db.save_to(path);
+  TuningDb back;
+  back.load_file(path);
+  CHECK(back.warnings().empty());
+  CHECK(back.find(r.key) == r.best.constexprs);
+  std::filesystem::remove(path);
+}
