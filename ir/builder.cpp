@@ -92,8 +92,7 @@ int KernelBuilder::new_value(const Type& t) {
   return id;
 }
 
-Value KernelBuilder::emit(OpKind kind, const std::vector<Value>& args, const Type& result,
-                          int64_t ival, double fval, std::vector<int64_t> ints) {
+Op KernelBuilder::make_op(OpKind kind, const std::vector<Value>& args, int64_t ival) {
   if (finished_) fail(op_name(kind), "the kernel was already finished");
   Op op;
   op.kind = kind;
@@ -102,6 +101,12 @@ Value KernelBuilder::emit(OpKind kind, const std::vector<Value>& args, const Typ
     op.args.push_back(a.id());
   }
   op.ival = ival;
+  return op;
+}
+
+Value KernelBuilder::emit(OpKind kind, const std::vector<Value>& args, const Type& result,
+                          int64_t ival, double fval, std::vector<int64_t> ints) {
+  Op op = make_op(kind, args, ival);
   op.fval = fval;
   op.ints = std::move(ints);
   op.result = new_value(result);
@@ -110,15 +115,7 @@ Value KernelBuilder::emit(OpKind kind, const std::vector<Value>& args, const Typ
 }
 
 void KernelBuilder::emit_void(OpKind kind, const std::vector<Value>& args, int64_t ival) {
-  if (finished_) fail(op_name(kind), "the kernel was already finished");
-  Op op;
-  op.kind = kind;
-  for (const Value& a : args) {
-    check_usable(a, op_name(kind));
-    op.args.push_back(a.id());
-  }
-  op.ival = ival;
-  block().ops.push_back(std::move(op));
+  block().ops.push_back(make_op(kind, args, ival));
 }
 
 Value KernelBuilder::constant(double v, DType t, const Shape& shape) {

@@ -140,6 +140,7 @@ class KernelBuilder {
 
  private:
   int new_value(const Type& t);
+  Op make_op(OpKind kind, const std::vector<Value>& args, int64_t ival);
   Block& block() { return *blocks_.back(); }
   // Opens a nested scope emitting into `b`; the scope closes (and its values
   // become unusable) when the guard dies, even if the body threw.

@@ -1,7 +1,5 @@
 #include "runtime/compile_cache.h"
 
-#include <llvm/ADT/ArrayRef.h>
-#include <llvm/Support/SHA256.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,6 +9,8 @@
 #include <random>
 #include <sstream>
 
+#include "runtime/compile_key.h"
+
 namespace kiln {
 
 namespace fs = std::filesystem;
@@ -19,18 +19,6 @@ namespace {
 
 constexpr const char* kMagic = "KILN-CPU-OBJECT 1";
 constexpr const char* kSchemaDir = "cpu-v1";
-
-std::string sha256_hex(std::string_view data) {
-  auto h = llvm::SHA256::hash(
-      llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
-  std::string hex;
-  char buf[3];
-  for (uint8_t b : h) {
-    std::snprintf(buf, sizeof buf, "%02x", b);
-    hex += buf;
-  }
-  return hex;
-}
 
 struct Parsed {
   std::string kernel, digest, sha;

@@ -41,10 +41,9 @@ std::string CompileKey::canonical() const {
   return s;
 }
 
-std::string CompileKey::digest() const {
-  std::string c = canonical();
+std::string sha256_hex(std::string_view data) {
   auto h = llvm::SHA256::hash(
-      llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(c.data()), c.size()));
+      llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
   std::string hex;
   char buf[3];
   for (uint8_t b : h) {
@@ -53,5 +52,7 @@ std::string CompileKey::digest() const {
   }
   return hex;
 }
+
+std::string CompileKey::digest() const { return sha256_hex(canonical()); }
 
 }  // namespace kiln

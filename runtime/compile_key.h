@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -37,5 +38,8 @@ CompileKey make_compile_key(const Kernel& k, const CpuTarget& target);
 
 // "0.1.0+<codegen fingerprint>"
 std::string kiln_version();
+
+// SHA-256 of data as 64 lowercase hex digits.
+std::string sha256_hex(std::string_view data);
 
 }  // namespace kiln

@@ -53,6 +53,27 @@ void tag_functions(llvm::Module& m, const CpuTarget& t) {
   }
 }
 
+// Lowers k for target t (with the lowering profile p) and runs O3.
+std::unique_ptr<llvm::Module> optimized_module(const Kernel& k, llvm::LLVMContext& ctx,
+                                               const std::string& symbol, const CpuTarget& t,
+                                               const CpuProfile& p, llvm::TargetMachine& tm) {
+  std::unique_ptr<llvm::Module> m = lower_to_llvm(k, ctx, symbol, p);
+  tag_functions(*m, t);
+  optimize(*m, tm);
+  return m;
+}
+
+std::string emit_machine_code(llvm::Module& m, llvm::TargetMachine& tm, llvm::CodeGenFileType type,
+                              const CpuTarget& t) {
+  llvm::SmallString<0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, type))
+    throw Error("CPU target '" + t.name + "' cannot emit this kind of file");
+  pm.run(m);
+  return std::string(buf.str());
+}
+
 }  // namespace
 
 CpuJit::CpuJit(std::optional<CpuProfile> profile)
@@ -84,17 +105,9 @@ CpuJit::~CpuJit() = default;
 
 std::string CpuJit::compile_to_object(const Kernel& k, const std::string& symbol) {
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = lower_to_llvm(k, ctx, symbol, profile_);
-  tag_functions(*m, target_);
   auto tm = create_target_machine(target_);
-  optimize(*m, *tm);
-  llvm::SmallString<0> buf;
-  llvm::raw_svector_ostream os(buf);
-  llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
-    throw Error("kernel '" + k.name + "': the host target cannot emit object files");
-  pm.run(*m);
-  return std::string(buf.str());
+  auto m = optimized_module(k, ctx, symbol, target_, profile_, *tm);
+  return emit_machine_code(*m, *tm, llvm::CodeGenFileType::ObjectFile, target_);
 }
 
 CompiledCpuKernel CpuJit::load_object(const std::string& object, const std::string& symbol) {
@@ -132,17 +145,9 @@ std::string cpu_llvm_ir(const Kernel& k, const CpuTarget& t, bool optimized) {
 
 std::string cpu_assembly(const Kernel& k, const CpuTarget& t) {
   llvm::LLVMContext ctx;
-  auto m = lower_to_llvm(k, ctx, k.name, cpu_profile(t));
-  tag_functions(*m, t);
   auto tm = create_target_machine(t);
-  optimize(*m, *tm);
-  llvm::SmallString<0> buf;
-  llvm::raw_svector_ostream os(buf);
-  llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
-    throw Error("CPU target '" + t.name + "' cannot emit assembly");
-  pm.run(*m);
-  return std::string(buf.str());
+  auto m = optimized_module(k, ctx, k.name, t, cpu_profile(t), *tm);
+  return emit_machine_code(*m, *tm, llvm::CodeGenFileType::AssemblyFile, t);
 }
 
 }  // namespace kiln
