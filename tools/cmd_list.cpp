@@ -28,7 +28,8 @@ int cmd_list(const std::vector<std::string>& argv) {
       for (size_t i = 0; i < ts.size(); ++i)
         roles += (i ? "|" : "") + std::string(dtype_name(ts[i]));
     }
-    for (const auto& [c, v] : d.constexpr_defaults)
+    // The default spec's constexprs, after the kernel's heuristic.
+    for (const auto& [c, v] : d.make_spec().constexprs)
       consts += (consts.empty() ? "" : " ") + c + "=" + std::to_string(v);
     std::printf("%-12s %-12s %-34s %-28s %s", d.name.c_str(), d.family.c_str(), roles.c_str(),
                 consts.c_str(), d.summary.c_str());

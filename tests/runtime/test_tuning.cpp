@@ -154,3 +154,13 @@ TEST_CASE("the tuner restores inputs, rejects wrong and broken candidates, and r
   CHECK(back.find(r.key) == r.best.constexprs);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("the shipped tuning databases are valid", "[runtime][tuning]") {
+  for (const char* cls : {"x86-64-v4"}) {
+    INFO(cls);
+    TuningDb db;
+    db.load_text(default_tuning_text(cls), cls);
+    CHECK(db.warnings().empty());
+    CHECK(db.size() > 0);
+  }
+}
