@@ -1,0 +1,38 @@
+// The ggml block formats Kiln reads and writes, as plain host code: block
+// geometry, reference quantisers and dequantisers.
+//
+// These are the definitions the DSL kernels of kernels/qgemv are tested
+// against, and what `kiln gen-model` uses to write quantized GGUF files, so
+// they must match ggml bit for bit (see ../shared/design/FORMATS.md). Q8_0
+// and Q4_0 quantise with ggml's reference rounding (roundf, and
+// min(15, (int8)(x/d + 8.5)) with d = max/-8); Q4_K and Q6_K dequantise with
+// the 6-bit packed sub-block scales of the K formats.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace kiln::ggml {
+
+// ggml's type ids, as stored in GGUF tensor infos.
+enum class QuantType : int { Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q6_K = 14 };
+
+struct BlockFormat {
+  QuantType type;
+  std::string_view name;  // "q8_0"
+  int block_elems;        // weights per block
+  int block_bytes;
+};
+
+const BlockFormat& block_format(QuantType t);
+// Throws kiln::Error naming the type id when Kiln does not know it.
+const BlockFormat& block_format(int ggml_type_id);
+
+// n must be a multiple of the block size (32); out holds n/32 blocks.
+void quantize_q8_0(const float* x, int64_t n, uint8_t* out);
+void quantize_q4_0(const float* x, int64_t n, uint8_t* out);
+
+// n must be a multiple of the type's block size.
+void dequantize(QuantType t, const uint8_t* blocks, int64_t n, float* out);
+
+}  // namespace kiln::ggml

@@ -1,0 +1,80 @@
+// ggml block formats against an independent implementation (vectors from
+// the gguf package, see make_vectors.py) and round-trip error bounds.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ggml_vectors.h"
+#include "ir/error.h"
+#include "kernels/quant/ggml_blocks.h"
+
+using namespace kiln;
+using namespace kiln::ggml;
+namespace v = kiln::test::ggml_vectors;
+
+namespace {
+std::vector<float> input() {
+  std::vector<float> x(std::size(v::kInput));
+  std::memcpy(x.data(), v::kInput, sizeof v::kInput);
+  return x;
+}
+std::vector<float> floats(const uint32_t* bits, size_t n) {
+  std::vector<float> x(n);
+  std::memcpy(x.data(), bits, n * 4);
+  return x;
+}
+}  // namespace
+
+TEST_CASE("Q8_0 and Q4_0 quantise bit-exactly like ggml", "[kernels][quant]") {
+  std::vector<float> x = input();
+  std::vector<uint8_t> q8(x.size() / 32 * 34), q4(x.size() / 32 * 18);
+  quantize_q8_0(x.data(), static_cast<int64_t>(x.size()), q8.data());
+  quantize_q4_0(x.data(), static_cast<int64_t>(x.size()), q4.data());
+  CHECK(q8 == std::vector<uint8_t>(std::begin(v::kQ8_0), std::end(v::kQ8_0)));
+  CHECK(q4 == std::vector<uint8_t>(std::begin(v::kQ4_0), std::end(v::kQ4_0)));
+}
+
+TEST_CASE("Q4_K and Q6_K dequantise like ggml", "[kernels][quant]") {
+  std::vector<float> y(768);
+  dequantize(QuantType::Q4_K, v::kQ4_KBlocks, 768, y.data());
+  CHECK(y == floats(v::kQ4_KValues, 768));
+  dequantize(QuantType::Q6_K, v::kQ6_KBlocks, 768, y.data());
+  CHECK(y == floats(v::kQ6_KValues, 768));
+}
+
+TEST_CASE("quantise -> dequantise stays within each format's step", "[kernels][quant]") {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0, 1);
+  std::vector<float> x(32 * 64), y(x.size());
+  for (float& f : x) f = d(rng);
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
+    INFO(block_format(t).name);
+    std::vector<uint8_t> q(x.size() / 32 * block_format(t).block_bytes);
+    if (t == QuantType::Q8_0)
+      quantize_q8_0(x.data(), static_cast<int64_t>(x.size()), q.data());
+    else
+      quantize_q4_0(x.data(), static_cast<int64_t>(x.size()), q.data());
+    dequantize(t, q.data(), static_cast<int64_t>(x.size()), y.data());
+    for (size_t b = 0; b < x.size() / 32; ++b) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+      // Q8_0: half a step (amax/127). Q4_0 maps the signed max to -8, so the
+      // other end clips at +7: up to a whole step (amax/8). Plus the f16
+      // rounding of the scale.
+      float bound = t == QuantType::Q8_0 ? amax / 127 * 0.5f : amax / 8;
+      for (int j = 0; j < 32; ++j)
+        CHECK(std::fabs(y[b * 32 + j] - x[b * 32 + j]) <= bound + amax * 2e-3f);
+    }
+  }
+}
+
+TEST_CASE("block formats reject bad sizes and unknown type ids", "[kernels][quant][error]") {
+  std::vector<float> x(33);
+  std::vector<uint8_t> q(64);
+  REQUIRE_THROWS_WITH(quantize_q8_0(x.data(), 33, q.data()),
+                      Catch::Contains("33 elements is not a multiple of the 32-element block"));
+  REQUIRE_THROWS_WITH(block_format(7), Catch::Contains("ggml type id 7 is not a quantized format"));
+  CHECK(block_format(12).block_bytes == 144);
+}
