@@ -175,6 +175,7 @@ class Lowering {
   llvm::Value* reduce_vector(OpKind kind, DType t, llvm::Value* v);
   llvm::Value* argmax_vector(DType t, llvm::Value* v);
   llvm::Value* dot(const Op& op);
+  llvm::Value* row_of(int value, int64_t row, int depth);
   llvm::Value* load(const Op& op);
   void store(const Op& op);
   llvm::Value* atomic(const Op& op);
@@ -204,6 +205,7 @@ class Lowering {
   llvm::Value* pid_[3] = {};
   llvm::StructType* args_ty_ = nullptr;
   std::vector<llvm::Value*> vals_;
+  std::vector<const Op*> def_op_;  // defining op of each value, for row_of
   std::vector<Affine> affine_;
   std::vector<llvm::AllocaInst*> vars_;
   std::vector<llvm::Value*> buffers_;  // by parameter index
@@ -225,6 +227,7 @@ void Lowering::run(const std::string& symbol) {
   b_.SetInsertPoint(entry);
 
   vals_.assign(k_.values.size(), nullptr);
+  def_op_.assign(k_.values.size(), nullptr);
   affine_.assign(k_.values.size(), Affine{});
   llvm::Value* bufs = b_.CreateLoad(ptr, b_.CreateStructGEP(args_ty_, args_, 0), "buffers");
   buffers_.assign(k_.params.size(), nullptr);
@@ -394,6 +397,7 @@ void Lowering::lower_op(const Op& op) {
   }
   if (op.result >= 0 && op.kind != OpKind::For) {
     vals_[op.result] = r;
+    def_op_[op.result] = &op;
     if (is_int(ty(op.result).dtype)) track_affine(op);
   }
 }
@@ -651,10 +655,39 @@ llvm::Value* Lowering::reduce(const Op& op) {
     std::vector<int> idx;
     for (int64_t i = 0; i < inner; ++i)
       idx.push_back(static_cast<int>(along_rows ? o * cols + i : i * cols + o));
-    llvm::Value* r = reduce_vector(op.kind, t, b_.CreateShuffleVector(x, idx));
+    llvm::Value* slice = along_rows ? row_of(op.args[0], o, 0) : b_.CreateShuffleVector(x, idx);
+    llvm::Value* r = reduce_vector(op.kind, t, slice);
     res = b_.CreateInsertElement(res, finish(r), static_cast<uint64_t>(o));
   }
   return res;
+}
+
+// Row `row` of rank-2 value `value`. An elementwise expression (arithmetic,
+// bit ops, casts) over tiles of the same shape is re-emitted for that row
+// alone instead of slicing its full-tile result: a per-row reduction then
+// sees the narrow operands, e.g. reduce(zext(u8) * sext(i8)), which LLVM
+// selects as dot-product instructions (x86 vpdpbusd, AArch64 sdot/udot).
+// The ops are pure, so re-emitting them cannot change a result.
+llvm::Value* Lowering::row_of(int value, int64_t row, int depth) {
+  const Type& t = ty(value);
+  int64_t cols = t.shape[1];
+  const Op* def = def_op_[value];
+  bool elementwise = def && depth < 8 &&
+                     (is_binary_elementwise(def->kind) || is_unary_elementwise(def->kind) ||
+                      def->kind == OpKind::Cast);
+  if (elementwise)
+    for (int a : def->args)
+      if (ty(a).shape != t.shape) elementwise = false;
+  if (!elementwise) {
+    std::vector<int> idx;
+    for (int64_t j = 0; j < cols; ++j) idx.push_back(static_cast<int>(row * cols + j));
+    return b_.CreateShuffleVector(v(value), idx);
+  }
+  DType in = ty(def->args[0]).dtype;
+  if (def->kind == OpKind::Cast) return cast(row_of(def->args[0], row, depth + 1), in, t.dtype);
+  if (is_unary_elementwise(def->kind)) return unary(*def, in, row_of(def->args[0], row, depth + 1));
+  return binary(*def, in, row_of(def->args[0], row, depth + 1),
+                row_of(def->args[1], row, depth + 1));
 }
 
 llvm::Value* Lowering::dot(const Op& op) {

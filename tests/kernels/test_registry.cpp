@@ -11,9 +11,10 @@ using namespace kiln;
 TEST_CASE("every registered kernel builds for every declared dtype", "[kernels][registry]") {
   std::vector<std::string> names;
   for (const KernelDef& d : all_kernels()) names.push_back(d.name);
-  CHECK(names == std::vector<std::string>{"add", "gemv", "rmsnorm", "rope", "scaled_add",
-                                          "silu_mul", "softmax"});
-  for (const KernelDef& d : all_kernels())
+  CHECK(names == std::vector<std::string>{"add", "gemv", "qgemv", "quantize_q8", "rmsnorm", "rope",
+                                          "scaled_add", "silu_mul", "softmax"});
+  for (const KernelDef& d : all_kernels()) {
+    CHECK(build_kernel(d.make_spec()).name == d.name);
     for (const auto& [role, dtypes] : d.dtype_roles)
       for (DType t : dtypes) {
         INFO(d.name << " " << role << "=" << dtype_name(t));
@@ -21,6 +22,7 @@ TEST_CASE("every registered kernel builds for every declared dtype", "[kernels][
         CHECK(k.name == d.name);
         CHECK_FALSE(print_kernel(k).empty());
       }
+  }
 }
 
 TEST_CASE("specs take defaults, the kernel's heuristic, then the caller's values",

@@ -1,0 +1,131 @@
+// quantize_q8 and qgemv (Q4_0, Q8_0 weights) against the host reference
+// formats and a double-precision product on the dequantised weights.
+//
+// Tolerance: x is quantised to 8-bit blocks, so each product carries the
+// activation's rounding error of at most half a step (d_x / 2); the bound
+// is sum_j |w_j| * d_x(j) / 2 plus f32 accumulation (1e-5 relative). The
+// JIT and the interpreter do the same integer dots and the same f32 ops in
+// the same order, so they must agree bit for bit.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+
+#include "kernels/quant/ggml_blocks.h"
+#include "support/runtime_fixture.h"
+#include "support/test_data.h"
+
+using namespace kiln;
+
+namespace {
+
+struct QuantizedX {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> s;
+};
+
+QuantizedX quantize_x(const std::vector<float>& x, bool interpreter) {
+  int64_t nb = static_cast<int64_t>(x.size()) / 32;
+  QuantizedX r{std::vector<int8_t>(x.size()), std::vector<float>(nb), std::vector<int32_t>(nb)};
+  Spec spec = find_kernel("quantize_q8").make_spec();
+  std::vector<float> xc = x;
+  std::vector<Arg> args = {Arg::buffer(xc.data(), xc.size()), Arg::buffer(r.q.data(), r.q.size()),
+                           Arg::buffer(r.d.data(), nb), Arg::buffer(r.s.data(), nb),
+                           Arg::scalar_int(nb)};
+  if (interpreter)
+    kiln::test::runtime().interpret(spec, args);
+  else
+    kiln::test::runtime().launch(spec, args);
+  return r;
+}
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0, scale);
+  std::vector<float> v(n);
+  for (float& f : v) f = d(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("quantize_q8 matches ggml's Q8_0 rounding", "[kernels][quant]") {
+  std::vector<float> x = random_floats(32 * 40, 1, 2.0f);
+  for (int j = 0; j < 32; ++j) x[64 + j] = 0;  // an all-zero block
+  QuantizedX jit = quantize_x(x, false), ref = quantize_x(x, true);
+  CHECK(jit.q == ref.q);
+  CHECK(jit.d == ref.d);
+  CHECK(jit.s == ref.s);
+  std::vector<uint8_t> blocks(40 * 34);
+  ggml::quantize_q8_0(x.data(), static_cast<int64_t>(x.size()), blocks.data());
+  for (int b = 0; b < 40; ++b) {
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      CHECK(jit.q[b * 32 + j] == static_cast<int8_t>(blocks[b * 34 + 2 + j]));
+      sum += jit.q[b * 32 + j];
+    }
+    CHECK(jit.s[b] == sum);
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+    CHECK(jit.d[b] == amax / 127.0f);
+  }
+}
+
+TEST_CASE("qgemv matches the dequantised product for Q4_0 and Q8_0", "[kernels][qgemv]") {
+  struct Dims {
+    int64_t m, k;
+  };
+  for (int fmt : {2, 8})
+    for (Dims s : {Dims{1, 32}, Dims{7, 96}, Dims{33, 4096}, Dims{130, 256}})
+      for (int bm : {1, 4, 8}) {
+        INFO("fmt " << fmt << " m=" << s.m << " k=" << s.k << " BLOCK_M=" << bm);
+        auto qt = fmt == 2 ? ggml::QuantType::Q4_0 : ggml::QuantType::Q8_0;
+        int bytes = ggml::block_format(qt).block_bytes;
+        std::vector<float> wf = random_floats(static_cast<size_t>(s.m * s.k), 2, 1.0f);
+        std::vector<uint8_t> w(static_cast<size_t>(s.m * s.k / 32 * bytes));
+        if (fmt == 2)
+          ggml::quantize_q4_0(wf.data(), s.m * s.k, w.data());
+        else
+          ggml::quantize_q8_0(wf.data(), s.m * s.k, w.data());
+        std::vector<float> wd(wf.size());
+        ggml::dequantize(qt, w.data(), s.m * s.k, wd.data());
+        std::vector<float> x = random_floats(static_cast<size_t>(s.k), 3, 1.0f);
+        QuantizedX xq = quantize_x(x, false);
+        Spec spec = find_kernel("qgemv").make_spec({}, {{"FMT", fmt}, {"BLOCK_M", bm}});
+        std::vector<float> y(s.m), yi(s.m);
+        std::vector<Arg> args = {Arg::buffer(w.data(), w.size()),
+                                 Arg::buffer(xq.q.data(), s.k),
+                                 Arg::buffer(xq.d.data(), s.k / 32),
+                                 Arg::buffer(xq.s.data(), s.k / 32),
+                                 Arg::buffer(y.data(), s.m),
+                                 Arg::scalar_int(s.m),
+                                 Arg::scalar_int(s.k)};
+        kiln::test::runtime().launch(spec, args);
+        args[4] = Arg::buffer(yi.data(), s.m);
+        kiln::test::runtime().interpret(spec, args);
+        CHECK(y == yi);
+        double worst = 0;
+        for (int64_t i = 0; i < s.m; ++i) {
+          double ref = 0, bound = 0;
+          for (int64_t j = 0; j < s.k; ++j) {
+            ref += static_cast<double>(wd[i * s.k + j]) * x[j];
+            bound += std::fabs(wd[i * s.k + j]) * xq.d[j / 32] / 2;
+          }
+          worst = std::max(worst, std::fabs(y[i] - ref) / (bound + 1e-5 * std::fabs(ref) + 1e-6));
+        }
+        CHECK(worst <= 1.0);
+      }
+}
+
+TEST_CASE("qgemv refuses k off the block size", "[kernels][qgemv][error]") {
+  std::vector<uint8_t> w(34 * 4);
+  std::vector<int8_t> xq(40);
+  std::vector<float> xd(2), y(2);
+  std::vector<int32_t> xs(2);
+  REQUIRE_THROWS_WITH(kiln::test::runtime().launch(
+                          find_kernel("qgemv").make_spec(),
+                          {Arg::buffer(w.data(), w.size()), Arg::buffer(xq.data(), 40),
+                           Arg::buffer(xd.data(), 2), Arg::buffer(xs.data(), 2),
+                           Arg::buffer(y.data(), 2), Arg::scalar_int(2), Arg::scalar_int(40)}),
+                      Catch::Contains("k = 40 is not a multiple of the 32-weight block"));
+}
