@@ -14,6 +14,7 @@
 #include "tools/bandwidth_probe.h"
 #include "tools/cli.h"
 #include "tools/gemv_workload.h"
+#include "tools/qgemv_workload.h"
 
 namespace kiln {
 
@@ -51,7 +52,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   std::vector<std::string> ours, gbench = {"kiln-bench"};
   for (const auto& s : argv) (s.rfind("--benchmark_", 0) == 0 ? gbench : ours).push_back(s);
   CliArgs a(ours, {"help"});
-  a.allow_only({"help", "threads", "shapes", "dtypes", "const"});
+  a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln bench [--threads 1,2] [--shapes 4096x4096,4096x14336] [--dtypes "
@@ -105,6 +106,39 @@ int cmd_bench(const std::vector<std::string>& argv) {
                                        auto args = work->args();
                                        double s = timed(st, [&] { rt->launch(spec, args); });
                                        double gbps = static_cast<double>(work->bytes()) *
+                                                     st.iterations() / s / 1e9;
+                                       st.counters["GB/s"] = gbps;
+                                       st.counters["probe_GB/s"] = roof;
+                                       st.counters["frac_of_probe"] = gbps / roof;
+                                     })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+    }
+  }
+  // Quantized GEMV: GB/s of weight bytes (the traffic that decides decode speed).
+  for (const auto& f : split(a.get("formats", "q8_0,q4_0"), ',')) {
+    ggml::QuantType fmt;
+    if (f == "q8_0")
+      fmt = ggml::QuantType::Q8_0;
+    else if (f == "q4_0")
+      fmt = ggml::QuantType::Q4_0;
+    else
+      throw Error("--formats: unknown format '" + f + "' (q8_0, q4_0)");
+    for (auto [m, k] : shapes) {
+      auto work = std::make_shared<QgemvWorkload>(m, k, fmt);
+      for (int t : threads) {
+        Runtime* rt = runtimes[t].get();
+        std::string name = "qgemv/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
+                           "/threads:" + std::to_string(t);
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [=, &probe](benchmark::State& st) {
+                                       double roof = probe.measure_gbps(rt->pool(), 3);
+                                       auto args = work->args();
+                                       Spec spec = rt->select("qgemv", {}, args);
+                                       spec.constexprs["FMT"] = static_cast<int>(fmt);
+                                       double s = timed(st, [&] { rt->launch(spec, args); });
+                                       double gbps = static_cast<double>(work->weight_bytes()) *
                                                      st.iterations() / s / 1e9;
                                        st.counters["GB/s"] = gbps;
                                        st.counters["probe_GB/s"] = roof;
