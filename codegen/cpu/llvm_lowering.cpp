@@ -3,6 +3,7 @@
 #include <llvm/Analysis/VectorUtils.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
@@ -176,6 +177,7 @@ class Lowering {
   llvm::Value* argmax_vector(DType t, llvm::Value* v);
   llvm::Value* dot(const Op& op);
   llvm::Value* row_of(int value, int64_t row, int depth);
+  llvm::Value* grouped_int8_dot(const Op& op);
   llvm::Value* load(const Op& op);
   void store(const Op& op);
   llvm::Value* atomic(const Op& op);
@@ -612,6 +614,46 @@ llvm::Value* Lowering::argmax_vector(DType t, llvm::Value* v) {
   return b_.CreateSelect(b_.CreateICmpEQ(first, b_.getInt32(INT32_MAX)), b_.getInt32(0), first);
 }
 
+// sum over a last axis of 4 of zext(u8) * sext(i8) products, i.e. exactly
+// what x86 vpdpbusd computes per 32-bit lane: emitted as that instruction
+// over the flat u8 and i8 operands (64 bytes per instruction). Returns
+// nullptr when the pattern or the target does not fit.
+llvm::Value* Lowering::grouped_int8_dot(const Op& op) {
+  const Type& in = ty(op.args[0]);
+  if (!profile_.x86_vnni || op.kind != OpKind::ReduceSum || in.dtype != DType::i32 ||
+      in.rank() < 2 || op.ival != in.rank() - 1 || in.shape.back() != 4)
+    return nullptr;
+  int src = op.args[0];
+  while (def_op_[src] && def_op_[src]->kind == OpKind::Reshape) src = def_op_[src]->args[0];
+  const Op* mul = def_op_[src];
+  if (!mul || mul->kind != OpKind::Mul) return nullptr;
+  auto narrow = [&](int id, DType want) {
+    const Op* c = def_op_[id];
+    return c && c->kind == OpKind::Cast && ty(c->args[0]).dtype == want ? c->args[0] : -1;
+  };
+  int a = narrow(mul->args[0], DType::u8), b = narrow(mul->args[1], DType::i8);
+  if (a < 0 || b < 0) {
+    a = narrow(mul->args[1], DType::u8);
+    b = narrow(mul->args[0], DType::i8);
+  }
+  int64_t n = ty(src).numel();
+  if (a < 0 || b < 0 || (n % 64 && n != 16 && n != 32)) return nullptr;
+  std::vector<llvm::Value*> parts;
+  for (int64_t c = 0; c < n; c += 64) {
+    int64_t w = std::min<int64_t>(64, n - c);
+    std::vector<int> idx;
+    for (int64_t j = 0; j < w; ++j) idx.push_back(static_cast<int>(c + j));
+    auto* lanes = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(w / 4));
+    llvm::Value* ua = b_.CreateBitCast(b_.CreateShuffleVector(v(a), idx), lanes);
+    llvm::Value* sb = b_.CreateBitCast(b_.CreateShuffleVector(v(b), idx), lanes);
+    auto id = w == 64   ? llvm::Intrinsic::x86_avx512_vpdpbusd_512
+              : w == 32 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
+                        : llvm::Intrinsic::x86_avx512_vpdpbusd_128;
+    parts.push_back(b_.CreateIntrinsic(id, {}, {llvm::Constant::getNullValue(lanes), ua, sb}));
+  }
+  return parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
+}
+
 llvm::Value* Lowering::reduce(const Op& op) {
   const Type& in = ty(op.args[0]);
   const Type& out = ty(op.result);
@@ -619,7 +661,16 @@ llvm::Value* Lowering::reduce(const Op& op) {
   DType t = in.dtype;
   auto finish = [&](llvm::Value* r) { return op.kind == OpKind::ReduceSum ? round_to(r, t) : r; };
   if (in.rank() == 1) return finish(reduce_vector(op.kind, t, x));
-  if (in.rank() != 2) unsupported(op, "reductions of rank > 2");
+  if (llvm::Value* r = grouped_int8_dot(op)) return r;
+  if (in.rank() == 3 && op.ival == 2) {
+    // Each innermost row of a rank-3 tile reduces to one element.
+    llvm::Value* res = llvm::PoisonValue::get(reg_type(out));
+    for (int64_t o = 0; o < out.numel(); ++o)
+      res = b_.CreateInsertElement(res, finish(reduce_vector(op.kind, t, row_of(op.args[0], o, 0))),
+                                   static_cast<uint64_t>(o));
+    return res;
+  }
+  if (in.rank() != 2) unsupported(op, "reductions of rank 3 other than along the last axis");
   int64_t rows = in.shape[0], cols = in.shape[1];
   bool along_rows = op.ival == 1;  // reduce each row to one element
   int64_t outer = along_rows ? rows : cols, inner = along_rows ? cols : rows;
@@ -670,7 +721,7 @@ llvm::Value* Lowering::reduce(const Op& op) {
 // The ops are pure, so re-emitting them cannot change a result.
 llvm::Value* Lowering::row_of(int value, int64_t row, int depth) {
   const Type& t = ty(value);
-  int64_t cols = t.shape[1];
+  int64_t cols = t.shape.back();
   const Op* def = def_op_[value];
   bool elementwise = def && depth < 8 &&
                      (is_binary_elementwise(def->kind) || is_unary_elementwise(def->kind) ||

@@ -30,6 +30,8 @@ struct CpuProfile {
   // time; the lowering then emits "all lanes on: plain vector access,
   // otherwise a lane loop" instead.
   bool native_masked_memory = true;
+  // AVX-512 VNNI: a sum over groups of 4 of u8 x i8 products is vpdpbusd.
+  bool x86_vnni = false;
 };
 
 // The module may call the fp8 helpers of fp8_helpers.h; whoever links it

@@ -34,31 +34,42 @@ Kernel build_qgemv(const Spec& s) {
     auto rmask = expand_dims(rows < M, 1);
     auto row_base = expand_dims(rows.to(DType::i64) * (nb * bytes).to(DType::i64), 1);  // [BM,1]
     auto ld = [&](const Pointer& p) { return row_masked ? load(p, rmask, 0.0) : load(p); };
-    auto acc = k.var(zeros(DType::f32, {BM}));
+    // Lane sums of 4 products per block stay in vector lanes (scaled per
+    // block in f32); rows are summed once at the end.
+    const int64_t L = q4 ? 4 : 8;  // lanes per row per block
+    auto acc = k.var(zeros(DType::f32, {BM, L}));
     k.for_(0, nb, 1, [&](Value b) {
       auto blk = row_base + (b * bytes).to(DType::i64);  // [BM,1]
       auto lo = ld(w + blk).to(DType::u16), hi = ld(w + (blk + 1)).to(DType::u16);
-      auto dw = reshape(((hi << 8) | lo).bitcast(DType::f16).to(DType::f32), {BM});
+      auto dw = ((hi << 8) | lo).bitcast(DType::f16).to(DType::f32);  // [BM,1]
       auto xoff = b * 32;
+      // x's 8-bit values, broadcast over the rows before widening so that
+      // each product is zext(u8) * sext(i8).
+      auto xrow = [&](int64_t first, int64_t n) {
+        return broadcast_to(load(xq + (xoff + static_cast<int>(first) + arange(n))), {BM, n})
+            .to(DType::i32);
+      };
+      auto lanes = [&](const Value& prod, int64_t n) {
+        return sum(reshape(prod, {BM, n / 4, 4}), 2);
+      };
       Value dot;
       if (q4) {
         auto qs = ld(w + (blk + 2 + arange(16).to(DType::i64)));  // [BM,16] u8
-        auto x_lo = load(xq + (xoff + arange(16))).to(DType::i32);
-        auto x_hi = load(xq + (xoff + 16 + arange(16))).to(DType::i32);
-        // Two sums, each of the shape reduce(zext(u8) * sext(i8)).
-        dot = sum((qs & 15).to(DType::i32) * x_lo, 1) + sum((qs >> 4).to(DType::i32) * x_hi, 1) -
-              load(xs + b) * 8;
+        dot = lanes((qs & 15).to(DType::i32) * xrow(0, 16), 16) +
+              lanes((qs >> 4).to(DType::i32) * xrow(16, 16), 16);
       } else {
         auto qs = ld(w + (blk + 2 + arange(32).to(DType::i64)));  // [BM,32] u8
-        auto xv = load(xq + (xoff + arange(32))).to(DType::i32);
-        dot = sum((qs ^ 128).to(DType::i32) * xv, 1) - load(xs + b) * 128;
+        dot = lanes((qs ^ 128).to(DType::i32) * xrow(0, 32), 32);
       }
-      acc = acc + dot.to(DType::f32) * dw * load(xd + b);
+      // The offset correction (8 or 128 times sum(x)) spread evenly over the lanes.
+      auto corr = load(xs + b).to(DType::f32) * static_cast<double>(q4 ? 8 / L : 128 / L);
+      acc = acc + (dot.to(DType::f32) - corr) * (dw * load(xd + b));
     });
+    auto out = sum(Value(acc), 1);
     if (row_masked)
-      store(y + rows, Value(acc), rows < M);
+      store(y + rows, out, rows < M);
     else
-      store(y + rows, Value(acc));
+      store(y + rows, out);
   };
   k.if_(
       row0 + static_cast<int>(BM) <= M, [&] { rows_pass(false); }, [&] { rows_pass(true); });

@@ -54,6 +54,8 @@ CpuTarget host_cpu_target() {
 CpuProfile cpu_profile(const CpuTarget& t) {
   CpuProfile p;
   p.native_masked_memory = t.has_feature("avx512bw") || t.cpu == "x86-64-v4";
+  p.x86_vnni =
+      t.has_feature("avx512vnni") && t.has_feature("avx512bw") && t.has_feature("avx512vl");
   return p;
 }
 

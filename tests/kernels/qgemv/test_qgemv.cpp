@@ -5,7 +5,8 @@
 // activation's rounding error of at most half a step (d_x / 2); the bound
 // is sum_j |w_j| * d_x(j) / 2 plus f32 accumulation (1e-5 relative). The
 // JIT and the interpreter do the same integer dots and the same f32 ops in
-// the same order, so they must agree bit for bit.
+// the same order except the final sum over a row's lanes, which the JIT may
+// reassociate: they agree within 1e-6 of sum_j |w_j x_j|.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -103,17 +104,19 @@ TEST_CASE("qgemv matches the dequantised product for Q4_0 and Q8_0", "[kernels][
         kiln::test::runtime().launch(spec, args);
         args[4] = Arg::buffer(yi.data(), s.m);
         kiln::test::runtime().interpret(spec, args);
-        CHECK(y == yi);
-        double worst = 0;
+        double worst = 0, worst_interp = 0;
         for (int64_t i = 0; i < s.m; ++i) {
-          double ref = 0, bound = 0;
+          double ref = 0, bound = 0, mag = 0;
           for (int64_t j = 0; j < s.k; ++j) {
             ref += static_cast<double>(wd[i * s.k + j]) * x[j];
+            mag += std::fabs(static_cast<double>(wd[i * s.k + j]) * x[j]);
             bound += std::fabs(wd[i * s.k + j]) * xq.d[j / 32] / 2;
           }
-          worst = std::max(worst, std::fabs(y[i] - ref) / (bound + 1e-5 * std::fabs(ref) + 1e-6));
+          worst = std::max(worst, std::fabs(y[i] - ref) / (bound + 1e-5 * mag + 1e-6));
+          worst_interp = std::max(worst_interp, std::fabs(y[i] - yi[i]) / (1e-6 * mag + 1e-7));
         }
         CHECK(worst <= 1.0);
+        CHECK(worst_interp <= 1.0);
       }
 }
 
