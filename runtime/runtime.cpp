@@ -76,20 +76,26 @@ const CompiledKernel& Runtime::compile(const Spec& spec) {
 }
 
 Spec Runtime::select(const std::string& kernel, const std::map<std::string, DType>& dtypes,
-                     const std::vector<Arg>& args, const Sizes& sizes) {
+                     const std::vector<Arg>& args, const Sizes& sizes,
+                     const std::map<std::string, int64_t>& fixed) {
   const KernelDef& def = find_kernel(kernel);
-  Spec spec = def.make_spec(dtypes);
+  Spec spec = def.make_spec(dtypes, fixed);
   if (def.shape_keys.empty()) return spec;
   // Scalar names come from the kernel's parameters (building IR is cheap).
   ScalarArgs scalars = scalar_args(build_kernel(spec), args, sizes);
-  TuningKey key{kernel, spec.dtypes, shape_bucket(def, scalars)};
-  if (auto tuned = tuning_.find(key)) return def.make_spec(spec.dtypes, *tuned);
+  TuningKey key{kernel, spec.dtypes, shape_bucket(def, scalars), spec_variant(def, spec)};
+  if (auto tuned = tuning_.find(key)) {
+    std::map<std::string, int64_t> c = fixed;
+    c.insert(tuned->begin(), tuned->end());
+    return def.make_spec(spec.dtypes, c);
+  }
   return spec;
 }
 
 void Runtime::call(const std::string& kernel, const std::map<std::string, DType>& dtypes,
-                   const std::vector<Arg>& args, const Sizes& sizes) {
-  launch(select(kernel, dtypes, args, sizes), args, sizes);
+                   const std::vector<Arg>& args, const Sizes& sizes,
+                   const std::map<std::string, int64_t>& fixed) {
+  launch(select(kernel, dtypes, args, sizes, fixed), args, sizes);
 }
 
 Grid Runtime::check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,

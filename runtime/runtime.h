@@ -57,11 +57,14 @@ class Runtime {
   const CompiledKernel& compile(const Spec& spec);
 
   // The spec a launch with these dtypes, arguments and sizes should use.
+  // `fixed` sets non-tunable constexprs (a format, a head size).
   Spec select(const std::string& kernel, const std::map<std::string, DType>& dtypes,
-              const std::vector<Arg>& args, const Sizes& sizes = {});
+              const std::vector<Arg>& args, const Sizes& sizes = {},
+              const std::map<std::string, int64_t>& fixed = {});
   // select() + launch().
   void call(const std::string& kernel, const std::map<std::string, DType>& dtypes,
-            const std::vector<Arg>& args, const Sizes& sizes = {});
+            const std::vector<Arg>& args, const Sizes& sizes = {},
+            const std::map<std::string, int64_t>& fixed = {});
 
   void launch(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes = {});
   // The same launch through the reference interpreter.

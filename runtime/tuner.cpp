@@ -68,7 +68,7 @@ std::string config_str(const Config& c) {
 TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
   const KernelDef& def = find_kernel(kernel);
   if (def.tunables.empty()) throw Error("kernel '" + kernel + "' declares no tunables");
-  Spec base = def.make_spec(o.dtypes);
+  Spec base = def.make_spec(o.dtypes, o.fixed);
   Kernel k0 = build_kernel(base);
 
   // Arguments: integer scalars from the shape, float scalars defaulted.
@@ -124,7 +124,8 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
   rt.interpret(base, w.args, sizes);
   for (size_t i = 0; i < w.buffers.size(); ++i) w.reference.push_back(w.values(i));
 
-  result.key = TuningKey{kernel, base.dtypes, shape_bucket(def, scalar_args(k0, w.args, sizes))};
+  result.key = TuningKey{kernel, base.dtypes, shape_bucket(def, scalar_args(k0, w.args, sizes)),
+                         spec_variant(def, base)};
   auto t0 = Clock::now();
   std::set<Config> tried;
 
@@ -133,7 +134,9 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
     t.constexprs = c;
     tried.insert(c);
     try {
-      Spec spec = def.make_spec(base.dtypes, c);
+      Config all = o.fixed;
+      all.insert(c.begin(), c.end());
+      Spec spec = def.make_spec(base.dtypes, all);
       w.restore();
       rt.launch(spec, w.args, sizes);
       for (size_t i = 0; i < w.buffers.size() && t.status.empty(); ++i) {

@@ -21,6 +21,7 @@ namespace kiln {
 
 struct TuneOptions {
   std::map<std::string, DType> dtypes;
+  std::map<std::string, int64_t> fixed;  // non-tunable constexprs (e.g. FMT)
   Sizes shape;                           // integer scalars and launch sizes by name
   std::map<std::string, double> floats;  // float scalars (default 0.5, eps 1e-5)
   double budget_s = 60;

@@ -30,14 +30,16 @@ int64_t next_pow2(int64_t v) {
 }  // namespace
 
 bool TuningKey::operator<(const TuningKey& o) const {
-  return std::tie(kernel, dtypes, bucket) < std::tie(o.kernel, o.dtypes, o.bucket);
+  return std::tie(kernel, dtypes, bucket, variant) <
+         std::tie(o.kernel, o.dtypes, o.bucket, o.variant);
 }
 
 std::string TuningKey::str() const {
   std::string d;
   for (const auto& [k, v] : dtypes)
     d += (d.empty() ? "" : ",") + k + "=" + std::string(dtype_name(v));
-  return kernel + " " + d + " " + join_map(bucket);
+  return kernel + " " + d + " " + join_map(bucket) +
+         (variant.empty() ? "" : " " + join_map(variant));
 }
 
 void TuningDb::warn(const std::string& w) {
@@ -95,6 +97,16 @@ void TuningDb::load_text(const std::string& text, const std::string& source_name
               break;
             }
             key.dtypes[std::string(role.str())] = parsed;
+          }
+        } else if (name == "variant" && v.is_table()) {
+          for (const auto& [c, n] : *v.as_table()) {
+            auto iv = n.value<int64_t>();
+            if (!iv || def->tunable(std::string(c.str()))) {
+              problem = "variant entry '" + std::string(c.str()) +
+                        "' must be an integer constexpr that is not a tunable";
+              break;
+            }
+            key.variant[std::string(c.str())] = *iv;
           }
         } else if (name == "bucket" && v.is_table()) {
           for (const auto& [dim, n] : *v.as_table()) {
@@ -182,6 +194,15 @@ std::string TuningDb::to_toml() const {
       first = false;
     }
     out += " }\n";
+    if (!key.variant.empty()) {
+      out += "variant = { ";
+      first = true;
+      for (const auto& [c, v] : key.variant) {
+        out += std::string(first ? "" : ", ") + c + " = " + std::to_string(v);
+        first = false;
+      }
+      out += " }\n";
+    }
     for (const auto& [c, v] : consts) out += c + " = " + std::to_string(v) + "\n";
   }
   return out;
@@ -202,6 +223,13 @@ void TuningDb::save_to(const std::string& path) const {
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) throw Error("cannot write the tuning database '" + path + "': " + ec.message());
+}
+
+std::map<std::string, int64_t> spec_variant(const KernelDef& def, const Spec& spec) {
+  std::map<std::string, int64_t> v;
+  for (const auto& [c, x] : spec.constexprs)
+    if (!def.tunable(c)) v[c] = x;
+  return v;
 }
 
 std::map<std::string, int64_t> shape_bucket(const KernelDef& def, const ScalarArgs& sizes) {

@@ -12,6 +12,7 @@
 //   [[gemv]]
 //   dtypes = { W = "f16", X = "f32" }
 //   bucket = { m = 4096, k = 16384 }
+//   variant = { }                 (non-tunable constexprs, e.g. qgemv's FMT)
 //   BLOCK_M = 1
 //   BLOCK_K = 256
 #pragma once
@@ -32,6 +33,9 @@ struct TuningKey {
   std::string kernel;
   std::map<std::string, DType> dtypes;
   std::map<std::string, int64_t> bucket;
+  // The constexprs that are not tunables (a format, a head size): they pick
+  // a kernel variant, so each variant is tuned on its own.
+  std::map<std::string, int64_t> variant = {};
 
   bool operator<(const TuningKey& o) const;
   std::string str() const;  // "gemv W=f16,X=f32 m=4096,k=16384"
@@ -59,6 +63,8 @@ class TuningDb {
   std::vector<std::string> warnings_;
 };
 
+// The non-tunable constexprs of a spec (its TuningKey::variant).
+std::map<std::string, int64_t> spec_variant(const KernelDef& def, const Spec& spec);
 // The power-of-two bucket of a launch for `def` (sizes by name, e.g. m, k).
 std::map<std::string, int64_t> shape_bucket(const KernelDef& def, const ScalarArgs& sizes);
 // "x86-64-v4" (AVX-512), "x86-64-v3" (AVX2), "aarch64", else "generic".

@@ -131,19 +131,18 @@ int cmd_bench(const std::vector<std::string>& argv) {
         Runtime* rt = runtimes[t].get();
         std::string name = "qgemv/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
                            "/threads:" + std::to_string(t);
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [=, &probe](benchmark::State& st) {
-                                       double roof = probe.measure_gbps(rt->pool(), 3);
-                                       auto args = work->args();
-                                       Spec spec = rt->select("qgemv", {}, args);
-                                       spec.constexprs["FMT"] = static_cast<int>(fmt);
-                                       double s = timed(st, [&] { rt->launch(spec, args); });
-                                       double gbps = static_cast<double>(work->weight_bytes()) *
-                                                     st.iterations() / s / 1e9;
-                                       st.counters["GB/s"] = gbps;
-                                       st.counters["probe_GB/s"] = roof;
-                                       st.counters["frac_of_probe"] = gbps / roof;
-                                     })
+        benchmark::RegisterBenchmark(
+            name.c_str(),
+            [=, &probe](benchmark::State& st) {
+              double roof = probe.measure_gbps(rt->pool(), 3);
+              auto args = work->args();
+              Spec spec = rt->select("qgemv", {}, args, {}, {{"FMT", static_cast<int>(fmt)}});
+              double s = timed(st, [&] { rt->launch(spec, args); });
+              double gbps = static_cast<double>(work->weight_bytes()) * st.iterations() / s / 1e9;
+              st.counters["GB/s"] = gbps;
+              st.counters["probe_GB/s"] = roof;
+              st.counters["frac_of_probe"] = gbps / roof;
+            })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }

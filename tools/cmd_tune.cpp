@@ -42,7 +42,7 @@ T parse_number(const std::string& v, const std::string& what) {
 
 int cmd_tune(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "dry-run"});
-  a.allow_only({"help", "dry-run", "shape", "dtype", "budget", "threads", "db", "scalar"});
+  a.allow_only({"help", "dry-run", "shape", "dtype", "const", "budget", "threads", "db", "scalar"});
   if (a.flag("help") || a.positional().size() != 1 || !a.has("shape")) {
     std::puts(
         "usage: kiln tune KERNEL --shape NAME=N[,NAME=N...] [--dtype [ROLE=]DT] [--budget "
@@ -52,12 +52,20 @@ int cmd_tune(const std::vector<std::string>& argv) {
         "candidate\n"
         "against the interpreter, prints each trial and writes the winner to the user tuning\n"
         "database under the cache dir (or --db FILE). Example:\n"
-        "  kiln tune gemv --shape m=4096,k=14336 --dtype W=f16");
+        "  kiln tune gemv --shape m=4096,k=14336 --dtype W=f16\n"
+        "  kiln tune qgemv --shape m=4096,k=14336 --const FMT=2");
     return a.flag("help") ? 0 : 2;
   }
   std::string kernel = a.positional()[0];
   TuneOptions o;
-  o.dtypes = spec_from_args(kernel, a).dtypes;
+  Spec given = spec_from_args(kernel, a);
+  o.dtypes = given.dtypes;
+  const KernelDef& def = find_kernel(kernel);
+  for (const std::string& c : a.all("const")) {
+    std::string name = c.substr(0, c.find('='));
+    if (def.tunable(name)) throw Error("--const " + name + " is a tunable; tuning searches it");
+    o.fixed[name] = given.constexprs.at(name);
+  }
   for (const auto& [k, v] : parse_pairs(a.get("shape"), "--shape"))
     o.shape[k] = parse_number<int64_t>(v, "--shape " + k);
   for (const std::string& s : a.all("scalar"))

@@ -164,3 +164,31 @@ TEST_CASE("the shipped tuning databases are valid", "[runtime][tuning]") {
     CHECK(db.size() > 0);
   }
 }
+
+TEST_CASE("non-tunable constexprs key separate tuning variants", "[runtime][tuning]") {
+  TuningDb db;
+  db.load_text(R"([[qgemv]]
+bucket = { m = 64, k = 64 }
+variant = { FMT = 2 }
+BLOCK_M = 8
+)",
+               "v.toml");
+  REQUIRE(db.warnings().empty());
+  Runtime rt(RuntimeOptions{1, "", false});
+  rt.tuning() = db;
+  std::vector<uint8_t> w(64 * 2 * 34);
+  std::vector<int8_t> xq(64);
+  std::vector<float> xd(2), y(64);
+  std::vector<int32_t> xs(2);
+  std::vector<Arg> args = {Arg::buffer(w.data(), w.size()),
+                           Arg::buffer(xq.data(), 64),
+                           Arg::buffer(xd.data(), 2),
+                           Arg::buffer(xs.data(), 2),
+                           Arg::buffer(y.data(), 64),
+                           Arg::scalar_int(64),
+                           Arg::scalar_int(64)};
+  CHECK(rt.select("qgemv", {}, args, {}, {{"FMT", 2}}).constexprs.at("BLOCK_M") == 8);
+  CHECK(rt.select("qgemv", {}, args, {}, {{"FMT", 8}}).constexprs.at("BLOCK_M") == 4);
+  CHECK_THAT(TuningDb().to_toml(), Catch::Contains("written by `kiln tune`"));
+  CHECK_THAT(db.to_toml(), Catch::Contains("variant = { FMT = 2 }"));
+}
