@@ -81,7 +81,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "qgemv",
     .summary = "y = W x, W in ggml Q4_0 (FMT=2) or Q8_0 (FMT=8) blocks, x from quantize_q8",
     .dtype_roles = {},
-    .constexpr_defaults = {{"FMT", 8}, {"BLOCK_M", 4}},
+    .constexpr_defaults = {{"FMT", 8}, {"BLOCK_M", 8}},
     .build = build_qgemv,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
