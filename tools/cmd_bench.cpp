@@ -117,14 +117,16 @@ int cmd_bench(const std::vector<std::string>& argv) {
     }
   }
   // Quantized GEMV: GB/s of weight bytes (the traffic that decides decode speed).
-  for (const auto& f : split(a.get("formats", "q8_0,q4_0"), ',')) {
+  for (const auto& f : split(a.get("formats", "q8_0,q4_0,q4_K"), ',')) {
     ggml::QuantType fmt;
     if (f == "q8_0")
       fmt = ggml::QuantType::Q8_0;
     else if (f == "q4_0")
       fmt = ggml::QuantType::Q4_0;
+    else if (f == "q4_K")
+      fmt = ggml::QuantType::Q4_K;
     else
-      throw Error("--formats: unknown format '" + f + "' (q8_0, q4_0)");
+      throw Error("--formats: unknown format '" + f + "' (q8_0, q4_0, q4_K)");
     for (auto [m, k] : shapes) {
       auto work = std::make_shared<QgemvWorkload>(m, k, fmt);
       for (int t : threads) {

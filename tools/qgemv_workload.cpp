@@ -1,7 +1,10 @@
 #include "tools/qgemv_workload.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
+
+#include "ir/dtype.h"
 
 namespace kiln {
 

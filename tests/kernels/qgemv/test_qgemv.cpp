@@ -9,8 +9,10 @@
 // reassociate: they agree within 1e-6 of sum_j |w_j x_j|.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <random>
 
+#include "ir/dtype.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "support/runtime_fixture.h"
 #include "support/test_data.h"
@@ -72,23 +74,34 @@ TEST_CASE("quantize_q8 matches ggml's Q8_0 rounding", "[kernels][quant]") {
   }
 }
 
-TEST_CASE("qgemv matches the dequantised product for Q4_0 and Q8_0", "[kernels][qgemv]") {
+TEST_CASE("qgemv matches the dequantised product for Q4_0, Q8_0 and Q4_K", "[kernels][qgemv]") {
   struct Dims {
     int64_t m, k;
   };
-  for (int fmt : {2, 8})
-    for (Dims s : {Dims{1, 32}, Dims{7, 96}, Dims{33, 4096}, Dims{130, 256}})
+  for (int fmt : {2, 8, 12})
+    for (Dims s : {Dims{1, 256}, Dims{7, 512}, Dims{33, 4096}, Dims{130, 256}})
       for (int bm : {1, 4, 8}) {
         INFO("fmt " << fmt << " m=" << s.m << " k=" << s.k << " BLOCK_M=" << bm);
-        auto qt = fmt == 2 ? ggml::QuantType::Q4_0 : ggml::QuantType::Q8_0;
-        int bytes = ggml::block_format(qt).block_bytes;
-        std::vector<float> wf = random_floats(static_cast<size_t>(s.m * s.k), 2, 1.0f);
-        std::vector<uint8_t> w(static_cast<size_t>(s.m * s.k / 32 * bytes));
-        if (fmt == 2)
-          ggml::quantize_q4_0(wf.data(), s.m * s.k, w.data());
-        else
-          ggml::quantize_q8_0(wf.data(), s.m * s.k, w.data());
-        std::vector<float> wd(wf.size());
+        auto qt = static_cast<ggml::QuantType>(fmt);
+        const ggml::BlockFormat& bf = ggml::block_format(qt);
+        std::vector<uint8_t> w(static_cast<size_t>(s.m * s.k / bf.block_elems * bf.block_bytes));
+        if (fmt == 12) {
+          // No Q4_K quantiser yet: random blocks with small, sane scales.
+          std::mt19937 rng(7);
+          for (auto& byte : w) byte = static_cast<uint8_t>(rng());
+          for (size_t b = 0; b < w.size(); b += 144) {
+            uint16_t d = f32_to_f16_bits(0.002f * (1 + b % 5)), dm = f32_to_f16_bits(0.001f);
+            std::memcpy(&w[b], &d, 2);
+            std::memcpy(&w[b + 2], &dm, 2);
+          }
+        } else {
+          std::vector<float> wf = random_floats(static_cast<size_t>(s.m * s.k), 2, 1.0f);
+          if (fmt == 2)
+            ggml::quantize_q4_0(wf.data(), s.m * s.k, w.data());
+          else
+            ggml::quantize_q8_0(wf.data(), s.m * s.k, w.data());
+        }
+        std::vector<float> wd(static_cast<size_t>(s.m * s.k));
         ggml::dequantize(qt, w.data(), s.m * s.k, wd.data());
         std::vector<float> x = random_floats(static_cast<size_t>(s.k), 3, 1.0f);
         QuantizedX xq = quantize_x(x, false);
