@@ -47,6 +47,78 @@ void q4k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
   }
 }
 
+// Round to nearest, ties to even, through the float mantissa (exact for
+// |x| < 2^22): the rounding ggml's K-quant search uses.
+int nearest_int(float x) {
+  float v = x + 12582912.0f;  // 1.5 * 2^23
+  int32_t i;
+  std::memcpy(&i, &v, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// Weighted fit of x ~ scale * L + min with L in 0..nmax (min <= 0): starts
+// from the plain min/max grid, then tries nstep + 1 stretched grids and keeps
+// the one with the least weighted squared error. Returns the scale and
+// stores -min.
+float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min,
+                    float rmin, float rdelta, int nstep) {
+  float lo = x[0], hi = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (lo > 0) lo = 0;
+  if (hi == lo) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *neg_min = -lo;
+    return 0.0f;
+  }
+  float iscale = nmax / (hi - lo);
+  float scale = 1 / iscale;
+  float best = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - lo))));
+    L[i] = static_cast<uint8_t>(l);
+    float diff = scale * L[i] + lo - x[i];
+    best += w[i] * (diff * diff);
+  }
+  uint8_t aux[32];
+  for (int step = 0; step <= nstep; ++step) {
+    iscale = (rmin + rdelta * step + nmax) / (hi - lo);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - lo))));
+      aux[i] = static_cast<uint8_t>(l);
+      sum_l += w[i] * l;
+      sum_l2 += w[i] * l * l;
+      sum_xl += w[i] * l * x[i];
+    }
+    float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D <= 0) continue;
+    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+    if (this_min > 0) {
+      this_min = 0;
+      this_scale = sum_xl / sum_l2;
+    }
+    float err = 0;
+    for (int i = 0; i < n; ++i) {
+      float diff = this_scale * aux[i] + this_min - x[i];
+      err += w[i] * (diff * diff);
+    }
+    if (err < best) {
+      std::memcpy(L, aux, static_cast<size_t>(n));
+      best = err;
+      scale = this_scale;
+      lo = this_min;
+    }
+  }
+  *neg_min = -lo;
+  return scale;
+}
+
 }  // namespace
 
 const BlockFormat& block_format(QuantType t) { return block_format(static_cast<int>(t)); }
@@ -90,6 +162,61 @@ void quantize_q4_0(const float* x, int64_t n, uint8_t* out) {
       int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
       out[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
     }
+  }
+}
+
+void quantize_q4_k(const float* x, int64_t n, uint8_t* out) {
+  check_multiple(n, 256, "quantize_q4_k");
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 144) {
+    uint8_t L[256];
+    float scales[8], mins[8], w[32];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+      const float* xs = x + 32 * j;
+      float sum_x2 = 0;
+      for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+      float av_x = std::sqrt(sum_x2 / 32);
+      for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
+      scales[j] = fit_scale_min(32, 15, xs, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+    }
+    float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    uint8_t* sc = out + 4;
+    std::memset(sc, 0, 12);
+    for (int j = 0; j < 8; ++j) {
+      // ggml stores these through uint8_t, so the int wraps before the clamp.
+      uint8_t ls = static_cast<uint8_t>(nearest_int(inv_scale * scales[j]));
+      uint8_t lm = static_cast<uint8_t>(nearest_int(inv_min * mins[j]));
+      ls = std::min<uint8_t>(63, ls);
+      lm = std::min<uint8_t>(63, lm);
+      if (j < 4) {
+        sc[j] = ls;
+        sc[j + 4] = lm;
+      } else {
+        sc[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+        sc[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+        sc[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+      }
+    }
+    put_f16(out, max_scale / 63.0f);
+    put_f16(out + 2, max_min / 63.0f);
+    float d = f16_at(out), dmin = f16_at(out + 2);
+    for (int j = 0; j < 8; ++j) {
+      int s6, m6;
+      q4k_scale_min(sc, j, &s6, &m6);
+      const float dj = d * s6;
+      if (dj == 0) continue;
+      const float mj = dmin * m6;
+      for (int l = 0; l < 32; ++l)
+        L[32 * j + l] =
+            static_cast<uint8_t>(std::max(0, std::min(15, nearest_int((x[32 * j + l] + mj) / dj))));
+    }
+    uint8_t* q = out + 16;
+    for (int c = 0; c < 4; ++c)
+      for (int l = 0; l < 32; ++l)
+        q[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
   }
 }
 

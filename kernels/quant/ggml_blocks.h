@@ -31,6 +31,11 @@ const BlockFormat& block_format(int ggml_type_id);
 // n must be a multiple of the block size (32); out holds n/32 blocks.
 void quantize_q8_0(const float* x, int64_t n, uint8_t* out);
 void quantize_q4_0(const float* x, int64_t n, uint8_t* out);
+// n a multiple of 256. ggml's reference search: per 32-weight sub-block a
+// weighted least-squares fit of scale and min over 21 candidate grids, then
+// the 6-bit quantisation of those scales and mins against the block's d and
+// dmin, then the final nibbles against the quantised scales.
+void quantize_q4_k(const float* x, int64_t n, uint8_t* out);
 
 // n must be a multiple of the type's block size.
 void dequantize(QuantType t, const uint8_t* blocks, int64_t n, float* out);

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "ggml_q4k_vectors.h"
 #include "ggml_vectors.h"
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
@@ -77,4 +78,32 @@ TEST_CASE("block formats reject bad sizes and unknown type ids", "[kernels][quan
                       Catch::Contains("33 elements is not a multiple of the 32-element block"));
   REQUIRE_THROWS_WITH(block_format(7), Catch::Contains("ggml type id 7 is not a quantized format"));
   CHECK(block_format(12).block_bytes == 144);
+}
+
+TEST_CASE("Q4_K quantises bit-exactly like ggml's reference quantiser", "[kernels][quant]") {
+  namespace q = kiln::test::ggml_q4k;
+  std::vector<float> x(std::size(q::kInput));
+  std::memcpy(x.data(), q::kInput, sizeof q::kInput);
+  std::vector<uint8_t> blocks(x.size() / 256 * 144);
+  quantize_q4_k(x.data(), static_cast<int64_t>(x.size()), blocks.data());
+  std::vector<uint8_t> expect(std::begin(q::kBlocks), std::end(q::kBlocks));
+  for (size_t b = 0; b < blocks.size() / 144; ++b) {
+    INFO("block " << b);
+    CHECK(std::vector<uint8_t>(blocks.begin() + b * 144, blocks.begin() + (b + 1) * 144) ==
+          std::vector<uint8_t>(expect.begin() + b * 144, expect.begin() + (b + 1) * 144));
+  }
+  // And the round trip stays within one quantisation step of each 32-weight
+  // sub-block (its range / 15): the weighted least-squares fit may trade
+  // the extremes for the bulk, and the scales themselves are 6-bit.
+  std::vector<float> y(x.size());
+  dequantize(QuantType::Q4_K, blocks.data(), static_cast<int64_t>(x.size()), y.data());
+  for (size_t sub = 0; sub < x.size() / 32; ++sub) {
+    float lo = 0, hi = 0;
+    for (int j = 0; j < 32; ++j) {
+      lo = std::min(lo, x[sub * 32 + j]);
+      hi = std::max(hi, x[sub * 32 + j]);
+    }
+    for (int j = 0; j < 32; ++j)
+      CHECK(std::fabs(y[sub * 32 + j] - x[sub * 32 + j]) <= (hi - lo) / 15 + 1e-6f);
+  }
 }
