@@ -8,6 +8,7 @@
 // takes the row-masked path.
 #include "ir/builder.h"
 #include "kernels/registry.h"
+#include "kernels/row_block.h"
 
 namespace kiln {
 namespace {
@@ -42,13 +43,9 @@ Kernel build_gemv(const Spec& s) {
       acc = fma(w.to(DType::f32), load(x + cols, cmask, 0.0).to(DType::f32), acc);
     });
     auto out = sum(Value(acc), 1).to(TX);
-    if (row_masked)
-      store(y + rows, out, rows < M);
-    else
-      store(y + rows, out);
+    store_rows(y + rows, out, rows, M, row_masked);
   };
-  k.if_(
-      row0 + static_cast<int>(BM) <= M, [&] { rows_pass(false); }, [&] { rows_pass(true); });
+  split_row_block(k, row0, BM, M, rows_pass);
   return k.finish();
 }
 

@@ -18,6 +18,7 @@
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/registry.h"
+#include "kernels/row_block.h"
 
 namespace kiln {
 namespace {
@@ -149,13 +150,9 @@ Kernel build_qgemv(const Spec& s) {
         block32(c, FMT == 2, blk, b, acc);
     });
     auto out = sum(Value(acc), 1) - reshape(Value(accm), {BM});
-    if (row_masked)
-      store(y + rows, out, rows < M);
-    else
-      store(y + rows, out);
+    store_rows(y + rows, out, rows, M, row_masked);
   };
-  k.if_(
-      row0 + static_cast<int>(BM) <= M, [&] { rows_pass(false); }, [&] { rows_pass(true); });
+  split_row_block(k, row0, BM, M, rows_pass);
   return k.finish();
 }
 
