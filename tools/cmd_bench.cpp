@@ -117,7 +117,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     }
   }
   // Quantized GEMV: GB/s of weight bytes (the traffic that decides decode speed).
-  for (const auto& f : split(a.get("formats", "q8_0,q4_0,q4_K"), ',')) {
+  for (const auto& f : split(a.get("formats", "q8_0,q4_0,q4_K,q6_K"), ',')) {
     ggml::QuantType fmt;
     if (f == "q8_0")
       fmt = ggml::QuantType::Q8_0;
@@ -125,8 +125,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
       fmt = ggml::QuantType::Q4_0;
     else if (f == "q4_K")
       fmt = ggml::QuantType::Q4_K;
+    else if (f == "q6_K")
+      fmt = ggml::QuantType::Q6_K;
     else
-      throw Error("--formats: unknown format '" + f + "' (q8_0, q4_0, q4_K)");
+      throw Error("--formats: unknown format '" + f + "' (q8_0, q4_0, q4_K, q6_K)");
     for (auto [m, k] : shapes) {
       auto work = std::make_shared<QgemvWorkload>(m, k, fmt);
       for (int t : threads) {

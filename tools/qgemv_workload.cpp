@@ -18,10 +18,19 @@ QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, uint64_t
   for (int64_t i = 0; i < m; ++i) {
     for (float& v : row) v = dist(rng);
     uint8_t* dst = w_.data() + i * (k / f.block_elems) * f.block_bytes;
-    if (fmt == ggml::QuantType::Q4_0)
-      ggml::quantize_q4_0(row.data(), k, dst);
-    else
-      ggml::quantize_q8_0(row.data(), k, dst);
+    switch (fmt) {
+      case ggml::QuantType::Q4_0: ggml::quantize_q4_0(row.data(), k, dst); break;
+      case ggml::QuantType::Q8_0: ggml::quantize_q8_0(row.data(), k, dst); break;
+      case ggml::QuantType::Q4_K: ggml::quantize_q4_k(row.data(), k, dst); break;
+      case ggml::QuantType::Q6_K:
+        // No Q6_K quantiser yet: random blocks with a small scale (timing only).
+        for (int64_t j = 0; j < (k / 256) * 210; ++j) dst[j] = static_cast<uint8_t>(rng());
+        for (int64_t b = 0; b < k / 256; ++b) {
+          uint16_t h = f32_to_f16_bits(0.002f);
+          std::memcpy(dst + b * 210 + 208, &h, 2);
+        }
+        break;
+    }
   }
   xq_ = HostMemory(static_cast<size_t>(k));
   xd_ = HostMemory(static_cast<size_t>(k / 32 * 4));

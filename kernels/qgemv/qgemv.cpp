@@ -1,5 +1,5 @@
-// GEMV with ggml-quantized weights: y = W x, W [m, k] in Q4_0, Q8_0 or Q4_K
-// blocks (FMT = the ggml type id: 2, 8 or 12), x given as 8-bit blocks of
+// GEMV with ggml-quantized weights: y = W x, W [m, k] in Q4_0, Q8_0, Q4_K or
+// Q6_K blocks (FMT = the ggml type id: 2, 8, 12, 14), x given as 8-bit blocks of
 // 32 from quantize_q8 (q, scale d, sum s per block).
 //
 // Dequantisation is fused: a program streams BLOCK_M rows, unpacks each
@@ -13,6 +13,8 @@
 // - Q4_K (w = d sc q - dmin m per 32-weight sub-block, 6-bit sc and m):
 //   d sc sum(q x) - dmin m sum(x); the min part is kept in its own
 //   per-row accumulator.
+// - Q6_K (w = d sc (q - 32), 6-bit q, 8-bit signed sc per 16 weights):
+//   per lane sum(q x) - 32 sum(x), times its 16-weight group's scale.
 #include <functional>
 
 #include "ir/builder.h"
@@ -32,8 +34,9 @@ Format format_of(int64_t fmt) {
     case 2: return {32, 18};
     case 8: return {32, 34};
     case 12: return {256, 144};
+    case 14: return {256, 210};
     default:
-      throw Error("kernel 'qgemv': FMT must be 2 (q4_0), 8 (q8_0) or 12 (q4_K), got " +
+      throw Error("kernel 'qgemv': FMT must be 2 (q4_0), 8 (q8_0), 12 (q4_K) or 14 (q6_K), got " +
                   std::to_string(fmt));
   }
 }
@@ -114,6 +117,33 @@ void block_q4k(Ctx& c, const Value& blk, const Value& sb, Var& acc, Var& accm) {
   }
 }
 
+// One 256-weight Q6_K super-block at byte offsets `blk` [BM,1], x blocks
+// 8*sb .. 8*sb+7; adds to acc [BM,8]. A weight is (6-bit q - 32) * d * sc
+// with one signed 8-bit sc per 16 weights, i.e. per 4 lanes: each lane
+// takes sum(q x) - 32 sum(x) over its 4 weights and its own scale.
+void block_q6k(Ctx& c, const Value& blk, const Value& sb, Var& acc) {
+  auto d = f16_at(c, blk + 208);                                  // [BM,1]
+  auto sc = c.ld(c.w + (blk + 192 + arange(16).to(DType::i64)));  // [BM,16] u8
+  auto scf = sc.bitcast(DType::i8).to(DType::f32);
+  auto first_half = arange(8) < 4;  // lanes of weights 0..15
+  for (int64_t h = 0; h < 2; ++h) {
+    auto bytes = [&](int64_t off) { return c.ld(c.w + (blk + off + arange(32).to(DType::i64))); };
+    auto ql_lo = bytes(64 * h), ql_hi = bytes(64 * h + 32), qh = bytes(128 + 32 * h);
+    for (int64_t s = 0; s < 4; ++s) {
+      auto low = (s % 2 == 0 ? ql_lo : ql_hi);
+      auto q = (s < 2 ? (low & 15) : (low >> 4)) | (((qh >> static_cast<int>(2 * s)) & 3) << 4);
+      auto xb = sb * 8 + static_cast<int>(4 * h + s);
+      auto xv = load(c.xq + (xb * 32 + arange(32))).to(DType::i32);
+      auto xsum = sum(reshape(xv, {8, 4}), 1);                                        // [8]
+      auto dot = lanes(c, q.to(DType::i32) * x_bytes(c, xb, 0, 32), 32) - xsum * 32;  // [BM,8]
+      int64_t j = 8 * h + 2 * s;  // scales j, j+1
+      auto lane_sc = where(first_half, slice(scf, {0, j}, {c.BM, 1}),
+                           slice(scf, {0, j + 1}, {c.BM, 1}));  // [BM,8]
+      acc = acc + dot.to(DType::f32) * lane_sc * (d * load(c.xd + xb));
+    }
+  }
+}
+
 Kernel build_qgemv(const Spec& s) {
   KernelBuilder k("qgemv", s);
   const int64_t FMT = s.constexpr_("FMT"), BM = s.constexpr_("BLOCK_M");
@@ -144,7 +174,9 @@ Kernel build_qgemv(const Spec& s) {
     auto accm = k.var(zeros(DType::f32, {BM, 1}));
     k.for_(0, nb, 1, [&](Value b) {
       auto blk = row_base + (b * f.block_bytes).to(DType::i64);  // [BM,1]
-      if (FMT == 12)
+      if (FMT == 14)
+        block_q6k(c, blk, b, acc);
+      else if (FMT == 12)
         block_q4k(c, blk, b, acc, accm);
       else
         block32(c, FMT == 2, blk, b, acc);
@@ -159,7 +191,7 @@ Kernel build_qgemv(const Spec& s) {
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "qgemv",
     .family = "qgemv",
-    .summary = "y = W x, W in ggml Q4_0/Q8_0/Q4_K blocks (FMT=2/8/12), x from quantize_q8",
+    .summary = "y = W x, W in ggml Q4_0/Q8_0/Q4_K/Q6_K blocks (FMT=2/8/12/14), x from quantize_q8",
     .dtype_roles = {},
     .constexpr_defaults = {{"FMT", 8}, {"BLOCK_M", 8}},
     .build = build_qgemv,

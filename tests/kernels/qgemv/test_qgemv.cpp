@@ -78,21 +78,21 @@ TEST_CASE("qgemv matches the dequantised product for Q4_0, Q8_0 and Q4_K", "[ker
   struct Dims {
     int64_t m, k;
   };
-  for (int fmt : {2, 8, 12})
+  for (int fmt : {2, 8, 12, 14})
     for (Dims s : {Dims{1, 256}, Dims{7, 512}, Dims{33, 4096}, Dims{130, 256}})
       for (int bm : {1, 4, 8}) {
         INFO("fmt " << fmt << " m=" << s.m << " k=" << s.k << " BLOCK_M=" << bm);
         auto qt = static_cast<ggml::QuantType>(fmt);
         const ggml::BlockFormat& bf = ggml::block_format(qt);
         std::vector<uint8_t> w(static_cast<size_t>(s.m * s.k / bf.block_elems * bf.block_bytes));
-        if (fmt == 12) {
-          // No Q4_K quantiser yet: random blocks with small, sane scales.
+        if (fmt == 12 || fmt == 14) {
+          // Random K-quant blocks with small, sane super-block scales.
           std::mt19937 rng(7);
           for (auto& byte : w) byte = static_cast<uint8_t>(rng());
-          for (size_t b = 0; b < w.size(); b += 144) {
+          for (size_t b = 0; b < w.size(); b += bf.block_bytes) {
             uint16_t d = f32_to_f16_bits(0.002f * (1 + b % 5)), dm = f32_to_f16_bits(0.001f);
-            std::memcpy(&w[b], &d, 2);
-            std::memcpy(&w[b + 2], &dm, 2);
+            std::memcpy(&w[b + (fmt == 12 ? 0 : 208)], &d, 2);
+            if (fmt == 12) std::memcpy(&w[b + 2], &dm, 2);
           }
         } else {
           std::vector<float> wf = random_floats(static_cast<size_t>(s.m * s.k), 2, 1.0f);
