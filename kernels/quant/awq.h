@@ -1,0 +1,29 @@
+// AWQ weights as AutoAWQ stores them and vLLM reads them, on the host.
+//
+// W is input-major [k, n]. qweight i32 [k, n/8]: nibble slot i (bits
+// 4i..4i+3) of word c holds column 8c + kAwqOrder[i]; qzeros i32
+// [k/group, n/8] is packed the same way; scales f16 [k/group, n].
+// w = (q - z) * s. awq_pack is Kiln's seed quantiser: per group and column
+// s = max|w| / 7, q = round-half-even(w / s) clamped to [-8, 7] stored as
+// q + 8, zero point 8.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kiln {
+
+inline constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+struct AwqWeights {
+  int64_t k = 0, n = 0, group = 0;
+  std::vector<int32_t> qweight, qzeros;
+  std::vector<uint16_t> scales;  // f16 bits
+};
+
+// Throws kiln::Error unless n % 8 == 0 and k % group == 0.
+AwqWeights awq_pack(const float* w, int64_t k, int64_t n, int64_t group);
+// w [k, n] from the packed form (the reference for the AWQ GEMV).
+std::vector<float> awq_dequantize(const AwqWeights& a);
+
+}  // namespace kiln
