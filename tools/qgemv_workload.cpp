@@ -1,10 +1,7 @@
 #include "tools/qgemv_workload.h"
 
 #include <cmath>
-#include <cstring>
 #include <random>
-
-#include "ir/dtype.h"
 
 namespace kiln {
 
@@ -22,14 +19,7 @@ QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, uint64_t
       case ggml::QuantType::Q4_0: ggml::quantize_q4_0(row.data(), k, dst); break;
       case ggml::QuantType::Q8_0: ggml::quantize_q8_0(row.data(), k, dst); break;
       case ggml::QuantType::Q4_K: ggml::quantize_q4_k(row.data(), k, dst); break;
-      case ggml::QuantType::Q6_K:
-        // No Q6_K quantiser yet: random blocks with a small scale (timing only).
-        for (int64_t j = 0; j < (k / 256) * 210; ++j) dst[j] = static_cast<uint8_t>(rng());
-        for (int64_t b = 0; b < k / 256; ++b) {
-          uint16_t h = f32_to_f16_bits(0.002f);
-          std::memcpy(dst + b * 210 + 208, &h, 2);
-        }
-        break;
+      case ggml::QuantType::Q6_K: ggml::quantize_q6_k(row.data(), k, dst); break;
     }
   }
   xq_ = HostMemory(static_cast<size_t>(k));

@@ -119,6 +119,55 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
   return scale;
 }
 
+// Symmetric fit of x ~ scale * (L - nmax), L in 0..2*nmax-1, weighted by
+// x^2: the grid through the largest |x|, then 18 stretched grids; keeps the
+// one maximising the explained weighted energy. Returns the scale.
+float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < 1e-15f) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.0f;
+  }
+  auto sums = [&](float iscale, float* sumlx, float* suml2) {
+    *sumlx = *suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
+      float w = x[i] * x[i];
+      *sumlx += w * x[i] * l;
+      *suml2 += w * l * l;
+    }
+  };
+  auto assign = [&](float iscale) {
+    for (int i = 0; i < n; ++i)
+      L[i] = static_cast<int8_t>(nmax +
+                                 std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i]))));
+  };
+  float iscale = -nmax / max;
+  float sumlx, suml2;
+  assign(iscale);
+  sums(iscale, &sumlx, &suml2);
+  float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(nmax + 0.1f * is) / max;
+    sums(iscale, &sumlx, &suml2);
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      assign(iscale);
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
 }  // namespace
 
 const BlockFormat& block_format(QuantType t) { return block_format(static_cast<int>(t)); }
@@ -217,6 +266,48 @@ void quantize_q4_k(const float* x, int64_t n, uint8_t* out) {
     for (int c = 0; c < 4; ++c)
       for (int l = 0; l < 32; ++l)
         q[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+  }
+}
+
+void quantize_q6_k(const float* x, int64_t n, uint8_t* out) {
+  check_multiple(n, 256, "quantize_q6_k");
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 210) {
+    int8_t L[256];
+    float scales[16];
+    float max_scale = 0, max_abs = 0;
+    for (int g = 0; g < 16; ++g) {
+      scales[g] = fit_symmetric(16, 32, x + 16 * g, L + 16 * g);
+      if (std::fabs(scales[g]) > max_abs) {
+        max_abs = std::fabs(scales[g]);
+        max_scale = scales[g];
+      }
+    }
+    std::memset(out, 0, 210);
+    if (max_abs < 1e-15f) continue;  // all zero: d = 0 too
+    float iscale = -128.0f / max_scale;
+    put_f16(out + 208, 1 / iscale);
+    auto* sc = reinterpret_cast<int8_t*>(out + 192);
+    for (int g = 0; g < 16; ++g)
+      sc[g] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[g])));
+    float d = f16_at(out + 208);
+    for (int g = 0; g < 16; ++g) {
+      float dg = d * sc[g];
+      if (dg == 0) continue;
+      for (int i = 0; i < 16; ++i)
+        L[16 * g + i] =
+            static_cast<int8_t>(std::max(-32, std::min(31, nearest_int(x[16 * g + i] / dg))) + 32);
+    }
+    uint8_t* ql = out;
+    uint8_t* qh = out + 128;
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32) {
+      const int8_t* l8 = L + 128 * half;
+      for (int l = 0; l < 32; ++l) {
+        ql[l] = static_cast<uint8_t>((l8[l] & 0xF) | ((l8[l + 64] & 0xF) << 4));
+        ql[l + 32] = static_cast<uint8_t>((l8[l + 32] & 0xF) | ((l8[l + 96] & 0xF) << 4));
+        qh[l] = static_cast<uint8_t>((l8[l] >> 4) | ((l8[l + 32] >> 4) << 2) |
+                                     ((l8[l + 64] >> 4) << 4) | ((l8[l + 96] >> 4) << 6));
+      }
+    }
   }
 }
 

@@ -36,6 +36,10 @@ void quantize_q4_0(const float* x, int64_t n, uint8_t* out);
 // the 6-bit quantisation of those scales and mins against the block's d and
 // dmin, then the final nibbles against the quantised scales.
 void quantize_q4_k(const float* x, int64_t n, uint8_t* out);
+// n a multiple of 256. ggml's reference: per 16-weight group a symmetric
+// 6-bit fit (weights x^2, 19 candidate grids), the group scales quantised
+// to signed 8 bits against the block's d, then the final 6-bit values.
+void quantize_q6_k(const float* x, int64_t n, uint8_t* out);
 
 // n must be a multiple of the type's block size.
 void dequantize(QuantType t, const uint8_t* blocks, int64_t n, float* out);

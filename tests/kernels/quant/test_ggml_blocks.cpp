@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "ggml_q4k_vectors.h"
+#include "ggml_kquant_vectors.h"
 #include "ggml_vectors.h"
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
@@ -81,12 +81,12 @@ TEST_CASE("block formats reject bad sizes and unknown type ids", "[kernels][quan
 }
 
 TEST_CASE("Q4_K quantises bit-exactly like ggml's reference quantiser", "[kernels][quant]") {
-  namespace q = kiln::test::ggml_q4k;
+  namespace q = kiln::test::ggml_kquants;
   std::vector<float> x(std::size(q::kInput));
   std::memcpy(x.data(), q::kInput, sizeof q::kInput);
   std::vector<uint8_t> blocks(x.size() / 256 * 144);
   quantize_q4_k(x.data(), static_cast<int64_t>(x.size()), blocks.data());
-  std::vector<uint8_t> expect(std::begin(q::kBlocks), std::end(q::kBlocks));
+  std::vector<uint8_t> expect(std::begin(q::kQ4K), std::end(q::kQ4K));
   for (size_t b = 0; b < blocks.size() / 144; ++b) {
     INFO("block " << b);
     CHECK(std::vector<uint8_t>(blocks.begin() + b * 144, blocks.begin() + (b + 1) * 144) ==
@@ -105,5 +105,28 @@ TEST_CASE("Q4_K quantises bit-exactly like ggml's reference quantiser", "[kernel
     }
     for (int j = 0; j < 32; ++j)
       CHECK(std::fabs(y[sub * 32 + j] - x[sub * 32 + j]) <= (hi - lo) / 15 + 1e-6f);
+  }
+}
+
+TEST_CASE("Q6_K quantises bit-exactly like ggml's reference quantiser", "[kernels][quant]") {
+  namespace q = kiln::test::ggml_kquants;
+  std::vector<float> x(std::size(q::kInput));
+  std::memcpy(x.data(), q::kInput, sizeof q::kInput);
+  std::vector<uint8_t> blocks(x.size() / 256 * 210);
+  quantize_q6_k(x.data(), static_cast<int64_t>(x.size()), blocks.data());
+  for (size_t b = 0; b < blocks.size() / 210; ++b) {
+    INFO("block " << b);
+    CHECK(std::vector<uint8_t>(blocks.begin() + b * 210, blocks.begin() + (b + 1) * 210) ==
+          std::vector<uint8_t>(q::kQ6K + b * 210, q::kQ6K + (b + 1) * 210));
+  }
+  // Round trip: within one 6-bit step of each 16-weight group (amax / 32 or so,
+  // plus the 8-bit rounding of the group scale).
+  std::vector<float> y(x.size());
+  dequantize(QuantType::Q6_K, blocks.data(), static_cast<int64_t>(x.size()), y.data());
+  for (size_t g = 0; g < x.size() / 16; ++g) {
+    float amax = 0;
+    for (int j = 0; j < 16; ++j) amax = std::max(amax, std::fabs(x[g * 16 + j]));
+    for (int j = 0; j < 16; ++j)
+      CHECK(std::fabs(y[g * 16 + j] - x[g * 16 + j]) <= amax / 16 + 1e-6f);
   }
 }
