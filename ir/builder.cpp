@@ -33,10 +33,18 @@ Value Value::to(DType t) const {
 Value Value::bitcast(DType t) const {
   if (!b_) throw Error("bitcast of an empty kiln::Value (default-constructed, never assigned)");
   b_->check_usable(*this, "bitcast");
-  if (dtype_bits(t) != dtype_bits(dtype()) || t == DType::boolean || dtype() == DType::boolean)
-    b_->fail("bitcast", "cannot bitcast " + type_str(type()) + " to " + std::string(dtype_name(t)) +
-                            ": bit widths differ");
-  return b_->emit(OpKind::Bitcast, {*this}, Type{t, shape()});
+  if (t == DType::boolean || dtype() == DType::boolean)
+    b_->fail("bitcast", "bool has no defined bit layout; compare or cast instead");
+  int from = dtype_bits(dtype()), to = dtype_bits(t);
+  if (from == to) return b_->emit(OpKind::Bitcast, {*this}, Type{t, shape()});
+  // A view: the last axis holds the same bytes in the new element width.
+  Shape s = shape();
+  if (s.empty() || (s.back() * from) % to != 0)
+    b_->fail("bitcast", "cannot view " + type_str(type()) + " as " + std::string(dtype_name(t)) +
+                            ": the last axis is not a whole number of " +
+                            std::string(dtype_name(t)) + " elements");
+  s.back() = s.back() * from / to;
+  return b_->emit(OpKind::Bitcast, {*this}, Type{t, s});
 }
 
 Value Var::get() const { return b_->load_var(id_); }

@@ -286,7 +286,28 @@ class Interpreter {
     }
   }
 
+  // Bitcast between widths: each innermost row's bytes, reread.
+  void exec_view(const Op& op) {
+    expect_args(op, 1, 1);
+    const Type& rt = result_type(op);
+    DType tin = dtype_in(op, 0);
+    const Tile& x = in(op, 0);
+    Tile& o = out(op);
+    int64_t row_bytes = rt.shape.back() * dtype_bytes(rt.dtype);
+    int64_t rows = static_cast<int64_t>(o.size()) / rt.shape.back();
+    int64_t in_row = row_bytes / dtype_bytes(tin);
+    std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < in_row; ++j) store_element(bytes.data(), j, tin, x[r * in_row + j]);
+      for (int64_t j = 0; j < rt.shape.back(); ++j)
+        o[r * rt.shape.back() + j] = load_element(bytes.data(), j, rt.dtype);
+    }
+  }
+
   void exec_elementwise(const Op& op) {
+    if (op.kind == OpKind::Bitcast &&
+        dtype_bits(dtype_in(op, 0)) != dtype_bits(result_type(op).dtype))
+      return exec_view(op);
     size_t arity = 1;
     if (is_binary_elementwise(op.kind) || is_comparison(op.kind))
       arity = 2;

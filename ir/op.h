@@ -22,7 +22,9 @@
 //   maxNum). Comparisons are ordered (false on NaN) except Ne (true on NaN).
 // - Cast float->int truncates toward zero and saturates; NaN becomes 0.
 //   Cast int->float rounds to nearest even. Cast x->bool is x != 0;
-//   bool->x is 0 or 1. Bitcast reinterprets bits between equal-width types.
+//   bool->x is 0 or 1. Bitcast reinterprets bits: between equal-width types
+//   elementwise; between widths, as a view of each innermost row's bytes
+//   (little-endian, like numpy's .view): u8[r, 2] -> u16[r, 1], i32[4] -> u8[16].
 // - Memory: a buffer parameter is a flat array of its dtype. Offsets are
 //   element indices (i32 or i64 tiles). A masked-off lane never touches
 //   memory. An unmasked out-of-range access is an error in the interpreter
@@ -95,7 +97,8 @@ enum class OpKind : uint8_t {
   Fma,      // (a, b, c) -> a * b + c, one rounding for f32.
   Select,   // (cond: bool, a, b) -> cond ? a : b, per element.
   Cast,     // (x) -> result dtype, same shape (rules above).
-  Bitcast,  // (x) -> result dtype of the same bit width, same shape.
+  Bitcast,  // (x) -> same bits in the result dtype; a width change rescales
+            // the last axis (see above).
 
   // ---- memory (`ival` = buffer parameter index) -----------------------------
   Load,       // (offsets [, mask, other]) -> buf.dtype[offsets.shape]:

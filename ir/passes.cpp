@@ -52,6 +52,9 @@ class Folder {
       return;
     }
     if (!foldable_elementwise(op->kind)) return;
+    if (op->kind == OpKind::Bitcast &&
+        dtype_bits(k_->values[op->args[0]].dtype) != dtype_bits(rt.dtype))
+      return;  // a view of a splat is not a splat in general
     ScalarValue in[3];
     for (size_t i = 0; i < op->args.size(); ++i) {
       const Op* c = const_op_[op->args[i]];

@@ -169,7 +169,7 @@ class Lowering {
   llvm::Value* compare(const Op& op, DType t, llvm::Value* a, llvm::Value* b);
   llvm::Value* unary(const Op& op, DType t, llvm::Value* x);
   llvm::Value* cast(llvm::Value* x, DType from, DType to);
-  llvm::Value* bitcast(llvm::Value* x, DType from, DType to);
+  llvm::Value* bitcast(llvm::Value* x, DType from, const Type& to);
   llvm::Value* shuffle_gather(llvm::Value* v, const std::vector<int>& idx, const Type& result);
   llvm::Value* broadcast(llvm::Value* v, const Shape& from, const Shape& to);
   llvm::Value* reduce(const Op& op);
@@ -367,7 +367,7 @@ void Lowering::lower_op(const Op& op) {
     }
     case OpKind::Select: r = b_.CreateSelect(v(a[0]), v(a[1]), v(a[2])); break;
     case OpKind::Cast: r = cast(v(a[0]), ty(a[0]).dtype, ty(op.result).dtype); break;
-    case OpKind::Bitcast: r = bitcast(v(a[0]), ty(a[0]).dtype, ty(op.result).dtype); break;
+    case OpKind::Bitcast: r = bitcast(v(a[0]), ty(a[0]).dtype, ty(op.result)); break;
     case OpKind::Load: r = load(op); break;
     case OpKind::Store: store(op); break;
     case OpKind::AtomicAdd:
@@ -547,10 +547,11 @@ llvm::Value* Lowering::cast(llvm::Value* x, DType from, DType to) {
   return is_signed_int(from) ? b_.CreateSExtOrTrunc(x, dst) : b_.CreateZExtOrTrunc(x, dst);
 }
 
-llvm::Value* Lowering::bitcast(llvm::Value* x, DType from, DType to) {
+// Flat row-major vectors make a view a plain LLVM bitcast of the storage bits.
+llvm::Value* Lowering::bitcast(llvm::Value* x, DType from, const Type& to) {
   llvm::Value* bits = to_storage(x, from);
-  llvm::Value* as = b_.CreateBitCast(bits, shaped_like(x, storage_type(to)));
-  return from_storage(as, to);
+  llvm::Value* as = b_.CreateBitCast(bits, shaped(storage_type(to.dtype), to.shape));
+  return from_storage(as, to.dtype);
 }
 
 llvm::Value* Lowering::shuffle_gather(llvm::Value* v, const std::vector<int>& idx,

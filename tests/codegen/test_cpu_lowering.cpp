@@ -346,3 +346,29 @@ TEST_CASE("cross targets emit their own instruction sets", "[codegen][cpu]") {
   CHECK_THAT(arm, Catch::Contains("fmul\tv"));
   CHECK_THAT(arm, Catch::Contains(".4s"));
 }
+
+TEST_CASE("bitcast views between widths match the interpreter", "[codegen][cpu]") {
+  // bytes [8, 4] u8 -> u16 [8, 2] -> f16 -> f32, and i32 [8] -> u8 [32].
+  Spec s{"view", {}, {}};
+  KernelBuilder k("view", s);
+  auto in = k.buffer("in", DType::u8), out = k.buffer("out", DType::f32);
+  auto words = k.buffer("words", DType::i32), bytes = k.buffer("bytes", DType::u8);
+  auto raw = load(in + (expand_dims(arange(8), 1) * 4 + arange(4)));         // [8,4] u8
+  auto halves = raw.bitcast(DType::u16).bitcast(DType::f16).to(DType::f32);  // [8,2]
+  store(out + (expand_dims(arange(8), 1) * 2 + arange(2)), halves);
+  store(bytes + arange(32), load(words + arange(8)).bitcast(DType::u8));
+  REQUIRE_THROWS_WITH(arange(3).bitcast(DType::i64), Catch::Contains("op bitcast"));
+  Kernel kern = k.finish();
+  HostBuffer inb = HostBuffer::random(DType::u8, 32, 21, 0, 255);
+  HostBuffer w = HostBuffer::random(DType::i32, 8, 22, -2e9, 2e9);
+  HostBuffer oj(DType::f32, 16), oi(DType::f32, 16), bj(DType::u8, 32), bi(DType::u8, 32);
+  run_jit(kern, {inb.arg(), oj.arg(), w.arg(), bj.arg()}, {1, 1, 1});
+  interpret(kern, {inb.arg(), oi.arg(), w.arg(), bi.arg()}, {1, 1, 1});
+  CHECK(same_bits(oj, oi));
+  CHECK(same_bits(bj, bi));
+  CHECK(std::memcmp(bj.bytes().data(), w.bytes().data(), 32) == 0);  // little-endian bytes
+  uint16_t h0 = static_cast<uint16_t>(inb.get(0)) | static_cast<uint16_t>(inb.get(1)) << 8;
+  float expect = f16_bits_to_f32(h0);
+  bool same = oi.get(0) == expect || (std::isnan(oi.get(0)) && std::isnan(expect));
+  CHECK(same);
+}
