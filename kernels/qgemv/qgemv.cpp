@@ -49,10 +49,11 @@ struct Ctx {
   std::function<Value(const Pointer&)> ld;  // row-masked or plain load
 };
 
-// f16 from two bytes at byte offsets off, off + 1 (little-endian), as f32.
+// The f16 at byte offset off of each row ([BM,1]), as f32: two bytes viewed
+// as one u16, then as f16.
 Value f16_at(Ctx& c, const Value& off) {
-  auto lo = c.ld(c.w + off).to(DType::u16), hi = c.ld(c.w + (off + 1)).to(DType::u16);
-  return ((hi << 8) | lo).bitcast(DType::f16).to(DType::f32);
+  auto bytes = c.ld(c.w + (off + arange(2).to(DType::i64)));  // [BM,2] u8
+  return bytes.bitcast(DType::u16).bitcast(DType::f16).to(DType::f32);
 }
 
 // x's 8-bit values of block `xb` from element `first`, broadcast over the
