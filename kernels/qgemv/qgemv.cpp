@@ -14,7 +14,8 @@
 //   d sc sum(q x) - dmin m sum(x); the min part is kept in its own
 //   per-row accumulator.
 // - Q6_K (w = d sc (q - 32), 6-bit q, 8-bit signed sc per 16 weights):
-//   per lane sum(q x) - 32 sum(x), times its 16-weight group's scale.
+//   per lane sum(q x) times its 16-weight group's scale, minus
+//   32 d sc sum(x) per group through the per-row accumulator.
 #include <functional>
 
 #include "ir/builder.h"
@@ -119,14 +120,15 @@ void block_q4k(Ctx& c, const Value& blk, const Value& sb, Var& acc, Var& accm) {
 }
 
 // One 256-weight Q6_K super-block at byte offsets `blk` [BM,1], x blocks
-// 8*sb .. 8*sb+7; adds to acc [BM,8]. A weight is (6-bit q - 32) * d * sc
-// with one signed 8-bit sc per 16 weights, i.e. per 4 lanes: each lane
-// takes sum(q x) - 32 sum(x) over its 4 weights and its own scale.
-void block_q6k(Ctx& c, const Value& blk, const Value& sb, Var& acc) {
+// 8*sb .. 8*sb+7; adds to acc [BM,8] and the offset term to accm [BM,1].
+// A weight is (6-bit q - 32) * d * sc with one signed 8-bit sc per 16
+// weights, i.e. per 4 lanes: lanes take sum(q x) with their group's scale,
+// and 32 * sc * sum(x) per group is subtracted through accm.
+void block_q6k(Ctx& c, const Value& blk, const Value& sb, Var& acc, Var& accm) {
   auto d = f16_at(c, blk + 208);                                  // [BM,1]
   auto sc = c.ld(c.w + (blk + 192 + arange(16).to(DType::i64)));  // [BM,16] u8
-  auto scf = sc.bitcast(DType::i8).to(DType::f32);
-  auto first_half = arange(8) < 4;  // lanes of weights 0..15
+  // Group scales times d, once per super-block: [BM,16].
+  auto scd = sc.bitcast(DType::i8).to(DType::f32) * d;
   for (int64_t h = 0; h < 2; ++h) {
     auto bytes = [&](int64_t off) { return c.ld(c.w + (blk + off + arange(32).to(DType::i64))); };
     auto ql_lo = bytes(64 * h), ql_hi = bytes(64 * h + 32), qh = bytes(128 + 32 * h);
@@ -134,13 +136,19 @@ void block_q6k(Ctx& c, const Value& blk, const Value& sb, Var& acc) {
       auto low = (s % 2 == 0 ? ql_lo : ql_hi);
       auto q = (s < 2 ? (low & 15) : (low >> 4)) | (((qh >> static_cast<int>(2 * s)) & 3) << 4);
       auto xb = sb * 8 + static_cast<int>(4 * h + s);
-      auto xv = load(c.xq + (xb * 32 + arange(32))).to(DType::i32);
-      auto xsum = sum(reshape(xv, {8, 4}), 1);                                        // [8]
-      auto dot = lanes(c, q.to(DType::i32) * x_bytes(c, xb, 0, 32), 32) - xsum * 32;  // [BM,8]
+      auto dot = lanes(c, q.to(DType::i32) * x_bytes(c, xb, 0, 32), 32);  // [BM,8]
+      // The -32 offset per 16-weight group: 32 * sum of x over the group.
+      auto xv = load(c.xq + (xb * 32 + arange(32))).to(DType::f32);
+      auto x16a = sum(slice(xv, {0}, {16})), x16b = sum(slice(xv, {16}, {16}));
       int64_t j = 8 * h + 2 * s;  // scales j, j+1
-      auto lane_sc = where(first_half, slice(scf, {0, j}, {c.BM, 1}),
-                           slice(scf, {0, j + 1}, {c.BM, 1}));  // [BM,8]
-      acc = acc + dot.to(DType::f32) * lane_sc * (d * load(c.xd + xb));
+      // Lanes 0-3 take group j's scale, lanes 4-7 group j+1's: one shuffle.
+      auto pair = reshape(slice(scd, {0, j}, {c.BM, 2}), {c.BM, 2, 1});
+      auto lane_sc = reshape(broadcast_to(pair, {c.BM, 2, 4}), {c.BM, 8});
+      auto dx = load(c.xd + xb);
+      acc = acc + dot.to(DType::f32) * lane_sc * dx;
+      accm =
+          accm + (slice(scd, {0, j}, {c.BM, 1}) * x16a + slice(scd, {0, j + 1}, {c.BM, 1}) * x16b) *
+                     (dx * 32.0);
     }
   }
 }
@@ -176,7 +184,7 @@ Kernel build_qgemv(const Spec& s) {
     k.for_(0, nb, 1, [&](Value b) {
       auto blk = row_base + (b * f.block_bytes).to(DType::i64);  // [BM,1]
       if (FMT == 14)
-        block_q6k(c, blk, b, acc);
+        block_q6k(c, blk, b, acc, accm);
       else if (FMT == 12)
         block_q4k(c, blk, b, acc, accm);
       else
