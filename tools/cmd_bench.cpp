@@ -14,6 +14,7 @@
 #include "tools/bandwidth_probe.h"
 #include "tools/cli.h"
 #include "tools/gemv_workload.h"
+#include "tools/int4_workload.h"
 #include "tools/qgemv_workload.h"
 
 namespace kiln {
@@ -117,7 +118,32 @@ int cmd_bench(const std::vector<std::string>& argv) {
     }
   }
   // Quantized GEMV: GB/s of weight bytes (the traffic that decides decode speed).
-  for (const auto& f : split(a.get("formats", "q8_0,q4_0,q4_K,q6_K"), ',')) {
+  for (const auto& f : split(a.get("formats", "q8_0,q4_0,q4_K,q6_K,int4w,awq"), ',')) {
+    if (f == "int4w" || f == "awq") {
+      for (auto [m, k] : shapes) {
+        auto work =
+            std::make_shared<Int4Workload>(f == "awq" ? awq_workload(m, k) : int4w_workload(m, k));
+        for (int t : threads) {
+          Runtime* rt = runtimes[t].get();
+          std::string name = f + "/" + std::to_string(m) + "x" + std::to_string(k) +
+                             "/threads:" + std::to_string(t);
+          benchmark::RegisterBenchmark(
+              name.c_str(),
+              [=, &probe](benchmark::State& st) {
+                double roof = probe.measure_gbps(rt->pool(), 3);
+                Spec spec = rt->select(work->kernel, {}, work->args, {}, work->fixed);
+                double s = timed(st, [&] { rt->launch(spec, work->args); });
+                double gbps = static_cast<double>(work->weight_bytes) * st.iterations() / s / 1e9;
+                st.counters["GB/s"] = gbps;
+                st.counters["probe_GB/s"] = roof;
+                st.counters["frac_of_probe"] = gbps / roof;
+              })
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
+      continue;
+    }
     ggml::QuantType fmt;
     if (f == "q8_0")
       fmt = ggml::QuantType::Q8_0;
@@ -128,7 +154,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     else if (f == "q6_K")
       fmt = ggml::QuantType::Q6_K;
     else
-      throw Error("--formats: unknown format '" + f + "' (q8_0, q4_0, q4_K, q6_K)");
+      throw Error("--formats: unknown format '" + f + "' (q8_0, q4_0, q4_K, q6_K, int4w, awq)");
     for (auto [m, k] : shapes) {
       auto work = std::make_shared<QgemvWorkload>(m, k, fmt);
       for (int t : threads) {

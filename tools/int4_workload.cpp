@@ -1,0 +1,68 @@
+#include "tools/int4_workload.h"
+
+#include <cstring>
+#include <random>
+
+#include "ir/dtype.h"
+#include "kernels/quant/awq.h"
+
+namespace kiln {
+
+namespace {
+HostMemory copy_of(const void* p, size_t bytes) {
+  HostMemory m(bytes);
+  std::memcpy(m.data(), p, bytes);
+  return m;
+}
+}  // namespace
+
+Int4Workload int4w_workload(int64_t m, int64_t k) {
+  const int64_t group = 128;
+  std::mt19937_64 rng(1);
+  Int4Workload w{"gemv_int4w", {{"GROUP", group}, {"ZP", 0}}, {}, {}, 0};
+  w.memory.emplace_back(static_cast<size_t>(m * k / 2));          // q
+  w.memory.emplace_back(static_cast<size_t>(m * k / group * 2));  // scales
+  w.memory.emplace_back(size_t{1});                               // no zero points
+  w.memory.emplace_back(static_cast<size_t>(k * 4));              // x
+  w.memory.emplace_back(static_cast<size_t>(m * 4));              // y
+  for (size_t i = 0; i < w.memory[0].size(); ++i)
+    w.memory[0].data()[i] = static_cast<uint8_t>(rng());
+  auto* s = reinterpret_cast<uint16_t*>(w.memory[1].data());
+  for (int64_t i = 0; i < m * k / group; ++i) s[i] = f32_to_f16_bits(0.01f);
+  w.args = {Arg::buffer(w.memory[0].data(), m * k / 2),
+            Arg::buffer(s, m * k / group),
+            Arg::buffer(w.memory[2].data(), 0),
+            Arg::buffer(w.memory[3].data(), k),
+            Arg::buffer(w.memory[4].data(), m),
+            Arg::scalar_int(m),
+            Arg::scalar_int(k)};
+  w.weight_bytes = m * k / 2 + m * k / group * 2;
+  return w;
+}
+
+Int4Workload awq_workload(int64_t m, int64_t k) {
+  const int64_t group = 128;
+  std::mt19937_64 rng(2);
+  std::normal_distribution<float> dist(0, 1);
+  std::vector<float> wf(static_cast<size_t>(k * m));
+  for (float& v : wf) v = dist(rng);
+  AwqWeights a = awq_pack(wf.data(), k, m, group);
+  Int4Workload w{"gemv_awq", {{"GROUP", group}}, {}, {}, 0};
+  w.memory.push_back(copy_of(a.qweight.data(), a.qweight.size() * 4));
+  w.memory.push_back(copy_of(a.qzeros.data(), a.qzeros.size() * 4));
+  w.memory.push_back(copy_of(a.scales.data(), a.scales.size() * 2));
+  w.memory.emplace_back(static_cast<size_t>(k * 4));
+  w.memory.emplace_back(static_cast<size_t>(m * 4));
+  w.args = {Arg::buffer(w.memory[0].data(), static_cast<int64_t>(a.qweight.size())),
+            Arg::buffer(w.memory[1].data(), static_cast<int64_t>(a.qzeros.size())),
+            Arg::buffer(w.memory[2].data(), static_cast<int64_t>(a.scales.size())),
+            Arg::buffer(w.memory[3].data(), k),
+            Arg::buffer(w.memory[4].data(), m),
+            Arg::scalar_int(k),
+            Arg::scalar_int(m)};
+  w.weight_bytes =
+      static_cast<int64_t>(a.qweight.size() * 4 + a.qzeros.size() * 4 + a.scales.size() * 2);
+  return w;
+}
+
+}  // namespace kiln
