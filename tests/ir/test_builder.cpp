@@ -8,26 +8,15 @@
 #include "ir/error.h"
 #include "ir/interpreter.h"
 #include "ir/verifier.h"
+#include "support/ir_helpers.h"
 
 using namespace kiln;
 using Catch::Contains;
 
 namespace {
 
-Spec spec_for(const std::string& name) {
-  Spec s;
-  s.kernel = name;
-  return s;
-}
-
-int count_ops(const Block& b, OpKind kind) {
-  int n = 0;
-  for (const Op& op : b.ops) {
-    n += op.kind == kind;
-    for (const Block& r : op.regions) n += count_ops(r, kind);
-  }
-  return n;
-}
+using kiln::test::count_ops;
+using kiln::test::spec_for;
 
 // The RMSNorm of the architecture notes, written against the real API.
 Kernel rmsnorm(const Spec& s) {

@@ -11,26 +11,14 @@
 #include "ir/passes.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "support/ir_helpers.h"
 
 using namespace kiln;
 
 namespace {
 
-Spec spec_for(const std::string& name) {
-  Spec s;
-  s.kernel = name;
-  return s;
-}
-
-int count_ops(const Block& b, OpKind kind) {
-  int n = 0;
-  for (const Op& op : b.ops) {
-    n += op.kind == kind;
-    for (const Block& r : op.regions) n += count_ops(r, kind);
-  }
-  return n;
-}
-int count_ops(const Kernel& k, OpKind kind) { return count_ops(k.body, kind); }
+using kiln::test::count_ops;
+using kiln::test::spec_for;
 
 int total_ops(const Block& b) {
   int n = 0;
