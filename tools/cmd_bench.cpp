@@ -53,7 +53,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   std::vector<std::string> ours, gbench = {"kiln-bench"};
   for (const auto& s : argv) (s.rfind("--benchmark_", 0) == 0 ? gbench : ours).push_back(s);
   CliArgs a(ours, {"help"});
-  a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats"});
+  a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats", "tokens"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln bench [--threads 1,2] [--shapes 4096x4096,4096x14336] [--dtypes "
@@ -117,6 +117,39 @@ int cmd_bench(const std::vector<std::string>& argv) {
       }
     }
   }
+  // Batched GEMM (prompt processing): --tokens rows of x per weight pass,
+  // reported as GFLOP/s and weight passes per second.
+  int64_t tokens = a.get_int("tokens", 128);
+  if (tokens > 0)
+    for (DType wt : dtypes)
+      for (auto [m, k] : shapes) {
+        auto w = std::make_shared<GemvWorkload>(m, k, wt, DType::f32);  // weights only
+        auto x = std::make_shared<HostMemory>(static_cast<size_t>(tokens * k * 4));
+        auto y = std::make_shared<HostMemory>(static_cast<size_t>(tokens * m * 4));
+        for (int t : threads) {
+          Runtime* rt = runtimes[t].get();
+          std::string name = "gemm/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
+                             std::to_string(k) + "/tokens:" + std::to_string(tokens) +
+                             "/threads:" + std::to_string(t);
+          benchmark::RegisterBenchmark(
+              name.c_str(),
+              [=](benchmark::State& st) {
+                std::vector<Arg> args = {w->args()[0],
+                                         Arg::buffer(x->data(), tokens * k),
+                                         Arg::buffer(y->data(), tokens * m),
+                                         Arg::scalar_int(tokens),
+                                         Arg::scalar_int(m),
+                                         Arg::scalar_int(k)};
+                Spec spec = rt->select("gemm", {{"W", wt}}, args);
+                double s = timed(st, [&] { rt->launch(spec, args); });
+                st.counters["GFLOP/s"] = 2.0 * tokens * m * k * st.iterations() / s / 1e9;
+                st.counters["tokens/s"] = tokens * st.iterations() / s;
+              })
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
+
   // Quantized GEMV: GB/s of weight bytes (the traffic that decides decode speed).
   for (const auto& f : split(a.get("formats", "q8_0,q4_0,q4_K,q6_K,int4w,awq"), ',')) {
     if (f == "int4w" || f == "awq") {

@@ -11,7 +11,7 @@ using namespace kiln;
 TEST_CASE("every registered kernel builds for every declared dtype", "[kernels][registry]") {
   std::vector<std::string> names;
   for (const KernelDef& d : all_kernels()) names.push_back(d.name);
-  CHECK(names == std::vector<std::string>{"add", "gemv", "gemv_awq", "gemv_int4w", "qgemv",
+  CHECK(names == std::vector<std::string>{"add", "gemm", "gemv", "gemv_awq", "gemv_int4w", "qgemv",
                                           "quantize_q8", "rmsnorm", "rope", "scaled_add",
                                           "silu_mul", "softmax"});
   for (const KernelDef& d : all_kernels()) {

@@ -1,0 +1,52 @@
+// gemm against a double-precision product and the interpreter, for shapes
+// off every block size. Tolerance: f32 accumulation of k products
+// (k * 2^-24 * sum |x w|); the JIT's dot may contract to FMA, so it matches
+// the interpreter within the same bound rather than bit for bit.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "support/runtime_fixture.h"
+#include "support/test_data.h"
+
+using namespace kiln;
+using kiln::test::HostBuffer;
+
+TEST_CASE("gemm matches a double-precision reference", "[kernels][gemm]") {
+  struct Dims {
+    int64_t t, n, k;
+  };
+  for (DType tw : {DType::f32, DType::f16, DType::bf16})
+    for (Dims s : {Dims{1, 1, 1}, Dims{2, 33, 100}, Dims{7, 64, 256}, Dims{13, 20, 17}})
+      for (auto [bt, bn, bk] :
+           {std::tuple{4, 16, 16}, std::tuple{1, 8, 32}, std::tuple{8, 32, 8}}) {
+        INFO(dtype_name(tw) << " t=" << s.t << " n=" << s.n << " k=" << s.k << " blocks " << bt
+                            << "," << bn << "," << bk);
+        Spec spec = find_kernel("gemm").make_spec(
+            {{"W", tw}}, {{"BLOCK_T", bt}, {"BLOCK_N", bn}, {"BLOCK_K", bk}});
+        auto w = HostBuffer::random(tw, s.n * s.k, 1),
+             x = HostBuffer::random(DType::f32, s.t * s.k, 2);
+        HostBuffer y(DType::f32, s.t * s.n), yi(DType::f32, s.t * s.n);
+        std::vector<Arg> args = {w.arg(),
+                                 x.arg(),
+                                 y.arg(),
+                                 Arg::scalar_int(s.t),
+                                 Arg::scalar_int(s.n),
+                                 Arg::scalar_int(s.k)};
+        kiln::test::runtime().launch(spec, args);
+        args[2] = yi.arg();
+        kiln::test::runtime().interpret(spec, args);
+        double worst = 0;
+        for (int64_t t = 0; t < s.t; ++t)
+          for (int64_t n = 0; n < s.n; ++n) {
+            double ref = 0, mag = 0;
+            for (int64_t j = 0; j < s.k; ++j) {
+              ref += w.get(n * s.k + j) * x.get(t * s.k + j);
+              mag += std::fabs(w.get(n * s.k + j) * x.get(t * s.k + j));
+            }
+            double tol = s.k * 6e-8 * mag + 1e-7;
+            worst = std::max(worst, std::fabs(y.get(t * s.n + n) - ref) / tol);
+            worst = std::max(worst, std::fabs(y.get(t * s.n + n) - yi.get(t * s.n + n)) / tol);
+          }
+        CHECK(worst <= 1.0);
+      }
+}
