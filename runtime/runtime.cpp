@@ -75,14 +75,26 @@ const CompiledKernel& Runtime::compile(const Spec& spec) {
   return *compiled_.emplace(key, std::move(c)).first->second;
 }
 
+// The parameters of a spec's kernel, built once: select() needs the scalar
+// names on every call, and building IR per op call would dominate it.
+const Kernel& Runtime::signature(const Spec& spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = signatures_.find(spec.str());
+  if (it != signatures_.end()) return it->second;
+  Kernel k = build_kernel(spec);
+  k.body.ops.clear();  // only the parameter list is kept
+  k.values.clear();
+  k.vars.clear();
+  return signatures_.emplace(spec.str(), std::move(k)).first->second;
+}
+
 Spec Runtime::select(const std::string& kernel, const std::map<std::string, DType>& dtypes,
                      const std::vector<Arg>& args, const Sizes& sizes,
                      const std::map<std::string, int64_t>& fixed) {
   const KernelDef& def = find_kernel(kernel);
   Spec spec = def.make_spec(dtypes, fixed);
   if (def.shape_keys.empty()) return spec;
-  // Scalar names come from the kernel's parameters (building IR is cheap).
-  ScalarArgs scalars = scalar_args(build_kernel(spec), args, sizes);
+  ScalarArgs scalars = scalar_args(signature(spec), args, sizes);
   TuningKey key{kernel, spec.dtypes, shape_bucket(def, scalars), spec_variant(def, spec)};
   if (auto tuned = tuning_.find(key)) {
     std::map<std::string, int64_t> c = fixed;

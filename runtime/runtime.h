@@ -75,12 +75,15 @@ class Runtime {
                     const Sizes& sizes);
 
  private:
+  const Kernel& signature(const Spec& spec);
+
   ThreadPool pool_;
   std::unique_ptr<CpuJit> jit_;
   CompileCache cache_;
   TuningDb tuning_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<CompiledKernel>> compiled_;
+  std::map<std::string, Kernel> signatures_;  // by spec, parameters only
 };
 
 // Builds the kernel of a spec and runs the pass pipeline (shared by the

@@ -43,17 +43,28 @@ std::vector<std::string> CliArgs::all(const std::string& name) const {
   return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
-int64_t CliArgs::get_int(const std::string& name, int64_t def) const {
-  if (!has(name)) return def;
-  std::string v = get(name);
+int64_t parse_int(const std::string& text, const std::string& what) {
   try {
     size_t used = 0;
-    int64_t r = std::stoll(v, &used);
-    if (used != v.size()) throw std::invalid_argument(v);
-    return r;
+    int64_t r = std::stoll(text, &used);
+    if (used == text.size()) return r;
   } catch (const std::exception&) {
-    throw Error("option --" + name + " expects an integer, got '" + v + "'");
   }
+  throw Error(what + " expects an integer, got '" + text + "'");
+}
+
+double parse_double(const std::string& text, const std::string& what) {
+  try {
+    size_t used = 0;
+    double r = std::stod(text, &used);
+    if (used == text.size()) return r;
+  } catch (const std::exception&) {
+  }
+  throw Error(what + " expects a number, got '" + text + "'");
+}
+
+int64_t CliArgs::get_int(const std::string& name, int64_t def) const {
+  return has(name) ? parse_int(get(name), "option --" + name) : def;
 }
 
 void CliArgs::allow_only(const std::vector<std::string>& known) const {
@@ -87,14 +98,7 @@ Spec spec_from_args(const std::string& kernel, const CliArgs& a) {
   for (const std::string& c : a.all("const")) {
     size_t eq = c.find('=');
     if (eq == std::string::npos) throw Error("--const expects NAME=VALUE, got '" + c + "'");
-    std::string v = c.substr(eq + 1);
-    try {
-      size_t used = 0;
-      consts[c.substr(0, eq)] = std::stoll(v, &used);
-      if (used != v.size()) throw std::invalid_argument(v);
-    } catch (const std::exception&) {
-      throw Error("--const " + c.substr(0, eq) + " expects an integer, got '" + v + "'");
-    }
+    consts[c.substr(0, eq)] = parse_int(c.substr(eq + 1), "--const " + c.substr(0, eq));
   }
   return def.make_spec(dtypes, consts);
 }

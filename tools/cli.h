@@ -33,6 +33,11 @@ class CliArgs {
   std::vector<std::string> positional_;
 };
 
+// The whole text as a number, else kiln::Error "<what> expects an integer
+// (a number), got '<text>'".
+int64_t parse_int(const std::string& text, const std::string& what);
+double parse_double(const std::string& text, const std::string& what);
+
 int cmd_run(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -29,14 +30,10 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-int64_t parse_int(const std::string& s, const std::string& what) {
-  try {
-    size_t used = 0;
-    int64_t v = std::stoll(s, &used);
-    if (used == s.size() && v > 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw Error(what + ": expected a positive integer, got '" + s + "'");
+int64_t parse_positive(const std::string& s, const std::string& what) {
+  int64_t v = parse_int(s, what);
+  if (v <= 0) throw Error(what + " expects a positive integer, got '" + s + "'");
+  return v;
 }
 
 // Runs the benchmark loop and returns its wall time in seconds.
@@ -45,6 +42,28 @@ double timed(benchmark::State& st, F&& body) {
   auto t0 = std::chrono::steady_clock::now();
   for (auto _ : st) body();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One memory-bound kernel, in GB/s of `bytes` and as a fraction of the probe
+// re-measured right before it (on a shared machine bandwidth drifts within
+// a run). `keep` owns the memory `args` point into; `pick` chooses the spec.
+void register_streaming(const std::string& name, Runtime* rt, const BandwidthProbe& probe,
+                        int64_t bytes, std::vector<Arg> args, std::shared_ptr<const void> keep,
+                        std::function<Spec(const std::vector<Arg>&)> pick) {
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [=, &probe](benchmark::State& st) {
+                                 (void)keep;
+                                 double roof = probe.measure_gbps(rt->pool(), 3);
+                                 Spec spec = pick(args);
+                                 double s = timed(st, [&] { rt->launch(spec, args); });
+                                 double gbps =
+                                     static_cast<double>(bytes) * st.iterations() / s / 1e9;
+                                 st.counters["GB/s"] = gbps;
+                                 st.counters["probe_GB/s"] = roof;
+                                 st.counters["frac_of_probe"] = gbps / roof;
+                               })
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace
@@ -65,12 +84,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
   }
   std::vector<int> threads;
   for (const auto& t : split(a.get("threads", "1,2"), ','))
-    threads.push_back(static_cast<int>(parse_int(t, "--threads")));
+    threads.push_back(static_cast<int>(parse_positive(t, "--threads")));
   std::vector<std::pair<int64_t, int64_t>> shapes;
   for (const auto& s : split(a.get("shapes", "4096x4096,4096x14336"), ',')) {
     auto mk = split(s, 'x');
     if (mk.size() != 2) throw Error("--shapes: expected MxK, got '" + s + "'");
-    shapes.emplace_back(parse_int(mk[0], "--shapes"), parse_int(mk[1], "--shapes"));
+    shapes.emplace_back(parse_positive(mk[0], "--shapes"), parse_positive(mk[1], "--shapes"));
   }
   std::vector<DType> dtypes;
   for (const auto& d : split(a.get("dtypes", "f32,f16,bf16"), ','))
@@ -99,21 +118,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
         rt->compile(spec);
         std::string name = "gemv/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
                            std::to_string(k) + "/threads:" + std::to_string(t);
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [=, &probe](benchmark::State& st) {
-                                       // Re-measured next to each kernel: on a shared
-                                       // machine the bandwidth drifts within a run.
-                                       double roof = probe.measure_gbps(rt->pool(), 3);
-                                       auto args = work->args();
-                                       double s = timed(st, [&] { rt->launch(spec, args); });
-                                       double gbps = static_cast<double>(work->bytes()) *
-                                                     st.iterations() / s / 1e9;
-                                       st.counters["GB/s"] = gbps;
-                                       st.counters["probe_GB/s"] = roof;
-                                       st.counters["frac_of_probe"] = gbps / roof;
-                                     })
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+        register_streaming(name, rt, probe, work->bytes(), work->args(), work,
+                           [spec](const std::vector<Arg>&) { return spec; });
       }
     }
   }
@@ -160,33 +166,20 @@ int cmd_bench(const std::vector<std::string>& argv) {
           Runtime* rt = runtimes[t].get();
           std::string name = f + "/" + std::to_string(m) + "x" + std::to_string(k) +
                              "/threads:" + std::to_string(t);
-          benchmark::RegisterBenchmark(
-              name.c_str(),
-              [=, &probe](benchmark::State& st) {
-                double roof = probe.measure_gbps(rt->pool(), 3);
-                Spec spec = rt->select(work->kernel, {}, work->args, {}, work->fixed);
-                double s = timed(st, [&] { rt->launch(spec, work->args); });
-                double gbps = static_cast<double>(work->weight_bytes) * st.iterations() / s / 1e9;
-                st.counters["GB/s"] = gbps;
-                st.counters["probe_GB/s"] = roof;
-                st.counters["frac_of_probe"] = gbps / roof;
-              })
-              ->UseRealTime()
-              ->Unit(benchmark::kMillisecond);
+          register_streaming(name, rt, probe, work->weight_bytes, work->args, work,
+                             [rt, work](const std::vector<Arg>& args) {
+                               return rt->select(work->kernel, {}, args, {}, work->fixed);
+                             });
         }
       }
       continue;
     }
-    ggml::QuantType fmt;
-    if (f == "q8_0")
-      fmt = ggml::QuantType::Q8_0;
-    else if (f == "q4_0")
-      fmt = ggml::QuantType::Q4_0;
-    else if (f == "q4_K")
-      fmt = ggml::QuantType::Q4_K;
-    else if (f == "q6_K")
-      fmt = ggml::QuantType::Q6_K;
-    else
+    ggml::QuantType fmt{};
+    bool known = false;
+    for (auto t : {ggml::QuantType::Q8_0, ggml::QuantType::Q4_0, ggml::QuantType::Q4_K,
+                   ggml::QuantType::Q6_K})
+      if (ggml::block_format(t).name == f) fmt = t, known = true;
+    if (!known)
       throw Error("--formats: unknown format '" + f + "' (q8_0, q4_0, q4_K, q6_K, int4w, awq)");
     for (auto [m, k] : shapes) {
       auto work = std::make_shared<QgemvWorkload>(m, k, fmt);
@@ -194,20 +187,11 @@ int cmd_bench(const std::vector<std::string>& argv) {
         Runtime* rt = runtimes[t].get();
         std::string name = "qgemv/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
                            "/threads:" + std::to_string(t);
-        benchmark::RegisterBenchmark(
-            name.c_str(),
-            [=, &probe](benchmark::State& st) {
-              double roof = probe.measure_gbps(rt->pool(), 3);
-              auto args = work->args();
-              Spec spec = rt->select("qgemv", {}, args, {}, {{"FMT", static_cast<int>(fmt)}});
-              double s = timed(st, [&] { rt->launch(spec, args); });
-              double gbps = static_cast<double>(work->weight_bytes()) * st.iterations() / s / 1e9;
-              st.counters["GB/s"] = gbps;
-              st.counters["probe_GB/s"] = roof;
-              st.counters["frac_of_probe"] = gbps / roof;
-            })
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+        register_streaming(
+            name, rt, probe, work->weight_bytes(), work->args(), work,
+            [rt, fmt](const std::vector<Arg>& args) {
+              return rt->select("qgemv", {}, args, {}, {{"FMT", static_cast<int>(fmt)}});
+            });
       }
     }
   }

@@ -23,21 +23,6 @@ std::map<std::string, std::string> parse_pairs(const std::string& s, const std::
   return out;
 }
 
-template <class T>
-T parse_number(const std::string& v, const std::string& what) {
-  try {
-    size_t used = 0;
-    T r;
-    if constexpr (std::is_integral_v<T>)
-      r = std::stoll(v, &used);
-    else
-      r = std::stod(v, &used);
-    if (used == v.size()) return r;
-  } catch (const std::exception&) {
-  }
-  throw Error(what + ": '" + v + "' is not a number");
-}
-
 }  // namespace
 
 int cmd_tune(const std::vector<std::string>& argv) {
@@ -67,10 +52,11 @@ int cmd_tune(const std::vector<std::string>& argv) {
     o.fixed[name] = given.constexprs.at(name);
   }
   for (const auto& [k, v] : parse_pairs(a.get("shape"), "--shape"))
-    o.shape[k] = parse_number<int64_t>(v, "--shape " + k);
+    o.shape[k] = parse_int(v, "--shape " + k);
   for (const std::string& s : a.all("scalar"))
-    for (const auto& [k, v] : parse_pairs(s, "--scalar")) o.floats[k] = parse_number<double>(v, k);
-  o.budget_s = parse_number<double>(a.get("budget", "60"), "--budget");
+    for (const auto& [k, v] : parse_pairs(s, "--scalar"))
+      o.floats[k] = parse_double(v, "--scalar " + k);
+  o.budget_s = parse_double(a.get("budget", "60"), "--budget");
   Runtime rt(static_cast<int>(a.get_int("threads", 0)));
   std::printf("tuning %s for %s on %s, %d thread(s), budget %.0f s\n", kernel.c_str(),
               a.get("shape").c_str(), tuning_class(rt.jit().target()).c_str(), rt.threads(),

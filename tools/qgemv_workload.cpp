@@ -15,12 +15,7 @@ QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, uint64_t
   for (int64_t i = 0; i < m; ++i) {
     for (float& v : row) v = dist(rng);
     uint8_t* dst = w_.data() + i * (k / f.block_elems) * f.block_bytes;
-    switch (fmt) {
-      case ggml::QuantType::Q4_0: ggml::quantize_q4_0(row.data(), k, dst); break;
-      case ggml::QuantType::Q8_0: ggml::quantize_q8_0(row.data(), k, dst); break;
-      case ggml::QuantType::Q4_K: ggml::quantize_q4_k(row.data(), k, dst); break;
-      case ggml::QuantType::Q6_K: ggml::quantize_q6_k(row.data(), k, dst); break;
-    }
+    ggml::quantize(fmt, row.data(), k, dst);
   }
   xq_ = HostMemory(static_cast<size_t>(k));
   xd_ = HostMemory(static_cast<size_t>(k / 32 * 4));

@@ -20,27 +20,12 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/quant/ggml_blocks.h"
 #include "kernels/registry.h"
 #include "kernels/row_block.h"
 
 namespace kiln {
 namespace {
-
-struct Format {
-  int block_elems, block_bytes;
-};
-
-Format format_of(int64_t fmt) {
-  switch (fmt) {
-    case 2: return {32, 18};
-    case 8: return {32, 34};
-    case 12: return {256, 144};
-    case 14: return {256, 210};
-    default:
-      throw Error("kernel 'qgemv': FMT must be 2 (q4_0), 8 (q8_0), 12 (q4_K) or 14 (q6_K), got " +
-                  std::to_string(fmt));
-  }
-}
 
 // Everything one program needs to read its rows' blocks and x's blocks.
 struct Ctx {
@@ -156,7 +141,8 @@ void block_q6k(Ctx& c, const Value& blk, const Value& sb, Var& acc, Var& accm) {
 Kernel build_qgemv(const Spec& s) {
   KernelBuilder k("qgemv", s);
   const int64_t FMT = s.constexpr_("FMT"), BM = s.constexpr_("BLOCK_M");
-  const Format f = format_of(FMT);
+  // The block geometry of the weight format (throws for formats qgemv lacks).
+  const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(FMT));
   auto w = k.buffer("w", DType::u8), xq = k.buffer("xq", DType::i8);
   auto xd = k.buffer("xd", DType::f32), xs = k.buffer("xs", DType::i32);
   auto y = k.buffer("y", DType::f32);
@@ -207,7 +193,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
           int64_t m = a.i("m"), kk = a.i("k");
-          Format f = format_of(s.constexpr_("FMT"));
+          const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(s.constexpr_("FMT")));
           if (kk % f.block_elems)
             throw Error("kernel 'qgemv': k = " + std::to_string(kk) + " is not a multiple of the " +
                         std::to_string(f.block_elems) + "-weight block");

@@ -311,6 +311,15 @@ void quantize_q6_k(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
+void quantize(QuantType t, const float* x, int64_t n, uint8_t* out) {
+  switch (t) {
+    case QuantType::Q4_0: return quantize_q4_0(x, n, out);
+    case QuantType::Q8_0: return quantize_q8_0(x, n, out);
+    case QuantType::Q4_K: return quantize_q4_k(x, n, out);
+    case QuantType::Q6_K: return quantize_q6_k(x, n, out);
+  }
+}
+
 void dequantize(QuantType t, const uint8_t* blk, int64_t n, float* y) {
   const BlockFormat& f = block_format(t);
   check_multiple(n, f.block_elems, "dequantize " + std::string(f.name));

@@ -41,6 +41,9 @@ void quantize_q4_k(const float* x, int64_t n, uint8_t* out);
 // to signed 8 bits against the block's d, then the final 6-bit values.
 void quantize_q6_k(const float* x, int64_t n, uint8_t* out);
 
+// Any of the quantisers above by type; n a multiple of the type's block size.
+void quantize(QuantType t, const float* x, int64_t n, uint8_t* out);
+
 // n must be a multiple of the type's block size.
 void dequantize(QuantType t, const uint8_t* blocks, int64_t n, float* out);
 

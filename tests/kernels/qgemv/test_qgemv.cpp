@@ -96,10 +96,7 @@ TEST_CASE("qgemv matches the dequantised product for Q4_0, Q8_0 and Q4_K", "[ker
           }
         } else {
           std::vector<float> wf = random_floats(static_cast<size_t>(s.m * s.k), 2, 1.0f);
-          if (fmt == 2)
-            ggml::quantize_q4_0(wf.data(), s.m * s.k, w.data());
-          else
-            ggml::quantize_q8_0(wf.data(), s.m * s.k, w.data());
+          ggml::quantize(qt, wf.data(), s.m * s.k, w.data());
         }
         std::vector<float> wd(static_cast<size_t>(s.m * s.k));
         ggml::dequantize(qt, w.data(), s.m * s.k, wd.data());
