@@ -57,6 +57,11 @@ struct KernelDef {
   // Optional: constexpr defaults that depend on the dtypes (the kernel's own
   // heuristic). Applied to the constexprs the caller did not set.
   std::function<std::map<std::string, int64_t>(const Spec&)> heuristic = nullptr;
+  // Optional: constexprs that depend on the launch sizes (e.g. how many
+  // tokens a program takes). Runtime::select applies it when the tuning
+  // database has no entry, to the constexprs the caller did not fix.
+  std::function<std::map<std::string, int64_t>(const Spec&, const ScalarArgs&)> shape_heuristic =
+      nullptr;
   // What tuning may change, and the launch sizes whose power-of-two buckets
   // key the tuning database (e.g. {"m", "k"} for gemv).
   std::vector<Tunable> tunables = {};

@@ -101,6 +101,11 @@ Spec Runtime::select(const std::string& kernel, const std::map<std::string, DTyp
     c.insert(tuned->begin(), tuned->end());
     return def.make_spec(spec.dtypes, c);
   }
+  if (def.shape_heuristic) {
+    std::map<std::string, int64_t> c = def.shape_heuristic(spec, scalars);
+    for (const auto& [name, v] : fixed) c[name] = v;
+    return def.make_spec(spec.dtypes, c);
+  }
   return spec;
 }
 

@@ -94,13 +94,17 @@ Spec spec_from_args(const std::string& kernel, const CliArgs& a) {
       dtypes[d.substr(0, eq)] = parse_dtype(d.substr(eq + 1));
     }
   }
+  return def.make_spec(dtypes, const_args(a));
+}
+
+std::map<std::string, int64_t> const_args(const CliArgs& a) {
   std::map<std::string, int64_t> consts;
   for (const std::string& c : a.all("const")) {
     size_t eq = c.find('=');
     if (eq == std::string::npos) throw Error("--const expects NAME=VALUE, got '" + c + "'");
     consts[c.substr(0, eq)] = parse_int(c.substr(eq + 1), "--const " + c.substr(0, eq));
   }
-  return def.make_spec(dtypes, consts);
+  return consts;
 }
 
 }  // namespace kiln

@@ -51,5 +51,7 @@ namespace kiln {
 struct Spec;
 // Spec for a library kernel from `--dtype [ROLE=]DT` (bare DT sets the first
 // role) and `--const NAME=V` options, defaults for the rest.
+// The --const NAME=VALUE pairs.
+std::map<std::string, int64_t> const_args(const CliArgs& a);
 Spec spec_from_args(const std::string& kernel, const CliArgs& a);
 }  // namespace kiln

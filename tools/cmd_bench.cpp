@@ -181,17 +181,46 @@ int cmd_bench(const std::vector<std::string>& argv) {
       if (ggml::block_format(t).name == f) fmt = t, known = true;
     if (!known)
       throw Error("--formats: unknown format '" + f + "' (q8_0, q4_0, q4_K, q6_K, int4w, awq)");
+    // --const values qgemv declares (e.g. BLOCK_M) override the dispatch.
+    std::map<std::string, int64_t> fixed = {{"FMT", static_cast<int>(fmt)}};
+    for (const auto& [name, v] : const_args(a))
+      for (const auto& [declared, _] : find_kernel("qgemv").constexpr_defaults)
+        if (name == declared && name != "FMT") fixed[name] = v;
     for (auto [m, k] : shapes) {
       auto work = std::make_shared<QgemvWorkload>(m, k, fmt);
+      runtimes.begin()->second->call("quantize_q8", {}, work->quantize_args());
       for (int t : threads) {
         Runtime* rt = runtimes[t].get();
         std::string name = "qgemv/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
                            "/threads:" + std::to_string(t);
-        register_streaming(
-            name, rt, probe, work->weight_bytes(), work->args(), work,
-            [rt, fmt](const std::vector<Arg>& args) {
-              return rt->select("qgemv", {}, args, {}, {{"FMT", static_cast<int>(fmt)}});
-            });
+        register_streaming(name, rt, probe, work->weight_bytes(), work->args(), work,
+                           [rt, fixed](const std::vector<Arg>& args) {
+                             return rt->select("qgemv", {}, args, {}, fixed);
+                           });
+      }
+      // Prompt processing: the activations' quantisation plus the product,
+      // as a forward pays them.
+      if (tokens <= 1) continue;
+      auto batch = std::make_shared<QgemvWorkload>(m, k, fmt, tokens);
+      for (int t : threads) {
+        Runtime* rt = runtimes[t].get();
+        std::string name = "qgemm/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
+                           "/tokens:" + std::to_string(tokens) + "/threads:" + std::to_string(t);
+        benchmark::RegisterBenchmark(
+            name.c_str(),
+            [=](benchmark::State& st) {
+              std::vector<Arg> qa = batch->quantize_args(), args = batch->args();
+              Spec qspec = rt->select("quantize_q8", {}, qa);
+              Spec spec = rt->select("qgemv", {}, args, {}, fixed);
+              double s = timed(st, [&] {
+                rt->launch(qspec, qa);
+                rt->launch(spec, args);
+              });
+              st.counters["GFLOP/s"] = 2.0 * tokens * m * k * st.iterations() / s / 1e9;
+              st.counters["tokens/s"] = tokens * st.iterations() / s;
+            })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
       }
     }
   }

@@ -1,12 +1,12 @@
 #include "tools/qgemv_workload.h"
 
-#include <cmath>
 #include <random>
 
 namespace kiln {
 
-QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, uint64_t seed)
-    : m_(m), k_(k) {
+QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t tokens,
+                             uint64_t seed)
+    : m_(m), k_(k), t_(tokens) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0, 1);
   const ggml::BlockFormat& f = ggml::block_format(fmt);
@@ -17,25 +17,30 @@ QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, uint64_t
     uint8_t* dst = w_.data() + i * (k / f.block_elems) * f.block_bytes;
     ggml::quantize(fmt, row.data(), k, dst);
   }
-  xq_ = HostMemory(static_cast<size_t>(k));
-  xd_ = HostMemory(static_cast<size_t>(k / 32 * 4));
-  xs_ = HostMemory(static_cast<size_t>(k / 32 * 4));
-  y_ = HostMemory(static_cast<size_t>(m * 4));
-  auto* q = reinterpret_cast<int8_t*>(xq_.data());
-  auto* d = reinterpret_cast<float*>(xd_.data());
-  for (int64_t j = 0; j < k; ++j)
-    q[j] = static_cast<int8_t>(static_cast<int>(dist(rng) * 40) % 127);
-  for (int64_t b = 0; b < k / 32; ++b) d[b] = 0.01f;
+  x_ = HostMemory(static_cast<size_t>(t_ * k * 4));
+  xq_ = HostMemory(static_cast<size_t>(t_ * k));
+  xd_ = HostMemory(static_cast<size_t>(t_ * k / 32 * 4));
+  xs_ = HostMemory(static_cast<size_t>(t_ * k / 32 * 4));
+  y_ = HostMemory(static_cast<size_t>(t_ * m * 4));
+  auto* x = reinterpret_cast<float*>(x_.data());
+  for (int64_t j = 0; j < t_ * k; ++j) x[j] = dist(rng);
+}
+
+std::vector<Arg> QgemvWorkload::quantize_args() {
+  int64_t nb = t_ * k_ / 32;
+  return {Arg::buffer(x_.data(), t_ * k_), Arg::buffer(xq_.data(), t_ * k_),
+          Arg::buffer(xd_.data(), nb), Arg::buffer(xs_.data(), nb), Arg::scalar_int(nb)};
 }
 
 std::vector<Arg> QgemvWorkload::args() {
   return {Arg::buffer(w_.data(), static_cast<int64_t>(w_.size())),
-          Arg::buffer(xq_.data(), k_),
-          Arg::buffer(xd_.data(), k_ / 32),
-          Arg::buffer(xs_.data(), k_ / 32),
-          Arg::buffer(y_.data(), m_),
+          Arg::buffer(xq_.data(), t_ * k_),
+          Arg::buffer(xd_.data(), t_ * k_ / 32),
+          Arg::buffer(xs_.data(), t_ * k_ / 32),
+          Arg::buffer(y_.data(), t_ * m_),
           Arg::scalar_int(m_),
-          Arg::scalar_int(k_)};
+          Arg::scalar_int(k_),
+          Arg::scalar_int(t_)};
 }
 
 }  // namespace kiln

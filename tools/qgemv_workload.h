@@ -1,5 +1,7 @@
-// A quantized GEMV problem for `kiln bench`: random weights quantised with
-// the ggml reference quantisers, x already in quantize_q8's 8-bit blocks.
+// A quantized GEMV/GEMM problem for `kiln bench`: random weights quantised
+// with the ggml reference quantisers and `tokens` random activations in f32,
+// with room for their quantize_q8 blocks (so a benchmark can time the
+// activation quantisation together with the product, as a forward pays it).
 #pragma once
 
 #include <cstdint>
@@ -13,14 +15,16 @@ namespace kiln {
 
 class QgemvWorkload {
  public:
-  QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, uint64_t seed = 1);
+  QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t tokens = 1, uint64_t seed = 1);
 
+  // quantize_q8's arguments (x f32 -> xq, xd, xs) and qgemv's.
+  std::vector<Arg> quantize_args();
   std::vector<Arg> args();
   int64_t weight_bytes() const { return static_cast<int64_t>(w_.size()); }
 
  private:
-  int64_t m_, k_;
-  HostMemory w_, xq_, xd_, xs_, y_;
+  int64_t m_, k_, t_;
+  HostMemory w_, x_, xq_, xd_, xs_, y_;
 };
 
 }  // namespace kiln

@@ -168,7 +168,7 @@ TEST_CASE("the shipped tuning databases are valid", "[runtime][tuning]") {
 TEST_CASE("non-tunable constexprs key separate tuning variants", "[runtime][tuning]") {
   TuningDb db;
   db.load_text(R"([[qgemv]]
-bucket = { m = 64, k = 64 }
+bucket = { m = 64, k = 64, t = 1 }
 variant = { FMT = 2 }
 BLOCK_M = 2
 )",
@@ -186,7 +186,8 @@ BLOCK_M = 2
                            Arg::buffer(xs.data(), 2),
                            Arg::buffer(y.data(), 64),
                            Arg::scalar_int(64),
-                           Arg::scalar_int(64)};
+                           Arg::scalar_int(64),
+                           Arg::scalar_int(1)};
   CHECK(rt.select("qgemv", {}, args, {}, {{"FMT", 2}}).constexprs.at("BLOCK_M") == 2);
   CHECK(rt.select("qgemv", {}, args, {}, {{"FMT", 8}}).constexprs.at("BLOCK_M") == 8);
   CHECK_THAT(TuningDb().to_toml(), Catch::Contains("written by `kiln tune`"));

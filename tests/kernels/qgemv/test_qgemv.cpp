@@ -74,60 +74,88 @@ TEST_CASE("quantize_q8 matches ggml's Q8_0 rounding", "[kernels][quant]") {
   }
 }
 
-TEST_CASE("qgemv matches the dequantised product for Q4_0, Q8_0 and Q4_K", "[kernels][qgemv]") {
+namespace {
+
+// Random weights of `fmt` for an m x k matrix; K-quant blocks get random
+// bytes with small, sane super-block scales.
+std::vector<uint8_t> random_weights(int fmt, int64_t m, int64_t k) {
+  auto qt = static_cast<ggml::QuantType>(fmt);
+  const ggml::BlockFormat& bf = ggml::block_format(qt);
+  std::vector<uint8_t> w(static_cast<size_t>(m * k / bf.block_elems * bf.block_bytes));
+  if (fmt == 12 || fmt == 14) {
+    std::mt19937 rng(7);
+    for (auto& byte : w) byte = static_cast<uint8_t>(rng());
+    for (size_t b = 0; b < w.size(); b += bf.block_bytes) {
+      uint16_t d = f32_to_f16_bits(0.002f * (1 + b % 5)), dm = f32_to_f16_bits(0.001f);
+      std::memcpy(&w[b + (fmt == 12 ? 0 : 208)], &d, 2);
+      if (fmt == 12) std::memcpy(&w[b + 2], &dm, 2);
+    }
+  } else {
+    std::vector<float> wf = random_floats(static_cast<size_t>(m * k), 2, 1.0f);
+    ggml::quantize(qt, wf.data(), m * k, w.data());
+  }
+  return w;
+}
+
+// Runs qgemv for t tokens through the JIT and the interpreter and checks
+// both against the double-precision product on the dequantised weights.
+void check_qgemv(int fmt, int64_t m, int64_t k, int64_t t, int bm, int bt) {
+  INFO("fmt " << fmt << " m=" << m << " k=" << k << " t=" << t << " BLOCK_M=" << bm
+              << " BLOCK_T=" << bt);
+  auto qt = static_cast<ggml::QuantType>(fmt);
+  std::vector<uint8_t> w = random_weights(fmt, m, k);
+  std::vector<float> wd(static_cast<size_t>(m * k));
+  ggml::dequantize(qt, w.data(), m * k, wd.data());
+  std::vector<float> x = random_floats(static_cast<size_t>(t * k), 3, 1.0f);
+  QuantizedX xq = quantize_x(x, false);
+  Spec spec = find_kernel("qgemv").make_spec({}, {{"FMT", fmt}, {"BLOCK_M", bm}, {"BLOCK_T", bt}});
+  std::vector<float> y(t * m), yi(t * m);
+  std::vector<Arg> args = {Arg::buffer(w.data(), w.size()),
+                           Arg::buffer(xq.q.data(), t * k),
+                           Arg::buffer(xq.d.data(), t * k / 32),
+                           Arg::buffer(xq.s.data(), t * k / 32),
+                           Arg::buffer(y.data(), t * m),
+                           Arg::scalar_int(m),
+                           Arg::scalar_int(k),
+                           Arg::scalar_int(t)};
+  kiln::test::runtime().launch(spec, args);
+  args[4] = Arg::buffer(yi.data(), t * m);
+  kiln::test::runtime().interpret(spec, args);
+  double worst = 0, worst_interp = 0;
+  for (int64_t tok = 0; tok < t; ++tok)
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xt = &x[tok * k];
+      double ref = 0, bound = 0, mag = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        ref += static_cast<double>(wd[i * k + j]) * xt[j];
+        mag += std::fabs(static_cast<double>(wd[i * k + j]) * xt[j]);
+        bound += std::fabs(wd[i * k + j]) * xq.d[(tok * k + j) / 32] / 2;
+      }
+      float got = y[tok * m + i], interp = yi[tok * m + i];
+      worst = std::max(worst, std::fabs(got - ref) / (bound + 1e-5 * mag + 1e-6));
+      worst_interp = std::max(worst_interp, std::fabs(got - interp) / (1e-6 * mag + 1e-7));
+    }
+  CHECK(worst <= 1.0);
+  CHECK(worst_interp <= 1.0);
+}
+
+}  // namespace
+
+TEST_CASE("qgemv matches the dequantised product for Q4_0, Q8_0, Q4_K and Q6_K",
+          "[kernels][qgemv]") {
   struct Dims {
     int64_t m, k;
   };
   for (int fmt : {2, 8, 12, 14})
     for (Dims s : {Dims{1, 256}, Dims{7, 512}, Dims{33, 4096}, Dims{130, 256}})
-      for (int bm : {1, 4, 8}) {
-        INFO("fmt " << fmt << " m=" << s.m << " k=" << s.k << " BLOCK_M=" << bm);
-        auto qt = static_cast<ggml::QuantType>(fmt);
-        const ggml::BlockFormat& bf = ggml::block_format(qt);
-        std::vector<uint8_t> w(static_cast<size_t>(s.m * s.k / bf.block_elems * bf.block_bytes));
-        if (fmt == 12 || fmt == 14) {
-          // Random K-quant blocks with small, sane super-block scales.
-          std::mt19937 rng(7);
-          for (auto& byte : w) byte = static_cast<uint8_t>(rng());
-          for (size_t b = 0; b < w.size(); b += bf.block_bytes) {
-            uint16_t d = f32_to_f16_bits(0.002f * (1 + b % 5)), dm = f32_to_f16_bits(0.001f);
-            std::memcpy(&w[b + (fmt == 12 ? 0 : 208)], &d, 2);
-            if (fmt == 12) std::memcpy(&w[b + 2], &dm, 2);
-          }
-        } else {
-          std::vector<float> wf = random_floats(static_cast<size_t>(s.m * s.k), 2, 1.0f);
-          ggml::quantize(qt, wf.data(), s.m * s.k, w.data());
-        }
-        std::vector<float> wd(static_cast<size_t>(s.m * s.k));
-        ggml::dequantize(qt, w.data(), s.m * s.k, wd.data());
-        std::vector<float> x = random_floats(static_cast<size_t>(s.k), 3, 1.0f);
-        QuantizedX xq = quantize_x(x, false);
-        Spec spec = find_kernel("qgemv").make_spec({}, {{"FMT", fmt}, {"BLOCK_M", bm}});
-        std::vector<float> y(s.m), yi(s.m);
-        std::vector<Arg> args = {Arg::buffer(w.data(), w.size()),
-                                 Arg::buffer(xq.q.data(), s.k),
-                                 Arg::buffer(xq.d.data(), s.k / 32),
-                                 Arg::buffer(xq.s.data(), s.k / 32),
-                                 Arg::buffer(y.data(), s.m),
-                                 Arg::scalar_int(s.m),
-                                 Arg::scalar_int(s.k)};
-        kiln::test::runtime().launch(spec, args);
-        args[4] = Arg::buffer(yi.data(), s.m);
-        kiln::test::runtime().interpret(spec, args);
-        double worst = 0, worst_interp = 0;
-        for (int64_t i = 0; i < s.m; ++i) {
-          double ref = 0, bound = 0, mag = 0;
-          for (int64_t j = 0; j < s.k; ++j) {
-            ref += static_cast<double>(wd[i * s.k + j]) * x[j];
-            mag += std::fabs(static_cast<double>(wd[i * s.k + j]) * x[j]);
-            bound += std::fabs(wd[i * s.k + j]) * xq.d[j / 32] / 2;
-          }
-          worst = std::max(worst, std::fabs(y[i] - ref) / (bound + 1e-5 * mag + 1e-6));
-          worst_interp = std::max(worst_interp, std::fabs(y[i] - yi[i]) / (1e-6 * mag + 1e-7));
-        }
-        CHECK(worst <= 1.0);
-        CHECK(worst_interp <= 1.0);
-      }
+      for (int bm : {1, 4, 8}) check_qgemv(fmt, s.m, s.k, 1, bm, 1);
+}
+
+TEST_CASE("qgemv over several tokens (prompt GEMM) matches per token", "[kernels][qgemv]") {
+  // Token counts off the token block, and rows off the row block.
+  for (int fmt : {2, 8, 12, 14})
+    for (int64_t t : {2, 5, 9})
+      for (int bt : {1, 4}) check_qgemv(fmt, 19, 512, t, 8, bt);
 }
 
 TEST_CASE("qgemv refuses k off the block size", "[kernels][qgemv][error]") {
@@ -135,10 +163,11 @@ TEST_CASE("qgemv refuses k off the block size", "[kernels][qgemv][error]") {
   std::vector<int8_t> xq(40);
   std::vector<float> xd(2), y(2);
   std::vector<int32_t> xs(2);
-  REQUIRE_THROWS_WITH(kiln::test::runtime().launch(
-                          find_kernel("qgemv").make_spec(),
-                          {Arg::buffer(w.data(), w.size()), Arg::buffer(xq.data(), 40),
-                           Arg::buffer(xd.data(), 2), Arg::buffer(xs.data(), 2),
-                           Arg::buffer(y.data(), 2), Arg::scalar_int(2), Arg::scalar_int(40)}),
-                      Catch::Contains("k = 40 is not a multiple of the 32-weight block"));
+  REQUIRE_THROWS_WITH(
+      kiln::test::runtime().launch(
+          find_kernel("qgemv").make_spec(),
+          {Arg::buffer(w.data(), w.size()), Arg::buffer(xq.data(), 40), Arg::buffer(xd.data(), 2),
+           Arg::buffer(xs.data(), 2), Arg::buffer(y.data(), 2), Arg::scalar_int(2),
+           Arg::scalar_int(40), Arg::scalar_int(1)}),
+      Catch::Contains("k = 40 is not a multiple of the 32-weight block"));
 }
