@@ -23,19 +23,28 @@ Int4Workload int4w_workload(int64_t m, int64_t k) {
   w.memory.emplace_back(static_cast<size_t>(m * k / 2));          // q
   w.memory.emplace_back(static_cast<size_t>(m * k / group * 2));  // scales
   w.memory.emplace_back(size_t{1});                               // no zero points
-  w.memory.emplace_back(static_cast<size_t>(k * 4));              // x
+  w.memory.emplace_back(static_cast<size_t>(k));                  // x: 8-bit blocks
+  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));         // x block scales
+  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));         // x block sums
   w.memory.emplace_back(static_cast<size_t>(m * 4));              // y
   for (size_t i = 0; i < w.memory[0].size(); ++i)
     w.memory[0].data()[i] = static_cast<uint8_t>(rng());
+  for (size_t i = 0; i < w.memory[3].size(); ++i)
+    w.memory[3].data()[i] = static_cast<uint8_t>(rng() % 255 - 127);
   auto* s = reinterpret_cast<uint16_t*>(w.memory[1].data());
   for (int64_t i = 0; i < m * k / group; ++i) s[i] = f32_to_f16_bits(0.01f);
+  auto* d = reinterpret_cast<float*>(w.memory[4].data());
+  for (int64_t b = 0; b < k / 32; ++b) d[b] = 0.01f;
   w.args = {Arg::buffer(w.memory[0].data(), m * k / 2),
             Arg::buffer(s, m * k / group),
             Arg::buffer(w.memory[2].data(), 0),
             Arg::buffer(w.memory[3].data(), k),
-            Arg::buffer(w.memory[4].data(), m),
+            Arg::buffer(w.memory[4].data(), k / 32),
+            Arg::buffer(w.memory[5].data(), k / 32),
+            Arg::buffer(w.memory[6].data(), m),
             Arg::scalar_int(m),
-            Arg::scalar_int(k)};
+            Arg::scalar_int(k),
+            Arg::scalar_int(1)};
   w.weight_bytes = m * k / 2 + m * k / group * 2;
   return w;
 }

@@ -1,5 +1,6 @@
 // Int4 weight-only GEMV problems for `kiln bench`: gemv_int4w (per-group
-// scales, 8 as zero point) and gemv_awq (AutoAWQ layout from Kiln's packer).
+// scales, 8 as zero point, x as quantize_q8 blocks) and gemv_awq (AutoAWQ
+// layout from Kiln's packer, x in f32).
 #pragma once
 
 #include <cstdint>

@@ -6,8 +6,8 @@
 // whose rows are contiguous. Nibble slot i of every word belongs to the
 // columns 8c + kAwqOrder[i]; each slot keeps its own accumulator, so
 // unpacking is one shift and mask per slot and the results are stored
-// back in column order at the end. Scales and zero points are read once
-// per group (BLOCK_K divides the group size).
+// back in column order at the end. Scales and zero points are applied
+// once per group (BLOCK_K divides the group size).
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/quant/awq.h"
@@ -32,21 +32,35 @@ Kernel build_gemv_awq(const Spec& s) {
   auto wmask = wcols < words_per_row;
   std::vector<Var> acc;
   for (int i = 0; i < 8; ++i) acc.push_back(k.var(zeros(DType::f32, {W})));
-  k.for_(0, K, static_cast<int>(BK), [&](Value k0) {
-    auto g = k0 / static_cast<int>(G);
-    auto rows = k0 + arange(BK);
-    auto words = load(qw + (expand_dims(rows * words_per_row, 1) + wcols), expand_dims(wmask, 0),
-                      0.0);                                        // [BK, W]
+  // Per group: sum over its rows of q x per slot in [BK, W] lanes (one
+  // widening and one FMA per weight), then sum (q - z) s x = s (sum q x -
+  // z sum x) once, with the group's scales and zero points read once.
+  k.for_(0, K / static_cast<int>(G), 1, [&](Value g) {
     auto zw = load(qz + (g * words_per_row + wcols), wmask, 0.0);  // [W]
-    auto xv = load(x + rows);                                      // [BK]
-    auto xcol = expand_dims(xv, 1);
-    auto xsum = sum(xv);
-    for (int i = 0; i < 8; ++i) {
+    // The group's BN scales are contiguous: [W, 8] in column order.
+    auto scales =
+        load(sc + (g * N + expand_dims(wcols * 8, 1) + arange(8)), expand_dims(wmask, 1), 0.0)
+            .to(DType::f32);
+    std::vector<Var> part;
+    for (int i = 0; i < 8; ++i) part.push_back(k.var(zeros(DType::f32, {BK, W})));
+    auto xsum = k.var(zeros(DType::f32, {BK}));
+    auto k_begin = g * static_cast<int>(G);
+    k.for_(k_begin, k_begin + static_cast<int>(G), static_cast<int>(BK), [&](Value k0) {
+      auto rows = k0 + arange(BK);
+      auto words = load(qw + (expand_dims(rows * words_per_row, 1) + wcols), expand_dims(wmask, 0),
+                        0.0);    // [BK, W]
+      auto xv = load(x + rows);  // [BK]
+      auto xcol = expand_dims(xv, 1);
+      xsum = xsum + xv;
       // Slot i of every word: columns 8c + kAwqOrder[i].
-      auto nib = ((words >> (4 * i)) & 15).to(DType::f32);
+      for (int i = 0; i < 8; ++i)
+        part[i] = fma(((words >> (4 * i)) & 15).to(DType::f32), xcol, Value(part[i]));
+    });
+    auto xs = sum(Value(xsum));
+    for (int i = 0; i < 8; ++i) {
       auto z = ((zw >> (4 * i)) & 15).to(DType::f32);
-      auto scale = load(sc + (g * N + wcols * 8 + kAwqOrder[i]), wmask, 0.0).to(DType::f32);
-      acc[i] = acc[i] + scale * (sum(nib * xcol, 0) - z * xsum);
+      auto scale = reshape(slice(scales, {0, kAwqOrder[i]}, {W, 1}), {W});
+      acc[i] = fma(scale, sum(Value(part[i]), 0) - z * xs, Value(acc[i]));
     }
   });
   for (int i = 0; i < 8; ++i) store(y + (wcols * 8 + kAwqOrder[i]), Value(acc[i]), wmask);
@@ -58,7 +72,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "qgemv",
     .summary = "y = x W, W in AutoAWQ's packed int4 layout (qweight, qzeros, f16 scales)",
     .dtype_roles = {},
-    .constexpr_defaults = {{"GROUP", 128}, {"BLOCK_N", 64}, {"BLOCK_K", 32}},
+    .constexpr_defaults = {{"GROUP", 128}, {"BLOCK_N", 128}, {"BLOCK_K", 2}},
     .build = build_gemv_awq,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
@@ -74,7 +88,7 @@ KILN_REGISTER_KERNEL((KernelDef{
                               {"x", kk},
                               {"y", n}}};
         },
-    .tunables = {{"BLOCK_N", {8, 16, 32, 64, 128, 256}}, {"BLOCK_K", {8, 16, 32, 64}}},
+    .tunables = {{"BLOCK_N", {8, 16, 32, 64, 128, 256}}, {"BLOCK_K", {1, 2, 4, 8, 16, 32}}},
     .shape_keys = {"k", "n"},
     .rtol = 1e-4,
     .atol = 1e-4,

@@ -1,14 +1,19 @@
-// GEMV with int4 weight-only quantisation (int4w): y = W x with x, y in f32.
+// Int4 weight-only quantisation (int4w): y[i] = W x[i] for t tokens.
 //
 // Layout (Kiln's own, as GPTQ-style weight-only formats store it): q u8
 // [m, k/2], two 4-bit values per byte, column 2j in the low nibble and 2j+1
-// in the high one; scales f16 [m, k/GROUP] (GROUP = 32, 64, 128, or k for
+// in the high one; scales f16 [m, k/GROUP] (GROUP = 32, 64, 128, or 0 for
 // one scale per row); with ZP=1, zero points u8 [m, k/GROUP] (0..15),
-// otherwise the zero point is 8. w = (q - z) * s. Dequantisation is fused:
-// nibbles are unpacked in registers, widened to f32 and scaled per group,
-// then accumulated with an FMA; activations stay in f32 (weight-only).
+// otherwise the zero point is 8. w = (q - z) * s.
+//
+// The activations come as quantize_q8's 8-bit blocks, so a 32-column step
+// is two unsigned x signed byte dots (low nibbles with x's even columns,
+// high with the odd ones) through TokenDots, as in qgemv: scale s, offset
+// s z. Dequantisation is fused; a group's scale and zero point are read
+// once per group and serve every token of the program.
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/qgemv/token_dots.h"
 #include "kernels/registry.h"
 #include "kernels/row_block.h"
 
@@ -17,41 +22,44 @@ namespace {
 
 Kernel build_gemv_int4w(const Spec& s) {
   KernelBuilder k("gemv_int4w", s);
-  const int64_t G = s.constexpr_("GROUP"), BM = s.constexpr_("BLOCK_M");
+  const int64_t G = s.constexpr_("GROUP"), BM = s.constexpr_("BLOCK_M"),
+                BT = s.constexpr_("BLOCK_T");
   const bool zp = s.constexpr_("ZP") != 0;
   if (G != 32 && G != 64 && G != 128 && G != 0)
     throw Error("kernel 'gemv_int4w': GROUP must be 32, 64, 128 or 0 (one group per row), got " +
                 std::to_string(G));
   auto qw = k.buffer("q", DType::u8), sc = k.buffer("scales", DType::f16);
   auto zs = k.buffer("zeros", DType::u8);
-  auto x = k.buffer("x", DType::f32), y = k.buffer("y", DType::f32);
+  auto xq = k.buffer("xq", DType::i8), xd = k.buffer("xd", DType::f32);
+  auto xs = k.buffer("xs", DType::i32), y = k.buffer("y", DType::f32);
   auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
-  // A group is processed 32 columns (16 bytes) at a time.
-  const int64_t step = 32;
+  auto T = k.scalar("t", DType::i32);
   Value group = G == 0 ? K : k.constant(static_cast<double>(G), DType::i32);
   auto ngroups = K / group;
-  auto row0 = k.program_id(0) * static_cast<int>(BM);
+  // Token blocks vary fastest (axis 0): a row block's weights stay in cache
+  // while the token blocks pass over them.
+  auto row0 = k.program_id(1) * static_cast<int>(BM);
+  auto tok0 = k.program_id(0) * static_cast<int>(BT);
+  auto toks = token_indices(tok0, BT, T);
   auto rows_pass = [&](bool masked) {
     auto rows = row0 + arange(BM);
     auto rmask = expand_dims(rows < M, 1);
     auto ld = [&](const Pointer& p) { return masked ? load(p, rmask, 0.0) : load(p); };
     auto qrow = expand_dims(rows.to(DType::i64) * (K / 2).to(DType::i64), 1);  // [BM,1]
     auto grow = expand_dims(rows.to(DType::i64) * ngroups.to(DType::i64), 1);  // [BM,1]
-    auto acc = k.var(zeros(DType::f32, {BM, 16}));
-    k.for_(0, K, step, [&](Value c0) {
-      auto g = (c0 / group).to(DType::i64);
-      auto s_ = ld(sc + (grow + g)).to(DType::f32);  // [BM,1]
-      auto z = zp ? ld(zs + (grow + g)).to(DType::f32) : full({BM, 1}, 8.0, DType::f32);
-      auto bytes = ld(qw + (qrow + (c0 / 2).to(DType::i64) + arange(16).to(DType::i64)));
-      auto even = (bytes & 15).to(DType::f32), odd = (bytes >> 4).to(DType::f32);  // [BM,16]
-      // x's even and odd columns of this 32-column step: one contiguous load,
-      // split by shuffles.
-      auto xv = reshape(load(x + (c0 + arange(32))), {16, 2});
-      auto xe = reshape(slice(xv, {0, 0}, {16, 1}), {16});
-      auto xo = reshape(slice(xv, {0, 1}, {16, 1}), {16});
-      acc = fma((even - z) * s_, xe, fma((odd - z) * s_, xo, acc));
+    TokenDots dots(k, {xq, xd, xs}, toks, K / 32, BM, 4);
+    k.for_(0, ngroups, 1, [&](Value g) {
+      auto g64 = g.to(DType::i64);
+      auto s_ = ld(sc + (grow + g64)).to(DType::f32);  // [BM,1]
+      auto z = zp ? ld(zs + (grow + g64)).to(DType::f32) : full({BM, 1}, 8.0, DType::f32);
+      auto sz = s_ * z;
+      auto c_begin = g * group;
+      k.for_(c_begin, c_begin + group, 32, [&](Value c0) {
+        auto bytes = ld(qw + (qrow + (c0 / 2).to(DType::i64) + arange(16).to(DType::i64)));
+        dots.add({{{bytes & 15, 0, 2}, {bytes >> 4, 1, 2}}, s_, {{sz, 0, 32}}, c0 / 32});
+      });
     });
-    store_rows(y + rows, sum(Value(acc), 1), rows, M, masked);
+    dots.store_tokens(y, tok0, T, M, rows, masked);
   };
   split_row_block(k, row0, BM, M, rows_pass);
   return k.finish();
@@ -60,27 +68,38 @@ Kernel build_gemv_int4w(const Spec& s) {
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "gemv_int4w",
     .family = "qgemv",
-    .summary = "y = W x, W int4 weight-only (2 per byte, f16 group scales, optional zero points)",
+    .summary =
+        "y[i] = W x[i] for t tokens, W int4 weight-only (2 per byte, f16 group scales, optional "
+        "zero points), x from quantize_q8",
     .dtype_roles = {},
-    .constexpr_defaults = {{"GROUP", 128}, {"ZP", 0}, {"BLOCK_M", 4}},
+    .constexpr_defaults = {{"GROUP", 128}, {"ZP", 0}, {"BLOCK_M", 8}, {"BLOCK_T", 1}},
     .build = build_gemv_int4w,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
-          int64_t m = a.i("m"), kk = a.i("k"), g = s.constexpr_("GROUP");
+          int64_t m = a.i("m"), kk = a.i("k"), t = a.i("t"), g = s.constexpr_("GROUP");
           int64_t group = g == 0 ? kk : g;
           if (kk % 32 || kk % group)
             throw Error("kernel 'gemv_int4w': k = " + std::to_string(kk) +
                         " must be a multiple of 32 and of the group size " + std::to_string(group));
+          if (t < 1)
+            throw Error("kernel 'gemv_int4w': t = " + std::to_string(t) + " tokens (need >= 1)");
           int64_t ng = kk / group;
-          return LaunchShape{{cdiv(m, s.constexpr_("BLOCK_M")), 1, 1},
-                             {{"q", m * kk / 2},
-                              {"scales", m * ng},
-                              {"zeros", s.constexpr_("ZP") ? m * ng : 0},
-                              {"x", kk},
-                              {"y", m}}};
+          return LaunchShape{
+              {cdiv(t, s.constexpr_("BLOCK_T")), cdiv(m, s.constexpr_("BLOCK_M")), 1},
+              {{"q", m * kk / 2},
+               {"scales", m * ng},
+               {"zeros", s.constexpr_("ZP") ? m * ng : 0},
+               {"xq", t * kk},
+               {"xd", t * kk / 32},
+               {"xs", t * kk / 32},
+               {"y", t * m}}};
         },
-    .tunables = {{"BLOCK_M", {1, 2, 4, 8, 16}}},
-    .shape_keys = {"m", "k"},
+    .shape_heuristic = [](const Spec&, const ScalarArgs& a) -> std::map<std::string, int64_t> {
+      return {{"BLOCK_T", a.i("t") >= 4 ? 4 : 1}};
+    },
+    .tunables = {{"BLOCK_M", {1, 2, 4, 8, 16}}, {"BLOCK_T", {1, 2, 4, 8}}},
+    .shape_keys = {"m", "k", "t"},
+    // Integer dots are exact; f32 accumulation over k/32 blocks.
     .rtol = 1e-4,
     .atol = 1e-4,
 }));

@@ -5,14 +5,10 @@
 // t is prompt processing, where BLOCK_T tokens share every weight block a
 // program decodes.
 //
-// Dequantisation is fused: a program streams BLOCK_M rows, unpacks each
-// 32-weight sub-block's nibbles or bytes in registers once and multiplies
-// them with each token's x block as unsigned x signed 8-bit products
-// summed in groups of 4, which the CPU path emits as VNNI vpdpbusd. The
-// group sums stay in vector lanes, scaled per sub-block in f32, and each
-// row is summed once at the end. Every format reduces to
-//   sum_j w_j x_j = d_x (sum_lanes scale * dot(q, x_q) - offset * sum(x_q)),
-// where q is the unsigned stored code:
+// Dequantisation is fused: a program streams BLOCK_M rows and unpacks each
+// 32-weight sub-block's nibbles or bytes in registers once; TokenDots
+// (token_dots.h) multiplies them with every token's x block. Per format,
+// the scale and offset of that reduction:
 // - Q4_0 (w = (q - 8) d): scale d, offset 8 d.
 // - Q8_0 (w = q d, q signed): bytes flipped to q ^ 0x80 = q + 128; scale d,
 //   offset 128 d.
@@ -25,6 +21,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/qgemv/token_dots.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "kernels/registry.h"
 #include "kernels/row_block.h"
@@ -32,41 +29,43 @@
 namespace kiln {
 namespace {
 
-// One 32-weight sub-block of BLOCK_M rows, decoded once for all tokens.
-struct SubBlock {
-  std::vector<std::pair<Value, int64_t>> codes;  // unsigned codes [BM, n], first x element
-  Value scale;                                   // per row [BM,1] or per lane [BM,L]
-  // sum(x_q) terms: per-row coefficient [BM,1], first x element, count.
-  struct Offset {
-    Value coef;
-    int64_t first, n;
-  };
-  std::vector<Offset> offsets;
-  Value xblock;  // index of x's 32-element block (scalar)
-};
-
-// Decodes a format's blocks a step at a time: a step is one runtime
-// iteration over part of a block (Q4_K: 64 weights, Q6_K: 128), small
-// enough that its codes and every token's accumulators stay in registers.
+// Decodes a format's blocks into sub-blocks. Two shapes of code, chosen by
+// how many tokens share the decoded weights:
+// - one token (decode's GEMV, bandwidth-bound): a whole block per loop
+//   iteration, unrolled, with 32-byte code pieces (8 lanes per row), the
+//   fewest instructions per weight byte;
+// - several tokens (compute-bound): a runtime loop over steps of a block
+//   (Q4_K: 64 weights, Q6_K: 128) small enough that the codes and every
+//   token's accumulators stay in registers, and 16-byte code pieces (4
+//   lanes per row), which halves the f32 work per token.
 class Decoder {
  public:
-  Decoder(int64_t fmt, int64_t bm, Buffer w, std::function<Value(const Pointer&)> ld)
-      : FMT(fmt), BM(bm), w_(w), ld_(std::move(ld)) {}
+  Decoder(int64_t fmt, int64_t bm, bool stepped, Buffer w, std::function<Value(const Pointer&)> ld)
+      : FMT(fmt), BM(bm), stepped(stepped), w_(w), ld_(std::move(ld)) {}
 
-  int64_t steps_per_block() const { return FMT == 12 ? 4 : FMT == 14 ? 2 : 1; }
+  int64_t steps_per_block() const { return !stepped ? 1 : FMT == 12 ? 4 : FMT == 14 ? 2 : 1; }
+  int64_t piece_bytes() const { return FMT == 2 || (stepped && FMT != 14) ? 16 : 32; }
+  int64_t lanes() const { return piece_bytes() / 4; }
 
-  // The sub-blocks of step `step` of the block at byte offsets `blk`
-  // [BM,1], whose x blocks start at `xb0`.
+  // The sub-blocks of step `step` (ignored unless stepped) of the block at
+  // byte offsets `blk` [BM,1], whose x blocks start at `xb0`.
   std::vector<SubBlock> decode(const Value& blk, const Value& step, const Value& xb0) {
     switch (FMT) {
       case 2: return {q4_0(blk, xb0)};
       case 8: return {q8_0(blk, xb0)};
-      case 12: return q4_k(blk, step, xb0);
-      default: return q6_k(blk, step, xb0);
+      case 12: return stepped ? q4_k_step(blk, step, xb0) : q4_k(blk, xb0);
+      default: {
+        if (stepped) return q6_k(blk, step, xb0);
+        auto out = q6_k(blk, full({}, 0, DType::i32), xb0);
+        auto second = q6_k(blk, full({}, 1, DType::i32), xb0);
+        out.insert(out.end(), second.begin(), second.end());
+        return out;
+      }
     }
   }
 
   const int64_t FMT, BM;
+  const bool stepped;
 
  private:
   Value bytes(const Value& off, int64_t n) {
@@ -77,6 +76,14 @@ class Decoder {
   Value f16_at(const Value& off) {
     return bytes(off, 2).bitcast(DType::u16).bitcast(DType::f16).to(DType::f32);
   }
+  // The 32 code bytes at `off` as pieces of piece_bytes(), each with the
+  // index of its first weight, after `f` (a nibble pick or a sign flip).
+  std::vector<SubBlock::Piece> pieces(const Value& off, const std::function<Value(Value)>& f) {
+    std::vector<SubBlock::Piece> out;
+    for (int64_t first = 0; first < 32; first += piece_bytes())
+      out.push_back({f(bytes(off + static_cast<int>(first), piece_bytes())), first});
+    return out;
+  }
 
   SubBlock q4_0(const Value& blk, const Value& xb) {
     auto d = f16_at(blk);
@@ -86,40 +93,61 @@ class Decoder {
 
   SubBlock q8_0(const Value& blk, const Value& xb) {
     auto d = f16_at(blk);
-    return {{{bytes(blk + 2, 16) ^ 128, 0}, {bytes(blk + 18, 16) ^ 128, 16}},
-            d,
-            {{d * 128.0, 0, 32}},
+    return {pieces(blk + 2, [](Value q) { return q ^ 128; }), d, {{d * 128.0, 0, 32}}, xb};
+  }
+
+  // Sub-block j's codes: the low (even j) or high nibbles of the 32 bytes
+  // at 16 + 32 (j / 2).
+  SubBlock q4_k_sub(const Value& blk, const Value& d, const Value& dmin, const Value& chunk_off,
+                    int64_t half, const Value& s6, const Value& m6, const Value& xb) {
+    return {pieces(blk + 16 + chunk_off, [&](Value q) { return half == 0 ? (q & 15) : (q >> 4); }),
+            d * s6.to(DType::f32),
+            {{dmin * m6.to(DType::f32), 0, 32}},
             xb};
   }
 
-  // Step c covers sub-blocks 2c (low nibbles) and 2c+1 (high nibbles) of
-  // the 32 code bytes at 16 + 32c.
-  std::vector<SubBlock> q4_k(const Value& blk, const Value& c, const Value& xb0) {
+  // The whole super-block, with the 6-bit scales and mins (FORMATS.md)
+  // unpacked from one 12-byte load: sub-blocks 0-3 keep them in the low 6
+  // bits of bytes j and j+4; 4-7 split them between byte j+4's nibbles and
+  // the top 2 bits of bytes j-4 and j.
+  std::vector<SubBlock> q4_k(const Value& blk, const Value& xb0) {
     auto d = f16_at(blk), dmin = f16_at(blk + 2);  // [BM,1]
-    auto qa = bytes(blk + 16 + (c * 32).to(DType::i64), 16);
-    auto qb = bytes(blk + 32 + (c * 32).to(DType::i64), 16);
+    auto sc = bytes(blk + 4, 12);                  // [BM,12]
+    auto byte = [&](int64_t i) { return slice(sc, {0, i}, {BM, 1}); };
     std::vector<SubBlock> out;
-    for (int64_t half = 0; half < 2; ++half) {
-      auto j = c * 2 + static_cast<int>(half);
-      auto byte = [&](const Value& i) { return bytes(blk + 4 + i.to(DType::i64), 1); };
-      // 6-bit scale and min of sub-block j (FORMATS.md): sub-blocks 0-3 keep
-      // them in the low 6 bits of bytes j and j+4; 4-7 split them between
-      // byte j+4's nibbles and the top 2 bits of bytes j-4 and j.
-      auto a = byte(j % 4), b = byte(j + 4), hi = byte(j);
-      auto low = j < 4;
-      auto s6 = where(low, a & 63, (b & 15) | ((a >> 6) << 4));
-      auto m6 = where(low, b & 63, (b >> 4) | ((hi >> 6) << 4));
-      auto nib = [&](const Value& q) { return half == 0 ? (q & 15) : (q >> 4); };
-      out.push_back({{{nib(qa), 0}, {nib(qb), 16}},
-                     d * s6.to(DType::f32),
-                     {{dmin * m6.to(DType::f32), 0, 32}},
-                     xb0 + j});
+    for (int64_t j = 0; j < 8; ++j) {
+      Value s6, m6;
+      if (j < 4) {
+        s6 = byte(j) & 63;
+        m6 = byte(j + 4) & 63;
+      } else {
+        s6 = (byte(j + 4) & 15) | ((byte(j - 4) >> 6) << 4);
+        m6 = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
+      }
+      out.push_back(q4_k_sub(blk, d, dmin, full({}, 32.0 * (j / 2), DType::i64), j % 2, s6, m6,
+                             xb0 + static_cast<int>(j)));
     }
     return out;
   }
 
-  // Step h covers sub-blocks 4h .. 4h+3: low bits from ql[64h .. 64h+63],
-  // high bits from qh[32h .. 32h+31], scales 8h .. 8h+7.
+  // Step c: sub-blocks 2c and 2c+1, their scale bytes loaded one by one.
+  std::vector<SubBlock> q4_k_step(const Value& blk, const Value& c, const Value& xb0) {
+    auto d = f16_at(blk), dmin = f16_at(blk + 2);  // [BM,1]
+    std::vector<SubBlock> out;
+    for (int64_t half = 0; half < 2; ++half) {
+      auto j = c * 2 + static_cast<int>(half);
+      auto byte = [&](const Value& i) { return bytes(blk + 4 + i.to(DType::i64), 1); };
+      auto a = byte(j % 4), b = byte(j + 4), hi = byte(j);
+      auto low = j < 4;
+      auto s6 = where(low, a & 63, (b & 15) | ((a >> 6) << 4));
+      auto m6 = where(low, b & 63, (b >> 4) | ((hi >> 6) << 4));
+      out.push_back(q4_k_sub(blk, d, dmin, (c * 32).to(DType::i64), half, s6, m6, xb0 + j));
+    }
+    return out;
+  }
+
+  // Half h of the super-block: sub-blocks 4h .. 4h+3, low bits from
+  // ql[64h .. 64h+63], high bits from qh[32h .. 32h+31], scales 8h .. 8h+7.
   std::vector<SubBlock> q6_k(const Value& blk, const Value& h, const Value& xb0) {
     auto d = f16_at(blk + 208);  // [BM,1]
     auto h64 = h.to(DType::i64);
@@ -163,10 +191,7 @@ Kernel build_qgemv(const Spec& s) {
   // cache while every token block passes over them.
   auto row0 = k.program_id(1) * static_cast<int>(BM);
   auto tok0 = k.program_id(0) * static_cast<int>(BT);
-  // Tokens past t (the last token block) read the last token and are not
-  // stored, which keeps every x load unmasked.
-  std::vector<Value> toks;
-  for (int64_t i = 0; i < BT; ++i) toks.push_back(minimum(tok0 + static_cast<int>(i), T - 1));
+  auto toks = token_indices(tok0, BT, T);
   // Full row blocks load unmasked (contiguous vector loads); only the last
   // row block, whose rows run past m, takes the masked path.
   auto rows_pass = [&](bool row_masked) {
@@ -174,45 +199,13 @@ Kernel build_qgemv(const Spec& s) {
     auto rmask = expand_dims(rows < M, 1);
     auto row_bytes = (nb * f.block_bytes).to(DType::i64);
     auto row_base = expand_dims(rows.to(DType::i64) * row_bytes, 1);  // [BM,1]
-    Decoder dec(FMT, BM, w,
+    Decoder dec(FMT, BM, BT > 1, w,
                 [&](const Pointer& p) { return row_masked ? load(p, rmask, 0.0) : load(p); });
-    // Lanes per row: the dot of a 16-byte code piece has 4, of a 32-byte 8.
-    const int64_t L = FMT == 14 ? 8 : 4;
-    std::vector<Var> acc, accm;
-    for (int64_t i = 0; i < BT; ++i) {
-      acc.push_back(k.var(zeros(DType::f32, {BM, L})));
-      accm.push_back(k.var(zeros(DType::f32, {BM, 1})));
-    }
+    TokenDots dots(k, {xq, xd, xs}, toks, kb, BM, dec.lanes());
     auto step = [&](const Value& b, const Value& part) {
       auto blk = row_base + (b * f.block_bytes).to(DType::i64);  // [BM,1]
-      for (const SubBlock& sb : dec.decode(blk, part, b * static_cast<int>(f.block_elems / 32))) {
-        auto lane_scale = broadcast_to(sb.scale, {BM, L});
-        for (int64_t i = 0; i < BT; ++i) {
-          auto xblk = toks[i] * kb + sb.xblock;
-          Value dot;
-          for (const auto& [q, first] : sb.codes) {
-            int64_t n = q.type().shape[1];
-            // x broadcast over the rows before widening, so each product
-            // is zext(u8) * sext(i8).
-            auto xv = load(xq + (xblk * 32 + static_cast<int>(first) + arange(n)));
-            auto prod = q.to(DType::i32) * broadcast_to(xv, {BM, n}).to(DType::i32);
-            auto part_dot = sum(reshape(prod, {BM, n / 4, 4}), 2);  // [BM, n/4]
-            dot = dot.valid() ? dot + part_dot : part_dot;
-          }
-          auto dx = load(xd + xblk);
-          acc[i] = fma(dot.to(DType::f32) * lane_scale, dx, Value(acc[i]));
-          Value off;
-          for (const auto& o : sb.offsets) {
-            Value sx = o.n == 32
-                           ? load(xs + xblk).to(DType::f32)
-                           : sum(load(xq + (xblk * 32 + static_cast<int>(o.first) + arange(o.n)))
-                                     .to(DType::f32));
-            auto term = o.coef * sx;
-            off = off.valid() ? off + term : term;
-          }
-          accm[i] = fma(off, dx, Value(accm[i]));
-        }
-      }
+      for (const SubBlock& sb : dec.decode(blk, part, b * static_cast<int>(f.block_elems / 32)))
+        dots.add(sb);
     };
     k.for_(0, nb, 1, [&](Value b) {
       if (dec.steps_per_block() == 1)
@@ -220,14 +213,7 @@ Kernel build_qgemv(const Spec& s) {
       else
         k.for_(0, static_cast<int>(dec.steps_per_block()), 1, [&](Value p) { step(b, p); });
     });
-    for (int64_t i = 0; i < BT; ++i) {
-      auto out = sum(Value(acc[i]), 1) - reshape(Value(accm[i]), {BM});
-      auto tok = tok0 + static_cast<int>(i);
-      k.if_(tok < T, [&] {
-        store_rows(y + (tok.to(DType::i64) * M.to(DType::i64) + rows.to(DType::i64)), out, rows, M,
-                   row_masked);
-      });
-    }
+    dots.store_tokens(y, tok0, T, M, rows, row_masked);
   };
   split_row_block(k, row0, BM, M, rows_pass);
   return k.finish();

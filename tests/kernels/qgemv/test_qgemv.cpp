@@ -14,33 +14,15 @@
 
 #include "ir/dtype.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "support/quantized_x.h"
 #include "support/runtime_fixture.h"
 #include "support/test_data.h"
 
 using namespace kiln;
+using kiln::test::quantize_x;
+using kiln::test::QuantizedX;
 
 namespace {
-
-struct QuantizedX {
-  std::vector<int8_t> q;
-  std::vector<float> d;
-  std::vector<int32_t> s;
-};
-
-QuantizedX quantize_x(const std::vector<float>& x, bool interpreter) {
-  int64_t nb = static_cast<int64_t>(x.size()) / 32;
-  QuantizedX r{std::vector<int8_t>(x.size()), std::vector<float>(nb), std::vector<int32_t>(nb)};
-  Spec spec = find_kernel("quantize_q8").make_spec();
-  std::vector<float> xc = x;
-  std::vector<Arg> args = {Arg::buffer(xc.data(), xc.size()), Arg::buffer(r.q.data(), r.q.size()),
-                           Arg::buffer(r.d.data(), nb), Arg::buffer(r.s.data(), nb),
-                           Arg::scalar_int(nb)};
-  if (interpreter)
-    kiln::test::runtime().interpret(spec, args);
-  else
-    kiln::test::runtime().launch(spec, args);
-  return r;
-}
 
 std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
   std::mt19937_64 rng(seed);

@@ -1,0 +1,74 @@
+#include "kernels/qgemv/token_dots.h"
+
+#include "kernels/row_block.h"
+
+namespace kiln {
+
+std::vector<Value> token_indices(const Value& tok0, int64_t block_t, const Value& t) {
+  std::vector<Value> toks;
+  for (int64_t i = 0; i < block_t; ++i) toks.push_back(minimum(tok0 + static_cast<int>(i), t - 1));
+  return toks;
+}
+
+TokenDots::TokenDots(KernelBuilder& k, QuantizedActivations x, std::vector<Value> toks,
+                     Value blocks_per_token, int64_t bm, int64_t lanes)
+    : k_(k), x_(x), toks_(std::move(toks)), kb_(blocks_per_token), bm_(bm), lanes_(lanes) {
+  for (size_t i = 0; i < toks_.size(); ++i) {
+    acc_.push_back(k.var(zeros(DType::f32, {bm, lanes})));
+    accm_.push_back(k.var(zeros(DType::f32, {bm, 1})));
+  }
+}
+
+// The n x bytes a piece multiplies, broadcast over the rows before
+// widening so each product is zext(u8) * sext(i8). Strided pieces load the
+// contiguous span holding them and pick their column by a shuffle.
+Value TokenDots::x_bytes(const Value& xblk, const SubBlock::Piece& p, int64_t n) const {
+  int64_t col = p.first % p.stride;
+  auto base = xblk * 32 + static_cast<int>(p.first - col);
+  Value v = load(x_.q + (base + arange(n * p.stride)));
+  if (p.stride > 1) v = reshape(slice(reshape(v, {n, p.stride}), {0, col}, {n, 1}), {n});
+  return broadcast_to(v, {bm_, n}).to(DType::i32);
+}
+
+void TokenDots::add(const SubBlock& sb) {
+  auto lane_scale = broadcast_to(sb.scale, {bm_, lanes_});
+  for (size_t i = 0; i < toks_.size(); ++i) {
+    auto xblk = toks_[i] * kb_ + sb.xblock;
+    Value dot;
+    for (const auto& p : sb.pieces) {
+      int64_t n = p.codes.shape()[1];
+      auto prod = p.codes.to(DType::i32) * x_bytes(xblk, p, n);
+      auto part = sum(reshape(prod, {bm_, n / 4, 4}), 2);  // [BM, n/4]
+      dot = dot.valid() ? dot + part : part;
+    }
+    auto dx = load(x_.d + xblk);
+    acc_[i] = fma(dot.to(DType::f32) * lane_scale, dx, Value(acc_[i]));
+    Value off;
+    for (const auto& o : sb.offsets) {
+      Value sx = o.n == 32 ? load(x_.s + xblk).to(DType::f32)
+                           : sum(load(x_.q + (xblk * 32 + static_cast<int>(o.first) + arange(o.n)))
+                                     .to(DType::f32));
+      auto term = o.coef * sx;
+      off = off.valid() ? off + term : term;
+    }
+    accm_[i] = fma(off, dx, Value(accm_[i]));
+  }
+}
+
+Value TokenDots::result(size_t i) const {
+  return sum(Value(acc_[i]), 1) - reshape(Value(accm_[i]), {bm_});
+}
+
+void TokenDots::store_tokens(const Buffer& y, const Value& tok0, const Value& t, const Value& m,
+                             const Value& rows, bool masked) const {
+  for (size_t i = 0; i < toks_.size(); ++i) {
+    auto out = result(i);
+    auto tok = tok0 + static_cast<int>(i);
+    k_.if_(tok < t, [&] {
+      store_rows(y + (tok.to(DType::i64) * m.to(DType::i64) + rows.to(DType::i64)), out, rows, m,
+                 masked);
+    });
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Kiln's quantized GEMV/GEMM next to llama.cpp's (ggml's CPU mul_mat) on the
+same shapes, formats and thread counts, measured alternately in one run.
+
+This machine's memory bandwidth drifts by 2x within minutes, so figures from
+separate runs cannot be compared; here every Kiln measurement is followed by
+the matching ggml one and the table reports their ratio.
+
+ggml is loaded with ctypes from its shared libraries (libggml-base, libggml-cpu,
+libggml): those installed by `pip install llama-cpp-python` are found
+automatically, or pass --ggml-lib DIR (e.g. a ggml build's src/ folder). The
+weights are quantised by ggml's own quantize_chunk; the activations are f32
+and ggml quantises them inside mul_mat, as Kiln's timing includes
+quantize_q8.
+
+  python3 tools/compare_llamacpp.py --kiln build/tools/kiln \\
+      --formats q4_K,q8_0 --shapes 4096x14336 --threads 2 --tokens 1,512
+"""
+import argparse
+import ctypes
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+GGML_TYPES = {"f16": 1, "q4_0": 2, "q8_0": 8, "q4_K": 12, "q6_K": 14}
+
+
+class GgmlInitParams(ctypes.Structure):
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p),
+                ("no_alloc", ctypes.c_bool)]
+
+
+def find_ggml_dir(given):
+    if given:
+        return given
+    try:
+        import llama_cpp  # noqa: F401  (only to find its bundled libraries)
+        base = os.path.dirname(llama_cpp.__file__)
+        for d in (os.path.join(base, "lib"), base):
+            if glob.glob(os.path.join(d, "libggml-cpu*.so*")):
+                return d
+    except ImportError:
+        pass
+    sys.exit("error: ggml's libraries not found: pip install llama-cpp-python, "
+             "or pass --ggml-lib DIR")
+
+
+class Ggml:
+    def __init__(self, libdir):
+        load = lambda name: ctypes.CDLL(os.path.join(libdir, name), mode=ctypes.RTLD_GLOBAL)
+        self.base = load("libggml-base.so")
+        self.cpu = load("libggml-cpu.so")
+        P, I64, I = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+        b, c = self.base, self.cpu
+        b.ggml_init.argtypes, b.ggml_init.restype = [GgmlInitParams], P
+        b.ggml_free.argtypes = [P]
+        b.ggml_new_tensor_2d.argtypes, b.ggml_new_tensor_2d.restype = [P, I, I64, I64], P
+        b.ggml_mul_mat.argtypes, b.ggml_mul_mat.restype = [P, P, P], P
+        b.ggml_new_graph.argtypes, b.ggml_new_graph.restype = [P], P
+        b.ggml_build_forward_expand.argtypes = [P, P]
+        b.ggml_get_data.argtypes, b.ggml_get_data.restype = [P], P
+        b.ggml_nbytes.argtypes, b.ggml_nbytes.restype = [P], ctypes.c_size_t
+        b.ggml_quantize_chunk.argtypes = [I, P, P, I64, I64, I64, P]
+        b.ggml_quantize_chunk.restype = ctypes.c_size_t
+        b.ggml_backend_graph_compute.argtypes, b.ggml_backend_graph_compute.restype = [P, P], I
+        b.ggml_backend_free.argtypes = [P]
+        c.ggml_backend_cpu_init.restype = P
+        c.ggml_backend_cpu_set_n_threads.argtypes = [P, I]
+
+    def matmul(self, fmt, m, k, tokens, threads, seconds):
+        """Seconds per y = W x over `tokens` columns, and W's bytes."""
+        b = self.base
+        rng = np.random.default_rng(1)
+        weights = rng.standard_normal(m * k, dtype=np.float32)
+        x = rng.standard_normal(tokens * k, dtype=np.float32)
+        mem = weights.nbytes + x.nbytes + tokens * m * 4 + (64 << 20)
+        ctx = b.ggml_init(GgmlInitParams(mem, None, False))
+        w = b.ggml_new_tensor_2d(ctx, GGML_TYPES[fmt], k, m)
+        xt = b.ggml_new_tensor_2d(ctx, 0, k, tokens)
+        y = b.ggml_mul_mat(ctx, w, xt)
+        gf = b.ggml_new_graph(ctx)
+        b.ggml_build_forward_expand(gf, y)
+        b.ggml_quantize_chunk(GGML_TYPES[fmt], weights.ctypes.data, b.ggml_get_data(w), 0, m, k,
+                              None)
+        ctypes.memmove(b.ggml_get_data(xt), x.ctypes.data, x.nbytes)
+        backend = self.cpu.ggml_backend_cpu_init()
+        self.cpu.ggml_backend_cpu_set_n_threads(backend, threads)
+        for _ in range(2):
+            b.ggml_backend_graph_compute(backend, gf)
+        n, t0 = 0, time.perf_counter()
+        while n < 3 or time.perf_counter() - t0 < seconds:
+            b.ggml_backend_graph_compute(backend, gf)
+            n += 1
+        per = (time.perf_counter() - t0) / n
+        nbytes = b.ggml_nbytes(w)
+        b.ggml_backend_free(backend)
+        b.ggml_free(ctx)
+        return per, nbytes
+
+
+def kiln_run(kiln, fmt, m, k, tokens, threads, seconds):
+    """Seconds per call from `kiln bench` and its probe's GB/s (GEMV only)."""
+    is_gemv = tokens == 1
+    if fmt == "f16":
+        args = ["--dtypes", "f16", "--formats", "", "--tokens", str(tokens if not is_gemv else 0)]
+        pattern = ("gemv/f16/" if is_gemv else "gemm/f16/")
+    else:
+        args = ["--dtypes", "", "--formats", fmt, "--tokens", str(max(tokens, 0) if not is_gemv else 0)]
+        pattern = ("qgemv/" if is_gemv else "qgemm/") + fmt + "/"
+    pattern += f"{m}x{k}/" + ("" if is_gemv else f"tokens:{tokens}/") + f"threads:{threads}"
+    out = subprocess.run([kiln, "bench", "--threads", str(threads), "--shapes", f"{m}x{k}", *args,
+                          f"--benchmark_filter=^{pattern}", f"--benchmark_min_time={seconds}",
+                          "--benchmark_format=json"], check=True, capture_output=True, text=True)
+    runs = [r for r in json.loads(out.stdout)["benchmarks"] if r["name"].startswith(pattern)]
+    if not runs:
+        sys.exit(f"error: kiln bench ran no benchmark named {pattern}")
+    r = runs[0]
+    unit = {"ms": 1e-3, "us": 1e-6, "ns": 1e-9}[r["time_unit"]]
+    return r["real_time"] * unit, r.get("probe_GB/s")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kiln", default="build/tools/kiln")
+    ap.add_argument("--ggml-lib", default=os.environ.get("KILN_GGML_LIB"))
+    ap.add_argument("--formats", default="q4_K,q8_0,q4_0,q6_K,f16")
+    ap.add_argument("--shapes", default="4096x4096,4096x14336,14336x4096")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--tokens", default="1,512")
+    ap.add_argument("--seconds", type=float, default=1.0)
+    a = ap.parse_args()
+    ggml = Ggml(find_ggml_dir(a.ggml_lib))
+    print("| format | M x K | tokens | threads | Kiln | llama.cpp | Kiln / llama.cpp | probe GB/s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for fmt in a.formats.split(","):
+        for shape in a.shapes.split(","):
+            m, k = (int(v) for v in shape.split("x"))
+            for tokens in (int(t) for t in a.tokens.split(",")):
+                for threads in (int(t) for t in a.threads.split(",")):
+                    ks, probe = kiln_run(a.kiln, fmt, m, k, tokens, threads, a.seconds)
+                    gs, wbytes = ggml.matmul(fmt, m, k, tokens, threads, a.seconds)
+                    if tokens == 1:  # bandwidth-bound: GB/s of weight bytes
+                        cell = lambda s: f"{wbytes / s / 1e9:.1f} GB/s"
+                    else:  # compute-bound: GFLOP/s
+                        cell = lambda s: f"{2 * m * k * tokens / s / 1e9:.0f} GFLOP/s"
+                    print(f"| {fmt} | {m}x{k} | {tokens} | {threads} | {cell(ks)} | {cell(gs)} "
+                          f"| {gs / ks:.2f} | {probe and f'{probe:.1f}' or ''} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
