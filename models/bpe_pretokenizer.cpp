@@ -1,0 +1,229 @@
+#include "models/bpe_pretokenizer.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "ir/error.h"
+#include "models/unicode.h"
+
+namespace kiln {
+
+namespace {
+
+// Pieces of the text as lengths in code points; together they cover it.
+using Pieces = std::vector<size_t>;
+using Cps = std::vector<uint32_t>;
+
+bool is_space(uint32_t cp) { return is_unicode_whitespace(cp); }
+// \p{L}, \p{N}, \p{P} as llama.cpp's regexes see them: a code point's
+// category, except that whitespace is never anything else.
+bool is_letter(uint32_t cp) { return !is_space(cp) && is_unicode_letter(cp); }
+bool is_number(uint32_t cp) { return !is_space(cp) && is_unicode_number(cp); }
+bool is_punct(uint32_t cp) { return !is_space(cp) && is_unicode_punctuation(cp); }
+
+// One regex pass: each piece splits into the leftmost-first, non-overlapping
+// matches of `match` and the gaps between them. match(cps, pos, end) returns
+// the length of the match starting at pos, 0 for none; no pattern here
+// matches the empty string.
+template <class Match>
+Pieces split(const Cps& cps, const Pieces& in, Match match) {
+  Pieces out;
+  out.reserve(in.size());
+  size_t start = 0;
+  for (size_t len : in) {
+    size_t end = start + len, gap = start;
+    for (size_t pos = start; pos < end;) {
+      size_t n = match(cps, pos, end);
+      if (n == 0) {
+        ++pos;
+        continue;
+      }
+      if (pos > gap) out.push_back(pos - gap);
+      out.push_back(n);
+      pos += n;
+      gap = pos;
+    }
+    if (end > gap) out.push_back(end - gap);
+    start = end;
+  }
+  return out;
+}
+
+// The length of the run of code points from pos satisfying pred.
+template <class Pred>
+size_t run(const Cps& cps, size_t pos, size_t end, Pred pred) {
+  size_t n = 0;
+  while (pos + n < end && pred(cps[pos + n])) ++n;
+  return n;
+}
+
+// \s?X+ for a class X.
+template <class Pred>
+size_t optional_space_run(const Cps& cps, size_t pos, size_t end, Pred pred) {
+  if (pred(cps[pos])) return run(cps, pos, end, pred);
+  if (is_space(cps[pos]) && pos + 1 < end && pred(cps[pos + 1]))
+    return 1 + run(cps, pos + 1, end, pred);
+  return 0;
+}
+
+// GPT-2's regex, a port of llama.cpp's unicode_regex_split_custom_gpt2 so
+// that every corner (lookahead at piece ends, out-of-piece neighbours) agrees.
+Pieces split_gpt2(const Cps& cps, const Pieces& in) {
+  Pieces out;
+  out.reserve(in.size());
+  size_t start = 0;
+  for (size_t len : in) {
+    const size_t lo = start, hi = start + len;
+    start = hi;
+    constexpr uint32_t kOut = 0xFFFFFFFF;
+    auto cpt = [&](size_t p) { return p >= lo && p < hi ? cps[p] : kOut; };
+    // The class flags of the code point at p; nothing outside the piece.
+    struct Flags {
+      bool in = false, letter = false, number = false, space = false;
+    };
+    auto flags = [&](size_t p) {
+      Flags f;
+      if (p < lo || p >= hi) return f;
+      f.in = true;
+      f.space = is_space(cps[p]);
+      f.letter = is_unicode_letter(cps[p]);
+      f.number = is_unicode_number(cps[p]);
+      return f;
+    };
+    size_t prev_end = lo;
+    auto add = [&](size_t end) {
+      size_t n = end - prev_end;
+      if (n > 0) out.push_back(n);
+      prev_end = end;
+      return n;
+    };
+    for (size_t pos = lo; pos < hi;) {
+      const uint32_t c = cpt(pos);
+      const Flags f = flags(pos);
+      // 's|'t|'re|'ve|'m|'ll|'d
+      if (c == '\'' && pos + 1 < hi) {
+        uint32_t n1 = cpt(pos + 1);
+        if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') {
+          pos += add(pos + 2);
+          continue;
+        }
+        if (pos + 2 < hi) {
+          uint32_t n2 = cpt(pos + 2);
+          if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) {
+            pos += add(pos + 3);
+            continue;
+          }
+        }
+      }
+      Flags f2 = c == ' ' ? flags(pos + 1) : f;
+      //  ?\p{L}+
+      if (f2.letter) {
+        pos += c == ' ';
+        while (f2.letter) f2 = flags(++pos);
+        add(pos);
+        continue;
+      }
+      //  ?\p{N}+
+      if (f2.number) {
+        pos += c == ' ';
+        while (f2.number) f2 = flags(++pos);
+        add(pos);
+        continue;
+      }
+      //  ?[^\s\p{L}\p{N}]+
+      auto other = [](const Flags& g) { return g.in && !(g.space || g.letter || g.number); };
+      if (other(f2)) {
+        pos += c == ' ';
+        while (other(f2)) f2 = flags(++pos);
+        add(pos);
+        continue;
+      }
+      size_t spaces = 0;
+      while (flags(pos + spaces).space) ++spaces;
+      // \s+(?!\S): leave the last space to prefix the next word.
+      if (spaces > 1 && cpt(pos + spaces) != kOut) {
+        pos += spaces - 1;
+        add(pos);
+        continue;
+      }
+      if (spaces > 0) {
+        pos += spaces;
+        add(pos);
+        continue;
+      }
+      add(++pos);
+    }
+  }
+  return out;
+}
+
+Pieces split_default(const Cps& cps, Pieces p) {
+  p = split(cps, p, [](const Cps& c, size_t pos, size_t end) {
+    return run(c, pos, end, [](uint32_t cp) {
+      return is_punct(cp) || (cp < 128 && cp != 0 && std::strchr("$+<=>^~|", static_cast<int>(cp)));
+    });
+  });
+  p = split_gpt2(cps, p);
+  p = split(cps, p,
+            [](const Cps& c, size_t pos, size_t end) { return run(c, pos, end, is_number); });
+  return split(cps, p, [](const Cps& c, size_t pos, size_t end) -> size_t {
+    auto digit = [&](size_t i) { return c[i] >= '0' && c[i] <= '9'; };
+    return pos + 3 <= end && digit(pos) && digit(pos + 1) && digit(pos + 2) ? 3 : 0;
+  });
+}
+
+// CJK, Hangul and everything from U+0800 to U+4E00, as the regex's ranges
+// say; whitespace there was replaced before llama.cpp's regex saw it.
+bool in_deepseek_cjk(uint32_t cp) {
+  return ((cp >= 0x0800 && cp <= 0x9FA5) || (cp >= 0xAC00 && cp <= 0xD7FF)) && !is_space(cp);
+}
+
+Pieces split_deepseek_coder(const Cps& cps, Pieces p) {
+  p = split(cps, p, [](const Cps& c, size_t pos, size_t) -> size_t {
+    return c[pos] == '\r' || c[pos] == '\n' ? 1 : 0;
+  });
+  p = split(cps, p, [](const Cps& c, size_t pos, size_t end) {
+    return optional_space_run(c, pos, end, is_letter);
+  });
+  p = split(cps, p, [](const Cps& c, size_t pos, size_t end) {
+    return optional_space_run(c, pos, end, is_punct);
+  });
+  p = split(cps, p,
+            [](const Cps& c, size_t pos, size_t end) { return run(c, pos, end, in_deepseek_cjk); });
+  return split(
+      cps, p, [](const Cps& c, size_t pos, size_t) -> size_t { return is_number(c[pos]) ? 1 : 0; });
+}
+
+}  // namespace
+
+BpePreTokenizer find_bpe_pre_tokenizer(std::string_view name) {
+  if (name.empty() || name == "default") return BpePreTokenizer::llama_default;
+  if (name == "deepseek-coder") return BpePreTokenizer::deepseek_coder;
+  // The names llama.cpp maps to the plain GPT-2 regex.
+  for (std::string_view gpt2 :
+       {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
+        "mellum", "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4"})
+    if (name == gpt2) return BpePreTokenizer::gpt2;
+  throw Error("unsupported BPE pre-tokenizer '" + std::string(name) +
+              "' (Kiln knows default, gpt-2 and its aliases, and deepseek-coder)");
+}
+
+std::vector<std::string> pre_tokenize(BpePreTokenizer kind, std::string_view text) {
+  Cps cps = utf8_to_codepoints(text);
+  Pieces pieces = {cps.size()};
+  switch (kind) {
+    case BpePreTokenizer::gpt2: pieces = split_gpt2(cps, pieces); break;
+    case BpePreTokenizer::llama_default: pieces = split_default(cps, pieces); break;
+    case BpePreTokenizer::deepseek_coder: pieces = split_deepseek_coder(cps, pieces); break;
+  }
+  std::vector<std::string> words;
+  words.reserve(pieces.size());
+  size_t start = 0;
+  for (size_t n : pieces) {
+    if (n > 0) words.push_back(codepoints_to_utf8(cps.data() + start, n));
+    start += n;
+  }
+  return words;
+}
+
+}  // namespace kiln

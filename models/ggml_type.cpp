@@ -1,0 +1,55 @@
+#include "models/ggml_type.h"
+
+#include "ir/error.h"
+
+namespace kiln {
+
+namespace {
+
+struct Entry {
+  uint32_t id;
+  GgmlTypeInfo info;
+};
+
+constexpr Entry kSupported[] = {
+    {0, {"F32", 1, 4}},    {1, {"F16", 1, 2}},       {2, {"Q4_0", 32, 18}},
+    {8, {"Q8_0", 32, 34}}, {12, {"Q4_K", 256, 144}}, {14, {"Q6_K", 256, 210}},
+    {30, {"BF16", 1, 2}},
+};
+
+// ggml's names for the ids Kiln does not read, so errors say what the file holds.
+constexpr const char* kGgmlNames[] = {
+    "F32",   "F16",        "Q4_0",       "Q4_1",       "Q4_2",     "Q4_3",     "Q5_0",
+    "Q5_1",  "Q8_0",       "Q8_1",       "Q2_K",       "Q3_K",     "Q4_K",     "Q5_K",
+    "Q6_K",  "Q8_K",       "IQ2_XXS",    "IQ2_XS",     "IQ3_XXS",  "IQ1_S",    "IQ4_NL",
+    "IQ3_S", "IQ2_S",      "IQ4_XS",     "I8",         "I16",      "I32",      "I64",
+    "F64",   "IQ1_M",      "BF16",       "Q4_0_4_4",   "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",
+    "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",
+};
+
+}  // namespace
+
+const GgmlTypeInfo* find_ggml_type(uint32_t id) {
+  for (const Entry& e : kSupported)
+    if (e.id == id) return &e.info;
+  return nullptr;
+}
+
+const GgmlTypeInfo& ggml_type_info(GgmlType t) {
+  const GgmlTypeInfo* info = find_ggml_type(static_cast<uint32_t>(t));
+  if (!info) throw Error("unsupported ggml type id " + std::to_string(static_cast<uint32_t>(t)));
+  return *info;
+}
+
+std::string ggml_type_name(uint32_t id) {
+  if (id < std::size(kGgmlNames)) return kGgmlNames[id];
+  return "type " + std::to_string(id);
+}
+
+int64_t ggml_row_bytes(GgmlType t, int64_t n) {
+  const GgmlTypeInfo& info = ggml_type_info(t);
+  if (n < 0 || n % info.block_elems != 0) return -1;
+  return n / info.block_elems * info.block_bytes;
+}
+
+}  // namespace kiln

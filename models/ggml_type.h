@@ -1,0 +1,42 @@
+// ggml tensor element types: ids, names and block geometry.
+//
+// GGUF stores each tensor as rows of fixed-size blocks (a Q4_K block packs
+// 256 weights into 144 bytes). Byte sizes, bounds checks and the kernels that
+// read quantized weights in place all derive from this one table, so a type
+// is "supported" exactly when it appears here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+// Ids as in ggml.h; only the types Kiln reads are named.
+enum class GgmlType : uint32_t {
+  f32 = 0,
+  f16 = 1,
+  q4_0 = 2,
+  q8_0 = 8,
+  q4_K = 12,
+  q6_K = 14,
+  bf16 = 30,
+};
+
+struct GgmlTypeInfo {
+  const char* name;     // as ggml spells it: "Q4_K"
+  int64_t block_elems;  // weights per block (1 for plain floats)
+  int64_t block_bytes;  // bytes per block
+};
+
+// Null when Kiln does not support the id.
+const GgmlTypeInfo* find_ggml_type(uint32_t id);
+const GgmlTypeInfo& ggml_type_info(GgmlType t);
+// "Q4_K"; for ids ggml knows but Kiln does not read, ggml's name ("Q4_1");
+// otherwise "type 99".
+std::string ggml_type_name(uint32_t id);
+inline std::string ggml_type_name(GgmlType t) { return ggml_type_name(static_cast<uint32_t>(t)); }
+
+// Bytes of a row of n elements; -1 when n is not a whole number of blocks.
+int64_t ggml_row_bytes(GgmlType t, int64_t n);
+
+}  // namespace kiln

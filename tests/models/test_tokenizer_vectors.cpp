@@ -1,0 +1,162 @@
+// llama.cpp's tokenizer test vectors (../shared/data/vocab, see its README):
+// every input must encode to exactly the expected ids and decode back.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "models/gguf.h"
+#include "models/tokenizer.h"
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string vocab_dir() {
+  if (const char* d = std::getenv("KILN_VOCAB_DIR"); d && *d) return d;
+  return std::string(KILN_SOURCE_DIR) + "/../shared/data/vocab";
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Case {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+// Each input is followed by the separator; each output line holds the ids.
+std::vector<Case> load_cases(const std::string& gguf) {
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::string inp = read_all(gguf + ".inp"), outs = read_all(gguf + ".out");
+  std::vector<Case> cases;
+  for (size_t pos = 0, hit; (hit = inp.find(sep, pos)) != std::string::npos; pos = hit + sep.size())
+    cases.push_back({inp.substr(pos, hit - pos), {}});
+  std::istringstream lines(outs);
+  std::string line;
+  for (Case& c : cases) {
+    REQUIRE(std::getline(lines, line));
+    std::istringstream ids(line);
+    for (int32_t id; ids >> id;) c.ids.push_back(id);
+  }
+  return cases;
+}
+
+// The vocabulary's tokenizer; null, with a warning (never silently), when
+// the shared data is absent.
+std::unique_ptr<Tokenizer> open_vocab(const std::string& name, std::string* path) {
+  *path = vocab_dir() + "/ggml-vocab-" + name + ".gguf";
+  if (!fs::exists(*path)) {
+    WARN("skipped: " << *path << " is absent (set KILN_VOCAB_DIR to the vocab test data)");
+    return nullptr;
+  }
+  return Tokenizer::from_gguf(GgufFile::open(*path));
+}
+
+void check_vectors(const std::string& name, bool lossless) {
+  std::string path;
+  std::unique_ptr<Tokenizer> tok = open_vocab(name, &path);
+  if (!tok) return;
+  std::vector<Case> cases = load_cases(path);
+  REQUIRE(cases.size() > 40);
+  for (const Case& c : cases) {
+    INFO(name << " input '" << c.text << "'");
+    std::vector<int32_t> ids = tok->encode(c.text, false);
+    CHECK(ids == c.ids);
+    if (lossless) CHECK(tok->decode(ids) == c.text);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("SentencePiece (llama-spm) matches llama.cpp's vectors", "[models][tokenizer]") {
+  check_vectors("llama-spm", true);
+}
+
+TEST_CASE("byte-level BPE (gpt-2) matches llama.cpp's vectors", "[models][tokenizer]") {
+  check_vectors("gpt-2", true);
+}
+
+TEST_CASE("byte-level BPE (deepseek-coder) matches llama.cpp's vectors", "[models][tokenizer]") {
+  check_vectors("deepseek-coder", true);
+}
+
+TEST_CASE("real vocabularies: BOS, user-defined tokens, random round trips",
+          "[models][tokenizer]") {
+  std::string path;
+  if (auto spm = open_vocab("llama-spm", &path)) {
+    CHECK(spm->vocab_size() == 32000);
+    CHECK(spm->add_bos_default());
+    std::vector<int32_t> ids = spm->encode("Hello world", true);
+    CHECK(ids == std::vector<int32_t>{1, 15043, 3186});
+    CHECK(spm->decode(ids) == "Hello world");
+    CHECK(spm->token_to_piece(15043) == " Hello");
+  }
+  if (auto ds = open_vocab("deepseek-coder", &path)) {
+    CHECK(ds->bos_id() == 32013);
+    CHECK(ds->eos_id() == 32014);
+    // <｜fim▁hole｜> is user-defined: it matches as itself inside text.
+    std::string hole =
+        "<\xEF\xBD\x9C"
+        "fim\xE2\x96\x81hole\xEF\xBD\x9C>";
+    std::vector<int32_t> ids = ds->encode("a" + hole + "b", false);
+    CHECK(ids.size() == 3);
+    CHECK(ids[1] == 32015);
+    CHECK(ds->decode(ids) == "a" + hole + "b");
+    // The BOS control token's text is plain text.
+    std::string bos_text = ds->token_to_piece(32013, true);
+    CHECK(ds->token_to_piece(32013).empty());
+    std::vector<int32_t> plain = ds->encode(bos_text, false);
+    CHECK(plain.size() > 1);
+    CHECK(std::count(plain.begin(), plain.end(), 32013) == 0);
+  }
+  // Random strings over an alphabet of scripts, spaces and emoji decode back
+  // to themselves with every vocabulary.
+  const std::vector<std::string> alphabet = {"a",
+                                             "Z",
+                                             "0",
+                                             "7",
+                                             " ",
+                                             "  ",
+                                             "\t",
+                                             "\n",
+                                             "'",
+                                             "s",
+                                             ".",
+                                             "!",
+                                             "(",
+                                             "$",
+                                             "\xC3\xA9",
+                                             "\xC3\xBC",
+                                             "\xC3\x9F",
+                                             "\xE4\xB8\x96",
+                                             "\xE7\x95\x8C",
+                                             "\xE1\x9E\x80",
+                                             "\xE1\x9E\xB6",
+                                             "\xF0\x9F\x98\x80",
+                                             "\xF0\x9F\xA6\x99",
+                                             "\xE2\x80\x8D",
+                                             "\xE3\x80\x80",
+                                             "\xE2\x80\x99",
+                                             "\xD0\xB6",
+                                             "\xD9\xA3"};
+  for (std::string name : {"llama-spm", "gpt-2", "deepseek-coder"}) {
+    auto tok = open_vocab(name, &path);
+    if (!tok) continue;
+    std::mt19937 rng(7);
+    for (int i = 0; i < 300; ++i) {
+      std::string s;
+      for (int n = rng() % 24; n > 0; --n) s += alphabet[rng() % alphabet.size()];
+      INFO(name << " '" << s << "'");
+      CHECK(tok->decode(tok->encode(s, false)) == s);
+    }
+  }
+}
