@@ -38,14 +38,27 @@ namespace {
 //   (Q4_K: 64 weights, Q6_K: 128) small enough that the codes and every
 //   token's accumulators stay in registers, and 16-byte code pieces (4
 //   lanes per row), which halves the f32 work per token.
+int64_t code_piece_bytes(int64_t fmt, bool stepped) {
+  return fmt == 2 || (stepped && fmt != 14) ? 16 : 32;
+}
+
 class Decoder {
  public:
-  Decoder(int64_t fmt, int64_t bm, bool stepped, Buffer w, std::function<Value(const Pointer&)> ld)
-      : FMT(fmt), BM(bm), stepped(stepped), w_(w), ld_(std::move(ld)) {}
+  // `x`, `xbase` (the one token's first x block) and `dots` serve the
+  // single-token Q4_K path, which scales with the activations itself.
+  Decoder(int64_t fmt, int64_t bm, bool stepped, Buffer w, std::function<Value(const Pointer&)> ld,
+          QuantizedActivations x, Value xbase, TokenDots& dots)
+      : FMT(fmt),
+        BM(bm),
+        stepped(stepped),
+        w_(w),
+        ld_(std::move(ld)),
+        x_(x),
+        xbase_(xbase),
+        dots_(dots) {}
 
   int64_t steps_per_block() const { return !stepped ? 1 : FMT == 12 ? 4 : FMT == 14 ? 2 : 1; }
-  int64_t piece_bytes() const { return FMT == 2 || (stepped && FMT != 14) ? 16 : 32; }
-  int64_t lanes() const { return piece_bytes() / 4; }
+  int64_t piece_bytes() const { return code_piece_bytes(FMT, stepped); }
 
   // The sub-blocks of step `step` (ignored unless stepped) of the block at
   // byte offsets `blk` [BM,1], whose x blocks start at `xb0`.
@@ -106,26 +119,38 @@ class Decoder {
             xb};
   }
 
-  // The whole super-block, with the 6-bit scales and mins (FORMATS.md)
-  // unpacked from one 12-byte load: sub-blocks 0-3 keep them in the low 6
-  // bits of bytes j and j+4; 4-7 split them between byte j+4's nibbles and
-  // the top 2 bits of bytes j-4 and j.
+  // The whole super-block for one token. The 6-bit scales and mins
+  // (FORMATS.md: sub-blocks 0-3 keep them in the low 6 bits of bytes j and
+  // j+4; 4-7 split them between byte j+4's nibbles and the top 2 bits of
+  // bytes j-4 and j) are unpacked from one 12-byte load into [BM,8] tiles
+  // and multiplied by the 8 activation scales at once, so each sub-block
+  // only picks its column; the min terms go to TokenDots in one [BM,8] op.
   std::vector<SubBlock> q4_k(const Value& blk, const Value& xb0) {
     auto d = f16_at(blk), dmin = f16_at(blk + 2);  // [BM,1]
     auto sc = bytes(blk + 4, 12);                  // [BM,12]
-    auto byte = [&](int64_t i) { return slice(sc, {0, i}, {BM, 1}); };
+    auto four = [&](int64_t first) { return slice(sc, {0, first}, {BM, 4}); };
+    // [BM,4] -> [BM,8] with both halves equal; where() then picks a half.
+    auto twice = [&](const Value& v) {
+      return reshape(broadcast_to(reshape(v, {BM, 1, 4}), {BM, 2, 4}), {BM, 8});
+    };
+    auto first_half = broadcast_to(arange(8) < 4, {BM, 8});
+    auto s6 = where(first_half, twice(four(0) & 63), twice((four(8) & 15) | ((four(0) >> 6) << 4)));
+    auto m6 = where(first_half, twice(four(4) & 63), twice((four(8) >> 4) | ((four(4) >> 6) << 4)));
+    auto xb = xbase_ + xb0 + arange(8);
+    auto dx = load(x_.d + xb);                      // [8]
+    auto sx = load(x_.s + xb).to(DType::f32) * dx;  // [8]
+    auto scales = d * s6.to(DType::f32) * dx;       // [BM,8]
+    dots_.subtract(dmin * m6.to(DType::f32) * sx);  // [BM,8]
     std::vector<SubBlock> out;
     for (int64_t j = 0; j < 8; ++j) {
-      Value s6, m6;
-      if (j < 4) {
-        s6 = byte(j) & 63;
-        m6 = byte(j + 4) & 63;
-      } else {
-        s6 = (byte(j + 4) & 15) | ((byte(j - 4) >> 6) << 4);
-        m6 = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
-      }
-      out.push_back(q4_k_sub(blk, d, dmin, full({}, 32.0 * (j / 2), DType::i64), j % 2, s6, m6,
-                             xb0 + static_cast<int>(j)));
+      auto chunk = full({}, 32.0 * (j / 2), DType::i64);
+      SubBlock sb{
+          pieces(blk + 16 + chunk, [&](Value q) { return j % 2 == 0 ? (q & 15) : (q >> 4); }),
+          slice(scales, {0, j}, {BM, 1}),
+          {},
+          xb0 + static_cast<int>(j)};
+      sb.scale_has_dx = true;
+      out.push_back(sb);
     }
     return out;
   }
@@ -172,6 +197,9 @@ class Decoder {
 
   Buffer w_;
   std::function<Value(const Pointer&)> ld_;
+  QuantizedActivations x_;
+  Value xbase_;
+  TokenDots& dots_;
 };
 
 Kernel build_qgemv(const Spec& s) {
@@ -199,9 +227,13 @@ Kernel build_qgemv(const Spec& s) {
     auto rmask = expand_dims(rows < M, 1);
     auto row_bytes = (nb * f.block_bytes).to(DType::i64);
     auto row_base = expand_dims(rows.to(DType::i64) * row_bytes, 1);  // [BM,1]
-    Decoder dec(FMT, BM, BT > 1, w,
-                [&](const Pointer& p) { return row_masked ? load(p, rmask, 0.0) : load(p); });
-    TokenDots dots(k, {xq, xd, xs}, toks, kb, BM, dec.lanes());
+    const bool stepped = BT > 1;
+    TokenDots dots(k, {xq, xd, xs}, toks, kb, BM, code_piece_bytes(FMT, stepped) / 4,
+                   FMT == 12 && !stepped ? 8 : 0);
+    Decoder dec(
+        FMT, BM, stepped, w,
+        [&](const Pointer& p) { return row_masked ? load(p, rmask, 0.0) : load(p); }, {xq, xd, xs},
+        toks[0] * kb, dots);
     auto step = [&](const Value& b, const Value& part) {
       auto blk = row_base + (b * f.block_bytes).to(DType::i64);  // [BM,1]
       for (const SubBlock& sb : dec.decode(blk, part, b * static_cast<int>(f.block_elems / 32)))

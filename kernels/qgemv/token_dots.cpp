@@ -1,5 +1,6 @@
 #include "kernels/qgemv/token_dots.h"
 
+#include "ir/error.h"
 #include "kernels/row_block.h"
 
 namespace kiln {
@@ -11,12 +12,13 @@ std::vector<Value> token_indices(const Value& tok0, int64_t block_t, const Value
 }
 
 TokenDots::TokenDots(KernelBuilder& k, QuantizedActivations x, std::vector<Value> toks,
-                     Value blocks_per_token, int64_t bm, int64_t lanes)
+                     Value blocks_per_token, int64_t bm, int64_t lanes, int64_t offset_lanes)
     : k_(k), x_(x), toks_(std::move(toks)), kb_(blocks_per_token), bm_(bm), lanes_(lanes) {
   for (size_t i = 0; i < toks_.size(); ++i) {
     acc_.push_back(k.var(zeros(DType::f32, {bm, lanes})));
     accm_.push_back(k.var(zeros(DType::f32, {bm, 1})));
   }
+  if (offset_lanes > 0) extra_.push_back(k.var(zeros(DType::f32, {bm, offset_lanes})));
 }
 
 // The n x bytes a piece multiplies, broadcast over the rows before
@@ -41,6 +43,11 @@ void TokenDots::add(const SubBlock& sb) {
       auto part = sum(reshape(prod, {bm_, n / 4, 4}), 2);  // [BM, n/4]
       dot = dot.valid() ? dot + part : part;
     }
+    if (sb.scale_has_dx) {
+      if (toks_.size() != 1) throw Error("TokenDots: a d_x-scaled sub-block needs one token");
+      acc_[i] = fma(dot.to(DType::f32), lane_scale, Value(acc_[i]));
+      continue;
+    }
     auto dx = load(x_.d + xblk);
     acc_[i] = fma(dot.to(DType::f32) * lane_scale, dx, Value(acc_[i]));
     Value off;
@@ -55,8 +62,14 @@ void TokenDots::add(const SubBlock& sb) {
   }
 }
 
+void TokenDots::subtract(const Value& terms) {
+  if (extra_.empty()) throw Error("TokenDots::subtract without offset lanes");
+  extra_[0] = Value(extra_[0]) + terms;
+}
+
 Value TokenDots::result(size_t i) const {
-  return sum(Value(acc_[i]), 1) - reshape(Value(accm_[i]), {bm_});
+  Value r = sum(Value(acc_[i]), 1) - reshape(Value(accm_[i]), {bm_});
+  return extra_.empty() ? r : r - sum(Value(extra_[0]), 1);
 }
 
 void TokenDots::store_tokens(const Buffer& y, const Value& tok0, const Value& t, const Value& m,

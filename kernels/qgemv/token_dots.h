@@ -36,6 +36,9 @@ struct SubBlock {
   };
   std::vector<Offset> offsets;
   Value xblock;  // index of the token's 32-element x block (scalar)
+  // The scale already includes the activation block's d_x (single-token
+  // decoders that scale a whole block's sub-blocks in one vector op).
+  bool scale_has_dx = false;
 };
 
 // The activation blocks of a call: q i8 [t, k], d f32 [t, k/32], s i32 [t, k/32].
@@ -52,11 +55,15 @@ class TokenDots {
  public:
   // `toks`: the token indices of this program (clamped into range);
   // `blocks_per_token`: k / 32; `lanes`: n/4 of the pieces.
+  // `offset_lanes` > 0 makes room for subtract() terms of [BM, offset_lanes].
   TokenDots(KernelBuilder& k, QuantizedActivations x, std::vector<Value> toks,
-            Value blocks_per_token, int64_t bm, int64_t lanes);
+            Value blocks_per_token, int64_t bm, int64_t lanes, int64_t offset_lanes = 0);
 
   // Accumulates sub-block sb for every token.
   void add(const SubBlock& sb);
+  // Subtracts a single-token decoder's own offset terms, [BM,
+  // offset_lanes] summed over the lanes at the end.
+  void subtract(const Value& terms);
   // Token i's row results [BM].
   Value result(size_t i) const;
   // Stores every real token's results into y [t, m] (row-masked when
@@ -73,6 +80,7 @@ class TokenDots {
   Value kb_;
   int64_t bm_, lanes_;
   std::vector<Var> acc_, accm_;
+  std::vector<Var> extra_;  // one when offset_lanes > 0
 };
 
 }  // namespace kiln
