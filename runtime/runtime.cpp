@@ -75,6 +75,16 @@ const CompiledKernel& Runtime::compile(const Spec& spec) {
   return *compiled_.emplace(key, std::move(c)).first->second;
 }
 
+Runtime::CompileStats Runtime::compile_stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  CompileStats st;
+  for (const auto& [key, c] : compiled_) {
+    ++st.kernels;
+    st.ms += c->cpu.compile_ms;
+  }
+  return st;
+}
+
 // The parameters of a spec's kernel, built once: select() needs the scalar
 // names on every call, and building IR per op call would dominate it.
 const Kernel& Runtime::signature(const Spec& spec) {

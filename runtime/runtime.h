@@ -55,6 +55,12 @@ class Runtime {
   std::string user_tuning_path() const;  // "" without a cache dir
 
   const CompiledKernel& compile(const Spec& spec);
+  // Kernels compiled (or loaded) by this runtime and the time it took.
+  struct CompileStats {
+    int64_t kernels = 0;
+    double ms = 0;
+  };
+  CompileStats compile_stats();
 
   // The spec a launch with these dtypes, arguments and sizes should use.
   // `fixed` sets non-tunable constexprs (a format, a head size).

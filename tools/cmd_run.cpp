@@ -1,63 +1,185 @@
-// `kiln run`: until model forwards exist, the main job JIT-compiles the
-// library GEMV, runs it on generated weights, checks it against a double
-// reference and reports compile time, latency and bandwidth.
+// `kiln run`: the main job. Loads a GGUF model, tokenizes the prompt (or
+// takes token ids), generates with the chosen sampler while streaming the
+// text, and ends with one JSON line of metrics (speeds, latency
+// percentiles, peak RSS, JIT time, cache hits, kernels per token).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "ir/error.h"
-#include "runtime/runtime.h"
+#include "models/generation.h"
+#include "models/model_generator.h"
+#include "runtime/compile_cache.h"
 #include "tools/cli.h"
-#include "tools/gemv_workload.h"
 
 namespace kiln {
 
-int cmd_run(const std::vector<std::string>& argv) {
-  CliArgs a(argv, {"help"});
-  a.allow_only({"help", "threads", "m", "k", "dtype", "const", "iters"});
+namespace {
+
+// Peak resident set (VmHWM) in MiB, from /proc/self/status.
+double peak_rss_mib() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+// numpy's .npy format (v1.0): f32 little-endian, C order, shape [rows, cols].
+void write_npy(const std::string& path, const std::vector<float>& data, int64_t cols) {
+  int64_t rows = static_cast<int64_t>(data.size()) / cols;
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  while ((10 + header.size() + 1) % 64) header += ' ';
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw Error("--logits-out: cannot write '" + path + "'");
+  f.write("\x93NUMPY\x01\x00", 8);
+  uint16_t len = static_cast<uint16_t>(header.size());
+  f.write(reinterpret_cast<const char*>(&len), 2);
+  f << header;
+  f.write(reinterpret_cast<const char*>(data.data()),
+          static_cast<std::streamsize>(data.size() * sizeof(float)));
+  if (!f) throw Error("--logits-out: writing '" + path + "' failed");
+}
+
+// The main job's model when none is given: a small generated llama (Q4_K_M,
+// byte-level vocabulary), written once next to the compile cache.
+std::string default_model() {
+  namespace fs = std::filesystem;
+  std::string root = CompileCache::default_dir();
+  fs::path dir = root.empty() ? fs::temp_directory_path() / "kiln" : fs::path(root);
+  fs::path path = dir / "models" / "llama-tiny-q4_k_m.gguf";
+  if (!fs::exists(path)) {
+    fs::create_directories(path.parent_path());
+    std::fprintf(stderr,
+                 "kiln run: no -m given; generating the default model %s\n"
+                 "          (= kiln gen-model --arch llama --preset tiny --type q4_k_m)\n",
+                 path.c_str());
+    GenModelOptions o;
+    o.format = WeightFormat::q4_k_m;
+    o.seed = 1;
+    generate_model(find_model_preset("llama", "tiny"), o, path.string());
+  }
+  return path.string();
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;
+    out += ch;
+  }
+  return out;
+}
+
+std::vector<int32_t> parse_tokens(const std::string& s) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    ids.push_back(static_cast<int32_t>(parse_int(item, "--tokens")));
+  return ids;
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& argv_in) {
+  // llama.cpp's short options.
+  std::vector<std::string> argv;
+  for (const auto& s : argv_in) {
+    static const std::map<std::string, std::string> alias = {{"-m", "--model"},
+                                                             {"-p", "--prompt"},
+                                                             {"-n", "--n-predict"},
+                                                             {"-t", "--threads"},
+                                                             {"-s", "--seed"}};
+    auto it = alias.find(s);
+    argv.push_back(it == alias.end() ? s : it->second);
+  }
+  CliArgs a(argv, {"help", "profile", "ignore-eos", "no-bos"});
+  a.allow_only({"help", "profile", "ignore-eos", "no-bos", "model", "prompt", "n-predict",
+                "threads", "seed", "temp", "top-k", "top-p", "repeat-penalty", "stop", "tokens",
+                "logits-out", "ctx"});
   if (a.flag("help")) {
     std::puts(
-        "usage: kiln run [--threads N] [--m 4096] [--k 4096] [--dtype W=f16] [--const "
-        "BLOCK_K=128]\n"
-        "                [--iters 50]\n"
-        "JIT-compiles the GEMV kernel, runs it on random data, checks it against a "
-        "double-precision\n"
-        "reference and prints compile time, time per call and GB/s.");
+        "usage: kiln run [-m MODEL.gguf] [-p PROMPT | --tokens 1,2,3] [-n 64] [--threads N]\n"
+        "                [--temp 0] [--top-k 40] [--top-p 0.95] [--repeat-penalty 1.0] "
+        "[--seed 0]\n"
+        "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N]\n"
+        "                [--logits-out FILE.npy] [--profile]\n"
+        "Streams the generated text, then prints one JSON line of metrics. Without -m, runs a\n"
+        "small generated llama (written once under the cache directory).");
     return 0;
   }
-  int64_t m = a.get_int("m", 4096), k = a.get_int("k", 4096), iters = a.get_int("iters", 50);
-  if (m <= 0 || k <= 0 || iters <= 0) throw Error("--m, --k and --iters must be positive");
+  auto t_start = std::chrono::steady_clock::now();
+  std::string model_path = a.has("model") ? a.get("model") : default_model();
   Runtime rt(static_cast<int>(a.get_int("threads", 0)));
-  Spec spec = spec_from_args("gemv", a);
-  GemvWorkload w(m, k, spec.dtype("W"), spec.dtype("X"));
-  auto args = w.args();
-  // Without --const the tuning database (or the kernel's heuristic) decides.
-  if (a.all("const").empty()) spec = rt.select("gemv", spec.dtypes, args);
-  std::printf("kernel   %s on %s, %d thread(s)\n", spec.str().c_str(),
-              rt.jit().target().cpu.c_str(), rt.threads());
-  const CompiledKernel& c = rt.compile(spec);
-  std::printf("compile  %.1f ms (%s)\n", c.cpu.compile_ms,
-              c.from_disk ? "loaded from the compile cache"
-                          : "build + passes + LLVM O3 + machine code, now cached");
-  rt.launch(spec, args);
-  double err = w.relative_error();
-  std::vector<double> ms;
-  for (int64_t i = 0; i < iters; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    rt.launch(spec, args);
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  Llm model(model_path, rt, a.get_int("ctx", 0));
+  GenerationOptions o;
+  o.n_predict = a.get_int("n-predict", 64);
+  if (o.n_predict < 0) throw Error("-n expects a count >= 0");
+  o.sampler.temperature = parse_double(a.get("temp", "0"), "--temp");
+  o.sampler.top_k = a.get_int("top-k", 40);
+  o.sampler.top_p = parse_double(a.get("top-p", "0.95"), "--top-p");
+  o.sampler.repeat_penalty = parse_double(a.get("repeat-penalty", "1.0"), "--repeat-penalty");
+  o.sampler.seed = static_cast<uint64_t>(a.get_int("seed", 0));
+  o.stop = a.all("stop");
+  o.stop_at_eos = !a.flag("ignore-eos");
+  o.all_logits = a.has("logits-out");
+  model.profile(a.flag("profile"));
+  std::vector<int32_t> prompt;
+  if (a.has("tokens")) {
+    prompt = parse_tokens(a.get("tokens"));
+  } else {
+    std::string text = a.get("prompt", "Once upon a time");
+    bool bos =
+        !a.flag("no-bos") && model.tokenizer().add_bos_default() && model.tokenizer().bos_id() >= 0;
+    prompt = model.tokenizer().encode(text, bos);
+    std::fputs(text.c_str(), stdout);
   }
-  std::sort(ms.begin(), ms.end());
-  double med = ms[ms.size() / 2];
-  std::printf("result   y = W x, m=%lld k=%lld, max rel. error vs double reference %.2e\n",
-              static_cast<long long>(m), static_cast<long long>(k), err);
-  std::printf("time     median %.3f ms over %lld calls, %.1f GB/s\n", med,
-              static_cast<long long>(iters), static_cast<double>(w.bytes()) / med / 1e6);
-  // Output rounding dominates: half an ulp of X, plus f32 accumulation.
-  double tol = spec.dtype("X") == DType::f32 ? 1e-4 : spec.dtype("X") == DType::f16 ? 2e-3 : 1e-2;
-  if (err > tol)
-    throw Error("GEMV result differs from the reference (rel. error " + std::to_string(err) + ")");
+  GenerationResult r = generate(model, prompt, o, [](const std::string& piece) {
+    std::fputs(piece.c_str(), stdout);
+    std::fflush(stdout);
+  });
+  std::puts("");
+  if (o.all_logits) write_npy(a.get("logits-out"), r.logits, model.config().n_vocab);
+  if (a.flag("profile")) {
+    std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows;
+    for (const auto& e : model.profile_ms()) rows.push_back(e);
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+    double total = 0;
+    for (const auto& e : rows) total += e.second.first;
+    std::fprintf(stderr, "%-20s %10s %8s %7s\n", "step", "ms", "calls", "share");
+    for (const auto& [label, p] : rows)
+      std::fprintf(stderr, "%-20s %10.2f %8lld %6.1f%%\n", label.c_str(), p.first,
+                   static_cast<long long>(p.second), 100 * p.first / total);
+  }
+  double decode_ms = 0;
+  for (double v : r.token_ms) decode_ms += v;
+  Runtime::CompileStats cs = rt.compile_stats();
+  double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
+  std::printf(
+      "{\"model\": \"%s\", \"arch\": \"%s\", \"threads\": %d, \"prompt_tokens\": %zu, "
+      "\"generated_tokens\": %zu, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
+      "\"token_latency_ms_p50\": %.3f, \"token_latency_ms_p95\": %.3f, \"peak_rss_mib\": %.1f, "
+      "\"jit_compile_ms\": %.1f, \"kernels_compiled\": %lld, \"cache_hits\": %d, "
+      "\"cache_misses\": %d, \"kernels_per_token\": %lld, \"stop\": \"%s\", \"wall_ms\": %.1f}\n",
+      json_escape(model_path).c_str(), model.config().arch.c_str(), rt.threads(), r.prompt.size(),
+      r.generated.size(), r.prompt.size() / (r.prefill_ms / 1e3),
+      r.token_ms.empty() ? 0.0 : r.token_ms.size() / (decode_ms / 1e3), percentile(r.token_ms, 0.5),
+      percentile(r.token_ms, 0.95), peak_rss_mib(), cs.ms, static_cast<long long>(cs.kernels),
+      rt.cache().hits, rt.cache().misses, static_cast<long long>(r.launches_per_token),
+      r.stop_reason.c_str(), wall_ms);
   return 0;
 }
 

@@ -1,0 +1,38 @@
+// Text generation over an Llm: prefill the prompt, then sample one token
+// at a time until n tokens, EOS or a stop string, streaming each piece as it
+// is decoded, with the timings `kiln run` reports.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/llm.h"
+#include "models/sampler.h"
+
+namespace kiln {
+
+struct GenerationOptions {
+  int64_t n_predict = 64;
+  SamplerOptions sampler;
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+  bool stop_at_eos = true;
+  bool all_logits = false;  // keep every position's logits (logits_out)
+};
+
+struct GenerationResult {
+  std::vector<int32_t> prompt, generated;
+  std::string text;
+  double prefill_ms = 0;
+  std::vector<double> token_ms;  // per decoded token
+  std::vector<float> logits;     // [positions, n_vocab] when all_logits
+  int64_t launches_prefill = 0, launches_per_token = 0;
+  std::string stop_reason;  // "length", "eos", "stop string"
+};
+
+// `on_text` receives each newly decoded piece of text.
+GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
+                          const GenerationOptions& o,
+                          const std::function<void(const std::string&)>& on_text = nullptr);
+
+}  // namespace kiln

@@ -1,0 +1,66 @@
+// A decoder-only language model from a GGUF file (llama, qwen2, qwen3,
+// qwen3moe), run as plans of compiled kernels.
+//
+// forward() takes the next tokens of the sequence: the first call is the
+// prompt (prefill, batched kernels), later calls one token each (decode,
+// GEMV). Each distinct token count is recorded once into a Plan over its
+// own scratch arena and the shared KV cache (f16, [n_ctx, n_kv_heads,
+// head_dim] per layer), then replayed with the position patched in.
+// Weights are used in place in the mapped file.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/gguf.h"
+#include "models/model_config.h"
+#include "models/tokenizer.h"
+#include "runtime/plan.h"
+
+namespace kiln {
+
+class Llm {
+ public:
+  // n_ctx: the KV cache's capacity in tokens (0: the model's training
+  // context, capped at 4096).
+  Llm(const std::string& path, Runtime& rt, int64_t n_ctx = 0);
+  ~Llm();
+
+  const ModelConfig& config() const { return cfg_; }
+  const Tokenizer& tokenizer() const { return *tok_; }
+  const GgufFile& file() const { return file_; }
+  int64_t n_ctx() const { return n_ctx_; }
+  int64_t pos() const { return pos_; }  // tokens in the KV cache
+  void reset() { pos_ = 0; }
+
+  // Appends `tokens` to the sequence. Returns the logits [rows, n_vocab]:
+  // every position's when all_logits, else the last token's only. With
+  // `interpret`, every kernel runs in the reference interpreter.
+  const std::vector<float>& forward(const std::vector<int32_t>& tokens, bool all_logits = false,
+                                    bool interpret = false);
+
+  // Kernel launches of the last forward's plan, and per-label profile.
+  int64_t last_kernel_launches() const { return last_launches_; }
+  void profile(bool on) { profiling_ = on; }
+  std::map<std::string, std::pair<double, int64_t>> profile_ms() const;
+
+ private:
+  struct Step;
+  Step& step_for(int64_t n_tokens, bool all_logits);
+  void record(Step& s);
+
+  GgufFile file_;
+  ModelConfig cfg_;
+  std::unique_ptr<Tokenizer> tok_;
+  Runtime& rt_;
+  int64_t n_ctx_ = 0, pos_ = 0;
+  std::vector<std::vector<uint16_t>> k_cache_, v_cache_;  // per layer, f16
+  std::vector<float> rope_table_;
+  std::map<std::pair<int64_t, bool>, std::unique_ptr<Step>> steps_;
+  int64_t last_launches_ = 0;
+  bool profiling_ = false;
+};
+
+}  // namespace kiln

@@ -1,0 +1,73 @@
+#include "models/matmul.h"
+
+#include "ir/error.h"
+
+namespace kiln {
+
+namespace {
+
+void* mut(const void* p) { return const_cast<void*>(p); }  // kernels only read inputs
+
+DType float_dtype(GgmlType t) {
+  switch (t) {
+    case GgmlType::f32: return DType::f32;
+    case GgmlType::f16: return DType::f16;
+    case GgmlType::bf16: return DType::bf16;
+    default: throw Error("tensor type " + ggml_type_name(t) + " is not a float type");
+  }
+}
+
+}  // namespace
+
+bool is_block_quantized(GgmlType t) {
+  return t == GgmlType::q4_0 || t == GgmlType::q8_0 || t == GgmlType::q4_K || t == GgmlType::q6_K;
+}
+
+LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const QuantizedBuffers& q) {
+  if (k % 32)
+    throw Error("quantize_q8: row length " + std::to_string(k) + " is not a multiple of 32");
+  int64_t nb = t * k / 32;
+  return {"quantize_q8",
+          {},
+          {Arg::buffer(mut(x), t * k), Arg::buffer(q.q, t * k), Arg::buffer(q.d, nb),
+           Arg::buffer(q.s, nb), Arg::scalar_int(nb)},
+          {},
+          {}};
+}
+
+LaunchDesc matmul(const WeightView& w, const float* x, const QuantizedBuffers& q, float* y,
+                  int64_t t) {
+  int64_t wbytes = ggml_row_bytes(w.type, w.k) * w.m;
+  if (is_block_quantized(w.type)) {
+    return {
+        "qgemv",
+        {},
+        {Arg::buffer(mut(w.data), wbytes), Arg::buffer(q.q, t * w.k),
+         Arg::buffer(q.d, t * w.k / 32), Arg::buffer(q.s, t * w.k / 32), Arg::buffer(y, t * w.m),
+         Arg::scalar_int(w.m), Arg::scalar_int(w.k), Arg::scalar_int(t)},
+        {},
+        {{"FMT", static_cast<int64_t>(w.type)}}};
+  }
+  DType wt = float_dtype(w.type);
+  if (t == 1)
+    return {"gemv",
+            {{"W", wt}, {"X", DType::f32}},
+            {Arg::buffer(mut(w.data), w.m * w.k), Arg::buffer(mut(x), w.k), Arg::buffer(y, w.m),
+             Arg::scalar_int(w.m), Arg::scalar_int(w.k)},
+            {},
+            {}};
+  return {"gemm",
+          {{"W", wt}},
+          {Arg::buffer(mut(w.data), w.m * w.k), Arg::buffer(mut(x), t * w.k),
+           Arg::buffer(y, t * w.m), Arg::scalar_int(t), Arg::scalar_int(w.m), Arg::scalar_int(w.k)},
+          {},
+          {}};
+}
+
+void run_now(Runtime& rt, const LaunchDesc& d) {
+  std::vector<Arg> args;
+  for (const auto& a : d.args) args.push_back(std::get<Arg>(a));
+  rt.call(d.kernel, d.dtypes, args, d.sizes, d.fixed);
+}
+
+}  // namespace kiln

@@ -1,0 +1,52 @@
+// y[t, m] = x[t, k] W^T for a GGUF weight of any type Kiln reads, as the
+// kernel launches that compute it: gemv/gemm for f32/f16/bf16 weights,
+// quantize_q8 + qgemv for ggml's block formats (the activations are
+// quantised once per input and shared by every weight that reads it).
+//
+// The launches are descriptions, so a forward can record them into a plan
+// (fixed shapes) or run them at once (MoE experts, whose token counts are
+// known only after routing).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/ggml_type.h"
+#include "runtime/plan.h"
+
+namespace kiln {
+
+// A row-major weight [m, k] (GGUF ne = [k, m]) in place in the model file.
+struct WeightView {
+  const uint8_t* data = nullptr;
+  GgmlType type = GgmlType::f32;
+  int64_t k = 0, m = 0;
+};
+
+// Room for one input's 8-bit blocks: q [t, k], d and s [t, k/32].
+struct QuantizedBuffers {
+  int8_t* q = nullptr;
+  float* d = nullptr;
+  int32_t* s = nullptr;
+};
+
+struct LaunchDesc {
+  std::string kernel;
+  std::map<std::string, DType> dtypes;
+  std::vector<Plan::PlanArg> args;
+  Sizes sizes;
+  std::map<std::string, int64_t> fixed;
+};
+
+bool is_block_quantized(GgmlType t);
+// quantize_q8 of x [t, k] into `q` (needed before matmuls of block-quantized weights).
+LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const QuantizedBuffers& q);
+// y [t, m] = x [t, k] W^T; `q` must hold x's quantize_activations result
+// when W is block-quantized.
+LaunchDesc matmul(const WeightView& w, const float* x, const QuantizedBuffers& q, float* y,
+                  int64_t t);
+// Runs a description now.
+void run_now(Runtime& rt, const LaunchDesc& d);
+
+}  // namespace kiln

@@ -1,0 +1,47 @@
+#include "models/model_config.h"
+
+#include "ir/error.h"
+
+namespace kiln {
+
+ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
+  ModelConfig c;
+  c.arch = std::string(f.get_string("general.architecture"));
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe")
+    f.fail("architecture '" + c.arch + "' is not supported (llama, qwen2, qwen3, qwen3moe)");
+  auto key = [&](const std::string& k) { return c.arch + "." + k; };
+  auto get = [&](const std::string& k) { return static_cast<int64_t>(f.get_u64(key(k))); };
+  auto find = [&](const std::string& k, int64_t dflt) {
+    auto v = f.find_u64(key(k));
+    return v ? static_cast<int64_t>(*v) : dflt;
+  };
+  c.n_embd = get("embedding_length");
+  c.n_layer = get("block_count");
+  c.n_head = get("attention.head_count");
+  c.n_head_kv = find("attention.head_count_kv", c.n_head);
+  c.n_ff = find("feed_forward_length", 0);
+  c.n_ctx_train = find("context_length", 2048);
+  if (c.n_head <= 0 || c.n_head_kv <= 0 || c.n_head % c.n_head_kv)
+    f.fail(std::to_string(c.n_head) + " attention heads cannot share " +
+           std::to_string(c.n_head_kv) + " KV heads");
+  c.head_dim = find("attention.key_length", c.n_embd / c.n_head);
+  if (find("attention.value_length", c.head_dim) != c.head_dim)
+    f.fail("key and value head sizes differ, which Kiln does not support");
+  c.rope_dim = find("rope.dimension_count", c.head_dim);
+  if (auto b = f.find_f32(key("rope.freq_base"))) c.rope_base = *b;
+  if (auto e = f.find_f32(key("attention.layer_norm_rms_epsilon"))) c.rms_eps = *e;
+  c.rope_neox = c.arch != "llama";
+  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe";
+  c.qkv_bias = c.arch == "qwen2";
+  c.n_expert = find("expert_count", 0);
+  c.n_expert_used = find("expert_used_count", 0);
+  c.n_ff_exp = find("expert_feed_forward_length", c.n_ff);
+  c.norm_topk = c.arch == "qwen3moe" || c.arch == "llama";
+  if (c.moe() && (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert))
+    f.fail(std::to_string(c.n_expert_used) + " experts used of " + std::to_string(c.n_expert));
+  if (!c.moe() && c.n_ff <= 0) f.fail("missing key '" + key("feed_forward_length") + "'");
+  c.n_vocab = f.tensor("token_embd.weight").shape.at(1);
+  return c;
+}
+
+}  // namespace kiln
