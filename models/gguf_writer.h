@@ -1,14 +1,18 @@
-// Writes GGUF v3 files: metadata of every type and tensors given as raw bytes.
+// Writes GGUF v3 files: metadata of every type and tensors given as raw bytes
+// or produced while the file is written.
 //
 // Kiln generates its own model files (synthetic models for tests and
 // benchmarks) and its tests need valid files to start from and corrupt. The
 // writer produces exactly the layout GgufFile reads: key/value pairs in the
 // order added, tensor infos, then each tensor's bytes at an aligned offset,
 // padded with zeros. It checks what it is given (duplicate names, byte sizes
-// against shapes), so a file it writes always reads back.
+// against shapes), so a file it writes always reads back. Offsets depend only
+// on types and shapes, so a model of many gigabytes can be written with its
+// tensors streamed: each is produced, in pieces, only when its turn comes.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -47,6 +51,13 @@ class GgufWriter {
   static Value string_array(const std::vector<std::string>& v);
   // An array of values that all have type elem_type (arrays of arrays included).
   static Value array_of(GgufType elem_type, const std::vector<Value>& items);
+  // A value read from another file, for copying metadata across.
+  static Value copy_of(const GgufValue& v);
+
+  // Receives a streamed tensor's bytes, piece by piece, in order.
+  using ByteSink = std::function<void(const uint8_t* bytes, size_t n)>;
+  // Called each time the file is written, to emit exactly the tensor's bytes.
+  using TensorProducer = std::function<void(const ByteSink& sink)>;
 
   // Alignment other than 32 is recorded as general.alignment.
   explicit GgufWriter(uint32_t alignment = 32);
@@ -56,6 +67,14 @@ class GgufWriter {
   // tensor's size for its type.
   void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> shape,
                   std::string_view bytes);
+  // A streamed tensor: `produce` runs during write_to and must emit exactly
+  // tensor_bytes(type, shape) bytes (anything else is an error naming it).
+  void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> shape,
+                  TensorProducer produce);
+  // Bytes of a tensor of this type and shape; throws naming `name` for a
+  // shape that is not a whole number of rows of blocks.
+  static uint64_t tensor_bytes(const std::string& name, GgmlType type,
+                               const std::vector<int64_t>& shape);
 
   void write_to(std::ostream& out) const;
   std::string bytes() const;
@@ -76,8 +95,11 @@ class GgufWriter {
     std::string name;
     GgmlType type;
     std::vector<int64_t> shape;
-    std::string bytes;
+    uint64_t size;
+    std::string bytes;       // given in memory, or
+    TensorProducer produce;  // streamed
   };
+  void push_tensor(Tensor t);
   uint32_t alignment_;
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<Tensor> tensors_;

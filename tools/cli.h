@@ -44,6 +44,7 @@ int cmd_bench(const std::vector<std::string>& args);
 int cmd_list(const std::vector<std::string>& args);
 int cmd_cache(const std::vector<std::string>& args);
 int cmd_tune(const std::vector<std::string>& args);
+int cmd_gen_model(const std::vector<std::string>& args);
 
 }  // namespace kiln
 

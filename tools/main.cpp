@@ -19,6 +19,7 @@ void usage() {
       "  list     list the library kernels with their dtypes and constexprs\n"
       "  tune     search a kernel's block sizes for a shape and record the winner\n"
       "  cache    show or clear the on-disk compile cache (stats, list, clear)\n"
+      "  gen-model  write a random-weight GGUF model (llama, qwen2, qwen3, qwen3moe, llama-moe)\n"
       "\n"
       "`kiln <command> --help` describes a command's options.");
 }
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
     if (cmd == "list") return kiln::cmd_list(args);
     if (cmd == "cache") return kiln::cmd_cache(args);
     if (cmd == "tune") return kiln::cmd_tune(args);
+    if (cmd == "gen-model") return kiln::cmd_gen_model(args);
     std::fprintf(stderr, "kiln: error: unknown command '%s' (run `kiln --help`)\n", cmd.c_str());
     return 2;
   } catch (const kiln::Error& e) {

@@ -236,3 +236,37 @@ TEST_CASE("gguf writer refuses what it could not write correctly", "[models][ggu
   REQUIRE_THROWS_WITH(W().write("/nonexistent-dir/x.gguf"),
                       Catch::Contains("cannot write GGUF file '/nonexistent-dir/x.gguf'"));
 }
+
+TEST_CASE("gguf writer streams produced tensors and copies read values", "[models][gguf]") {
+  // Every key of a file copied across, and every tensor produced in uneven
+  // pieces, writes the very same bytes.
+  std::string original = full_writer(32).bytes();
+  GgufFile f = GgufFile::open_memory(original, "original.gguf");
+  W copy;
+  for (const auto& [key, value] : f.metadata()) copy.add(key, W::copy_of(value));
+  for (const GgufTensor& t : f.tensors()) {
+    copy.add_tensor(t.name, t.type, t.shape, [&t](const W::ByteSink& sink) {
+      for (uint64_t at = 0; at < t.nbytes; at += 7)
+        sink(t.data + at, std::min<uint64_t>(7, t.nbytes - at));
+    });
+  }
+  CHECK(copy.bytes() == original);
+  CHECK(W::tensor_bytes("t", GgmlType::q4_K, {512, 3}) == 6 * 144);
+}
+
+TEST_CASE("gguf writer refuses a producer that emits the wrong size", "[models][gguf][error]") {
+  std::string block(34, '\1');
+  auto emit = [&](int pieces) {
+    return [&, pieces](const W::ByteSink& sink) {
+      for (int i = 0; i < pieces; ++i) sink(reinterpret_cast<const uint8_t*>(block.data()), 34);
+    };
+  };
+  W few;
+  few.add_tensor("few", GgmlType::q8_0, {32, 2}, emit(1));
+  REQUIRE_THROWS_WITH(few.bytes(), Catch::Contains("tensor 'few' produced 34 of its 68 bytes"));
+  W many;
+  many.add_tensor("many", GgmlType::q8_0, {32}, emit(2));
+  REQUIRE_THROWS_WITH(many.bytes(), Catch::Contains("tensor 'many' produced more than its 34"));
+  REQUIRE_THROWS_WITH(many.add_tensor("odd", GgmlType::q4_K, {100}, emit(1)),
+                      Catch::Contains("not a whole number of Q4_K blocks"));
+}

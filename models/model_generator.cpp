@@ -1,0 +1,450 @@
+#include "models/model_generator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <thread>
+
+#include "ir/dtype.h"
+#include "ir/error.h"
+#include "kernels/quant/ggml_blocks.h"
+#include "models/gguf.h"
+#include "models/gguf_writer.h"
+#include "models/unicode.h"
+#include "models/vocab.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr float kWeightStd = 0.02f;          // matrices, embeddings, router, biases
+constexpr float kNormStd = 0.02f;            // norm weights: 1 + N(0, kNormStd^2)
+constexpr int64_t kChunkElements = 1 << 20;  // elements generated per task
+constexpr uint32_t kQuantVersion = 2;        // ggml's GGML_QNT_VERSION
+
+struct FormatInfo {
+  WeightFormat format;
+  std::string_view name;
+  uint32_t file_type;
+  GgmlType matrix_type;
+};
+
+constexpr FormatInfo kFormats[] = {
+    {WeightFormat::f32, "f32", 0, GgmlType::f32},
+    {WeightFormat::f16, "f16", 1, GgmlType::f16},
+    {WeightFormat::q8_0, "q8_0", 7, GgmlType::q8_0},
+    {WeightFormat::q4_0, "q4_0", 2, GgmlType::q4_0},
+    {WeightFormat::q4_k_m, "q4_k_m", 15, GgmlType::q4_K},
+};
+
+const FormatInfo& info(WeightFormat f) {
+  for (const FormatInfo& i : kFormats)
+    if (i.format == f) return i;
+  throw Error("unknown weight format " + std::to_string(static_cast<int>(f)));
+}
+
+bool quantized(GgmlType t) { return t != GgmlType::f32 && t != GgmlType::f16; }
+
+int64_t block_elems(GgmlType t) { return ggml_type_info(t).block_elems; }
+
+// What a tensor is for, which is what llama.cpp's type rules look at.
+enum class Role {
+  token_embd,
+  output,
+  norm,
+  bias,
+  router,  // ffn_gate_inp: never quantised
+  attn_q,
+  attn_k,
+  attn_v,
+  attn_output,
+  ffn_gate,
+  ffn_up,
+  ffn_down,
+};
+
+// llama.cpp's use_more_bits: the first and last eighth of the layers and
+// every third one between get more bits in Q4_K_M.
+bool use_more_bits(int64_t i, int64_t n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+class Planner {
+ public:
+  Planner(const ModelPreset& p, WeightFormat f) : p_(p), format_(f) {}
+
+  void add(std::string name, std::vector<int64_t> shape, Role role, int layer) {
+    PlannedTensor t;
+    t.name = std::move(name);
+    t.shape = std::move(shape);
+    t.layer = layer;
+    t.mean = role == Role::norm ? 1.0f : 0.0f;
+    t.stddev = role == Role::norm ? kNormStd : kWeightStd;
+    t.type = choose_type(t, role);
+    tensors_.push_back(std::move(t));
+  }
+  std::vector<PlannedTensor> take() { return std::move(tensors_); }
+
+ private:
+  GgmlType choose_type(PlannedTensor& t, Role role) const {
+    if (t.shape.size() < 2 || role == Role::norm || role == Role::bias || role == Role::router)
+      return GgmlType::f32;
+    GgmlType base = info(format_).matrix_type;
+    if (!quantized(base)) return base;
+    bool q4km = format_ == WeightFormat::q4_k_m;
+    int64_t ne0 = t.shape[0];
+    GgmlType type = base;
+    if (role == Role::output || (role == Role::token_embd && p_.tied_embeddings)) {
+      if (ne0 % block_elems(base) != 0)
+        type = GgmlType::q8_0;
+      else if (base != GgmlType::q8_0)
+        type = GgmlType::q6_K;
+    } else if (role == Role::attn_v) {
+      if (q4km && use_more_bits(t.layer, p_.n_layer)) type = GgmlType::q6_K;
+      if (p_.n_expert == 8) type = GgmlType::q8_0;
+    } else if (role == Role::attn_k) {
+      if (p_.n_expert == 8) type = GgmlType::q8_0;
+    } else if (role == Role::ffn_down) {
+      if (q4km && use_more_bits(t.layer, p_.n_layer)) type = GgmlType::q6_K;
+    } else if (role == Role::attn_output) {
+      if (q4km && p_.n_expert == 8) {
+        type = GgmlType::q6_K;
+        t.note = "llama.cpp uses Q5_K here, which Kiln cannot write";
+      }
+    }
+    if (ne0 % block_elems(type) == 0) return type;
+    // llama.cpp's fallbacks for rows that are not whole blocks.
+    std::string why = std::to_string(ne0) + " columns are not a multiple of " +
+                      std::to_string(block_elems(type)) + " for " + ggml_type_name(type);
+    GgmlType fallback = GgmlType::f16;
+    if (type == GgmlType::q6_K) {
+      fallback = GgmlType::q8_0;
+    } else if (type == GgmlType::q4_K) {
+      fallback = GgmlType::q8_0;
+      why += "; llama.cpp falls back to Q5_0, which Kiln cannot write";
+    } else {
+      why += "; llama-quantize refuses such rows, its converter writes F16";
+    }
+    if (ne0 % block_elems(fallback) != 0) fallback = GgmlType::f16;
+    t.note = (t.note.empty() ? "" : t.note + "; ") + why + ", using " + ggml_type_name(fallback);
+    return fallback;
+  }
+
+  const ModelPreset& p_;
+  WeightFormat format_;
+  std::vector<PlannedTensor> tensors_;
+};
+
+// ---- random numbers: counter-seeded, the same on every thread count ----
+
+uint64_t splitmix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t s = a ^ (b * 0xD6E8FEB86659FD93ull);
+  return splitmix64(&s);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+// Normal(mean, stddev) by Box-Muller on 24-bit uniforms.
+void fill_normal(float* x, int64_t n, float mean, float stddev, uint64_t seed) {
+  uint64_t state = seed;
+  constexpr float kTwoPi = 6.28318530717958647692f;
+  for (int64_t i = 0; i < n; i += 2) {
+    uint64_t r = splitmix64(&state);
+    float u1 = static_cast<float>((r >> 40) + 1) * (1.0f / 16777216.0f);  // (0, 1]
+    float u2 = static_cast<float>(r & 0xFFFFFF) * (1.0f / 16777216.0f);   // [0, 1)
+    float radius = stddev * std::sqrt(-2.0f * std::log(u1));
+    float angle = kTwoPi * u2;
+    x[i] = mean + radius * std::cos(angle);
+    if (i + 1 < n) x[i + 1] = mean + radius * std::sin(angle);
+  }
+}
+
+// `rows` rows of the tensor, drawn for chunk number `chunk`, in its storage type.
+void encode_rows(const PlannedTensor& t, uint64_t seed, int64_t chunk, int64_t rows,
+                 std::vector<float>* scratch, std::vector<uint8_t>* out) {
+  int64_t ne0 = t.shape[0], n = rows * ne0;
+  scratch->resize(static_cast<size_t>(n));
+  fill_normal(scratch->data(), n, t.mean, t.stddev, mix(seed, static_cast<uint64_t>(chunk)));
+  out->resize(static_cast<size_t>(ggml_row_bytes(t.type, ne0) * rows));
+  const float* x = scratch->data();
+  switch (t.type) {
+    case GgmlType::f32: std::memcpy(out->data(), x, static_cast<size_t>(n) * 4); break;
+    case GgmlType::f16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h = f32_to_f16_bits(x[i]);
+        std::memcpy(out->data() + 2 * i, &h, 2);
+      }
+      break;
+    default: ggml::quantize(static_cast<ggml::QuantType>(t.type), x, n, out->data());
+  }
+}
+
+// Generates the tensor in chunks of whole rows, a window of chunks at a time
+// on `threads` threads, and hands the window's bytes to `sink` in order.
+void stream_tensor(const PlannedTensor& t, uint64_t model_seed, int threads,
+                   const GgufWriter::ByteSink& sink) {
+  int64_t ne0 = t.shape[0], rows = t.elements() / ne0;
+  int64_t chunk_rows = std::max<int64_t>(1, kChunkElements / ne0);
+  int64_t n_chunks = (rows + chunk_rows - 1) / chunk_rows;
+  uint64_t seed = mix(model_seed, fnv1a(t.name));
+  int workers = static_cast<int>(std::min<int64_t>(std::max(threads, 1), n_chunks));
+  int64_t window = 2 * static_cast<int64_t>(workers);
+  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(window));
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(workers));
+  for (int64_t first = 0; first < n_chunks; first += window) {
+    int64_t count = std::min(window, n_chunks - first);
+    std::atomic<int64_t> next{0};
+    std::exception_ptr error;
+    std::atomic<bool> failed{false};
+    auto work = [&](int w) {
+      try {
+        for (int64_t i; !failed && (i = next++) < count;) {
+          int64_t chunk = first + i, r0 = chunk * chunk_rows;
+          encode_rows(t, seed, chunk, std::min(chunk_rows, rows - r0), &scratch[w],
+                      &out[static_cast<size_t>(i)]);
+        }
+      } catch (...) {
+        if (!failed.exchange(true)) error = std::current_exception();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int w = 1; w < workers && w < count; ++w) pool.emplace_back(work, w);
+    work(0);
+    for (std::thread& th : pool) th.join();
+    if (error) std::rethrow_exception(error);
+    for (int64_t i = 0; i < count; ++i) {
+      const std::vector<uint8_t>& b = out[static_cast<size_t>(i)];
+      sink(b.data(), b.size());
+    }
+  }
+}
+
+// ---- tokenizers ----
+
+using Metadata = std::vector<std::pair<std::string, GgufWriter::Value>>;
+
+// GPT-2's bytes_to_unicode(): printable bytes stand for themselves, the
+// others for U+0100 upwards in byte order.
+bool stands_for_itself(int b) {
+  return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+std::string byte_token(int b) {
+  int cp = b;
+  if (!stands_for_itself(b)) {
+    cp = 256;
+    for (int c = 0; c < b; ++c) cp += !stands_for_itself(c);
+  }
+  std::string s;
+  append_utf8(&s, static_cast<uint32_t>(cp));
+  return s;
+}
+
+// A byte-level BPE vocabulary that spells any text: the 256 byte tokens (id
+// = byte), BOS and EOS, a handful of merges, then "[PADn]" unused tokens up
+// to `min_size` as llama.cpp's converter pads vocabularies. Returns its size.
+int64_t byte_level_tokenizer(int64_t min_size, Metadata* kv) {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  for (int b = 0; b < 256; ++b) {
+    tokens.push_back(byte_token(b));
+    types.push_back(static_cast<int32_t>(TokenType::normal));
+  }
+  const int32_t bos = static_cast<int32_t>(tokens.size());
+  tokens.push_back("<|begin_of_text|>");
+  tokens.push_back("<|end_of_text|>");
+  types.insert(types.end(), 2, static_cast<int32_t>(TokenType::control));
+  const std::string sp = byte_token(' ');  // "Ġ"
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {sp, "t"},  {"h", "e"}, {sp + "t", "he"}, {"i", "n"}, {"e", "r"},
+      {"a", "n"}, {"o", "n"}, {sp, "a"},        {"r", "e"}, {sp, "s"},
+  };
+  std::vector<std::string> merge_texts;
+  for (const auto& [l, r] : merges) {
+    merge_texts.push_back(l + " " + r);
+    tokens.push_back(l + r);
+    types.push_back(static_cast<int32_t>(TokenType::normal));
+  }
+  for (int64_t i = static_cast<int64_t>(tokens.size()); i < min_size; ++i) {
+    tokens.push_back("[PAD" + std::to_string(i) + "]");
+    types.push_back(static_cast<int32_t>(TokenType::unused));
+  }
+  kv->emplace_back("tokenizer.ggml.model", GgufWriter::str("gpt2"));
+  kv->emplace_back("tokenizer.ggml.pre", GgufWriter::str("default"));
+  kv->emplace_back("tokenizer.ggml.tokens", GgufWriter::string_array(tokens));
+  kv->emplace_back("tokenizer.ggml.token_type", GgufWriter::array(types));
+  kv->emplace_back("tokenizer.ggml.merges", GgufWriter::string_array(merge_texts));
+  kv->emplace_back("tokenizer.ggml.bos_token_id", GgufWriter::u32(static_cast<uint32_t>(bos)));
+  kv->emplace_back("tokenizer.ggml.eos_token_id", GgufWriter::u32(static_cast<uint32_t>(bos + 1)));
+  kv->emplace_back("tokenizer.ggml.add_bos_token", GgufWriter::boolean(true));
+  kv->emplace_back("tokenizer.ggml.add_eos_token", GgufWriter::boolean(false));
+  return static_cast<int64_t>(tokens.size());
+}
+
+// Copies every tokenizer.* key of the file; returns its vocabulary size.
+int64_t copy_tokenizer(const std::string& path, Metadata* kv) {
+  GgufFile f = GgufFile::open(path);
+  int64_t n = static_cast<int64_t>(f.get_string_array("tokenizer.ggml.tokens").size());
+  if (n == 0) f.fail("tokenizer.ggml.tokens is empty");
+  for (const auto& [key, value] : f.metadata())
+    if (key.rfind("tokenizer.", 0) == 0) kv->emplace_back(key, GgufWriter::copy_of(value));
+  return n;
+}
+
+void check_preset(const ModelPreset& p) {
+  auto fail = [&](const std::string& why) {
+    throw Error("model preset '" + p.family + "/" + p.preset + "': " + why);
+  };
+  if (p.n_embd <= 0 || p.n_layer <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 || p.head_dim <= 0 ||
+      p.n_ff <= 0 || p.n_ctx <= 0)
+    fail("sizes must be positive");
+  if (p.n_head % p.n_head_kv != 0)
+    fail(std::to_string(p.n_head) + " heads cannot share " + std::to_string(p.n_head_kv) +
+         " KV heads");
+  if (p.head_dim % 2 != 0) fail("head_dim " + std::to_string(p.head_dim) + " is odd (RoPE pairs)");
+  if (p.moe() && (p.n_expert_used <= 0 || p.n_expert_used > p.n_expert))
+    fail(std::to_string(p.n_expert_used) + " experts used of " + std::to_string(p.n_expert));
+}
+
+}  // namespace
+
+int64_t PlannedTensor::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+WeightFormat parse_weight_format(std::string_view name) {
+  std::string known;
+  for (const FormatInfo& i : kFormats) {
+    if (i.name == name) return i.format;
+    known += (known.empty() ? "" : ", ") + std::string(i.name);
+  }
+  throw Error("unknown weight type '" + std::string(name) + "' (known: " + known + ")");
+}
+
+std::string_view weight_format_name(WeightFormat f) { return info(f).name; }
+
+uint32_t llama_file_type(WeightFormat f) { return info(f).file_type; }
+
+std::vector<PlannedTensor> plan_model_tensors(const ModelPreset& p, int64_t n_vocab,
+                                              WeightFormat format) {
+  check_preset(p);
+  if (n_vocab <= 0) throw Error("model preset '" + p.family + "/" + p.preset + "': no vocabulary");
+  const int64_t e = p.n_embd, q = p.n_head * p.head_dim, kv = p.n_head_kv * p.head_dim;
+  Planner plan(p, format);
+  plan.add("token_embd.weight", {e, n_vocab}, Role::token_embd, -1);
+  for (int i = 0; i < p.n_layer; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    plan.add(b + "attn_norm.weight", {e}, Role::norm, i);
+    plan.add(b + "attn_q.weight", {e, q}, Role::attn_q, i);
+    if (p.qkv_bias) plan.add(b + "attn_q.bias", {q}, Role::bias, i);
+    plan.add(b + "attn_k.weight", {e, kv}, Role::attn_k, i);
+    if (p.qkv_bias) plan.add(b + "attn_k.bias", {kv}, Role::bias, i);
+    plan.add(b + "attn_v.weight", {e, kv}, Role::attn_v, i);
+    if (p.qkv_bias) plan.add(b + "attn_v.bias", {kv}, Role::bias, i);
+    plan.add(b + "attn_output.weight", {q, e}, Role::attn_output, i);
+    if (p.qk_norm) {
+      plan.add(b + "attn_q_norm.weight", {p.head_dim}, Role::norm, i);
+      plan.add(b + "attn_k_norm.weight", {p.head_dim}, Role::norm, i);
+    }
+    plan.add(b + "ffn_norm.weight", {e}, Role::norm, i);
+    if (p.moe()) {
+      const int64_t f = p.expert_ff(), x = p.n_expert;
+      plan.add(b + "ffn_gate_inp.weight", {e, x}, Role::router, i);
+      plan.add(b + "ffn_gate_exps.weight", {e, f, x}, Role::ffn_gate, i);
+      plan.add(b + "ffn_up_exps.weight", {e, f, x}, Role::ffn_up, i);
+      plan.add(b + "ffn_down_exps.weight", {f, e, x}, Role::ffn_down, i);
+    } else {
+      plan.add(b + "ffn_gate.weight", {e, p.n_ff}, Role::ffn_gate, i);
+      plan.add(b + "ffn_up.weight", {e, p.n_ff}, Role::ffn_up, i);
+      plan.add(b + "ffn_down.weight", {p.n_ff, e}, Role::ffn_down, i);
+    }
+  }
+  plan.add("output_norm.weight", {e}, Role::norm, -1);
+  if (!p.tied_embeddings) plan.add("output.weight", {e, n_vocab}, Role::output, -1);
+  return plan.take();
+}
+
+GenModelSummary generate_model(const ModelPreset& p, const GenModelOptions& o,
+                               const std::string& path) {
+  check_preset(p);
+  GgufWriter w;
+  const std::string& a = p.arch;
+  auto u32 = [](int64_t v) { return GgufWriter::u32(static_cast<uint32_t>(v)); };
+  w.add("general.architecture", GgufWriter::str(a));
+  w.add("general.type", GgufWriter::str("model"));
+  w.add("general.name", GgufWriter::str(p.name));
+  w.add("general.description", GgufWriter::str("random weights (seed " + std::to_string(o.seed) +
+                                               ") written by kiln gen-model; not a trained model"));
+  // The tokenizer decides the vocabulary size, so it is built first and its
+  // keys are added after the architecture's, as llama.cpp's converter orders them.
+  Metadata tokenizer;
+  int64_t n_vocab = o.vocab_path.empty() ? byte_level_tokenizer(p.n_vocab, &tokenizer)
+                                         : copy_tokenizer(o.vocab_path, &tokenizer);
+  w.add(a + ".vocab_size", u32(n_vocab));
+  w.add(a + ".context_length", u32(p.n_ctx));
+  w.add(a + ".embedding_length", u32(p.n_embd));
+  w.add(a + ".block_count", u32(p.n_layer));
+  w.add(a + ".feed_forward_length", u32(p.n_ff));
+  w.add(a + ".attention.head_count", u32(p.n_head));
+  w.add(a + ".attention.head_count_kv", u32(p.n_head_kv));
+  w.add(a + ".rope.freq_base", GgufWriter::f32(p.rope_base));
+  w.add(a + ".attention.layer_norm_rms_epsilon", GgufWriter::f32(p.rms_eps));
+  w.add(a + ".rope.dimension_count", u32(p.head_dim));
+  if (p.explicit_head_dim || p.head_dim * p.n_head != p.n_embd) {
+    w.add(a + ".attention.key_length", u32(p.head_dim));
+    w.add(a + ".attention.value_length", u32(p.head_dim));
+  }
+  if (p.moe()) {
+    w.add(a + ".expert_count", u32(p.n_expert));
+    w.add(a + ".expert_used_count", u32(p.n_expert_used));
+    if (p.n_ff_exp) w.add(a + ".expert_feed_forward_length", u32(p.n_ff_exp));
+  }
+  w.add("general.file_type", GgufWriter::u32(llama_file_type(o.format)));
+  w.add("general.quantization_version", GgufWriter::u32(kQuantVersion));
+  for (auto& [key, value] : tokenizer) w.add(key, std::move(value));
+
+  GenModelSummary s;
+  s.n_vocab = n_vocab;
+  s.tensors = plan_model_tensors(p, n_vocab, o.format);
+  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  for (const PlannedTensor& t : s.tensors) {
+    s.params += t.elements();
+    w.add_tensor(t.name, t.type, t.shape, [&t, &o, threads](const GgufWriter::ByteSink& sink) {
+      stream_tensor(t, o.seed, threads, sink);
+    });
+  }
+
+  const std::string partial = path + ".partial";
+  try {
+    w.write(partial);
+    std::filesystem::rename(partial, path);
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::error_code ignored;
+    std::filesystem::remove(partial, ignored);
+    throw Error("cannot write model file '" + path + "': " + e.code().message());
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(partial, ignored);
+    throw;
+  }
+  s.file_bytes = std::filesystem::file_size(path);
+  return s;
+}
+
+}  // namespace kiln

@@ -1,0 +1,78 @@
+// Random-weight GGUF models of real architectures, written the way llama.cpp
+// writes them, for tests, benchmarks and comparisons with llama.cpp.
+//
+// Trained weights are large and licensed; Kiln's model code needs files of
+// the right shapes, types and metadata, not good answers. A generated model
+// has llama.cpp's tensor names and ggml shapes, its converter's metadata, and
+// llama-quantize's per-tensor type choices (Q4_K_M's Q6_K layers included),
+// so both Kiln and llama.cpp load it and their logits can be compared. Weights
+// are seeded normals, generated and quantised tensor by tensor, chunk by chunk
+// on all threads, and streamed to the file: a 1.1B model never sits in memory
+// as floats, and the same seed always gives the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/ggml_type.h"
+#include "models/model_presets.h"
+
+namespace kiln {
+
+// How the weight matrices are stored, as llama.cpp's file types name it.
+enum class WeightFormat { f32, f16, q8_0, q4_0, q4_k_m };
+
+// "f16" -> WeightFormat::f16; a kiln::Error listing the known names otherwise.
+WeightFormat parse_weight_format(std::string_view name);
+std::string_view weight_format_name(WeightFormat f);
+// general.file_type: llama.cpp's LLAMA_FTYPE (ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2,
+// MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15).
+uint32_t llama_file_type(WeightFormat f);
+
+// One tensor of a generated model: where it goes, how it is stored and what
+// its elements are drawn from (normal with this mean and deviation).
+struct PlannedTensor {
+  std::string name;            // llama.cpp's: "blk.3.attn_q.weight"
+  std::vector<int64_t> shape;  // ggml order: shape[0] is the contiguous dimension
+  GgmlType type = GgmlType::f32;
+  float mean = 0, stddev = 0;
+  int layer = -1;    // -1 outside the blocks
+  std::string note;  // why the type differs from the format's rule ("" when it does not)
+
+  int64_t elements() const;
+};
+
+// The model's tensors in file order, each with the type llama.cpp's converter
+// (f32, f16, q8_0) or llama-quantize (q4_0, q4_k_m) gives it: 1-D tensors,
+// norms and the expert router stay f32; for q4_k_m, output.weight (or a tied
+// token_embd) and the use_more_bits layers of attn_v and ffn_down are Q6_K,
+// and models of exactly 8 experts store attn_k and attn_v as Q8_0. Where
+// llama.cpp would pick a type Kiln has no quantiser for, a wider one Kiln has
+// is used instead and `note` says so: Q5_K (attn_output of 8-expert models)
+// becomes Q6_K, and Q5_0 (Q4_K's fallback for rows that are not a multiple of
+// 256) becomes Q8_0; rows that are not a multiple of 32 fall back to F16.
+std::vector<PlannedTensor> plan_model_tensors(const ModelPreset& p, int64_t n_vocab,
+                                              WeightFormat format);
+
+struct GenModelOptions {
+  WeightFormat format = WeightFormat::f16;
+  std::string vocab_path;  // a GGUF whose tokenizer.* keys are copied; "": byte-level vocabulary
+  uint64_t seed = 0;
+  int threads = 0;  // 0: all hardware threads (the bytes do not depend on it)
+};
+
+struct GenModelSummary {
+  int64_t n_vocab = 0;
+  int64_t params = 0;  // elements over all tensors
+  uint64_t file_bytes = 0;
+  std::vector<PlannedTensor> tensors;
+};
+
+// Writes the model to `path` (through `path`.partial, renamed when complete).
+// Throws kiln::Error naming the file, the vocabulary or the preset.
+GenModelSummary generate_model(const ModelPreset& p, const GenModelOptions& options,
+                               const std::string& path);
+
+}  // namespace kiln
