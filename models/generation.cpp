@@ -24,6 +24,9 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
   auto keep = [&](const std::vector<float>& l) {
     if (o.all_logits) r.logits.insert(r.logits.end(), l.begin(), l.end());
   };
+  // Plans are recorded (kernels compiled) before the clock starts.
+  model.prepare(static_cast<int64_t>(prompt.size()), o.all_logits);
+  if (o.n_predict > 1) model.prepare(1, o.all_logits);
   auto t0 = std::chrono::steady_clock::now();
   const std::vector<float>* logits = &model.forward(prompt, o.all_logits);
   r.prefill_ms = ms_since(t0);

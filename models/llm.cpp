@@ -153,11 +153,15 @@ void Llm::record(Step& s) {
   // y = x W^T, quantising x first when W is block-quantized, unless
   // `same_input` says x is the previous linear's input, unchanged since.
   const float* quantized_for = nullptr;
+  int64_t quantized_block = 0;
   auto linear = [&](const std::string& label, const WeightView& w, const float* x, float* y,
                     int64_t rows, bool same_input = false) {
-    if (is_block_quantized(w.type) && !(same_input && quantized_for == x)) {
-      add("quantize", quantize_activations(x, rows, w.k, s.qbuf()));
+    int64_t qb = activation_block(w.type);
+    if (is_block_quantized(w.type) &&
+        !(same_input && quantized_for == x && quantized_block == qb)) {
+      add("quantize", quantize_activations(x, rows, w.k, s.qbuf(), qb));
       quantized_for = x;
+      quantized_block = qb;
     }
     add(label, matmul(w, x, s.qbuf(), y, rows));
   };
@@ -294,14 +298,20 @@ void Llm::record(Step& s) {
             std::copy_n(&s.h[routed[e][i].first * E], E, &s.ex[i * E]);
           WeightView g = expert(*gate_e, e), u = expert(*up_e, e), d = expert(*down_e, e);
           if (is_block_quantized(g.type))
-            run_now(rt_, quantize_activations(s.ex.data(), n, E, s.qbuf()));
+            run_now(rt_,
+                    quantize_activations(s.ex.data(), n, E, s.qbuf(), activation_block(g.type)));
           run_now(rt_, matmul(g, s.ex.data(), s.qbuf(), s.egate.data(), n));
+          if (is_block_quantized(u.type) &&
+              (!is_block_quantized(g.type) || activation_block(u.type) != activation_block(g.type)))
+            run_now(rt_,
+                    quantize_activations(s.ex.data(), n, E, s.qbuf(), activation_block(u.type)));
           run_now(rt_, matmul(u, s.ex.data(), s.qbuf(), s.eup.data(), n));
           rt_.call("silu_mul", {{"T", DType::f32}},
                    {Arg::buffer(s.egate.data(), n * F), Arg::buffer(s.eup.data(), n * F),
                     Arg::buffer(s.egate.data(), n * F), Arg::scalar_int(n * F)});
           if (is_block_quantized(d.type))
-            run_now(rt_, quantize_activations(s.egate.data(), n, F, s.qbuf()));
+            run_now(rt_,
+                    quantize_activations(s.egate.data(), n, F, s.qbuf(), activation_block(d.type)));
           run_now(rt_, matmul(d, s.egate.data(), s.qbuf(), s.edown.data(), n));
           for (int64_t i = 0; i < n; ++i) {
             float w = routed[e][i].second;

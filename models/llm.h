@@ -41,6 +41,10 @@ class Llm {
   const std::vector<float>& forward(const std::vector<int32_t>& tokens, bool all_logits = false,
                                     bool interpret = false);
 
+  // Records (selects and compiles the kernels of) the plan for n tokens
+  // now, so that timing a forward does not include it.
+  void prepare(int64_t n_tokens, bool all_logits = false) { step_for(n_tokens, all_logits); }
+
   // Kernel launches of the last forward's plan, and per-label profile.
   int64_t last_kernel_launches() const { return last_launches_; }
   void profile(bool on) { profiling_ = on; }

@@ -23,16 +23,22 @@ bool is_block_quantized(GgmlType t) {
   return t == GgmlType::q4_0 || t == GgmlType::q8_0 || t == GgmlType::q4_K || t == GgmlType::q6_K;
 }
 
-LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const QuantizedBuffers& q) {
-  if (k % 32)
-    throw Error("quantize_q8: row length " + std::to_string(k) + " is not a multiple of 32");
+int64_t activation_block(GgmlType w) {
+  return w == GgmlType::q4_K || w == GgmlType::q6_K ? 256 : 32;
+}
+
+LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const QuantizedBuffers& q,
+                                int64_t qblock) {
+  if (k % qblock)
+    throw Error("quantize_q8: row length " + std::to_string(k) + " is not a multiple of " +
+                std::to_string(qblock));
   int64_t nb = t * k / 32;
   return {"quantize_q8",
           {},
           {Arg::buffer(mut(x), t * k), Arg::buffer(q.q, t * k), Arg::buffer(q.d, nb),
            Arg::buffer(q.s, nb), Arg::scalar_int(nb)},
           {},
-          {}};
+          {{"QBLOCK", qblock}}};
 }
 
 LaunchDesc matmul(const WeightView& w, const float* x, const QuantizedBuffers& q, float* y,

@@ -40,8 +40,13 @@ struct LaunchDesc {
 };
 
 bool is_block_quantized(GgmlType t);
-// quantize_q8 of x [t, k] into `q` (needed before matmuls of block-quantized weights).
-LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const QuantizedBuffers& q);
+// The activation blocks llama.cpp pairs with weight type w: 256 (Q8_K) for
+// K-quants, 32 (Q8_0) otherwise; quantize_q8's QBLOCK.
+int64_t activation_block(GgmlType w);
+// quantize_q8 of x [t, k] into `q` (needed before matmuls of block-quantized
+// weights), in blocks of `qblock`.
+LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const QuantizedBuffers& q,
+                                int64_t qblock);
 // y [t, m] = x [t, k] W^T; `q` must hold x's quantize_activations result
 // when W is block-quantized.
 LaunchDesc matmul(const WeightView& w, const float* x, const QuantizedBuffers& q, float* y,

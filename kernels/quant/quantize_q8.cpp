@@ -1,47 +1,79 @@
 // Activation quantisation for the quantized GEMVs: x f32 [k] -> 8-bit
 // blocks of 32 in a split layout the GEMV streams easily: q i8 [k],
-// d f32 [k/32] (the block scale amax/127) and s i32 [k/32] (the sum of the
-// block's q, which lets an unsigned x signed dot product stand in for
-// signed x signed). Values round half away from zero, as ggml's roundf.
+// d f32 [k/32] (the block scale) and s i32 [k/32] (the sum of the block's
+// q, which lets an unsigned x signed dot product stand in for signed x
+// signed).
+//
+// The rounding is llama.cpp's, so that a quantized matmul sees the same
+// 8-bit activations in both (QBLOCK, the elements that share one scale):
+// - 32, as ggml's Q8_0 on x86 (for Q4_0/Q8_0 weights): d = amax/127 kept
+//   as f16, q = round-half-even(x * 127/amax);
+// - 256, as ggml's Q8_K (for K-quant weights): with m the element of
+//   largest magnitude (the first one), q = round-half-even(-127/m * x)
+//   capped at 127, d = -m/127 (repeated in the 8 slots of the block).
+// Half-even rounding is the f32 add-and-subtract of 1.5 * 2^23, exact for
+// |v| <= 2^22.
 #include "ir/builder.h"
+#include "ir/error.h"
 #include "kernels/registry.h"
 
 namespace kiln {
 namespace {
 
+Value round_half_even(const Value& v) { return (v + 12582912.0) - 12582912.0; }
+
 Kernel build_quantize_q8(const Spec& s) {
   KernelBuilder k("quantize_q8", s);
-  const int64_t NB = s.constexpr_("BLOCKS");  // 32-element blocks per program
+  const int64_t NB = s.constexpr_("BLOCKS"), QB = s.constexpr_("QBLOCK");
+  if (QB != 32 && QB != 256)
+    throw Error("kernel 'quantize_q8': QBLOCK must be 32 or 256, got " + std::to_string(QB));
+  const int64_t sub = QB / 32;  // 32-element blocks per scale
   auto x = k.buffer("x", DType::f32), q = k.buffer("q", DType::i8);
   auto d = k.buffer("d", DType::f32), sums = k.buffer("s", DType::i32);
-  auto nblocks = k.scalar("nblocks", DType::i32);
-  auto blk = k.program_id(0) * static_cast<int>(NB) + arange(NB);  // [NB]
-  auto bmask = blk < nblocks;
-  auto off = expand_dims(blk * 32, 1) + arange(32);  // [NB, 32]
+  auto nblocks = k.scalar("nblocks", DType::i32);                  // of 32 elements
+  auto blk = k.program_id(0) * static_cast<int>(NB) + arange(NB);  // [NB] scale blocks
+  auto bmask = blk * static_cast<int>(sub) < nblocks;
+  auto off = expand_dims(blk * static_cast<int>(QB), 1) + arange(QB);  // [NB, QB]
   auto v = load(x + off, expand_dims(bmask, 1), 0.0);
-  auto amax = max(abs(v), 1);
-  auto scale = amax / 127.0;
-  auto inv = where(scale != 0.0, 1.0 / scale, zeros(DType::f32, {NB}));
-  auto t = v * expand_dims(inv, 1);
-  auto r = where(t < 0.0, -floor(-t + 0.5), floor(t + 0.5));
-  auto qi = r.to(DType::i8);
+  auto amax = max(abs(v), 1);  // [NB]
+  Value scale, qv;
+  if (QB == 32) {
+    scale = (amax / 127.0).to(DType::f16).to(DType::f32);
+    auto id = where(amax != 0.0, 127.0 / amax, zeros(DType::f32, {NB}));
+    qv = round_half_even(v * expand_dims(id, 1));
+  } else {
+    auto at = argmax(abs(v), 1);  // [NB], the first of the largest
+    auto m = sum(where(expand_dims(at, 1) == arange(QB), v, zeros(DType::f32, {NB, QB})), 1);
+    auto iscale = where(amax != 0.0, -127.0 / m, zeros(DType::f32, {NB}));
+    scale = where(amax != 0.0, 1.0 / iscale, zeros(DType::f32, {NB}));
+    qv = minimum(round_half_even(v * expand_dims(iscale, 1)), full({NB, QB}, 127.0, DType::f32));
+  }
+  auto qi = qv.to(DType::i8);
   store(q + off, qi, expand_dims(bmask, 1));
-  store(d + blk, scale, bmask);
-  store(sums + blk, sum(qi.to(DType::i32), 1), bmask);
+  // Per 32 elements: the (repeated) scale and the sum of q.
+  auto b32 = expand_dims(blk * static_cast<int>(sub), 1) + arange(sub);  // [NB, sub]
+  auto m32 = expand_dims(bmask, 1) & (b32 < nblocks);
+  store(d + b32, broadcast_to(expand_dims(scale, 1), {NB, sub}), m32);
+  auto s32 = sum(reshape(qi.to(DType::i32), {NB, sub, 32}), 2);
+  store(sums + b32, s32, m32);
   return k.finish();
 }
 
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "quantize_q8",
     .family = "quant",
-    .summary = "x f32 -> 8-bit blocks of 32 (q, scale, sum)",
+    .summary = "x f32 -> 8-bit blocks of 32 (q, scale, sum), rounded as ggml's Q8_0 or Q8_K",
     .dtype_roles = {},
-    .constexpr_defaults = {{"BLOCKS", 8}},
+    .constexpr_defaults = {{"BLOCKS", 8}, {"QBLOCK", 32}},
     .build = build_quantize_q8,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
-          int64_t nb = a.i("nblocks");
-          return LaunchShape{{cdiv(nb, s.constexpr_("BLOCKS")), 1, 1},
+          int64_t nb = a.i("nblocks"), sub = s.constexpr_("QBLOCK") / 32;
+          if (nb % sub)
+            throw Error("kernel 'quantize_q8': " + std::to_string(nb * 32) +
+                        " elements are not a whole number of " +
+                        std::to_string(s.constexpr_("QBLOCK")) + "-element blocks");
+          return LaunchShape{{cdiv(nb / sub, s.constexpr_("BLOCKS")), 1, 1},
                              {{"x", nb * 32}, {"q", nb * 32}, {"d", nb}, {"s", nb}}};
         },
     .tunables = {{"BLOCKS", {1, 2, 4, 8, 16, 32}}},

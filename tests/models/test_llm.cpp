@@ -1,13 +1,20 @@
 // Model forwards on generated tiny models of every architecture and weight
 // format (byte-level vocabulary, so nothing outside the repository is read):
 // - the JIT forward against the same plan replayed through the reference
-//   interpreter (every kernel of the model checked in place). Tolerance: the
-//   two run the same f32 operations except for reassociated reductions
-//   (row sums, dot products), 1e-3 of the logits' spread after two layers;
+//   interpreter (every kernel of the model checked in place);
 // - prefill of n tokens against prefill of n-1 then one decode step (the
-//   decode kernels and the KV cache against the prefill ones), same bound
-//   plus the different activation-quantisation order: 2e-3 of the spread;
+//   decode kernels and the KV cache against the prefill ones).
+// Tolerance, relative to the logits' spread s: F16 models run the same f32
+// operations except for reassociated reductions (row sums, dots): 1e-3 s
+// after two layers (2e-3 s for decode vs prefill, whose GEMV and GEMM sum
+// in different orders). Models with quantized weights also quantise their
+// activations to 8 bits, which makes the comparison discontinuous: a
+// reassociation that moves an activation across a rounding boundary changes
+// one 8-bit value by a step (1/127 of its block's largest value), which two
+// layers carry to a few percent of s. There: max 6e-2 s, mean 5e-3 s, and
+// the same top-1 token at every position.
 // - bad input: token ids outside the vocabulary, a full context.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -43,14 +50,26 @@ double spread(const std::vector<float>& v) {
   return std::sqrt(s / static_cast<double>(v.size()));
 }
 
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+// Logits [positions, V]: finite, max and mean |a - b| within max_tol and
+// mean_tol times the spread s, and the same top-1 token at every position.
+void compare(const std::vector<float>& a, const std::vector<float>& b, int64_t V, double s,
+             double max_tol, double mean_tol) {
   REQUIRE(a.size() == b.size());
-  double d = 0;
+  double worst = 0, total = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     REQUIRE(std::isfinite(a[i]));
-    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+    double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+    worst = std::max(worst, d);
+    total += d;
   }
-  return d;
+  CHECK(worst <= max_tol * s);
+  CHECK(total / static_cast<double>(a.size()) <= mean_tol * s);
+  for (size_t row = 0; row < a.size() / V; ++row) {
+    auto top = [&](const std::vector<float>& v) {
+      return std::max_element(v.begin() + row * V, v.begin() + (row + 1) * V) - v.begin();
+    };
+    CHECK(top(a) == top(b));
+  }
 }
 
 }  // namespace
@@ -66,13 +85,15 @@ TEST_CASE("model forwards match the interpreter and decode matches prefill", "[m
       std::vector<float> b = ref.forward(prompt, true, /*interpret=*/true);
       double s = spread(b);
       CHECK(s > 0);
-      CHECK(max_diff(a, b) <= 1e-3 * s);
+      bool quantized = format != WeightFormat::f16;
+      compare(a, b, jit.config().n_vocab, s, quantized ? 6e-2 : 1e-3, quantized ? 5e-3 : 1e-3);
       // The last position again, as a decode step after the rest.
       Llm split(path, test::runtime(), 64);
       split.forward(std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
       std::vector<float> last = split.forward({prompt.back()});
       std::vector<float> want(a.end() - static_cast<long>(last.size()), a.end());
-      CHECK(max_diff(last, want) <= 2e-3 * s);
+      compare(last, want, jit.config().n_vocab, s, quantized ? 6e-2 : 2e-3,
+              quantized ? 5e-3 : 2e-3);
     }
 }
 

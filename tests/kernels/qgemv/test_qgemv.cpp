@@ -41,6 +41,8 @@ TEST_CASE("quantize_q8 matches ggml's Q8_0 rounding", "[kernels][quant]") {
   CHECK(jit.q == ref.q);
   CHECK(jit.d == ref.d);
   CHECK(jit.s == ref.s);
+  // ggml's reference quantiser rounds half away from zero where ggml's x86
+  // path (and Kiln) round half to even; random floats never land on a tie.
   std::vector<uint8_t> blocks(40 * 34);
   ggml::quantize_q8_0(x.data(), static_cast<int64_t>(x.size()), blocks.data());
   for (int b = 0; b < 40; ++b) {
@@ -50,9 +52,49 @@ TEST_CASE("quantize_q8 matches ggml's Q8_0 rounding", "[kernels][quant]") {
       sum += jit.q[b * 32 + j];
     }
     CHECK(jit.s[b] == sum);
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
-    CHECK(jit.d[b] == amax / 127.0f);
+    uint16_t d16;
+    std::memcpy(&d16, &blocks[b * 34], 2);
+    CHECK(jit.d[b] == f16_bits_to_f32(d16));  // the f16 scale ggml stores
+  }
+}
+
+TEST_CASE("quantize_q8 with QBLOCK=256 matches ggml's Q8_K", "[kernels][quant]") {
+  // ggml's quantize_row_q8_K_ref, restated: m = the first element of largest
+  // magnitude, iscale = -127/m, q = nearest_int(iscale x) capped at 127,
+  // d = 1/iscale; the 8 per-32 slots repeat d.
+  std::vector<float> x = random_floats(256 * 6, 4, 1.5f);
+  for (int j = 0; j < 256; ++j) x[256 + j] = 0;  // an all-zero block
+  x[512 + 7] = 9.0f;                             // a positive extreme
+  x[768 + 9] = -9.0f;                            // a negative one
+  int64_t nb = static_cast<int64_t>(x.size()) / 32;
+  for (bool interp : {false, true}) {
+    QuantizedX r{std::vector<int8_t>(x.size()), std::vector<float>(nb), std::vector<int32_t>(nb)};
+    std::vector<float> xc = x;
+    Spec spec = find_kernel("quantize_q8").make_spec({}, {{"QBLOCK", 256}});
+    std::vector<Arg> args = {Arg::buffer(xc.data(), xc.size()), Arg::buffer(r.q.data(), r.q.size()),
+                             Arg::buffer(r.d.data(), nb), Arg::buffer(r.s.data(), nb),
+                             Arg::scalar_int(nb)};
+    if (interp)
+      kiln::test::runtime().interpret(spec, args);
+    else
+      kiln::test::runtime().launch(spec, args);
+    for (int b = 0; b < 6; ++b) {
+      INFO("block " << b << (interp ? " (interpreter)" : ""));
+      float amax = 0, m = 0;
+      for (int j = 0; j < 256; ++j)
+        if (std::fabs(x[b * 256 + j]) > amax) amax = std::fabs(x[b * 256 + j]), m = x[b * 256 + j];
+      float iscale = amax ? -127.0f / m : 0.0f;
+      for (int j = 0; j < 256; ++j) {
+        int want = std::min(127, static_cast<int>(std::nearbyint(iscale * x[b * 256 + j])));
+        CHECK(r.q[b * 256 + j] == want);
+      }
+      for (int c = 0; c < 8; ++c) {
+        CHECK(r.d[b * 8 + c] == (amax ? 1.0f / iscale : 0.0f));
+        int32_t sum = 0;
+        for (int j = 0; j < 32; ++j) sum += r.q[b * 256 + c * 32 + j];
+        CHECK(r.s[b * 8 + c] == sum);
+      }
+    }
   }
 }
 

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Prompt processing and generation speed of Kiln and llama.cpp on the same
+GGUF models and threads, measured alternately in one run (the machine's
+speed drifts, so only ratios from one run mean anything).
+
+As llama-bench's pp and tg tests: prefill is one batch of P prompt ids on an
+empty cache; decode is N single tokens starting from an empty cache.
+Kiln: `kiln run --tokens ... -n ... --ignore-eos`, reading prefill_tok_s and
+decode_tok_s from its JSON line (plans are compiled before the clock
+starts). llama.cpp (llama-cpp-python): eval() of the same ids after a
+warm-up.
+
+  python3 tools/bench_model_llamacpp.py --kiln build/tools/kiln MODEL.gguf [...] \\
+      --prompt 512 --gen 128 --threads 2
+"""
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+try:
+    import llama_cpp
+except ImportError:
+    sys.exit("error: pip install llama-cpp-python")
+
+
+def kiln_json(kiln, model, tokens, gen, threads):
+    out = subprocess.run([kiln, "run", "-m", model, "--tokens", ",".join(map(str, tokens)),
+                          "-n", str(gen), "--ignore-eos", "--threads", str(threads),
+                          "--ctx", str(len(tokens) + gen + 8)],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def kiln_speed(kiln, model, prompt, gen, threads):
+    prefill = kiln_json(kiln, model, prompt, 0, threads)["prefill_tok_s"]
+    # gen + 1 sampled tokens: the first comes from the 1-token prefill.
+    decode = kiln_json(kiln, model, prompt[:1], gen + 1, threads)["decode_tok_s"]
+    return prefill, decode
+
+
+def llamacpp_speed(model, prompt, gen, threads):
+    m = llama_cpp.Llama(model_path=model, n_ctx=len(prompt) + gen + 8, n_batch=len(prompt),
+                        n_ubatch=len(prompt), n_threads=threads, n_threads_batch=threads,
+                        verbose=False)
+    m.eval(prompt[:8])  # warm-up
+    m.reset()
+    t0 = time.perf_counter()
+    m.eval(prompt)
+    prefill = len(prompt) / (time.perf_counter() - t0)
+    m.reset()
+    tok = prompt[0]
+    t0 = time.perf_counter()
+    for _ in range(gen):
+        m.eval([tok])
+    decode = gen / (time.perf_counter() - t0)
+    return prefill, decode
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--kiln", default="build/tools/kiln")
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=1)
+    a = ap.parse_args()
+    print("| model | engine | prefill tok/s | decode tok/s |")
+    print("|---|---|---|---|")
+    for model in a.models:
+        n_vocab = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False).n_vocab()
+        prompt = [int(t) for t in np.random.default_rng(0).integers(3, n_vocab, a.prompt)]
+        for _ in range(a.repeat):
+            kp, kd = kiln_speed(a.kiln, model, prompt, a.gen, a.threads)
+            lp, ld = llamacpp_speed(model, prompt, a.gen, a.threads)
+            name = model.rsplit("/", 1)[-1]
+            print(f"| {name} | Kiln | {kp:.1f} | {kd:.1f} |")
+            print(f"| {name} | llama.cpp | {lp:.1f} | {ld:.1f} |")
+            print(f"| {name} | Kiln / llama.cpp | {kp / lp:.2f}x | {kd / ld:.2f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
