@@ -4,16 +4,21 @@
 For each (architecture, type): `kiln gen-model` writes a random-weight model,
 `kiln run --tokens ... --logits-out` gives Kiln's logits of every position,
 and llama.cpp (llama-cpp-python) evaluates the same ids with logits_all.
-Passes when the top-1 token agrees on at least 99 % of positions and the
-largest |logit difference| is within the tolerance below, relative to the
-logits' spread.
 
-Tolerance: both sides quantise the activations of quantized matmuls to 8
-bits (llama.cpp per 32 or 256 values, Kiln per 32) and accumulate in f32 in
-different orders, and llama.cpp runs attention in f16 where Kiln uses f32;
-over a few layers of random weights that gives differences of a few
-percent of the logits' standard deviation for F16 models and more for 4-bit
-ones. Exit code 77 (ctest's skip) when llama-cpp-python is not installed.
+F16 models: the top-1 token must agree at >= 99 % of positions and the
+largest |logit difference| stay within 2 % of the logits' spread (both run
+f32 math; llama.cpp rounds q and the attention probabilities to f16).
+
+Quantized models also quantise activations to 8 bits, and Kiln rounds them
+exactly as llama.cpp does, but any difference upstream (llama.cpp's f16
+attention, summation order) moves some activations across a rounding
+boundary, and on these tiny random models, whose logits are nearly flat,
+that flips the top-1 token at a few positions. llama.cpp against itself
+(its flash-attention path against its default one) shows the same effect,
+so that is the yardstick: Kiln's max |difference| from llama.cpp must be
+within 2x llama.cpp's own and its top-1 agreement within 4 points of
+llama.cpp's self-agreement. Exit code 77 (ctest's skip) when
+llama-cpp-python is not installed.
 
   python3 tests/models/parity_llamacpp.py --kiln build/tools/kiln
 """
@@ -30,22 +35,20 @@ except ImportError as e:
     print(f"skipped: {e.name} is not installed (pip install llama-cpp-python numpy)")
     sys.exit(77)
 
-# (arch, preset, type): max |d logit| / std(logits).
-CASES = [
-    ("llama", "tiny", "f16", 0.05),
-    ("llama", "tiny", "q8_0", 0.10),
-    ("llama", "tiny", "q4_k_m", 0.15),
-    ("qwen3", "tiny", "f16", 0.05),
-    ("qwen3", "tiny", "q8_0", 0.10),
-    ("qwen3", "tiny", "q4_k_m", 0.15),
-]
+CASES = [(arch, qtype) for arch in ("llama", "qwen3", "qwen2", "qwen3moe")
+         for qtype in ("f16", "q8_0", "q4_k_m")]
 
 
-def llamacpp_logits(path, tokens):
+def llamacpp_logits(path, tokens, flash_attn=False):
     m = llama_cpp.Llama(model_path=path, logits_all=True, n_ctx=len(tokens) + 8, n_threads=2,
-                        n_batch=len(tokens), verbose=False)
+                        n_batch=len(tokens), flash_attn=flash_attn, verbose=False)
     m.eval(tokens)
     return np.array(m.scores[: len(tokens)], dtype=np.float32)
+
+
+def compare(a, b):
+    """Top-1 agreement and max |a - b| / std(b)."""
+    return float(np.mean(a.argmax(1) == b.argmax(1))), float(np.abs(a - b).max() / b.std())
 
 
 def main():
@@ -54,32 +57,38 @@ def main():
     ap.add_argument("--vocab", default=os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                                    "shared", "data", "vocab",
                                                    "ggml-vocab-llama-spm.gguf"))
-    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--tokens", type=int, default=96)
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for arch, preset, qtype, tol in CASES:
-            path = os.path.join(tmp, f"{arch}-{preset}-{qtype}.gguf")
-            gen = [a.kiln, "gen-model", "--arch", arch, "--preset", preset, "--type", qtype,
+        for arch, qtype in CASES:
+            path = os.path.join(tmp, f"{arch}-{qtype}.gguf")
+            gen = [a.kiln, "gen-model", "--arch", arch, "--preset", "tiny", "--type", qtype,
                    "-o", path, "--seed", "1"]
-            if os.path.exists(a.vocab):
-                gen += ["--vocab", a.vocab]
+            if arch == "llama" and os.path.exists(a.vocab):
+                gen += ["--vocab", a.vocab]  # a SentencePiece vocabulary for one of them
             subprocess.run(gen, check=True, capture_output=True)
             n_vocab = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False).n_vocab()
-            tokens = [int(t) for t in rng.integers(3, n_vocab, a.tokens)]
+            tokens = [int(t) for t in rng.integers(3, min(n_vocab, 256), a.tokens)]
             npy = os.path.join(tmp, "kiln.npy")
             subprocess.run([a.kiln, "run", "-m", path, "--tokens", ",".join(map(str, tokens)),
                             "-n", "0", "--threads", "2", "--logits-out", npy],
                            check=True, capture_output=True)
             ours = np.load(npy)
             theirs = llamacpp_logits(path, tokens)
-            agree = float(np.mean(ours.argmax(1) == theirs.argmax(1)))
-            rel = float(np.abs(ours - theirs).max() / theirs.std())
-            ok = agree >= 0.99 and rel <= tol
+            agree, rel = compare(ours, theirs)
+            if qtype == "f16":
+                ok = agree >= 0.99 and rel <= 0.02
+                bar = "needs top-1 >= 99.00 %, max|d|/std <= 0.0200"
+            else:
+                self_agree, self_rel = compare(llamacpp_logits(path, tokens, True), theirs)
+                ok = agree >= self_agree - 0.04 and rel <= max(2 * self_rel, 0.01)
+                bar = (f"llama.cpp vs itself: top-1 {self_agree * 100:6.2f} %, "
+                       f"max|d|/std {self_rel:.4f}")
             failed += not ok
             print(f"{arch:9s} {qtype:7s} top-1 agreement {agree * 100:6.2f} %   "
-                  f"max|d|/std {rel:.4f} (tolerance {tol})  {'ok' if ok else 'FAIL'}")
+                  f"max|d|/std {rel:.4f}   ({bar})  {'ok' if ok else 'FAIL'}", flush=True)
     print("parity: ok" if not failed else f"parity: {failed} case(s) failed")
     return 1 if failed else 0
 
