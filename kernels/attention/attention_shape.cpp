@@ -1,0 +1,49 @@
+#include "kernels/attention/attention_shape.h"
+
+#include <limits>
+
+#include "ir/error.h"
+
+namespace kiln {
+
+std::map<std::string, int64_t> AttentionSizes::buffer_elems() const {
+  int64_t qn = n_tokens * n_heads * head_dim, kvn = kv_len * n_kv_heads * head_dim;
+  return {{"q", qn}, {"out", qn}, {"k", kvn}, {"v", kvn}};
+}
+
+AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a) {
+  AttentionSizes z{a.i("n_tokens"), a.i("n_heads"), a.i("n_kv_heads"),       0,
+                   a.i("kv_len"),   a.i("pos0"),    s.constexpr_("HEAD_DIM")};
+  const std::string who = "kernel '" + kernel + "': ";
+  auto str = [](int64_t v) { return std::to_string(v); };
+  if (z.n_tokens < 1) throw Error(who + "n_tokens = " + str(z.n_tokens) + " (need >= 1)");
+  if (z.n_heads < 1 || z.n_kv_heads < 1)
+    throw Error(who + "n_heads = " + str(z.n_heads) + " and n_kv_heads = " + str(z.n_kv_heads) +
+                " must both be >= 1");
+  if (z.n_heads % z.n_kv_heads)
+    throw Error(who + "n_heads = " + str(z.n_heads) +
+                " is not a multiple of n_kv_heads = " + str(z.n_kv_heads));
+  z.group = z.n_heads / z.n_kv_heads;
+  if (z.pos0 < 0) throw Error(who + "pos0 = " + str(z.pos0) + " is negative");
+  if (z.pos0 + z.n_tokens > z.kv_len)
+    throw Error(who + "pos0 + n_tokens = " + str(z.pos0) + " + " + str(z.n_tokens) +
+                " exceeds kv_len = " + str(z.kv_len) + " (the cache must hold every query token)");
+  // Element offsets are i64 in the kernels, but row indices are i32.
+  const int64_t i32_max = std::numeric_limits<int32_t>::max();
+  if (z.n_tokens * z.n_heads > i32_max || z.kv_len * z.n_kv_heads > i32_max)
+    throw Error(who + "more than 2^31 rows of q or of the cache");
+  return z;
+}
+
+void check_attention_constexprs(const std::string& kernel, int64_t head_dim,
+                                const std::vector<std::pair<std::string, int64_t>>& blocks) {
+  if (head_dim <= 0 || head_dim % kAttentionLanes)
+    throw Error("kernel '" + kernel + "': HEAD_DIM must be a positive multiple of " +
+                std::to_string(kAttentionLanes) + ", got " + std::to_string(head_dim));
+  for (const auto& [name, v] : blocks)
+    if (v < 1 || (v & (v - 1)))
+      throw Error("kernel '" + kernel + "': " + name + " must be a power of two, got " +
+                  std::to_string(v));
+}
+
+}  // namespace kiln

@@ -1,0 +1,145 @@
+// One attention launch for the tests: sizes, reproducible inputs, the
+// argument list in the kernels' parameter order, a double-precision
+// reference softmax(q K^T * scale + causal mask) V, and the comparisons.
+//
+// Cache rows no query may see (rows >= pos0 + n_tokens, including rows past
+// kv_len up to max_ctx) hold NaN, so a kernel that reads or weights one
+// produces NaN and fails the comparison. The reference reads the K/V values
+// through the cache dtype, so f16 inputs are exact on both sides.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/registry.h"
+#include "support/runtime_fixture.h"
+#include "support/test_data.h"
+
+namespace kiln::test {
+
+struct AttentionCase {
+  DType kv = DType::f16;
+  int64_t head_dim = 64, n_heads = 8, n_kv_heads = 2, n_tokens = 1, pos0 = 0, kv_len = 1;
+  int64_t max_ctx = 0;  // cache rows allocated; 0: kv_len (exact, so overreads fault)
+  double q_range = 3;   // q uniform in [-q_range, q_range]: scores spread over ~e^10
+  uint64_t seed = 1;
+
+  int64_t rows() const { return max_ctx ? max_ctx : kv_len; }
+  double scale() const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
+  std::string describe() const {
+    std::ostringstream os;
+    os << dtype_name(kv) << " D=" << head_dim << " heads=" << n_heads << "/" << n_kv_heads
+       << " n_tokens=" << n_tokens << " pos0=" << pos0 << " kv_len=" << kv_len
+       << " max_ctx=" << rows();
+    return os.str();
+  }
+};
+
+struct AttentionData {
+  explicit AttentionData(const AttentionCase& c)
+      : q(HostBuffer::random(DType::f32, c.n_tokens * c.n_heads * c.head_dim, c.seed, -c.q_range,
+                             c.q_range)),
+        k(HostBuffer::random(c.kv, c.rows() * c.n_kv_heads * c.head_dim, c.seed + 1)),
+        v(HostBuffer::random(c.kv, c.rows() * c.n_kv_heads * c.head_dim, c.seed + 2)) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (int64_t i = (c.pos0 + c.n_tokens) * c.n_kv_heads * c.head_dim; i < k.size(); ++i) {
+      k.set(i, nan);
+      v.set(i, nan);
+    }
+  }
+  HostBuffer q, k, v;
+};
+
+// q, k, v, out, n_tokens, n_heads, n_kv_heads, kv_len, pos0, scale.
+inline std::vector<Arg> attention_args(const AttentionCase& c, AttentionData& d, HostBuffer& out) {
+  return {d.q.arg(),
+          d.k.arg(),
+          d.v.arg(),
+          out.arg(),
+          Arg::scalar_int(c.n_tokens),
+          Arg::scalar_int(c.n_heads),
+          Arg::scalar_int(c.n_kv_heads),
+          Arg::scalar_int(c.kv_len),
+          Arg::scalar_int(c.pos0),
+          Arg::scalar_float(c.scale())};
+}
+
+inline std::vector<double> attention_reference(const AttentionCase& c, const AttentionData& d) {
+  const int64_t D = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  std::vector<double> out(c.n_tokens * c.n_heads * D);
+  std::vector<double> s;
+  for (int64_t t = 0; t < c.n_tokens; ++t)
+    for (int64_t h = 0; h < c.n_heads; ++h) {
+      const int64_t kvh = h / group, n = c.pos0 + t + 1, qb = (t * c.n_heads + h) * D;
+      s.assign(n, 0);
+      double mx = -INFINITY, total = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t kb = (j * c.n_kv_heads + kvh) * D;
+        for (int64_t i = 0; i < D; ++i) s[j] += d.q.get(qb + i) * d.k.get(kb + i);
+        s[j] *= c.scale();
+        mx = std::max(mx, s[j]);
+      }
+      for (int64_t j = 0; j < n; ++j) total += s[j] = std::exp(s[j] - mx);
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t vb = (j * c.n_kv_heads + kvh) * D;
+        for (int64_t i = 0; i < D; ++i) out[qb + i] += s[j] / total * d.v.get(vb + i);
+      }
+    }
+  return out;
+}
+
+inline std::vector<double> as_doubles(const HostBuffer& b) {
+  std::vector<double> r(b.size());
+  for (int64_t i = 0; i < b.size(); ++i) r[i] = b.get(i);
+  return r;
+}
+
+// The spec of `kernel` for the case's dtype and head size, plus `constexprs`.
+inline Spec attention_spec(const std::string& kernel, const AttentionCase& c,
+                           std::map<std::string, int64_t> constexprs = {}) {
+  constexprs["HEAD_DIM"] = c.head_dim;
+  return find_kernel(kernel).make_spec({{"KV", c.kv}}, constexprs);
+}
+
+// Runs the launch compiled or through the interpreter; out starts as NaN so an
+// element the kernel never writes fails any comparison.
+inline HostBuffer run_attention(const Spec& spec, const AttentionCase& c, AttentionData& d,
+                                bool interpret) {
+  HostBuffer out(DType::f32, c.n_tokens * c.n_heads * c.head_dim);
+  for (int64_t i = 0; i < out.size(); ++i) out.set(i, std::numeric_limits<double>::quiet_NaN());
+  std::vector<Arg> args = attention_args(c, d, out);
+  if (interpret)
+    runtime().interpret(spec, args);
+  else
+    runtime().launch(spec, args);
+  return out;
+}
+
+// Compiled kernel vs the double reference, within an absolute tolerance.
+inline void check_attention(const std::string& kernel, const AttentionCase& c, double atol,
+                            const std::map<std::string, int64_t>& constexprs = {}) {
+  INFO(kernel << " " << c.describe());
+  AttentionData d(c);
+  HostBuffer out = run_attention(attention_spec(kernel, c, constexprs), c, d, false);
+  CHECK(worst_error(out, attention_reference(c, d), atol, 0) <= 1.0);
+}
+
+// Compiled kernel vs the interpreter vs the double reference.
+inline void check_attention_interpreted(const std::string& kernel, const AttentionCase& c,
+                                        double atol,
+                                        const std::map<std::string, int64_t>& constexprs) {
+  INFO(kernel << " " << c.describe());
+  Spec spec = attention_spec(kernel, c, constexprs);
+  AttentionData d(c);
+  HostBuffer out = run_attention(spec, c, d, false), outi = run_attention(spec, c, d, true);
+  CHECK(worst_error(out, as_doubles(outi), atol, 0) <= 1.0);
+  CHECK(worst_error(outi, attention_reference(c, d), atol, 0) <= 1.0);
+}
+
+}  // namespace kiln::test

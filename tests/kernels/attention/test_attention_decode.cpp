@@ -1,0 +1,77 @@
+// attention_decode against a double-precision softmax(q K^T * scale + causal
+// mask) V and against the interpreter, over cache dtypes, head sizes, GQA
+// ratios, token counts, positions and block sizes.
+//
+// Tolerance: outputs are convex combinations of V rows in [-1, 1], so the
+// error is absolute. Scores are f32 FMA chains over HEAD_DIM (q in [-3, 3]:
+// |s| <~ 10, rounding ~1e-6 in practice), exp2 adds ~2.5e-7 relative, and
+// l and the accumulator are f32 sums over at most kv_len terms; 2e-5 leaves
+// a wide margin over the observed ~1e-6. The interpreter runs the same ops
+// in the same order but rounds every product and sum separately where the
+// JIT contracts them into FMAs, so it agrees within the same bound.
+#include <catch2/catch.hpp>
+
+#include "attention_case.h"
+
+using namespace kiln;
+using kiln::test::AttentionCase;
+
+namespace {
+constexpr double kAtol = 2e-5;
+const char* const kKernel = "attention_decode";
+}  // namespace
+
+TEST_CASE("attention_decode matches a double-precision reference", "[kernels][attention]") {
+  for (DType kv : {DType::f16, DType::f32})
+    for (int64_t D : {64, 128})
+      for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{8, 2}})
+        for (int64_t nt : {1, 7, 33})
+          for (int64_t pos0 : {0, 45}) {
+            AttentionCase c{.kv = kv, .head_dim = D, .n_heads = nh, .n_kv_heads = nkv};
+            c.n_tokens = nt;
+            c.pos0 = pos0;
+            // The cache may hold rows past the last query (kv_len > pos0 + n_tokens) and be
+            // allocated past kv_len; neither may be read. kv_len is off the 32-key block.
+            c.kv_len = pos0 + nt + (pos0 ? 3 : 0);
+            c.max_ctx = c.kv_len + 5;
+            kiln::test::check_attention(kKernel, c, kAtol);
+          }
+}
+
+TEST_CASE("attention_decode rescales over a long cache", "[kernels][attention]") {
+  // Many key blocks, and scores spread wide enough that the running max keeps moving.
+  for (DType kv : {DType::f16, DType::f32}) {
+    AttentionCase c{.kv = kv, .head_dim = 128, .n_heads = 8, .n_kv_heads = 2};
+    c.pos0 = 1000;
+    c.kv_len = 1001;
+    c.q_range = 8;
+    kiln::test::check_attention(kKernel, c, kAtol);
+  }
+}
+
+TEST_CASE("attention_decode with other block sizes", "[kernels][attention]") {
+  // BLOCK_G below the group splits it over programs (and need not divide it); above it,
+  // lanes go unused.
+  for (auto [bn, bg] : {std::pair{8, 2}, std::pair{16, 1}, std::pair{64, 16}})
+    for (auto [nh, nkv] : {std::pair{8, 2}, std::pair{12, 4}}) {
+      INFO("BLOCK_N=" << bn << " BLOCK_G=" << bg);
+      AttentionCase c{.kv = DType::f16, .head_dim = 64, .n_heads = nh, .n_kv_heads = nkv};
+      c.n_tokens = 3;
+      c.pos0 = 70;
+      c.kv_len = 75;
+      kiln::test::check_attention(kKernel, c, kAtol, {{"BLOCK_N", bn}, {"BLOCK_G", bg}});
+    }
+}
+
+TEST_CASE("attention_decode matches the interpreter", "[kernels][attention]") {
+  // Small, as the interpreter runs element by element. The cache holds exactly kv_len rows,
+  // so an unmasked read past them is an interpreter error.
+  for (DType kv : {DType::f16, DType::f32})
+    for (int64_t nt : {1, 3}) {
+      AttentionCase c{.kv = kv, .head_dim = 64, .n_heads = 8, .n_kv_heads = 2};
+      c.n_tokens = nt;
+      c.pos0 = 20;
+      c.kv_len = 20 + nt;
+      kiln::test::check_attention_interpreted(kKernel, c, kAtol, {{"BLOCK_N", 8}, {"BLOCK_G", 4}});
+    }
+}

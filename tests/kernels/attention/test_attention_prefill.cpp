@@ -1,0 +1,75 @@
+// attention_prefill against a double-precision softmax(q K^T * scale + causal
+// mask) V and against the interpreter, over cache dtypes, head sizes, GQA
+// ratios, token counts off the query block, positions (a prompt continuing
+// after an existing cache) and block sizes.
+//
+// Tolerance: as for attention_decode (test_attention_decode.cpp): absolute,
+// since outputs are convex combinations of V rows in [-1, 1]; f32 score
+// FMAs over HEAD_DIM, exp2 at ~2.5e-7 relative and f32 sums over at most
+// kv_len terms stay far below 2e-5 (observed ~1e-6), and the interpreter
+// differs from the JIT only by FMA contraction.
+#include <catch2/catch.hpp>
+
+#include "attention_case.h"
+
+using namespace kiln;
+using kiln::test::AttentionCase;
+
+namespace {
+constexpr double kAtol = 2e-5;
+const char* const kKernel = "attention_prefill";
+}  // namespace
+
+TEST_CASE("attention_prefill matches a double-precision reference", "[kernels][attention]") {
+  for (DType kv : {DType::f16, DType::f32})
+    for (int64_t D : {64, 128})
+      for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{8, 2}})
+        for (int64_t nt : {1, 7, 33})
+          for (int64_t pos0 : {0, 45}) {
+            AttentionCase c{.kv = kv, .head_dim = D, .n_heads = nh, .n_kv_heads = nkv};
+            c.n_tokens = nt;
+            c.pos0 = pos0;
+            // The cache may hold rows past the last query (kv_len > pos0 + n_tokens) and be
+            // allocated past kv_len; neither may be read. kv_len is off the 8-key block.
+            c.kv_len = pos0 + nt + (pos0 ? 3 : 0);
+            c.max_ctx = c.kv_len + 5;
+            kiln::test::check_attention(kKernel, c, kAtol);
+          }
+}
+
+TEST_CASE("attention_prefill rescales over a long cache", "[kernels][attention]") {
+  // A short chunk after a long cache: many unmasked key blocks before the diagonal, with
+  // scores spread wide enough that the running max keeps moving.
+  for (DType kv : {DType::f16, DType::f32}) {
+    AttentionCase c{.kv = kv, .head_dim = 128, .n_heads = 4, .n_kv_heads = 1};
+    c.n_tokens = 5;
+    c.pos0 = 700;
+    c.kv_len = 705;
+    c.q_range = 8;
+    kiln::test::check_attention(kKernel, c, kAtol);
+  }
+}
+
+TEST_CASE("attention_prefill with other block sizes", "[kernels][attention]") {
+  for (auto [bm, bn] : {std::pair{1, 16}, std::pair{16, 4}, std::pair{4, 32}}) {
+    INFO("BLOCK_M=" << bm << " BLOCK_N=" << bn);
+    AttentionCase c{.kv = DType::f16, .head_dim = 64, .n_heads = 8, .n_kv_heads = 2};
+    c.n_tokens = 37;
+    c.pos0 = 30;
+    c.kv_len = 70;
+    kiln::test::check_attention(kKernel, c, kAtol, {{"BLOCK_M", bm}, {"BLOCK_N", bn}});
+  }
+}
+
+TEST_CASE("attention_prefill matches the interpreter", "[kernels][attention]") {
+  // Small, as the interpreter runs element by element. The cache holds exactly kv_len rows,
+  // so an unmasked read past them is an interpreter error.
+  for (DType kv : {DType::f16, DType::f32})
+    for (auto [nt, pos0] : {std::pair{7, 0}, std::pair{6, 11}}) {
+      AttentionCase c{.kv = kv, .head_dim = 64, .n_heads = 4, .n_kv_heads = 1};
+      c.n_tokens = nt;
+      c.pos0 = pos0;
+      c.kv_len = pos0 + nt;
+      kiln::test::check_attention_interpreted(kKernel, c, kAtol, {{"BLOCK_M", 4}, {"BLOCK_N", 8}});
+    }
+}
