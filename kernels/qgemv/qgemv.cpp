@@ -15,8 +15,8 @@
 // - Q4_K (w = d sc q - dmin m per 32-weight sub-block, 6-bit sc and m):
 //   scale d sc, offset dmin m.
 // - Q6_K (w = d sc (q - 32), 6-bit q, signed 8-bit sc per 16 weights): each
-//   lane takes its 16-weight group's scale; offset 32 d sc per group, over
-//   that group's 16 x values.
+//   lane takes its 16-weight group's scale; the 32 is taken off in the
+//   integer lanes (TokenDots' lane_offset).
 #include <vector>
 
 #include "ir/builder.h"
@@ -186,11 +186,9 @@ class Decoder {
       // Weights 0-15 take scale 2s, 16-31 scale 2s+1: lanes 0-3 and 4-7.
       auto pair = reshape(slice(scd, {0, 2 * s}, {BM, 2}), {BM, 2, 1});
       auto lane_sc = reshape(broadcast_to(pair, {BM, 2, 4}), {BM, 8});
-      out.push_back({{{q, 0}},
-                     lane_sc,
-                     {{slice(scd, {0, 2 * s}, {BM, 1}) * 32.0, 0, 16},
-                      {slice(scd, {0, 2 * s + 1}, {BM, 1}) * 32.0, 16, 16}},
-                     xb0 + h * 4 + static_cast<int>(s)});
+      SubBlock sb{{{q, 0}}, lane_sc, {}, xb0 + h * 4 + static_cast<int>(s)};
+      sb.lane_offset = 32;
+      out.push_back(sb);
     }
     return out;
   }

@@ -43,6 +43,13 @@ void TokenDots::add(const SubBlock& sb) {
       auto part = sum(reshape(prod, {bm_, n / 4, 4}), 2);  // [BM, n/4]
       dot = dot.valid() ? dot + part : part;
     }
+    if (sb.lane_offset) {
+      const auto& p = sb.pieces.at(0);
+      int64_t n = p.codes.shape()[1];
+      auto xv = load(x_.q + (xblk * 32 + static_cast<int>(p.first) + arange(n))).to(DType::i32);
+      auto lane_x = sum(reshape(xv, {n / 4, 4}), 1);  // [n/4]
+      dot = dot - broadcast_to(lane_x * static_cast<int>(sb.lane_offset), {bm_, n / 4});
+    }
     if (sb.scale_has_dx) {
       if (toks_.size() != 1) throw Error("TokenDots: a d_x-scaled sub-block needs one token");
       acc_[i] = fma(dot.to(DType::f32), lane_scale, Value(acc_[i]));
@@ -58,7 +65,7 @@ void TokenDots::add(const SubBlock& sb) {
       auto term = o.coef * sx;
       off = off.valid() ? off + term : term;
     }
-    accm_[i] = fma(off, dx, Value(accm_[i]));
+    if (off.valid()) accm_[i] = fma(off, dx, Value(accm_[i]));
   }
 }
 

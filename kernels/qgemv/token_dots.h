@@ -39,6 +39,10 @@ struct SubBlock {
   // The scale already includes the activation block's d_x (single-token
   // decoders that scale a whole block's sub-blocks in one vector op).
   bool scale_has_dx = false;
+  // A constant c subtracted from every code (Q6_K's 32), applied in the
+  // integer lanes as c * (sum of the lane's 4 x values): exact, and cheaper
+  // than f32 offset terms. One stride-1 piece only.
+  int64_t lane_offset = 0;
 };
 
 // The activation blocks of a call: q i8 [t, k], d f32 [t, k/32], s i32 [t, k/32].
