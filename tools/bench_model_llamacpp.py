@@ -31,7 +31,7 @@ def kiln_json(kiln, model, tokens, gen, threads):
     out = subprocess.run([kiln, "run", "-m", model, "--tokens", ",".join(map(str, tokens)),
                           "-n", str(gen), "--ignore-eos", "--threads", str(threads),
                           "--ctx", str(len(tokens) + gen + 8)],
-                         check=True, capture_output=True, text=True).stdout
+                         check=True, capture_output=True).stdout.decode("utf-8", "replace")
     return json.loads(out.strip().splitlines()[-1])
 
 
