@@ -46,8 +46,11 @@ void TokenDots::add(const SubBlock& sb) {
     if (sb.lane_offset) {
       const auto& p = sb.pieces.at(0);
       int64_t n = p.codes.shape()[1];
-      auto xv = load(x_.q + (xblk * 32 + static_cast<int>(p.first) + arange(n))).to(DType::i32);
-      auto lane_x = sum(reshape(xv, {n / 4, 4}), 1);  // [n/4]
+      auto xv = load(x_.q + (xblk * 32 + static_cast<int>(p.first) + arange(n)));
+      // Lane sums of x as a dot with ones (one vpdpbusd); the ones are
+      // derived from x so that they stay a u8 operand, not a folded constant.
+      auto ones = (xv.bitcast(DType::u8) | 1) & 1;
+      auto lane_x = sum(reshape(ones.to(DType::i32) * xv.to(DType::i32), {n / 4, 4}), 1);
       dot = dot - broadcast_to(lane_x * static_cast<int>(sb.lane_offset), {bm_, n / 4});
     }
     if (sb.scale_has_dx) {
