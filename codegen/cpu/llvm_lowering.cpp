@@ -617,12 +617,16 @@ llvm::Value* Lowering::argmax_vector(DType t, llvm::Value* v) {
 
 // sum over a last axis of 4 of zext(u8) * sext(i8) products, i.e. exactly
 // what x86 vpdpbusd computes per 32-bit lane: emitted as that instruction
-// over the flat u8 and i8 operands (64 bytes per instruction). Returns
-// nullptr when the pattern or the target does not fit.
+// over the flat u8 and i8 operands (64 bytes per instruction) with VNNI.
+// Elsewhere as the same sum in a form LLVM's instruction selection knows:
+// each u8 x i8 product fits i16, so the operands widen to i16 and adjacent
+// products are summed in i32 (x86 vpmaddwd; AArch64 smull + addp), then
+// adjacent pairs are added. Exact either way (nothing saturates). Returns
+// nullptr when the pattern does not fit.
 llvm::Value* Lowering::grouped_int8_dot(const Op& op) {
   const Type& in = ty(op.args[0]);
-  if (!profile_.x86_vnni || op.kind != OpKind::ReduceSum || in.dtype != DType::i32 ||
-      in.rank() < 2 || op.ival != in.rank() - 1 || in.shape.back() != 4)
+  if (op.kind != OpKind::ReduceSum || in.dtype != DType::i32 || in.rank() < 2 ||
+      op.ival != in.rank() - 1 || in.shape.back() != 4)
     return nullptr;
   int src = op.args[0];
   while (def_op_[src] && def_op_[src]->kind == OpKind::Reshape) src = def_op_[src]->args[0];
@@ -638,7 +642,27 @@ llvm::Value* Lowering::grouped_int8_dot(const Op& op) {
     b = narrow(mul->args[0], DType::i8);
   }
   int64_t n = ty(src).numel();
-  if (a < 0 || b < 0 || (n % 64 && n != 16 && n != 32)) return nullptr;
+  if (a < 0 || b < 0) return nullptr;
+  if (!profile_.x86_vnni) {
+    auto strided = [&](llvm::Value* v, int64_t count, int64_t first, int64_t step) {
+      std::vector<int> idx;
+      for (int64_t j = 0; j < count; ++j) idx.push_back(static_cast<int>(first + j * step));
+      return b_.CreateShuffleVector(v, idx);
+    };
+    auto vec = [&](llvm::Type* e, int64_t count) {
+      return llvm::FixedVectorType::get(e, static_cast<unsigned>(count));
+    };
+    llvm::Value* a16 = b_.CreateZExt(v(a), vec(b_.getInt16Ty(), n));
+    llvm::Value* b16 = b_.CreateSExt(v(b), vec(b_.getInt16Ty(), n));
+    auto half = [&](int64_t first) {
+      llvm::Type* t = vec(b_.getInt32Ty(), n / 2);
+      return b_.CreateMul(b_.CreateSExt(strided(a16, n / 2, first, 2), t),
+                          b_.CreateSExt(strided(b16, n / 2, first, 2), t));
+    };
+    llvm::Value* pairs = b_.CreateAdd(half(0), half(1));  // [n/2]
+    return b_.CreateAdd(strided(pairs, n / 4, 0, 2), strided(pairs, n / 4, 1, 2));
+  }
+  if (n % 64 && n != 16 && n != 32) return nullptr;
   std::vector<llvm::Value*> parts;
   for (int64_t c = 0; c < n; c += 64) {
     int64_t w = std::min<int64_t>(64, n - c);
