@@ -22,20 +22,7 @@ const char* const kKernel = "attention_decode";
 }  // namespace
 
 TEST_CASE("attention_decode matches a double-precision reference", "[kernels][attention]") {
-  for (DType kv : {DType::f16, DType::f32})
-    for (int64_t D : {64, 128})
-      for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{8, 2}})
-        for (int64_t nt : {1, 7, 33})
-          for (int64_t pos0 : {0, 45}) {
-            AttentionCase c{.kv = kv, .head_dim = D, .n_heads = nh, .n_kv_heads = nkv};
-            c.n_tokens = nt;
-            c.pos0 = pos0;
-            // The cache may hold rows past the last query (kv_len > pos0 + n_tokens) and be
-            // allocated past kv_len; neither may be read. kv_len is off the 32-key block.
-            c.kv_len = pos0 + nt + (pos0 ? 3 : 0);
-            c.max_ctx = c.kv_len + 5;
-            kiln::test::check_attention(kKernel, c, kAtol);
-          }
+  kiln::test::check_attention_sweep(kKernel, kAtol);
 }
 
 TEST_CASE("attention_decode rescales over a long cache", "[kernels][attention]") {
