@@ -38,7 +38,7 @@ int cmd_tune(const std::vector<std::string>& argv) {
         "against the interpreter, prints each trial and writes the winner to the user tuning\n"
         "database under the cache dir (or --db FILE). Example:\n"
         "  kiln tune gemv --shape m=4096,k=14336 --dtype W=f16\n"
-        "  kiln tune qgemv --shape m=4096,k=14336 --const FMT=2");
+        "  kiln tune qgemv --shape m=4096,k=14336,t=1 --const FMT=2");
     return a.flag("help") ? 0 : 2;
   }
   std::string kernel = a.positional()[0];
