@@ -1,9 +1,11 @@
-// A persistent pool of worker threads that runs a grid in contiguous shards.
+// A persistent pool of worker threads that runs a grid in contiguous chunks.
 //
 // Kernel launches are short (a GEMV over 32 MiB takes about a millisecond),
-// so threads are created once and woken per launch. Work item i always goes
-// to the same shard for a given thread count, which keeps results
-// deterministic for a fixed --threads N. The calling thread runs shard 0.
+// so threads are created once and woken per launch. The calling thread
+// works too. Threads take contiguous chunks (about 8 per thread) from a
+// shared counter, so a thread slowed by a busy core takes fewer; a work
+// item (a program) always runs whole on one thread, so results do not
+// depend on the assignment.
 #pragma once
 
 #include <atomic>
@@ -26,14 +28,14 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Runs fn(begin, end) over [0, n) split into size() contiguous shards
-  // (shard w: [w*n/T, (w+1)*n/T)); returns when all are done. The first
-  // exception thrown by a shard is rethrown here.
+  // Runs fn(begin, end) over [0, n) in contiguous chunks on all threads;
+  // returns when all are done. The first exception thrown by a chunk is
+  // rethrown here.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker_loop(int index);
-  void run_shard(int index);
+  void worker_loop();
+  void run_chunks();
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
@@ -42,6 +44,8 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
+  int64_t chunk_ = 1;
+  std::atomic<int64_t> next_{0};
   bool stop_ = false;
   std::exception_ptr error_;
   std::mutex call_mu_;  // one parallel_for at a time
