@@ -179,7 +179,7 @@ TEST_CASE("qgemv over several tokens (prompt GEMM) matches per token", "[kernels
   // Token counts off the token block, and rows off the row block.
   for (int fmt : {2, 8, 12, 14})
     for (int64_t t : {2, 5, 9})
-      for (int bt : {1, 4}) check_qgemv(fmt, 19, 512, t, 8, bt);
+      for (int bt : {1, 4, 8}) check_qgemv(fmt, 19, 512, t, 8, bt);
 }
 
 TEST_CASE("qgemv refuses k off the block size", "[kernels][qgemv][error]") {
