@@ -1,23 +1,15 @@
 #include "models/ggml_type.h"
 
+#include <vector>
+
 #include "ir/error.h"
+#include "kernels/quant/ggml_blocks.h"
 
 namespace kiln {
 
 namespace {
 
-struct Entry {
-  uint32_t id;
-  GgmlTypeInfo info;
-};
-
-constexpr Entry kSupported[] = {
-    {0, {"F32", 1, 4}},    {1, {"F16", 1, 2}},       {2, {"Q4_0", 32, 18}},
-    {8, {"Q8_0", 32, 34}}, {12, {"Q4_K", 256, 144}}, {14, {"Q6_K", 256, 210}},
-    {30, {"BF16", 1, 2}},
-};
-
-// ggml's names for the ids Kiln does not read, so errors say what the file holds.
+// ggml's names for its type ids, so errors say what the file holds.
 constexpr const char* kGgmlNames[] = {
     "F32",   "F16",        "Q4_0",       "Q4_1",       "Q4_2",     "Q4_3",     "Q5_0",
     "Q5_1",  "Q8_0",       "Q8_1",       "Q2_K",       "Q3_K",     "Q4_K",     "Q5_K",
@@ -27,10 +19,31 @@ constexpr const char* kGgmlNames[] = {
     "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",
 };
 
+struct Entry {
+  uint32_t id;
+  GgmlTypeInfo info;
+};
+
+// Plain floats here; the block geometry of the quantized types comes from
+// the quantisers' own table (kernels/quant/ggml_blocks.h).
+const std::vector<Entry>& supported() {
+  static const std::vector<Entry> table = [] {
+    std::vector<Entry> t = {{0, {"F32", 1, 4}}, {1, {"F16", 1, 2}}, {30, {"BF16", 1, 2}}};
+    for (auto q : {ggml::QuantType::Q4_0, ggml::QuantType::Q8_0, ggml::QuantType::Q4_K,
+                   ggml::QuantType::Q6_K}) {
+      const ggml::BlockFormat& f = ggml::block_format(q);
+      auto id = static_cast<uint32_t>(q);
+      t.push_back({id, {kGgmlNames[id], f.block_elems, f.block_bytes}});
+    }
+    return t;
+  }();
+  return table;
+}
+
 }  // namespace
 
 const GgmlTypeInfo* find_ggml_type(uint32_t id) {
-  for (const Entry& e : kSupported)
+  for (const Entry& e : supported())
     if (e.id == id) return &e.info;
   return nullptr;
 }

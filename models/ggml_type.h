@@ -1,9 +1,10 @@
 // ggml tensor element types: ids, names and block geometry.
 //
 // GGUF stores each tensor as rows of fixed-size blocks (a Q4_K block packs
-// 256 weights into 144 bytes). Byte sizes, bounds checks and the kernels that
-// read quantized weights in place all derive from this one table, so a type
-// is "supported" exactly when it appears here.
+// 256 weights into 144 bytes). The reader's byte sizes and bounds checks use
+// this table, whose quantized entries come from the quantisers' own
+// (kernels/quant/ggml_blocks.h), so a type is "supported" exactly when both
+// the reader and the kernels know it.
 #pragma once
 
 #include <cstdint>

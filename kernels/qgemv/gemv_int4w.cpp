@@ -81,18 +81,12 @@ KILN_REGISTER_KERNEL((KernelDef{
           if (kk % 32 || kk % group)
             throw Error("kernel 'gemv_int4w': k = " + std::to_string(kk) +
                         " must be a multiple of 32 and of the group size " + std::to_string(group));
-          if (t < 1)
-            throw Error("kernel 'gemv_int4w': t = " + std::to_string(t) + " tokens (need >= 1)");
           int64_t ng = kk / group;
-          return LaunchShape{
-              {cdiv(t, s.constexpr_("BLOCK_T")), cdiv(m, s.constexpr_("BLOCK_M")), 1},
-              {{"q", m * kk / 2},
-               {"scales", m * ng},
-               {"zeros", s.constexpr_("ZP") ? m * ng : 0},
-               {"xq", t * kk},
-               {"xd", t * kk / 32},
-               {"xs", t * kk / 32},
-               {"y", t * m}}};
+          LaunchShape shape = token_launch("gemv_int4w", s, m, kk, t);
+          shape.buffer_elems["q"] = m * kk / 2;
+          shape.buffer_elems["scales"] = m * ng;
+          shape.buffer_elems["zeros"] = s.constexpr_("ZP") ? m * ng : 0;
+          return shape;
         },
     .shape_heuristic = [](const Spec&, const ScalarArgs& a) -> std::map<std::string, int64_t> {
       return {{"BLOCK_T", a.i("t") >= 4 ? 4 : 1}};

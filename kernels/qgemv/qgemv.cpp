@@ -265,15 +265,9 @@ KILN_REGISTER_KERNEL((KernelDef{
           if (kk % f.block_elems)
             throw Error("kernel 'qgemv': k = " + std::to_string(kk) + " is not a multiple of the " +
                         std::to_string(f.block_elems) + "-weight block");
-          if (t < 1)
-            throw Error("kernel 'qgemv': t = " + std::to_string(t) + " tokens (need >= 1)");
-          return LaunchShape{
-              {cdiv(t, s.constexpr_("BLOCK_T")), cdiv(m, s.constexpr_("BLOCK_M")), 1},
-              {{"w", m * (kk / f.block_elems) * f.block_bytes},
-               {"xq", t * kk},
-               {"xd", t * kk / 32},
-               {"xs", t * kk / 32},
-               {"y", t * m}}};
+          LaunchShape shape = token_launch("qgemv", s, m, kk, t);
+          shape.buffer_elems["w"] = m * (kk / f.block_elems) * f.block_bytes;
+          return shape;
         },
     // Prompts share each decoded weight block among BLOCK_T tokens of 8
     // rows: 8 tokens for Q4_K (TinyLlama Q4_K_M prefill, mean of 3 runs:

@@ -5,6 +5,14 @@
 
 namespace kiln {
 
+LaunchShape token_launch(const std::string& kernel, const Spec& s, int64_t m, int64_t k,
+                         int64_t t) {
+  if (t < 1)
+    throw Error("kernel '" + kernel + "': t = " + std::to_string(t) + " tokens (need >= 1)");
+  return LaunchShape{{cdiv(t, s.constexpr_("BLOCK_T")), cdiv(m, s.constexpr_("BLOCK_M")), 1},
+                     {{"xq", t * k}, {"xd", t * k / 32}, {"xs", t * k / 32}, {"y", t * m}}};
+}
+
 std::vector<Value> token_indices(const Value& tok0, int64_t block_t, const Value& t) {
   std::vector<Value> toks;
   for (int64_t i = 0; i < block_t; ++i) toks.push_back(minimum(tok0 + static_cast<int>(i), t - 1));

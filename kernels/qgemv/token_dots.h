@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "kernels/registry.h"
 
 namespace kiln {
 
@@ -49,6 +50,13 @@ struct SubBlock {
 struct QuantizedActivations {
   Buffer q, d, s;
 };
+
+// The launch of a kernel built on TokenDots over m rows, k columns and t
+// tokens: token blocks on grid axis 0 (fastest, so a row block's weights
+// stay in cache), row blocks on axis 1, and the sizes of the activation and
+// output buffers (xq, xd, xs, y); the caller adds its weights'. Throws
+// naming `kernel` when t < 1.
+LaunchShape token_launch(const std::string& kernel, const Spec& s, int64_t m, int64_t k, int64_t t);
 
 // The BLOCK_T token indices of a program whose first token is tok0:
 // tokens past t (the last token block) repeat the last token, so every x
