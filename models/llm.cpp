@@ -269,10 +269,10 @@ void Llm::record(Step& s) {
         const ModelConfig& c = cfg_;
         std::vector<std::vector<std::pair<int64_t, float>>> routed(c.n_expert);
         std::vector<int64_t> order(c.n_expert);
+        std::vector<double> prob(c.n_expert);
         for (int64_t t = 0; t < T; ++t) {
           const float* r = &s.router[t * c.n_expert];
           float mx = *std::max_element(r, r + c.n_expert);
-          std::vector<double> prob(c.n_expert);
           double total = 0;
           for (int64_t e = 0; e < c.n_expert; ++e) total += prob[e] = std::exp(r[e] - mx);
           std::iota(order.begin(), order.end(), 0);
