@@ -1,0 +1,45 @@
+// IR -> CUDA C: one verified Kernel becomes one CUDA translation unit.
+//
+// A program instance is a thread block of `num_warps * 32` threads. A tile
+// of N elements is spread cyclically over the block (thread t owns flat
+// elements t, t+T, t+2T, ...), so elementwise ops, loads and stores are
+// per-thread register arrays and consecutive threads touch consecutive
+// addresses. Scalars are held by every thread. Ops that move elements
+// between threads (broadcasts, slices, transposes, width-changing bitcasts,
+// reductions, dot) stage tiles in shared memory; reductions combine with
+// warp shuffles; `dot` on f16/bf16 tiles uses mma.sync on sm_80+. The source
+// includes "kiln_cuda.cuh" (the prelude), which NVRTC and the simulator
+// resolve from `cuda_prelude()`. It knows nothing of NVRTC or drivers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ir/kernel.h"
+
+namespace kiln {
+
+struct CudaOptions {
+  int num_warps = 4;
+  int sm = 80;  // compute capability x10; mma.sync needs 80 or more
+};
+
+struct CudaSource {
+  std::string code;  // the translation unit
+  std::string entry;  // extern "C" __global__ function
+  int threads = 0;  // per block
+  int64_t shared_bytes = 0;  // dynamic shared memory per block
+  bool uses_mma = false;
+};
+
+// Throws kiln::Error naming the kernel and the op when the CUDA lowering
+// does not support it (e.g. an atomic on a narrow float).
+CudaSource emit_cuda(const Kernel& k, const CudaOptions& options = {});
+
+// The prelude's text (codegen/cuda/kiln_cuda.cuh) and the simulator ABI
+// header it includes under KILN_SIM (codegen/cuda/sim_abi.h).
+std::string_view cuda_prelude();
+std::string_view cuda_sim_abi();
+
+}  // namespace kiln

@@ -1,0 +1,49 @@
+// CUDA C -> PTX through NVRTC, and PTX -> SASS checks through ptxas.
+//
+// Both come from the CUDA toolkit, found at run time ($KILN_CUDA_HOME,
+// $CUDA_HOME, else /usr/local/cuda): NVRTC is loaded with dlopen and ptxas
+// is run as a program, so Kiln builds and runs without the toolkit and only
+// these calls report that it is missing. The include path is set so the
+// prelude's cuda_fp16.h / cuda_bf16.h / cuda_fp8.h resolve; -fmad=false
+// keeps a*b+c as two rounded ops, as the IR defines them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "codegen/cuda/cuda_codegen.h"
+
+namespace kiln {
+
+// The toolkit directory, or "" with *why saying what was looked for.
+std::string find_cuda_toolkit(std::string* why = nullptr);
+
+// "13.0": NVRTC's version (throws when NVRTC cannot be loaded).
+std::string nvrtc_version();
+
+struct PtxModule {
+  std::string ptx;
+  std::string arch;  // "sm_80"
+  double compile_ms = 0;
+};
+
+// Throws kiln::Error with NVRTC's log and the path the source was written
+// to when the compile fails.
+PtxModule compile_ptx(const CudaSource& src, int sm);
+
+// What ptxas reports for one kernel at one arch.
+struct PtxasReport {
+  int registers = 0;
+  int64_t shared_bytes = 0;  // static shared memory (Kiln uses dynamic)
+  int64_t stack_bytes = 0;
+  int64_t spill_store_bytes = 0, spill_load_bytes = 0;
+  std::string text;  // ptxas -v output
+};
+
+// Assembles the PTX for sm_XX; throws with ptxas' output when it rejects it.
+PtxasReport run_ptxas(const PtxModule& m, int sm);
+
+// Limits checked before a launch (per block).
+int64_t cuda_max_shared_bytes(int sm);  // opt-in dynamic shared memory
+
+}  // namespace kiln
