@@ -13,6 +13,7 @@
 #include "models/generation.h"
 #include "models/model_generator.h"
 #include "runtime/compile_cache.h"
+#include "targets/cuda/cuda_device.h"
 #include "tools/cli.h"
 
 namespace kiln {
@@ -107,18 +108,26 @@ int cmd_run(const std::vector<std::string>& argv_in) {
   CliArgs a(argv, {"help", "profile", "ignore-eos", "no-bos"});
   a.allow_only({"help", "profile", "ignore-eos", "no-bos", "model", "prompt", "n-predict",
                 "threads", "seed", "temp", "top-k", "top-p", "repeat-penalty", "stop", "tokens",
-                "logits-out", "ctx"});
+                "logits-out", "ctx", "device"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln run [-m MODEL.gguf] [-p PROMPT | --tokens 1,2,3] [-n 64] [--threads N]\n"
         "                [--temp 0] [--top-k 40] [--top-p 0.95] [--repeat-penalty 1.0] "
         "[--seed 0]\n"
         "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N]\n"
-        "                [--logits-out FILE.npy] [--profile]\n"
+        "                [--logits-out FILE.npy] [--profile] [--device cpu|cuda]\n"
         "Streams the generated text, then prints one JSON line of metrics. Without -m, runs a\n"
         "small generated llama (written once under the cache directory).");
     return 0;
   }
+  std::string device = a.get("device", "cpu");
+  if (device == "cuda") {
+    const CudaDevice& gpu = CudaDevice::get();  // one line saying why, without a GPU
+    throw Error("--device cuda: found " + gpu.name() + " (sm_" + std::to_string(gpu.sm()) +
+                "), but model forwards run on the CPU only so far; CUDA kernels are compiled "
+                "and inspected with `kiln inspect KERNEL --target cuda`");
+  }
+  if (device != "cpu") throw Error("--device expects cpu or cuda, got '" + device + "'");
   auto t_start = std::chrono::steady_clock::now();
   std::string model_path = a.has("model") ? a.get("model") : default_model();
   Runtime rt(static_cast<int>(a.get_int("threads", 0)));

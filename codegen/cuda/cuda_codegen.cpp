@@ -191,6 +191,7 @@ class Emitter {
     CudaSource s;
     s.entry = k_.name;
     s.threads = T_;
+    s.sm = o_.sm;
     std::string sig, unpack;
     for (size_t i = 0; i < k_.params.size(); ++i) {
       const Param& p = k_.params[i];
@@ -940,8 +941,28 @@ class Emitter {
 
 }  // namespace
 
+int64_t cuda_max_shared_bytes(int sm) {
+  if (sm >= 90) return 227 * 1024;
+  if (sm >= 80) return 163 * 1024;
+  return 48 * 1024;
+}
+
+void check_cuda_limits(const CudaSource& src) {
+  std::string where = "CUDA kernel '" + src.entry + "' for sm_" + std::to_string(src.sm) + ": ";
+  if (src.threads < 1 || src.threads > kCudaMaxThreads)
+    throw Error(where + std::to_string(src.threads) + " threads per block; the limit is " +
+                std::to_string(kCudaMaxThreads));
+  if (src.shared_bytes > cuda_max_shared_bytes(src.sm))
+    throw Error(where + "needs " + std::to_string(src.shared_bytes) +
+                " bytes of shared memory per block; the limit is " +
+                std::to_string(cuda_max_shared_bytes(src.sm)) +
+                " (use smaller tiles or fewer elements per block)");
+}
+
 CudaSource emit_cuda(const Kernel& k, const CudaOptions& options) {
-  return Emitter(k, options).run();
+  CudaSource s = Emitter(k, options).run();
+  check_cuda_limits(s);
+  return s;
 }
 
 }  // namespace kiln

@@ -27,6 +27,7 @@ struct CudaOptions {
 
 struct CudaSource {
   std::string code;  // the translation unit
+  int sm = 80;  // the arch it was generated for
   std::string entry;  // extern "C" __global__ function
   int threads = 0;  // per block
   int64_t shared_bytes = 0;  // dynamic shared memory per block
@@ -34,8 +35,18 @@ struct CudaSource {
 };
 
 // Throws kiln::Error naming the kernel and the op when the CUDA lowering
-// does not support it (e.g. an atomic on a narrow float).
+// does not support it (e.g. an atomic on a narrow float), and when the
+// kernel needs more shared memory than the arch allows.
 CudaSource emit_cuda(const Kernel& k, const CudaOptions& options = {});
+
+// Per-block limits of the arch: threads, and dynamic shared memory with
+// the opt-in attribute (163 KiB on sm_80, 227 KiB on sm_90).
+constexpr int kCudaMaxThreads = 1024;
+int64_t cuda_max_shared_bytes(int sm);
+
+// Throws kiln::Error with the limit when `src` asks for more than its arch
+// gives a block; launchers call it before every launch.
+void check_cuda_limits(const CudaSource& src);
 
 // The prelude's text (codegen/cuda/kiln_cuda.cuh) and the simulator ABI
 // header it includes under KILN_SIM (codegen/cuda/sim_abi.h).

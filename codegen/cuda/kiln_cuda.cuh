@@ -105,6 +105,18 @@ static inline T atomicAdd(T* p, T v) {
   return old;
 }
 template <class T>
+static inline T atomicMax(T* p, T v) {
+  T old = *p;
+  *p = v > old ? v : old;
+  return old;
+}
+template <class T>
+static inline T atomicMin(T* p, T v) {
+  T old = *p;
+  *p = v < old ? v : old;
+  return old;
+}
+template <class T>
 static inline T atomicExch(T* p, T v) {
   T old = *p;
   *p = v;
@@ -146,8 +158,8 @@ static inline void kiln_mma_16816(float d[4], const unsigned a[4], const unsigne
   auto A = [&](int r, int k) {
     return half_at(4u * (r % 8) + (k % 8) / 2, (r >= 8) + 2 * (k >= 8), k % 2);
   };
-  // B[k][n]: lane 4*n + (k%8)/2, word k>=8, half k%2.
-  auto B = [&](int k, int n) { return half_at(4u * n + (k % 8) / 2, k >= 8, k % 2); };
+  // B[k][n]: lane 4*n + (k%8)/2, word 4 + (k>=8), half k%2.
+  auto B = [&](int k, int n) { return half_at(4u * n + (k % 8) / 2, 4 + (k >= 8), k % 2); };
   unsigned group = lane / 4, tig = lane % 4;
   for (int i = 0; i < 4; ++i) {
     int r = static_cast<int>(group) + 8 * (i / 2), n = static_cast<int>(2 * tig) + i % 2;

@@ -288,10 +288,8 @@ void SimulatedKernel::launch(const Kernel& k, const std::vector<Arg>& args, cons
   if (args.size() != k.params.size())
     throw Error("CUDA simulator: kernel '" + k.name + "' takes " + std::to_string(k.params.size()) +
                 " arguments, got " + std::to_string(args.size()));
+  check_cuda_limits(src_);
   int n = src_.threads;
-  if (n < 1 || n > 1024)
-    throw Error("CUDA simulator: kernel '" + k.name + "' asks for " + std::to_string(n) +
-                " threads per block; the limit is 1024");
   for (int d = 0; d < 3; ++d)
     if (grid[d] < 0 || grid[d] > (d == 0 ? 2147483647 : 65535))
       throw Error("CUDA simulator: grid size " + std::to_string(grid[d]) + " on axis " +

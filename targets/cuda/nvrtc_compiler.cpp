@@ -125,7 +125,8 @@ std::string nvrtc_version() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-PtxModule compile_ptx(const CudaSource& src, int sm) {
+PtxModule compile_ptx(const CudaSource& src) {
+  int sm = src.sm;
   const Nvrtc& api = nvrtc();
   std::string home = find_cuda_toolkit();
   auto t0 = std::chrono::steady_clock::now();
@@ -188,13 +189,6 @@ PtxasReport run_ptxas(const PtxModule& m, int sm) {
     r.spill_load_bytes = std::stoll(mm[3]);
   }
   return r;
-}
-
-int64_t cuda_max_shared_bytes(int sm) {
-  // Per block with the opt-in attribute: 163 KiB on sm_80, 227 KiB on sm_90.
-  if (sm >= 90) return 227 * 1024;
-  if (sm >= 80) return 163 * 1024;
-  return 48 * 1024;
 }
 
 }  // namespace kiln

@@ -27,9 +27,9 @@ struct PtxModule {
   double compile_ms = 0;
 };
 
-// Throws kiln::Error with NVRTC's log and the path the source was written
-// to when the compile fails.
-PtxModule compile_ptx(const CudaSource& src, int sm);
+// Compiles for compute_<src.sm>. Throws kiln::Error with NVRTC's log and
+// the path the source was written to when the compile fails.
+PtxModule compile_ptx(const CudaSource& src);
 
 // What ptxas reports for one kernel at one arch.
 struct PtxasReport {
@@ -43,7 +43,5 @@ struct PtxasReport {
 // Assembles the PTX for sm_XX; throws with ptxas' output when it rejects it.
 PtxasReport run_ptxas(const PtxModule& m, int sm);
 
-// Limits checked before a launch (per block).
-int64_t cuda_max_shared_bytes(int sm);  // opt-in dynamic shared memory
 
 }  // namespace kiln

@@ -1,0 +1,73 @@
+// NVRTC and ptxas on the CUDA lowering's output: tensor-core dots become
+// mma.sync in the PTX, a rejected source reports NVRTC's log with the path
+// of the source, and ptxas' resource report is read. Skipped (with a
+// warning) where the CUDA toolkit is absent.
+#include <catch2/catch.hpp>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "support/ir_helpers.h"
+#include "targets/cuda/nvrtc_compiler.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+bool have_toolkit() {
+  std::string why;
+  if (!find_cuda_toolkit(&why).empty()) return true;
+  WARN("skipped: " << why);
+  return false;
+}
+
+Kernel mma_kernel(DType t) {
+  KernelBuilder b("mmak", spec_for("mmak"));
+  auto a = b.buffer("a", t), bb = b.buffer("b", t), o = b.buffer("o", DType::f32);
+  auto va = load(a + reshape(arange(32 * 32), {32, 32}));
+  auto vb = load(bb + reshape(arange(32 * 16), {32, 16}));
+  auto idx = reshape(arange(32 * 16), {32, 16});
+  store(o + idx, dot(va, vb, load(o + idx)));
+  return b.finish();
+}
+
+}  // namespace
+
+TEST_CASE("cuda: f16/bf16 dots are mma.sync in the PTX on sm_80 and sm_90", "[cuda][nvrtc]") {
+  if (!have_toolkit()) return;
+  for (DType t : {DType::f16, DType::bf16})
+    for (int sm : {80, 90}) {
+      INFO(dtype_name(t) << " sm_" << sm);
+      CudaOptions o;
+      o.sm = sm;
+      PtxModule m = compile_ptx(emit_cuda(mma_kernel(t), o));
+      CHECK(m.ptx.find("mma.sync.aligned.m16n8k16.row.col.f32." + std::string(dtype_name(t))) !=
+            std::string::npos);
+      PtxasReport r = run_ptxas(m, sm);
+      CHECK(r.registers > 0);
+      CHECK(r.text.find("Used") != std::string::npos);
+    }
+}
+
+TEST_CASE("cuda: NVRTC's log and the source location are shown on failure", "[cuda][nvrtc][errors]") {
+  if (!have_toolkit()) return;
+  CudaSource src;
+  src.entry = "broken";
+  src.code = "#include \"kiln_cuda.cuh\"\nextern \"C\" __global__ void broken() { undeclared_x = 1; }\n";
+  CHECK_THROWS_WITH(compile_ptx(src), Catch::Contains("NVRTC rejected kernel 'broken' for sm_80") &&
+                                          Catch::Contains("broken-sm_80.cu") &&
+                                          Catch::Contains("undeclared_x"));
+}
+
+TEST_CASE("cuda: too much shared memory is refused with the limit", "[cuda][errors]") {
+  KernelBuilder b("bigdot", spec_for("bigdot"));
+  auto a = b.buffer("a", DType::f32), o = b.buffer("o", DType::f32);
+  auto va = load(a + reshape(arange(128 * 256), {128, 256}));
+  auto vb = load(a + reshape(arange(256 * 128), {256, 128}));
+  auto idx = reshape(arange(128 * 128), {128, 128});
+  store(o + idx, dot(va, vb, load(o + idx)));
+  Kernel k = b.finish();
+  CHECK_THROWS_WITH(emit_cuda(k), Catch::Contains("CUDA kernel 'bigdot' for sm_80: needs 262144 "
+                                                  "bytes of shared memory per block; the limit "
+                                                  "is 166912"));
+}
