@@ -44,9 +44,7 @@ std::string mem_type(DType t) {
 }
 
 // The unsigned type integer arithmetic wraps in.
-std::string wrap_type(DType t) {
-  return t == DType::i64 ? "unsigned long long" : "unsigned";
-}
+std::string wrap_type(DType t) { return t == DType::i64 ? "unsigned long long" : "unsigned"; }
 
 // The type reductions and shuffles accumulate in (CUDA shuffles no narrower
 // integer than int).
@@ -577,8 +575,9 @@ class Emitter {
       double hi_excl = std::ldexp(1.0, is_signed_int(out) ? dtype_bits(out) - 1 : dtype_bits(out));
       char b[32];
       std::snprintf(b, sizeof b, "%a", hi_excl);
-      return "(" + reg_type(out) + ")kiln_f2i(" + x + ", " + int_literal(int_min_of(out), DType::i64) +
-             ", " + int_literal(int_max_of(out), DType::i64) + ", " + b + ")";
+      return "(" + reg_type(out) + ")kiln_f2i(" + x + ", " +
+             int_literal(int_min_of(out), DType::i64) + ", " +
+             int_literal(int_max_of(out), DType::i64) + ", " + b + ")";
     }
     if (is_float(out)) return rounded(out, "(float)(" + x + ")");
     if (out == DType::boolean) return "(" + x + " != 0)";
@@ -619,8 +618,8 @@ class Emitter {
       default: {
         bool mx = op.kind == OpKind::AtomicMax;
         if (t == DType::f32)
-          return std::string(mx ? "kiln_atomic_max_f32(" : "kiln_atomic_min_f32(") + p + ", " +
-                 v + ")";
+          return std::string(mx ? "kiln_atomic_max_f32(" : "kiln_atomic_min_f32(") + p + ", " + v +
+                 ")";
         return std::string(mx ? "atomicMax(" : "atomicMin(") + p + ", " + v + ")";
       }
     }
@@ -794,8 +793,8 @@ class Emitter {
     std::string lenS = std::to_string(len), innerS = std::to_string(inner);
     std::string res = smem_ptr(at, staged), res_i = smem_ptr("int", staged + n_out * 8);
     open("for (int kiln_o = tid / " + G + "; kiln_o < " +
-         std::to_string((n_out + T_ / g - 1) / (T_ / g) * (T_ / g)) + "; kiln_o += " +
-         std::to_string(T_ / g) + ")");
+         std::to_string((n_out + T_ / g - 1) / (T_ / g) * (T_ / g)) +
+         "; kiln_o += " + std::to_string(T_ / g) + ")");
     line(at + " kiln_p = " + c.identity + ";");
     if (argmax) line("int kiln_pi = -1;");
     open("if (kiln_o < " + std::to_string(n_out) + ")");
@@ -845,8 +844,8 @@ class Emitter {
       line("const int r = j / " + Ns + ", c = j % " + Ns + ";");
       if (fl) {
         line("float s = " + vname(acc) + "[e];");
-        line("for (int p = 0; p < " + Ks + "; ++p) s = fmaf(kiln_a[r * " + Ks + " + p], kiln_b[p * " +
-             Ns + " + c], s);");
+        line("for (int p = 0; p < " + Ks + "; ++p) s = fmaf(kiln_a[r * " + Ks +
+             " + p], kiln_b[p * " + Ns + " + c], s);");
         line(vname(op.result) + "[e] = " + rounded(tr, "s") + ";");
       } else {
         line("unsigned s = (unsigned)" + vname(acc) + "[e];");

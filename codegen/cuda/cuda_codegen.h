@@ -26,10 +26,10 @@ struct CudaOptions {
 };
 
 struct CudaSource {
-  std::string code;  // the translation unit
-  int sm = 80;  // the arch it was generated for
-  std::string entry;  // extern "C" __global__ function
-  int threads = 0;  // per block
+  std::string code;          // the translation unit
+  int sm = 80;               // the arch it was generated for
+  std::string entry;         // extern "C" __global__ function
+  int threads = 0;           // per block
   int64_t shared_bytes = 0;  // dynamic shared memory per block
   bool uses_mma = false;
 };

@@ -139,14 +139,15 @@ void CudaDevice::launch(const CudaSource& src, const PtxModule& ptx, const Grid&
   void* fn = nullptr;
   check(*api_, api_->module_get_function(&fn, module, src.entry.c_str()), "cuModuleGetFunction");
   if (src.shared_bytes > 48 * 1024)
-    check(*api_,
-          api_->func_set_attribute(fn, kFuncAttrMaxDynamicShared, static_cast<int>(src.shared_bytes)),
-          "cuFuncSetAttribute(max dynamic shared memory)");
+    check(
+        *api_,
+        api_->func_set_attribute(fn, kFuncAttrMaxDynamicShared, static_cast<int>(src.shared_bytes)),
+        "cuFuncSetAttribute(max dynamic shared memory)");
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;
   check(*api_,
         api_->launch_kernel(fn, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
-                            static_cast<unsigned>(grid[2]), static_cast<unsigned>(src.threads), 1, 1,
-                            static_cast<unsigned>(src.shared_bytes), nullptr, params, nullptr),
+                            static_cast<unsigned>(grid[2]), static_cast<unsigned>(src.threads), 1,
+                            1, static_cast<unsigned>(src.shared_bytes), nullptr, params, nullptr),
         "cuLaunchKernel");
 }
 
@@ -175,7 +176,8 @@ void CudaDevice::run(const Kernel& k, const CudaSource& src, const PtxModule& pt
   synchronize();
   for (size_t i = 0; i < args.size(); ++i) {
     if (k.params[i].kind != ParamKind::Buffer) continue;
-    download(args[i].data, slots[i], static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype)));
+    download(args[i].data, slots[i],
+             static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype)));
     free(slots[i]);
   }
 }

@@ -13,9 +13,9 @@
 #include <fstream>
 #include <mutex>
 
+#include "codegen/cuda/sim_abi.h"
 #include "ir/error.h"
 #include "ir/scalar_eval.h"
-#include "codegen/cuda/sim_abi.h"
 
 namespace kiln {
 
@@ -182,7 +182,8 @@ void run_block(Launch& l, char* stacks) {
     t.warp = i / 32;
     t.wait = Wait::None;
     getcontext(&t.ctx);
-    t.ctx.uc_stack.ss_sp = stacks + static_cast<size_t>(i) * (kStackBytes + kGuardBytes) + kGuardBytes;
+    t.ctx.uc_stack.ss_sp =
+        stacks + static_cast<size_t>(i) * (kStackBytes + kGuardBytes) + kGuardBytes;
     t.ctx.uc_stack.ss_size = kStackBytes;
     t.ctx.uc_link = &l.scheduler;
     makecontext(&t.ctx, fiber_main, 0);
@@ -263,9 +264,9 @@ std::shared_ptr<SimulatedKernel> SimulatedKernel::compile(const CudaSource& src)
     write_file(cu, src.code);
     fs::path tmp = dir / (src.entry + ".so." + std::to_string(getpid()));
     int status = 0;
-    std::string log = run_capture(cxx + " " + flags + " -I" + dir.string() + " -x c++ " +
-                                      cu.string() + " -o " + tmp.string(),
-                                  &status);
+    std::string log = run_capture(
+        cxx + " " + flags + " -I" + dir.string() + " -x c++ " + cu.string() + " -o " + tmp.string(),
+        &status);
     if (status != 0)
       throw Error("CUDA simulator: the host compiler rejected the CUDA C of kernel '" + src.entry +
                   "' (" + cu.string() + "):\n" + log);
@@ -275,7 +276,8 @@ std::shared_ptr<SimulatedKernel> SimulatedKernel::compile(const CudaSource& src)
   std::shared_ptr<SimulatedKernel> k(new SimulatedKernel());
   k->src_ = src;
   k->handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!k->handle_) throw Error(std::string("CUDA simulator: cannot load ") + so.string() + ": " + dlerror());
+  if (!k->handle_)
+    throw Error(std::string("CUDA simulator: cannot load ") + so.string() + ": " + dlerror());
   auto bind = reinterpret_cast<void (*)(const KilnSimHooks*)>(dlsym(k->handle_, "kiln_sim_bind"));
   k->thread_fn_ = reinterpret_cast<void (*)(void* const*)>(dlsym(k->handle_, "kiln_sim_thread"));
   if (!bind || !k->thread_fn_)
@@ -284,7 +286,8 @@ std::shared_ptr<SimulatedKernel> SimulatedKernel::compile(const CudaSource& src)
   return k;
 }
 
-void SimulatedKernel::launch(const Kernel& k, const std::vector<Arg>& args, const Grid& grid) const {
+void SimulatedKernel::launch(const Kernel& k, const std::vector<Arg>& args,
+                             const Grid& grid) const {
   if (args.size() != k.params.size())
     throw Error("CUDA simulator: kernel '" + k.name + "' takes " + std::to_string(k.params.size()) +
                 " arguments, got " + std::to_string(args.size()));
@@ -328,8 +331,8 @@ void SimulatedKernel::launch(const Kernel& k, const std::vector<Arg>& args, cons
   l.args = ptrs.data();
 
   size_t total = static_cast<size_t>(n) * (kStackBytes + kGuardBytes);
-  void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+  void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED) throw Error("CUDA simulator: cannot map fiber stacks");
   char* stacks = static_cast<char*>(mem);
   for (int i = 0; i < n; ++i)  // a stack overflow faults instead of corrupting a neighbour
@@ -352,8 +355,7 @@ void SimulatedKernel::launch(const Kernel& k, const std::vector<Arg>& args, cons
   }
   tls_launch = saved;
   munmap(mem, total);
-  if (!l.violation.empty())
-    throw Error("CUDA simulator: kernel '" + k.name + "': " + l.violation);
+  if (!l.violation.empty()) throw Error("CUDA simulator: kernel '" + k.name + "': " + l.violation);
 }
 
 }  // namespace kiln

@@ -172,18 +172,22 @@ PtxasReport run_ptxas(const PtxModule& m, int sm) {
   fs::path ptx = dir / ("ptxas-" + std::to_string(getpid()) + ".ptx");
   std::ofstream(ptx) << m.ptx;
   int status = 0;
-  std::string out = run_capture(home + "/bin/ptxas -v -arch=sm_" + std::to_string(sm) + " " +
-                                    ptx.string() + " -o /dev/null",
-                                &status);
+  std::string out = run_capture(
+      home + "/bin/ptxas -v -arch=sm_" + std::to_string(sm) + " " + ptx.string() + " -o /dev/null",
+      &status);
   fs::remove(ptx, ec);
   if (status != 0) throw Error("ptxas rejected the PTX for sm_" + std::to_string(sm) + ":\n" + out);
   PtxasReport r;
   r.text = out;
   std::smatch mm;
-  if (std::regex_search(out, mm, std::regex(R"(Used (\d+) registers)"))) r.registers = std::stoi(mm[1]);
-  if (std::regex_search(out, mm, std::regex(R"((\d+) bytes smem)"))) r.shared_bytes = std::stoll(mm[1]);
-  if (std::regex_search(out, mm,
-                        std::regex(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)"))) {
+  if (std::regex_search(out, mm, std::regex(R"(Used (\d+) registers)")))
+    r.registers = std::stoi(mm[1]);
+  if (std::regex_search(out, mm, std::regex(R"((\d+) bytes smem)")))
+    r.shared_bytes = std::stoll(mm[1]);
+  if (std::regex_search(
+          out, mm,
+          std::regex(
+              R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)"))) {
     r.stack_bytes = std::stoll(mm[1]);
     r.spill_store_bytes = std::stoll(mm[2]);
     r.spill_load_bytes = std::stoll(mm[3]);

@@ -43,5 +43,4 @@ struct PtxasReport {
 // Assembles the PTX for sm_XX; throws with ptxas' output when it rejects it.
 PtxasReport run_ptxas(const PtxModule& m, int sm);
 
-
 }  // namespace kiln

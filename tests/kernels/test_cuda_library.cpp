@@ -10,7 +10,6 @@
 // narrow output dtype: block reductions sum in a different order from the
 // interpreter's double-precision sums, and mma.sync accumulates in f32.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <random>
 #include <set>
@@ -45,25 +44,51 @@ std::vector<Case> cases() {
     cs.push_back({"silu_mul", {{"T", t}}, {{"BLOCK", 256}}, {{"n", 600}}});
     cs.push_back({"rmsnorm", {{"T", t}}, {{"BLOCK", 128}}, {{"n", 300}, {"rows", 3}}});
     cs.push_back({"softmax", {{"T", t}}, {{"BLOCK", 128}}, {{"n", 300}, {"rows", 3}}});
-    cs.push_back({"rope", {{"T", t}}, {{"HEAD_DIM", 64}, {"ROT", 64}}, {{"n_heads", 3}, {"n_pos", 9}, {"tokens", 2}}});
+    cs.push_back({"rope",
+                  {{"T", t}},
+                  {{"HEAD_DIM", 64}, {"ROT", 64}},
+                  {{"n_heads", 3}, {"n_pos", 9}, {"tokens", 2}}});
     cs.push_back({"gemm", {{"W", t}}, {}, {{"t", 11}, {"n", 19}, {"k", 40}}});
     cs.push_back({"gemv", {{"W", t}}, {{"BLOCK_M", 4}, {"BLOCK_K", 64}}, {{"m", 13}, {"k", 150}}});
   }
-  cs.push_back({"rope", {{"T", DType::f32}}, {{"HEAD_DIM", 64}, {"ROT", 32}, {"NEOX", 1}}, {{"n_heads", 2}, {"n_pos", 9}, {"tokens", 2}}});
-  cs.push_back({"gemv", {{"W", DType::f16}, {"X", DType::f16}}, {{"BLOCK_M", 2}, {"BLOCK_K", 64}}, {{"m", 5}, {"k", 100}}});
-  cs.push_back({"gemv", {{"W", DType::bf16}, {"X", DType::bf16}}, {{"BLOCK_M", 2}, {"BLOCK_K", 64}}, {{"m", 5}, {"k", 100}}});
+  cs.push_back({"rope",
+                {{"T", DType::f32}},
+                {{"HEAD_DIM", 64}, {"ROT", 32}, {"NEOX", 1}},
+                {{"n_heads", 2}, {"n_pos", 9}, {"tokens", 2}}});
+  cs.push_back({"gemv",
+                {{"W", DType::f16}, {"X", DType::f16}},
+                {{"BLOCK_M", 2}, {"BLOCK_K", 64}},
+                {{"m", 5}, {"k", 100}}});
+  cs.push_back({"gemv",
+                {{"W", DType::bf16}, {"X", DType::bf16}},
+                {{"BLOCK_M", 2}, {"BLOCK_K", 64}},
+                {{"m", 5}, {"k", 100}}});
   for (DType kv : {DType::f16, DType::f32}) {
     Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2}, {"kv_len", 21}, {"pos0", 18}};
-    cs.push_back({"attention_decode", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"BLOCK_N", 16}, {"BLOCK_G", 2}}, att});
+    cs.push_back({"attention_decode",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_N", 16}, {"BLOCK_G", 2}},
+                  att});
     cs.push_back({"attention_prefill", {{"KV", kv}}, {{"HEAD_DIM", 64}}, att});
   }
   for (int64_t fmt : {2, 8, 12, 14}) {
-    cs.push_back({"qgemv", {}, {{"FMT", fmt}, {"BLOCK_M", 8}, {"BLOCK_T", 1}}, {{"m", 12}, {"k", 512}, {"t", 1}}});
-    cs.push_back({"qgemv", {}, {{"FMT", fmt}, {"BLOCK_M", 4}, {"BLOCK_T", 4}}, {{"m", 8}, {"k", 256}, {"t", 5}}});
+    cs.push_back({"qgemv",
+                  {},
+                  {{"FMT", fmt}, {"BLOCK_M", 8}, {"BLOCK_T", 1}},
+                  {{"m", 12}, {"k", 512}, {"t", 1}}});
+    cs.push_back({"qgemv",
+                  {},
+                  {{"FMT", fmt}, {"BLOCK_M", 4}, {"BLOCK_T", 4}},
+                  {{"m", 8}, {"k", 256}, {"t", 5}}});
   }
-  cs.push_back({"qgemv", {}, {{"FMT", 8}, {"BLOCK_M", 1}, {"BLOCK_T", 1}}, {{"m", 3}, {"k", 96}, {"t", 1}}});
-  cs.push_back({"gemv_int4w", {}, {{"GROUP", 32}, {"BLOCK_M", 4}}, {{"m", 6}, {"k", 128}, {"t", 1}}});
-  cs.push_back({"gemv_int4w", {}, {{"GROUP", 64}, {"ZP", 1}, {"BLOCK_T", 4}}, {{"m", 8}, {"k", 128}, {"t", 5}}});
+  cs.push_back(
+      {"qgemv", {}, {{"FMT", 8}, {"BLOCK_M", 1}, {"BLOCK_T", 1}}, {{"m", 3}, {"k", 96}, {"t", 1}}});
+  cs.push_back(
+      {"gemv_int4w", {}, {{"GROUP", 32}, {"BLOCK_M", 4}}, {{"m", 6}, {"k", 128}, {"t", 1}}});
+  cs.push_back({"gemv_int4w",
+                {},
+                {{"GROUP", 64}, {"ZP", 1}, {"BLOCK_T", 4}},
+                {{"m", 8}, {"k", 128}, {"t", 5}}});
   cs.push_back({"gemv_awq", {}, {{"GROUP", 32}, {"BLOCK_N", 32}}, {{"k", 64}, {"n", 40}}});
   cs.push_back({"quantize_q8", {}, {{"QBLOCK", 32}}, {{"nblocks", 19}}});
   cs.push_back({"quantize_q8", {}, {{"QBLOCK", 256}, {"BLOCKS", 2}}, {{"nblocks", 40}}});

@@ -49,11 +49,13 @@ TEST_CASE("cuda: f16/bf16 dots are mma.sync in the PTX on sm_80 and sm_90", "[cu
     }
 }
 
-TEST_CASE("cuda: NVRTC's log and the source location are shown on failure", "[cuda][nvrtc][errors]") {
+TEST_CASE("cuda: NVRTC's log and the source location are shown on failure",
+          "[cuda][nvrtc][errors]") {
   if (!have_toolkit()) return;
   CudaSource src;
   src.entry = "broken";
-  src.code = "#include \"kiln_cuda.cuh\"\nextern \"C\" __global__ void broken() { undeclared_x = 1; }\n";
+  src.code =
+      "#include \"kiln_cuda.cuh\"\nextern \"C\" __global__ void broken() { undeclared_x = 1; }\n";
   CHECK_THROWS_WITH(compile_ptx(src), Catch::Contains("NVRTC rejected kernel 'broken' for sm_80") &&
                                           Catch::Contains("broken-sm_80.cu") &&
                                           Catch::Contains("undeclared_x"));

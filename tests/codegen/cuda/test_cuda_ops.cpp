@@ -4,7 +4,6 @@
 // reductions and dot within f32 reassociation error (1e-5 relative);
 // transcendentals within the host libm's f32 accuracy (1e-5 relative).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <functional>
 
@@ -58,7 +57,8 @@ TEST_CASE("cuda: masked elementwise add over a ragged tail", "[cuda][sim]") {
   auto m = off < n;
   store(o + off, load(x + off, m, 0.0) * 3.0 + load(y + off, m, 0.0), m);
   Kernel k = b.finish();
-  HostBuffer xs = HostBuffer::random(DType::f32, 450, 1), ys = HostBuffer::random(DType::f32, 450, 2);
+  HostBuffer xs = HostBuffer::random(DType::f32, 450, 1),
+             ys = HostBuffer::random(DType::f32, 450, 2);
   HostBuffer os(DType::f32, 450);
   std::vector<Arg> args = {xs.arg(), ys.arg(), os.arg(), Arg::scalar_int(450)};
   CHECK(cuda_vs_interpreter(k, args, {3, 1, 1}) == "");
@@ -70,15 +70,22 @@ TEST_CASE("cuda: reductions along each axis, to a scalar, with shuffles", "[cuda
     double lo = is_float(t) ? -2 : -100, hi = is_float(t) ? 2 : 100;
     for (int axis : {0, 1}) {
       int64_t n = axis == 0 ? 37 : 5;
-      check_tile(t, t, 5, 37, n, [&](Value x) { return sum(x, axis); }, {}, lo, hi);
-      check_tile(t, t, 5, 37, n, [&](Value x) { return max(x, axis); }, {}, lo, hi);
-      check_tile(t, t, 5, 37, n, [&](Value x) { return min(x, axis); }, {}, lo, hi);
-      check_tile(t, DType::i32, 5, 37, n, [&](Value x) { return argmax(x, axis); }, {}, lo, hi);
+      check_tile(
+          t, t, 5, 37, n, [&](Value x) { return sum(x, axis); }, {}, lo, hi);
+      check_tile(
+          t, t, 5, 37, n, [&](Value x) { return max(x, axis); }, {}, lo, hi);
+      check_tile(
+          t, t, 5, 37, n, [&](Value x) { return min(x, axis); }, {}, lo, hi);
+      check_tile(
+          t, DType::i32, 5, 37, n, [&](Value x) { return argmax(x, axis); }, {}, lo, hi);
     }
-    check_tile(t, t, 7, 300, 1, [&](Value x) { return sum(x); }, {}, lo, hi);
-    check_tile(t, t, 7, 300, 1, [&](Value x) { return max(x); }, {}, lo, hi);
-    check_tile(t, DType::i32, 1, 999, 1, [&](Value x) { return argmax(reshape(x, {999}), 0); }, {},
-               lo, hi);
+    check_tile(
+        t, t, 7, 300, 1, [&](Value x) { return sum(x); }, {}, lo, hi);
+    check_tile(
+        t, t, 7, 300, 1, [&](Value x) { return max(x); }, {}, lo, hi);
+    check_tile(
+        t, DType::i32, 1, 999, 1, [&](Value x) { return argmax(reshape(x, {999}), 0); }, {}, lo,
+        hi);
   }
   // Wide rows, few outputs: 32 lanes per row meet by shuffles.
   check_tile(DType::f32, DType::f32, 2, 1000, 2, [](Value x) { return sum(x, 1); });
@@ -86,7 +93,8 @@ TEST_CASE("cuda: reductions along each axis, to a scalar, with shuffles", "[cuda
 
 TEST_CASE("cuda: argmax and max skip NaN and take the first of equal values", "[cuda][sim]") {
   KernelBuilder b("nanmax", spec_for("nanmax"));
-  auto x = b.buffer("x", DType::f32), o = b.buffer("o", DType::f32), oi = b.buffer("oi", DType::i32);
+  auto x = b.buffer("x", DType::f32), o = b.buffer("o", DType::f32),
+       oi = b.buffer("oi", DType::i32);
   auto v = load(x + reshape(arange(4 * 8), {4, 8}));
   store(o + arange(4), max(v, 1));
   store(oi + arange(4), argmax(v, 1));
@@ -101,42 +109,52 @@ TEST_CASE("cuda: argmax and max skip NaN and take the first of equal values", "[
 
 TEST_CASE("cuda: data movement between threads", "[cuda][sim]") {
   check_tile(DType::f32, DType::f32, 12, 40, 480, [](Value x) { return transpose(x); });
-  check_tile(DType::i32, DType::i32, 12, 40, 5 * 17,
-             [](Value x) { return slice(x, {3, 20}, {5, 17}); }, {}, -1000, 1000);
-  check_tile(DType::f32, DType::f32, 1, 40, 9 * 40,
-             [](Value x) { return broadcast_to(x, {9, 40}); });
-  check_tile(DType::f32, DType::f32, 9, 1, 9 * 40,
-             [](Value x) { return broadcast_to(x, {9, 40}); });
+  check_tile(
+      DType::i32, DType::i32, 12, 40, 5 * 17,
+      [](Value x) {
+        return slice(x, {3, 20}, {5, 17});
+      },
+      {}, -1000, 1000);
+  check_tile(DType::f32, DType::f32, 1, 40, 9 * 40, [](Value x) {
+    return broadcast_to(x, {9, 40});
+  });
+  check_tile(DType::f32, DType::f32, 9, 1, 9 * 40, [](Value x) {
+    return broadcast_to(x, {9, 40});
+  });
   // A one-element tile becomes a scalar every thread holds.
   check_tile(DType::f32, DType::f32, 1, 1, 130,
              [](Value x) { return reshape(x, {}) * arange(130).to(DType::f32); });
   // Width-changing bitcast: the bytes of each row, reread.
-  check_tile(DType::u8, DType::i32, 6, 16, 24, [](Value x) { return x.bitcast(DType::i32); }, {},
-             0, 255);
-  check_tile(DType::i32, DType::u8, 3, 5, 60, [](Value x) { return x.bitcast(DType::u8); }, {},
-             -2e9, 2e9);
+  check_tile(
+      DType::u8, DType::i32, 6, 16, 24, [](Value x) { return x.bitcast(DType::i32); }, {}, 0, 255);
+  check_tile(
+      DType::i32, DType::u8, 3, 5, 60, [](Value x) { return x.bitcast(DType::u8); }, {}, -2e9, 2e9);
   check_tile(DType::f16, DType::i16, 4, 8, 32, [](Value x) { return x.bitcast(DType::i16); });
 }
 
 TEST_CASE("cuda: integer and cast semantics are the IR's, bit for bit", "[cuda][sim]") {
   auto z = [](Value x) { return x * 0; };
   // Division and remainder by zero and by -1, wrapping.
-  check_tile(DType::i32, DType::i32, 4, 16, 64,
-             [&](Value x) { return x / (x % 3 - 1) + x % (z(x) + (x % 2)); }, {}, -3e9, 3e9);
-  check_tile(DType::u8, DType::u8, 4, 16, 64, [&](Value x) { return x / (x % 3) + (x << x); }, {},
-             0, 255);
-  check_tile(DType::i8, DType::i8, 4, 16, 64, [&](Value x) { return (x >> x) + (x * x) - (-x); },
-             {}, -128, 127);
-  check_tile(DType::i32, DType::i32, 4, 16, 64, [&](Value x) { return (x >> 33) ^ (x << 35); }, {},
-             -3e9, 3e9);
+  check_tile(
+      DType::i32, DType::i32, 4, 16, 64,
+      [&](Value x) { return x / (x % 3 - 1) + x % (z(x) + (x % 2)); }, {}, -3e9, 3e9);
+  check_tile(
+      DType::u8, DType::u8, 4, 16, 64, [&](Value x) { return x / (x % 3) + (x << x); }, {}, 0, 255);
+  check_tile(
+      DType::i8, DType::i8, 4, 16, 64, [&](Value x) { return (x >> x) + (x * x) - (-x); }, {}, -128,
+      127);
+  check_tile(
+      DType::i32, DType::i32, 4, 16, 64, [&](Value x) { return (x >> 33) ^ (x << 35); }, {}, -3e9,
+      3e9);
   // Saturating float -> int casts, NaN -> 0; int -> narrow float rounding.
   check_tile(DType::f32, DType::i8, 4, 16, 64, [](Value x) { return (x * 100.0).to(DType::i8); });
   check_tile(DType::f32, DType::u16, 4, 16, 64,
              [](Value x) { return (x * 50000.0).to(DType::u16); });
   check_tile(DType::f32, DType::i32, 4, 16, 64,
              [](Value x) { return (sqrt(x) * 3e9).to(DType::i32); });  // NaN for x < 0
-  check_tile(DType::i32, DType::f16, 4, 16, 64, [](Value x) { return x.to(DType::f16); }, {},
-             -70000, 70000);
+  check_tile(
+      DType::i32, DType::f16, 4, 16, 64, [](Value x) { return x.to(DType::f16); }, {}, -70000,
+      70000);
   check_tile(DType::f32, DType::bf16, 4, 16, 64,
              [](Value x) { return (x.to(DType::bf16) * x.to(DType::bf16)).to(DType::bf16); });
   check_tile(DType::f32, DType::f8e4m3, 4, 16, 64,
@@ -146,12 +164,13 @@ TEST_CASE("cuda: integer and cast semantics are the IR's, bit for bit", "[cuda][
 TEST_CASE("cuda: transcendentals and selects", "[cuda][sim]") {
   CudaCheck c;
   c.rtol = 1e-5;
-  check_tile(DType::f32, DType::f32, 4, 32, 128,
-             [](Value x) {
-               return exp(x) + log(abs(x) + 0.5) + tanh(x) * sigmoid(x) + erf(x) + rsqrt(abs(x) + 1.0) +
-                      where(x > 0.0, floor(x * 3.0), exp2(x));
-             },
-             c);
+  check_tile(
+      DType::f32, DType::f32, 4, 32, 128,
+      [](Value x) {
+        return exp(x) + log(abs(x) + 0.5) + tanh(x) * sigmoid(x) + erf(x) + rsqrt(abs(x) + 1.0) +
+               where(x > 0.0, floor(x * 3.0), exp2(x));
+      },
+      c);
 }
 
 TEST_CASE("cuda: dot through FMA, int8 and tensor cores", "[cuda][sim]") {
@@ -213,7 +232,8 @@ TEST_CASE("cuda: loops, variables, branches and atomics", "[cuda][sim]") {
   auto bins = (load(x + arange(64)) * 2.0 + 4.0).to(DType::i32);
   atomic_add(hist + minimum(maximum(bins, 0), 7), full({64}, 1, DType::i32));
   auto m = arange(64) < 8;
-  atomic_max(hist + (arange(64) + 8), load(x + arange(64), m, 0.0).to(DType::i32) * 0 + arange(64), m);
+  atomic_max(hist + (arange(64) + 8), load(x + arange(64), m, 0.0).to(DType::i32) * 0 + arange(64),
+             m);
   Kernel k = b.finish();
   HostBuffer xs = HostBuffer::random(DType::f32, 300, 5), os(DType::f32, 65), cs(DType::i32, 1),
              hs(DType::i32, 16);
