@@ -828,7 +828,10 @@ class Emitter {
     DType ta = ty(a).dtype, tb = ty(b).dtype, tr = ty(op.result).dtype;
     bool half = (ta == DType::f16 || ta == DType::bf16) && tb == ta;
     if (half && o_.sm >= 80 && M % 16 == 0 && N % 8 == 0 && K % 16 == 0)
-      return emit_mma(op, M, K, N, ta == DType::bf16);
+      return emit_mma(op, M, K, N, ta == DType::bf16 ? "BF16" : "F16");
+    bool int8 = (ta == DType::i8 || ta == DType::u8) && tb == DType::i8;
+    if (int8 && o_.sm >= 80 && M % 16 == 0 && N % 8 == 0 && K % 32 == 0)
+      return emit_mma(op, M, K, N, ta == DType::u8 ? "U8" : "S8");
     bool fl = is_float(ta);
     std::string st = fl ? "float" : "int";
     int64_t a_bytes = (M * K * 4 + 15) / 16 * 16;
@@ -858,22 +861,30 @@ class Emitter {
     close();
   }
 
-  // Tensor cores: each warp takes 16x8 output tiles in turn and walks K in
-  // steps of 16 with mma.sync; fragments are gathered from shared memory in
-  // the PTX m16n8k16 layout (see the prelude's simulator for the layout).
-  void emit_mma(const Op& op, int64_t M, int64_t K, int64_t N, bool bf16) {
+  // Tensor cores: each warp takes 16x8 output tiles in turn and walks K with
+  // mma.sync (m16n8k16 for f16/bf16, m16n8k32 for int8); fragments are
+  // gathered from shared memory in the PTX layout (see the prelude's
+  // simulator): a register packs 2 halves or 4 bytes of consecutive k.
+  void emit_mma(const Op& op, int64_t M, int64_t K, int64_t N, const std::string& kind) {
     uses_mma_ = true;
     int a = op.args[0], b = op.args[1], acc = op.args[2];
-    std::string sfx = bf16 ? "bf16" : "f16";
-    int64_t a_bytes = (M * K * 2 + 15) / 16 * 16, b_bytes = (K * N * 2 + 15) / 16 * 16;
+    bool int8 = kind == "S8" || kind == "U8";
+    int eb = int8 ? 1 : 2, per_reg = 4 / eb, kstep = int8 ? 32 : 16;
+    std::string et = int8 ? "unsigned char" : "unsigned short", ct = int8 ? "int" : "float";
+    auto bits = [&](int id) {
+      if (int8) return "(unsigned char)" + vname(id) + "[e]";
+      return "kiln_" + std::string(kind == "BF16" ? "bf16" : "f16") + "_bits(" + vname(id) + "[e])";
+    };
+    int64_t a_bytes = (M * K * eb + 15) / 16 * 16, b_bytes = (K * N * eb + 15) / 16 * 16;
     need_smem(a_bytes + b_bytes + M * N * 4);
-    std::string Ks = std::to_string(K), Ns = std::to_string(N);
+    std::string Ks = std::to_string(K), Ns = std::to_string(N), pr = std::to_string(per_reg);
+    std::string half_k = std::to_string(kstep / 2);
     open("");
-    line("unsigned short* kiln_a = " + smem_ptr("unsigned short", 0) + ";");
-    line("unsigned short* kiln_b = " + smem_ptr("unsigned short", a_bytes) + ";");
-    line("float* kiln_c = " + smem_ptr("float", a_bytes + b_bytes) + ";");
-    for_owned(M * K, [&] { line("kiln_a[j] = kiln_" + sfx + "_bits(" + vname(a) + "[e]);"); });
-    for_owned(K * N, [&] { line("kiln_b[j] = kiln_" + sfx + "_bits(" + vname(b) + "[e]);"); });
+    line(et + "* kiln_a = " + smem_ptr(et, 0) + ";");
+    line(et + "* kiln_b = " + smem_ptr(et, a_bytes) + ";");
+    line(ct + "* kiln_c = " + smem_ptr(ct, a_bytes + b_bytes) + ";");
+    for_owned(M * K, [&] { line("kiln_a[j] = " + bits(a) + ";"); });
+    for_owned(K * N, [&] { line("kiln_b[j] = " + bits(b) + ";"); });
     for_owned(M * N, [&] { line("kiln_c[j] = " + vname(acc) + "[e];"); });
     line("__syncthreads();");
     line("const int g = lane >> 2, q = lane & 3;");
@@ -881,21 +892,22 @@ class Emitter {
          "; t += " + std::to_string(o_.num_warps) + ")");
     line("const int r0 = t / " + std::to_string(N / 8) + " * 16, c0 = t % " +
          std::to_string(N / 8) + " * 8;");
-    line("float c[4], d[4];");
+    line(ct + " c[4], d[4];");
     line("for (int i = 0; i < 4; ++i) c[i] = kiln_c[(r0 + g + 8 * (i / 2)) * " + Ns +
          " + c0 + 2 * q + i % 2];");
-    open("for (int k0 = 0; k0 < " + Ks + "; k0 += 16)");
-    line("unsigned fa[4], fb[2];");
+    open("for (int k0 = 0; k0 < " + Ks + "; k0 += " + std::to_string(kstep) + ")");
+    line("unsigned fa[4] = {0, 0, 0, 0}, fb[2] = {0, 0};");
     open("for (int i = 0; i < 4; ++i)");
-    line("const int r = r0 + g + 8 * (i % 2), k = k0 + 2 * q + 8 * (i / 2);");
-    line("fa[i] = kiln_a[r * " + Ks + " + k] | (unsigned)kiln_a[r * " + Ks + " + k + 1] << 16;");
+    line("const int r = r0 + g + 8 * (i % 2), k = k0 + " + pr + " * q + " + half_k + " * (i / 2);");
+    line("for (int h = 0; h < " + pr + "; ++h) fa[i] |= (unsigned)kiln_a[r * " + Ks +
+         " + k + h] << (" + std::to_string(8 * eb) + " * h);");
     close();
     open("for (int i = 0; i < 2; ++i)");
-    line("const int k = k0 + 2 * q + 8 * i;");
-    line("fb[i] = kiln_b[k * " + Ns + " + c0 + g] | (unsigned)kiln_b[(k + 1) * " + Ns +
-         " + c0 + g] << 16;");
+    line("const int k = k0 + " + pr + " * q + " + half_k + " * i;");
+    line("for (int h = 0; h < " + pr + "; ++h) fb[i] |= (unsigned)kiln_b[(k + h) * " + Ns +
+         " + c0 + g] << (" + std::to_string(8 * eb) + " * h);");
     close();
-    line(std::string(bf16 ? "KILN_MMA_BF16" : "KILN_MMA_F16") + "(d, fa, fb, c);");
+    line("KILN_MMA_" + kind + "(d, fa, fb, c);");
     line("for (int i = 0; i < 4; ++i) c[i] = d[i];");
     close();
     line("for (int i = 0; i < 4; ++i) kiln_c[(r0 + g + 8 * (i / 2)) * " + Ns +
@@ -903,7 +915,9 @@ class Emitter {
     close();
     line("__syncthreads();");
     DType tr = ty(op.result).dtype;
-    for_owned(M * N, [&] { line(vname(op.result) + "[e] = " + rounded(tr, "kiln_c[j]") + ";"); });
+    for_owned(M * N, [&] {
+      line(vname(op.result) + "[e] = " + (int8 ? "kiln_c[j]" : rounded(tr, "kiln_c[j]")) + ";");
+    });
     line("__syncthreads();");
     close();
   }

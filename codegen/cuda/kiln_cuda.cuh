@@ -172,6 +172,40 @@ static inline void kiln_mma_16816(float d[4], const unsigned a[4], const unsigne
 #define KILN_MMA_F16(d, a, b, c) kiln_mma_16816<false>(d, a, b, c)
 #define KILN_MMA_BF16(d, a, b, c) kiln_mma_16816<true>(d, a, b, c)
 
+// mma.sync.aligned.m16n8k32.row.col.s32.{s8,u8}.s8.s32: the same layout
+// with four bytes per register: a[0..3] hold A rows {group, group+8} x cols
+// 4tig..4tig+3 (+16 for a[2], a[3]); b[0..1] hold B rows 4tig..4tig+3 (+16
+// for b[1]) of column group. Integer sums wrap.
+template <bool AUnsigned>
+static inline void kiln_mma_16832(int d[4], const unsigned a[4], const unsigned b[2],
+                                  const int c[4]) {
+  uint64_t* s = kiln_hooks->warp_slots();
+  unsigned lane = kiln_lane();
+  uint64_t* mine = &s[lane * KILN_SIM_SLOT_WORDS];
+  for (int i = 0; i < 4; ++i) mine[i] = a[i];
+  for (int i = 0; i < 2; ++i) mine[4 + i] = b[i];
+  kiln_hooks->sync_warp();
+  auto byte_at = [&](unsigned from_lane, int word, int k, bool is_unsigned) {
+    unsigned w = static_cast<unsigned>(s[from_lane * KILN_SIM_SLOT_WORDS + word]);
+    unsigned char u = static_cast<unsigned char>(w >> (8 * (k % 4)));
+    return is_unsigned ? static_cast<int>(u) : static_cast<int>(static_cast<signed char>(u));
+  };
+  auto A = [&](int r, int k) {
+    return byte_at(4u * (r % 8) + (k % 16) / 4, (r >= 8) + 2 * (k >= 16), k, AUnsigned);
+  };
+  auto B = [&](int k, int n) { return byte_at(4u * n + (k % 16) / 4, 4 + (k >= 16), k, false); };
+  unsigned group = lane / 4, tig = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    int r = static_cast<int>(group) + 8 * (i / 2), n = static_cast<int>(2 * tig) + i % 2;
+    unsigned acc = static_cast<unsigned>(c[i]);
+    for (int k = 0; k < 32; ++k) acc += static_cast<unsigned>(A(r, k) * B(k, n));
+    d[i] = static_cast<int>(acc);
+  }
+  kiln_hooks->sync_warp();
+}
+#define KILN_MMA_S8(d, a, b, c) kiln_mma_16832<false>(d, a, b, c)
+#define KILN_MMA_U8(d, a, b, c) kiln_mma_16832<true>(d, a, b, c)
+
 #else  // NVRTC
 
 #include <cuda_bf16.h>
@@ -215,6 +249,20 @@ static __device__ __forceinline__ void kiln_mma_bf16(float d[4], const unsigned 
 }
 #define KILN_MMA_F16(d, a, b, c) kiln_mma_f16(d, a, b, c)
 #define KILN_MMA_BF16(d, a, b, c) kiln_mma_bf16(d, a, b, c)
+
+#define KILN_MMA_INT8(NAME, ATYPE)                                                           \
+  static __device__ __forceinline__ void NAME(int d[4], const unsigned a[4], const unsigned b[2], \
+                                              const int c[4]) {                              \
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." ATYPE                              \
+                 ".s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"        \
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                            \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),         \
+                   "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));                              \
+  }
+KILN_MMA_INT8(kiln_mma_s8, "s8")
+KILN_MMA_INT8(kiln_mma_u8, "u8")
+#define KILN_MMA_S8(d, a, b, c) kiln_mma_s8(d, a, b, c)
+#define KILN_MMA_U8(d, a, b, c) kiln_mma_u8(d, a, b, c)
 
 #endif
 

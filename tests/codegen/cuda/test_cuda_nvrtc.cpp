@@ -23,7 +23,8 @@ bool have_toolkit() {
 
 Kernel mma_kernel(DType t) {
   KernelBuilder b("mmak", spec_for("mmak"));
-  auto a = b.buffer("a", t), bb = b.buffer("b", t), o = b.buffer("o", DType::f32);
+  DType bt = is_float(t) ? t : DType::i8, ct = is_float(t) ? DType::f32 : DType::i32;
+  auto a = b.buffer("a", t), bb = b.buffer("b", bt), o = b.buffer("o", ct);
   auto va = load(a + reshape(arange(32 * 32), {32, 32}));
   auto vb = load(bb + reshape(arange(32 * 16), {32, 16}));
   auto idx = reshape(arange(32 * 16), {32, 16});
@@ -33,16 +34,19 @@ Kernel mma_kernel(DType t) {
 
 }  // namespace
 
-TEST_CASE("cuda: f16/bf16 dots are mma.sync in the PTX on sm_80 and sm_90", "[cuda][nvrtc]") {
+TEST_CASE("cuda: f16/bf16/int8 dots are mma.sync in the PTX on sm_80 and sm_90", "[cuda][nvrtc]") {
   if (!have_toolkit()) return;
-  for (DType t : {DType::f16, DType::bf16})
+  for (DType t : {DType::f16, DType::bf16, DType::i8, DType::u8})
     for (int sm : {80, 90}) {
       INFO(dtype_name(t) << " sm_" << sm);
       CudaOptions o;
       o.sm = sm;
       PtxModule m = compile_ptx(emit_cuda(mma_kernel(t), o));
-      CHECK(m.ptx.find("mma.sync.aligned.m16n8k16.row.col.f32." + std::string(dtype_name(t))) !=
-            std::string::npos);
+      std::string instr =
+          is_float(t) ? "mma.sync.aligned.m16n8k16.row.col.f32." + std::string(dtype_name(t))
+                      : "mma.sync.aligned.m16n8k32.row.col.s32." +
+                            std::string(t == DType::i8 ? "s8" : "u8") + ".s8.s32";
+      CHECK(m.ptx.find(instr) != std::string::npos);
       PtxasReport r = run_ptxas(m, sm);
       CHECK(r.registers > 0);
       CHECK(r.text.find("Used") != std::string::npos);

@@ -193,11 +193,13 @@ TEST_CASE("cuda: dot through FMA, int8 and tensor cores", "[cuda][sim]") {
               D{DType::bf16, DType::bf16, DType::f32, 16, 48, 24, true},
               D{DType::f16, DType::f16, DType::f32, 8, 16, 8, false},  // M < 16: FMA path
               D{DType::i8, DType::i8, DType::i32, 4, 64, 8, false},
-              D{DType::u8, DType::i8, DType::i32, 3, 32, 5, false}}) {
+              D{DType::u8, DType::i8, DType::i32, 3, 32, 5, false},
+              D{DType::i8, DType::i8, DType::i32, 16, 64, 16, true},
+              D{DType::u8, DType::i8, DType::i32, 32, 32, 8, true}}) {
     INFO(dtype_name(d.a) << " " << d.M << "x" << d.K << "x" << d.N);
     Kernel k = dot_kernel(d.a, d.acc, d.M, d.K, d.N, d.b);
     bool ints = !is_float(d.a);
-    HostBuffer a = HostBuffer::random(d.a, d.M * d.K, 1, ints ? -100 : -1, ints ? 127 : 1);
+    HostBuffer a = HostBuffer::random(d.a, d.M * d.K, 1, ints ? -128 : -1, ints ? 255 : 1);
     HostBuffer b = HostBuffer::random(d.b, d.K * d.N, 2, ints ? -127 : -1, ints ? 127 : 1);
     HostBuffer o = HostBuffer::random(d.acc, d.M * d.N, 3, ints ? -1000 : -1, ints ? 1000 : 1);
     std::vector<Arg> args = {a.arg(), b.arg(), o.arg()};
