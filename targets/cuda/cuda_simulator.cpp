@@ -233,10 +233,18 @@ std::string run_capture(const std::string& cmd, int* status) {
   return out;
 }
 
+// Written aside and renamed into place: another process compiling the same
+// source in the same folder never reads a half-written file.
 void write_file(const fs::path& p, std::string_view text) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!f) throw Error("CUDA simulator: cannot write " + p.string());
+  fs::path tmp = p.string() + "." + std::to_string(getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(text.data(), static_cast<std::streamsize>(text.size()));
+    if (!f) throw Error("CUDA simulator: cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, p, ec);
+  if (ec) throw Error("CUDA simulator: cannot write " + p.string() + ": " + ec.message());
 }
 
 }  // namespace
