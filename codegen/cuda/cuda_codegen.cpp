@@ -208,6 +208,7 @@ class Emitter {
     for (size_t v = 0; v < k_.vars.size(); ++v)
       line(decl(k_.vars[v], "var" + std::to_string(v)) + ";");
     block(k_.body);
+    flush();
     s.shared_bytes = smem_;
     s.uses_mma = uses_mma_;
     s.code = "// Kiln: kernel " + k_.name + ", " + std::to_string(T_) + " threads per block, " +
@@ -222,16 +223,57 @@ class Emitter {
  private:
   // ---- writing ----------------------------------------------------------------
 
+  // Statements go out in order, except that consecutive per-element
+  // statements over tiles of one size share one loop (see each()), so
+  // `x * w + b` over a tile reads as one loop, not three.
   void line(const std::string& s) {
+    flush();
+    put(s);
+  }
+  void put(const std::string& s) {
     body_.append(static_cast<size_t>(indent_ * 2 + 2), ' ');
     body_ += s;
     body_ += '\n';
   }
+  // A declaration may precede the loop that fills it, so it does not end one.
+  void declare(const std::string& s) { put(s); }
+
+  // Writes out the pending per-element statements as one loop.
+  void flush() {
+    if (capturing_ || pending_n_ < 0) return;
+    int64_t n = pending_n_;
+    std::string stmts = std::move(pending_);
+    pending_n_ = -1;
+    pending_.clear();
+    put("#pragma unroll");
+    put("for (int e = 0; e < " + std::to_string(per_thread(n)) + "; ++e) {");
+    ++indent_;
+    put("const int j = tid + e * " + std::to_string(T_) + ";");
+    put("(void)j;");
+    bool guard = n % T_ != 0;
+    if (guard) {
+      put("if (j < " + std::to_string(n) + ") {");
+      ++indent_;
+    }
+    std::string pad(static_cast<size_t>(indent_ * 2), ' ');
+    for (size_t at = 0; at < stmts.size();) {
+      size_t end = stmts.find('\n', at);
+      body_ += pad + stmts.substr(at, end - at + 1);
+      at = end + 1;
+    }
+    if (guard) {
+      --indent_;
+      put("}");
+    }
+    --indent_;
+    put("}");
+  }
   void open(const std::string& s) {
-    line(s + " {");
+    line(s.empty() ? "{" : s + " {");
     ++indent_;
   }
   void close() {
+    flush();
     --indent_;
     line("}");
   }
@@ -267,12 +309,23 @@ class Emitter {
     close();
   }
 
-  // Runs `body` once per element of value `id` (or once for a scalar).
+  // Runs `body` once per element of value `id` (or once for a scalar). For
+  // a tile the statements join the pending loop over tiles of its size.
   void each(int id, const std::function<void()>& body) {
-    if (ty(id).is_scalar())
-      body();
-    else
-      for_owned(ty(id).numel(), body);
+    if (ty(id).is_scalar()) return body();
+    int64_t n = ty(id).numel();
+    if (pending_n_ != n) flush();
+    pending_n_ = n;
+    std::string saved = std::move(body_);
+    body_.clear();
+    int saved_indent = indent_;
+    indent_ = 0;
+    capturing_ = true;
+    body();
+    capturing_ = false;
+    pending_ += body_;
+    body_ = std::move(saved);
+    indent_ = saved_indent;
   }
 
   void need_smem(int64_t bytes) { smem_ = std::max(smem_, (bytes + 15) / 16 * 16); }
@@ -354,7 +407,8 @@ class Emitter {
   }
 
   void emit(const Op& op) {
-    if (op.result >= 0 && op.kind != OpKind::For) line(decl(ty(op.result), vname(op.result)) + ";");
+    if (op.result >= 0 && op.kind != OpKind::For)
+      declare(decl(ty(op.result), vname(op.result)) + ";");
     switch (op.kind) {
       case OpKind::Const: {
         std::string c = literal(ty(op.result).dtype, op.ival, op.fval);
@@ -949,6 +1003,9 @@ class Emitter {
   int64_t smem_ = 0;
   bool uses_mma_ = false;
   int tmp_ = 0;
+  int64_t pending_n_ = -1;  // element count of the pending fused loop, -1: none
+  std::string pending_;     // its statements
+  bool capturing_ = false;
   std::vector<bool> hazard_;  // by parameter: read and written by the kernel
 };
 
