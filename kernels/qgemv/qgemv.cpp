@@ -272,14 +272,15 @@ KILN_REGISTER_KERNEL((KernelDef{
     // Prompts share each decoded weight block among BLOCK_T tokens of 8
     // rows: 8 tokens for Q4_K (TinyLlama Q4_K_M prefill, mean of 3 runs:
     // 128 -> 139 tok/s), 4 for the rest (Q6_K spills at 8). Decode streams
-    // the weights from DRAM: one row per program for Q4_0 and Q8_0 (one
-    // prefetchable stream per thread: 1.7x the tok/s of 8 interleaved rows
-    // on TinyLlama), 8 rows for the K-quants, whose decoding gains more from
-    // sharing x's blocks.
+    // the weights from DRAM: one row per program (one prefetchable stream
+    // per thread) for Q4_0, Q8_0 (1.7x the tok/s of 8 interleaved rows on
+    // TinyLlama) and Q6_K (kiln bench, 2 threads, 4096x14336 / 14336x4096:
+    // 21 -> 34 and 19 -> 44 GB/s); 8 rows for Q4_K, whose decoding gains
+    // more from sharing x's blocks (14336x4096: 33 GB/s at 1 row, 55 at 8).
     .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
       int64_t fmt = s.constexpr_("FMT");
       if (a.i("t") >= 4) return {{"BLOCK_T", fmt == 12 ? 8 : 4}, {"BLOCK_M", 8}};
-      return {{"BLOCK_T", 1}, {"BLOCK_M", fmt == 12 || fmt == 14 ? 8 : 1}};
+      return {{"BLOCK_T", 1}, {"BLOCK_M", fmt == 12 ? 8 : 1}};
     },
     .tunables = {{"BLOCK_M", {1, 2, 4, 8, 16}}, {"BLOCK_T", {1, 2, 4, 8}}},
     .shape_keys = {"m", "k", "t"},
