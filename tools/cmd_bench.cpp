@@ -108,9 +108,17 @@ int cmd_bench(const std::vector<std::string>& argv) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
+  // --const values apply to the kernels that declare them.
+  auto declared_consts = [&](const std::string& kernel) {
+    std::map<std::string, int64_t> out;
+    for (const auto& [name, v] : const_args(a))
+      for (const auto& [declared, _] : find_kernel(kernel).constexpr_defaults)
+        if (name == declared) out[name] = v;
+    return out;
+  };
   for (DType wt : dtypes) {
-    Spec base = spec_from_args("gemv", a);
-    Spec spec = find_kernel("gemv").make_spec({{"W", wt}, {"X", base.dtype("X")}}, base.constexprs);
+    Spec spec =
+        find_kernel("gemv").make_spec({{"W", wt}, {"X", DType::f32}}, declared_consts("gemv"));
     for (auto [m, k] : shapes) {
       auto work = std::make_shared<GemvWorkload>(m, k, wt, spec.dtype("X"));
       for (int t : threads) {
@@ -182,13 +190,16 @@ int cmd_bench(const std::vector<std::string>& argv) {
     if (!known)
       throw Error("--formats: unknown format '" + f + "' (q8_0, q4_0, q4_K, q6_K, int4w, awq)");
     // --const values qgemv declares (e.g. BLOCK_M) override the dispatch.
+    // K-quants take Q8_K-style activations (one scale per 256), as forwards
+    // quantise them (models/matmul.cpp).
+    bool kquant = fmt == ggml::QuantType::Q4_K || fmt == ggml::QuantType::Q6_K;
     std::map<std::string, int64_t> fixed = {{"FMT", static_cast<int>(fmt)}};
-    for (const auto& [name, v] : const_args(a))
-      for (const auto& [declared, _] : find_kernel("qgemv").constexpr_defaults)
-        if (name == declared && name != "FMT") fixed[name] = v;
+    for (const auto& [name, v] : declared_consts("qgemv"))
+      if (name != "FMT") fixed[name] = v;
+    const std::map<std::string, int64_t> qfixed = {{"QBLOCK", kquant ? 256 : 32}};
     for (auto [m, k] : shapes) {
       auto work = std::make_shared<QgemvWorkload>(m, k, fmt);
-      runtimes.begin()->second->call("quantize_q8", {}, work->quantize_args());
+      runtimes.begin()->second->call("quantize_q8", {}, work->quantize_args(), {}, qfixed);
       for (int t : threads) {
         Runtime* rt = runtimes[t].get();
         std::string name = "qgemv/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
@@ -210,7 +221,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
             name.c_str(),
             [=](benchmark::State& st) {
               std::vector<Arg> qa = batch->quantize_args(), args = batch->args();
-              Spec qspec = rt->select("quantize_q8", {}, qa);
+              Spec qspec = rt->select("quantize_q8", {}, qa, {}, qfixed);
               Spec spec = rt->select("qgemv", {}, args, {}, fixed);
               double s = timed(st, [&] {
                 rt->launch(qspec, qa);
