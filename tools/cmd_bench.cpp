@@ -165,11 +165,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
       }
 
   // Quantized GEMV: GB/s of weight bytes (the traffic that decides decode speed).
-  for (const auto& f : split(a.get("formats", "q8_0,q4_0,q4_K,q6_K,int4w,awq"), ',')) {
-    if (f == "int4w" || f == "awq") {
+  for (const auto& f : split(a.get("formats", "q8_0,q4_0,q4_K,q6_K,int4w,awq,awq-int4w"), ',')) {
+    if (f == "int4w" || f == "awq" || f == "awq-int4w") {
       for (auto [m, k] : shapes) {
-        auto work =
-            std::make_shared<Int4Workload>(f == "awq" ? awq_workload(m, k) : int4w_workload(m, k));
+        auto work = std::make_shared<Int4Workload>(f == "awq"         ? awq_workload(m, k)
+                                                   : f == "awq-int4w" ? awq_int4w_workload(m, k)
+                                                                      : int4w_workload(m, k));
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           std::string name = f + "/" + std::to_string(m) + "x" + std::to_string(k) +
@@ -188,7 +189,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
                    ggml::QuantType::Q6_K})
       if (ggml::block_format(t).name == f) fmt = t, known = true;
     if (!known)
-      throw Error("--formats: unknown format '" + f + "' (q8_0, q4_0, q4_K, q6_K, int4w, awq)");
+      throw Error("--formats: unknown format '" + f +
+                  "' (q8_0, q4_0, q4_K, q6_K, int4w, awq, awq-int4w)");
     // --const values qgemv declares (e.g. BLOCK_M) override the dispatch.
     // K-quants take Q8_K-style activations (one scale per 256), as forwards
     // quantise them (models/matmul.cpp).

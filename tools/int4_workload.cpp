@@ -74,4 +74,37 @@ Int4Workload awq_workload(int64_t m, int64_t k) {
   return w;
 }
 
+Int4Workload awq_int4w_workload(int64_t m, int64_t k) {
+  const int64_t group = 128;
+  std::mt19937_64 rng(2);
+  std::normal_distribution<float> dist(0, 1);
+  std::vector<float> wf(static_cast<size_t>(k * m));
+  for (float& v : wf) v = dist(rng);
+  Int4wRows r = awq_to_int4w(awq_pack(wf.data(), k, m, group));
+  Int4Workload w{"gemv_int4w", {{"GROUP", group}, {"ZP", 1}}, {}, {}, 0};
+  w.memory.push_back(copy_of(r.q.data(), r.q.size()));
+  w.memory.push_back(copy_of(r.scales.data(), r.scales.size() * 2));
+  w.memory.push_back(copy_of(r.zeros.data(), r.zeros.size()));
+  w.memory.emplace_back(static_cast<size_t>(k));           // x: 8-bit blocks
+  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));  // x block scales
+  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));  // x block sums
+  w.memory.emplace_back(static_cast<size_t>(m * 4));       // y
+  for (size_t i = 0; i < w.memory[3].size(); ++i)
+    w.memory[3].data()[i] = static_cast<uint8_t>(rng() % 255 - 127);
+  auto* d = reinterpret_cast<float*>(w.memory[4].data());
+  for (int64_t b = 0; b < k / 32; ++b) d[b] = 0.01f;
+  w.args = {Arg::buffer(w.memory[0].data(), static_cast<int64_t>(r.q.size())),
+            Arg::buffer(w.memory[1].data(), static_cast<int64_t>(r.scales.size())),
+            Arg::buffer(w.memory[2].data(), static_cast<int64_t>(r.zeros.size())),
+            Arg::buffer(w.memory[3].data(), k),
+            Arg::buffer(w.memory[4].data(), k / 32),
+            Arg::buffer(w.memory[5].data(), k / 32),
+            Arg::buffer(w.memory[6].data(), m),
+            Arg::scalar_int(m),
+            Arg::scalar_int(k),
+            Arg::scalar_int(1)};
+  w.weight_bytes = static_cast<int64_t>(r.q.size() + r.scales.size() * 2 + r.zeros.size());
+  return w;
+}
+
 }  // namespace kiln

@@ -1,6 +1,6 @@
 // Int4 weight-only GEMV problems for `kiln bench`: gemv_int4w (per-group
-// scales, 8 as zero point, x as quantize_q8 blocks) and gemv_awq (AutoAWQ
-// layout from Kiln's packer, x in f32).
+// scales, 8 as zero point, x as quantize_q8 blocks), gemv_awq (AutoAWQ
+// layout from Kiln's packer, x in f32) and AWQ repacked into int4w rows.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +25,8 @@ struct Int4Workload {
 Int4Workload int4w_workload(int64_t m, int64_t k);
 // y[m] = x W[k, m] in AWQ layout, group 128.
 Int4Workload awq_workload(int64_t m, int64_t k);
+// The same AWQ weights repacked at load into int4w rows (awq_to_int4w), run
+// by gemv_int4w with their zero points, x as quantize_q8 blocks.
+Int4Workload awq_int4w_workload(int64_t m, int64_t k);
 
 }  // namespace kiln

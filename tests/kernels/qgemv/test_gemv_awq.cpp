@@ -10,6 +10,7 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "kernels/quant/awq.h"
+#include "support/quantized_x.h"
 #include "support/runtime_fixture.h"
 
 using namespace kiln;
@@ -79,4 +80,57 @@ TEST_CASE("gemv_awq matches the dequantised product", "[kernels][qgemv]") {
         CHECK(std::fabs(y[j] - yi[j]) <= 1e-5 * mag + 1e-6);
       }
     }
+}
+
+// The load-time repack into int4w rows keeps every weight, scale and zero
+// point bit for bit, and gemv_int4w on it computes the AWQ product. Its
+// tolerance is int4w's: x is quantised to 8-bit blocks, so each product may
+// be off by half an activation step, sum_j |w_j| d_x(j) / 2, plus f32
+// accumulation (1e-5 of sum |w x|).
+TEST_CASE("AWQ repacked as int4w rows: same weights, same product", "[kernels][qgemv]") {
+  const int64_t k = 512, n = 40;
+  for (int64_t group : {32, 64, 128}) {
+    INFO("group " << group);
+    std::vector<float> w = random_w(k * n, 4), x = random_w(k, 5);
+    AwqWeights a = awq_pack(w.data(), k, n, group);
+    // Zero points other than the seed quantiser's 8, so their order is tested too.
+    for (size_t i = 0; i < a.qzeros.size(); ++i)
+      a.qzeros[i] = static_cast<int32_t>(0x7a3c51e6u + i);
+    std::vector<float> wd = awq_dequantize(a);
+    Int4wRows r = awq_to_int4w(a);
+    int64_t ng = k / group;
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t i = 0; i < k; ++i) {
+        int q = (r.q[c * k / 2 + i / 2] >> (4 * (i % 2))) & 15;
+        int z = r.zeros[c * ng + i / group];
+        float s = f16_bits_to_f32(r.scales[c * ng + i / group]);
+        REQUIRE(static_cast<float>(q - z) * s == wd[i * n + c]);
+      }
+    test::QuantizedX xq = test::quantize_x(x);
+    std::vector<float> y(n);
+    Spec spec = find_kernel("gemv_int4w").make_spec({}, {{"GROUP", group}, {"ZP", 1}});
+    std::vector<Arg> args = {Arg::buffer(r.q.data(), r.q.size()),
+                             Arg::buffer(r.scales.data(), r.scales.size()),
+                             Arg::buffer(r.zeros.data(), r.zeros.size()),
+                             Arg::buffer(xq.q.data(), k),
+                             Arg::buffer(xq.d.data(), k / 32),
+                             Arg::buffer(xq.s.data(), k / 32),
+                             Arg::buffer(y.data(), n),
+                             Arg::scalar_int(n),
+                             Arg::scalar_int(k),
+                             Arg::scalar_int(1)};
+    test::runtime().launch(spec, args);
+    for (int64_t c = 0; c < n; ++c) {
+      double ref = 0, mag = 0, bound = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        double wi = wd[i * n + c];
+        ref += wi * x[i];
+        mag += std::fabs(wi * x[i]);
+        bound += std::fabs(wi) * xq.d[i / 32] / 2;
+      }
+      CHECK(std::fabs(y[c] - ref) <= bound + 1e-5 * mag + 1e-6);
+    }
+  }
+  AwqWeights odd = awq_pack(random_w(96 * 8, 6).data(), 96, 8, 96);
+  CHECK_THROWS_WITH(awq_to_int4w(odd), Catch::Contains("group size 96"));
 }
