@@ -177,7 +177,8 @@ class Lowering {
   llvm::Value* argmax_vector(DType t, llvm::Value* v);
   llvm::Value* dot(const Op& op);
   llvm::Value* row_of(int value, int64_t row, int depth);
-  llvm::Value* grouped_int8_dot(const Op& op);
+  llvm::Value* grouped_int8_dot(const Op& op, llvm::Value* acc = nullptr);
+  llvm::Value* accumulated_int8_dot(const Op& op);
   llvm::Value* load(const Op& op);
   void store(const Op& op);
   llvm::Value* atomic(const Op& op);
@@ -208,6 +209,7 @@ class Lowering {
   llvm::StructType* args_ty_ = nullptr;
   std::vector<llvm::Value*> vals_;
   std::vector<const Op*> def_op_;  // defining op of each value, for row_of
+  std::vector<int> uses_;          // operand uses of each value
   std::vector<Affine> affine_;
   std::vector<llvm::AllocaInst*> vars_;
   std::vector<llvm::Value*> buffers_;  // by parameter index
@@ -230,6 +232,14 @@ void Lowering::run(const std::string& symbol) {
 
   vals_.assign(k_.values.size(), nullptr);
   def_op_.assign(k_.values.size(), nullptr);
+  uses_.assign(k_.values.size(), 0);
+  std::function<void(const Block&)> count = [&](const Block& blk) {
+    for (const Op& o : blk.ops) {
+      for (int id : o.args) ++uses_[id];
+      for (const Block& r : o.regions) count(r);
+    }
+  };
+  count(k_.body);
   affine_.assign(k_.values.size(), Affine{});
   llvm::Value* bufs = b_.CreateLoad(ptr, b_.CreateStructGEP(args_ty_, args_, 0), "buffers");
   buffers_.assign(k_.params.size(), nullptr);
@@ -388,7 +398,8 @@ void Lowering::lower_op(const Op& op) {
     case OpKind::VarStore: b_.CreateStore(v(a[0]), vars_.at(op.ival)); break;
     default:
       if (is_binary_elementwise(op.kind)) {
-        r = binary(op, ty(a[0]).dtype, v(a[0]), v(a[1]));
+        r = accumulated_int8_dot(op);
+        if (!r) r = binary(op, ty(a[0]).dtype, v(a[0]), v(a[1]));
       } else if (is_comparison(op.kind)) {
         r = compare(op, ty(a[0]).dtype, v(a[0]), v(a[1]));
       } else if (is_unary_elementwise(op.kind)) {
@@ -623,10 +634,24 @@ llvm::Value* Lowering::argmax_vector(DType t, llvm::Value* v) {
 // products are summed in i32 (x86 vpmaddwd; AArch64 smull + addp), then
 // adjacent pairs are added. Exact either way (nothing saturates). Returns
 // nullptr when the pattern does not fit.
-llvm::Value* Lowering::grouped_int8_dot(const Op& op) {
+// c + grouped dot, where the dot's only use is this add: the dot
+// accumulates into c (vpdpbusd's accumulator operand) instead of into zero
+// followed by an add. Returns nullptr when the pattern does not fit.
+llvm::Value* Lowering::accumulated_int8_dot(const Op& op) {
+  if (op.kind != OpKind::Add || ty(op.result).dtype != DType::i32) return nullptr;
+  for (int side = 0; side < 2; ++side) {
+    int id = op.args[side];
+    const Op* d = def_op_[id];
+    if (!d || uses_[id] != 1) continue;
+    if (llvm::Value* r = grouped_int8_dot(*d, v(op.args[1 - side]))) return r;
+  }
+  return nullptr;
+}
+
+llvm::Value* Lowering::grouped_int8_dot(const Op& op, llvm::Value* acc) {
+  if (op.kind != OpKind::ReduceSum) return nullptr;
   const Type& in = ty(op.args[0]);
-  if (op.kind != OpKind::ReduceSum || in.dtype != DType::i32 || in.rank() < 2 ||
-      op.ival != in.rank() - 1 || in.shape.back() != 4)
+  if (in.dtype != DType::i32 || in.rank() < 2 || op.ival != in.rank() - 1 || in.shape.back() != 4)
     return nullptr;
   int src = op.args[0];
   while (def_op_[src] && def_op_[src]->kind == OpKind::Reshape) src = def_op_[src]->args[0];
@@ -660,7 +685,8 @@ llvm::Value* Lowering::grouped_int8_dot(const Op& op) {
                           b_.CreateSExt(strided(b16, n / 2, first, 2), t));
     };
     llvm::Value* pairs = b_.CreateAdd(half(0), half(1));  // [n/2]
-    return b_.CreateAdd(strided(pairs, n / 4, 0, 2), strided(pairs, n / 4, 1, 2));
+    llvm::Value* sums = b_.CreateAdd(strided(pairs, n / 4, 0, 2), strided(pairs, n / 4, 1, 2));
+    return acc ? b_.CreateAdd(acc, sums) : sums;
   }
   if (n % 64 && n != 16 && n != 32) return nullptr;
   std::vector<llvm::Value*> parts;
@@ -674,7 +700,13 @@ llvm::Value* Lowering::grouped_int8_dot(const Op& op) {
     auto id = w == 64   ? llvm::Intrinsic::x86_avx512_vpdpbusd_512
               : w == 32 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
                         : llvm::Intrinsic::x86_avx512_vpdpbusd_128;
-    parts.push_back(b_.CreateIntrinsic(id, {}, {llvm::Constant::getNullValue(lanes), ua, sb}));
+    llvm::Value* start = llvm::Constant::getNullValue(lanes);
+    if (acc) {
+      std::vector<int> lane_idx;
+      for (int64_t j = 0; j < w / 4; ++j) lane_idx.push_back(static_cast<int>(c / 4 + j));
+      start = b_.CreateShuffleVector(acc, lane_idx);
+    }
+    parts.push_back(b_.CreateIntrinsic(id, {}, {start, ua, sb}));
   }
   return parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
 }
