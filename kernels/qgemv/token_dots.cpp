@@ -22,6 +22,9 @@ std::vector<Value> token_indices(const Value& tok0, int64_t block_t, const Value
 TokenDots::TokenDots(KernelBuilder& k, QuantizedActivations x, std::vector<Value> toks,
                      Value blocks_per_token, int64_t bm, int64_t lanes, int64_t offset_lanes)
     : k_(k), x_(x), toks_(std::move(toks)), kb_(blocks_per_token), bm_(bm), lanes_(lanes) {
+  // Each token's first x block, once, in i64: x offsets are then 64-bit
+  // adds with no sign extension before every load.
+  for (const Value& t : toks_) tok_base_.push_back(t.to(DType::i64) * kb_.to(DType::i64));
   for (size_t i = 0; i < toks_.size(); ++i) {
     acc_.push_back(k.var(zeros(DType::f32, {bm, lanes})));
     accm_.push_back(k.var(zeros(DType::f32, {bm, 1})));
@@ -35,7 +38,7 @@ TokenDots::TokenDots(KernelBuilder& k, QuantizedActivations x, std::vector<Value
 Value TokenDots::x_bytes(const Value& xblk, const SubBlock::Piece& p, int64_t n) const {
   int64_t col = p.first % p.stride;
   auto base = xblk * 32 + static_cast<int>(p.first - col);
-  Value v = load(x_.q + (base + arange(n * p.stride)));
+  Value v = load(x_.q + (base + arange(n * p.stride).to(DType::i64)));
   if (p.stride > 1) v = reshape(slice(reshape(v, {n, p.stride}), {0, col}, {n, 1}), {n});
   return broadcast_to(v, {bm_, n}).to(DType::i32);
 }
@@ -43,7 +46,7 @@ Value TokenDots::x_bytes(const Value& xblk, const SubBlock::Piece& p, int64_t n)
 void TokenDots::add(const SubBlock& sb) {
   auto lane_scale = broadcast_to(sb.scale, {bm_, lanes_});
   for (size_t i = 0; i < toks_.size(); ++i) {
-    auto xblk = toks_[i] * kb_ + sb.xblock;
+    auto xblk = tok_base_[i] + sb.xblock.to(DType::i64);
     Value dot;
     for (const auto& p : sb.pieces) {
       int64_t n = p.codes.shape()[1];
@@ -54,7 +57,7 @@ void TokenDots::add(const SubBlock& sb) {
     if (sb.lane_offset) {
       const auto& p = sb.pieces.at(0);
       int64_t n = p.codes.shape()[1];
-      auto xv = load(x_.q + (xblk * 32 + static_cast<int>(p.first) + arange(n)));
+      auto xv = load(x_.q + (xblk * 32 + static_cast<int>(p.first) + arange(n).to(DType::i64)));
       // Lane sums of x as a dot with ones (one vpdpbusd); the ones are
       // derived from x so that they stay a u8 operand, not a folded constant.
       auto ones = (xv.bitcast(DType::u8) | 1) & 1;
@@ -71,7 +74,8 @@ void TokenDots::add(const SubBlock& sb) {
     Value off;
     for (const auto& o : sb.offsets) {
       Value sx = o.n == 32 ? load(x_.s + xblk).to(DType::f32)
-                           : sum(load(x_.q + (xblk * 32 + static_cast<int>(o.first) + arange(o.n)))
+                           : sum(load(x_.q + (xblk * 32 + static_cast<int>(o.first) +
+                                              arange(o.n).to(DType::i64)))
                                      .to(DType::f32));
       auto term = o.coef * sx;
       off = off.valid() ? off + term : term;

@@ -89,6 +89,7 @@ class TokenDots {
   KernelBuilder& k_;
   QuantizedActivations x_;
   std::vector<Value> toks_;
+  std::vector<Value> tok_base_;  // toks_[i] * kb_, i64
   Value kb_;
   int64_t bm_, lanes_;
   std::vector<Var> acc_, accm_;
