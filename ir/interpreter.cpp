@@ -203,16 +203,6 @@ class Interpreter {
     }
   }
 
-  static std::vector<int64_t> row_major_strides(const Shape& s) {
-    std::vector<int64_t> st(s.size());
-    int64_t n = 1;
-    for (size_t d = s.size(); d-- > 0;) {
-      st[d] = n;
-      n *= s[d];
-    }
-    return st;
-  }
-
   // ---- op groups -----------------------------------------------------------
 
   void exec_creation(const Op& op) {

@@ -45,18 +45,6 @@ bool float_dtype(DType t) { return t <= DType::f8e5m2; }
 
 uint64_t low_mask(int bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
 
-int64_t int_min(DType t) {
-  if (!is_signed_int(t)) return 0;
-  return t == DType::i64 ? std::numeric_limits<int64_t>::min()
-                         : -(int64_t{1} << (dtype_bits(t) - 1));
-}
-
-int64_t int_max(DType t) {
-  if (t == DType::i64) return std::numeric_limits<int64_t>::max();
-  int value_bits = is_signed_int(t) ? dtype_bits(t) - 1 : dtype_bits(t);
-  return (int64_t{1} << value_bits) - 1;
-}
-
 // Truncates toward zero and saturates; the bounds are compared in double,
 // where every min and every max + 1 is an exact power of two.
 int64_t float_to_int(double x, DType t) {
@@ -235,6 +223,18 @@ void write_raw(void* base, int64_t index, T v) {
 }
 
 }  // namespace
+
+int64_t int_min(DType t) {
+  if (!is_signed_int(t)) return 0;
+  return t == DType::i64 ? std::numeric_limits<int64_t>::min()
+                         : -(int64_t{1} << (dtype_bits(t) - 1));
+}
+
+int64_t int_max(DType t) {
+  if (t == DType::i64) return std::numeric_limits<int64_t>::max();
+  int value_bits = is_signed_int(t) ? dtype_bits(t) - 1 : dtype_bits(t);
+  return (int64_t{1} << value_bits) - 1;
+}
 
 int64_t normalize_int(int64_t v, DType t) {
   switch (t) {

@@ -19,6 +19,9 @@ struct ScalarValue {
 
 // Normalises a raw integer to dtype t (wrap + sign/zero extension; bool: != 0).
 int64_t normalize_int(int64_t v, DType t);
+// The smallest and largest values of integer dtype t.
+int64_t int_min(DType t);
+int64_t int_max(DType t);
 
 // Makes the ScalarValue of a Const op's attribute (`ival` / `fval`) in dtype t.
 ScalarValue const_value(DType t, int64_t ival, double fval);

@@ -29,4 +29,14 @@ bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out) {
   return true;
 }
 
+std::vector<int64_t> row_major_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size());
+  int64_t n = 1;
+  for (size_t d = s.size(); d-- > 0;) {
+    st[d] = n;
+    n *= s[d];
+  }
+  return st;
+}
+
 }  // namespace kiln

@@ -34,6 +34,9 @@ struct Type {
 std::string type_str(const Type& t);
 std::string shape_str(const Shape& s);
 
+// Element strides of a row-major tile of shape s (the last axis is 1).
+std::vector<int64_t> row_major_strides(const Shape& s);
+
 // numpy broadcasting: align on the right, size-1 (or missing) dims stretch.
 // Returns false when the shapes are incompatible.
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);

@@ -14,6 +14,30 @@ HostMemory copy_of(const void* p, size_t bytes) {
   std::memcpy(m.data(), p, bytes);
   return m;
 }
+
+// gemv_int4w's activation and output buffers (xq, xd, xs, y) after its
+// weights (memory[0..2]), and the launch arguments over all of them.
+void add_int4w_x_and_args(Int4Workload& w, int64_t m, int64_t k, int64_t q_bytes, int64_t n_scales,
+                          int64_t n_zeros, std::mt19937_64& rng) {
+  w.memory.emplace_back(static_cast<size_t>(k));           // x: 8-bit blocks
+  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));  // x block scales
+  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));  // x block sums
+  w.memory.emplace_back(static_cast<size_t>(m * 4));       // y
+  for (size_t i = 0; i < w.memory[3].size(); ++i)
+    w.memory[3].data()[i] = static_cast<uint8_t>(rng() % 255 - 127);
+  auto* d = reinterpret_cast<float*>(w.memory[4].data());
+  for (int64_t b = 0; b < k / 32; ++b) d[b] = 0.01f;
+  w.args = {Arg::buffer(w.memory[0].data(), q_bytes),
+            Arg::buffer(w.memory[1].data(), n_scales),
+            Arg::buffer(w.memory[2].data(), n_zeros),
+            Arg::buffer(w.memory[3].data(), k),
+            Arg::buffer(w.memory[4].data(), k / 32),
+            Arg::buffer(w.memory[5].data(), k / 32),
+            Arg::buffer(w.memory[6].data(), m),
+            Arg::scalar_int(m),
+            Arg::scalar_int(k),
+            Arg::scalar_int(1)};
+}
 }  // namespace
 
 Int4Workload int4w_workload(int64_t m, int64_t k) {
@@ -23,28 +47,11 @@ Int4Workload int4w_workload(int64_t m, int64_t k) {
   w.memory.emplace_back(static_cast<size_t>(m * k / 2));          // q
   w.memory.emplace_back(static_cast<size_t>(m * k / group * 2));  // scales
   w.memory.emplace_back(size_t{1});                               // no zero points
-  w.memory.emplace_back(static_cast<size_t>(k));                  // x: 8-bit blocks
-  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));         // x block scales
-  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));         // x block sums
-  w.memory.emplace_back(static_cast<size_t>(m * 4));              // y
   for (size_t i = 0; i < w.memory[0].size(); ++i)
     w.memory[0].data()[i] = static_cast<uint8_t>(rng());
-  for (size_t i = 0; i < w.memory[3].size(); ++i)
-    w.memory[3].data()[i] = static_cast<uint8_t>(rng() % 255 - 127);
   auto* s = reinterpret_cast<uint16_t*>(w.memory[1].data());
   for (int64_t i = 0; i < m * k / group; ++i) s[i] = f32_to_f16_bits(0.01f);
-  auto* d = reinterpret_cast<float*>(w.memory[4].data());
-  for (int64_t b = 0; b < k / 32; ++b) d[b] = 0.01f;
-  w.args = {Arg::buffer(w.memory[0].data(), m * k / 2),
-            Arg::buffer(s, m * k / group),
-            Arg::buffer(w.memory[2].data(), 0),
-            Arg::buffer(w.memory[3].data(), k),
-            Arg::buffer(w.memory[4].data(), k / 32),
-            Arg::buffer(w.memory[5].data(), k / 32),
-            Arg::buffer(w.memory[6].data(), m),
-            Arg::scalar_int(m),
-            Arg::scalar_int(k),
-            Arg::scalar_int(1)};
+  add_int4w_x_and_args(w, m, k, m * k / 2, m * k / group, 0, rng);
   w.weight_bytes = m * k / 2 + m * k / group * 2;
   return w;
 }
@@ -85,24 +92,9 @@ Int4Workload awq_int4w_workload(int64_t m, int64_t k) {
   w.memory.push_back(copy_of(r.q.data(), r.q.size()));
   w.memory.push_back(copy_of(r.scales.data(), r.scales.size() * 2));
   w.memory.push_back(copy_of(r.zeros.data(), r.zeros.size()));
-  w.memory.emplace_back(static_cast<size_t>(k));           // x: 8-bit blocks
-  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));  // x block scales
-  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));  // x block sums
-  w.memory.emplace_back(static_cast<size_t>(m * 4));       // y
-  for (size_t i = 0; i < w.memory[3].size(); ++i)
-    w.memory[3].data()[i] = static_cast<uint8_t>(rng() % 255 - 127);
-  auto* d = reinterpret_cast<float*>(w.memory[4].data());
-  for (int64_t b = 0; b < k / 32; ++b) d[b] = 0.01f;
-  w.args = {Arg::buffer(w.memory[0].data(), static_cast<int64_t>(r.q.size())),
-            Arg::buffer(w.memory[1].data(), static_cast<int64_t>(r.scales.size())),
-            Arg::buffer(w.memory[2].data(), static_cast<int64_t>(r.zeros.size())),
-            Arg::buffer(w.memory[3].data(), k),
-            Arg::buffer(w.memory[4].data(), k / 32),
-            Arg::buffer(w.memory[5].data(), k / 32),
-            Arg::buffer(w.memory[6].data(), m),
-            Arg::scalar_int(m),
-            Arg::scalar_int(k),
-            Arg::scalar_int(1)};
+  add_int4w_x_and_args(w, m, k, static_cast<int64_t>(r.q.size()),
+                       static_cast<int64_t>(r.scales.size()), static_cast<int64_t>(r.zeros.size()),
+                       rng);
   w.weight_bytes = static_cast<int64_t>(r.q.size() + r.scales.size() * 2 + r.zeros.size());
   return w;
 }

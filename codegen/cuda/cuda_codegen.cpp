@@ -119,18 +119,6 @@ std::string literal(DType t, int64_t ival, double fval) {
   return is_float(t) ? float_literal(static_cast<float>(c.f)) : int_literal(c.i, t);
 }
 
-int64_t int_min_of(DType t) {
-  if (!is_signed_int(t)) return 0;
-  return t == DType::i64 ? std::numeric_limits<int64_t>::min()
-                         : -(int64_t{1} << (dtype_bits(t) - 1));
-}
-
-int64_t int_max_of(DType t) {
-  if (t == DType::i64) return std::numeric_limits<int64_t>::max();
-  int bits = is_signed_int(t) ? dtype_bits(t) - 1 : dtype_bits(t);
-  return (int64_t{1} << bits) - 1;
-}
-
 // Bits of a value of dtype t (as an unsigned expression) and back.
 std::string to_bits(DType t, const std::string& x) {
   switch (t) {
@@ -350,16 +338,6 @@ class Emitter {
     return s;
   }
 
-  static std::vector<int64_t> row_strides(const Shape& s) {
-    std::vector<int64_t> st(s.size());
-    int64_t n = 1;
-    for (size_t d = s.size(); d-- > 0;) {
-      st[d] = n;
-      n *= s[d];
-    }
-    return st;
-  }
-
   // Moves elements between threads: every thread writes the input elements
   // it owns to shared memory, then reads the ones its outputs need.
   void exchange(const Op& op, const std::string& src_index) {
@@ -434,7 +412,7 @@ class Emitter {
       }
       case OpKind::Slice: {
         const Shape& si = ty(op.args[0]).shape;
-        std::vector<int64_t> st = row_strides(si);
+        std::vector<int64_t> st = row_major_strides(si);
         int64_t base = 0;
         for (size_t d = 0; d < si.size(); ++d) base += op.ints[d] * st[d];
         return exchange(op, gather_index(ty(op.result).shape, st, base));
@@ -507,7 +485,7 @@ class Emitter {
       return each(op.result, [&] { line(el(op.result) + " = " + el(x) + ";"); });
     const Shape& si = ty(x).shape;
     const Shape& so = ty(op.result).shape;
-    std::vector<int64_t> st = row_strides(si), bst(so.size(), 0);
+    std::vector<int64_t> st = row_major_strides(si), bst(so.size(), 0);
     size_t lead = so.size() - si.size();
     for (size_t d = 0; d < si.size(); ++d) bst[lead + d] = si[d] == 1 ? 0 : st[d];
     exchange(op, gather_index(so, bst, 0));
@@ -629,9 +607,8 @@ class Emitter {
       double hi_excl = std::ldexp(1.0, is_signed_int(out) ? dtype_bits(out) - 1 : dtype_bits(out));
       char b[32];
       std::snprintf(b, sizeof b, "%a", hi_excl);
-      return "(" + reg_type(out) + ")kiln_f2i(" + x + ", " +
-             int_literal(int_min_of(out), DType::i64) + ", " +
-             int_literal(int_max_of(out), DType::i64) + ", " + b + ")";
+      return "(" + reg_type(out) + ")kiln_f2i(" + x + ", " + int_literal(int_min(out), DType::i64) +
+             ", " + int_literal(int_max(out), DType::i64) + ", " + b + ")";
     }
     if (is_float(out)) return rounded(out, "(float)(" + x + ")");
     if (out == DType::boolean) return "(" + x + " != 0)";
@@ -730,10 +707,10 @@ class Emitter {
       // fmaxf/fminf skip NaN, so a NaN start is the identity (and the
       // result of an all-NaN row, as in the interpreter).
       case OpKind::ReduceMax:
-        c.identity = fl ? "__uint_as_float(0x7fc00000u)" : int_literal(int_min_of(t), acc_dtype(t));
+        c.identity = fl ? "__uint_as_float(0x7fc00000u)" : int_literal(int_min(t), acc_dtype(t));
         break;
       case OpKind::ReduceMin:
-        c.identity = fl ? "__uint_as_float(0x7fc00000u)" : int_literal(int_max_of(t), acc_dtype(t));
+        c.identity = fl ? "__uint_as_float(0x7fc00000u)" : int_literal(int_max(t), acc_dtype(t));
         break;
       default: c.identity = fl ? "0.0f" : "0"; break;  // ArgMax: value unused while idx < 0
     }

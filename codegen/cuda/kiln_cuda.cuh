@@ -98,40 +98,33 @@ static inline T __shfl_xor_sync(unsigned, T v, int lane_mask, int width = 32) {
   return r;
 }
 
+// Threads of a block never run at once in the simulator (and blocks run
+// one after another), so an atomic is a plain read-modify-write.
+template <class T, class F>
+static inline T kiln_rmw(T* p, F next) {
+  T old = *p;
+  *p = next(old);
+  return old;
+}
 template <class T>
 static inline T atomicAdd(T* p, T v) {
-  T old = *p;
-  *p = old + v;
-  return old;
+  return kiln_rmw(p, [&](T o) { return o + v; });
 }
 template <class T>
 static inline T atomicMax(T* p, T v) {
-  T old = *p;
-  *p = v > old ? v : old;
-  return old;
+  return kiln_rmw(p, [&](T o) { return v > o ? v : o; });
 }
 template <class T>
 static inline T atomicMin(T* p, T v) {
-  T old = *p;
-  *p = v < old ? v : old;
-  return old;
+  return kiln_rmw(p, [&](T o) { return v < o ? v : o; });
 }
 template <class T>
 static inline T atomicExch(T* p, T v) {
-  T old = *p;
-  *p = v;
-  return old;
+  return kiln_rmw(p, [&](T) { return v; });
 }
-static inline unsigned atomicCAS(unsigned* p, unsigned cmp, unsigned v) {
-  unsigned old = *p;
-  if (old == cmp) *p = v;
-  return old;
-}
-static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long cmp,
-                                           unsigned long long v) {
-  unsigned long long old = *p;
-  if (old == cmp) *p = v;
-  return old;
+template <class T>
+static inline T atomicCAS(T* p, T cmp, T v) {
+  return kiln_rmw(p, [&](T o) { return o == cmp ? v : o; });
 }
 
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, with the

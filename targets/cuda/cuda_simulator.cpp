@@ -16,6 +16,7 @@
 #include "codegen/cuda/sim_abi.h"
 #include "ir/error.h"
 #include "ir/scalar_eval.h"
+#include "targets/cuda/host_command.h"
 
 namespace kiln {
 
@@ -222,17 +223,6 @@ uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
   return h;
 }
 
-std::string run_capture(const std::string& cmd, int* status) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) throw Error("CUDA simulator: cannot run '" + cmd + "'");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *status = pclose(p);
-  return out;
-}
-
 // Written aside and renamed into place: another process compiling the same
 // source in the same folder never reads a half-written file.
 void write_file(const fs::path& p, std::string_view text) {
@@ -272,7 +262,7 @@ std::shared_ptr<SimulatedKernel> SimulatedKernel::compile(const CudaSource& src)
     write_file(cu, src.code);
     fs::path tmp = dir / (src.entry + ".so." + std::to_string(getpid()));
     int status = 0;
-    std::string log = run_capture(
+    std::string log = run_host_command(
         cxx + " " + flags + " -I" + dir.string() + " -x c++ " + cu.string() + " -o " + tmp.string(),
         &status);
     if (status != 0)

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "targets/cuda/host_command.h"
 
 namespace kiln {
 
@@ -90,17 +91,6 @@ std::string keep_source(const CudaSource& src, int sm) {
   return p.string();
 }
 
-std::string run_capture(const std::string& cmd, int* status) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) throw Error("cannot run '" + cmd + "'");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *status = pclose(p);
-  return out;
-}
-
 }  // namespace
 
 std::string find_cuda_toolkit(std::string* why) {
@@ -172,7 +162,7 @@ PtxasReport run_ptxas(const PtxModule& m, int sm) {
   fs::path ptx = dir / ("ptxas-" + std::to_string(getpid()) + ".ptx");
   std::ofstream(ptx) << m.ptx;
   int status = 0;
-  std::string out = run_capture(
+  std::string out = run_host_command(
       home + "/bin/ptxas -v -arch=sm_" + std::to_string(sm) + " " + ptx.string() + " -o /dev/null",
       &status);
   fs::remove(ptx, ec);
