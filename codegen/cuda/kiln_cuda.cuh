@@ -127,6 +127,17 @@ static inline T atomicCAS(T* p, T cmp, T v) {
   return kiln_rmw(p, [&](T o) { return o == cmp ? v : o; });
 }
 
+// Every lane of the warp deposits its A (4 words) and B (2 words) fragment
+// registers and the warp meets; returns the warp's slots to read from.
+static inline uint64_t* kiln_mma_deposit(const unsigned a[4], const unsigned b[2]) {
+  uint64_t* s = kiln_hooks->warp_slots();
+  uint64_t* mine = &s[kiln_lane() * KILN_SIM_SLOT_WORDS];
+  for (int i = 0; i < 4; ++i) mine[i] = a[i];
+  for (int i = 0; i < 2; ++i) mine[4 + i] = b[i];
+  kiln_hooks->sync_warp();
+  return s;
+}
+
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, with the
 // PTX fragment layout: lane = 4*group + tig; a[0..3] hold A rows
 // {group, group+8} x cols {2tig, 2tig+1} (+8 for a[2], a[3]); b[0..1] hold B
@@ -136,12 +147,8 @@ static inline T atomicCAS(T* p, T cmp, T v) {
 template <bool Bf16>
 static inline void kiln_mma_16816(float d[4], const unsigned a[4], const unsigned b[2],
                                   const float c[4]) {
-  uint64_t* s = kiln_hooks->warp_slots();
+  uint64_t* s = kiln_mma_deposit(a, b);
   unsigned lane = kiln_lane();
-  uint64_t* mine = &s[lane * KILN_SIM_SLOT_WORDS];
-  for (int i = 0; i < 4; ++i) mine[i] = a[i];
-  for (int i = 0; i < 2; ++i) mine[4 + i] = b[i];
-  kiln_hooks->sync_warp();
   auto half_at = [&](unsigned from_lane, int word, int hi) {
     unsigned w = static_cast<unsigned>(s[from_lane * KILN_SIM_SLOT_WORDS + word]);
     unsigned short h = static_cast<unsigned short>(hi ? w >> 16 : w & 0xffffu);
@@ -172,12 +179,8 @@ static inline void kiln_mma_16816(float d[4], const unsigned a[4], const unsigne
 template <bool AUnsigned>
 static inline void kiln_mma_16832(int d[4], const unsigned a[4], const unsigned b[2],
                                   const int c[4]) {
-  uint64_t* s = kiln_hooks->warp_slots();
+  uint64_t* s = kiln_mma_deposit(a, b);
   unsigned lane = kiln_lane();
-  uint64_t* mine = &s[lane * KILN_SIM_SLOT_WORDS];
-  for (int i = 0; i < 4; ++i) mine[i] = a[i];
-  for (int i = 0; i < 2; ++i) mine[4 + i] = b[i];
-  kiln_hooks->sync_warp();
   auto byte_at = [&](unsigned from_lane, int word, int k, bool is_unsigned) {
     unsigned w = static_cast<unsigned>(s[from_lane * KILN_SIM_SLOT_WORDS + word]);
     unsigned char u = static_cast<unsigned char>(w >> (8 * (k % 4)));
@@ -222,24 +225,17 @@ static __device__ __forceinline__ __nv_fp8_e5m2 kiln_to_f8e5m2(float f) {
   return r;
 }
 
-static __device__ __forceinline__ void kiln_mma_f16(float d[4], const unsigned a[4],
-                                                    const unsigned b[2], const float c[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%10,%11,%12,%13};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-        "f"(c[2]), "f"(c[3]));
-}
-static __device__ __forceinline__ void kiln_mma_bf16(float d[4], const unsigned a[4],
-                                                     const unsigned b[2], const float c[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%10,%11,%12,%13};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-        "f"(c[2]), "f"(c[3]));
-}
+#define KILN_MMA_HALF(NAME, TYPE)                                                                \
+  static __device__ __forceinline__ void NAME(float d[4], const unsigned a[4], const unsigned b[2], \
+                                              const float c[4]) {                                  \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE                            \
+                 ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"                 \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),    \
+                   "f"(c[1]), "f"(c[2]), "f"(c[3]));                                               \
+  }
+KILN_MMA_HALF(kiln_mma_f16, "f16")
+KILN_MMA_HALF(kiln_mma_bf16, "bf16")
 #define KILN_MMA_F16(d, a, b, c) kiln_mma_f16(d, a, b, c)
 #define KILN_MMA_BF16(d, a, b, c) kiln_mma_bf16(d, a, b, c)
 
@@ -276,27 +272,29 @@ static __device__ __forceinline__ float kiln_rn_f8e5m2(float x) {
 }
 
 // Bits of a narrow float held in f32 (for Bitcast and mma fragments).
-static __device__ __forceinline__ unsigned short kiln_f16_bits(float x) {
-  __half h = __float2half_rn(x);
+template <class H>
+static __device__ __forceinline__ unsigned short kiln_bits16(H h) {
   unsigned short u;
   memcpy(&u, &h, 2);
   return u;
+}
+template <class H>
+static __device__ __forceinline__ H kiln_from_bits16(unsigned short u) {
+  H h;
+  memcpy(&h, &u, 2);
+  return h;
+}
+static __device__ __forceinline__ unsigned short kiln_f16_bits(float x) {
+  return kiln_bits16(__float2half_rn(x));
 }
 static __device__ __forceinline__ float kiln_f16_from_bits(unsigned short u) {
-  __half h;
-  memcpy(&h, &u, 2);
-  return __half2float(h);
+  return __half2float(kiln_from_bits16<__half>(u));
 }
 static __device__ __forceinline__ unsigned short kiln_bf16_bits(float x) {
-  __nv_bfloat16 h = __float2bfloat16_rn(x);
-  unsigned short u;
-  memcpy(&u, &h, 2);
-  return u;
+  return kiln_bits16(__float2bfloat16_rn(x));
 }
 static __device__ __forceinline__ float kiln_bf16_from_bits(unsigned short u) {
-  __nv_bfloat16 h;
-  memcpy(&h, &u, 2);
-  return __bfloat162float(h);
+  return __bfloat162float(kiln_from_bits16<__nv_bfloat16>(u));
 }
 static __device__ __forceinline__ unsigned char kiln_f8e4m3_bits(float x) {
   return kiln_to_f8e4m3(x).__x;
@@ -336,25 +334,21 @@ static __device__ __forceinline__ long long kiln_srem(long long a, long long b) 
 }
 
 // Float atomics the hardware lacks, by compare-and-swap on the bits.
-static __device__ __forceinline__ float kiln_atomic_max_f32(float* p, float v) {
+template <bool Max>
+static __device__ __forceinline__ float kiln_atomic_minmax_f32(float* p, float v) {
   unsigned* u = reinterpret_cast<unsigned*>(p);
   unsigned old = *u, assumed;
   do {
     assumed = old;
     float cur = __uint_as_float(assumed);
-    float next = fmaxf(cur, v);
+    float next = Max ? fmaxf(cur, v) : fminf(cur, v);
     old = atomicCAS(u, assumed, __float_as_uint(next));
   } while (old != assumed);
   return __uint_as_float(old);
 }
+static __device__ __forceinline__ float kiln_atomic_max_f32(float* p, float v) {
+  return kiln_atomic_minmax_f32<true>(p, v);
+}
 static __device__ __forceinline__ float kiln_atomic_min_f32(float* p, float v) {
-  unsigned* u = reinterpret_cast<unsigned*>(p);
-  unsigned old = *u, assumed;
-  do {
-    assumed = old;
-    float cur = __uint_as_float(assumed);
-    float next = fminf(cur, v);
-    old = atomicCAS(u, assumed, __float_as_uint(next));
-  } while (old != assumed);
-  return __uint_as_float(old);
+  return kiln_atomic_minmax_f32<false>(p, v);
 }
