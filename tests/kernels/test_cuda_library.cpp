@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 
+#include "ir/error.h"
 #include "ir/passes.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "kernels/registry.h"
@@ -21,6 +22,7 @@
 #include "runtime/runtime.h"
 #include "support/cuda_check.h"
 #include "support/runtime_fixture.h"
+#include "targets/cuda/cuda_device.h"
 #include "targets/cuda/nvrtc_compiler.h"
 
 using namespace kiln;
@@ -205,6 +207,33 @@ TEST_CASE("cuda: library kernels in the simulator match the interpreter", "[cuda
     for (const Param& p : k.params)
       if (p.kind == ParamKind::Buffer) chk.rtol = std::max(chk.rtol, 1e-4 + storage_ulp(p.dtype));
     CHECK(test::cuda_vs_interpreter(k, in.args, in.grid, chk) == "");
+  }
+}
+
+// The same cases on a real GPU, where one is present (skipped otherwise).
+TEST_CASE("cuda: library kernels on the GPU match the interpreter", "[cuda][kernels][gpu]") {
+  CudaDevice* gpu = nullptr;
+  try {
+    gpu = &CudaDevice::get();
+  } catch (const Error& e) {
+    WARN("skipped: " << e.what());
+    return;
+  }
+  for (const Case& c : cases()) {
+    const KernelDef& def = find_kernel(c.kernel);
+    Spec spec = def.make_spec(c.dtypes, c.constexprs);
+    Kernel k = run_pipeline(def.build(spec));
+    INFO(case_name(c, spec) << " on " << gpu->name());
+    Inputs in = make_inputs(c, spec, k);
+    test::CudaCheck chk;
+    chk.rtol = std::max(def.rtol, 1e-4);
+    chk.atol = std::max(def.atol, 1e-5);
+    for (const Param& p : k.params)
+      if (p.kind == ParamKind::Buffer) chk.rtol = std::max(chk.rtol, 1e-4 + storage_ulp(p.dtype));
+    chk.options.sm = std::min(gpu->sm(), 90);
+    auto on_gpu = [gpu](const Kernel& kk, const CudaSource& src, const std::vector<Arg>& args,
+                        const Grid& grid) { gpu->run(kk, src, compile_ptx(src), args, grid); };
+    CHECK(test::cuda_vs_interpreter(k, in.args, in.grid, chk, on_gpu) == "");
   }
 }
 

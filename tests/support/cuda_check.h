@@ -1,11 +1,13 @@
-// Runs a kernel through the reference interpreter and through its CUDA C in
-// the CPU simulator on copies of the same buffers, and compares every
-// buffer afterwards: integers exactly, floats within atol + rtol * |ref|.
+// Runs a kernel through the reference interpreter and through its CUDA C (in
+// the CPU simulator, or on a GPU) on copies of the same buffers, and
+// compares every buffer afterwards: integers exactly, floats within
+// atol + rtol * |ref|.
 #pragma once
 
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,9 +23,19 @@ struct CudaCheck {
   CudaOptions options = {};
 };
 
+// Runs the CUDA C of `src` for kernel k on the buffers of `args`.
+using CudaRunner = std::function<void(const Kernel& k, const CudaSource& src,
+                                      const std::vector<Arg>& args, const Grid& grid)>;
+
+inline void run_in_simulator(const Kernel& k, const CudaSource& src, const std::vector<Arg>& args,
+                             const Grid& grid) {
+  SimulatedKernel::compile(src)->launch(k, args, grid);
+}
+
 // Returns a description of the first mismatch, or "" when all buffers agree.
 inline std::string cuda_vs_interpreter(const Kernel& k, const std::vector<Arg>& args,
-                                       const Grid& grid, const CudaCheck& c = {}) {
+                                       const Grid& grid, const CudaCheck& c = {},
+                                       const CudaRunner& run = run_in_simulator) {
   std::vector<std::vector<char>> ref_mem, sim_mem;
   std::vector<Arg> ref_args = args, sim_args = args;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -36,8 +48,7 @@ inline std::string cuda_vs_interpreter(const Kernel& k, const std::vector<Arg>& 
     sim_args[i].data = sim_mem.back().data();
   }
   interpret(k, ref_args, grid);
-  auto sim = SimulatedKernel::compile(emit_cuda(k, c.options));
-  sim->launch(k, sim_args, grid);
+  run(k, emit_cuda(k, c.options), sim_args, grid);
   for (size_t i = 0, b = 0; i < args.size(); ++i) {
     if (!args[i].is_buffer) continue;
     DType t = k.params[i].dtype;
