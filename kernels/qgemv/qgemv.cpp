@@ -200,6 +200,57 @@ class Decoder {
   TokenDots& dots_;
 };
 
+// One row, one token, Q4_0 or Q8_0 (decode's GEMV at BLOCK_M = 1): a
+// 32-weight block is too little work to pay for its scale and offset, so a
+// step takes kBlocksPerStep consecutive blocks of the row as the rows of
+// one tile, each against its own x block: [8,32] codes times [8,32] x is
+// one 512-bit-wide dot, and the 8 scales and offsets are vector ops.
+constexpr int64_t kBlocksPerStep = 8;
+
+void one_row_pass(KernelBuilder& k, int64_t fmt, const ggml::BlockFormat& f, Buffer w,
+                  QuantizedActivations x, Buffer y, Value M, Value nb, Value kb) {
+  const int64_t S = kBlocksPerStep;
+  auto row = k.program_id(1), tok = k.program_id(0);
+  auto row_base = row.to(DType::i64) * (nb * f.block_bytes).to(DType::i64);
+  auto xblk0 = tok.to(DType::i64) * kb.to(DType::i64);
+  auto acc = k.var(zeros(DType::f32, {S, 8}));
+  auto accm = k.var(zeros(DType::f32, {S}));
+  auto step = [&](const Value& first, bool masked) {
+    auto bidx = first + arange(S);  // [S] block indices
+    auto live = bidx < nb;
+    auto live2 = expand_dims(live, 1);
+    auto blk = expand_dims(row_base + (bidx * f.block_bytes).to(DType::i64), 1);  // [S,1]
+    auto ld = [&](const Pointer& p, const Value& mask) {
+      return masked ? load(p, broadcast_to(mask, p.offsets.shape()), 0.0) : load(p);
+    };
+    auto bytes = [&](const Value& off, int64_t n) {
+      return ld(w + (off + arange(n).to(DType::i64)), live2);
+    };
+    auto d = bytes(blk, 2).bitcast(DType::u16).bitcast(DType::f16).to(DType::f32);  // [S,1]
+    Value codes;
+    if (fmt == 8) {
+      codes = bytes(blk + 2, 32) ^ 128;
+    } else {  // low nibbles: weights 0-15, high nibbles: 16-31
+      auto qs = bytes(blk + 2, 16);
+      auto both = reshape(broadcast_to(reshape(qs, {S, 1, 16}), {S, 2, 16}), {S, 32});
+      codes = where(broadcast_to(arange(32) < 16, {S, 32}), both & 15, both >> 4);
+    }
+    auto xb = xblk0 + bidx.to(DType::i64);  // [S]
+    auto xq = ld(x.q + (expand_dims(xb * 32, 1) + arange(32).to(DType::i64)), live2);
+    auto dot = sum(reshape(codes.to(DType::i32) * xq.to(DType::i32), {S, 8, 4}), 2);  // [S,8]
+    auto dx = ld(x.d + xb, live);  // 0 for blocks past the row: they add nothing
+    auto sx = ld(x.s + xb, live).to(DType::f32);
+    auto dd = reshape(d, {S}) * dx;
+    acc = fma(dot.to(DType::f32), broadcast_to(expand_dims(dd, 1), {S, 8}), Value(acc));
+    accm = fma(dd * (fmt == 8 ? 128.0 : 8.0), sx, Value(accm));
+  };
+  auto full = nb / static_cast<int>(S);
+  k.for_(0, full, 1, [&](Value i) { step(i * static_cast<int>(S), false); });
+  k.if_(full * static_cast<int>(S) < nb, [&] { step(full * static_cast<int>(S), true); });
+  auto out = sum(Value(acc)) - sum(Value(accm));
+  store(y + (tok.to(DType::i64) * M.to(DType::i64) + row.to(DType::i64)), out);
+}
+
 Kernel build_qgemv(const Spec& s) {
   KernelBuilder k("qgemv", s);
   const int64_t FMT = s.constexpr_("FMT"), BM = s.constexpr_("BLOCK_M"),
@@ -213,6 +264,10 @@ Kernel build_qgemv(const Spec& s) {
   auto T = k.scalar("t", DType::i32);
   auto nb = K / f.block_elems;
   auto kb = K / 32;  // x blocks per token
+  if (BM == 1 && BT == 1 && (FMT == 2 || FMT == 8)) {
+    one_row_pass(k, FMT, f, w, {xq, xd, xs}, y, M, nb, kb);
+    return k.finish();
+  }
   // Token blocks vary fastest (axis 0), so a row block's weights stay in
   // cache while every token block passes over them.
   auto row0 = k.program_id(1) * static_cast<int>(BM);

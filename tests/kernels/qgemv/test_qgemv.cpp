@@ -175,6 +175,14 @@ TEST_CASE("qgemv matches the dequantised product for Q4_0, Q8_0, Q4_K and Q6_K",
       for (int bm : {1, 4, 8}) check_qgemv(fmt, s.m, s.k, 1, bm, 1);
 }
 
+TEST_CASE("qgemv one-row decode of Q4_0/Q8_0 with a partial last step", "[kernels][qgemv]") {
+  // One row per program takes 8 blocks per step: k = 800 leaves 1 block
+  // over, k = 96 has no full step at all.
+  for (int fmt : {2, 8})
+    for (int64_t k : {96, 800, 1024})
+      for (int64_t t : {1, 3}) check_qgemv(fmt, 5, k, t, 1, 1);
+}
+
 TEST_CASE("qgemv over several tokens (prompt GEMM) matches per token", "[kernels][qgemv]") {
   // Token counts off the token block, and rows off the row block.
   for (int fmt : {2, 8, 12, 14})
