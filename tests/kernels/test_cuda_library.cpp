@@ -172,6 +172,16 @@ double storage_ulp(DType t) {
   }
 }
 
+// The file comment's tolerance for one kernel.
+test::CudaCheck tolerance(const KernelDef& def, const Kernel& k) {
+  test::CudaCheck chk;
+  chk.rtol = std::max(def.rtol, 1e-4);
+  chk.atol = std::max(def.atol, 1e-5);
+  for (const Param& p : k.params)
+    if (p.kind == ParamKind::Buffer) chk.rtol = std::max(chk.rtol, 1e-4 + storage_ulp(p.dtype));
+  return chk;
+}
+
 }  // namespace
 
 TEST_CASE("cuda: every library kernel has a CUDA case", "[cuda][kernels]") {
@@ -201,11 +211,7 @@ TEST_CASE("cuda: library kernels in the simulator match the interpreter", "[cuda
     Kernel k = run_pipeline(def.build(spec));
     INFO(case_name(c, spec));
     Inputs in = make_inputs(c, spec, k);
-    test::CudaCheck chk;
-    chk.rtol = std::max(def.rtol, 1e-4);
-    chk.atol = std::max(def.atol, 1e-5);
-    for (const Param& p : k.params)
-      if (p.kind == ParamKind::Buffer) chk.rtol = std::max(chk.rtol, 1e-4 + storage_ulp(p.dtype));
+    test::CudaCheck chk = tolerance(def, k);
     CHECK(test::cuda_vs_interpreter(k, in.args, in.grid, chk) == "");
   }
 }
@@ -225,11 +231,7 @@ TEST_CASE("cuda: library kernels on the GPU match the interpreter", "[cuda][kern
     Kernel k = run_pipeline(def.build(spec));
     INFO(case_name(c, spec) << " on " << gpu->name());
     Inputs in = make_inputs(c, spec, k);
-    test::CudaCheck chk;
-    chk.rtol = std::max(def.rtol, 1e-4);
-    chk.atol = std::max(def.atol, 1e-5);
-    for (const Param& p : k.params)
-      if (p.kind == ParamKind::Buffer) chk.rtol = std::max(chk.rtol, 1e-4 + storage_ulp(p.dtype));
+    test::CudaCheck chk = tolerance(def, k);
     chk.options.sm = std::min(gpu->sm(), 90);
     auto on_gpu = [gpu](const Kernel& kk, const CudaSource& src, const std::vector<Arg>& args,
                         const Grid& grid) { gpu->run(kk, src, compile_ptx(src), args, grid); };
