@@ -80,14 +80,8 @@ DType acc_dtype(DType t) {
   return DType::i32;
 }
 
-std::string suffix(DType t) {
-  switch (t) {
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::f8e4m3: return "f8e4m3";
-    default: return "f8e5m2";
-  }
-}
+// The name helpers in the prelude carry: kiln_rn_f16, kiln_bf16_bits, ...
+std::string suffix(DType t) { return std::string(dtype_name(t)); }
 
 // Narrow floats are rounded after every op.
 std::string rounded(DType t, const std::string& e) {
@@ -281,20 +275,19 @@ class Emitter {
     return reg_type(t.dtype) + " " + name + "[" + std::to_string(per_thread(t.numel())) + "]";
   }
 
-  // Element e of value id in the current per-element loop.
+  // Element e of value id (or variable v) in the current per-element loop.
   std::string el(int id) const { return ty(id).is_scalar() ? vname(id) : vname(id) + "[e]"; }
+  std::string var_el(int64_t v) const {
+    std::string name = "var" + std::to_string(v);
+    return k_.vars[v].is_scalar() ? name : name + "[e]";
+  }
 
   // A loop over the elements this thread owns of an n-element tile; inside,
   // `e` indexes the register array and `j` is the flat element index.
   void for_owned(int64_t n, const std::function<void()>& body) {
-    line("#pragma unroll");
-    open("for (int e = 0; e < " + std::to_string(per_thread(n)) + "; ++e)");
-    line("const int j = tid + e * " + std::to_string(T_) + ";");
-    line("(void)j;");
-    if (n % T_ != 0) open("if (j < " + std::to_string(n) + ")");
-    body();
-    if (n % T_ != 0) close();
-    close();
+    flush();
+    capture(n, body);
+    flush();
   }
 
   // Runs `body` once per element of value `id` (or once for a scalar). For
@@ -303,6 +296,11 @@ class Emitter {
     if (ty(id).is_scalar()) return body();
     int64_t n = ty(id).numel();
     if (pending_n_ != n) flush();
+    capture(n, body);
+  }
+
+  // Appends what `body` writes to the pending loop over n elements.
+  void capture(int64_t n, const std::function<void()>& body) {
     pending_n_ = n;
     std::string saved = std::move(body_);
     body_.clear();
@@ -440,18 +438,10 @@ class Emitter {
         }
         return;
       case OpKind::VarDecl:
-      case OpKind::VarStore: {
-        std::string var = "var" + std::to_string(op.ival);
-        bool scalar = k_.vars[op.ival].is_scalar();
-        return each(op.args[0],
-                    [&] { line((scalar ? var : var + "[e]") + " = " + el(op.args[0]) + ";"); });
-      }
-      case OpKind::VarLoad: {
-        std::string var = "var" + std::to_string(op.ival);
-        bool scalar = k_.vars[op.ival].is_scalar();
-        return each(op.result,
-                    [&] { line(el(op.result) + " = " + (scalar ? var : var + "[e]") + ";"); });
-      }
+      case OpKind::VarStore:
+        return each(op.args[0], [&] { line(var_el(op.ival) + " = " + el(op.args[0]) + ";"); });
+      case OpKind::VarLoad:
+        return each(op.result, [&] { line(el(op.result) + " = " + var_el(op.ival) + ";"); });
       case OpKind::Bitcast:
         if (dtype_bits(ty(op.args[0]).dtype) != dtype_bits(ty(op.result).dtype))
           return emit_view(op);
@@ -1004,6 +994,15 @@ void check_cuda_limits(const CudaSource& src) {
                 " bytes of shared memory per block; the limit is " +
                 std::to_string(cuda_max_shared_bytes(src.sm)) +
                 " (use smaller tiles or fewer elements per block)");
+}
+
+void check_cuda_launch(const CudaSource& src, const Grid& grid) {
+  check_cuda_limits(src);
+  for (int d = 0; d < 3; ++d)
+    if (grid[d] < 0 || grid[d] > (d == 0 ? 2147483647 : 65535))
+      throw Error("CUDA kernel '" + src.entry + "': grid size " + std::to_string(grid[d]) +
+                  " on axis " + std::to_string(d) + " is outside the CUDA limit (" +
+                  (d == 0 ? "2147483647" : "65535") + ")");
 }
 
 CudaSource emit_cuda(const Kernel& k, const CudaOptions& options) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "ir/interpreter.h"
 #include "ir/kernel.h"
 
 namespace kiln {
@@ -45,8 +46,11 @@ constexpr int kCudaMaxThreads = 1024;
 int64_t cuda_max_shared_bytes(int sm);
 
 // Throws kiln::Error with the limit when `src` asks for more than its arch
-// gives a block; launchers call it before every launch.
+// gives a block.
 void check_cuda_limits(const CudaSource& src);
+// check_cuda_limits plus the grid's limits (2^31-1 blocks on x, 65535 on y
+// and z); launchers call it before every launch.
+void check_cuda_launch(const CudaSource& src, const Grid& grid);
 
 // The prelude's text (codegen/cuda/kiln_cuda.cuh) and the simulator ABI
 // header it includes under KILN_SIM (codegen/cuda/sim_abi.h).

@@ -42,6 +42,15 @@ int64_t code_piece_bytes(int64_t fmt, bool stepped) {
   return fmt == 2 || (stepped && fmt != 14) ? 16 : 32;
 }
 
+// The f16 held in each row's two little-endian bytes ([.., 2] u8), as f32.
+Value f16_value(const Value& two_bytes) {
+  return two_bytes.bitcast(DType::u16).bitcast(DType::f16).to(DType::f32);
+}
+
+// Q4_0 and Q8_0 as unsigned codes: w = (code - offset) d, Q8_0's signed
+// bytes flipped by ^ 128.
+int64_t code_offset(int64_t fmt) { return fmt == 8 ? 128 : 8; }
+
 class Decoder {
  public:
   // `x`, `xbase` (the one token's first x block) and `dots` serve the
@@ -86,9 +95,7 @@ class Decoder {
   }
   // The f16 at byte offset off of each row ([BM,1]), as f32: two bytes viewed
   // as one u16, then as f16.
-  Value f16_at(const Value& off) {
-    return bytes(off, 2).bitcast(DType::u16).bitcast(DType::f16).to(DType::f32);
-  }
+  Value f16_at(const Value& off) { return f16_value(bytes(off, 2)); }
   // The 32 code bytes at `off` as pieces of piece_bytes(), each with the
   // index of its first weight, after `f` (a nibble pick or a sign flip).
   std::vector<SubBlock::Piece> pieces(const Value& off, const std::function<Value(Value)>& f) {
@@ -101,12 +108,16 @@ class Decoder {
   SubBlock q4_0(const Value& blk, const Value& xb) {
     auto d = f16_at(blk);
     auto qs = bytes(blk + 2, 16);
-    return {{{qs & 15, 0}, {qs >> 4, 16}}, d, {{d * 8.0, 0, 32}}, xb};
+    return {
+        {{qs & 15, 0}, {qs >> 4, 16}}, d, {{d * static_cast<double>(code_offset(2)), 0, 32}}, xb};
   }
 
   SubBlock q8_0(const Value& blk, const Value& xb) {
     auto d = f16_at(blk);
-    return {pieces(blk + 2, [](Value q) { return q ^ 128; }), d, {{d * 128.0, 0, 32}}, xb};
+    return {pieces(blk + 2, [](Value q) { return q ^ 128; }),
+            d,
+            {{d * static_cast<double>(code_offset(8)), 0, 32}},
+            xb};
   }
 
   // Sub-block j's codes: the low (even j) or high nibbles of the 32 bytes
@@ -226,7 +237,7 @@ void one_row_pass(KernelBuilder& k, int64_t fmt, const ggml::BlockFormat& f, Buf
     auto bytes = [&](const Value& off, int64_t n) {
       return ld(w + (off + arange(n).to(DType::i64)), live2);
     };
-    auto d = bytes(blk, 2).bitcast(DType::u16).bitcast(DType::f16).to(DType::f32);  // [S,1]
+    auto d = f16_value(bytes(blk, 2));  // [S,1]
     Value codes;
     if (fmt == 8) {
       codes = bytes(blk + 2, 32) ^ 128;
@@ -242,7 +253,7 @@ void one_row_pass(KernelBuilder& k, int64_t fmt, const ggml::BlockFormat& f, Buf
     auto sx = ld(x.s + xb, live).to(DType::f32);
     auto dd = reshape(d, {S}) * dx;
     acc = fma(dot.to(DType::f32), broadcast_to(expand_dims(dd, 1), {S, 8}), Value(acc));
-    accm = fma(dd * (fmt == 8 ? 128.0 : 8.0), sx, Value(accm));
+    accm = fma(dd * static_cast<double>(code_offset(fmt)), sx, Value(accm));
   };
   auto full = nb / static_cast<int>(S);
   k.for_(0, full, 1, [&](Value i) { step(i * static_cast<int>(S), false); });

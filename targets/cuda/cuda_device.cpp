@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "ir/error.h"
+#include "targets/cuda/kernel_params.h"
 
 namespace kiln {
 
@@ -121,14 +122,10 @@ void CudaDevice::synchronize() { check(*api_, api_->ctx_synchronize(), "cuCtxSyn
 
 void CudaDevice::launch(const CudaSource& src, const PtxModule& ptx, const Grid& grid,
                         void** params) {
-  check_cuda_limits(src);
+  check_cuda_launch(src, grid);
   if (src.sm > sm_)
     throw Error("CUDA kernel '" + src.entry + "' was generated for sm_" + std::to_string(src.sm) +
                 " but " + name_ + " is sm_" + std::to_string(sm_));
-  for (int d = 0; d < 3; ++d)
-    if (grid[d] < 0 || grid[d] > (d == 0 ? 2147483647 : 65535))
-      throw Error("CUDA kernel '" + src.entry + "': grid size " + std::to_string(grid[d]) +
-                  " on axis " + std::to_string(d) + " is outside the CUDA limit");
   void* module = nullptr;
   for (auto& [text, m] : modules_)
     if (text == ptx.ptx) module = m;
@@ -153,32 +150,20 @@ void CudaDevice::launch(const CudaSource& src, const PtxModule& ptx, const Grid&
 
 void CudaDevice::run(const Kernel& k, const CudaSource& src, const PtxModule& ptx,
                      const std::vector<Arg>& args, const Grid& grid) {
-  if (args.size() != k.params.size())
-    throw Error("CUDA kernel '" + k.name + "' takes " + std::to_string(k.params.size()) +
-                " arguments, got " + std::to_string(args.size()));
-  std::vector<uint64_t> slots(args.size()), device_ptrs;
-  std::vector<void*> params(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    const Param& p = k.params[i];
-    if (p.kind == ParamKind::Buffer) {
-      size_t bytes = static_cast<size_t>(args[i].count * dtype_bytes(p.dtype));
-      slots[i] = alloc(bytes);
-      upload(slots[i], args[i].data, bytes);
-    } else if (is_float(p.dtype)) {
-      float f = static_cast<float>(args[i].is_float ? args[i].f : static_cast<double>(args[i].i));
-      std::memcpy(&slots[i], &f, 4);
-    } else {
-      std::memcpy(&slots[i], &args[i].i, 8);  // little-endian: narrower ints read the low bytes
-    }
-    params[i] = &slots[i];
-  }
-  launch(src, ptx, grid, params.data());
+  std::vector<uint64_t> buffers(args.size(), 0);
+  KernelParams params = pack_kernel_params(k, args, [&](size_t i) {
+    size_t bytes = static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype));
+    buffers[i] = alloc(bytes);
+    upload(buffers[i], args[i].data, bytes);
+    return buffers[i];
+  });
+  launch(src, ptx, grid, params.ptrs.data());
   synchronize();
   for (size_t i = 0; i < args.size(); ++i) {
     if (k.params[i].kind != ParamKind::Buffer) continue;
-    download(args[i].data, slots[i],
+    download(args[i].data, buffers[i],
              static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype)));
-    free(slots[i]);
+    free(buffers[i]);
   }
 }
 

@@ -15,8 +15,8 @@
 
 #include "codegen/cuda/sim_abi.h"
 #include "ir/error.h"
-#include "ir/scalar_eval.h"
 #include "targets/cuda/host_command.h"
+#include "targets/cuda/kernel_params.h"
 
 namespace kiln {
 
@@ -286,38 +286,16 @@ std::shared_ptr<SimulatedKernel> SimulatedKernel::compile(const CudaSource& src)
 
 void SimulatedKernel::launch(const Kernel& k, const std::vector<Arg>& args,
                              const Grid& grid) const {
-  if (args.size() != k.params.size())
-    throw Error("CUDA simulator: kernel '" + k.name + "' takes " + std::to_string(k.params.size()) +
-                " arguments, got " + std::to_string(args.size()));
-  check_cuda_limits(src_);
+  check_cuda_launch(src_, grid);
   int n = src_.threads;
-  for (int d = 0; d < 3; ++d)
-    if (grid[d] < 0 || grid[d] > (d == 0 ? 2147483647 : 65535))
-      throw Error("CUDA simulator: grid size " + std::to_string(grid[d]) + " on axis " +
-                  std::to_string(d) + " is outside the CUDA limit");
-
-  // Arguments as the driver API passes them: a pointer to each value.
-  std::vector<uint64_t> slots(args.size());
-  std::vector<void*> ptrs(args.size());
   Launch l;
+  KernelParams params = pack_kernel_params(k, args, [&](size_t i) {
+    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(args[i].data));
+  });
   for (size_t i = 0; i < args.size(); ++i) {
-    const Param& p = k.params[i];
-    const Arg& a = args[i];
-    if (p.kind == ParamKind::Buffer) {
-      void* data = a.data;
-      std::memcpy(&slots[i], &data, sizeof data);
-      const char* b = static_cast<const char*>(a.data);
-      l.buffers.push_back({b, b + a.count * dtype_bytes(p.dtype), p.name});
-    } else if (is_float(p.dtype)) {
-      float f = static_cast<float>(a.is_float ? a.f : static_cast<double>(a.i));
-      std::memcpy(&slots[i], &f, 4);
-    } else {
-      ScalarValue v;
-      v.i = normalize_int(a.i, p.dtype);
-      int64_t x = v.i;
-      std::memcpy(&slots[i], &x, 8);  // little-endian: narrower ints read the low bytes
-    }
-    ptrs[i] = &slots[i];
+    if (k.params[i].kind != ParamKind::Buffer) continue;
+    const char* b = static_cast<const char*>(args[i].data);
+    l.buffers.push_back({b, b + args[i].count * dtype_bytes(k.params[i].dtype), k.params[i].name});
   }
   l.threads.resize(static_cast<size_t>(n));
   l.shared.assign(static_cast<size_t>(src_.shared_bytes), 0);
@@ -326,7 +304,7 @@ void SimulatedKernel::launch(const Kernel& k, const std::vector<Arg>& args,
   l.grid_dim = KilnSimDim3{static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
                            static_cast<unsigned>(grid[2])};
   l.thread_fn = thread_fn_;
-  l.args = ptrs.data();
+  l.args = params.ptrs.data();
 
   size_t total = static_cast<size_t>(n) * (kStackBytes + kGuardBytes);
   void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE,
