@@ -165,7 +165,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
       }
 
   // Quantized GEMV: GB/s of weight bytes (the traffic that decides decode speed).
-  for (const auto& f : split(a.get("formats", "q8_0,q4_0,q4_K,q6_K,int4w,awq,awq-int4w"), ',')) {
+  for (const auto& f :
+       split(a.get("formats", "q8_0,q4_0,q4_K,q4_K-rows16,q6_K,int4w,awq,awq-int4w"), ',')) {
     if (f == "int4w" || f == "awq" || f == "awq-int4w") {
       for (auto [m, k] : shapes) {
         auto work = std::make_shared<Int4Workload>(f == "awq"         ? awq_workload(m, k)
@@ -183,38 +184,42 @@ int cmd_bench(const std::vector<std::string>& argv) {
       }
       continue;
     }
+    // "q4_K-rows16": Q4_K interleaved across 16 rows (qgemv_rows16), the
+    // layout forwards load Q4_K weights into.
+    const bool rows16 = f == "q4_K-rows16";
+    const std::string base = rows16 ? "q4_K" : f;
     ggml::QuantType fmt{};
     bool known = false;
     for (auto t : {ggml::QuantType::Q8_0, ggml::QuantType::Q4_0, ggml::QuantType::Q4_K,
                    ggml::QuantType::Q6_K})
-      if (ggml::block_format(t).name == f) fmt = t, known = true;
+      if (ggml::block_format(t).name == base) fmt = t, known = true;
     if (!known)
       throw Error("--formats: unknown format '" + f +
-                  "' (q8_0, q4_0, q4_K, q6_K, int4w, awq, awq-int4w)");
-    // --const values qgemv declares (e.g. BLOCK_M) override the dispatch.
-    // K-quants take Q8_K-style activations (one scale per 256), as forwards
-    // quantise them (models/matmul.cpp).
+                  "' (q8_0, q4_0, q4_K, q4_K-rows16, q6_K, int4w, awq, awq-int4w)");
+    // --const values the kernel declares (e.g. BLOCK_M) override the
+    // dispatch. K-quants take Q8_K-style activations (one scale per 256), as
+    // forwards quantise them (models/matmul.cpp).
     bool kquant = fmt == ggml::QuantType::Q4_K || fmt == ggml::QuantType::Q6_K;
-    std::map<std::string, int64_t> fixed = {{"FMT", static_cast<int>(fmt)}};
-    for (const auto& [name, v] : declared_consts("qgemv"))
-      if (name != "FMT") fixed[name] = v;
+    const std::string kernel = rows16 ? "qgemv_rows16" : "qgemv";
+    std::map<std::string, int64_t> fixed = declared_consts(kernel);
+    if (!rows16) fixed["FMT"] = static_cast<int>(fmt);
     const std::map<std::string, int64_t> qfixed = {{"QBLOCK", kquant ? 256 : 32}};
     for (auto [m, k] : shapes) {
-      auto work = std::make_shared<QgemvWorkload>(m, k, fmt);
+      auto work = std::make_shared<QgemvWorkload>(m, k, fmt, 1, rows16);
       runtimes.begin()->second->call("quantize_q8", {}, work->quantize_args(), {}, qfixed);
       for (int t : threads) {
         Runtime* rt = runtimes[t].get();
         std::string name = "qgemv/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
                            "/threads:" + std::to_string(t);
         register_streaming(name, rt, probe, work->weight_bytes(), work->args(), work,
-                           [rt, fixed](const std::vector<Arg>& args) {
-                             return rt->select("qgemv", {}, args, {}, fixed);
+                           [rt, kernel, fixed](const std::vector<Arg>& args) {
+                             return rt->select(kernel, {}, args, {}, fixed);
                            });
       }
       // Prompt processing: the activations' quantisation plus the product,
       // as a forward pays them.
       if (tokens <= 1) continue;
-      auto batch = std::make_shared<QgemvWorkload>(m, k, fmt, tokens);
+      auto batch = std::make_shared<QgemvWorkload>(m, k, fmt, tokens, rows16);
       for (int t : threads) {
         Runtime* rt = runtimes[t].get();
         std::string name = "qgemm/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
@@ -224,7 +229,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
             [=](benchmark::State& st) {
               std::vector<Arg> qa = batch->quantize_args(), args = batch->args();
               Spec qspec = rt->select("quantize_q8", {}, qa, {}, qfixed);
-              Spec spec = rt->select("qgemv", {}, args, {}, fixed);
+              Spec spec = rt->select(kernel, {}, args, {}, fixed);
               double s = timed(st, [&] {
                 rt->launch(qspec, qa);
                 rt->launch(spec, args);

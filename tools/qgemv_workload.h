@@ -2,6 +2,8 @@
 // with the ggml reference quantisers and `tokens` random activations in f32,
 // with room for their quantize_q8 blocks (so a benchmark can time the
 // activation quantisation together with the product, as a forward pays it).
+// `rows16` interleaves Q4_K weights across 16 rows for qgemv_rows16, as a
+// model load does.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +17,8 @@ namespace kiln {
 
 class QgemvWorkload {
  public:
-  QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t tokens = 1, uint64_t seed = 1);
+  QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t tokens = 1, bool rows16 = false,
+                uint64_t seed = 1);
 
   // quantize_q8's arguments (x f32 -> xq, xd, xs) and qgemv's.
   std::vector<Arg> quantize_args();

@@ -36,17 +36,6 @@ void check_multiple(int64_t n, int block, std::string_view what) {
                 " elements is not a multiple of the " + std::to_string(block) + "-element block");
 }
 
-// The 6-bit scale and min of sub-block j of a Q4_K block (FORMATS.md).
-void q4k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
 // Round to nearest, ties to even, through the float mantissa (exact for
 // |x| < 2^22): the rounding ggml's K-quant search uses.
 int nearest_int(float x) {
@@ -169,6 +158,16 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
 }
 
 }  // namespace
+
+void q4k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
 
 const BlockFormat& block_format(QuantType t) { return block_format(static_cast<int>(t)); }
 

@@ -28,6 +28,10 @@ const BlockFormat& block_format(QuantType t);
 // Throws kiln::Error naming the type id when Kiln does not know it.
 const BlockFormat& block_format(int ggml_type_id);
 
+// The 6-bit scale and min of sub-block j (0-7) of a Q4_K block, from its 12
+// packed scale bytes (FORMATS.md).
+void q4k_scale_min(const uint8_t* scales12, int j, int* sc, int* m);
+
 // n must be a multiple of the block size (32); out holds n/32 blocks.
 void quantize_q8_0(const float* x, int64_t n, uint8_t* out);
 void quantize_q4_0(const float* x, int64_t n, uint8_t* out);

@@ -1,0 +1,129 @@
+// The 16-row interleaved Q4_K layout (kernels/quant/q4k_rows16.h) and
+// qgemv_rows16 over it.
+//
+// Layout: interleaving keeps every weight's value: its dequantisation
+// equals ggml's dequantiser on the original blocks bit for bit.
+//
+// Kernel tolerance, as qgemv's: x is quantised to 8-bit blocks (Q8_K), so
+// each product carries at most half an activation step (d_x / 2); the bound
+// is sum_j |w_j| d_x / 2 plus f32 accumulation (1e-5 relative). The JIT and
+// the interpreter do the same integer dots and f32 ops in the same order:
+// they agree within 1e-6 of sum_j |w_j x_j|.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+
+#include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/q4k_rows16.h"
+#include "support/quantized_x.h"
+#include "support/runtime_fixture.h"
+
+using namespace kiln;
+using kiln::test::quantize_x;
+using kiln::test::QuantizedX;
+
+namespace {
+
+std::vector<float> normal_floats(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0, 1);
+  std::vector<float> v(n);
+  for (float& f : v) f = d(rng);
+  return v;
+}
+
+// Q4_K blocks of m x k weights from ggml's reference quantiser.
+std::vector<uint8_t> q4_k_weights(int64_t m, int64_t k, uint64_t seed) {
+  std::vector<float> wf = normal_floats(static_cast<size_t>(m * k), seed);
+  std::vector<uint8_t> w(static_cast<size_t>(m * k / 256 * 144));
+  ggml::quantize_q4_k(wf.data(), m * k, w.data());
+  return w;
+}
+
+void check_rows16(int64_t m, int64_t k, int64_t t, int bt) {
+  INFO("m=" << m << " k=" << k << " t=" << t << " BLOCK_T=" << bt);
+  std::vector<uint8_t> w = ggml::interleave_q4_k_rows16(q4_k_weights(m, k, 5).data(), m, k);
+  std::vector<float> wd = ggml::dequantize_q4_k_rows16(w.data(), m, k);
+  std::vector<float> x = normal_floats(static_cast<size_t>(t * k), 6);
+  QuantizedX xq = quantize_x(x, false, 256);
+  Spec spec = find_kernel("qgemv_rows16").make_spec({}, {{"BLOCK_T", bt}});
+  std::vector<float> y(t * m), yi(t * m);
+  std::vector<Arg> args = {Arg::buffer(w.data(), w.size()),
+                           Arg::buffer(xq.q.data(), t * k),
+                           Arg::buffer(xq.d.data(), t * k / 32),
+                           Arg::buffer(xq.s.data(), t * k / 32),
+                           Arg::buffer(y.data(), t * m),
+                           Arg::scalar_int(m),
+                           Arg::scalar_int(k),
+                           Arg::scalar_int(t)};
+  kiln::test::runtime().launch(spec, args);
+  args[4] = Arg::buffer(yi.data(), t * m);
+  kiln::test::runtime().interpret(spec, args);
+  double worst = 0, worst_interp = 0;
+  for (int64_t tok = 0; tok < t; ++tok)
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xt = &x[tok * k];
+      double ref = 0, bound = 0, mag = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        double wj = wd[i * k + j];
+        ref += wj * xt[j];
+        mag += std::fabs(wj * xt[j]);
+        bound += std::fabs(wj * xq.d[(tok * k + j) / 32]) / 2;  // Q8_K d may be negative
+      }
+      float got = y[tok * m + i], interp = yi[tok * m + i];
+      worst = std::max(worst, std::fabs(got - ref) / (bound + 1e-5 * mag + 1e-6));
+      worst_interp = std::max(worst_interp, std::fabs(got - interp) / (1e-6 * mag + 1e-7));
+    }
+  CHECK(worst <= 1.0);
+  CHECK(worst_interp <= 1.0);
+}
+
+}  // namespace
+
+TEST_CASE("Q4_K 16-row interleave keeps every weight", "[kernels][quant]") {
+  const int64_t m = 48, k = 768;
+  std::vector<uint8_t> blocks = q4_k_weights(m, k, 1);
+  std::vector<float> want(static_cast<size_t>(m * k));
+  ggml::dequantize(ggml::QuantType::Q4_K, blocks.data(), m * k, want.data());
+  std::vector<uint8_t> packed = ggml::interleave_q4_k_rows16(blocks.data(), m, k);
+  REQUIRE(static_cast<int64_t>(packed.size()) == ggml::Q4KRows16::bytes(m, k));
+  std::vector<float> got = ggml::dequantize_q4_k_rows16(packed.data(), m, k);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < m * k; ++i) differ += got[i] != want[i];
+  CHECK(differ == 0);
+}
+
+TEST_CASE("Q4_K 16-row interleave refuses shapes off its tiles", "[kernels][quant][error]") {
+  std::vector<uint8_t> blocks(20 * 144);
+  REQUIRE_THROWS_WITH(ggml::interleave_q4_k_rows16(blocks.data(), 20, 256),
+                      Catch::Contains("[20, 256]") && Catch::Contains("multiple of 16"));
+  REQUIRE_THROWS_WITH(ggml::interleave_q4_k_rows16(blocks.data(), 16, 320),
+                      Catch::Contains("multiple of 256"));
+}
+
+TEST_CASE("qgemv_rows16 matches the dequantised product", "[kernels][qgemv]") {
+  check_rows16(16, 256, 1, 1);
+  check_rows16(32, 256, 1, 1);
+  check_rows16(16, 512, 1, 1);
+  check_rows16(48, 1024, 1, 1);
+  // Token counts off the token block.
+  for (int64_t t : {2, 5, 9})
+    for (int bt : {1, 4, 6, 8}) check_rows16(32, 512, t, bt);
+}
+
+TEST_CASE("qgemv_rows16 refuses shapes off its tiles", "[kernels][qgemv][error]") {
+  std::vector<uint8_t> w(2368);
+  std::vector<int8_t> xq(256);
+  std::vector<float> xd(8), y(20);
+  std::vector<int32_t> xs(8);
+  auto launch = [&](int64_t m, int64_t k) {
+    kiln::test::runtime().launch(
+        find_kernel("qgemv_rows16").make_spec(),
+        {Arg::buffer(w.data(), 2368), Arg::buffer(xq.data(), 256), Arg::buffer(xd.data(), 8),
+         Arg::buffer(xs.data(), 8), Arg::buffer(y.data(), 20), Arg::scalar_int(m),
+         Arg::scalar_int(k), Arg::scalar_int(1)});
+  };
+  REQUIRE_THROWS_WITH(launch(20, 256),
+                      Catch::Contains("qgemv_rows16") && Catch::Contains("m a multiple of 16"));
+  REQUIRE_THROWS_WITH(launch(16, 128), Catch::Contains("k of 256"));
+}
