@@ -278,6 +278,14 @@ GgufFile::GgufFile(GgufFile&&) noexcept = default;
 GgufFile& GgufFile::operator=(GgufFile&&) noexcept = default;
 GgufFile::~GgufFile() = default;
 
+void GgufFile::release_pages(const GgufTensor& t) const {
+  if (!storage_->map || t.nbytes == 0) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  auto first = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
+  auto last = (reinterpret_cast<uintptr_t>(t.data) + t.nbytes) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 void GgufFile::fail(const std::string& what) const {
   throw Error("GGUF file '" + path_ + "': " + what);
 }

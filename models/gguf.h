@@ -134,6 +134,13 @@ class GgufFile {
   const GgufTensor* find_tensor(std::string_view name) const;
   const GgufTensor& tensor(std::string_view name) const;  // throws naming the tensor and file
 
+  // Drops the mapped pages that lie wholly inside tensor t's bytes from this
+  // process's memory (madvise MADV_DONTNEED on the read-only mapping): for
+  // a tensor the loader has copied into another layout. The bytes stay
+  // readable; a later read faults them back in from the file. No-op for
+  // files opened from memory.
+  void release_pages(const GgufTensor& t) const;
+
   // "GGUF file '<path>': <what>", the prefix of every message about this file.
   [[noreturn]] void fail(const std::string& what) const;
 

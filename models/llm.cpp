@@ -7,6 +7,7 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/q4k_rows16.h"
 #include "kernels/rope/rope.h"
 #include "models/matmul.h"
 
@@ -34,15 +35,17 @@ void dequantize_row(const GgufTensor& t, int64_t r, float* out) {
   }
 }
 
-WeightView weight(const GgufTensor& t) {
+WeightView weight(const GgufTensor& t, const PackedWeights& packed) {
   if (t.shape.size() != 2) throw Error("tensor '" + t.name + "' is not a matrix");
-  return {t.data, t.type, t.shape[0], t.shape[1]};
+  return {t.data, t.type, t.shape[0], t.shape[1], packed.rows16(t)};
 }
 
 // Expert e of a 3-D expert tensor (ne = [k, m, n_expert]).
-WeightView expert(const GgufTensor& t, int64_t e) {
+WeightView expert(const GgufTensor& t, int64_t e, const PackedWeights& packed) {
   int64_t k = t.shape[0], m = t.shape[1];
-  return {t.data + e * m * ggml_row_bytes(t.type, k), t.type, k, m};
+  const uint8_t* rows16 = packed.rows16(t);
+  return {t.data + e * m * ggml_row_bytes(t.type, k), t.type, k, m,
+          rows16 ? rows16 + e * ggml::Q4KRows16::bytes(m, k) : nullptr};
 }
 
 }  // namespace
@@ -69,6 +72,7 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx)
     : file_(GgufFile::open(path)),
       cfg_(ModelConfig::from_gguf(file_)),
       tok_(Tokenizer::from_gguf(file_)),
+      packed_(file_),
       rt_(rt) {
   n_ctx_ = n_ctx > 0 ? n_ctx : std::min<int64_t>(cfg_.n_ctx_train, 4096);
   int64_t row = cfg_.n_head_kv * cfg_.head_dim;
@@ -207,9 +211,9 @@ void Llm::record(Step& s) {
   for (int64_t l = 0; l < c.n_layer; ++l) {
     std::string b = "blk." + std::to_string(l) + ".";
     rmsnorm("attn_norm", s.x.data(), f32(b + "attn_norm.weight"), s.h.data(), T, E);
-    linear("attn_q", weight(tensor(b + "attn_q.weight")), s.h.data(), s.q.data(), T);
-    linear("attn_k", weight(tensor(b + "attn_k.weight")), s.h.data(), s.k.data(), T, true);
-    linear("attn_v", weight(tensor(b + "attn_v.weight")), s.h.data(), s.v.data(), T, true);
+    linear("attn_q", weight(tensor(b + "attn_q.weight"), packed_), s.h.data(), s.q.data(), T);
+    linear("attn_k", weight(tensor(b + "attn_k.weight"), packed_), s.h.data(), s.k.data(), T, true);
+    linear("attn_v", weight(tensor(b + "attn_v.weight"), packed_), s.h.data(), s.v.data(), T, true);
     if (c.qkv_bias) {
       bias(b + "attn_q.bias", s.q.data(), QD);
       bias(b + "attn_k.bias", s.k.data(), KD);
@@ -243,23 +247,27 @@ void Llm::record(Step& s) {
          {},
          {{"HEAD_DIM", D}}},
         {{"kv_len", n_ctx_}, {"pos0", n_ctx_ - T}});
-    linear("attn_output", weight(tensor(b + "attn_output.weight")), s.attn.data(), s.o.data(), T);
+    linear("attn_output", weight(tensor(b + "attn_output.weight"), packed_), s.attn.data(),
+           s.o.data(), T);
     add_into("residual", s.x.data(), s.o.data(), T * E);
     rmsnorm("ffn_norm", s.x.data(), f32(b + "ffn_norm.weight"), s.h.data(), T, E);
     if (!c.moe()) {
-      linear("ffn_gate", weight(tensor(b + "ffn_gate.weight")), s.h.data(), s.gate.data(), T);
-      linear("ffn_up", weight(tensor(b + "ffn_up.weight")), s.h.data(), s.up.data(), T, true);
+      linear("ffn_gate", weight(tensor(b + "ffn_gate.weight"), packed_), s.h.data(), s.gate.data(),
+             T);
+      linear("ffn_up", weight(tensor(b + "ffn_up.weight"), packed_), s.h.data(), s.up.data(), T,
+             true);
       add("silu_mul", {"silu_mul",
                        {{"T", DType::f32}},
                        {Arg::buffer(s.gate.data(), T * F), Arg::buffer(s.up.data(), T * F),
                         Arg::buffer(s.act.data(), T * F), Arg::scalar_int(T * F)},
                        {},
                        {}});
-      linear("ffn_down", weight(tensor(b + "ffn_down.weight")), s.act.data(), s.down.data(), T);
+      linear("ffn_down", weight(tensor(b + "ffn_down.weight"), packed_), s.act.data(),
+             s.down.data(), T);
     } else {
       s.router.resize(T * c.n_expert);
-      linear("ffn_gate_inp", weight(tensor(b + "ffn_gate_inp.weight")), s.h.data(), s.router.data(),
-             T);
+      linear("ffn_gate_inp", weight(tensor(b + "ffn_gate_inp.weight"), packed_), s.h.data(),
+             s.router.data(), T);
       const GgufTensor* gate_e = &tensor(b + "ffn_gate_exps.weight");
       const GgufTensor* up_e = &tensor(b + "ffn_up_exps.weight");
       const GgufTensor* down_e = &tensor(b + "ffn_down_exps.weight");
@@ -296,7 +304,8 @@ void Llm::record(Step& s) {
           s.edown.resize(n * E);
           for (int64_t i = 0; i < n; ++i)
             std::copy_n(&s.h[routed[e][i].first * E], E, &s.ex[i * E]);
-          WeightView g = expert(*gate_e, e), u = expert(*up_e, e), d = expert(*down_e, e);
+          WeightView g = expert(*gate_e, e, packed_), u = expert(*up_e, e, packed_),
+                     d = expert(*down_e, e, packed_);
           if (is_block_quantized(g.type))
             run_now(rt_,
                     quantize_activations(s.ex.data(), n, E, s.qbuf(), activation_block(g.type)));
@@ -327,7 +336,7 @@ void Llm::record(Step& s) {
   float* last = s.x.data() + (T - out_rows) * E;
   rmsnorm("output_norm", last, f32("output_norm.weight"), s.out.data(), out_rows, E);
   const GgufTensor* out_w = file_.find_tensor("output.weight");
-  linear("output", weight(out_w ? *out_w : embd), s.out.data(), s.logits.data(), out_rows);
+  linear("output", weight(out_w ? *out_w : embd, packed_), s.out.data(), s.logits.data(), out_rows);
 }
 
 }  // namespace kiln

@@ -6,7 +6,8 @@
 // GEMV). Each distinct token count is recorded once into a Plan over its
 // own scratch arena and the shared KV cache (f16, [n_ctx, n_kv_heads,
 // head_dim] per layer), then replayed with the position patched in.
-// Weights are used in place in the mapped file.
+// Weights are used in place in the mapped file, except Q4_K matrices, which
+// are interleaved at load for the Q4_K kernels (models/packed_weights.h).
 #pragma once
 
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "models/gguf.h"
 #include "models/model_config.h"
+#include "models/packed_weights.h"
 #include "models/tokenizer.h"
 #include "runtime/plan.h"
 
@@ -58,6 +60,7 @@ class Llm {
   GgufFile file_;
   ModelConfig cfg_;
   std::unique_ptr<Tokenizer> tok_;
+  PackedWeights packed_;
   Runtime& rt_;
   int64_t n_ctx_ = 0, pos_ = 0;
   std::vector<std::vector<uint16_t>> k_cache_, v_cache_;  // per layer, f16
