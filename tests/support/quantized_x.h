@@ -2,7 +2,10 @@
 // GEMV/GEMM tests: 8-bit blocks of 32 with their scales and sums.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "kernels/registry.h"
@@ -32,6 +35,49 @@ inline QuantizedX quantize_x(const std::vector<float>& x, bool interpreter = fal
   else
     runtime().launch(spec, args);
   return r;
+}
+
+// n normal floats (mean 0, standard deviation `scale`).
+inline std::vector<float> normal_floats(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0, scale);
+  std::vector<float> v(n);
+  for (float& f : v) f = d(rng);
+  return v;
+}
+
+// How far a quantized GEMM's y [t, m] (JIT) and yi (interpreter) are from
+// their tolerances, as the largest ratio (<= 1 is within):
+// - against the double-precision product of the dequantised weights wd
+//   [m, k] with x [t, k]: x's quantisation to 8-bit blocks moves each
+//   product by at most half a step, sum_j |w_j d_x| / 2, plus 1e-5 of
+//   sum_j |w_j x_j| for f32 accumulation;
+// - JIT against interpreter: the same integer dots and f32 ops, except
+//   reassociated final sums, within 1e-6 of sum_j |w_j x_j|.
+struct QuantizedGemmError {
+  double vs_reference = 0, vs_interpreter = 0;
+};
+inline QuantizedGemmError quantized_gemm_error(const std::vector<float>& wd,
+                                               const std::vector<float>& x, const QuantizedX& xq,
+                                               const std::vector<float>& y,
+                                               const std::vector<float>& yi, int64_t m, int64_t k,
+                                               int64_t t) {
+  QuantizedGemmError e;
+  for (int64_t tok = 0; tok < t; ++tok)
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xt = &x[tok * k];
+      double ref = 0, bound = 0, mag = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        double wj = wd[i * k + j];
+        ref += wj * xt[j];
+        mag += std::fabs(wj * xt[j]);
+        bound += std::fabs(wj * xq.d[(tok * k + j) / 32]) / 2;  // Q8_K's d may be negative
+      }
+      double got = y[tok * m + i], interp = yi[tok * m + i];
+      e.vs_reference = std::max(e.vs_reference, std::fabs(got - ref) / (bound + 1e-5 * mag + 1e-6));
+      e.vs_interpreter = std::max(e.vs_interpreter, std::fabs(got - interp) / (1e-6 * mag + 1e-7));
+    }
+  return e;
 }
 
 }  // namespace kiln::test

@@ -1,12 +1,10 @@
 // quantize_q8 and qgemv (Q4_0, Q8_0 weights) against the host reference
 // formats and a double-precision product on the dequantised weights.
 //
-// Tolerance: x is quantised to 8-bit blocks, so each product carries the
-// activation's rounding error of at most half a step (d_x / 2); the bound
-// is sum_j |w_j| * d_x(j) / 2 plus f32 accumulation (1e-5 relative). The
-// JIT and the interpreter do the same integer dots and the same f32 ops in
-// the same order except the final sum over a row's lanes, which the JIT may
-// reassociate: they agree within 1e-6 of sum_j |w_j x_j|.
+// Tolerance: support/quantized_x.h's quantized_gemm_error (half an
+// activation step per product plus f32 accumulation against the reference;
+// 1e-6 of sum_j |w_j x_j| between the JIT and the interpreter, which differ
+// only in the reassociated sum over a row's lanes).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -22,20 +20,10 @@ using namespace kiln;
 using kiln::test::quantize_x;
 using kiln::test::QuantizedX;
 
-namespace {
-
-std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0, scale);
-  std::vector<float> v(n);
-  for (float& f : v) f = d(rng);
-  return v;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("quantize_q8 matches ggml's Q8_0 rounding", "[kernels][quant]") {
-  std::vector<float> x = random_floats(32 * 40, 1, 2.0f);
+  std::vector<float> x = kiln::test::normal_floats(32 * 40, 1, 2.0f);
   for (int j = 0; j < 32; ++j) x[64 + j] = 0;  // an all-zero block
   QuantizedX jit = quantize_x(x, false), ref = quantize_x(x, true);
   CHECK(jit.q == ref.q);
@@ -62,7 +50,7 @@ TEST_CASE("quantize_q8 with QBLOCK=256 matches ggml's Q8_K", "[kernels][quant]")
   // ggml's quantize_row_q8_K_ref, restated: m = the first element of largest
   // magnitude, iscale = -127/m, q = nearest_int(iscale x) capped at 127,
   // d = 1/iscale; the 8 per-32 slots repeat d.
-  std::vector<float> x = random_floats(256 * 6, 4, 1.5f);
+  std::vector<float> x = kiln::test::normal_floats(256 * 6, 4, 1.5f);
   for (int j = 0; j < 256; ++j) x[256 + j] = 0;  // an all-zero block
   x[512 + 7] = 9.0f;                             // a positive extreme
   x[768 + 9] = -9.0f;                            // a negative one
@@ -115,7 +103,7 @@ std::vector<uint8_t> random_weights(int fmt, int64_t m, int64_t k) {
       if (fmt == 12) std::memcpy(&w[b + 2], &dm, 2);
     }
   } else {
-    std::vector<float> wf = random_floats(static_cast<size_t>(m * k), 2, 1.0f);
+    std::vector<float> wf = kiln::test::normal_floats(static_cast<size_t>(m * k), 2, 1.0f);
     ggml::quantize(qt, wf.data(), m * k, w.data());
   }
   return w;
@@ -130,7 +118,7 @@ void check_qgemv(int fmt, int64_t m, int64_t k, int64_t t, int bm, int bt) {
   std::vector<uint8_t> w = random_weights(fmt, m, k);
   std::vector<float> wd(static_cast<size_t>(m * k));
   ggml::dequantize(qt, w.data(), m * k, wd.data());
-  std::vector<float> x = random_floats(static_cast<size_t>(t * k), 3, 1.0f);
+  std::vector<float> x = kiln::test::normal_floats(static_cast<size_t>(t * k), 3, 1.0f);
   QuantizedX xq = quantize_x(x, false);
   Spec spec = find_kernel("qgemv").make_spec({}, {{"FMT", fmt}, {"BLOCK_M", bm}, {"BLOCK_T", bt}});
   std::vector<float> y(t * m), yi(t * m);
@@ -145,22 +133,9 @@ void check_qgemv(int fmt, int64_t m, int64_t k, int64_t t, int bm, int bt) {
   kiln::test::runtime().launch(spec, args);
   args[4] = Arg::buffer(yi.data(), t * m);
   kiln::test::runtime().interpret(spec, args);
-  double worst = 0, worst_interp = 0;
-  for (int64_t tok = 0; tok < t; ++tok)
-    for (int64_t i = 0; i < m; ++i) {
-      const float* xt = &x[tok * k];
-      double ref = 0, bound = 0, mag = 0;
-      for (int64_t j = 0; j < k; ++j) {
-        ref += static_cast<double>(wd[i * k + j]) * xt[j];
-        mag += std::fabs(static_cast<double>(wd[i * k + j]) * xt[j]);
-        bound += std::fabs(wd[i * k + j]) * xq.d[(tok * k + j) / 32] / 2;
-      }
-      float got = y[tok * m + i], interp = yi[tok * m + i];
-      worst = std::max(worst, std::fabs(got - ref) / (bound + 1e-5 * mag + 1e-6));
-      worst_interp = std::max(worst_interp, std::fabs(got - interp) / (1e-6 * mag + 1e-7));
-    }
-  CHECK(worst <= 1.0);
-  CHECK(worst_interp <= 1.0);
+  auto e = kiln::test::quantized_gemm_error(wd, x, xq, y, yi, m, k, t);
+  CHECK(e.vs_reference <= 1.0);
+  CHECK(e.vs_interpreter <= 1.0);
 }
 
 }  // namespace

@@ -4,11 +4,8 @@
 // Layout: interleaving keeps every weight's value: its dequantisation
 // equals ggml's dequantiser on the original blocks bit for bit.
 //
-// Kernel tolerance, as qgemv's: x is quantised to 8-bit blocks (Q8_K), so
-// each product carries at most half an activation step (d_x / 2); the bound
-// is sum_j |w_j| d_x / 2 plus f32 accumulation (1e-5 relative). The JIT and
-// the interpreter do the same integer dots and f32 ops in the same order:
-// they agree within 1e-6 of sum_j |w_j x_j|.
+// Kernel tolerance, as qgemv's: support/quantized_x.h's quantized_gemm_error
+// (x quantised to Q8_K blocks moves each product by at most half a step).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -24,17 +21,9 @@ using kiln::test::QuantizedX;
 
 namespace {
 
-std::vector<float> normal_floats(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0, 1);
-  std::vector<float> v(n);
-  for (float& f : v) f = d(rng);
-  return v;
-}
-
 // Q4_K blocks of m x k weights from ggml's reference quantiser.
 std::vector<uint8_t> q4_k_weights(int64_t m, int64_t k, uint64_t seed) {
-  std::vector<float> wf = normal_floats(static_cast<size_t>(m * k), seed);
+  std::vector<float> wf = kiln::test::normal_floats(static_cast<size_t>(m * k), seed);
   std::vector<uint8_t> w(static_cast<size_t>(m * k / 256 * 144));
   ggml::quantize_q4_k(wf.data(), m * k, w.data());
   return w;
@@ -44,7 +33,7 @@ void check_rows16(int64_t m, int64_t k, int64_t t, int bt) {
   INFO("m=" << m << " k=" << k << " t=" << t << " BLOCK_T=" << bt);
   std::vector<uint8_t> w = ggml::interleave_q4_k_rows16(q4_k_weights(m, k, 5).data(), m, k);
   std::vector<float> wd = ggml::dequantize_q4_k_rows16(w.data(), m, k);
-  std::vector<float> x = normal_floats(static_cast<size_t>(t * k), 6);
+  std::vector<float> x = kiln::test::normal_floats(static_cast<size_t>(t * k), 6);
   QuantizedX xq = quantize_x(x, false, 256);
   Spec spec = find_kernel("qgemv_rows16").make_spec({}, {{"BLOCK_T", bt}});
   std::vector<float> y(t * m), yi(t * m);
@@ -59,23 +48,9 @@ void check_rows16(int64_t m, int64_t k, int64_t t, int bt) {
   kiln::test::runtime().launch(spec, args);
   args[4] = Arg::buffer(yi.data(), t * m);
   kiln::test::runtime().interpret(spec, args);
-  double worst = 0, worst_interp = 0;
-  for (int64_t tok = 0; tok < t; ++tok)
-    for (int64_t i = 0; i < m; ++i) {
-      const float* xt = &x[tok * k];
-      double ref = 0, bound = 0, mag = 0;
-      for (int64_t j = 0; j < k; ++j) {
-        double wj = wd[i * k + j];
-        ref += wj * xt[j];
-        mag += std::fabs(wj * xt[j]);
-        bound += std::fabs(wj * xq.d[(tok * k + j) / 32]) / 2;  // Q8_K d may be negative
-      }
-      float got = y[tok * m + i], interp = yi[tok * m + i];
-      worst = std::max(worst, std::fabs(got - ref) / (bound + 1e-5 * mag + 1e-6));
-      worst_interp = std::max(worst_interp, std::fabs(got - interp) / (1e-6 * mag + 1e-7));
-    }
-  CHECK(worst <= 1.0);
-  CHECK(worst_interp <= 1.0);
+  auto e = kiln::test::quantized_gemm_error(wd, x, xq, y, yi, m, k, t);
+  CHECK(e.vs_reference <= 1.0);
+  CHECK(e.vs_interpreter <= 1.0);
 }
 
 }  // namespace
