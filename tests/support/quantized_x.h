@@ -46,6 +46,28 @@ inline std::vector<float> normal_floats(size_t n, uint64_t seed, float scale = 1
   return v;
 }
 
+// y [t, m] of a qgemv-style kernel (w, xq, xd, xs, y, m, k, t) through the
+// JIT and through the interpreter.
+struct QuantizedGemmOutputs {
+  std::vector<float> jit, interpreter;
+};
+inline QuantizedGemmOutputs run_quantized_gemm(const Spec& spec, std::vector<uint8_t>& w,
+                                               QuantizedX& xq, int64_t m, int64_t k, int64_t t) {
+  QuantizedGemmOutputs out{std::vector<float>(t * m), std::vector<float>(t * m)};
+  std::vector<Arg> args = {Arg::buffer(w.data(), static_cast<int64_t>(w.size())),
+                           Arg::buffer(xq.q.data(), t * k),
+                           Arg::buffer(xq.d.data(), t * k / 32),
+                           Arg::buffer(xq.s.data(), t * k / 32),
+                           Arg::buffer(out.jit.data(), t * m),
+                           Arg::scalar_int(m),
+                           Arg::scalar_int(k),
+                           Arg::scalar_int(t)};
+  runtime().launch(spec, args);
+  args[4] = Arg::buffer(out.interpreter.data(), t * m);
+  runtime().interpret(spec, args);
+  return out;
+}
+
 // How far a quantized GEMM's y [t, m] (JIT) and yi (interpreter) are from
 // their tolerances, as the largest ratio (<= 1 is within):
 // - against the double-precision product of the dequantised weights wd

@@ -121,19 +121,8 @@ void check_qgemv(int fmt, int64_t m, int64_t k, int64_t t, int bm, int bt) {
   std::vector<float> x = kiln::test::normal_floats(static_cast<size_t>(t * k), 3, 1.0f);
   QuantizedX xq = quantize_x(x, false);
   Spec spec = find_kernel("qgemv").make_spec({}, {{"FMT", fmt}, {"BLOCK_M", bm}, {"BLOCK_T", bt}});
-  std::vector<float> y(t * m), yi(t * m);
-  std::vector<Arg> args = {Arg::buffer(w.data(), w.size()),
-                           Arg::buffer(xq.q.data(), t * k),
-                           Arg::buffer(xq.d.data(), t * k / 32),
-                           Arg::buffer(xq.s.data(), t * k / 32),
-                           Arg::buffer(y.data(), t * m),
-                           Arg::scalar_int(m),
-                           Arg::scalar_int(k),
-                           Arg::scalar_int(t)};
-  kiln::test::runtime().launch(spec, args);
-  args[4] = Arg::buffer(yi.data(), t * m);
-  kiln::test::runtime().interpret(spec, args);
-  auto e = kiln::test::quantized_gemm_error(wd, x, xq, y, yi, m, k, t);
+  auto out = kiln::test::run_quantized_gemm(spec, w, xq, m, k, t);
+  auto e = kiln::test::quantized_gemm_error(wd, x, xq, out.jit, out.interpreter, m, k, t);
   CHECK(e.vs_reference <= 1.0);
   CHECK(e.vs_interpreter <= 1.0);
 }
