@@ -550,8 +550,22 @@ llvm::Value* Lowering::cast(llvm::Value* x, DType from, DType to) {
   if (from == DType::boolean) return is_float(to) ? b_.CreateUIToFP(x, dst) : b_.CreateZExt(x, dst);
   if (is_float(from) && is_float(to)) return round_to(x, to);  // both held as f32
   if (is_float(from)) {
-    auto id = is_signed_int(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
-    return b_.CreateIntrinsic(id, {dst, x->getType()}, {x});
+    if (dtype_bytes(to) >= 4) {
+      auto id = is_signed_int(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
+      return b_.CreateIntrinsic(id, {dst, x->getType()}, {x});
+    }
+    // Narrow targets: NaN to 0, clamp in float to the target's range (its
+    // bounds are exact f32 values), then a plain in-range conversion. The
+    // same result as the saturating cast, but x86 selects vector
+    // instructions (vmaxps/vminps, vcvttps2dq, vpmovdb) where the
+    // saturating intrinsic is expanded element by element with branches.
+    const double range = static_cast<double>(int64_t{1} << (8 * dtype_bytes(to)));
+    const bool s = is_signed_int(to);
+    auto splat = [&](double c) { return llvm::ConstantFP::get(x->getType(), c); };
+    llvm::Value* v = b_.CreateSelect(b_.CreateFCmpUNO(x, x), splat(0), x);
+    v = b_.CreateMaxNum(v, splat(s ? -range / 2 : 0.0));
+    v = b_.CreateMinNum(v, splat(s ? range / 2 - 1 : range - 1));
+    return s ? b_.CreateFPToSI(v, dst) : b_.CreateFPToUI(v, dst);
   }
   if (is_float(to))
     return round_to(is_signed_int(from) ? b_.CreateSIToFP(x, dst) : b_.CreateUIToFP(x, dst), to);
