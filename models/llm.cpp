@@ -7,7 +7,7 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
-#include "kernels/quant/q4k_rows16.h"
+#include "kernels/quant/kquant_rows16.h"
 #include "kernels/rope/rope.h"
 #include "models/matmul.h"
 
@@ -45,7 +45,8 @@ WeightView expert(const GgufTensor& t, int64_t e, const PackedWeights& packed) {
   int64_t k = t.shape[0], m = t.shape[1];
   const uint8_t* rows16 = packed.rows16(t);
   return {t.data + e * m * ggml_row_bytes(t.type, k), t.type, k, m,
-          rows16 ? rows16 + e * ggml::Q4KRows16::bytes(m, k) : nullptr};
+          rows16 ? rows16 + e * ggml::rows16_bytes(static_cast<ggml::QuantType>(t.type), m, k)
+                 : nullptr};
 }
 
 }  // namespace

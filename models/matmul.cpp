@@ -1,7 +1,7 @@
 #include "models/matmul.h"
 
 #include "ir/error.h"
-#include "kernels/quant/q4k_rows16.h"
+#include "kernels/quant/kquant_rows16.h"
 
 namespace kiln {
 
@@ -46,16 +46,17 @@ LaunchDesc matmul(const WeightView& w, const float* x, const QuantizedBuffers& q
                   int64_t t) {
   int64_t wbytes = ggml_row_bytes(w.type, w.k) * w.m;
   if (w.rows16) {
-    if (w.type != GgmlType::q4_K)
-      throw Error("a 16-row interleaved weight must be Q4_K, not " + ggml_type_name(w.type));
+    auto qt = static_cast<ggml::QuantType>(w.type);
+    if (!is_block_quantized(w.type) || !ggml::has_rows16(qt))
+      throw Error("no 16-row interleaved layout for " + ggml_type_name(w.type));
     return {
         "qgemv_rows16",
         {},
-        {Arg::buffer(mut(w.rows16), ggml::Q4KRows16::bytes(w.m, w.k)), Arg::buffer(q.q, t * w.k),
+        {Arg::buffer(mut(w.rows16), ggml::rows16_bytes(qt, w.m, w.k)), Arg::buffer(q.q, t * w.k),
          Arg::buffer(q.d, t * w.k / 32), Arg::buffer(q.s, t * w.k / 32), Arg::buffer(y, t * w.m),
          Arg::scalar_int(w.m), Arg::scalar_int(w.k), Arg::scalar_int(t)},
         {},
-        {}};
+        {{"FMT", static_cast<int64_t>(w.type)}}};
   }
   if (is_block_quantized(w.type)) {
     return {

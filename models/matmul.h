@@ -1,6 +1,6 @@
 // y[t, m] = x[t, k] W^T for a GGUF weight of any type Kiln reads, as the
 // kernel launches that compute it: gemv/gemm for f32/f16/bf16 weights,
-// quantize_q8 + qgemv for ggml's block formats, qgemv_rows16 for Q4_K
+// quantize_q8 + qgemv for ggml's block formats, qgemv_rows16 for Q4_K/Q6_K
 // interleaved at load (the activations are quantised once per input and
 // shared by every weight that reads it).
 //
@@ -23,7 +23,7 @@ struct WeightView {
   const uint8_t* data = nullptr;
   GgmlType type = GgmlType::f32;
   int64_t k = 0, m = 0;
-  // The same Q4_K weights interleaved across 16 rows (models/packed_weights.h),
+  // The same K-quant weights interleaved across 16 rows (models/packed_weights.h),
   // when the loader made that copy: matmul then runs qgemv_rows16 on it.
   const uint8_t* rows16 = nullptr;
 };

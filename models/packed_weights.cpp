@@ -2,19 +2,22 @@
 
 #include <vector>
 
-#include "kernels/quant/q4k_rows16.h"
+#include "kernels/quant/kquant_rows16.h"
+#include "models/matmul.h"
 
 namespace kiln {
 
 namespace {
 
-// The rows of t as one [rows, k] Q4_K matrix when it can be interleaved,
-// else 0. Experts [k, m, n_expert] are n_expert * m rows of k: with m a
-// multiple of 16 no group of 16 rows straddles two experts.
+// The rows of t as one [rows, k] matrix when it can be interleaved, else 0. Experts [k, m,
+// n_expert] are n_expert * m rows of k: with m a multiple of 16 no group of 16 rows straddles two
+// experts.
 int64_t rows16_rows(const GgufTensor& t) {
-  if (t.type != GgmlType::q4_K || t.shape.size() < 2 || t.shape.size() > 3) return 0;
+  if (!is_block_quantized(t.type) || !ggml::has_rows16(static_cast<ggml::QuantType>(t.type)) ||
+      t.shape.size() < 2 || t.shape.size() > 3)
+    return 0;
   int64_t k = t.shape[0], m = t.shape[1];
-  if (m % ggml::Q4KRows16::kRows || k % 256) return 0;
+  if (m % 16 || k % 256) return 0;
   return m * (t.shape.size() == 3 ? t.shape[2] : 1);
 }
 
@@ -28,12 +31,14 @@ PackedWeights::PackedWeights(const GgufFile& file) {
   for (const GgufTensor& t : file.tensors())
     if (int64_t rows = rows16_rows(t)) {
       todo.emplace_back(&t, total);
-      total += static_cast<size_t>(ggml::Q4KRows16::bytes(rows, t.shape[0]));
+      total += static_cast<size_t>(
+          ggml::rows16_bytes(static_cast<ggml::QuantType>(t.type), rows, t.shape[0]));
     }
   if (todo.empty()) return;
   arena_ = HostMemory(total);
   for (auto [t, offset] : todo) {
-    ggml::interleave_q4_k_rows16(t->data, rows16_rows(*t), t->shape[0], arena_.data() + offset);
+    ggml::interleave_rows16(static_cast<ggml::QuantType>(t->type), t->data, rows16_rows(*t),
+                            t->shape[0], arena_.data() + offset);
     rows16_.emplace(t->name, offset);
     file.release_pages(*t);
   }

@@ -1,10 +1,10 @@
 // Weights copied once, at load, into the layouts faster kernels read.
 //
 // GGUF stores each row's blocks contiguously, which is what decode's GEMV
-// over Q4_0/Q8_0/Q6_K wants but not what Q4_K prompt GEMM wants: that runs
-// on Q4_K interleaved across 16 rows (kernels/quant/q4k_rows16.h), a lane
-// per row. Every Q4_K matrix whose rows are a multiple of 16 (and experts of
-// 3-D tensors alike) is interleaved here, tensor by tensor, and the mapped
+// over Q4_0/Q8_0 wants but not what the K-quant kernels want: they run on
+// Q4_K and Q6_K interleaved across 16 rows (kernels/quant/kquant_rows16.h),
+// a lane per row. Every such matrix whose rows are a multiple of 16 (and
+// experts of 3-D tensors alike) is interleaved here, tensor by tensor, and the mapped
 // pages of the source are released right after, so peak memory stays about
 // one copy of the weights. The interleaved copy then serves both prefill and
 // decode (models/matmul.cpp).
@@ -24,7 +24,7 @@ class PackedWeights {
   PackedWeights() = default;
   explicit PackedWeights(const GgufFile& file);
 
-  // Tensor t's Q4_K 16-row interleaved copy (for 3-D expert tensors, the
+  // Tensor t's 16-row interleaved copy (for 3-D expert tensors, the
   // experts' copies back to back), or nullptr when t was not interleaved.
   const uint8_t* rows16(const GgufTensor& t) const;
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "kernels/quant/kquant_rows16.h"
 #include "runtime/runtime.h"
 #include "tools/bandwidth_probe.h"
 #include "tools/cli.h"
@@ -166,7 +167,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
 
   // Quantized GEMV: GB/s of weight bytes (the traffic that decides decode speed).
   for (const auto& f :
-       split(a.get("formats", "q8_0,q4_0,q4_K,q4_K-rows16,q6_K,int4w,awq,awq-int4w"), ',')) {
+       split(a.get("formats", "q8_0,q4_0,q4_K,q4_K-rows16,q6_K,q6_K-rows16,int4w,awq,awq-int4w"),
+             ',')) {
     if (f == "int4w" || f == "awq" || f == "awq-int4w") {
       for (auto [m, k] : shapes) {
         auto work = std::make_shared<Int4Workload>(f == "awq"         ? awq_workload(m, k)
@@ -184,25 +186,27 @@ int cmd_bench(const std::vector<std::string>& argv) {
       }
       continue;
     }
-    // "q4_K-rows16": Q4_K interleaved across 16 rows (qgemv_rows16), the
-    // layout forwards load Q4_K weights into.
-    const bool rows16 = f == "q4_K-rows16";
-    const std::string base = rows16 ? "q4_K" : f;
+    // "q4_K-rows16", "q6_K-rows16": interleaved across 16 rows
+    // (qgemv_rows16), the layout forwards load these weights into.
+    const std::string suffix = "-rows16";
+    const bool rows16 =
+        f.size() > suffix.size() && f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0;
+    const std::string base = rows16 ? f.substr(0, f.size() - suffix.size()) : f;
     ggml::QuantType fmt{};
     bool known = false;
     for (auto t : {ggml::QuantType::Q8_0, ggml::QuantType::Q4_0, ggml::QuantType::Q4_K,
                    ggml::QuantType::Q6_K})
       if (ggml::block_format(t).name == base) fmt = t, known = true;
-    if (!known)
+    if (!known || (rows16 && !ggml::has_rows16(fmt)))
       throw Error("--formats: unknown format '" + f +
-                  "' (q8_0, q4_0, q4_K, q4_K-rows16, q6_K, int4w, awq, awq-int4w)");
+                  "' (q8_0, q4_0, q4_K, q4_K-rows16, q6_K, q6_K-rows16, int4w, awq, awq-int4w)");
     // --const values the kernel declares (e.g. BLOCK_M) override the
     // dispatch. K-quants take Q8_K-style activations (one scale per 256), as
     // forwards quantise them (models/matmul.cpp).
     bool kquant = fmt == ggml::QuantType::Q4_K || fmt == ggml::QuantType::Q6_K;
     const std::string kernel = rows16 ? "qgemv_rows16" : "qgemv";
     std::map<std::string, int64_t> fixed = declared_consts(kernel);
-    if (!rows16) fixed["FMT"] = static_cast<int>(fmt);
+    fixed["FMT"] = static_cast<int>(fmt);
     const std::map<std::string, int64_t> qfixed = {{"QBLOCK", kquant ? 256 : 32}};
     for (auto [m, k] : shapes) {
       auto work = std::make_shared<QgemvWorkload>(m, k, fmt, 1, rows16);

@@ -3,15 +3,16 @@
 #include <random>
 
 #include "ir/error.h"
-#include "kernels/quant/q4k_rows16.h"
+#include "kernels/quant/kquant_rows16.h"
 
 namespace kiln {
 
 QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t tokens, bool rows16,
                              uint64_t seed)
     : m_(m), k_(k), t_(tokens) {
-  if (rows16 && fmt != ggml::QuantType::Q4_K)
-    throw Error("the 16-row interleaved layout is for q4_K weights only");
+  if (rows16 && !ggml::has_rows16(fmt))
+    throw Error(std::string("no 16-row interleaved layout for ") +
+                std::string(ggml::block_format(fmt).name));
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0, 1);
   const ggml::BlockFormat& f = ggml::block_format(fmt);
@@ -23,8 +24,8 @@ QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t 
     ggml::quantize(fmt, row.data(), k, dst);
   }
   if (rows16) {
-    HostMemory packed(static_cast<size_t>(ggml::Q4KRows16::bytes(m, k)));
-    ggml::interleave_q4_k_rows16(w_.data(), m, k, packed.data());
+    HostMemory packed(static_cast<size_t>(ggml::rows16_bytes(fmt, m, k)));
+    ggml::interleave_rows16(fmt, w_.data(), m, k, packed.data());
     w_ = std::move(packed);
   }
   x_ = HostMemory(static_cast<size_t>(t_ * k * 4));

@@ -2,8 +2,8 @@
 // with the ggml reference quantisers and `tokens` random activations in f32,
 // with room for their quantize_q8 blocks (so a benchmark can time the
 // activation quantisation together with the product, as a forward pays it).
-// `rows16` interleaves Q4_K weights across 16 rows for qgemv_rows16, as a
-// model load does.
+// `rows16` interleaves Q4_K/Q6_K weights across 16 rows for qgemv_rows16,
+// as a model load does.
 #pragma once
 
 #include <cstdint>

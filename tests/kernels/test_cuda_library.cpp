@@ -17,7 +17,7 @@
 #include "ir/error.h"
 #include "ir/passes.h"
 #include "kernels/quant/ggml_blocks.h"
-#include "kernels/quant/q4k_rows16.h"
+#include "kernels/quant/kquant_rows16.h"
 #include "kernels/registry.h"
 #include "runtime/host_memory.h"
 #include "runtime/runtime.h"
@@ -86,8 +86,10 @@ std::vector<Case> cases() {
   }
   cs.push_back(
       {"qgemv", {}, {{"FMT", 8}, {"BLOCK_M", 1}, {"BLOCK_T", 1}}, {{"m", 3}, {"k", 96}, {"t", 1}}});
-  for (int64_t bt : {1, 4})
-    cs.push_back({"qgemv_rows16", {}, {{"BLOCK_T", bt}}, {{"m", 32}, {"k", 512}, {"t", 5}}});
+  for (int64_t fmt : {12, 14})
+    for (int64_t bt : {1, 4})
+      cs.push_back(
+          {"qgemv_rows16", {}, {{"FMT", fmt}, {"BLOCK_T", bt}}, {{"m", 32}, {"k", 512}, {"t", 5}}});
   cs.push_back(
       {"gemv_int4w", {}, {{"GROUP", 32}, {"BLOCK_M", 4}}, {{"m", 6}, {"k", 128}, {"t", 1}}});
   cs.push_back({"gemv_int4w",
@@ -150,9 +152,11 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       int64_t rows = c.sizes.at("m"), cols = c.sizes.at("k");
       std::vector<float> w(static_cast<size_t>(rows * cols));
       for (float& x : w) x = static_cast<float>(unit(rng));
-      std::vector<uint8_t> blocks(static_cast<size_t>(rows * cols / 256 * 144));
-      ggml::quantize_q4_k(w.data(), rows * cols, blocks.data());
-      ggml::interleave_q4_k_rows16(blocks.data(), rows, cols, static_cast<uint8_t*>(m));
+      auto qt = static_cast<ggml::QuantType>(spec.constexpr_("FMT"));
+      std::vector<uint8_t> blocks(
+          static_cast<size_t>(rows * cols / 256 * ggml::block_format(qt).block_bytes));
+      ggml::quantize(qt, w.data(), rows * cols, blocks.data());
+      ggml::interleave_rows16(qt, blocks.data(), rows, cols, static_cast<uint8_t*>(m));
     } else {
       for (int64_t j = 0; j < n; ++j) {
         ScalarValue v;

@@ -1,5 +1,5 @@
-// The 16-row interleaved Q4_K layout (kernels/quant/q4k_rows16.h) and
-// qgemv_rows16 over it.
+// The 16-row interleaved Q4_K and Q6_K layouts (kernels/quant/kquant_rows16.h) and
+// qgemv_rows16 over them.
 //
 // Layout: interleaving keeps every weight's value: its dequantisation
 // equals ggml's dequantiser on the original blocks bit for bit.
@@ -11,7 +11,7 @@
 #include <random>
 
 #include "kernels/quant/ggml_blocks.h"
-#include "kernels/quant/q4k_rows16.h"
+#include "kernels/quant/kquant_rows16.h"
 #include "support/quantized_x.h"
 #include "support/runtime_fixture.h"
 
@@ -21,21 +21,24 @@ using kiln::test::QuantizedX;
 
 namespace {
 
-// Q4_K blocks of m x k weights from ggml's reference quantiser.
-std::vector<uint8_t> q4_k_weights(int64_t m, int64_t k, uint64_t seed) {
+using ggml::QuantType;
+
+// Blocks of m x k weights of type t from ggml's reference quantiser.
+std::vector<uint8_t> weights(QuantType t, int64_t m, int64_t k, uint64_t seed) {
   std::vector<float> wf = kiln::test::normal_floats(static_cast<size_t>(m * k), seed);
-  std::vector<uint8_t> w(static_cast<size_t>(m * k / 256 * 144));
-  ggml::quantize_q4_k(wf.data(), m * k, w.data());
+  std::vector<uint8_t> w(static_cast<size_t>(m * k / 256 * ggml::block_format(t).block_bytes));
+  ggml::quantize(t, wf.data(), m * k, w.data());
   return w;
 }
 
-void check_rows16(int64_t m, int64_t k, int64_t t, int bt) {
-  INFO("m=" << m << " k=" << k << " t=" << t << " BLOCK_T=" << bt);
-  std::vector<uint8_t> w = ggml::interleave_q4_k_rows16(q4_k_weights(m, k, 5).data(), m, k);
-  std::vector<float> wd = ggml::dequantize_q4_k_rows16(w.data(), m, k);
+void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
+  INFO(ggml::block_format(f).name << " m=" << m << " k=" << k << " t=" << t << " BLOCK_T=" << bt);
+  std::vector<uint8_t> w = ggml::interleave_rows16(f, weights(f, m, k, 5).data(), m, k);
+  std::vector<float> wd = ggml::dequantize_rows16(f, w.data(), m, k);
   std::vector<float> x = kiln::test::normal_floats(static_cast<size_t>(t * k), 6);
   QuantizedX xq = quantize_x(x, false, 256);
-  Spec spec = find_kernel("qgemv_rows16").make_spec({}, {{"BLOCK_T", bt}});
+  Spec spec = find_kernel("qgemv_rows16")
+                  .make_spec({}, {{"FMT", static_cast<int64_t>(f)}, {"BLOCK_T", bt}});
   auto out = kiln::test::run_quantized_gemm(spec, w, xq, m, k, t);
   auto e = kiln::test::quantized_gemm_error(wd, x, xq, out.jit, out.interpreter, m, k, t);
   CHECK(e.vs_reference <= 1.0);
@@ -44,35 +47,45 @@ void check_rows16(int64_t m, int64_t k, int64_t t, int bt) {
 
 }  // namespace
 
-TEST_CASE("Q4_K 16-row interleave keeps every weight", "[kernels][quant]") {
+TEST_CASE("Q4_K and Q6_K 16-row interleaves keep every weight", "[kernels][quant]") {
   const int64_t m = 48, k = 768;
-  std::vector<uint8_t> blocks = q4_k_weights(m, k, 1);
-  std::vector<float> want(static_cast<size_t>(m * k));
-  ggml::dequantize(ggml::QuantType::Q4_K, blocks.data(), m * k, want.data());
-  std::vector<uint8_t> packed = ggml::interleave_q4_k_rows16(blocks.data(), m, k);
-  REQUIRE(static_cast<int64_t>(packed.size()) == ggml::Q4KRows16::bytes(m, k));
-  std::vector<float> got = ggml::dequantize_q4_k_rows16(packed.data(), m, k);
-  int64_t differ = 0;
-  for (int64_t i = 0; i < m * k; ++i) differ += got[i] != want[i];
-  CHECK(differ == 0);
+  for (QuantType f : {QuantType::Q4_K, QuantType::Q6_K}) {
+    INFO(ggml::block_format(f).name);
+    std::vector<uint8_t> blocks = weights(f, m, k, 1);
+    std::vector<float> want(static_cast<size_t>(m * k));
+    ggml::dequantize(f, blocks.data(), m * k, want.data());
+    std::vector<uint8_t> packed = ggml::interleave_rows16(f, blocks.data(), m, k);
+    REQUIRE(static_cast<int64_t>(packed.size()) == ggml::rows16_bytes(f, m, k));
+    std::vector<float> got = ggml::dequantize_rows16(f, packed.data(), m, k);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < m * k; ++i) differ += got[i] != want[i];
+    CHECK(differ == 0);
+  }
 }
 
-TEST_CASE("Q4_K 16-row interleave refuses shapes off its tiles", "[kernels][quant][error]") {
-  std::vector<uint8_t> blocks(20 * 144);
-  REQUIRE_THROWS_WITH(ggml::interleave_q4_k_rows16(blocks.data(), 20, 256),
-                      Catch::Contains("[20, 256]") && Catch::Contains("multiple of 16"));
-  REQUIRE_THROWS_WITH(ggml::interleave_q4_k_rows16(blocks.data(), 16, 320),
-                      Catch::Contains("multiple of 256"));
+TEST_CASE("16-row interleaves refuse shapes off their tiles and other formats",
+          "[kernels][quant][error]") {
+  std::vector<uint8_t> blocks(20 * 210);
+  for (QuantType f : {QuantType::Q4_K, QuantType::Q6_K}) {
+    REQUIRE_THROWS_WITH(ggml::interleave_rows16(f, blocks.data(), 20, 256),
+                        Catch::Contains("[20, 256]") && Catch::Contains("multiple of 16"));
+    REQUIRE_THROWS_WITH(ggml::interleave_rows16(f, blocks.data(), 16, 320),
+                        Catch::Contains("multiple of 256"));
+  }
+  REQUIRE_THROWS_WITH(ggml::interleave_rows16(QuantType::Q8_0, blocks.data(), 16, 256),
+                      Catch::Contains("no layout for q8_0"));
 }
 
 TEST_CASE("qgemv_rows16 matches the dequantised product", "[kernels][qgemv]") {
-  check_rows16(16, 256, 1, 1);
-  check_rows16(32, 256, 1, 1);
-  check_rows16(16, 512, 1, 1);
-  check_rows16(48, 1024, 1, 1);
-  // Token counts off the token block.
-  for (int64_t t : {2, 5, 9})
-    for (int bt : {1, 4, 6, 8}) check_rows16(32, 512, t, bt);
+  for (QuantType f : {QuantType::Q4_K, QuantType::Q6_K}) {
+    check_rows16(f, 16, 256, 1, 1);
+    check_rows16(f, 32, 256, 1, 1);
+    check_rows16(f, 16, 512, 1, 1);
+    check_rows16(f, 48, 1024, 1, 1);
+    // Token counts off the token block.
+    for (int64_t t : {2, 5, 9})
+      for (int bt : {1, 4, 6, 8}) check_rows16(f, 32, 512, t, bt);
+  }
 }
 
 TEST_CASE("qgemv_rows16 refuses shapes off its tiles", "[kernels][qgemv][error]") {

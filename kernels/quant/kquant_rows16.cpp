@@ -1,0 +1,166 @@
+#include "kernels/quant/kquant_rows16.h"
+
+#include <cstring>
+#include <string>
+
+#include "ir/dtype.h"
+#include "ir/error.h"
+#include "kernels/quant/ggml_blocks.h"
+
+namespace kiln::ggml {
+
+namespace {
+constexpr int64_t kBlockBytes = 144;
+using L = Q4KRows16;
+
+void check_shape(const char* format, int64_t m, int64_t k) {
+  if (m <= 0 || m % 16 || k <= 0 || k % 256)
+    throw Error(std::string(format) + " 16-row interleave: [" + std::to_string(m) + ", " +
+                std::to_string(k) + "] needs rows a multiple of 16 and columns a multiple of 256");
+}
+
+float f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_bits_to_f32(h);
+}
+
+void interleave_q4_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
+  check_shape("Q4_K", m, k);
+  const int64_t nb = k / 256;
+  for (int64_t g = 0; g < m / L::kRows; ++g)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* c = out + (g * nb + b) * L::kChunkBytes;
+      for (int64_t r = 0; r < L::kRows; ++r) {
+        const uint8_t* blk = blocks + ((g * L::kRows + r) * nb + b) * kBlockBytes;
+        std::memcpy(c + L::kD + 2 * r, blk, 2);
+        std::memcpy(c + L::kDmin + 2 * r, blk + 2, 2);
+        for (int j = 0; j < 8; ++j) {
+          int sc, mn;
+          q4k_scale_min(blk + 4, j, &sc, &mn);
+          c[L::kScales + 16 * j + r] = static_cast<uint8_t>(sc);
+          c[L::kMins + 16 * j + r] = static_cast<uint8_t>(mn);
+        }
+        for (int64_t p = 0; p < 4; ++p)
+          for (int64_t q = 0; q < 8; ++q)
+            std::memcpy(c + L::kCodes + ((p * 8 + q) * L::kRows + r) * 4, blk + 16 + 32 * p + 4 * q,
+                        4);
+      }
+    }
+}
+
+std::vector<float> dequantize_q4_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
+  const int64_t nb = k / 256;
+  std::vector<float> w(static_cast<size_t>(m * k));
+  for (int64_t g = 0; g < m / L::kRows; ++g)
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* c = rows16 + (g * nb + b) * L::kChunkBytes;
+      for (int64_t r = 0; r < L::kRows; ++r) {
+        float d = f16(c + L::kD + 2 * r), dmin = f16(c + L::kDmin + 2 * r);
+        float* row = w.data() + (g * L::kRows + r) * k + b * 256;
+        for (int64_t p = 0; p < 4; ++p)
+          for (int64_t q = 0; q < 8; ++q)
+            for (int64_t i = 0; i < 4; ++i) {
+              uint8_t byte = c[L::kCodes + ((p * 8 + q) * L::kRows + r) * 4 + i];
+              for (int64_t half = 0; half < 2; ++half) {
+                int64_t j = 2 * p + half;
+                int code = half ? byte >> 4 : byte & 15;
+                row[32 * j + 4 * q + i] =
+                    d * c[L::kScales + 16 * j + r] * code - dmin * c[L::kMins + 16 * j + r];
+              }
+            }
+      }
+    }
+  return w;
+}
+
+using L6 = Q6KRows16;
+constexpr int64_t kQ6BlockBytes = 210;
+// Byte offset in a chunk of group (h, g)'s piece `part` (0: a, 1: b, 2: hb)
+// for row r.
+int64_t q6_code(int64_t h, int64_t g, int64_t part, int64_t r) {
+  return L6::kCodes + (h * 8 + g) * L6::kGroupBytes + part * 64 + r * 4;
+}
+
+void interleave_q6_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
+  check_shape("Q6_K", m, k);
+  const int64_t nb = k / 256;
+  for (int64_t g16 = 0; g16 < m / L6::kRows; ++g16)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* c = out + (g16 * nb + b) * L6::kChunkBytes;
+      for (int64_t r = 0; r < L6::kRows; ++r) {
+        // ggml's block_q6_K: ql[128], qh[64], scales[16] (i8), d (f16).
+        const uint8_t* blk = blocks + ((g16 * L6::kRows + r) * nb + b) * kQ6BlockBytes;
+        std::memcpy(c + L6::kD + 2 * r, blk + 208, 2);
+        for (int64_t s = 0; s < 16; ++s) c[L6::kScales + 16 * s + r] = blk[192 + s];
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t g = 0; g < 8; ++g) {
+            std::memcpy(c + q6_code(h, g, 0, r), blk + 64 * h + 4 * g, 4);
+            std::memcpy(c + q6_code(h, g, 1, r), blk + 64 * h + 32 + 4 * g, 4);
+            std::memcpy(c + q6_code(h, g, 2, r), blk + 128 + 32 * h + 4 * g, 4);
+          }
+      }
+    }
+}
+
+std::vector<float> dequantize_q6_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
+  const int64_t nb = k / 256;
+  std::vector<float> w(static_cast<size_t>(m * k));
+  for (int64_t g16 = 0; g16 < m / L6::kRows; ++g16)
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* c = rows16 + (g16 * nb + b) * L6::kChunkBytes;
+      for (int64_t r = 0; r < L6::kRows; ++r) {
+        float d = f16(c + L6::kD + 2 * r);
+        float* row = w.data() + (g16 * L6::kRows + r) * k + b * 256;
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t g = 0; g < 8; ++g)
+            for (int64_t i = 0; i < 4; ++i) {
+              int a = c[q6_code(h, g, 0, r) + i], bb = c[q6_code(h, g, 1, r) + i];
+              int hb = c[q6_code(h, g, 2, r) + i];
+              const int codes[4] = {(a & 15) | ((hb & 3) << 4), (bb & 15) | (((hb >> 2) & 3) << 4),
+                                    (a >> 4) | (((hb >> 4) & 3) << 4),
+                                    (bb >> 4) | ((hb >> 6) << 4)};
+              for (int64_t q = 0; q < 4; ++q) {
+                int64_t at = 128 * h + 32 * q + 4 * g + i;
+                auto sc = static_cast<int8_t>(c[L6::kScales + 16 * (at / 16) + r]);
+                row[at] = d * sc * static_cast<float>(codes[q] - 32);
+              }
+            }
+      }
+    }
+  return w;
+}
+
+}  // namespace
+
+bool has_rows16(QuantType t) { return t == QuantType::Q4_K || t == QuantType::Q6_K; }
+
+int64_t rows16_bytes(QuantType t, int64_t m, int64_t k) {
+  return t == QuantType::Q6_K ? L6::bytes(m, k) : L::bytes(m, k);
+}
+
+void interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
+  switch (t) {
+    case QuantType::Q4_K: return interleave_q4_k_rows16(blocks, m, k, out);
+    case QuantType::Q6_K: return interleave_q6_k_rows16(blocks, m, k, out);
+    default:
+      throw Error("16-row interleave: no layout for " + std::string(block_format(t).name) +
+                  " (q4_K and q6_K have one)");
+  }
+}
+
+std::vector<uint8_t> interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k) {
+  std::vector<uint8_t> out(has_rows16(t) ? static_cast<size_t>(rows16_bytes(t, m, k)) : 0);
+  interleave_rows16(t, blocks, m, k, out.data());
+  return out;
+}
+
+std::vector<float> dequantize_rows16(QuantType t, const uint8_t* rows16, int64_t m, int64_t k) {
+  switch (t) {
+    case QuantType::Q4_K: return dequantize_q4_k_rows16(rows16, m, k);
+    case QuantType::Q6_K: return dequantize_q6_k_rows16(rows16, m, k);
+    default: throw Error("16-row interleave: no layout for " + std::string(block_format(t).name));
+  }
+}
+
+}  // namespace kiln::ggml

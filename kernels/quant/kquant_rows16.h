@@ -1,0 +1,73 @@
+// K-quant weights (Q4_K, Q6_K) interleaved across 16 rows: the layouts
+// qgemv_rows16 reads.
+//
+// ggml keeps each row's blocks contiguous, so the 4 codes of one row that a
+// 32-bit lane of an int8 dot (vpdpbusd) multiplies sit 144 bytes away from
+// the next row's. Prompt GEMM wants the opposite: one 64-byte load holding
+// 4 consecutive codes of 16 rows, one row per lane, so a lane sums a whole
+// sub-block in its accumulator and the f32 scaling is paid once per row and
+// sub-block instead of once per lane. This layout is made once, at load
+// time (as llama.cpp repacks Q4_K for its CPU GEMM); every code, scale and
+// min keeps its value.
+//
+// Q4_K: the 6-bit scales and mins are unpacked to bytes.
+// Per 16 rows r and super-block b (256 weights), one 2368-byte chunk at
+// ((row / 16) * (k / 256) + b) * 2368:
+//   d     f16 [16]            the rows' block scales
+//   dmin  f16 [16]            their min scales
+//   sc    u8  [8][16]         sub-block j's 6-bit scale for row r at 16 j + r
+//   mn    u8  [8][16]         the same for the mins
+//   qs    u8  [4][8][16][4]   codes: [pair p][group g][row r][i] is ggml's
+//                             qs[32 p + 4 g + i] of row r, whose low nibble is
+//                             weight 64 p + 4 g + i and high nibble weight
+//                             64 p + 32 + 4 g + i
+//
+// Q6_K: per 16 rows and super-block, one 3360-byte chunk (exactly 16 of
+// ggml's 210-byte blocks):
+//   d     f16 [16]
+//   sc    i8  [16][16]          16-weight group s's scale for row r at 16 s + r
+//   codes [2][8] of 192 bytes   half h, group g (l = 4 g + i, i < 4):
+//           a  u8 [16][4]       ggml's ql[64 h + l]: low 4 bits of weights
+//                               128 h + l (low nibble) and 128 h + 64 + l (high)
+//           b  u8 [16][4]       ql[64 h + 32 + l]: weights 128 h + 32 + l and
+//                               128 h + 96 + l
+//           hb u8 [16][4]       qh[32 h + l]: the top 2 bits of weights
+//                               128 h + l, +32, +64, +96 (bits 0-1, 2-3, 4-5, 6-7)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/quant/ggml_blocks.h"
+
+namespace kiln::ggml {
+
+struct Q4KRows16 {
+  static constexpr int64_t kRows = 16;
+  static constexpr int64_t kD = 0, kDmin = 32, kScales = 64, kMins = 192, kCodes = 320;
+  static constexpr int64_t kChunkBytes = 2368;
+  // Bytes of an [m, k] matrix in this layout.
+  static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
+};
+
+struct Q6KRows16 {
+  static constexpr int64_t kRows = 16;
+  static constexpr int64_t kD = 0, kScales = 32, kCodes = 288, kGroupBytes = 192;
+  static constexpr int64_t kChunkBytes = 3360;
+  static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
+};
+
+// Whether Kiln has a 16-row layout for type t (Q4_K, Q6_K).
+bool has_rows16(QuantType t);
+// Bytes of an [m, k] matrix of type t in its 16-row layout.
+int64_t rows16_bytes(QuantType t, int64_t m, int64_t k);
+// Repacks m rows of k weights in ggml blocks of type t (row-major, as in
+// GGUF) into `out` (rows16_bytes). Throws kiln::Error naming the type for
+// types without a layout, and unless m is a multiple of 16 and k of 256.
+void interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out);
+std::vector<uint8_t> interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k);
+// The weights [m, k] of the interleaved form, as f32 (the reference of the
+// kernel's tests; independent of ggml's dequantiser).
+std::vector<float> dequantize_rows16(QuantType t, const uint8_t* rows16, int64_t m, int64_t k);
+
+}  // namespace kiln::ggml
