@@ -31,6 +31,7 @@ GGML_TYPES = {"f16": 1, "q4_0": 2, "q8_0": 8, "q4_K": 12, "q6_K": 14}
 # Kiln formats that are a load-time layout of a ggml type: llama.cpp runs the
 # ggml type itself.
 GGML_TYPES["q4_K-rows16"] = GGML_TYPES["q4_K"]
+GGML_TYPES["q6_K-rows16"] = GGML_TYPES["q6_K"]
 
 
 class GgmlInitParams(ctypes.Structure):
@@ -131,7 +132,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kiln", default="build/tools/kiln")
     ap.add_argument("--ggml-lib", default=os.environ.get("KILN_GGML_LIB"))
-    ap.add_argument("--formats", default="q4_K-rows16,q4_K,q8_0,q4_0,q6_K,f16")
+    ap.add_argument("--formats", default="q4_K-rows16,q4_K,q8_0,q4_0,q6_K-rows16,q6_K,f16")
     ap.add_argument("--shapes", default="4096x4096,4096x14336,14336x4096")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--tokens", default="1,512")
