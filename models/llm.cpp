@@ -231,13 +231,15 @@ void Llm::record(Step& s) {
     // The new keys and values join the f16 cache at their positions.
     uint16_t* kc = k_cache_[l].data();
     uint16_t* vc = v_cache_[l].data();
-    p.host("kv_store", [this, &s, kc, vc, KD, T] {
-      int64_t base = pos_ * KD;
-      for (int64_t i = 0; i < T * KD; ++i) {
-        kc[base + i] = f32_to_f16_bits(s.k[i]);
-        vc[base + i] = f32_to_f16_bits(s.v[i]);
-      }
-    });
+    for (auto [from, cache] : {std::pair{s.k.data(), kc}, std::pair{s.v.data(), vc}})
+      add("kv_store",
+          {"convert",
+           {{"Y", DType::f16}},
+           {Arg::buffer(from, T * KD), Arg::buffer(cache, n_ctx_ * KD), Arg::scalar_int(T * KD),
+            Plan::Dynamic{"pos0"}, Arg::scalar_int(KD)},
+           {},
+           {}},
+          {{"pos0", n_ctx_ - T}});
     add(T == 1 ? "attention_decode" : "attention_prefill",
         {T == 1 ? "attention_decode" : "attention_prefill",
          {{"KV", DType::f16}},

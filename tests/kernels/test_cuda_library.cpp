@@ -42,6 +42,8 @@ std::vector<Case> cases() {
   std::vector<Case> cs;
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::i32})
     cs.push_back({"add", {{"T", t}}, {{"BLOCK", 256}}, {{"n", 700}}});
+  for (DType y : {DType::f16, DType::bf16})
+    cs.push_back({"convert", {{"Y", y}}, {{"BLOCK", 256}}, {{"n", 700}, {"row0", 2}, {"row", 64}}});
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     cs.push_back({"scaled_add", {{"T", t}}, {{"BLOCK", 256}}, {{"n", 600}}});
     cs.push_back({"silu_mul", {{"T", t}}, {{"BLOCK", 256}}, {{"n", 600}}});

@@ -1,4 +1,4 @@
-// add, scaled_add and silu_mul against a double-precision reference and the
+// add, scaled_add, silu_mul and convert against a double-precision reference and the
 // interpreter, over sizes that are not multiples of the block.
 // Tolerance: the result's own rounding (half an ulp of T) plus, for
 // silu_mul, the 5e-7 relative error of the vectorised sigmoid.
@@ -72,5 +72,26 @@ TEST_CASE("silu_mul matches silu(gate) * up", "[kernels][elementwise]") {
       }
       CHECK(kiln::test::worst_error(o, ref, 1e-6, ulp_rtol(t) + 1e-6) <= 1.0);
       CHECK(kiln::test::worst_error(o, refi, 1e-6, ulp_rtol(t) + 1e-6) <= 1.0);
+    }
+}
+
+TEST_CASE("convert stores rows rounded to Y at a row offset", "[kernels][elementwise]") {
+  // The reference rounds through HostBuffer::set (the dtype's own rounding):
+  // the kernel must agree bit for bit, and leave the rows around it alone.
+  for (DType to : {DType::f16, DType::bf16})
+    for (int64_t n : kSizes) {
+      INFO(dtype_name(to) << " n=" << n);
+      const int64_t row = 5, row0 = 3, total = row0 * row + n + 9;
+      Spec spec = find_kernel("convert").make_spec({{"Y", to}});
+      auto x = HostBuffer::random(DType::f32, n, 9, -70000, 70000);
+      auto y = HostBuffer::random(to, total, 10), yi = y, want = y;
+      for (int64_t i = 0; i < n; ++i) want.set(row0 * row + i, x.get(i));
+      std::vector<Arg> args = {x.arg(), y.arg(), Arg::scalar_int(n), Arg::scalar_int(row0),
+                               Arg::scalar_int(row)};
+      kiln::test::runtime().launch(spec, args);
+      args[1] = yi.arg();
+      kiln::test::runtime().interpret(spec, args);
+      CHECK(y.bytes() == want.bytes());
+      CHECK(yi.bytes() == want.bytes());
     }
 }
