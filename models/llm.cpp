@@ -7,7 +7,7 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
-#include "kernels/quant/kquant_rows16.h"
+#include "kernels/quant/rows16.h"
 #include "kernels/rope/rope.h"
 #include "models/matmul.h"
 

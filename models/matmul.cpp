@@ -1,7 +1,7 @@
 #include "models/matmul.h"
 
 #include "ir/error.h"
-#include "kernels/quant/kquant_rows16.h"
+#include "kernels/quant/rows16.h"
 
 namespace kiln {
 

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "kernels/quant/kquant_rows16.h"
+#include "kernels/quant/rows16.h"
 #include "models/matmul.h"
 
 namespace kiln {
@@ -33,6 +33,7 @@ PackedWeights::PackedWeights(const GgufFile& file) {
       todo.emplace_back(&t, total);
       total += static_cast<size_t>(
           ggml::rows16_bytes(static_cast<ggml::QuantType>(t.type), rows, t.shape[0]));
+      total = (total + 63) / 64 * 64;  // each copy starts on a cache line
     }
   if (todo.empty()) return;
   arena_ = HostMemory(total);

@@ -1,13 +1,13 @@
 // Weights copied once, at load, into the layouts faster kernels read.
 //
-// GGUF stores each row's blocks contiguously, which is what decode's GEMV
-// over Q4_0/Q8_0 wants but not what the K-quant kernels want: they run on
-// Q4_K and Q6_K interleaved across 16 rows (kernels/quant/kquant_rows16.h),
-// a lane per row. Every such matrix whose rows are a multiple of 16 (and
-// experts of 3-D tensors alike) is interleaved here, tensor by tensor, and the mapped
-// pages of the source are released right after, so peak memory stays about
-// one copy of the weights. The interleaved copy then serves both prefill and
-// decode (models/matmul.cpp).
+// GGUF stores each row's blocks contiguously, so the 4 codes an int8 dot
+// lane multiplies belong to one row. The fast kernels want a lane per row:
+// Q4_0, Q8_0, Q4_K and Q6_K interleaved across 16 rows
+// (kernels/quant/rows16.h). Every such matrix whose rows are a multiple of
+// 16 and columns of 256 (and experts of 3-D tensors alike) is interleaved
+// here, tensor by tensor, and the mapped pages of the source are released
+// right after, so peak memory stays about one copy of the weights. The interleaved copy then serves
+// both prefill and decode (models/matmul.cpp).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@ class PackedWeights {
   const uint8_t* rows16(const GgufTensor& t) const;
 
  private:
-  HostMemory arena_;                      // every copy, 64-byte aligned (chunks are 37 x 64 B)
+  HostMemory arena_;                      // every copy, 64-byte aligned
   std::map<std::string, size_t> rows16_;  // tensor name -> offset in arena_
 };
 

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "ir/error.h"
-#include "kernels/quant/kquant_rows16.h"
+#include "kernels/quant/rows16.h"
 #include "runtime/runtime.h"
 #include "tools/bandwidth_probe.h"
 #include "tools/cli.h"
@@ -166,9 +166,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
       }
 
   // Quantized GEMV: GB/s of weight bytes (the traffic that decides decode speed).
-  for (const auto& f :
-       split(a.get("formats", "q8_0,q4_0,q4_K,q4_K-rows16,q6_K,q6_K-rows16,int4w,awq,awq-int4w"),
-             ',')) {
+  for (const auto& f : split(a.get("formats",
+                                   "q8_0,q8_0-rows16,q4_0,q4_0-rows16,q4_K,q4_K-rows16,q6_K,q6_K-"
+                                   "rows16,int4w,awq,awq-int4w"),
+                             ',')) {
     if (f == "int4w" || f == "awq" || f == "awq-int4w") {
       for (auto [m, k] : shapes) {
         auto work = std::make_shared<Int4Workload>(f == "awq"         ? awq_workload(m, k)
@@ -186,8 +187,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
       }
       continue;
     }
-    // "q4_K-rows16", "q6_K-rows16": interleaved across 16 rows
-    // (qgemv_rows16), the layout forwards load these weights into.
+    // "<format>-rows16": interleaved across 16 rows (qgemv_rows16), the
+    // layout forwards load these weights into.
     const std::string suffix = "-rows16";
     const bool rows16 =
         f.size() > suffix.size() && f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -198,8 +199,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
                    ggml::QuantType::Q6_K})
       if (ggml::block_format(t).name == base) fmt = t, known = true;
     if (!known || (rows16 && !ggml::has_rows16(fmt)))
-      throw Error("--formats: unknown format '" + f +
-                  "' (q8_0, q4_0, q4_K, q4_K-rows16, q6_K, q6_K-rows16, int4w, awq, awq-int4w)");
+      throw Error(
+          "--formats: unknown format '" + f +
+          "' (q8_0, q4_0, q4_K, q6_K, each also as <format>-rows16, int4w, awq, awq-int4w)");
     // --const values the kernel declares (e.g. BLOCK_M) override the
     // dispatch. K-quants take Q8_K-style activations (one scale per 256), as
     // forwards quantise them (models/matmul.cpp).

@@ -30,8 +30,8 @@ import numpy as np
 GGML_TYPES = {"f16": 1, "q4_0": 2, "q8_0": 8, "q4_K": 12, "q6_K": 14}
 # Kiln formats that are a load-time layout of a ggml type: llama.cpp runs the
 # ggml type itself.
-GGML_TYPES["q4_K-rows16"] = GGML_TYPES["q4_K"]
-GGML_TYPES["q6_K-rows16"] = GGML_TYPES["q6_K"]
+for _base in ("q4_0", "q8_0", "q4_K", "q6_K"):
+    GGML_TYPES[_base + "-rows16"] = GGML_TYPES[_base]
 
 
 class GgmlInitParams(ctypes.Structure):

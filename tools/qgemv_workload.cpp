@@ -3,7 +3,7 @@
 #include <random>
 
 #include "ir/error.h"
-#include "kernels/quant/kquant_rows16.h"
+#include "kernels/quant/rows16.h"
 
 namespace kiln {
 

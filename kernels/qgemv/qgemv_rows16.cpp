@@ -1,6 +1,7 @@
-// K-quant GEMV/GEMM over 16-row interleaved weights (kernels/quant/kquant_rows16.h):
-// y[i] = W x[i] for t tokens, W in Q4_K (FMT=12) or Q6_K (FMT=14), x from
-// quantize_q8 with QBLOCK=256 (Q8_K).
+// Quantized GEMV/GEMM over 16-row interleaved weights (kernels/quant/rows16.h):
+// y[i] = W x[i] for t tokens, W in Q4_0 (FMT=2), Q8_0 (8), Q4_K (12) or Q6_K
+// (14), x from quantize_q8 (QBLOCK=32 for Q4_0/Q8_0, 256 (Q8_K) for the
+// K-quants, as llama.cpp pairs them).
 //
 // Why a second kernel for these formats: qgemv reads ggml's row-major
 // blocks, where a 32-bit lane of the int8 dot holds 4 codes of one row, so
@@ -20,7 +21,7 @@
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/qgemv/token_dots.h"
-#include "kernels/quant/kquant_rows16.h"
+#include "kernels/quant/rows16.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -30,7 +31,7 @@ constexpr int64_t R = 16;  // rows per interleaved group, one per i32 lane
 
 // What a format's super-block code sees: the tokens' x, the chunk's bytes.
 struct Rows16Context {
-  Buffer w, xq, xs;
+  Buffer w, xq, xd, xs;
   std::vector<Value> xbyte, xblk;  // each token's first x byte and x block, i64
   Value c, b64;                    // the chunk's first byte, the super-block index (i64)
 
@@ -147,18 +148,65 @@ void q6_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>&
   for (size_t i = 0; i < BT; ++i) acc[i] = Value(isum[i]).to(DType::f32) * d;
 }
 
+// Q4_0 / Q8_0: 8 blocks of 32 per chunk, each with its own weight and
+// activation scale, so each block's dot is scaled into `out` directly:
+//   y += d dx (dot(code, xq) - offset * bsum),
+// code = Q4_0's nibble (offset 8) or Q8_0's byte ^ 0x80 (offset 128), bsum
+// the token's x block sum (quantize_q8's s).
+void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, int64_t fmt, std::vector<Var>& out) {
+  using B4 = ggml::Q40Rows16;
+  using B8 = ggml::Q80Rows16;
+  const size_t BT = out.size();
+  const int64_t groups = (fmt == 2 ? B4::kCodeBytes : B8::kCodeBytes) / 4;
+  const int offset = fmt == 2 ? 8 : 128;
+  k.for_(0, 8, 1, [&](Value j) {
+    auto j64 = j.to(DType::i64);
+    std::vector<Value> dot(BT);
+    auto accumulate = [&](const Value& codes, size_t i, int64_t first) {
+      auto dd = dot4(codes, x.x4(i, j64 * 32 + static_cast<int>(first)));
+      dot[i] = dot[i].valid() ? dot[i] + dd : dd;
+    };
+    for (int64_t g = 0; g < groups; ++g) {
+      auto raw =
+          reshape(x.bytes(j64 * (groups * R * 4) + static_cast<int>(B4::kCodes + g * R * 4), R * 4),
+                  {R, 4});
+      for (size_t i = 0; i < BT; ++i) {
+        if (fmt == 2) {
+          accumulate(raw & 15, i, 4 * g);
+          accumulate(raw >> 4, i, 16 + 4 * g);
+        } else {
+          accumulate(raw ^ 128, i, 4 * g);
+        }
+      }
+    }
+    auto d = reshape(reshape(x.bytes(j64 * (2 * R), 2 * R), {R, 2})
+                         .bitcast(DType::u16)
+                         .bitcast(DType::f16)
+                         .to(DType::f32),
+                     {R});
+    for (size_t i = 0; i < BT; ++i) {
+      auto blk = x.xblk[i] + x.b64 * 8 + j64;
+      auto bsum = broadcast_to(load(x.xs + blk), {R}) * offset;
+      auto scale = d * load(x.xd + blk);
+      out[i] = fma((dot[i] - bsum).to(DType::f32), scale, Value(out[i]));
+    }
+  });
+}
+
 Kernel build_qgemv_rows16(const Spec& s) {
   KernelBuilder k("qgemv_rows16", s);
   const int64_t FMT = s.constexpr_("FMT"), BT = s.constexpr_("BLOCK_T");
-  if (FMT != 12 && FMT != 14)
-    throw Error("kernel 'qgemv_rows16': FMT must be 12 (Q4_K) or 14 (Q6_K), got " +
-                std::to_string(FMT));
-  const int64_t chunk_bytes =
-      FMT == 12 ? ggml::Q4KRows16::kChunkBytes : ggml::Q6KRows16::kChunkBytes;
+  auto qt = static_cast<ggml::QuantType>(FMT);
+  if (!ggml::has_rows16(qt))
+    throw Error(
+        "kernel 'qgemv_rows16': FMT must be 2 (Q4_0), 8 (Q8_0), 12 (Q4_K) or 14 (Q6_K), "
+        "got " +
+        std::to_string(FMT));
+  const int64_t chunk_bytes = ggml::rows16_bytes(qt, R, 256);
   auto w = k.buffer("w", DType::u8), xq = k.buffer("xq", DType::i8);
   auto xd = k.buffer("xd", DType::f32), xs = k.buffer("xs", DType::i32);
   auto y = k.buffer("y", DType::f32);
-  Rows16Context x{w, xq, xs, {}, {}, {}, {}};
+  Rows16Context x{w, xq, xd, xs, {}, {}, {}, {}};
   auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
   auto T = k.scalar("t", DType::i32);
   auto nb = K / 256;
@@ -169,13 +217,17 @@ Kernel build_qgemv_rows16(const Spec& s) {
     x.xbyte.push_back(t.to(DType::i64) * K.to(DType::i64));
     x.xblk.push_back(t.to(DType::i64) * (K / 32).to(DType::i64));
     out.push_back(k.var(zeros(DType::f32, {R})));
-    acc.push_back(k.var(zeros(DType::f32, {R})));
+    if (FMT == 12 || FMT == 14) acc.push_back(k.var(zeros(DType::f32, {R})));
     if (FMT == 14) isum.push_back(k.var(zeros(DType::i32, {R})));
   }
   auto chunk0 = group.to(DType::i64) * nb.to(DType::i64);
   k.for_(0, nb, 1, [&](Value b) {
     x.b64 = b.to(DType::i64);
     x.c = (chunk0 + x.b64) * chunk_bytes;
+    if (FMT == 2 || FMT == 8) {
+      blocks32_chunk(k, x, FMT, out);
+      return;
+    }
     if (FMT == 12)
       q4_k_superblock(k, x, acc);
     else
@@ -197,8 +249,8 @@ Kernel build_qgemv_rows16(const Spec& s) {
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "qgemv_rows16",
     .family = "qgemv",
-    .summary = "y[i] = W x[i] for t tokens, W in Q4_K/Q6_K (FMT=12/14) interleaved across 16 "
-               "rows (kquant_rows16.h), x from quantize_q8 QBLOCK=256",
+    .summary = "y[i] = W x[i] for t tokens, W in Q4_0/Q8_0/Q4_K/Q6_K (FMT=2/8/12/14) interleaved "
+               "across 16 rows (rows16.h), x from quantize_q8",
     .dtype_roles = {},
     .constexpr_defaults = {{"FMT", 12}, {"BLOCK_T", 1}},
     .build = build_qgemv_rows16,
@@ -210,8 +262,11 @@ KILN_REGISTER_KERNEL((KernelDef{
                         std::to_string(kk) + "] needs m a multiple of 16 and k of 256");
           if (t < 1)
             throw Error("kernel 'qgemv_rows16': t = " + std::to_string(t) + " tokens (need >= 1)");
-          int64_t w = s.constexpr_("FMT") == 14 ? ggml::Q6KRows16::bytes(m, kk)
-                                                : ggml::Q4KRows16::bytes(m, kk);
+          auto qt = static_cast<ggml::QuantType>(s.constexpr_("FMT"));
+          if (!ggml::has_rows16(qt))
+            throw Error("kernel 'qgemv_rows16': no 16-row layout for FMT " +
+                        std::to_string(s.constexpr_("FMT")));
+          int64_t w = ggml::rows16_bytes(qt, m, kk);
           return LaunchShape{
               {cdiv(t, s.constexpr_("BLOCK_T")), m / R, 1},
               {{"w", w}, {"xq", t * kk}, {"xd", t * kk / 32}, {"xs", t * kk / 32}, {"y", t * m}}};

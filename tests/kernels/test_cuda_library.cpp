@@ -17,7 +17,7 @@
 #include "ir/error.h"
 #include "ir/passes.h"
 #include "kernels/quant/ggml_blocks.h"
-#include "kernels/quant/kquant_rows16.h"
+#include "kernels/quant/rows16.h"
 #include "kernels/registry.h"
 #include "runtime/host_memory.h"
 #include "runtime/runtime.h"
@@ -88,7 +88,7 @@ std::vector<Case> cases() {
   }
   cs.push_back(
       {"qgemv", {}, {{"FMT", 8}, {"BLOCK_M", 1}, {"BLOCK_T", 1}}, {{"m", 3}, {"k", 96}, {"t", 1}}});
-  for (int64_t fmt : {12, 14})
+  for (int64_t fmt : {2, 8, 12, 14})
     for (int64_t bt : {1, 4})
       cs.push_back(
           {"qgemv_rows16", {}, {{"FMT", fmt}, {"BLOCK_T", bt}}, {{"m", 32}, {"k", 512}, {"t", 5}}});
@@ -155,8 +155,8 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       std::vector<float> w(static_cast<size_t>(rows * cols));
       for (float& x : w) x = static_cast<float>(unit(rng));
       auto qt = static_cast<ggml::QuantType>(spec.constexpr_("FMT"));
-      std::vector<uint8_t> blocks(
-          static_cast<size_t>(rows * cols / 256 * ggml::block_format(qt).block_bytes));
+      const ggml::BlockFormat& f = ggml::block_format(qt);
+      std::vector<uint8_t> blocks(static_cast<size_t>(rows * cols / f.block_elems * f.block_bytes));
       ggml::quantize(qt, w.data(), rows * cols, blocks.data());
       ggml::interleave_rows16(qt, blocks.data(), rows, cols, static_cast<uint8_t*>(m));
     } else {

@@ -1,4 +1,4 @@
-// The 16-row interleaved Q4_K and Q6_K layouts (kernels/quant/kquant_rows16.h) and
+// The 16-row interleaved Q4_0, Q8_0, Q4_K and Q6_K layouts (kernels/quant/rows16.h) and
 // qgemv_rows16 over them.
 //
 // Layout: interleaving keeps every weight's value: its dequantisation
@@ -11,7 +11,7 @@
 #include <random>
 
 #include "kernels/quant/ggml_blocks.h"
-#include "kernels/quant/kquant_rows16.h"
+#include "kernels/quant/rows16.h"
 #include "support/quantized_x.h"
 #include "support/runtime_fixture.h"
 
@@ -22,11 +22,13 @@ using kiln::test::QuantizedX;
 namespace {
 
 using ggml::QuantType;
+const QuantType kFormats[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q6_K};
 
 // Blocks of m x k weights of type t from ggml's reference quantiser.
 std::vector<uint8_t> weights(QuantType t, int64_t m, int64_t k, uint64_t seed) {
   std::vector<float> wf = kiln::test::normal_floats(static_cast<size_t>(m * k), seed);
-  std::vector<uint8_t> w(static_cast<size_t>(m * k / 256 * ggml::block_format(t).block_bytes));
+  const ggml::BlockFormat& f = ggml::block_format(t);
+  std::vector<uint8_t> w(static_cast<size_t>(m * k / f.block_elems * f.block_bytes));
   ggml::quantize(t, wf.data(), m * k, w.data());
   return w;
 }
@@ -36,7 +38,9 @@ void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
   std::vector<uint8_t> w = ggml::interleave_rows16(f, weights(f, m, k, 5).data(), m, k);
   std::vector<float> wd = ggml::dequantize_rows16(f, w.data(), m, k);
   std::vector<float> x = kiln::test::normal_floats(static_cast<size_t>(t * k), 6);
-  QuantizedX xq = quantize_x(x, false, 256);
+  // Activations as forwards pair them: Q8_0-style for Q4_0/Q8_0, Q8_K for the K-quants.
+  bool kquant = f == QuantType::Q4_K || f == QuantType::Q6_K;
+  QuantizedX xq = quantize_x(x, false, kquant ? 256 : 32);
   Spec spec = find_kernel("qgemv_rows16")
                   .make_spec({}, {{"FMT", static_cast<int64_t>(f)}, {"BLOCK_T", bt}});
   auto out = kiln::test::run_quantized_gemm(spec, w, xq, m, k, t);
@@ -47,9 +51,9 @@ void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
 
 }  // namespace
 
-TEST_CASE("Q4_K and Q6_K 16-row interleaves keep every weight", "[kernels][quant]") {
+TEST_CASE("16-row interleaves keep every weight", "[kernels][quant]") {
   const int64_t m = 48, k = 768;
-  for (QuantType f : {QuantType::Q4_K, QuantType::Q6_K}) {
+  for (QuantType f : kFormats) {
     INFO(ggml::block_format(f).name);
     std::vector<uint8_t> blocks = weights(f, m, k, 1);
     std::vector<float> want(static_cast<size_t>(m * k));
@@ -66,18 +70,18 @@ TEST_CASE("Q4_K and Q6_K 16-row interleaves keep every weight", "[kernels][quant
 TEST_CASE("16-row interleaves refuse shapes off their tiles and other formats",
           "[kernels][quant][error]") {
   std::vector<uint8_t> blocks(20 * 210);
-  for (QuantType f : {QuantType::Q4_K, QuantType::Q6_K}) {
+  for (QuantType f : kFormats) {
     REQUIRE_THROWS_WITH(ggml::interleave_rows16(f, blocks.data(), 20, 256),
                         Catch::Contains("[20, 256]") && Catch::Contains("multiple of 16"));
     REQUIRE_THROWS_WITH(ggml::interleave_rows16(f, blocks.data(), 16, 320),
                         Catch::Contains("multiple of 256"));
   }
-  REQUIRE_THROWS_WITH(ggml::interleave_rows16(QuantType::Q8_0, blocks.data(), 16, 256),
-                      Catch::Contains("no layout for q8_0"));
+  REQUIRE_THROWS_WITH(ggml::interleave_rows16(static_cast<QuantType>(1), blocks.data(), 16, 256),
+                      Catch::Contains("type 1") || Catch::Contains("not a quantized format"));
 }
 
 TEST_CASE("qgemv_rows16 matches the dequantised product", "[kernels][qgemv]") {
-  for (QuantType f : {QuantType::Q4_K, QuantType::Q6_K}) {
+  for (QuantType f : kFormats) {
     check_rows16(f, 16, 256, 1, 1);
     check_rows16(f, 32, 256, 1, 1);
     check_rows16(f, 16, 512, 1, 1);

@@ -1,5 +1,5 @@
-// K-quant weights (Q4_K, Q6_K) interleaved across 16 rows: the layouts
-// qgemv_rows16 reads.
+// ggml weights (Q4_0, Q8_0, Q4_K, Q6_K) interleaved across 16 rows: the
+// layouts qgemv_rows16 reads.
 //
 // ggml keeps each row's blocks contiguous, so the 4 codes of one row that a
 // 32-bit lane of an int8 dot (vpdpbusd) multiplies sit 144 bytes away from
@@ -33,6 +33,13 @@
 //                               128 h + 96 + l
 //           hb u8 [16][4]       qh[32 h + l]: the top 2 bits of weights
 //                               128 h + l, +32, +64, +96 (bits 0-1, 2-3, 4-5, 6-7)
+//
+// Q4_0 and Q8_0 (32-weight blocks): per 16 rows and 8 consecutive blocks
+// (256 weights), one chunk of exactly 16 x 8 ggml blocks:
+//   d     f16 [8][16]           block j's scale for row r at 16 j + r
+//   codes [8][g][16][4]         block j, group g, row r: ggml's qs[4 g + i]
+//         Q4_0: g < 4, low nibble weight 4 g + i, high nibble 16 + 4 g + i
+//         Q8_0: g < 8, weight 4 g + i (signed byte)
 #pragma once
 
 #include <cstdint>
@@ -57,7 +64,18 @@ struct Q6KRows16 {
   static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
 };
 
-// Whether Kiln has a 16-row layout for type t (Q4_K, Q6_K).
+// Q4_0 (code bytes 16 per block) and Q8_0 (32).
+template <int64_t CodeBytes>
+struct Blocks32Rows16 {
+  static constexpr int64_t kRows = 16;
+  static constexpr int64_t kD = 0, kCodes = 256, kCodeBytes = CodeBytes;
+  static constexpr int64_t kChunkBytes = kCodes + 8 * 16 * CodeBytes;
+  static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
+};
+using Q40Rows16 = Blocks32Rows16<16>;
+using Q80Rows16 = Blocks32Rows16<32>;
+
+// Whether Kiln has a 16-row layout for type t (Q4_0, Q8_0, Q4_K, Q6_K).
 bool has_rows16(QuantType t);
 // Bytes of an [m, k] matrix of type t in its 16-row layout.
 int64_t rows16_bytes(QuantType t, int64_t m, int64_t k);

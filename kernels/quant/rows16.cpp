@@ -1,4 +1,4 @@
-#include "kernels/quant/kquant_rows16.h"
+#include "kernels/quant/rows16.h"
 
 #include <cstring>
 #include <string>
@@ -131,21 +131,75 @@ std::vector<float> dequantize_q6_k_rows16(const uint8_t* rows16, int64_t m, int6
   return w;
 }
 
+// Q4_0 / Q8_0: 16 rows x 8 blocks of 32 per chunk.
+template <class B>
+void interleave_blocks32_rows16(const char* format, const uint8_t* blocks, int64_t m, int64_t k,
+                                uint8_t* out) {
+  check_shape(format, m, k);
+  const int64_t nb = k / 32, block_bytes = 2 + B::kCodeBytes;
+  for (int64_t g16 = 0; g16 < m / B::kRows; ++g16)
+    for (int64_t c8 = 0; c8 < nb / 8; ++c8) {
+      uint8_t* c = out + (g16 * (nb / 8) + c8) * B::kChunkBytes;
+      for (int64_t r = 0; r < B::kRows; ++r)
+        for (int64_t j = 0; j < 8; ++j) {
+          const uint8_t* blk = blocks + ((g16 * B::kRows + r) * nb + c8 * 8 + j) * block_bytes;
+          std::memcpy(c + B::kD + 2 * (16 * j + r), blk, 2);
+          for (int64_t g = 0; g < B::kCodeBytes / 4; ++g)
+            std::memcpy(c + B::kCodes + ((j * (B::kCodeBytes / 4) + g) * B::kRows + r) * 4,
+                        blk + 2 + 4 * g, 4);
+        }
+    }
+}
+
+template <class B>
+std::vector<float> dequantize_blocks32_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
+  const int64_t nb = k / 32;
+  std::vector<float> w(static_cast<size_t>(m * k));
+  for (int64_t g16 = 0; g16 < m / B::kRows; ++g16)
+    for (int64_t c8 = 0; c8 < nb / 8; ++c8) {
+      const uint8_t* c = rows16 + (g16 * (nb / 8) + c8) * B::kChunkBytes;
+      for (int64_t r = 0; r < B::kRows; ++r)
+        for (int64_t j = 0; j < 8; ++j) {
+          float d = f16(c + B::kD + 2 * (16 * j + r));
+          float* row = w.data() + (g16 * B::kRows + r) * k + (c8 * 8 + j) * 32;
+          for (int64_t g = 0; g < B::kCodeBytes / 4; ++g)
+            for (int64_t i = 0; i < 4; ++i) {
+              uint8_t byte = c[B::kCodes + ((j * (B::kCodeBytes / 4) + g) * B::kRows + r) * 4 + i];
+              if (B::kCodeBytes == 32) {
+                row[4 * g + i] = d * static_cast<float>(static_cast<int8_t>(byte));
+              } else {
+                row[4 * g + i] = d * static_cast<float>((byte & 15) - 8);
+                row[16 + 4 * g + i] = d * static_cast<float>((byte >> 4) - 8);
+              }
+            }
+        }
+    }
+  return w;
+}
+
 }  // namespace
 
-bool has_rows16(QuantType t) { return t == QuantType::Q4_K || t == QuantType::Q6_K; }
+bool has_rows16(QuantType t) {
+  return t == QuantType::Q4_0 || t == QuantType::Q8_0 || t == QuantType::Q4_K ||
+         t == QuantType::Q6_K;
+}
 
 int64_t rows16_bytes(QuantType t, int64_t m, int64_t k) {
-  return t == QuantType::Q6_K ? L6::bytes(m, k) : L::bytes(m, k);
+  switch (t) {
+    case QuantType::Q4_0: return Q40Rows16::bytes(m, k);
+    case QuantType::Q8_0: return Q80Rows16::bytes(m, k);
+    case QuantType::Q6_K: return L6::bytes(m, k);
+    default: return L::bytes(m, k);
+  }
 }
 
 void interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   switch (t) {
     case QuantType::Q4_K: return interleave_q4_k_rows16(blocks, m, k, out);
     case QuantType::Q6_K: return interleave_q6_k_rows16(blocks, m, k, out);
-    default:
-      throw Error("16-row interleave: no layout for " + std::string(block_format(t).name) +
-                  " (q4_K and q6_K have one)");
+    case QuantType::Q4_0: return interleave_blocks32_rows16<Q40Rows16>("Q4_0", blocks, m, k, out);
+    case QuantType::Q8_0: return interleave_blocks32_rows16<Q80Rows16>("Q8_0", blocks, m, k, out);
+    default: throw Error("16-row interleave: no layout for " + std::string(block_format(t).name));
   }
 }
 
@@ -159,6 +213,8 @@ std::vector<float> dequantize_rows16(QuantType t, const uint8_t* rows16, int64_t
   switch (t) {
     case QuantType::Q4_K: return dequantize_q4_k_rows16(rows16, m, k);
     case QuantType::Q6_K: return dequantize_q6_k_rows16(rows16, m, k);
+    case QuantType::Q4_0: return dequantize_blocks32_rows16<Q40Rows16>(rows16, m, k);
+    case QuantType::Q8_0: return dequantize_blocks32_rows16<Q80Rows16>(rows16, m, k);
     default: throw Error("16-row interleave: no layout for " + std::string(block_format(t).name));
   }
 }
