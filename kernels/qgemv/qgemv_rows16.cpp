@@ -38,13 +38,11 @@ struct Rows16Context {
   Value bytes(const Value& off, int64_t n) const {
     return load(w + (c + off + arange(n).to(DType::i64)));
   }
-  Value f16s(int64_t off) const {  // R little-endian f16 as f32 [R]
-    auto h = reshape(bytes(full({}, static_cast<double>(off), DType::i64), 2 * R), {R, 2})
-                 .bitcast(DType::u16)
-                 .bitcast(DType::f16);
+  Value at(int64_t off) const { return full({}, static_cast<double>(off), DType::i64); }
+  Value f16s(const Value& off) const {  // R little-endian f16 as f32 [R]
+    auto h = reshape(bytes(off, 2 * R), {R, 2}).bitcast(DType::u16).bitcast(DType::f16);
     return reshape(h.to(DType::f32), {R});
   }
-  Value at(int64_t off) const { return full({}, static_cast<double>(off), DType::i64); }
   // Token i's 4 x codes at `first` of the super-block, broadcast to every row.
   Value x4(size_t i, const Value& first) const {
     auto off = xbyte[i] + b64 * 256 + first;
@@ -59,7 +57,7 @@ Value dot4(const Value& codes, const Value& x) { return sum(codes.to(DType::i32)
 void q4_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
   using L = ggml::Q4KRows16;
   const size_t BT = acc.size();
-  auto d = x.f16s(L::kD), neg_dmin = -x.f16s(L::kDmin);
+  auto d = x.f16s(x.at(L::kD)), neg_dmin = -x.f16s(x.at(L::kDmin));
   // The min terms sum m_j * bsum_j exactly in i32 (at most 8 * 63 * 32 *
   // 127), each x sum a broadcast operand of the multiply.
   for (size_t i = 0; i < BT; ++i) {
@@ -144,7 +142,7 @@ void q6_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>&
       }
     }
   });
-  auto d = x.f16s(L::kD);
+  auto d = x.f16s(x.at(L::kD));
   for (size_t i = 0; i < BT; ++i) acc[i] = Value(isum[i]).to(DType::f32) * d;
 }
 
@@ -154,7 +152,7 @@ void q6_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>&
 // code = Q4_0's nibble (offset 8) or Q8_0's byte ^ 0x80 (offset 128), bsum
 // the token's x block sum (quantize_q8's s).
 void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, int64_t fmt, std::vector<Var>& out) {
-  using B4 = ggml::Q40Rows16;
+  using B4 = ggml::Q40Rows16;  // Q8_0's layout differs only in kCodeBytes
   using B8 = ggml::Q80Rows16;
   const size_t BT = out.size();
   const int64_t groups = (fmt == 2 ? B4::kCodeBytes : B8::kCodeBytes) / 4;
@@ -179,11 +177,7 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, int64_t fmt, std::
         }
       }
     }
-    auto d = reshape(reshape(x.bytes(j64 * (2 * R), 2 * R), {R, 2})
-                         .bitcast(DType::u16)
-                         .bitcast(DType::f16)
-                         .to(DType::f32),
-                     {R});
+    auto d = x.f16s(j64 * (2 * R) + static_cast<int>(B4::kD));
     for (size_t i = 0; i < BT; ++i) {
       auto blk = x.xblk[i] + x.b64 * 8 + j64;
       auto bsum = broadcast_to(load(x.xs + blk), {R}) * offset;
