@@ -108,8 +108,12 @@ void q6_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>&
     std::vector<Value> bias(BT);
     for (size_t i = 0; i < BT; ++i) {
       auto off = x.xbyte[i] + x.b64 * 256 + h64 * 128;
-      auto codes = load(x.xq + (off + arange(128).to(DType::i64))).to(DType::i32);
-      bias[i] = sum(reshape(codes, {8, 16}), 1) * 32;
+      auto xv = load(x.xq + (off + arange(128).to(DType::i64)));
+      // Sums of 4 as a dot with ones (vpdpbusd); the ones are derived from x
+      // so that they stay a u8 operand, not a folded constant.
+      auto ones = (xv.bitcast(DType::u8) | 1) & 1;
+      auto fours = sum(reshape(ones.to(DType::i32) * xv.to(DType::i32), {32, 4}), 1);
+      bias[i] = sum(reshape(fours, {8, 4}), 1) * 32;
     }
     for (int64_t quarter = 0; quarter < 2; ++quarter) {  // groups 8h + quarter + 2 kind
       // dots[i][kind]: codes of kind 0-3 are weights 32 kind + 16 quarter + 0..15.
