@@ -19,6 +19,17 @@ void check_shape(const char* format, int64_t m, int64_t k) {
                 std::to_string(k) + "] needs rows a multiple of 16 and columns a multiple of 256");
 }
 
+// Visits row r (0-15) of every chunk of every layout: `chunk`, the index
+// of the chunk of row group g and 256-weight span b (g * spans + b), and
+// the row's index g * 16 + r in the matrix.
+template <class F>
+void each_chunk_row(int64_t m, int64_t k, F fn) {
+  const int64_t spans = k / 256;
+  for (int64_t g = 0; g < m / 16; ++g)
+    for (int64_t b = 0; b < spans; ++b)
+      for (int64_t r = 0; r < 16; ++r) fn(g * spans + b, r, g * 16 + r, b);
+}
+
 float f16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -27,50 +38,41 @@ float f16(const uint8_t* p) {
 
 void interleave_q4_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   check_shape("Q4_K", m, k);
-  const int64_t nb = k / 256;
-  for (int64_t g = 0; g < m / L::kRows; ++g)
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* c = out + (g * nb + b) * L::kChunkBytes;
-      for (int64_t r = 0; r < L::kRows; ++r) {
-        const uint8_t* blk = blocks + ((g * L::kRows + r) * nb + b) * kBlockBytes;
-        std::memcpy(c + L::kD + 2 * r, blk, 2);
-        std::memcpy(c + L::kDmin + 2 * r, blk + 2, 2);
-        for (int j = 0; j < 8; ++j) {
-          int sc, mn;
-          q4k_scale_min(blk + 4, j, &sc, &mn);
-          c[L::kScales + 16 * j + r] = static_cast<uint8_t>(sc);
-          c[L::kMins + 16 * j + r] = static_cast<uint8_t>(mn);
-        }
-        for (int64_t p = 0; p < 4; ++p)
-          for (int64_t q = 0; q < 8; ++q)
-            std::memcpy(c + L::kCodes + ((p * 8 + q) * L::kRows + r) * 4, blk + 16 + 32 * p + 4 * q,
-                        4);
-      }
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
+    uint8_t* c = out + chunk * L::kChunkBytes;
+    const uint8_t* blk = blocks + (row * (k / 256) + b) * kBlockBytes;
+    std::memcpy(c + L::kD + 2 * r, blk, 2);
+    std::memcpy(c + L::kDmin + 2 * r, blk + 2, 2);
+    for (int j = 0; j < 8; ++j) {
+      int sc, mn;
+      q4k_scale_min(blk + 4, j, &sc, &mn);
+      c[L::kScales + 16 * j + r] = static_cast<uint8_t>(sc);
+      c[L::kMins + 16 * j + r] = static_cast<uint8_t>(mn);
     }
+    for (int64_t p = 0; p < 4; ++p)
+      for (int64_t q = 0; q < 8; ++q)
+        std::memcpy(c + L::kCodes + ((p * 8 + q) * L::kRows + r) * 4, blk + 16 + 32 * p + 4 * q, 4);
+  });
 }
 
 std::vector<float> dequantize_q4_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
-  const int64_t nb = k / 256;
   std::vector<float> w(static_cast<size_t>(m * k));
-  for (int64_t g = 0; g < m / L::kRows; ++g)
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* c = rows16 + (g * nb + b) * L::kChunkBytes;
-      for (int64_t r = 0; r < L::kRows; ++r) {
-        float d = f16(c + L::kD + 2 * r), dmin = f16(c + L::kDmin + 2 * r);
-        float* row = w.data() + (g * L::kRows + r) * k + b * 256;
-        for (int64_t p = 0; p < 4; ++p)
-          for (int64_t q = 0; q < 8; ++q)
-            for (int64_t i = 0; i < 4; ++i) {
-              uint8_t byte = c[L::kCodes + ((p * 8 + q) * L::kRows + r) * 4 + i];
-              for (int64_t half = 0; half < 2; ++half) {
-                int64_t j = 2 * p + half;
-                int code = half ? byte >> 4 : byte & 15;
-                row[32 * j + 4 * q + i] =
-                    d * c[L::kScales + 16 * j + r] * code - dmin * c[L::kMins + 16 * j + r];
-              }
-            }
-      }
-    }
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
+    const uint8_t* c = rows16 + chunk * L::kChunkBytes;
+    float d = f16(c + L::kD + 2 * r), dmin = f16(c + L::kDmin + 2 * r);
+    float* row = w.data() + row_index * k + b * 256;
+    for (int64_t p = 0; p < 4; ++p)
+      for (int64_t q = 0; q < 8; ++q)
+        for (int64_t i = 0; i < 4; ++i) {
+          uint8_t byte = c[L::kCodes + ((p * 8 + q) * L::kRows + r) * 4 + i];
+          for (int64_t half = 0; half < 2; ++half) {
+            int64_t j = 2 * p + half;
+            int code = half ? byte >> 4 : byte & 15;
+            row[32 * j + 4 * q + i] =
+                d * c[L::kScales + 16 * j + r] * code - dmin * c[L::kMins + 16 * j + r];
+          }
+        }
+  });
   return w;
 }
 
@@ -84,50 +86,41 @@ int64_t q6_code(int64_t h, int64_t g, int64_t part, int64_t r) {
 
 void interleave_q6_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   check_shape("Q6_K", m, k);
-  const int64_t nb = k / 256;
-  for (int64_t g16 = 0; g16 < m / L6::kRows; ++g16)
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* c = out + (g16 * nb + b) * L6::kChunkBytes;
-      for (int64_t r = 0; r < L6::kRows; ++r) {
-        // ggml's block_q6_K: ql[128], qh[64], scales[16] (i8), d (f16).
-        const uint8_t* blk = blocks + ((g16 * L6::kRows + r) * nb + b) * kQ6BlockBytes;
-        std::memcpy(c + L6::kD + 2 * r, blk + 208, 2);
-        for (int64_t s = 0; s < 16; ++s) c[L6::kScales + 16 * s + r] = blk[192 + s];
-        for (int64_t h = 0; h < 2; ++h)
-          for (int64_t g = 0; g < 8; ++g) {
-            std::memcpy(c + q6_code(h, g, 0, r), blk + 64 * h + 4 * g, 4);
-            std::memcpy(c + q6_code(h, g, 1, r), blk + 64 * h + 32 + 4 * g, 4);
-            std::memcpy(c + q6_code(h, g, 2, r), blk + 128 + 32 * h + 4 * g, 4);
-          }
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
+    uint8_t* c = out + chunk * L6::kChunkBytes;
+    // ggml's block_q6_K: ql[128], qh[64], scales[16] (i8), d (f16).
+    const uint8_t* blk = blocks + (row * (k / 256) + b) * kQ6BlockBytes;
+    std::memcpy(c + L6::kD + 2 * r, blk + 208, 2);
+    for (int64_t s = 0; s < 16; ++s) c[L6::kScales + 16 * s + r] = blk[192 + s];
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t g = 0; g < 8; ++g) {
+        std::memcpy(c + q6_code(h, g, 0, r), blk + 64 * h + 4 * g, 4);
+        std::memcpy(c + q6_code(h, g, 1, r), blk + 64 * h + 32 + 4 * g, 4);
+        std::memcpy(c + q6_code(h, g, 2, r), blk + 128 + 32 * h + 4 * g, 4);
       }
-    }
+  });
 }
 
 std::vector<float> dequantize_q6_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
-  const int64_t nb = k / 256;
   std::vector<float> w(static_cast<size_t>(m * k));
-  for (int64_t g16 = 0; g16 < m / L6::kRows; ++g16)
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* c = rows16 + (g16 * nb + b) * L6::kChunkBytes;
-      for (int64_t r = 0; r < L6::kRows; ++r) {
-        float d = f16(c + L6::kD + 2 * r);
-        float* row = w.data() + (g16 * L6::kRows + r) * k + b * 256;
-        for (int64_t h = 0; h < 2; ++h)
-          for (int64_t g = 0; g < 8; ++g)
-            for (int64_t i = 0; i < 4; ++i) {
-              int a = c[q6_code(h, g, 0, r) + i], bb = c[q6_code(h, g, 1, r) + i];
-              int hb = c[q6_code(h, g, 2, r) + i];
-              const int codes[4] = {(a & 15) | ((hb & 3) << 4), (bb & 15) | (((hb >> 2) & 3) << 4),
-                                    (a >> 4) | (((hb >> 4) & 3) << 4),
-                                    (bb >> 4) | ((hb >> 6) << 4)};
-              for (int64_t q = 0; q < 4; ++q) {
-                int64_t at = 128 * h + 32 * q + 4 * g + i;
-                auto sc = static_cast<int8_t>(c[L6::kScales + 16 * (at / 16) + r]);
-                row[at] = d * sc * static_cast<float>(codes[q] - 32);
-              }
-            }
-      }
-    }
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
+    const uint8_t* c = rows16 + chunk * L6::kChunkBytes;
+    float d = f16(c + L6::kD + 2 * r);
+    float* row = w.data() + row_index * k + b * 256;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t g = 0; g < 8; ++g)
+        for (int64_t i = 0; i < 4; ++i) {
+          int a = c[q6_code(h, g, 0, r) + i], bb = c[q6_code(h, g, 1, r) + i];
+          int hb = c[q6_code(h, g, 2, r) + i];
+          const int codes[4] = {(a & 15) | ((hb & 3) << 4), (bb & 15) | (((hb >> 2) & 3) << 4),
+                                (a >> 4) | (((hb >> 4) & 3) << 4), (bb >> 4) | ((hb >> 6) << 4)};
+          for (int64_t q = 0; q < 4; ++q) {
+            int64_t at = 128 * h + 32 * q + 4 * g + i;
+            auto sc = static_cast<int8_t>(c[L6::kScales + 16 * (at / 16) + r]);
+            row[at] = d * sc * static_cast<float>(codes[q] - 32);
+          }
+        }
+  });
   return w;
 }
 
@@ -136,44 +129,39 @@ template <class B>
 void interleave_blocks32_rows16(const char* format, const uint8_t* blocks, int64_t m, int64_t k,
                                 uint8_t* out) {
   check_shape(format, m, k);
-  const int64_t nb = k / 32, block_bytes = 2 + B::kCodeBytes;
-  for (int64_t g16 = 0; g16 < m / B::kRows; ++g16)
-    for (int64_t c8 = 0; c8 < nb / 8; ++c8) {
-      uint8_t* c = out + (g16 * (nb / 8) + c8) * B::kChunkBytes;
-      for (int64_t r = 0; r < B::kRows; ++r)
-        for (int64_t j = 0; j < 8; ++j) {
-          const uint8_t* blk = blocks + ((g16 * B::kRows + r) * nb + c8 * 8 + j) * block_bytes;
-          std::memcpy(c + B::kD + 2 * (16 * j + r), blk, 2);
-          for (int64_t g = 0; g < B::kCodeBytes / 4; ++g)
-            std::memcpy(c + B::kCodes + ((j * (B::kCodeBytes / 4) + g) * B::kRows + r) * 4,
-                        blk + 2 + 4 * g, 4);
-        }
+  const int64_t block_bytes = 2 + B::kCodeBytes, groups = B::kCodeBytes / 4;
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
+    uint8_t* c = out + chunk * B::kChunkBytes;
+    for (int64_t j = 0; j < 8; ++j) {
+      const uint8_t* blk = blocks + (row * (k / 32) + b * 8 + j) * block_bytes;
+      std::memcpy(c + B::kD + 2 * (16 * j + r), blk, 2);
+      for (int64_t g = 0; g < groups; ++g)
+        std::memcpy(c + B::kCodes + ((j * groups + g) * B::kRows + r) * 4, blk + 2 + 4 * g, 4);
     }
+  });
 }
 
 template <class B>
 std::vector<float> dequantize_blocks32_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
-  const int64_t nb = k / 32;
   std::vector<float> w(static_cast<size_t>(m * k));
-  for (int64_t g16 = 0; g16 < m / B::kRows; ++g16)
-    for (int64_t c8 = 0; c8 < nb / 8; ++c8) {
-      const uint8_t* c = rows16 + (g16 * (nb / 8) + c8) * B::kChunkBytes;
-      for (int64_t r = 0; r < B::kRows; ++r)
-        for (int64_t j = 0; j < 8; ++j) {
-          float d = f16(c + B::kD + 2 * (16 * j + r));
-          float* row = w.data() + (g16 * B::kRows + r) * k + (c8 * 8 + j) * 32;
-          for (int64_t g = 0; g < B::kCodeBytes / 4; ++g)
-            for (int64_t i = 0; i < 4; ++i) {
-              uint8_t byte = c[B::kCodes + ((j * (B::kCodeBytes / 4) + g) * B::kRows + r) * 4 + i];
-              if (B::kCodeBytes == 32) {
-                row[4 * g + i] = d * static_cast<float>(static_cast<int8_t>(byte));
-              } else {
-                row[4 * g + i] = d * static_cast<float>((byte & 15) - 8);
-                row[16 + 4 * g + i] = d * static_cast<float>((byte >> 4) - 8);
-              }
-            }
+  const int64_t groups = B::kCodeBytes / 4;
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
+    const uint8_t* c = rows16 + chunk * B::kChunkBytes;
+    for (int64_t j = 0; j < 8; ++j) {
+      float d = f16(c + B::kD + 2 * (16 * j + r));
+      float* row = w.data() + row_index * k + b * 256 + j * 32;
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t i = 0; i < 4; ++i) {
+          uint8_t byte = c[B::kCodes + ((j * groups + g) * B::kRows + r) * 4 + i];
+          if (B::kCodeBytes == 32) {
+            row[4 * g + i] = d * static_cast<float>(static_cast<int8_t>(byte));
+          } else {
+            row[4 * g + i] = d * static_cast<float>((byte & 15) - 8);
+            row[16 + 4 * g + i] = d * static_cast<float>((byte >> 4) - 8);
+          }
         }
     }
+  });
   return w;
 }
 
