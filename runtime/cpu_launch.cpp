@@ -31,7 +31,7 @@ void check_arg_kinds(const Kernel& k, const std::vector<Arg>& args) {
 }
 
 void launch_cpu(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& args, const Grid& grid,
-                ThreadPool& pool) {
+                ThreadPool& pool, int64_t bytes) {
   check_arg_kinds(k, args);
   for (int a = 0; a < 3; ++a)
     if (grid[a] < 0 || grid[a] > INT32_MAX)
@@ -56,7 +56,12 @@ void launch_cpu(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& args,
                 scalars.data(),
                 {static_cast<int32_t>(grid[0]), static_cast<int32_t>(grid[1]),
                  static_cast<int32_t>(grid[2])}};
-  pool.parallel_for(grid[0] * grid[1] * grid[2], [&](int64_t b, int64_t e) { fn(&la, b, e); });
+  int64_t programs = grid[0] * grid[1] * grid[2];
+  if (bytes >= 0 && bytes < kSerialLaunchBytes) {
+    if (programs > 0) fn(&la, 0, programs);
+    return;
+  }
+  pool.parallel_for(programs, [&](int64_t b, int64_t e) { fn(&la, b, e); });
 }
 
 }  // namespace kiln

@@ -18,7 +18,15 @@ namespace kiln {
 // Throws kiln::Error naming the kernel and the offending argument.
 void check_arg_kinds(const Kernel& k, const std::vector<Arg>& args);
 
+// A launch whose buffers need fewer bytes than this runs on the calling
+// thread: waking a worker and waiting for its chunk costs more than the
+// work (decode's norms, residual adds and activation quantisation touch a
+// few KiB and took 2-4 us more on 2 threads than on one).
+constexpr int64_t kSerialLaunchBytes = 128 << 10;
+
+// `bytes`: what the launch's buffers need (Runtime::check_launch), or -1
+// when unknown (always spread over the pool).
 void launch_cpu(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& args, const Grid& grid,
-                ThreadPool& pool);
+                ThreadPool& pool, int64_t bytes = -1);
 
 }  // namespace kiln

@@ -25,7 +25,9 @@ void Plan::launch(const std::string& label, const std::string& kernel,
   }
   Spec spec = rt_.select(kernel, dtypes, st.args, sizes, fixed);
   st.kernel = &rt_.compile(spec);
-  st.grid = rt_.check_launch(spec, st.kernel->kernel, st.args, sizes);
+  Runtime::CheckedLaunch checked = rt_.check_launch(spec, st.kernel->kernel, st.args, sizes);
+  st.grid = checked.grid;
+  st.bytes = checked.bytes;
   steps_.push_back(std::move(st));
 }
 
@@ -58,7 +60,7 @@ void Plan::run(bool interpret) {
       if (interpret)
         kiln::interpret(st.kernel->kernel, st.args, st.grid);
       else
-        launch_cpu(st.kernel->kernel, st.kernel->cpu.fn, st.args, st.grid, rt_.pool());
+        launch_cpu(st.kernel->kernel, st.kernel->cpu.fn, st.args, st.grid, rt_.pool(), st.bytes);
     }
     if (profiling_) {
       auto& p = prof_[st.label];

@@ -59,6 +59,7 @@ class Plan {
     std::vector<Arg> args;
     std::vector<std::pair<size_t, std::string>> dynamic;  // arg index, slot
     Grid grid{};
+    int64_t bytes = -1;
     std::function<void()> host;
   };
   Runtime& rt_;

@@ -125,11 +125,12 @@ void Runtime::call(const std::string& kernel, const std::map<std::string, DType>
   launch(select(kernel, dtypes, args, sizes, fixed), args, sizes);
 }
 
-Grid Runtime::check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,
-                           const Sizes& sizes) {
+Runtime::CheckedLaunch Runtime::check_launch(const Spec& spec, const Kernel& k,
+                                             const std::vector<Arg>& args, const Sizes& sizes) {
   check_arg_kinds(k, args);
   const std::string who = "kernel '" + k.name + "'";
   LaunchShape shape = find_kernel(spec.kernel).launch_shape(spec, scalar_args(k, args, sizes));
+  CheckedLaunch checked{shape.grid};
   for (size_t i = 0; i < args.size(); ++i) {
     const Param& p = k.params[i];
     if (p.kind != ParamKind::Buffer) continue;
@@ -140,19 +141,20 @@ Grid Runtime::check_launch(const Spec& spec, const Kernel& k, const std::vector<
     if (args[i].count < need->second)
       throw Error(who + ": buffer '" + p.name + "' holds " + std::to_string(args[i].count) +
                   " elements, the launch needs " + std::to_string(need->second));
+    checked.bytes += need->second * dtype_bytes(p.dtype);
   }
-  return shape.grid;
+  return checked;
 }
 
 void Runtime::launch(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes) {
   const CompiledKernel& c = compile(spec);
-  launch_cpu(c.kernel, c.cpu.fn, args, check_launch(spec, c.kernel, args, sizes), pool_);
+  CheckedLaunch checked = check_launch(spec, c.kernel, args, sizes);
+  launch_cpu(c.kernel, c.cpu.fn, args, checked.grid, pool_, checked.bytes);
 }
 
 void Runtime::interpret(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes) {
   Kernel k = build_kernel(spec);
-  Grid grid = check_launch(spec, k, args, sizes);
-  kiln::interpret(k, args, grid);
+  kiln::interpret(k, args, check_launch(spec, k, args, sizes).grid);
 }
 
 }  // namespace kiln

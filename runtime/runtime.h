@@ -76,9 +76,14 @@ class Runtime {
   // The same launch through the reference interpreter.
   void interpret(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes = {});
 
-  // Grid of a launch after checking arguments and buffer sizes.
-  Grid check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,
-                    const Sizes& sizes);
+  // Grid of a launch after checking arguments and buffer sizes, and the
+  // bytes its buffers need.
+  struct CheckedLaunch {
+    Grid grid;
+    int64_t bytes = 0;
+  };
+  CheckedLaunch check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,
+                             const Sizes& sizes);
 
  private:
   const Kernel& signature(const Spec& spec);

@@ -4,6 +4,12 @@
 
 namespace kiln {
 
+namespace {
+uint32_t launch_of(uint64_t ticket) { return static_cast<uint32_t>(ticket >> 32); }
+int64_t chunks_of(uint64_t ticket) { return static_cast<int64_t>((ticket >> 16) & 0xffff); }
+int64_t next_of(uint64_t ticket) { return static_cast<int64_t>(ticket & 0xffff); }
+}  // namespace
+
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
@@ -13,49 +19,50 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    generation_.fetch_add(1);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks() {
-  // Chunks are taken in order from a shared counter: a thread that runs late
-  // (a busy core on a shared machine) takes fewer of them instead of
-  // holding up the launch. Each work item still runs whole on one thread,
-  // so results do not depend on which thread ran it.
+void ThreadPool::run_chunks(uint32_t launch) {
+  uint64_t t = ticket_.load(std::memory_order_acquire);
   for (;;) {
-    int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
-    if (begin >= n_) return;
-    int64_t end = std::min(n_, begin + chunk_);
+    if (launch_of(t) != launch || next_of(t) >= chunks_of(t)) return;
+    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+      continue;
+    // The claimed chunk keeps this launch (fn_, bounds_) alive until it is
+    // counted done: parallel_for waits for every chunk.
+    int64_t c = next_of(t);
     try {
-      (*fn_)(begin, end);
+      (*fn_)(bounds_[c], bounds_[c + 1]);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       if (!error_) error_ = std::current_exception();
     }
+    chunks_done_.fetch_add(1, std::memory_order_release);
+    t = ticket_.load(std::memory_order_acquire);
   }
 }
 
 void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    // Spin briefly: back-to-back launches (one per layer of a forward pass)
+    // Spin briefly: back-to-back launches (one per op of a forward pass)
     // arrive within microseconds, faster than a futex wake-up.
-    uint64_t g = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; g == seen && spin < 20000; ++spin) {
+    uint32_t launch = launch_of(ticket_.load(std::memory_order_acquire));
+    for (int spin = 0; launch == seen && spin < 20000; ++spin) {
       std::this_thread::yield();
-      g = generation_.load(std::memory_order_acquire);
+      launch = launch_of(ticket_.load(std::memory_order_acquire));
     }
-    if (g == seen) {
+    if (launch == seen) {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return generation_.load() != seen; });
-      g = generation_.load();
+      wake_.wait(lock, [&] { return stop_ || launch_of(ticket_.load()) != seen; });
+      if (stop_) return;
+      launch = launch_of(ticket_.load());
     }
-    seen = g;
-    if (stop_) return;
-    run_chunks();
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    seen = launch;
+    run_chunks(launch);
   }
 }
 
@@ -65,19 +72,31 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     if (n > 0) fn(0, n);
     return;
   }
+  uint32_t launch;
+  int64_t chunks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
-    n_ = n;
-    chunk_ = std::max<int64_t>(1, n / (8 * size()));
-    next_.store(0, std::memory_order_relaxed);
+    // Guided chunks never drop below n / 8192 items, which keeps their
+    // count far under the ticket's 16 bits.
+    const int64_t smallest = std::max<int64_t>(1, n / 8192);
+    bounds_.assign(1, 0);
+    for (int64_t left = n; left > 0;) {
+      int64_t c = std::min(left, std::max(smallest, (left + 2 * size() - 1) / (2 * size())));
+      bounds_.push_back(bounds_.back() + c);
+      left -= c;
+    }
+    chunks = static_cast<int64_t>(bounds_.size()) - 1;
     error_ = nullptr;
-    pending_.store(static_cast<int>(workers_.size()));
-    generation_.fetch_add(1, std::memory_order_release);
+    chunks_done_.store(0, std::memory_order_relaxed);
+    launch = launch_of(ticket_.load(std::memory_order_relaxed)) + 1;
+    ticket_.store(static_cast<uint64_t>(launch) << 32 | static_cast<uint64_t>(chunks) << 16,
+                  std::memory_order_release);
   }
   wake_.notify_all();
-  run_chunks();
-  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  run_chunks(launch);
+  while (chunks_done_.load(std::memory_order_acquire) != chunks) std::this_thread::yield();
+  std::lock_guard<std::mutex> lock(mu_);
   if (error_) std::rethrow_exception(error_);
 }
 

@@ -1,9 +1,13 @@
 // A persistent pool of worker threads that runs a grid in contiguous chunks.
 //
-// Kernel launches are short (a GEMV over 32 MiB takes about a millisecond),
-// so threads are created once and woken per launch. The calling thread
-// works too. Threads take contiguous chunks (about 8 per thread) from a
-// shared counter, so a thread slowed by a busy core takes fewer; a work
+// Kernel launches are short (a GEMV over 32 MiB takes about a millisecond,
+// a decode step launches hundreds of kernels), so threads are created once
+// and woken per launch. The calling thread works too. Chunks are claimed one
+// at a time and shrink as the launch goes (each a 1/(2 threads) share of
+// what is left, as in guided scheduling), so a thread slowed by a busy core
+// takes fewer and the threads finish close together. A launch ends when
+// every chunk is done, not when every worker has woken: on a shared machine
+// a worker that is not scheduled in time simply finds no work left. A work
 // item (a program) always runs whole on one thread, so results do not
 // depend on the assignment.
 #pragma once
@@ -11,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -35,17 +40,20 @@ class ThreadPool {
 
  private:
   void worker_loop();
-  void run_chunks();
+  // Claims and runs chunks of the launch `launch` until none is left.
+  void run_chunks(uint32_t launch);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // The current launch: its number (high 32 bits), its chunk count (next
+  // 16) and its next unclaimed chunk (low 16). A claim is a compare-exchange
+  // of the whole word, so a worker that wakes after its launch has ended can
+  // never take a chunk of the next launch, nor run one with an old function.
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<int64_t> chunks_done_{0};
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0;
-  int64_t chunk_ = 1;
-  std::atomic<int64_t> next_{0};
+  std::vector<int64_t> bounds_;  // chunk c is [bounds_[c], bounds_[c + 1])
   bool stop_ = false;
   std::exception_ptr error_;
   std::mutex call_mu_;  // one parallel_for at a time

@@ -176,7 +176,7 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
     }
     in.args[i] = Arg::buffer(m, n);
   }
-  in.grid = test::runtime().check_launch(spec, k, in.args, launch);
+  in.grid = test::runtime().check_launch(spec, k, in.args, launch).grid;
   return in;
 }
 
