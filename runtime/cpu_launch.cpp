@@ -30,38 +30,57 @@ void check_arg_kinds(const Kernel& k, const std::vector<Arg>& args) {
   }
 }
 
-void launch_cpu(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& args, const Grid& grid,
-                ThreadPool& pool, int64_t bytes) {
+CpuLaunch::CpuLaunch(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& args,
+                     const Grid& grid, int64_t bytes)
+    : fn_(fn) {
   check_arg_kinds(k, args);
   for (int a = 0; a < 3; ++a)
     if (grid[a] < 0 || grid[a] > INT32_MAX)
       throw Error("kernel '" + k.name + "': grid axis " + std::to_string(a) + " has " +
                   std::to_string(grid[a]) + " programs (0.." + std::to_string(INT32_MAX) +
                   " allowed)");
-  std::vector<void*> buffers;
-  std::vector<int64_t> scalars;
   for (size_t i = 0; i < args.size(); ++i) {
     const Param& p = k.params[i];
     if (p.kind == ParamKind::Buffer) {
-      buffers.push_back(args[i].data);
-    } else if (is_float(p.dtype)) {
-      int64_t bits;
-      std::memcpy(&bits, &args[i].f, sizeof bits);
-      scalars.push_back(bits);
-    } else {
-      scalars.push_back(args[i].i);
+      buffers_.push_back(args[i].data);
+      slot_.emplace_back(-1, false);
+      continue;
     }
+    slot_.emplace_back(static_cast<int>(scalars_.size()), is_float(p.dtype));
+    int64_t bits = args[i].i;
+    if (is_float(p.dtype)) std::memcpy(&bits, &args[i].f, sizeof bits);
+    scalars_.push_back(bits);
   }
-  LaunchArgs la{buffers.data(),
-                scalars.data(),
-                {static_cast<int32_t>(grid[0]), static_cast<int32_t>(grid[1]),
-                 static_cast<int32_t>(grid[2])}};
-  int64_t programs = grid[0] * grid[1] * grid[2];
-  if (bytes >= 0 && bytes < kSerialLaunchBytes) {
-    if (programs > 0) fn(&la, 0, programs);
+  la_ = LaunchArgs{buffers_.data(),
+                   scalars_.data(),
+                   {static_cast<int32_t>(grid[0]), static_cast<int32_t>(grid[1]),
+                    static_cast<int32_t>(grid[2])}};
+  programs_ = grid[0] * grid[1] * grid[2];
+  serial_ = bytes >= 0 && bytes < kSerialLaunchBytes;
+}
+
+void CpuLaunch::set_scalar(size_t index, int64_t v) {
+  auto [slot, is_float_param] = slot_.at(index);
+  if (slot < 0) throw Error("CpuLaunch: argument " + std::to_string(index) + " is a buffer");
+  if (is_float_param) {
+    double f = static_cast<double>(v);
+    std::memcpy(&scalars_[slot], &f, sizeof f);
+  } else {
+    scalars_[slot] = v;
+  }
+}
+
+void CpuLaunch::run(ThreadPool& pool) {
+  if (serial_) {
+    if (programs_ > 0) fn_(&la_, 0, programs_);
     return;
   }
-  pool.parallel_for(programs, [&](int64_t b, int64_t e) { fn(&la, b, e); });
+  pool.parallel_for(programs_, [this](int64_t b, int64_t e) { fn_(&la_, b, e); });
+}
+
+void launch_cpu(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& args, const Grid& grid,
+                ThreadPool& pool, int64_t bytes) {
+  CpuLaunch(k, fn, args, grid, bytes).run(pool);
 }
 
 }  // namespace kiln

@@ -24,8 +24,33 @@ void check_arg_kinds(const Kernel& k, const std::vector<Arg>& args);
 // few KiB and took 2-4 us more on 2 threads than on one).
 constexpr int64_t kSerialLaunchBytes = 128 << 10;
 
-// `bytes`: what the launch's buffers need (Runtime::check_launch), or -1
-// when unknown (always spread over the pool).
+// A launch's arguments packed into the LaunchArgs ABI once, so that a plan
+// replays it without re-checking or re-packing (only its dynamic scalars
+// are patched, through set_scalar).
+class CpuLaunch {
+ public:
+  // Throws kiln::Error naming the kernel on a bad argument or grid.
+  // `bytes`: what the launch's buffers need (Runtime::check_launch), or -1
+  // when unknown (always spread over the pool).
+  CpuLaunch(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& args, const Grid& grid,
+            int64_t bytes = -1);
+  CpuLaunch(const CpuLaunch&) = delete;
+  CpuLaunch& operator=(const CpuLaunch&) = delete;
+
+  // Sets argument `index` (a scalar parameter) to v.
+  void set_scalar(size_t index, int64_t v);
+  void run(ThreadPool& pool);
+
+ private:
+  KernelRangeFn fn_;
+  std::vector<void*> buffers_;
+  std::vector<int64_t> scalars_;
+  std::vector<std::pair<int, bool>> slot_;  // per argument: scalar slot (-1: buffer), is float
+  LaunchArgs la_;
+  int64_t programs_;
+  bool serial_;
+};
+
 void launch_cpu(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& args, const Grid& grid,
                 ThreadPool& pool, int64_t bytes = -1);
 

@@ -21,14 +21,20 @@ void Plan::launch(const std::string& label, const std::string& kernel,
     if (p == probe.end())
       throw Error("plan step '" + label + "': dynamic scalar '" + slot + "' has no probe value");
     st.args.push_back(Arg::scalar_int(p->second));
-    st.dynamic.emplace_back(i, slot);
+    st.dynamic.push_back({i, &slots_.try_emplace(slot, kUnset).first->second, slot});
   }
   Spec spec = rt_.select(kernel, dtypes, st.args, sizes, fixed);
   st.kernel = &rt_.compile(spec);
   Runtime::CheckedLaunch checked = rt_.check_launch(spec, st.kernel->kernel, st.args, sizes);
   st.grid = checked.grid;
-  st.bytes = checked.bytes;
+  st.cpu = std::make_unique<CpuLaunch>(st.kernel->kernel, st.kernel->cpu.fn, st.args, st.grid,
+                                       checked.bytes);
   steps_.push_back(std::move(st));
+}
+
+void Plan::set(const std::string& slot, int64_t value) {
+  if (value == kUnset) throw Error("plan slot '" + slot + "': value out of range");
+  slots_[slot] = value;
 }
 
 void Plan::host(const std::string& label, std::function<void()> fn) {
@@ -51,16 +57,16 @@ void Plan::run(bool interpret) {
     if (st.host) {
       st.host();
     } else {
-      for (const auto& [index, slot] : st.dynamic) {
-        auto v = slots_.find(slot);
-        if (v == slots_.end())
-          throw Error("plan step '" + st.label + "': dynamic scalar '" + slot + "' was not set");
-        st.args[index] = Arg::scalar_int(v->second);
+      for (const Step::Dynamic& d : st.dynamic) {
+        if (*d.value == kUnset)
+          throw Error("plan step '" + st.label + "': dynamic scalar '" + d.slot + "' was not set");
+        st.args[d.arg] = Arg::scalar_int(*d.value);
+        st.cpu->set_scalar(d.arg, *d.value);
       }
       if (interpret)
         kiln::interpret(st.kernel->kernel, st.args, st.grid);
       else
-        launch_cpu(st.kernel->kernel, st.kernel->cpu.fn, st.args, st.grid, rt_.pool(), st.bytes);
+        st.cpu->run(rt_.pool());
     }
     if (profiling_) {
       auto& p = prof_[st.label];

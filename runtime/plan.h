@@ -14,10 +14,12 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "runtime/cpu_launch.h"
 #include "runtime/runtime.h"
 
 namespace kiln {
@@ -42,7 +44,7 @@ class Plan {
   // Records host code run at this point of the sequence.
   void host(const std::string& label, std::function<void()> fn);
 
-  void set(const std::string& slot, int64_t value) { slots_[slot] = value; }
+  void set(const std::string& slot, int64_t value);
   // Replays every step; `interpret` runs the kernels through the reference
   // interpreter instead of the JIT.
   void run(bool interpret = false);
@@ -56,14 +58,22 @@ class Plan {
   struct Step {
     std::string label;
     const CompiledKernel* kernel = nullptr;  // null for host steps
-    std::vector<Arg> args;
-    std::vector<std::pair<size_t, std::string>> dynamic;  // arg index, slot
+    std::vector<Arg> args;                   // for the interpreter
+    std::unique_ptr<CpuLaunch> cpu;
+    struct Dynamic {
+      size_t arg;
+      const int64_t* value;  // in slots_
+      std::string slot;
+    };
+    std::vector<Dynamic> dynamic;
     Grid grid{};
-    int64_t bytes = -1;
     std::function<void()> host;
   };
   Runtime& rt_;
   std::vector<Step> steps_;
+  // Slot values by name; map nodes stay put, so steps keep pointers to them.
+  // A slot that is used but was never set holds kUnset.
+  static constexpr int64_t kUnset = INT64_MIN;
   std::map<std::string, int64_t> slots_;
   bool profiling_ = false;
   std::map<std::string, std::pair<double, int64_t>> prof_;  // label -> (ms, calls)
