@@ -1,8 +1,10 @@
-// `kiln cache stats|list|clear`: the on-disk compile cache.
+// `kiln cache stats|list|clear`: the on-disk compile cache, and the CUDA
+// simulator's compiled kernels (stats and clear).
 #include <cstdio>
 
 #include "ir/error.h"
 #include "runtime/compile_cache.h"
+#include "targets/cuda/cuda_simulator.h"
 #include "tools/cli.h"
 
 namespace kiln {
@@ -13,7 +15,8 @@ int cmd_cache(const std::vector<std::string>& argv) {
   if (a.flag("help") || a.positional().size() != 1) {
     std::puts(
         "usage: kiln cache stats|list|clear\n"
-        "The compile cache lives in $KILN_CACHE_DIR (default ~/.cache/kiln).");
+        "The compile cache lives in $KILN_CACHE_DIR (default ~/.cache/kiln); the CUDA\n"
+        "simulator keeps its compiled kernels in $TMPDIR/kiln-cuda-sim-UID.");
     return a.flag("help") ? 0 : 2;
   }
   CompileCache cache(CompileCache::default_dir());
@@ -21,6 +24,9 @@ int cmd_cache(const std::vector<std::string>& argv) {
   const std::string& what = a.positional()[0];
   if (what == "clear") {
     std::printf("removed %d entries from %s\n", cache.clear(), cache.dir().c_str());
+    std::printf("removed %lld CUDA simulator builds from %s\n",
+                static_cast<long long>(SimulatedKernel::clear_cache()),
+                SimulatedKernel::cache_dir().c_str());
     return 0;
   }
   auto entries = cache.list();
@@ -39,6 +45,10 @@ int cmd_cache(const std::vector<std::string>& argv) {
     }
     std::printf("directory  %s\nentries    %zu (%d corrupt)\nbytes      %lld\n",
                 cache.dir().c_str(), entries.size(), bad, static_cast<long long>(bytes));
+    SimulatedKernel::CacheStats sim = SimulatedKernel::cache_stats();
+    std::printf("CUDA simulator  %s: %lld builds, %lld bytes\n",
+                SimulatedKernel::cache_dir().c_str(), static_cast<long long>(sim.builds),
+                static_cast<long long>(sim.bytes));
     return 0;
   }
   throw Error("unknown cache command '" + what + "' (stats, list, clear)");

@@ -239,6 +239,35 @@ void write_file(const fs::path& p, std::string_view text) {
 
 }  // namespace
 
+std::string SimulatedKernel::cache_dir() {
+  std::error_code ec;
+  fs::path tmp = fs::temp_directory_path(ec);
+  if (ec) tmp = "/tmp";
+  return (tmp / ("kiln-cuda-sim-" + std::to_string(getuid()))).string();
+}
+
+SimulatedKernel::CacheStats SimulatedKernel::cache_stats() {
+  CacheStats s;
+  std::error_code ec;
+  for (fs::directory_iterator d(cache_dir(), ec), end; !ec && d != end; d.increment(ec)) {
+    if (!d->is_directory(ec)) continue;
+    ++s.builds;
+    for (fs::recursive_directory_iterator f(d->path(), ec), fend; !ec && f != fend; f.increment(ec))
+      if (f->is_regular_file(ec)) s.bytes += static_cast<int64_t>(f->file_size(ec));
+  }
+  return s;
+}
+
+int64_t SimulatedKernel::clear_cache() {
+  int64_t removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator d(cache_dir(), ec), end; !ec && d != end; d.increment(ec)) {
+    std::error_code rm;
+    if (d->is_directory(rm) && fs::remove_all(d->path(), rm) > 0 && !rm) ++removed;
+  }
+  return removed;
+}
+
 SimulatedKernel::~SimulatedKernel() {
   if (handle_) dlclose(handle_);
 }
@@ -250,7 +279,7 @@ std::shared_ptr<SimulatedKernel> SimulatedKernel::compile(const CudaSource& src)
   uint64_t h = fnv1a(src.code, fnv1a(cuda_prelude(), fnv1a(cuda_sim_abi(), fnv1a(cxx + flags))));
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  fs::path dir = fs::temp_directory_path() / ("kiln-cuda-sim-" + std::to_string(getuid())) / hex;
+  fs::path dir = fs::path(cache_dir()) / hex;
   fs::path so = dir / (src.entry + ".so");
   std::error_code ec;
   if (!fs::exists(so, ec)) {

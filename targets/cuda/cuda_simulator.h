@@ -38,6 +38,16 @@ class SimulatedKernel {
   // the error when it fails.
   static std::shared_ptr<SimulatedKernel> compile(const CudaSource& src);
 
+  // The compiled kernels kept under the temporary directory
+  // ($TMPDIR/kiln-cuda-sim-UID, one folder per source), for `kiln cache`.
+  static std::string cache_dir();
+  struct CacheStats {
+    int64_t builds = 0, bytes = 0;
+  };
+  static CacheStats cache_stats();
+  // Removes every kept build; returns how many there were.
+  static int64_t clear_cache();
+
  private:
   SimulatedKernel() = default;
   CudaSource src_;
