@@ -51,7 +51,8 @@ void ThreadPool::worker_loop() {
     // Spin briefly: back-to-back launches (one per op of a forward pass)
     // arrive within microseconds, faster than a futex wake-up.
     uint32_t launch = launch_of(ticket_.load(std::memory_order_acquire));
-    for (int spin = 0; launch == seen && spin < 20000; ++spin) {
+    for (int spin = 0; launch == seen && spin < 20000 && !stop_.load(std::memory_order_relaxed);
+         ++spin) {
       std::this_thread::yield();
       launch = launch_of(ticket_.load(std::memory_order_acquire));
     }

@@ -53,8 +53,8 @@ class ThreadPool {
   std::atomic<uint64_t> ticket_{0};
   std::atomic<int64_t> chunks_done_{0};
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  std::vector<int64_t> bounds_;  // chunk c is [bounds_[c], bounds_[c + 1])
-  bool stop_ = false;
+  std::vector<int64_t> bounds_;    // chunk c is [bounds_[c], bounds_[c + 1])
+  std::atomic<bool> stop_{false};  // read by spinning workers too
   std::exception_ptr error_;
   std::mutex call_mu_;  // one parallel_for at a time
 };
