@@ -30,6 +30,17 @@ void check_arg_kinds(const Kernel& k, const std::vector<Arg>& args) {
   }
 }
 
+namespace {
+// A scalar's 8-byte slot (launch_abi.h): integers as int64, floats as the
+// bits of a double.
+int64_t scalar_slot(bool float_param, const Arg& a) {
+  if (!float_param) return a.i;
+  int64_t bits;
+  std::memcpy(&bits, &a.f, sizeof bits);
+  return bits;
+}
+}  // namespace
+
 CpuLaunch::CpuLaunch(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& args,
                      const Grid& grid, int64_t bytes)
     : fn_(fn) {
@@ -47,9 +58,7 @@ CpuLaunch::CpuLaunch(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& 
       continue;
     }
     slot_.emplace_back(static_cast<int>(scalars_.size()), is_float(p.dtype));
-    int64_t bits = args[i].i;
-    if (is_float(p.dtype)) std::memcpy(&bits, &args[i].f, sizeof bits);
-    scalars_.push_back(bits);
+    scalars_.push_back(scalar_slot(is_float(p.dtype), args[i]));
   }
   la_ = LaunchArgs{buffers_.data(),
                    scalars_.data(),
@@ -62,12 +71,7 @@ CpuLaunch::CpuLaunch(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& 
 void CpuLaunch::set_scalar(size_t index, int64_t v) {
   auto [slot, is_float_param] = slot_.at(index);
   if (slot < 0) throw Error("CpuLaunch: argument " + std::to_string(index) + " is a buffer");
-  if (is_float_param) {
-    double f = static_cast<double>(v);
-    std::memcpy(&scalars_[slot], &f, sizeof f);
-  } else {
-    scalars_[slot] = v;
-  }
+  scalars_[slot] = scalar_slot(is_float_param, Arg::scalar_int(v));
 }
 
 void CpuLaunch::run(ThreadPool& pool) {

@@ -21,7 +21,7 @@ void Plan::launch(const std::string& label, const std::string& kernel,
     if (p == probe.end())
       throw Error("plan step '" + label + "': dynamic scalar '" + slot + "' has no probe value");
     st.args.push_back(Arg::scalar_int(p->second));
-    st.dynamic.push_back({i, &slots_.try_emplace(slot, kUnset).first->second, slot});
+    st.dynamic.push_back({i, &slots_[slot], slot});
   }
   Spec spec = rt_.select(kernel, dtypes, st.args, sizes, fixed);
   st.kernel = &rt_.compile(spec);
@@ -30,11 +30,6 @@ void Plan::launch(const std::string& label, const std::string& kernel,
   st.cpu = std::make_unique<CpuLaunch>(st.kernel->kernel, st.kernel->cpu.fn, st.args, st.grid,
                                        checked.bytes);
   steps_.push_back(std::move(st));
-}
-
-void Plan::set(const std::string& slot, int64_t value) {
-  if (value == kUnset) throw Error("plan slot '" + slot + "': value out of range");
-  slots_[slot] = value;
 }
 
 void Plan::host(const std::string& label, std::function<void()> fn) {
@@ -58,10 +53,10 @@ void Plan::run(bool interpret) {
       st.host();
     } else {
       for (const Step::Dynamic& d : st.dynamic) {
-        if (*d.value == kUnset)
+        if (!d.value->has_value())
           throw Error("plan step '" + st.label + "': dynamic scalar '" + d.slot + "' was not set");
-        st.args[d.arg] = Arg::scalar_int(*d.value);
-        st.cpu->set_scalar(d.arg, *d.value);
+        st.args[d.arg] = Arg::scalar_int(**d.value);
+        st.cpu->set_scalar(d.arg, **d.value);
       }
       if (interpret)
         kiln::interpret(st.kernel->kernel, st.args, st.grid);

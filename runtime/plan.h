@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -44,7 +45,7 @@ class Plan {
   // Records host code run at this point of the sequence.
   void host(const std::string& label, std::function<void()> fn);
 
-  void set(const std::string& slot, int64_t value);
+  void set(const std::string& slot, int64_t value) { slots_[slot] = value; }
   // Replays every step; `interpret` runs the kernels through the reference
   // interpreter instead of the JIT.
   void run(bool interpret = false);
@@ -62,7 +63,7 @@ class Plan {
     std::unique_ptr<CpuLaunch> cpu;
     struct Dynamic {
       size_t arg;
-      const int64_t* value;  // in slots_
+      const std::optional<int64_t>* value;  // in slots_
       std::string slot;
     };
     std::vector<Dynamic> dynamic;
@@ -71,10 +72,9 @@ class Plan {
   };
   Runtime& rt_;
   std::vector<Step> steps_;
-  // Slot values by name; map nodes stay put, so steps keep pointers to them.
-  // A slot that is used but was never set holds kUnset.
-  static constexpr int64_t kUnset = INT64_MIN;
-  std::map<std::string, int64_t> slots_;
+  // Slot values by name (empty until set); map nodes stay put, so steps
+  // keep pointers to them.
+  std::map<std::string, std::optional<int64_t>> slots_;
   bool profiling_ = false;
   std::map<std::string, std::pair<double, int64_t>> prof_;  // label -> (ms, calls)
 };

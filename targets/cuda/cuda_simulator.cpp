@@ -252,8 +252,9 @@ SimulatedKernel::CacheStats SimulatedKernel::cache_stats() {
   for (fs::directory_iterator d(cache_dir(), ec), end; !ec && d != end; d.increment(ec)) {
     if (!d->is_directory(ec)) continue;
     ++s.builds;
-    for (fs::recursive_directory_iterator f(d->path(), ec), fend; !ec && f != fend; f.increment(ec))
-      if (f->is_regular_file(ec)) s.bytes += static_cast<int64_t>(f->file_size(ec));
+    std::error_code fe;  // a file that vanishes mid-walk ends this build's count only
+    for (fs::recursive_directory_iterator f(d->path(), fe), fend; !fe && f != fend; f.increment(fe))
+      if (f->is_regular_file(fe)) s.bytes += static_cast<int64_t>(f->file_size(fe));
   }
   return s;
 }
