@@ -168,13 +168,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
   // Quantized GEMV: GB/s of weight bytes (the traffic that decides decode speed).
   for (const auto& f : split(a.get("formats",
                                    "q8_0,q8_0-rows16,q4_0,q4_0-rows16,q4_K,q4_K-rows16,q6_K,q6_K-"
-                                   "rows16,int4w,awq,awq-int4w"),
+                                   "rows16,int4w,int4w-rows16,awq,awq-int4w,awq-rows16"),
                              ',')) {
-    if (f == "int4w" || f == "awq" || f == "awq-int4w") {
+    const auto& int4 = int4_formats();
+    if (std::find(int4.begin(), int4.end(), f) != int4.end()) {
       for (auto [m, k] : shapes) {
-        auto work = std::make_shared<Int4Workload>(f == "awq"         ? awq_workload(m, k)
-                                                   : f == "awq-int4w" ? awq_int4w_workload(m, k)
-                                                                      : int4w_workload(m, k));
+        auto work = std::make_shared<Int4Workload>(int4_workload(f, m, k));
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           std::string name = f + "/" + std::to_string(m) + "x" + std::to_string(k) +
@@ -201,7 +200,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
     if (!known || (rows16 && !ggml::has_rows16(fmt)))
       throw Error(
           "--formats: unknown format '" + f +
-          "' (q8_0, q4_0, q4_K, q6_K, each also as <format>-rows16, int4w, awq, awq-int4w)");
+          "' (q8_0, q4_0, q4_K, q6_K, each also as <format>-rows16, int4w, int4w-rows16, awq, "
+          "awq-int4w, awq-rows16)");
     // --const values the kernel declares (e.g. BLOCK_M) override the
     // dispatch. K-quants take Q8_K-style activations (one scale per 256), as
     // forwards quantise them (models/matmul.cpp).

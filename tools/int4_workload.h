@@ -1,6 +1,11 @@
-// Int4 weight-only GEMV problems for `kiln bench`: gemv_int4w (per-group
-// scales, 8 as zero point, x as quantize_q8 blocks), gemv_awq (AutoAWQ
-// layout from Kiln's packer, x in f32) and AWQ repacked into int4w rows.
+// Int4 weight-only GEMV problems for `kiln bench`, group 128:
+// - int4w: gemv_int4w on the row-major form (zero point 8);
+// - int4w-rows16: the same weights interleaved, gemv_int4w_rows16;
+// - awq: gemv_awq on AutoAWQ's layout from Kiln's packer, x in f32;
+// - awq-int4w, awq-rows16: those AWQ weights repacked at load
+//   (awq_to_int4w) into int4w rows with zero points, row-major or
+//   interleaved.
+// The int4w kernels take x as quantize_q8 blocks.
 #pragma once
 
 #include <cstdint>
@@ -18,15 +23,14 @@ struct Int4Workload {
   std::map<std::string, int64_t> fixed;  // non-tunable constexprs
   std::vector<HostMemory> memory;
   std::vector<Arg> args;
-  int64_t weight_bytes = 0;  // packed weights + scales (+ zero points)
+  // Packed weights + scales (+ zero points), without the interleave's
+  // alignment padding: the bytes the format needs, not what Kiln reads.
+  int64_t weight_bytes = 0;
 };
 
-// y[m] = W[m, k] x with group-128 scales.
-Int4Workload int4w_workload(int64_t m, int64_t k);
-// y[m] = x W[k, m] in AWQ layout, group 128.
-Int4Workload awq_workload(int64_t m, int64_t k);
-// The same AWQ weights repacked at load into int4w rows (awq_to_int4w), run
-// by gemv_int4w with their zero points, x as quantize_q8 blocks.
-Int4Workload awq_int4w_workload(int64_t m, int64_t k);
+// The formats above, in that order.
+const std::vector<std::string>& int4_formats();
+// y[m] = W[m, k] x in `format`; throws kiln::Error for other names.
+Int4Workload int4_workload(const std::string& format, int64_t m, int64_t k);
 
 }  // namespace kiln

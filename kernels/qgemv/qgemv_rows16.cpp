@@ -5,11 +5,9 @@
 //
 // Why a second kernel for these formats: qgemv reads ggml's row-major
 // blocks, where a 32-bit lane of the int8 dot holds 4 codes of one row, so
-// every lane of a sub-block's dot needs its own scaling per token. Here one
-// 64-byte load holds 4 codes of each of 16 rows, so a lane is a row: the
-// groups of 4 of a sub-block sum in the lane's i32 accumulator (vpdpbusd
-// with the token's 4 x bytes as a broadcast operand), and the scaling is
-// paid once per sub-block and 16 rows, not per 4 weights.
+// every lane of a sub-block's dot needs its own scaling per token. Here a
+// lane is a row (rows16_program.h), and the scaling is paid once per
+// sub-block and 16 rows, not per 4 weights.
 //
 // Per super-block b and token, dx the token's Q8_K scale:
 // - Q4_K (w = d sc_j q - dmin m_j, 32-weight sub-blocks j):
@@ -20,40 +18,16 @@
 //   exactly in i32, bsum16_s summed here from the token's x codes.
 #include "ir/builder.h"
 #include "ir/error.h"
-#include "kernels/qgemv/token_dots.h"
+#include "kernels/qgemv/rows16_program.h"
 #include "kernels/quant/rows16.h"
 #include "kernels/registry.h"
 
 namespace kiln {
 namespace {
 
-constexpr int64_t R = 16;  // rows per interleaved group, one per i32 lane
+constexpr int64_t R = kRows16;
 
-// What a format's super-block code sees: the tokens' x, the chunk's bytes.
-struct Rows16Context {
-  Buffer w, xq, xd, xs;
-  std::vector<Value> xbyte, xblk;  // each token's first x byte and x block, i64
-  Value c, b64;                    // the chunk's first byte, the super-block index (i64)
-
-  Value bytes(const Value& off, int64_t n) const {
-    return load(w + (c + off + arange(n).to(DType::i64)));
-  }
-  Value at(int64_t off) const { return full({}, static_cast<double>(off), DType::i64); }
-  Value f16s(const Value& off) const {  // R little-endian f16 as f32 [R]
-    auto h = reshape(bytes(off, 2 * R), {R, 2}).bitcast(DType::u16).bitcast(DType::f16);
-    return reshape(h.to(DType::f32), {R});
-  }
-  // Token i's 4 x codes at `first` of the super-block, broadcast to every row.
-  Value x4(size_t i, const Value& first) const {
-    auto off = xbyte[i] + b64 * 256 + first;
-    return broadcast_to(load(xq + (off + arange(4).to(DType::i64))), {R, 4}).to(DType::i32);
-  }
-};
-
-// u8 codes [R, 4] times token i's 4 x codes, summed per row: one vpdpbusd.
-Value dot4(const Value& codes, const Value& x) { return sum(codes.to(DType::i32) * x, 1); }
-
-// Adds the super-block's terms, in units of each token's dx, to acc.
+// Sets acc to the super-block's terms, in units of each token's dx.
 void q4_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
   using L = ggml::Q4KRows16;
   const size_t BT = acc.size();
@@ -63,7 +37,7 @@ void q4_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>&
   for (size_t i = 0; i < BT; ++i) {
     Value mins;
     for (int64_t j = 0; j < 8; ++j) {
-      auto bsum = broadcast_to(load(x.xs + (x.xblk[i] + x.b64 * 8 + static_cast<int>(j))), {R});
+      auto bsum = x.block_sum(i, x.at(j));
       auto term = x.bytes(x.at(L::kMins + j * R), R).to(DType::i32) * bsum;
       mins = j == 0 ? term : mins + term;
     }
@@ -73,34 +47,23 @@ void q4_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>&
   // overlaps pairs and their accumulators spill.
   k.for_(0, 4, 1, [&](Value p) {
     auto p64 = p.to(DType::i64);
-    std::vector<Value> dot_lo(BT), dot_hi(BT);
-    for (int64_t g = 0; g < 8; ++g) {
-      auto codes = reshape(
-          x.bytes(p64 * (8 * R * 4) + static_cast<int>(L::kCodes + g * R * 4), R * 4), {R, 4});
-      auto lo = codes & 15, hi = codes >> 4;
-      for (size_t i = 0; i < BT; ++i) {
-        auto dlo = dot4(lo, x.x4(i, p64 * 64 + static_cast<int>(4 * g)));
-        auto dhi = dot4(hi, x.x4(i, p64 * 64 + static_cast<int>(32 + 4 * g)));
-        dot_lo[i] = g == 0 ? dlo : dot_lo[i] + dlo;
-        dot_hi[i] = g == 0 ? dhi : dot_hi[i] + dhi;
-      }
-    }
+    NibblePairDots dots = nibble_pair_dots(x, p64, L::kCodes, BT);
     auto scale = [&](int64_t half) {
       return x.bytes(p64 * (2 * R) + static_cast<int>(L::kScales + half * R), R).to(DType::f32) * d;
     };
     auto s_lo = scale(0), s_hi = scale(1);
     for (size_t i = 0; i < BT; ++i) {
-      acc[i] = fma(dot_lo[i].to(DType::f32), s_lo, Value(acc[i]));
-      acc[i] = fma(dot_hi[i].to(DType::f32), s_hi, Value(acc[i]));
+      acc[i] = fma(dots.lo[i].to(DType::f32), s_lo, Value(acc[i]));
+      acc[i] = fma(dots.hi[i].to(DType::f32), s_hi, Value(acc[i]));
     }
   });
 }
 
-void q6_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc,
-                     std::vector<Var>& isum) {
+void q6_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
   using L = ggml::Q6KRows16;
   const size_t BT = acc.size();
-  for (size_t i = 0; i < BT; ++i) isum[i] = zeros(DType::i32, {R});
+  std::vector<Var> isum;
+  for (size_t i = 0; i < BT; ++i) isum.push_back(k.var(zeros(DType::i32, {R})));
   // Half h: weights 128 h .. 128 h + 127, 16-weight groups 8 h .. 8 h + 7.
   k.for_(0, 2, 1, [&](Value h) {
     auto h64 = h.to(DType::i64);
@@ -200,47 +163,16 @@ Kernel build_qgemv_rows16(const Spec& s) {
         "kernel 'qgemv_rows16': FMT must be 2 (Q4_0), 8 (Q8_0), 12 (Q4_K) or 14 (Q6_K), "
         "got " +
         std::to_string(FMT));
-  const int64_t chunk_bytes = ggml::rows16_bytes(qt, R, 256);
-  auto w = k.buffer("w", DType::u8), xq = k.buffer("xq", DType::i8);
-  auto xd = k.buffer("xd", DType::f32), xs = k.buffer("xs", DType::i32);
-  auto y = k.buffer("y", DType::f32);
-  Rows16Context x{w, xq, xd, xs, {}, {}, {}, {}};
-  auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
-  auto T = k.scalar("t", DType::i32);
-  auto nb = K / 256;
-  auto group = k.program_id(1);
-  auto tok0 = k.program_id(0) * static_cast<int>(BT);
-  std::vector<Var> out, acc, isum;
-  for (const Value& t : token_indices(tok0, BT, T)) {
-    x.xbyte.push_back(t.to(DType::i64) * K.to(DType::i64));
-    x.xblk.push_back(t.to(DType::i64) * (K / 32).to(DType::i64));
-    out.push_back(k.var(zeros(DType::f32, {R})));
-    if (FMT == 12 || FMT == 14) acc.push_back(k.var(zeros(DType::f32, {R})));
-    if (FMT == 14) isum.push_back(k.var(zeros(DType::i32, {R})));
-  }
-  auto chunk0 = group.to(DType::i64) * nb.to(DType::i64);
-  k.for_(0, nb, 1, [&](Value b) {
-    x.b64 = b.to(DType::i64);
-    x.c = (chunk0 + x.b64) * chunk_bytes;
-    if (FMT == 2 || FMT == 8) {
-      blocks32_chunk(k, x, FMT, out);
-      return;
-    }
-    if (FMT == 12)
-      q4_k_superblock(k, x, acc);
-    else
-      q6_k_superblock(k, x, acc, isum);
-    // Q8_K repeats the super-block's d in each of its 8 slots.
-    for (int64_t i = 0; i < BT; ++i)
-      out[i] = fma(Value(acc[i]), load(xd + (x.xblk[i] + x.b64 * 8)), Value(out[i]));
-  });
-  auto rows = group * static_cast<int>(R) + arange(R);
-  for (int64_t i = 0; i < BT; ++i) {
-    auto tok = tok0 + static_cast<int>(i);
-    k.if_(tok < T, [&] {
-      store(y + (tok.to(DType::i64) * M.to(DType::i64) + rows.to(DType::i64)), Value(out[i]));
-    });
-  }
+  Rows16Format f{ggml::rows16_bytes(qt, R, 256), FMT == 12 || FMT == 14, nullptr};
+  if (FMT == 12)
+    f.chunk = q4_k_superblock;
+  else if (FMT == 14)
+    f.chunk = q6_k_superblock;
+  else
+    f.chunk = [FMT](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& out) {
+      blocks32_chunk(kb, x, FMT, out);
+    };
+  build_rows16_program(k, BT, f);
   return k.finish();
 }
 
@@ -254,20 +186,13 @@ KILN_REGISTER_KERNEL((KernelDef{
     .build = build_qgemv_rows16,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
-          int64_t m = a.i("m"), kk = a.i("k"), t = a.i("t");
-          if (m % R || kk % 256)
-            throw Error("kernel 'qgemv_rows16': [m, k] = [" + std::to_string(m) + ", " +
-                        std::to_string(kk) + "] needs m a multiple of 16 and k of 256");
-          if (t < 1)
-            throw Error("kernel 'qgemv_rows16': t = " + std::to_string(t) + " tokens (need >= 1)");
           auto qt = static_cast<ggml::QuantType>(s.constexpr_("FMT"));
           if (!ggml::has_rows16(qt))
             throw Error("kernel 'qgemv_rows16': no 16-row layout for FMT " +
                         std::to_string(s.constexpr_("FMT")));
-          int64_t w = ggml::rows16_bytes(qt, m, kk);
-          return LaunchShape{
-              {cdiv(t, s.constexpr_("BLOCK_T")), m / R, 1},
-              {{"w", w}, {"xq", t * kk}, {"xd", t * kk / 32}, {"xs", t * kk / 32}, {"y", t * m}}};
+          int64_t m = a.i("m"), kk = a.i("k");
+          return rows16_launch("qgemv_rows16", s.constexpr_("BLOCK_T"), m, kk, a.i("t"),
+                               ggml::rows16_bytes(qt, m, kk));
         },
     // Q4_K: 6 tokens share each decoded code vector; 12 i32 accumulators
     // plus the codes fit the 32 vector registers with no spill (8 spills).

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/quant/int4w.h"
+
 namespace kiln {
 
 inline constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
@@ -26,17 +28,12 @@ AwqWeights awq_pack(const float* w, int64_t k, int64_t n, int64_t group);
 // w [k, n] from the packed form (the reference for the AWQ GEMV).
 std::vector<float> awq_dequantize(const AwqWeights& a);
 
-// The same weights as int4w rows for gemv_int4w with ZP=1 (output-major:
-// q u8 [n, k/2] with input 2j in the low nibble, scales f16 and zero points
-// u8 [n, k/group]). AWQ's input-major words make every output block of a
-// GEMV a strided walk over all of W; this layout change, made once at load
-// time as vLLM's Marlin path does, turns it into contiguous row streams.
-// Every value is carried over bit for bit: no dequantised copy.
-struct Int4wRows {
-  int64_t m = 0, k = 0, group = 0;
-  std::vector<uint8_t> q, zeros;
-  std::vector<uint16_t> scales;  // f16 bits
-};
+// The same weights as int4w rows (int4w.h) with zero points, for
+// gemv_int4w with ZP=1 or, interleaved, gemv_int4w_rows16. AWQ's
+// input-major words make every output block of a GEMV a strided walk over
+// all of W; this layout change, made once at load time as vLLM's Marlin
+// path does, turns it into contiguous row streams. Every value is carried
+// over bit for bit: no dequantised copy.
 // Throws kiln::Error for group sizes gemv_int4w lacks (32, 64, 128).
 Int4wRows awq_to_int4w(const AwqWeights& a);
 

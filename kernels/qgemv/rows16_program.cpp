@@ -1,0 +1,103 @@
+#include "kernels/qgemv/rows16_program.h"
+
+#include "ir/error.h"
+#include "kernels/qgemv/token_dots.h"
+
+namespace kiln {
+
+constexpr int64_t R = kRows16;
+
+Value Rows16Context::bytes(const Value& off, int64_t n) const {
+  return load(w + (c + off + arange(n).to(DType::i64)));
+}
+
+Value Rows16Context::at(int64_t off) const {
+  return full({}, static_cast<double>(off), DType::i64);
+}
+
+Value Rows16Context::f16s(const Value& off) const {
+  auto h = reshape(bytes(off, 2 * R), {R, 2}).bitcast(DType::u16).bitcast(DType::f16);
+  return reshape(h.to(DType::f32), {R});
+}
+
+Value Rows16Context::x4(size_t i, const Value& first) const {
+  auto off = xbyte[i] + b64 * 256 + first;
+  return broadcast_to(load(xq + (off + arange(4).to(DType::i64))), {R, 4}).to(DType::i32);
+}
+
+Value Rows16Context::block_sum(size_t i, const Value& j) const {
+  return broadcast_to(load(xs + (xblk[i] + b64 * 8 + j)), {R});
+}
+
+Value dot4(const Value& codes, const Value& x) { return sum(codes.to(DType::i32) * x, 1); }
+
+NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_t codes,
+                                size_t tokens) {
+  NibblePairDots d{std::vector<Value>(tokens), std::vector<Value>(tokens)};
+  for (int64_t g = 0; g < 8; ++g) {
+    auto c =
+        reshape(x.bytes(p64 * (8 * R * 4) + static_cast<int>(codes + g * R * 4), R * 4), {R, 4});
+    auto lo = c & 15, hi = c >> 4;
+    for (size_t i = 0; i < tokens; ++i) {
+      auto dlo = dot4(lo, x.x4(i, p64 * 64 + static_cast<int>(4 * g)));
+      auto dhi = dot4(hi, x.x4(i, p64 * 64 + static_cast<int>(32 + 4 * g)));
+      d.lo[i] = g == 0 ? dlo : d.lo[i] + dlo;
+      d.hi[i] = g == 0 ? dhi : d.hi[i] + dhi;
+    }
+  }
+  return d;
+}
+
+void build_rows16_program(KernelBuilder& k, int64_t block_t, const Rows16Format& f) {
+  auto w = k.buffer("w", DType::u8), xq = k.buffer("xq", DType::i8);
+  auto xd = k.buffer("xd", DType::f32), xs = k.buffer("xs", DType::i32);
+  auto y = k.buffer("y", DType::f32);
+  Rows16Context x{w, xq, xd, xs, {}, {}, {}, {}};
+  auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
+  auto T = k.scalar("t", DType::i32);
+  auto nb = K / 256;
+  auto group = k.program_id(1);
+  auto tok0 = k.program_id(0) * static_cast<int>(block_t);
+  std::vector<Var> out, acc;
+  for (const Value& t : token_indices(tok0, block_t, T)) {
+    x.xbyte.push_back(t.to(DType::i64) * K.to(DType::i64));
+    x.xblk.push_back(t.to(DType::i64) * (K / 32).to(DType::i64));
+    out.push_back(k.var(zeros(DType::f32, {R})));
+    if (f.superblock_scaled) acc.push_back(k.var(zeros(DType::f32, {R})));
+  }
+  auto chunk0 = group.to(DType::i64) * nb.to(DType::i64);
+  k.for_(0, nb, 1, [&](Value b) {
+    x.b64 = b.to(DType::i64);
+    x.c = (chunk0 + x.b64) * f.chunk_bytes;
+    if (!f.superblock_scaled) {
+      f.chunk(k, x, out);
+      return;
+    }
+    for (auto& a : acc) a = zeros(DType::f32, {R});
+    f.chunk(k, x, acc);
+    // Q8_K repeats the super-block's d in each of its 8 slots.
+    for (size_t i = 0; i < acc.size(); ++i)
+      out[i] = fma(Value(acc[i]), load(xd + (x.xblk[i] + x.b64 * 8)), Value(out[i]));
+  });
+  auto rows = group * static_cast<int>(R) + arange(R);
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto tok = tok0 + static_cast<int>(i);
+    k.if_(tok < T, [&] {
+      store(y + (tok.to(DType::i64) * M.to(DType::i64) + rows.to(DType::i64)), Value(out[i]));
+    });
+  }
+}
+
+LaunchShape rows16_launch(const std::string& kernel, int64_t block_t, int64_t m, int64_t k,
+                          int64_t t, int64_t w_bytes) {
+  if (m % R || k % 256)
+    throw Error("kernel '" + kernel + "': [m, k] = [" + std::to_string(m) + ", " +
+                std::to_string(k) + "] needs m a multiple of 16 and k of 256");
+  if (t < 1)
+    throw Error("kernel '" + kernel + "': t = " + std::to_string(t) + " tokens (need >= 1)");
+  return LaunchShape{
+      {cdiv(t, block_t), m / R, 1},
+      {{"w", w_bytes}, {"xq", t * k}, {"xd", t * k / 32}, {"xs", t * k / 32}, {"y", t * m}}};
+}
+
+}  // namespace kiln

@@ -1,0 +1,79 @@
+// The program every GEMV/GEMM over 16-row interleaved weights shares
+// (qgemv_rows16 for ggml's formats, gemv_int4w_rows16 for int4w).
+//
+// In these layouts one 64-byte load holds 4 consecutive codes of each of
+// 16 rows, so an i32 lane is a row: a sub-block's groups of 4 sum in the
+// lane's accumulator (vpdpbusd with the token's 4 x bytes as a broadcast
+// operand) and the f32 scaling is paid once per sub-block and 16 rows. What
+// differs between formats is only how one 256-weight chunk of 16 rows is
+// decoded; the frame around it (buffers, program grid, token block, chunk
+// loop, stores) is built once here, so a format is one chunk function.
+//
+// Buffers w (u8), xq (i8), xd (f32), xs (i32), y (f32); scalars m, k, t.
+// Program (token block, 16-row group); x from quantize_q8.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/builder.h"
+#include "kernels/registry.h"
+
+namespace kiln {
+
+inline constexpr int64_t kRows16 = 16;  // rows per interleaved group, one per i32 lane
+
+// What a format's chunk code sees: the tokens' x, the chunk's bytes.
+struct Rows16Context {
+  Buffer w, xq, xd, xs;
+  std::vector<Value> xbyte, xblk;  // each token's first x byte and x block, i64
+  Value c, b64;                    // the chunk's first byte, the chunk index (i64)
+
+  Value bytes(const Value& off, int64_t n) const;
+  Value at(int64_t off) const;
+  // 16 little-endian f16 at off, as f32 [16].
+  Value f16s(const Value& off) const;
+  // Token i's 4 x codes at `first` of the chunk, broadcast to every row ([16, 4] i32).
+  Value x4(size_t i, const Value& first) const;
+  // Token i's sum of the 32 x codes of the chunk's 32-weight block j
+  // (quantize_q8's s), broadcast to [16] i32.
+  Value block_sum(size_t i, const Value& j) const;
+};
+
+// u8 codes [16, 4] times 4 x codes [16, 4], summed per row: one vpdpbusd.
+Value dot4(const Value& codes, const Value& x);
+
+// The 4-bit codes of 64 weights (pair p of a chunk) laid out as
+// u8 [8 groups][16 rows][4] at `codes + 512 p`, where byte i of group g of a
+// row holds weight 64 p + 4 g + i in its low nibble and 64 p + 32 + 4 g + i
+// in its high one (rows16.h's Q4_K codes, int4w_rows16.h's): for each token,
+// the dots of the low and high halves with its x, i32 [16].
+struct NibblePairDots {
+  std::vector<Value> lo, hi;
+};
+NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_t codes,
+                                size_t tokens);
+
+// How one format adds a 256-weight chunk of 16 rows to each token's [16]
+// f32 accumulator in `acc`. With `superblock_scaled`, the terms are in
+// units of the token's Q8_K scale (x quantised in blocks of 256, its scale
+// repeated in xd's 8 slots): the frame starts acc at zero per chunk and
+// adds acc * xd to the output; otherwise acc is the output itself.
+struct Rows16Format {
+  int64_t chunk_bytes = 0;
+  bool superblock_scaled = false;
+  std::function<void(KernelBuilder&, const Rows16Context&, std::vector<Var>& acc)> chunk;
+};
+
+// Emits the whole program: BLOCK_T tokens per program (axis 0), a 16-row
+// group per program (axis 1), k / 256 chunks.
+void build_rows16_program(KernelBuilder& k, int64_t block_t, const Rows16Format& f);
+
+// The launch of such a kernel: checks m % 16, k % 256 and t >= 1 (errors
+// name `kernel`) and sizes the buffers, w being `w_bytes`.
+LaunchShape rows16_launch(const std::string& kernel, int64_t block_t, int64_t m, int64_t k,
+                          int64_t t, int64_t w_bytes);
+
+}  // namespace kiln
