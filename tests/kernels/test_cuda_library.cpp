@@ -9,14 +9,17 @@
 // least 1e-4 relative + 1e-5 absolute, plus one unit in the last place of a
 // narrow output dtype: block reductions sum in a different order from the
 // interpreter's double-precision sums, and mma.sync accumulates in f32.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <set>
 
+#include "ir/dtype.h"
 #include "ir/error.h"
 #include "ir/passes.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/int4w.h"
 #include "kernels/quant/rows16.h"
 #include "kernels/registry.h"
 #include "runtime/host_memory.h"
@@ -98,6 +101,11 @@ std::vector<Case> cases() {
                 {},
                 {{"GROUP", 64}, {"ZP", 1}, {"BLOCK_T", 4}},
                 {{"m", 8}, {"k", 128}, {"t", 5}}});
+  for (int64_t zp : {0, 1})
+    cs.push_back({"gemv_int4w_rows16",
+                  {},
+                  {{"GROUP", zp ? 32 : 128}, {"ZP", zp}, {"BLOCK_T", zp ? 4 : 1}},
+                  {{"m", 32}, {"k", 512}, {"t", 5}}});
   cs.push_back({"gemv_awq", {}, {{"GROUP", 32}, {"BLOCK_N", 32}}, {{"k", 64}, {"n", 40}}});
   cs.push_back({"quantize_q8", {}, {{"QBLOCK", 32}}, {{"nblocks", 19}}});
   cs.push_back({"quantize_q8", {}, {{"QBLOCK", 256}, {"BLOCKS", 2}}, {{"nblocks", 40}}});
@@ -159,6 +167,20 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       std::vector<uint8_t> blocks(static_cast<size_t>(rows * cols / f.block_elems * f.block_bytes));
       ggml::quantize(qt, w.data(), rows * cols, blocks.data());
       ggml::interleave_rows16(qt, blocks.data(), rows, cols, static_cast<uint8_t*>(m));
+    } else if (c.kernel == "gemv_int4w_rows16" && p.name == "w") {
+      // Random codes; scales and zero points in range (random bits could be NaN).
+      int64_t rows = c.sizes.at("m"), cols = c.sizes.at("k"), g = spec.constexpr_("GROUP");
+      Int4wRows r{rows, cols,
+                  g,    std::vector<uint8_t>(static_cast<size_t>(rows * cols / 2)),
+                  {},   std::vector<uint16_t>(static_cast<size_t>(rows * cols / g))};
+      for (auto& b : r.q) b = static_cast<uint8_t>(rng());
+      for (auto& sc : r.scales) sc = f32_to_f16_bits(static_cast<float>(0.1 * unit(rng)));
+      if (spec.constexpr_("ZP")) {
+        r.zeros.resize(r.scales.size());
+        for (auto& z : r.zeros) z = static_cast<uint8_t>(rng() % 16);
+      }
+      std::vector<uint8_t> packed = interleave_int4w_rows16(r);
+      std::copy(packed.begin(), packed.end(), static_cast<uint8_t*>(m));
     } else {
       for (int64_t j = 0; j < n; ++j) {
         ScalarValue v;
