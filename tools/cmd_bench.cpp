@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -45,24 +46,65 @@ double timed(benchmark::State& st, F&& body) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Copies of a launch's large buffers (its weights) until they total
+// kColdBytes, far over the last-level cache, and the launch arguments of
+// each copy. Launches that cycle through them read their weights from
+// DRAM, as a model forward does (one pass over hundreds of MB per token):
+// re-reading one matrix that fits the L3 cache measures the cache.
+constexpr int64_t kColdBytes = int64_t{256} << 20;
+constexpr int64_t kLargeBuffer = int64_t{1} << 20;
+
+struct ColdCopies {
+  std::vector<HostMemory> memory;
+  std::vector<std::vector<Arg>> args;
+};
+
+ColdCopies cold_copies(const Spec& spec, const std::vector<Arg>& args, int64_t bytes) {
+  const Kernel k = find_kernel(spec.kernel).build(spec);
+  std::vector<std::pair<size_t, size_t>> large;  // (argument, bytes)
+  for (size_t i = 0; i < args.size() && i < k.params.size(); ++i)
+    if (args[i].is_buffer) {
+      auto size = static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype));
+      if (static_cast<int64_t>(size) >= kLargeBuffer) large.emplace_back(i, size);
+    }
+  ColdCopies c;
+  c.args.push_back(args);
+  for (int64_t n = 1; !large.empty() && n * bytes < kColdBytes; ++n) {
+    std::vector<Arg> copy = args;
+    for (auto [i, size] : large) {
+      c.memory.emplace_back(size);
+      std::memcpy(c.memory.back().data(), args[i].data, size);
+      copy[i].data = c.memory.back().data();
+    }
+    c.args.push_back(std::move(copy));
+  }
+  return c;
+}
+
 // One memory-bound kernel, in GB/s of `bytes` and as a fraction of the probe
 // re-measured right before it (on a shared machine bandwidth drifts within
 // a run). `keep` owns the memory `args` point into; `pick` chooses the spec.
+// `cold`: each launch reads its weights from DRAM (cold_copies).
 void register_streaming(const std::string& name, Runtime* rt, const BandwidthProbe& probe,
                         int64_t bytes, std::vector<Arg> args, std::shared_ptr<const void> keep,
-                        std::function<Spec(const std::vector<Arg>&)> pick) {
-  benchmark::RegisterBenchmark(name.c_str(),
-                               [=, &probe](benchmark::State& st) {
-                                 (void)keep;
-                                 double roof = probe.measure_gbps(rt->pool(), 3);
-                                 Spec spec = pick(args);
-                                 double s = timed(st, [&] { rt->launch(spec, args); });
-                                 double gbps =
-                                     static_cast<double>(bytes) * st.iterations() / s / 1e9;
-                                 st.counters["GB/s"] = gbps;
-                                 st.counters["probe_GB/s"] = roof;
-                                 st.counters["frac_of_probe"] = gbps / roof;
-                               })
+                        std::function<Spec(const std::vector<Arg>&)> pick, bool cold) {
+  benchmark::RegisterBenchmark(
+      name.c_str(),
+      [=, &probe](benchmark::State& st) {
+        (void)keep;
+        Spec spec = pick(args);
+        ColdCopies copies = cold ? cold_copies(spec, args, bytes) : ColdCopies{{}, {args}};
+        double roof = probe.measure_gbps(rt->pool(), 3);
+        size_t next = 0;
+        double s = timed(st, [&] {
+          rt->launch(spec, copies.args[next]);
+          next = next + 1 == copies.args.size() ? 0 : next + 1;
+        });
+        double gbps = static_cast<double>(bytes) * st.iterations() / s / 1e9;
+        st.counters["GB/s"] = gbps;
+        st.counters["probe_GB/s"] = roof;
+        st.counters["frac_of_probe"] = gbps / roof;
+      })
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
 }
@@ -72,17 +114,22 @@ void register_streaming(const std::string& name, Runtime* rt, const BandwidthPro
 int cmd_bench(const std::vector<std::string>& argv) {
   std::vector<std::string> ours, gbench = {"kiln-bench"};
   for (const auto& s : argv) (s.rfind("--benchmark_", 0) == 0 ? gbench : ours).push_back(s);
-  CliArgs a(ours, {"help"});
-  a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats", "tokens"});
+  CliArgs a(ours, {"help", "warm"});
+  a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats", "tokens", "warm"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln bench [--threads 1,2] [--shapes 4096x4096,4096x14336] [--dtypes "
         "f32,f16,bf16]\n"
+        "                  [--formats q4_K-rows16,int4w-rows16,...] [--tokens 512] [--warm]\n"
         "                  [--const BLOCK_K=128] [--benchmark_* Google Benchmark options]\n"
-        "Benchmarks gemv (y = W x) for each weight dtype, shape and thread count, next to a\n"
-        "memory-bandwidth probe measured in the same run (frac_of_probe = GB/s / probe GB/s).");
+        "Benchmarks gemv (y = W x) for each weight dtype or format, shape and thread count,\n"
+        "next to a memory-bandwidth probe measured in the same run (frac_of_probe = GB/s /\n"
+        "probe GB/s). GEMVs cycle through copies of their weights totalling 256 MiB, so\n"
+        "each launch reads them from DRAM as a model forward does; --warm re-reads one copy\n"
+        "(a matrix that fits the last-level cache then runs at cache speed).");
     return 0;
   }
+  const bool cold = !a.flag("warm");
   std::vector<int> threads;
   for (const auto& t : split(a.get("threads", "1,2"), ','))
     threads.push_back(static_cast<int>(parse_positive(t, "--threads")));
@@ -127,8 +174,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
         rt->compile(spec);
         std::string name = "gemv/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
                            std::to_string(k) + "/threads:" + std::to_string(t);
-        register_streaming(name, rt, probe, work->bytes(), work->args(), work,
-                           [spec](const std::vector<Arg>&) { return spec; });
+        register_streaming(
+            name, rt, probe, work->bytes(), work->args(), work,
+            [spec](const std::vector<Arg>&) { return spec; }, cold);
       }
     }
   }
@@ -178,10 +226,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
           Runtime* rt = runtimes[t].get();
           std::string name = f + "/" + std::to_string(m) + "x" + std::to_string(k) +
                              "/threads:" + std::to_string(t);
-          register_streaming(name, rt, probe, work->weight_bytes, work->args, work,
-                             [rt, work](const std::vector<Arg>& args) {
-                               return rt->select(work->kernel, {}, args, {}, work->fixed);
-                             });
+          register_streaming(
+              name, rt, probe, work->weight_bytes, work->args, work,
+              [rt, work](const std::vector<Arg>& args) {
+                return rt->select(work->kernel, {}, args, {}, work->fixed);
+              },
+              cold);
         }
       }
       continue;
@@ -217,10 +267,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
         Runtime* rt = runtimes[t].get();
         std::string name = "qgemv/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
                            "/threads:" + std::to_string(t);
-        register_streaming(name, rt, probe, work->weight_bytes(), work->args(), work,
-                           [rt, kernel, fixed](const std::vector<Arg>& args) {
-                             return rt->select(kernel, {}, args, {}, fixed);
-                           });
+        register_streaming(
+            name, rt, probe, work->weight_bytes(), work->args(), work,
+            [rt, kernel, fixed](const std::vector<Arg>& args) {
+              return rt->select(kernel, {}, args, {}, fixed);
+            },
+            cold);
       }
       // Prompt processing: the activations' quantisation plus the product,
       // as a forward pays them.

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+COLD_BYTES = 256 << 20  # as kiln bench's cold GEMVs (tools/cmd_bench.cpp)
 GGML_TYPES = {"f16": 1, "q4_0": 2, "q8_0": 8, "q4_K": 12, "q6_K": 14}
 # Kiln formats that are a load-time layout of a ggml type: llama.cpp runs the
 # ggml type itself.
@@ -69,6 +70,7 @@ class Ggml:
         b.ggml_build_forward_expand.argtypes = [P, P]
         b.ggml_get_data.argtypes, b.ggml_get_data.restype = [P], P
         b.ggml_nbytes.argtypes, b.ggml_nbytes.restype = [P], ctypes.c_size_t
+        b.ggml_row_size.argtypes, b.ggml_row_size.restype = [I, I64], ctypes.c_size_t
         b.ggml_quantize_chunk.argtypes = [I, P, P, I64, I64, I64, P]
         b.ggml_quantize_chunk.restype = ctypes.c_size_t
         b.ggml_backend_graph_compute.argtypes, b.ggml_backend_graph_compute.restype = [P, P], I
@@ -76,38 +78,48 @@ class Ggml:
         c.ggml_backend_cpu_init.restype = P
         c.ggml_backend_cpu_set_n_threads.argtypes = [P, I]
 
-    def matmul(self, fmt, m, k, tokens, threads, seconds):
-        """Seconds per y = W x over `tokens` columns, and W's bytes."""
+    def matmul(self, fmt, m, k, tokens, threads, seconds, cold):
+        """Seconds per y = W x over `tokens` columns, and W's bytes. `cold`:
+        cycle through copies of W totalling COLD_BYTES, as `kiln bench` does
+        for GEMVs, so each product reads W from DRAM."""
         b = self.base
         rng = np.random.default_rng(1)
         weights = rng.standard_normal(m * k, dtype=np.float32)
         x = rng.standard_normal(tokens * k, dtype=np.float32)
-        mem = weights.nbytes + x.nbytes + tokens * m * 4 + (64 << 20)
+        wbytes = b.ggml_row_size(GGML_TYPES[fmt], k) * m
+        copies = max(1, -(-COLD_BYTES // wbytes)) if cold else 1
+        mem = copies * (wbytes + tokens * m * 4 + (1 << 20)) + x.nbytes + (64 << 20)
         ctx = b.ggml_init(GgmlInitParams(mem, None, False))
-        w = b.ggml_new_tensor_2d(ctx, GGML_TYPES[fmt], k, m)
         xt = b.ggml_new_tensor_2d(ctx, 0, k, tokens)
-        y = b.ggml_mul_mat(ctx, w, xt)
-        gf = b.ggml_new_graph(ctx)
-        b.ggml_build_forward_expand(gf, y)
-        b.ggml_quantize_chunk(GGML_TYPES[fmt], weights.ctypes.data, b.ggml_get_data(w), 0, m, k,
-                              None)
         ctypes.memmove(b.ggml_get_data(xt), x.ctypes.data, x.nbytes)
+        graphs, w0 = [], None
+        for _ in range(copies):
+            w = b.ggml_new_tensor_2d(ctx, GGML_TYPES[fmt], k, m)
+            if w0 is None:
+                b.ggml_quantize_chunk(GGML_TYPES[fmt], weights.ctypes.data, b.ggml_get_data(w), 0,
+                                      m, k, None)
+                w0 = w
+            else:
+                ctypes.memmove(b.ggml_get_data(w), b.ggml_get_data(w0), wbytes)
+            gf = b.ggml_new_graph(ctx)
+            b.ggml_build_forward_expand(gf, b.ggml_mul_mat(ctx, w, xt))
+            graphs.append(gf)
         backend = self.cpu.ggml_backend_cpu_init()
         self.cpu.ggml_backend_cpu_set_n_threads(backend, threads)
-        for _ in range(2):
+        for gf in graphs[:2]:
             b.ggml_backend_graph_compute(backend, gf)
         n, t0 = 0, time.perf_counter()
         while n < 3 or time.perf_counter() - t0 < seconds:
-            b.ggml_backend_graph_compute(backend, gf)
+            b.ggml_backend_graph_compute(backend, graphs[n % copies])
             n += 1
         per = (time.perf_counter() - t0) / n
-        nbytes = b.ggml_nbytes(w)
+        nbytes = b.ggml_nbytes(w0)
         b.ggml_backend_free(backend)
         b.ggml_free(ctx)
         return per, nbytes
 
 
-def kiln_run(kiln, fmt, m, k, tokens, threads, seconds):
+def kiln_run(kiln, fmt, m, k, tokens, threads, seconds, cold):
     """Seconds per call from `kiln bench` and its probe's GB/s (GEMV only)."""
     is_gemv = tokens == 1
     if fmt == "f16":
@@ -117,6 +129,8 @@ def kiln_run(kiln, fmt, m, k, tokens, threads, seconds):
         args = ["--dtypes", "", "--formats", fmt, "--tokens", str(max(tokens, 0) if not is_gemv else 0)]
         pattern = ("qgemv/" if is_gemv else "qgemm/") + fmt + "/"
     pattern += f"{m}x{k}/" + ("" if is_gemv else f"tokens:{tokens}/") + f"threads:{threads}"
+    if not cold:
+        args.append("--warm")
     out = subprocess.run([kiln, "bench", "--threads", str(threads), "--shapes", f"{m}x{k}", *args,
                           f"--benchmark_filter=^{pattern}", f"--benchmark_min_time={seconds}",
                           "--benchmark_format=json"], check=True, capture_output=True, text=True)
@@ -137,6 +151,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--tokens", default="1,512")
     ap.add_argument("--seconds", type=float, default=1.0)
+    ap.add_argument("--warm", action="store_true",
+                    help="re-read one copy of each GEMV's weights (cache-resident when small)")
     a = ap.parse_args()
     ggml = Ggml(find_ggml_dir(a.ggml_lib))
     print("| format | M x K | tokens | threads | Kiln | llama.cpp | Kiln / llama.cpp | probe GB/s |")
@@ -146,8 +162,9 @@ def main():
             m, k = (int(v) for v in shape.split("x"))
             for tokens in (int(t) for t in a.tokens.split(",")):
                 for threads in (int(t) for t in a.threads.split(",")):
-                    ks, probe = kiln_run(a.kiln, fmt, m, k, tokens, threads, a.seconds)
-                    gs, wbytes = ggml.matmul(fmt, m, k, tokens, threads, a.seconds)
+                    cold = tokens == 1 and not a.warm
+                    ks, probe = kiln_run(a.kiln, fmt, m, k, tokens, threads, a.seconds, cold)
+                    gs, wbytes = ggml.matmul(fmt, m, k, tokens, threads, a.seconds, cold)
                     if tokens == 1:  # bandwidth-bound: GB/s of weight bytes
                         cell = lambda s: f"{wbytes / s / 1e9:.1f} GB/s"
                     else:  # compute-bound: GFLOP/s
