@@ -47,7 +47,7 @@ void interleave_q4_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t
       int sc, mn;
       q4k_scale_min(blk + 4, j, &sc, &mn);
       c[L::kScales + 16 * j + r] = static_cast<uint8_t>(sc);
-      c[L::kMins + 16 * j + r] = static_cast<uint8_t>(mn);
+      c[L::min_at(j, r)] = static_cast<uint8_t>(mn);
     }
     for (int64_t p = 0; p < 4; ++p)
       for (int64_t q = 0; q < 8; ++q)
@@ -69,7 +69,7 @@ std::vector<float> dequantize_q4_k_rows16(const uint8_t* rows16, int64_t m, int6
             int64_t j = 2 * p + half;
             int code = half ? byte >> 4 : byte & 15;
             row[32 * j + 4 * q + i] =
-                d * c[L::kScales + 16 * j + r] * code - dmin * c[L::kMins + 16 * j + r];
+                d * c[L::kScales + 16 * j + r] * code - dmin * c[L::min_at(j, r)];
           }
         }
   });

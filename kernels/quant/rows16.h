@@ -16,7 +16,9 @@
 //   d     f16 [16]            the rows' block scales
 //   dmin  f16 [16]            their min scales
 //   sc    u8  [8][16]         sub-block j's 6-bit scale for row r at 16 j + r
-//   mn    u8  [8][16]         the same for the mins
+//   mn    u8  [2][16][4]      sub-block 4 h + i's 6-bit min for row r at
+//                             64 h + 4 r + i (4 per i32 lane, the operand
+//                             of one byte dot per row)
 //   qs    u8  [4][8][16][4]   codes: [pair p][group g][row r][i] is ggml's
 //                             qs[32 p + 4 g + i] of row r, whose low nibble is
 //                             weight 64 p + 4 g + i and high nibble weight
@@ -53,6 +55,10 @@ struct Q4KRows16 {
   static constexpr int64_t kRows = 16;
   static constexpr int64_t kD = 0, kDmin = 32, kScales = 64, kMins = 192, kCodes = 320;
   static constexpr int64_t kChunkBytes = 2368;
+  // Where sub-block j's min for row r is.
+  static constexpr int64_t min_at(int64_t j, int64_t r) {
+    return kMins + 64 * (j / 4) + 4 * r + j % 4;
+  }
   // Bytes of an [m, k] matrix in this layout.
   static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
 };
