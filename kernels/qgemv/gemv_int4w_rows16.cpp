@@ -91,8 +91,7 @@ KILN_REGISTER_KERNEL((KernelDef{
         },
     // As qgemv_rows16's Q4_K: 6 tokens share each decoded code vector.
     .shape_heuristic = [](const Spec&, const ScalarArgs& a) -> std::map<std::string, int64_t> {
-      int64_t t = a.i("t");
-      return {{"BLOCK_T", t >= 6 ? 6 : t >= 4 ? 4 : t >= 2 ? 2 : 1}};
+      return rows16_block_t(a.i("t"), 6);
     },
     .tunables = {{"BLOCK_T", {1, 2, 4, 6, 8}}},
     .shape_keys = {"m", "k", "t"},

@@ -205,8 +205,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     // kiln bench, 2 threads, 4096x14336, n = 512: 1086 / 1080 / 1127
     // GFLOP/s at BLOCK_T 4 / 6 / 8, within noise.
     .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
-      int64_t t = a.i("t"), most = s.constexpr_("FMT") == 14 ? 4 : 6;
-      return {{"BLOCK_T", t >= most ? most : t >= 4 ? 4 : t >= 2 ? 2 : 1}};
+      return rows16_block_t(a.i("t"), s.constexpr_("FMT") == 14 ? 4 : 6);
     },
     .tunables = {{"BLOCK_T", {1, 2, 4, 6, 8}}},
     .shape_keys = {"m", "k", "t"},

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -75,5 +76,11 @@ void build_rows16_program(KernelBuilder& k, int64_t block_t, const Rows16Format&
 // name `kernel`) and sizes the buffers, w being `w_bytes`.
 LaunchShape rows16_launch(const std::string& kernel, int64_t block_t, int64_t m, int64_t k,
                           int64_t t, int64_t w_bytes);
+
+// BLOCK_T for t tokens: `most` (the most tokens whose accumulators fit the
+// registers with the decoded codes) once t reaches it, else 4, 2 or 1.
+inline std::map<std::string, int64_t> rows16_block_t(int64_t t, int64_t most) {
+  return {{"BLOCK_T", t >= most ? most : t >= 4 ? 4 : t >= 2 ? 2 : 1}};
+}
 
 }  // namespace kiln
