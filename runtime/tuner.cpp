@@ -176,8 +176,16 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
     return t;
   };
 
+  // The heuristic's choice is what dispatch picks without a tuning entry:
+  // the kernel's shape heuristic for these sizes, over the spec's defaults.
+  Spec chosen = base;
+  if (def.shape_heuristic) {
+    Config c = def.shape_heuristic(base, scalar_args(k0, w.args, sizes));
+    for (const auto& [name, v] : o.fixed) c[name] = v;
+    chosen = def.make_spec(base.dtypes, c);
+  }
   Config heuristic;
-  for (const Tunable& tn : def.tunables) heuristic[tn.name] = base.constexpr_(tn.name);
+  for (const Tunable& tn : def.tunables) heuristic[tn.name] = chosen.constexpr_(tn.name);
   result.heuristic = evaluate(heuristic);
 
   // Coarse: every other value of every tunable.

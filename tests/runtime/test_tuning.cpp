@@ -194,3 +194,19 @@ BLOCK_M = 2
   CHECK_THAT(TuningDb().to_toml(), Catch::Contains("written by `kiln tune`"));
   CHECK_THAT(db.to_toml(), Catch::Contains("variant = { FMT = 2 }"));
 }
+
+TEST_CASE("the tuner's heuristic trial is what dispatch picks without an entry",
+          "[runtime][tuning]") {
+  Runtime rt(RuntimeOptions{1, "", false});
+  rt.tuning() = TuningDb();
+  TuneOptions o;
+  o.fixed = {{"FMT", 12}};
+  o.shape = {{"m", 32}, {"k", 256}, {"t", 16}};
+  o.budget_s = 0.5;
+  o.reps = 3;
+  TuneResult r = tune(rt, "qgemv_rows16", o);
+  // Dispatch's choice for 16 tokens (qgemv_rows16's shape heuristic:
+  // 6 for Q4_K), not the constexpr default (1).
+  CHECK(r.heuristic.constexprs.at("BLOCK_T") == 6);
+  CHECK(r.heuristic.status == "ok");
+}
