@@ -61,6 +61,10 @@ int cmd_tune(const std::vector<std::string>& argv) {
   std::printf("tuning %s for %s on %s, %d thread(s), budget %.0f s\n", kernel.c_str(),
               a.get("shape").c_str(), tuning_class(rt.jit().target()).c_str(), rt.threads(),
               o.budget_s);
+  // The budget covers the candidates; the reference they are checked
+  // against comes first, from the interpreter, which is slow on large shapes.
+  std::printf("computing the reference in the interpreter (minutes for a large GEMM)...\n");
+  std::fflush(stdout);
   TuneResult r = tune(rt, kernel, o);
   std::printf("\n  %-32s %12s %10s  %s\n", "constexprs", "median ms", "GB/s", "status");
   for (const TuneTrial& t : r.trials) {
