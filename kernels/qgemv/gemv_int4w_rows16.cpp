@@ -32,14 +32,15 @@ Int4wRows16 layout_of(const Spec& s) {
 void int4w_chunk(const Int4wRows16& L, KernelBuilder& k, const Rows16Context& x,
                  std::vector<Var>& acc) {
   const size_t BT = acc.size();
-  // One group's scaling of `dot` (its codes' dots with each token's x),
-  // bsum(i) the token's x code sum over the group.
-  auto scale_group = [&](const Value& gidx, const std::vector<Value>& dot, auto bsum) {
+  // Adds group gidx's terms: dot[i] its codes' dots with token i's x,
+  // bsum[i] the token's x code sum over the group.
+  auto scale_group = [&](const Value& gidx, const std::vector<Value>& dot,
+                         const std::vector<Value>& bsum) {
     auto s = x.f16s(gidx * (2 * R) + static_cast<int>(L.scales_at()));
     auto z = L.zero_points ? x.bytes(gidx * R + static_cast<int>(L.zeros_at()), R).to(DType::i32)
                            : full({R}, 8.0, DType::i32);
     for (size_t i = 0; i < BT; ++i)
-      acc[i] = fma((dot[i] - z * bsum(i)).to(DType::f32), s, Value(acc[i]));
+      acc[i] = fma((dot[i] - z * bsum[i]).to(DType::f32), s, Value(acc[i]));
   };
   // A runtime loop over the chunk's 4 pairs of 32-weight halves, as Q4_K's
   // (unrolled, the pairs' accumulators spill); a group of 128 is scaled
@@ -48,18 +49,22 @@ void int4w_chunk(const Int4wRows16& L, KernelBuilder& k, const Rows16Context& x,
   k.for_(0, 4, 1, [&](Value p) {
     auto p64 = p.to(DType::i64);
     NibblePairDots d = nibble_pair_dots(x, p64, L.codes_at(), BT);
-    auto half_sum = [&](int64_t h) {
-      return [&x, &p64, h](size_t i) { return x.block_sum(i, p64 * 2 + static_cast<int>(h)); };
-    };
+    std::vector<Value> lo_sum(BT), hi_sum(BT);
+    for (size_t i = 0; i < BT; ++i) {
+      lo_sum[i] = x.block_sum(i, p64 * 2);
+      hi_sum[i] = x.block_sum(i, p64 * 2 + 1);
+    }
     if (L.group == 32) {
-      scale_group(p64 * 2, d.lo, half_sum(0));
-      scale_group(p64 * 2 + 1, d.hi, half_sum(1));
+      scale_group(p64 * 2, d.lo, lo_sum);
+      scale_group(p64 * 2 + 1, d.hi, hi_sum);
       return;
     }
-    std::vector<Value> both(BT);
-    for (size_t i = 0; i < BT; ++i) both[i] = d.lo[i] + d.hi[i];
-    auto lo = half_sum(0), hi = half_sum(1);
-    scale_group(L.group == 64 ? p64 : p64 / 2, both, [&](size_t i) { return lo(i) + hi(i); });
+    std::vector<Value> dot(BT), bsum(BT);
+    for (size_t i = 0; i < BT; ++i) {
+      dot[i] = d.lo[i] + d.hi[i];
+      bsum[i] = lo_sum[i] + hi_sum[i];
+    }
+    scale_group(L.group == 64 ? p64 : p64 / 2, dot, bsum);
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include "ir/dtype.h"
 #include "ir/error.h"
+#include "kernels/quant/rows16.h"
 
 namespace kiln {
 
@@ -25,7 +26,7 @@ CodeSlot slot_of(int64_t j) {
   return {p, rest % 32 / 4, rest % 4, rest >= 32};
 }
 int64_t code_byte(int64_t row, const CodeSlot& s) {
-  return ((s.p * 8 + s.g) * Int4wRows16::kRows + row) * 4 + s.i;
+  return ggml::Q4KRows16::code_at(s.p, s.g, row, s.i);
 }
 }  // namespace
 

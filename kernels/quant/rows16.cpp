@@ -51,7 +51,7 @@ void interleave_q4_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t
     }
     for (int64_t p = 0; p < 4; ++p)
       for (int64_t q = 0; q < 8; ++q)
-        std::memcpy(c + L::kCodes + ((p * 8 + q) * L::kRows + r) * 4, blk + 16 + 32 * p + 4 * q, 4);
+        std::memcpy(c + L::kCodes + L::code_at(p, q, r, 0), blk + 16 + 32 * p + 4 * q, 4);
   });
 }
 
@@ -64,7 +64,7 @@ std::vector<float> dequantize_q4_k_rows16(const uint8_t* rows16, int64_t m, int6
     for (int64_t p = 0; p < 4; ++p)
       for (int64_t q = 0; q < 8; ++q)
         for (int64_t i = 0; i < 4; ++i) {
-          uint8_t byte = c[L::kCodes + ((p * 8 + q) * L::kRows + r) * 4 + i];
+          uint8_t byte = c[L::kCodes + L::code_at(p, q, r, i)];
           for (int64_t half = 0; half < 2; ++half) {
             int64_t j = 2 * p + half;
             int code = half ? byte >> 4 : byte & 15;

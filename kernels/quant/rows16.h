@@ -55,6 +55,11 @@ struct Q4KRows16 {
   static constexpr int64_t kRows = 16;
   static constexpr int64_t kD = 0, kDmin = 32, kScales = 64, kMins = 192, kCodes = 320;
   static constexpr int64_t kChunkBytes = 2368;
+  // Where byte i of code group g of pair p is for row r, from the codes'
+  // start (int4w's 16-row layout shares this order).
+  static constexpr int64_t code_at(int64_t p, int64_t g, int64_t r, int64_t i) {
+    return ((p * 8 + g) * kRows + r) * 4 + i;
+  }
   // Where sub-block j's min for row r is.
   static constexpr int64_t min_at(int64_t j, int64_t r) {
     return kMins + 64 * (j / 4) + 4 * r + j % 4;

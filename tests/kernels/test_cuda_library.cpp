@@ -25,6 +25,7 @@
 #include "runtime/host_memory.h"
 #include "runtime/runtime.h"
 #include "support/cuda_check.h"
+#include "support/random_int4w.h"
 #include "support/runtime_fixture.h"
 #include "targets/cuda/cuda_device.h"
 #include "targets/cuda/nvrtc_compiler.h"
@@ -168,17 +169,8 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       ggml::quantize(qt, w.data(), rows * cols, blocks.data());
       ggml::interleave_rows16(qt, blocks.data(), rows, cols, static_cast<uint8_t*>(m));
     } else if (c.kernel == "gemv_int4w_rows16" && p.name == "w") {
-      // Random codes; scales and zero points in range (random bits could be NaN).
-      int64_t rows = c.sizes.at("m"), cols = c.sizes.at("k"), g = spec.constexpr_("GROUP");
-      Int4wRows r{rows, cols,
-                  g,    std::vector<uint8_t>(static_cast<size_t>(rows * cols / 2)),
-                  {},   std::vector<uint16_t>(static_cast<size_t>(rows * cols / g))};
-      for (auto& b : r.q) b = static_cast<uint8_t>(rng());
-      for (auto& sc : r.scales) sc = f32_to_f16_bits(static_cast<float>(0.1 * unit(rng)));
-      if (spec.constexpr_("ZP")) {
-        r.zeros.resize(r.scales.size());
-        for (auto& z : r.zeros) z = static_cast<uint8_t>(rng() % 16);
-      }
+      Int4wRows r = test::random_int4w(c.sizes.at("m"), c.sizes.at("k"), spec.constexpr_("GROUP"),
+                                       spec.constexpr_("ZP") != 0, rng());
       std::vector<uint8_t> packed = interleave_int4w_rows16(r);
       std::copy(packed.begin(), packed.end(), static_cast<uint8_t*>(m));
     } else {

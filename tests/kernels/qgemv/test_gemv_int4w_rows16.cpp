@@ -11,32 +11,18 @@
 // half a step, f32 accumulation adds 1e-5 of sum |w x|; JIT and
 // interpreter differ only in reassociated sums.
 #include <catch2/catch.hpp>
-#include <random>
 
 #include "ir/dtype.h"
 #include "kernels/quant/awq.h"
 #include "kernels/quant/int4w.h"
 #include "support/quantized_x.h"
+#include "support/random_int4w.h"
 #include "support/runtime_fixture.h"
 
 using namespace kiln;
+using kiln::test::random_int4w;
 
 namespace {
-
-// Random codes, scales and (with zp) zero points of an [m, k] int4w matrix.
-Int4wRows random_int4w(int64_t m, int64_t k, int64_t group, bool zp, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  Int4wRows r{
-      m, k, group, std::vector<uint8_t>(m * k / 2), {}, std::vector<uint16_t>(m * k / group)};
-  for (auto& b : r.q) b = static_cast<uint8_t>(rng());
-  for (auto& s : r.scales) s = f32_to_f16_bits(0.05f * u(rng));
-  if (zp) {
-    r.zeros.resize(r.scales.size());
-    for (auto& z : r.zeros) z = static_cast<uint8_t>(rng() % 16);
-  }
-  return r;
-}
 
 void check_product(const Int4wRows& r, int64_t t, int bt) {
   INFO("m=" << r.m << " k=" << r.k << " group=" << r.group << " zp=" << !r.zeros.empty()
