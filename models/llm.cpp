@@ -6,6 +6,7 @@
 
 #include "ir/dtype.h"
 #include "ir/error.h"
+#include "kernels/attention/kv_cache.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "kernels/quant/rows16.h"
 #include "kernels/rope/rope.h"
@@ -76,9 +77,10 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx)
       packed_(file_),
       rt_(rt) {
   n_ctx_ = n_ctx > 0 ? n_ctx : std::min<int64_t>(cfg_.n_ctx_train, 4096);
-  int64_t row = cfg_.n_head_kv * cfg_.head_dim;
-  k_cache_.assign(cfg_.n_layer, std::vector<uint16_t>(n_ctx_ * row));
-  v_cache_.assign(cfg_.n_layer, std::vector<uint16_t>(n_ctx_ * row));
+  for (int64_t l = 0; l < cfg_.n_layer; ++l) {
+    k_cache_.emplace_back(2 * k_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim));
+    v_cache_.emplace_back(2 * v_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim));
+  }
   rope_table_ = rope_cos_sin_table(cfg_.rope_base, cfg_.rope_dim, n_ctx_);
 }
 
@@ -229,23 +231,25 @@ void Llm::record(Step& s) {
     rope("rope_q", s.q.data(), c.n_head);
     rope("rope_k", s.k.data(), c.n_head_kv);
     // The new keys and values join the f16 cache at their positions.
-    uint16_t* kc = k_cache_[l].data();
-    uint16_t* vc = v_cache_[l].data();
-    for (auto [from, cache] : {std::pair{s.k.data(), kc}, std::pair{s.v.data(), vc}})
-      add("kv_store",
-          {"convert",
-           {{"Y", DType::f16}},
-           {Arg::buffer(from, T * KD), Arg::buffer(cache, n_ctx_ * KD), Arg::scalar_int(T * KD),
-            Plan::Dynamic{"pos0"}, Arg::scalar_int(KD)},
-           {},
-           {}},
-          {{"pos0", n_ctx_ - T}});
+    uint8_t* kc = k_cache_[l].data();
+    uint8_t* vc = v_cache_[l].data();
+    const int64_t k_elems = static_cast<int64_t>(k_cache_[l].size() / 2),
+                  v_elems = static_cast<int64_t>(v_cache_[l].size() / 2);
+    add("kv_store",
+        {"kv_cache_store",
+         {{"KV", DType::f16}},
+         {Arg::buffer(s.k.data(), T * KD), Arg::buffer(s.v.data(), T * KD),
+          Arg::buffer(kc, k_elems), Arg::buffer(vc, v_elems), Arg::scalar_int(T),
+          Arg::scalar_int(c.n_head_kv), Arg::scalar_int(n_ctx_), Plan::Dynamic{"pos0"}},
+         {},
+         {{"HEAD_DIM", D}}},
+        {{"pos0", n_ctx_ - T}});
     add(T == 1 ? "attention_decode" : "attention_prefill",
         {T == 1 ? "attention_decode" : "attention_prefill",
          {{"KV", DType::f16}},
-         {Arg::buffer(s.q.data(), T * QD), Arg::buffer(kc, n_ctx_ * KD),
-          Arg::buffer(vc, n_ctx_ * KD), Arg::buffer(s.attn.data(), T * QD), Arg::scalar_int(T),
-          Arg::scalar_int(c.n_head), Arg::scalar_int(c.n_head_kv), Plan::Dynamic{"kv_len"},
+         {Arg::buffer(s.q.data(), T * QD), Arg::buffer(kc, k_elems), Arg::buffer(vc, v_elems),
+          Arg::buffer(s.attn.data(), T * QD), Arg::scalar_int(T), Arg::scalar_int(c.n_head),
+          Arg::scalar_int(c.n_head_kv), Arg::scalar_int(n_ctx_), Plan::Dynamic{"kv_len"},
           Plan::Dynamic{"pos0"}, Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(D)))},
          {},
          {{"HEAD_DIM", D}}},

@@ -19,6 +19,7 @@
 #include "models/model_config.h"
 #include "models/packed_weights.h"
 #include "models/tokenizer.h"
+#include "runtime/host_memory.h"
 #include "runtime/plan.h"
 
 namespace kiln {
@@ -63,7 +64,8 @@ class Llm {
   PackedWeights packed_;
   Runtime& rt_;
   int64_t n_ctx_ = 0, pos_ = 0;
-  std::vector<std::vector<uint16_t>> k_cache_, v_cache_;  // per layer, f16
+  // Per layer, f16; huge-page backed: every decode step reads all of them.
+  std::vector<HostMemory> k_cache_, v_cache_;
   std::vector<float> rope_table_;
   std::map<std::pair<int64_t, bool>, std::unique_ptr<Step>> steps_;
   int64_t last_launches_ = 0;

@@ -3,8 +3,9 @@
 // materialising the [n_tokens, kv_len] score matrix.
 //
 // A program owns BLOCK_M consecutive query tokens of one query head and
-// streams the cache in blocks of BLOCK_N keys: S = Q K^T as `dot`s over
-// 16-wide HEAD_DIM slices, an online softmax (running row max m and sum l;
+// streams the cache in blocks of BLOCK_N keys (BLOCK_N divides the K cache's
+// block, kv_cache.h): S = Q K^T as `dot`s with 16-dim slices of the
+// transposed keys, an online softmax (running row max m and sum l;
 // the accumulator is rescaled by exp2(m_old - m_new) as the max grows, with
 // log2(e) folded into the scale so exp2 is the only transcendental), and
 // acc += P V as `dot`s into 16-column accumulators. Slicing HEAD_DIM keeps
@@ -23,7 +24,9 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "ir/error.h"
 #include "kernels/attention/attention_shape.h"
+#include "kernels/attention/kv_cache.h"
 #include "kernels/attention/lane_fold.h"
 #include "kernels/registry.h"
 
@@ -38,12 +41,16 @@ Kernel build_attention_prefill(const Spec& s) {
   const int64_t D = s.constexpr_("HEAD_DIM"), BM = s.constexpr_("BLOCK_M"),
                 BN = s.constexpr_("BLOCK_N");
   check_attention_constexprs("attention_prefill", D, {{"BLOCK_M", BM}, {"BLOCK_N", BN}});
+  if (BN > kKeyBlock)
+    throw Error("kernel 'attention_prefill': BLOCK_N must divide the K cache block of " +
+                std::to_string(kKeyBlock) + " keys, got " + std::to_string(BN));
   const int64_t NC = D / kLanes;
   const double neg_inf = -std::numeric_limits<double>::infinity();
   auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
        out = k.buffer("out", DType::f32);
   auto n_tokens = k.scalar("n_tokens", DType::i32);
   auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
+  auto max_ctx = k.scalar("max_ctx", DType::i32);
   auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
   auto scale = k.scalar("scale", DType::f32);
 
@@ -67,22 +74,20 @@ Kernel build_attention_prefill(const Spec& s) {
   // Keys [0, first) are visible to every row; keys [first, last) to some.
   auto first = minimum(pos0 + t0 + 1, kv_len);
   auto last = minimum(pos0 + minimum(t0 + static_cast<int>(BM), n_tokens), kv_len);
-  auto kv_row0 = kvh.to(DType::i64) * D + arange(D).to(DType::i64);
-  auto kv_stride = n_kv.to(DType::i64) * D;
   auto m = k.var(full({BM}, neg_inf, DType::f32));
   auto l = k.var(zeros(DType::f32, {BM}));
 
   auto key_block = [&](const Value& j0, bool masked) {
     auto keys = j0 + arange(BN);
     auto kmask = keys < last;
-    auto off = expand_dims(keys.to(DType::i64) * kv_stride, 1) + kv_row0;  // [BN, D]
-    auto rows = [&](const Buffer& b) {
-      return (masked ? load(b + off, expand_dims(kmask, 1), 0.0) : load(b + off)).to(DType::f32);
-    };
-    auto kt = rows(kc);
     Value sc = zeros(DType::f32, {BM, BN});
-    for (int64_t c = 0; c < NC; ++c)
-      sc = dot(qc[c], transpose(slice(kt, {0, c * kLanes}, {BN, kLanes})), sc);
+    for (int64_t c = 0; c < NC; ++c) {  // the keys lie in one K block: BN divides kKeyBlock
+      auto koff = k_tile_offsets(kvh, max_ctx, j0 / static_cast<int>(kKeyBlock), D, c * kLanes,
+                                 kLanes, j0 % static_cast<int>(kKeyBlock), BN);
+      auto kt = masked ? load(kc + koff, broadcast_to(expand_dims(kmask, 0), {kLanes, BN}), 0.0)
+                       : load(kc + koff);
+      sc = dot(qc[c], kt.to(DType::f32), sc);
+    }
     if (masked) {
       auto visible = (expand_dims(keys, 0) <= qpos) & expand_dims(kmask, 0);  // [BM, BN]
       sc = where(visible, sc, full({BM, BN}, neg_inf, DType::f32));
@@ -94,7 +99,9 @@ Kernel build_attention_prefill(const Spec& s) {
     auto p = exp2(sc - expand_dims(m_sub, 1));
     l = l * reshape(alpha, {BM}) + fold_last_axis(p, Fold::Sum);
     m = m_new;
-    auto vt = rows(vc);
+    auto voff = v_tile_offsets(kvh, max_ctx, keys, D);
+    auto vt =
+        (masked ? load(vc + voff, expand_dims(kmask, 1), 0.0) : load(vc + voff)).to(DType::f32);
     for (int64_t c = 0; c < NC; ++c)
       acc[c] = dot(p, slice(vt, {0, c * kLanes}, {BN, kLanes}), acc[c] * alpha);
   };
@@ -123,7 +130,7 @@ KILN_REGISTER_KERNEL((KernelDef{
           return LaunchShape{{cdiv(z.n_tokens, s.constexpr_("BLOCK_M")), z.n_heads, 1},
                              z.buffer_elems()};
         },
-    .tunables = {{"BLOCK_M", {4, 8, 16, 32}}, {"BLOCK_N", {4, 8, 16, 32}}},
+    .tunables = {{"BLOCK_M", {4, 8, 16, 32}}, {"BLOCK_N", {4, 8, 16}}},
     .shape_keys = {"n_tokens", "kv_len", "n_heads"},
     // f32 dot products over HEAD_DIM, the vector exp2 (~2.5e-7 relative) and
     // f32 sums over kv_len, reassociated against the interpreter by FMA

@@ -3,17 +3,21 @@
 #include <limits>
 
 #include "ir/error.h"
+#include "kernels/attention/kv_cache.h"
 
 namespace kiln {
 
 std::map<std::string, int64_t> AttentionSizes::buffer_elems() const {
-  int64_t qn = n_tokens * n_heads * head_dim, kvn = kv_len * n_kv_heads * head_dim;
-  return {{"q", qn}, {"out", qn}, {"k", kvn}, {"v", kvn}};
+  int64_t qn = n_tokens * n_heads * head_dim;
+  return {{"q", qn},
+          {"out", qn},
+          {"k", k_cache_elems(max_ctx, n_kv_heads, head_dim)},
+          {"v", v_cache_elems(max_ctx, n_kv_heads, head_dim)}};
 }
 
 AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a) {
-  AttentionSizes z{a.i("n_tokens"), a.i("n_heads"), a.i("n_kv_heads"),       0,
-                   a.i("kv_len"),   a.i("pos0"),    s.constexpr_("HEAD_DIM")};
+  AttentionSizes z{a.i("n_tokens"), a.i("n_heads"), a.i("n_kv_heads"), 0,
+                   a.i("max_ctx"),  a.i("kv_len"),  a.i("pos0"),       s.constexpr_("HEAD_DIM")};
   const std::string who = "kernel '" + kernel + "': ";
   auto str = [](int64_t v) { return std::to_string(v); };
   if (z.n_tokens < 1) throw Error(who + "n_tokens = " + str(z.n_tokens) + " (need >= 1)");
@@ -28,9 +32,12 @@ AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const S
   if (z.pos0 + z.n_tokens > z.kv_len)
     throw Error(who + "pos0 + n_tokens = " + str(z.pos0) + " + " + str(z.n_tokens) +
                 " exceeds kv_len = " + str(z.kv_len) + " (the cache must hold every query token)");
+  if (z.kv_len > z.max_ctx)
+    throw Error(who + "kv_len = " + str(z.kv_len) + " exceeds max_ctx = " + str(z.max_ctx) +
+                " (the rows the cache holds)");
   // Element offsets are i64 in the kernels, but row indices are i32.
   const int64_t i32_max = std::numeric_limits<int32_t>::max();
-  if (z.n_tokens * z.n_heads > i32_max || z.kv_len * z.n_kv_heads > i32_max)
+  if (z.n_tokens * z.n_heads > i32_max || z.max_ctx * z.n_kv_heads > i32_max)
     throw Error(who + "more than 2^31 rows of q or of the cache");
   return z;
 }

@@ -2,9 +2,9 @@
 // launch sizes and constexprs, with messages that name the kernel, and the
 // buffer sizes a launch needs.
 //
-// Layouts: q and out are f32 [n_tokens, n_heads, HEAD_DIM]; the KV cache
-// tensors k and v are [max_ctx, n_kv_heads, HEAD_DIM] with rows
-// 0 .. kv_len-1 valid. Query token i sits at position pos0 + i and attends
+// Layouts: q and out are f32 [n_tokens, n_heads, HEAD_DIM]; the cache
+// tensors k and v hold max_ctx rows per KV head (kv_cache.h), of which rows
+// 0 .. kv_len-1 are valid. Query token i sits at position pos0 + i and attends
 // to cache rows 0 .. pos0 + i; query head h reads KV head
 // h / (n_heads / n_kv_heads).
 #pragma once
@@ -24,7 +24,7 @@ namespace kiln {
 inline constexpr int64_t kAttentionLanes = 16;
 
 struct AttentionSizes {
-  int64_t n_tokens, n_heads, n_kv_heads, group, kv_len, pos0, head_dim;
+  int64_t n_tokens, n_heads, n_kv_heads, group, max_ctx, kv_len, pos0, head_dim;
   std::map<std::string, int64_t> buffer_elems() const;
 };
 

@@ -73,12 +73,14 @@ std::vector<Case> cases() {
                 {{"BLOCK_M", 2}, {"BLOCK_K", 64}},
                 {{"m", 5}, {"k", 100}}});
   for (DType kv : {DType::f16, DType::f32}) {
-    Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2}, {"kv_len", 21}, {"pos0", 18}};
-    cs.push_back({"attention_decode",
-                  {{"KV", kv}},
-                  {{"HEAD_DIM", 64}, {"BLOCK_N", 16}, {"BLOCK_G", 2}},
-                  att});
+    Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2},
+                 {"max_ctx", 24}, {"kv_len", 21}, {"pos0", 18}};
+    cs.push_back({"attention_decode", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"BLOCK_G", 2}}, att});
     cs.push_back({"attention_prefill", {{"KV", kv}}, {{"HEAD_DIM", 64}}, att});
+    cs.push_back({"kv_cache_store",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 32}},
+                  {{"n_tokens", 3}, {"n_kv_heads", 2}, {"max_ctx", 20}, {"pos0", 14}}});
   }
   for (int64_t fmt : {2, 8, 12, 14}) {
     cs.push_back({"qgemv",

@@ -2,8 +2,9 @@
 // argument list in the kernels' parameter order, a double-precision
 // reference softmax(q K^T * scale + causal mask) V, and the comparisons.
 //
-// Cache rows no query may see (rows >= pos0 + n_tokens, including rows past
-// kv_len up to max_ctx) hold NaN, so a kernel that reads or weights one
+// The cache is in the kernels' layout (kv_cache.h). Cache rows
+// no query may see (rows >= pos0 + n_tokens, including rows past kv_len up
+// to max_ctx and the last K block's padding) hold NaN, so a kernel that reads or weights one
 // produces NaN and fails the comparison. The reference reads the K/V values
 // through the cache dtype, so f16 inputs are exact on both sides.
 #pragma once
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/kv_cache.h"
 #include "kernels/registry.h"
 #include "support/runtime_fixture.h"
 #include "support/test_data.h"
@@ -45,18 +47,22 @@ struct AttentionData {
   explicit AttentionData(const AttentionCase& c)
       : q(HostBuffer::random(DType::f32, c.n_tokens * c.n_heads * c.head_dim, c.seed, -c.q_range,
                              c.q_range)),
-        k(HostBuffer::random(c.kv, c.rows() * c.n_kv_heads * c.head_dim, c.seed + 1)),
-        v(HostBuffer::random(c.kv, c.rows() * c.n_kv_heads * c.head_dim, c.seed + 2)) {
+        k(HostBuffer::random(c.kv, k_cache_elems(c.rows(), c.n_kv_heads, c.head_dim), c.seed + 1)),
+        v(HostBuffer::random(c.kv, v_cache_elems(c.rows(), c.n_kv_heads, c.head_dim), c.seed + 2)) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    for (int64_t i = (c.pos0 + c.n_tokens) * c.n_kv_heads * c.head_dim; i < k.size(); ++i) {
-      k.set(i, nan);
-      v.set(i, nan);
-    }
+    // Every row past the last query, the last K block's padding included.
+    const int64_t padded = k_cache_elems(c.rows(), 1, 1);
+    for (int64_t h = 0; h < c.n_kv_heads; ++h)
+      for (int64_t j = c.pos0 + c.n_tokens; j < padded; ++j)
+        for (int64_t i = 0; i < c.head_dim; ++i) {
+          k.set(k_cache_index(j, h, i, c.rows(), c.head_dim), nan);
+          if (j < c.rows()) v.set(v_cache_index(j, h, i, c.rows(), c.head_dim), nan);
+        }
   }
   HostBuffer q, k, v;
 };
 
-// q, k, v, out, n_tokens, n_heads, n_kv_heads, kv_len, pos0, scale.
+// q, k, v, out, n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale.
 inline std::vector<Arg> attention_args(const AttentionCase& c, AttentionData& d, HostBuffer& out) {
   return {d.q.arg(),
           d.k.arg(),
@@ -65,6 +71,7 @@ inline std::vector<Arg> attention_args(const AttentionCase& c, AttentionData& d,
           Arg::scalar_int(c.n_tokens),
           Arg::scalar_int(c.n_heads),
           Arg::scalar_int(c.n_kv_heads),
+          Arg::scalar_int(c.rows()),
           Arg::scalar_int(c.kv_len),
           Arg::scalar_int(c.pos0),
           Arg::scalar_float(c.scale())};
@@ -80,15 +87,15 @@ inline std::vector<double> attention_reference(const AttentionCase& c, const Att
       s.assign(n, 0);
       double mx = -INFINITY, total = 0;
       for (int64_t j = 0; j < n; ++j) {
-        const int64_t kb = (j * c.n_kv_heads + kvh) * D;
-        for (int64_t i = 0; i < D; ++i) s[j] += d.q.get(qb + i) * d.k.get(kb + i);
+        for (int64_t i = 0; i < D; ++i)
+          s[j] += d.q.get(qb + i) * d.k.get(k_cache_index(j, kvh, i, c.rows(), D));
         s[j] *= c.scale();
         mx = std::max(mx, s[j]);
       }
       for (int64_t j = 0; j < n; ++j) total += s[j] = std::exp(s[j] - mx);
       for (int64_t j = 0; j < n; ++j) {
-        const int64_t vb = (j * c.n_kv_heads + kvh) * D;
-        for (int64_t i = 0; i < D; ++i) out[qb + i] += s[j] / total * d.v.get(vb + i);
+        for (int64_t i = 0; i < D; ++i)
+          out[qb + i] += s[j] / total * d.v.get(v_cache_index(j, kvh, i, c.rows(), D));
       }
     }
   return out;

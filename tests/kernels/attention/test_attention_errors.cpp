@@ -1,6 +1,6 @@
 // Launches the attention kernels refuse, with messages that say why: head
 // counts that do not form GQA groups, queries past the cache, caches smaller
-// than kv_len, and constexprs the kernels cannot build.
+// than max_ctx or kv_len, and constexprs the kernels cannot build.
 #include <catch2/catch.hpp>
 
 #include "attention_case.h"
@@ -11,15 +11,18 @@ using kiln::test::AttentionData;
 
 namespace {
 
-void check_refused(const AttentionCase& c, const std::string& why,
-                   const std::map<std::string, int64_t>& constexprs = {}) {
-  for (const char* kernel : {"attention_decode", "attention_prefill"}) {
-    INFO(kernel << " " << c.describe());
-    AttentionData d(c);
-    REQUIRE_THROWS_WITH(
-        kiln::test::run_attention(kiln::test::attention_spec(kernel, c, constexprs), c, d, false),
-        Catch::Contains(std::string("kernel '") + kernel + "'") && Catch::Contains(why));
-  }
+void check_refused_by(const std::string& kernel, const AttentionCase& c, const std::string& why,
+                      const std::map<std::string, int64_t>& constexprs = {}) {
+  INFO(kernel << " " << c.describe());
+  AttentionData d(c);
+  REQUIRE_THROWS_WITH(
+      kiln::test::run_attention(kiln::test::attention_spec(kernel, c, constexprs), c, d, false),
+      Catch::Contains("kernel '" + kernel + "'") && Catch::Contains(why));
+}
+
+void check_refused(const AttentionCase& c, const std::string& why) {
+  for (const char* kernel : {"attention_decode", "attention_prefill"})
+    check_refused_by(kernel, c, why);
 }
 
 AttentionCase base() {
@@ -55,19 +58,34 @@ TEST_CASE("attention kernels refuse queries past the cache", "[kernels][attentio
   check_refused(c, "n_tokens = 0 (need >= 1)");
 }
 
-TEST_CASE("attention kernels refuse a cache smaller than kv_len", "[kernels][attention][error]") {
+TEST_CASE("attention kernels refuse a cache smaller than it claims",
+          "[kernels][attention][error]") {
+  // The buffers hold 5 rows per head: V exactly (640 elements), K one block of 16 keys (2048).
   AttentionCase c = base();
   AttentionData d(c);
-  c.kv_len = 6;  // the buffers hold 5 rows
-  for (const char* kernel : {"attention_decode", "attention_prefill"})
-    REQUIRE_THROWS_WITH(
-        kiln::test::run_attention(kiln::test::attention_spec(kernel, c), c, d, false),
-        Catch::Contains("buffer 'k' holds 640 elements, the launch needs 768"));
+  for (auto [max_ctx, why] :
+       {std::pair{6, "buffer 'v' holds 640 elements, the launch needs 768"},
+        std::pair{17, "buffer 'k' holds 2048 elements, the launch needs 4096"}}) {
+    c.max_ctx = max_ctx;
+    for (const char* kernel : {"attention_decode", "attention_prefill"})
+      REQUIRE_THROWS_WITH(
+          kiln::test::run_attention(kiln::test::attention_spec(kernel, c), c, d, false),
+          Catch::Contains(why));
+  }
+  c = base();
+  c.kv_len = 6;
+  c.max_ctx = 5;
+  check_refused(c, "kv_len = 6 exceeds max_ctx = 5");
 }
 
 TEST_CASE("attention kernels refuse constexprs they cannot build", "[kernels][attention][error]") {
   AttentionCase c = base();
   c.head_dim = 72;
   check_refused(c, "HEAD_DIM must be a positive multiple of 16, got 72");
-  check_refused(base(), "BLOCK_N must be a power of two, got 24", {{"BLOCK_N", 24}});
+  check_refused_by("attention_decode", base(), "BLOCK_G must be a power of two, got 24",
+                   {{"BLOCK_G", 24}});
+  check_refused_by("attention_prefill", base(), "BLOCK_N must be a power of two, got 24",
+                   {{"BLOCK_N", 24}});
+  check_refused_by("attention_prefill", base(),
+                   "BLOCK_N must divide the K cache block of 16 keys, got 32", {{"BLOCK_N", 32}});
 }

@@ -1,0 +1,41 @@
+#include "kernels/attention/kv_cache.h"
+
+namespace kiln {
+
+namespace {
+int64_t key_blocks(int64_t max_ctx) { return (max_ctx + kKeyBlock - 1) / kKeyBlock; }
+}  // namespace
+
+int64_t k_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim) {
+  return n_kv_heads * key_blocks(max_ctx) * kKeyBlock * head_dim;
+}
+
+int64_t v_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim) {
+  return n_kv_heads * max_ctx * head_dim;
+}
+
+int64_t k_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t head_dim) {
+  return ((h * key_blocks(max_ctx) + j / kKeyBlock) * head_dim + d) * kKeyBlock + j % kKeyBlock;
+}
+
+int64_t v_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t head_dim) {
+  return (h * max_ctx + j) * head_dim + d;
+}
+
+Value k_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& block, int64_t head_dim,
+                     int64_t d0, int64_t nd, const Value& lane0, int64_t nk) {
+  const int kb = static_cast<int>(kKeyBlock);
+  auto blocks = ((max_ctx + (kb - 1)) / kb).to(DType::i64);
+  auto base = ((kvh.to(DType::i64) * blocks + block.to(DType::i64)) * head_dim + d0) * kKeyBlock +
+              lane0.to(DType::i64);
+  auto dims = expand_dims(arange(nd).to(DType::i64) * kKeyBlock, 1);  // [nd, 1]
+  auto lanes = expand_dims(arange(nk).to(DType::i64), 0);             // [1, nk]
+  return base + dims + lanes;
+}
+
+Value v_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& keys, int64_t head_dim) {
+  auto rows = kvh.to(DType::i64) * max_ctx.to(DType::i64) + keys.to(DType::i64);
+  return expand_dims(rows * head_dim, 1) + expand_dims(arange(head_dim).to(DType::i64), 0);
+}
+
+}  // namespace kiln

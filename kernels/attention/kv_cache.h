@@ -1,0 +1,45 @@
+// The layout of the KV cache the attention kernels read, one K and one V
+// tensor per layer, each head-major so that a KV head's keys and values are
+// two contiguous streams:
+//   K: [n_kv_heads][ceil(max_ctx / kKeyBlock)][HEAD_DIM][kKeyBlock], the keys
+//      transposed in blocks of kKeyBlock;
+//   V: [n_kv_heads][max_ctx][HEAD_DIM].
+//
+// Decode reads the whole cache every token, mostly from DRAM: a program that
+// owns one KV head then streams two sequential runs, which the hardware
+// prefetchers follow (token-major rows interleave the heads in 128-byte
+// pieces, and the streams stall on memory latency). Transposed K blocks make
+// a query's scores against kKeyBlock keys a [heads, HEAD_DIM] x
+// [HEAD_DIM, kKeyBlock] `dot` whose right operand is contiguous 16-key rows:
+// on the CPU a head's scores are FMAs into one register with the keys in its
+// lanes, every head of a GQA group shares each K load, and no key ends in a
+// horizontal sum over HEAD_DIM. P V reads whole V rows, so V stays
+// row-major. max_ctx, the rows the cache holds, is a launch argument.
+#pragma once
+
+#include <cstdint>
+
+#include "ir/builder.h"
+
+namespace kiln {
+
+// Keys per K block: one 16-lane f32 vector.
+inline constexpr int64_t kKeyBlock = 16;
+
+int64_t k_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim);
+int64_t v_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim);
+
+// Index of element d of key (or value) j of KV head h.
+int64_t k_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t head_dim);
+int64_t v_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t head_dim);
+
+// IR offsets [nd, nk] into K of dims d0 .. d0+nd-1 of keys block*kKeyBlock +
+// lane0 .. + nk-1 of KV head kvh; the keys must lie in one block (lane0 + nk
+// <= kKeyBlock). The tile's rows are contiguous, so loads are plain vectors.
+Value k_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& block, int64_t head_dim,
+                     int64_t d0, int64_t nd, const Value& lane0, int64_t nk);
+
+// IR offsets [keys, head_dim] into V of the rows `keys` ([n] i32) of KV head kvh.
+Value v_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& keys, int64_t head_dim);
+
+}  // namespace kiln

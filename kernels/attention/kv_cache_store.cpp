@@ -1,0 +1,68 @@
+// Stores a forward's new keys and values into the KV cache (kv_cache.h) at
+// rows pos0 .. pos0 + n_tokens - 1, rounded to KV: xk and xv are f32
+// [n_tokens, n_kv_heads, HEAD_DIM] (keys after RoPE). One program per
+// (KV head, token); a key's elements land kKeyBlock apart, a value's
+// contiguously.
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "kernels/attention/attention_shape.h"
+#include "kernels/attention/kv_cache.h"
+#include "kernels/registry.h"
+
+namespace kiln {
+namespace {
+
+Kernel build_kv_cache_store(const Spec& s) {
+  KernelBuilder k("kv_cache_store", s);
+  DType KV = s.dtype("KV");
+  const int64_t D = s.constexpr_("HEAD_DIM");
+  check_attention_constexprs("kv_cache_store", D, {});
+  auto xk = k.buffer("xk", DType::f32), xv = k.buffer("xv", DType::f32);
+  auto kc = k.buffer("k", KV), vc = k.buffer("v", KV);
+  k.scalar("n_tokens", DType::i32);
+  auto n_kv = k.scalar("n_kv_heads", DType::i32), max_ctx = k.scalar("max_ctx", DType::i32);
+  auto pos0 = k.scalar("pos0", DType::i32);
+  auto h = k.program_id(0), t = k.program_id(1);
+  auto row = (t * n_kv + h).to(DType::i64) * D + arange(D).to(DType::i64);
+  auto j = pos0 + t;
+  const int kb = static_cast<int>(kKeyBlock);
+  auto koff = k_tile_offsets(h, max_ctx, j / kb, D, 0, D, j % kb, 1);
+  store(kc + reshape(koff, {D}), load(xk + row).to(KV));
+  store(vc + reshape(v_tile_offsets(h, max_ctx, reshape(j, {1}), D), {D}), load(xv + row).to(KV));
+  return k.finish();
+}
+
+KILN_REGISTER_KERNEL((KernelDef{
+    .name = "kv_cache_store",
+    .family = "attention",
+    .summary = "new keys and values (f32) into the KV cache at rows pos0..",
+    .dtype_roles = {{"KV", {DType::f16, DType::f32}}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}},
+    .build = build_kv_cache_store,
+    .launch_shape =
+        [](const Spec& s, const ScalarArgs& a) {
+          const int64_t n_tokens = a.i("n_tokens"), n_kv = a.i("n_kv_heads"),
+                        max_ctx = a.i("max_ctx"), pos0 = a.i("pos0"), D = s.constexpr_("HEAD_DIM");
+          const std::string who = "kernel 'kv_cache_store': ";
+          if (n_tokens < 1 || n_kv < 1 || pos0 < 0)
+            throw Error(who + "n_tokens = " + std::to_string(n_tokens) + ", n_kv_heads = " +
+                        std::to_string(n_kv) + " and pos0 = " + std::to_string(pos0) +
+                        " (need n_tokens, n_kv_heads >= 1, pos0 >= 0)");
+          if (pos0 + n_tokens > max_ctx)
+            throw Error(who + "pos0 + n_tokens = " + std::to_string(pos0) + " + " +
+                        std::to_string(n_tokens) + " exceeds max_ctx = " + std::to_string(max_ctx));
+          const int64_t x = n_tokens * n_kv * D;
+          return LaunchShape{{n_kv, n_tokens, 1},
+                             {{"xk", x},
+                              {"xv", x},
+                              {"k", k_cache_elems(max_ctx, n_kv, D)},
+                              {"v", v_cache_elems(max_ctx, n_kv, D)}}};
+        },
+    .shape_keys = {"n_tokens", "n_kv_heads"},
+    // Exact: one rounding of each element to KV.
+    .rtol = 0,
+    .atol = 0,
+}));
+
+}  // namespace
+}  // namespace kiln
