@@ -120,9 +120,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "causal GQA flash attention of a block of query tokens over a KV cache",
     .dtype_roles = {{"KV", {DType::f16, DType::f32}}},
-    // BLOCK_M = BLOCK_N = 8 measured best of {8, 16}^2 on Zen 5 (52 vs 40-43
-    // GFLOP/s at 512 tokens, 1 thread); larger tiles spill and compile slowly.
-    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 8}, {"BLOCK_N", 8}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"BLOCK_N", 8}},
     .build = build_attention_prefill,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
@@ -130,6 +128,13 @@ KILN_REGISTER_KERNEL((KernelDef{
           return LaunchShape{{cdiv(z.n_tokens, s.constexpr_("BLOCK_M")), z.n_heads, 1},
                              z.buffer_elems()};
         },
+    // kiln tune, 512 tokens, 32/4 heads, 2 threads, BLOCK_M/BLOCK_N: at
+    // HEAD_DIM 64, 4/16 (a whole K block) 9.0 ms, 4/8 11.6, 8/8 13.3, 16/16
+    // 20.9; at HEAD_DIM 128, 4/8 25.6 ms, 4/16 35.5, 8/8 36.3 (the V tile and
+    // accumulators spill).
+    .shape_heuristic = [](const Spec& s, const ScalarArgs&) -> std::map<std::string, int64_t> {
+      return {{"BLOCK_M", 4}, {"BLOCK_N", s.constexpr_("HEAD_DIM") <= 64 ? 16 : 8}};
+    },
     .tunables = {{"BLOCK_M", {4, 8, 16, 32}}, {"BLOCK_N", {4, 8, 16}}},
     .shape_keys = {"n_tokens", "kv_len", "n_heads"},
     // f32 dot products over HEAD_DIM, the vector exp2 (~2.5e-7 relative) and
