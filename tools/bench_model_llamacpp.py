@@ -4,7 +4,9 @@ GGUF models and threads, measured alternately in one run (the machine's
 speed drifts, so only ratios from one run mean anything).
 
 As llama-bench's pp and tg tests: prefill is one batch of P prompt ids on an
-empty cache; decode is N single tokens starting from an empty cache.
+empty cache; decode is N single tokens starting from an empty cache, or with
+--decode-after C, after the first C prompt ids are in the cache (decode as a
+chat runs it, where attention reads C + i keys per token).
 Kiln: `kiln run --tokens ... -n ... --ignore-eos`, reading prefill_tok_s and
 decode_tok_s from its JSON line (plans are compiled before the clock
 starts). llama.cpp (llama-cpp-python): eval() of the same ids after a
@@ -35,14 +37,14 @@ def kiln_json(kiln, model, tokens, gen, threads):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def kiln_speed(kiln, model, prompt, gen, threads):
+def kiln_speed(kiln, model, prompt, gen, threads, after):
     prefill = kiln_json(kiln, model, prompt, 0, threads)["prefill_tok_s"]
-    # gen + 1 sampled tokens: the first comes from the 1-token prefill.
-    decode = kiln_json(kiln, model, prompt[:1], gen + 1, threads)["decode_tok_s"]
+    # gen + 1 sampled tokens: the first comes from the prefill.
+    decode = kiln_json(kiln, model, prompt[:max(1, after)], gen + 1, threads)["decode_tok_s"]
     return prefill, decode
 
 
-def llamacpp_speed(model, prompt, gen, threads):
+def llamacpp_speed(model, prompt, gen, threads, after):
     m = llama_cpp.Llama(model_path=model, n_ctx=len(prompt) + gen + 8, n_batch=len(prompt),
                         n_ubatch=len(prompt), n_threads=threads, n_threads_batch=threads,
                         verbose=False)
@@ -52,6 +54,8 @@ def llamacpp_speed(model, prompt, gen, threads):
     m.eval(prompt)
     prefill = len(prompt) / (time.perf_counter() - t0)
     m.reset()
+    if after:
+        m.eval(prompt[:after])
     tok = prompt[0]
     t0 = time.perf_counter()
     for _ in range(gen):
@@ -68,15 +72,19 @@ def main():
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--decode-after", type=int, default=0,
+                    help="prompt ids in the cache before decode starts (<= --prompt)")
     a = ap.parse_args()
+    if not 0 <= a.decode_after <= a.prompt:
+        ap.error("--decode-after must be in 0..--prompt")
     print("| model | engine | prefill tok/s | decode tok/s |")
     print("|---|---|---|---|")
     for model in a.models:
         n_vocab = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False).n_vocab()
         prompt = [int(t) for t in np.random.default_rng(0).integers(3, n_vocab, a.prompt)]
         for _ in range(a.repeat):
-            kp, kd = kiln_speed(a.kiln, model, prompt, a.gen, a.threads)
-            lp, ld = llamacpp_speed(model, prompt, a.gen, a.threads)
+            kp, kd = kiln_speed(a.kiln, model, prompt, a.gen, a.threads, a.decode_after)
+            lp, ld = llamacpp_speed(model, prompt, a.gen, a.threads, a.decode_after)
             name = model.rsplit("/", 1)[-1]
             print(f"| {name} | Kiln | {kp:.1f} | {kd:.1f} |")
             print(f"| {name} | llama.cpp | {lp:.1f} | {ld:.1f} |")
