@@ -77,9 +77,10 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx)
       packed_(file_),
       rt_(rt) {
   n_ctx_ = n_ctx > 0 ? n_ctx : std::min<int64_t>(cfg_.n_ctx_train, 4096);
+  const size_t f16 = dtype_bytes(DType::f16);
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
-    k_cache_.emplace_back(2 * k_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim));
-    v_cache_.emplace_back(2 * v_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim));
+    k_cache_.emplace_back(f16 * k_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim));
+    v_cache_.emplace_back(f16 * v_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim));
   }
   rope_table_ = rope_cos_sin_table(cfg_.rope_base, cfg_.rope_dim, n_ctx_);
 }
@@ -233,8 +234,8 @@ void Llm::record(Step& s) {
     // The new keys and values join the f16 cache at their positions.
     uint8_t* kc = k_cache_[l].data();
     uint8_t* vc = v_cache_[l].data();
-    const int64_t k_elems = static_cast<int64_t>(k_cache_[l].size() / 2),
-                  v_elems = static_cast<int64_t>(v_cache_[l].size() / 2);
+    const int64_t k_elems = k_cache_elems(n_ctx_, c.n_head_kv, D),
+                  v_elems = v_cache_elems(n_ctx_, c.n_head_kv, D);
     add("kv_store",
         {"kv_cache_store",
          {{"KV", DType::f16}},

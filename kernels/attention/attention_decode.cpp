@@ -70,12 +70,11 @@ Kernel build_attention_decode(const Spec& s) {
     auto kmask = keys < limit;
     auto block = j0 / static_cast<int>(KB);
     Value sc = zeros(DType::f32, {BG, KB});
+    const Value key_mask = masked ? kmask : Value();
     for (int64_t c = 0; c < D; c += kLanes) {
-      auto koff = k_tile_offsets(kvh, max_ctx, block, D, c, kLanes, zeros(DType::i32, {}), KB);
-      auto kt = masked ? load(kc + koff, broadcast_to(expand_dims(kmask, 0), {kLanes, KB}), 0.0)
-                       : load(kc + koff);
-      sc = dot(load(q + qrow + cols(c, kLanes), broadcast_to(hmask, {BG, kLanes}), 0.0),
-               kt.to(DType::f32), sc);
+      auto kt =
+          load_k_tile(kc, kvh, max_ctx, block, D, c, kLanes, zeros(DType::i32, {}), KB, key_mask);
+      sc = dot(load(q + qrow + cols(c, kLanes), broadcast_to(hmask, {BG, kLanes}), 0.0), kt, sc);
     }
     sc = sc * qscale;  // log2-scaled scores
     if (masked)
@@ -90,10 +89,8 @@ Kernel build_attention_decode(const Spec& s) {
     auto p = exp2(sc - expand_dims(m_sub, 1));
     l = l * alpha + fold_last_axis(p, Fold::Sum);
     m = m_new;
-    auto voff = v_tile_offsets(kvh, max_ctx, keys, D);
-    auto vt = masked ? load(vc + voff, broadcast_to(expand_dims(kmask, 1), {KB, D}), 0.0)
-                     : load(vc + voff);
-    acc = dot(p, vt.to(DType::f32), acc * expand_dims(alpha, 1));
+    auto vt = load_v_rows(vc, kvh, max_ctx, keys, D, key_mask);
+    acc = dot(p, vt, acc * expand_dims(alpha, 1));
   };
   auto full_end = limit - limit % static_cast<int>(KB);
   k.for_(0, full_end, KB, [&](Value j0) { key_block(j0, false); });

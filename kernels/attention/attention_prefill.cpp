@@ -80,14 +80,13 @@ Kernel build_attention_prefill(const Spec& s) {
   auto key_block = [&](const Value& j0, bool masked) {
     auto keys = j0 + arange(BN);
     auto kmask = keys < last;
+    const Value key_mask = masked ? kmask : Value();
     Value sc = zeros(DType::f32, {BM, BN});
-    for (int64_t c = 0; c < NC; ++c) {  // the keys lie in one K block: BN divides kKeyBlock
-      auto koff = k_tile_offsets(kvh, max_ctx, j0 / static_cast<int>(kKeyBlock), D, c * kLanes,
-                                 kLanes, j0 % static_cast<int>(kKeyBlock), BN);
-      auto kt = masked ? load(kc + koff, broadcast_to(expand_dims(kmask, 0), {kLanes, BN}), 0.0)
-                       : load(kc + koff);
-      sc = dot(qc[c], kt.to(DType::f32), sc);
-    }
+    for (int64_t c = 0; c < NC; ++c)  // the keys lie in one K block: BN divides kKeyBlock
+      sc = dot(qc[c],
+               load_k_tile(kc, kvh, max_ctx, j0 / static_cast<int>(kKeyBlock), D, c * kLanes,
+                           kLanes, j0 % static_cast<int>(kKeyBlock), BN, key_mask),
+               sc);
     if (masked) {
       auto visible = (expand_dims(keys, 0) <= qpos) & expand_dims(kmask, 0);  // [BM, BN]
       sc = where(visible, sc, full({BM, BN}, neg_inf, DType::f32));
@@ -99,9 +98,7 @@ Kernel build_attention_prefill(const Spec& s) {
     auto p = exp2(sc - expand_dims(m_sub, 1));
     l = l * reshape(alpha, {BM}) + fold_last_axis(p, Fold::Sum);
     m = m_new;
-    auto voff = v_tile_offsets(kvh, max_ctx, keys, D);
-    auto vt =
-        (masked ? load(vc + voff, expand_dims(kmask, 1), 0.0) : load(vc + voff)).to(DType::f32);
+    auto vt = load_v_rows(vc, kvh, max_ctx, keys, D, key_mask);
     for (int64_t c = 0; c < NC; ++c)
       acc[c] = dot(p, slice(vt, {0, c * kLanes}, {BN, kLanes}), acc[c] * alpha);
   };

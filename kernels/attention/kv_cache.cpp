@@ -38,4 +38,20 @@ Value v_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& keys, 
   return expand_dims(rows * head_dim, 1) + expand_dims(arange(head_dim).to(DType::i64), 0);
 }
 
+Value load_k_tile(const Buffer& k, const Value& kvh, const Value& max_ctx, const Value& block,
+                  int64_t head_dim, int64_t d0, int64_t nd, const Value& lane0, int64_t nk,
+                  const Value& key_mask) {
+  auto p = k + k_tile_offsets(kvh, max_ctx, block, head_dim, d0, nd, lane0, nk);
+  if (!key_mask.valid()) return load(p).to(DType::f32);
+  return load(p, broadcast_to(expand_dims(key_mask, 0), {nd, nk}), 0.0).to(DType::f32);
+}
+
+Value load_v_rows(const Buffer& v, const Value& kvh, const Value& max_ctx, const Value& keys,
+                  int64_t head_dim, const Value& key_mask) {
+  auto p = v + v_tile_offsets(kvh, max_ctx, keys, head_dim);
+  if (!key_mask.valid()) return load(p).to(DType::f32);
+  const int64_t n = keys.shape()[0];
+  return load(p, broadcast_to(expand_dims(key_mask, 1), {n, head_dim}), 0.0).to(DType::f32);
+}
+
 }  // namespace kiln

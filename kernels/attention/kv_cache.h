@@ -42,4 +42,13 @@ Value k_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& block,
 // IR offsets [keys, head_dim] into V of the rows `keys` ([n] i32) of KV head kvh.
 Value v_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& keys, int64_t head_dim);
 
+// The same tiles loaded and widened to f32. With a key_mask ([nk] or [n]
+// bool), keys outside it are not read and load as 0; without one the loads
+// are plain vectors.
+Value load_k_tile(const Buffer& k, const Value& kvh, const Value& max_ctx, const Value& block,
+                  int64_t head_dim, int64_t d0, int64_t nd, const Value& lane0, int64_t nk,
+                  const Value& key_mask = {});
+Value load_v_rows(const Buffer& v, const Value& kvh, const Value& max_ctx, const Value& keys,
+                  int64_t head_dim, const Value& key_mask = {});
+
 }  // namespace kiln

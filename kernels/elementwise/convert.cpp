@@ -1,7 +1,8 @@
 // y[row0 * row + i] = x[i] (f32) rounded to Y, for i < n: stores rows
-// converted to a narrower float at a row offset known only at launch, e.g. a forward's
-// new keys and values (f32) into its f16 KV cache at the current position.
-// One program per BLOCK elements.
+// converted to a narrower float at a row offset known only at launch, e.g.
+// f32 rows appended to an f16 buffer at the current position (the KV cache
+// has its own layout and store, kv_cache_store). One program per BLOCK
+// elements.
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/registry.h"

@@ -2,10 +2,10 @@
 // argument list in the kernels' parameter order, a double-precision
 // reference softmax(q K^T * scale + causal mask) V, and the comparisons.
 //
-// The cache is in the kernels' layout (kv_cache.h). Cache rows
-// no query may see (rows >= pos0 + n_tokens, including rows past kv_len up
-// to max_ctx and the last K block's padding) hold NaN, so a kernel that reads or weights one
-// produces NaN and fails the comparison. The reference reads the K/V values
+// The cache is in the kernels' layout (kv_cache.h). Cache rows no query may
+// see (rows >= pos0 + n_tokens, including rows past kv_len up to max_ctx and
+// the last K block's padding) hold NaN, so a kernel that reads or weights
+// one produces NaN and fails the comparison. The reference reads the K/V values
 // through the cache dtype, so f16 inputs are exact on both sides.
 #pragma once
 
