@@ -166,6 +166,7 @@ class Lowering {
   void lower_block(const Block& blk);
   void lower_op(const Op& op);
   llvm::Value* binary(const Op& op, DType t, llvm::Value* a, llvm::Value* b);
+  llvm::Value* byte_shift_as_words(OpKind kind, bool is_signed, llvm::Value* a, llvm::Value* amt);
   llvm::Value* compare(const Op& op, DType t, llvm::Value* a, llvm::Value* b);
   llvm::Value* unary(const Op& op, DType t, llvm::Value* x);
   llvm::Value* cast(llvm::Value* x, DType from, DType to);
@@ -415,6 +416,26 @@ void Lowering::lower_op(const Op& op) {
   }
 }
 
+// A left or logical right shift of bytes by one constant, as the same
+// shift of 16-bit words with the bits that crossed from the neighbouring
+// byte masked off (CpuProfile::byte_shifts_as_words). nullptr otherwise.
+llvm::Value* Lowering::byte_shift_as_words(OpKind kind, bool is_signed, llvm::Value* a,
+                                           llvm::Value* amt) {
+  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(a->getType());
+  auto* c = llvm::dyn_cast<llvm::Constant>(amt);
+  if (!profile_.byte_shifts_as_words || !vt || !c || (kind == OpKind::Shr && is_signed) ||
+      !vt->getElementType()->isIntegerTy(8) || vt->getNumElements() % 2)
+    return nullptr;
+  auto* k = llvm::dyn_cast_or_null<llvm::ConstantInt>(c->getSplatValue());
+  if (!k) return nullptr;
+  unsigned n = static_cast<unsigned>(k->getZExtValue());
+  auto* words = llvm::FixedVectorType::get(b_.getInt16Ty(), vt->getNumElements() / 2);
+  llvm::Value* w = b_.CreateBitCast(a, words);
+  w = kind == OpKind::Shl ? b_.CreateShl(w, n) : b_.CreateLShr(w, n);
+  unsigned keep = (kind == OpKind::Shl ? 0xFFu << n : 0xFFu >> n) & 0xFFu;
+  return b_.CreateAnd(b_.CreateBitCast(w, vt), llvm::ConstantInt::get(vt, keep));
+}
+
 llvm::Value* Lowering::binary(const Op& op, DType t, llvm::Value* a, llvm::Value* b) {
   if (is_float(t)) {
     llvm::Value* r;
@@ -471,6 +492,7 @@ llvm::Value* Lowering::binary(const Op& op, DType t, llvm::Value* a, llvm::Value
     case OpKind::Shl:
     case OpKind::Shr: {
       llvm::Value* amt = b_.CreateAnd(b, llvm::ConstantInt::get(ty, dtype_bits(t) - 1));
+      if (llvm::Value* r = byte_shift_as_words(op.kind, s, a, amt)) return r;
       if (op.kind == OpKind::Shl) return b_.CreateShl(a, amt);
       return s ? b_.CreateAShr(a, amt) : b_.CreateLShr(a, amt);
     }

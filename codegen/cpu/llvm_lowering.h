@@ -32,6 +32,11 @@ struct CpuProfile {
   bool native_masked_memory = true;
   // AVX-512 VNNI: a sum over groups of 4 of u8 x i8 products is vpdpbusd.
   bool x86_vnni = false;
+  // x86 has no byte shifts: LLVM emits vgf2p8affineqb (GFNI) for a byte
+  // shift by a constant, which shares its ports with vpdpbusd and vfmadd,
+  // the ports a quantized dot loop saturates. A 16-bit shift plus a mask
+  // runs elsewhere (4-bit codes' high nibbles: +25 % on Q4_K GEMM).
+  bool byte_shifts_as_words = false;
 };
 
 // The module may call the fp8 helpers of fp8_helpers.h; whoever links it

@@ -56,6 +56,7 @@ CpuProfile cpu_profile(const CpuTarget& t) {
   p.native_masked_memory = t.has_feature("avx512bw") || t.cpu == "x86-64-v4";
   p.x86_vnni =
       t.has_feature("avx512vnni") && t.has_feature("avx512bw") && t.has_feature("avx512vl");
+  p.byte_shifts_as_words = t.triple.rfind("x86_64", 0) == 0;
   return p;
 }
 
