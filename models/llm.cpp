@@ -65,9 +65,10 @@ struct Llm::Step {
   std::vector<int8_t> xq;
   std::vector<float> xd;
   std::vector<int32_t> xs;
+  std::vector<int8_t> xs8;
   // MoE scratch: routed rows of one expert.
   std::vector<float> ex, egate, eup, edown;
-  QuantizedBuffers qbuf() { return {xq.data(), xd.data(), xs.data()}; }
+  QuantizedBuffers qbuf() { return {xq.data(), xd.data(), xs.data(), xs8.data()}; }
 };
 
 Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx)
@@ -147,6 +148,7 @@ void Llm::record(Step& s) {
   s.xq.resize(T * kmax);
   s.xd.resize(T * kmax / 32);
   s.xs.resize(T * kmax / 32);
+  s.xs8.resize(16 * cdiv(T * kmax / 32, 8));
   Plan& p = s.plan;
   auto add = [&](const std::string& label, const LaunchDesc& d,
                  const std::map<std::string, int64_t>& probe = {}) {

@@ -37,7 +37,7 @@ LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const Quan
   return {"quantize_q8",
           {},
           {Arg::buffer(mut(x), t * k), Arg::buffer(q.q, t * k), Arg::buffer(q.d, nb),
-           Arg::buffer(q.s, nb), Arg::scalar_int(nb)},
+           Arg::buffer(q.s, nb), Arg::buffer(q.s8, 16 * cdiv(nb, 8)), Arg::scalar_int(nb)},
           {},
           {{"QBLOCK", qblock}}};
 }
@@ -53,8 +53,9 @@ LaunchDesc matmul(const WeightView& w, const float* x, const QuantizedBuffers& q
         "qgemv_rows16",
         {},
         {Arg::buffer(mut(w.rows16), ggml::rows16_bytes(qt, w.m, w.k)), Arg::buffer(q.q, t * w.k),
-         Arg::buffer(q.d, t * w.k / 32), Arg::buffer(q.s, t * w.k / 32), Arg::buffer(y, t * w.m),
-         Arg::scalar_int(w.m), Arg::scalar_int(w.k), Arg::scalar_int(t)},
+         Arg::buffer(q.d, t * w.k / 32), Arg::buffer(q.s, t * w.k / 32),
+         Arg::buffer(q.s8, t * w.k / 16), Arg::buffer(y, t * w.m), Arg::scalar_int(w.m),
+         Arg::scalar_int(w.k), Arg::scalar_int(t)},
         {},
         {{"FMT", static_cast<int64_t>(w.type)}}};
   }

@@ -4,12 +4,13 @@
 
 #include "ir/error.h"
 #include "kernels/quant/rows16.h"
+#include "kernels/registry.h"
 
 namespace kiln {
 
 QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t tokens, bool rows16,
                              uint64_t seed)
-    : m_(m), k_(k), t_(tokens) {
+    : m_(m), k_(k), t_(tokens), rows16_(rows16) {
   if (rows16 && !ggml::has_rows16(fmt))
     throw Error(std::string("no 16-row interleaved layout for ") +
                 std::string(ggml::block_format(fmt).name));
@@ -32,6 +33,7 @@ QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t 
   xq_ = HostMemory(static_cast<size_t>(t_ * k));
   xd_ = HostMemory(static_cast<size_t>(t_ * k / 32 * 4));
   xs_ = HostMemory(static_cast<size_t>(t_ * k / 32 * 4));
+  xs8_ = HostMemory(static_cast<size_t>(16 * cdiv(t_ * k / 32, 8)));
   y_ = HostMemory(static_cast<size_t>(t_ * m * 4));
   auto* x = reinterpret_cast<float*>(x_.data());
   for (int64_t j = 0; j < t_ * k; ++j) x[j] = dist(rng);
@@ -39,19 +41,23 @@ QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t 
 
 std::vector<Arg> QgemvWorkload::quantize_args() {
   int64_t nb = t_ * k_ / 32;
-  return {Arg::buffer(x_.data(), t_ * k_), Arg::buffer(xq_.data(), t_ * k_),
-          Arg::buffer(xd_.data(), nb), Arg::buffer(xs_.data(), nb), Arg::scalar_int(nb)};
+  return {Arg::buffer(x_.data(), t_ * k_),
+          Arg::buffer(xq_.data(), t_ * k_),
+          Arg::buffer(xd_.data(), nb),
+          Arg::buffer(xs_.data(), nb),
+          Arg::buffer(xs8_.data(), 16 * cdiv(nb, 8)),
+          Arg::scalar_int(nb)};
 }
 
 std::vector<Arg> QgemvWorkload::args() {
-  return {Arg::buffer(w_.data(), static_cast<int64_t>(w_.size())),
-          Arg::buffer(xq_.data(), t_ * k_),
-          Arg::buffer(xd_.data(), t_ * k_ / 32),
-          Arg::buffer(xs_.data(), t_ * k_ / 32),
-          Arg::buffer(y_.data(), t_ * m_),
-          Arg::scalar_int(m_),
-          Arg::scalar_int(k_),
-          Arg::scalar_int(t_)};
+  std::vector<Arg> a = {Arg::buffer(w_.data(), static_cast<int64_t>(w_.size())),
+                        Arg::buffer(xq_.data(), t_ * k_), Arg::buffer(xd_.data(), t_ * k_ / 32),
+                        Arg::buffer(xs_.data(), t_ * k_ / 32)};
+  if (rows16_) a.push_back(Arg::buffer(xs8_.data(), t_ * k_ / 16));
+  for (const Arg& tail : {Arg::buffer(y_.data(), t_ * m_), Arg::scalar_int(m_), Arg::scalar_int(k_),
+                          Arg::scalar_int(t_)})
+    a.push_back(tail);
+  return a;
 }
 
 }  // namespace kiln

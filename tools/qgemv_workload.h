@@ -20,14 +20,16 @@ class QgemvWorkload {
   QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t tokens = 1, bool rows16 = false,
                 uint64_t seed = 1);
 
-  // quantize_q8's arguments (x f32 -> xq, xd, xs) and qgemv's.
+  // quantize_q8's arguments (x f32 -> xq, xd, xs, xs8) and the GEMV's
+  // (qgemv_rows16 also takes xs8).
   std::vector<Arg> quantize_args();
   std::vector<Arg> args();
   int64_t weight_bytes() const { return static_cast<int64_t>(w_.size()); }
 
  private:
   int64_t m_, k_, t_;
-  HostMemory w_, x_, xq_, xd_, xs_, y_;
+  bool rows16_;
+  HostMemory w_, x_, xq_, xd_, xs_, xs8_, y_;
 };
 
 }  // namespace kiln

@@ -71,7 +71,7 @@ void int4w_chunk(const Int4wRows16& L, KernelBuilder& k, const Rows16Context& x,
 Kernel build_gemv_int4w_rows16(const Spec& s) {
   KernelBuilder k("gemv_int4w_rows16", s);
   const Int4wRows16 L = layout_of(s);
-  Rows16Format f{L.chunk_bytes(), true,
+  Rows16Format f{L.chunk_bytes(), true, false,
                  [L](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
                    int4w_chunk(L, kb, x, acc);
                  }};
@@ -92,7 +92,7 @@ KILN_REGISTER_KERNEL((KernelDef{
           const Int4wRows16 L = layout_of(s);
           int64_t m = a.i("m"), kk = a.i("k");
           return rows16_launch("gemv_int4w_rows16", s.constexpr_("BLOCK_T"), m, kk, a.i("t"),
-                               L.bytes(m, kk));
+                               L.bytes(m, kk), false);
         },
     // As qgemv_rows16's Q4_K: 6 tokens share each decoded code vector.
     .shape_heuristic = [](const Spec&, const ScalarArgs& a) -> std::map<std::string, int64_t> {

@@ -1,7 +1,7 @@
 // Quantized GEMV/GEMM over 16-row interleaved weights (kernels/quant/rows16.h):
 // y[i] = W x[i] for t tokens, W in Q4_0 (FMT=2), Q8_0 (8), Q4_K (12) or Q6_K
 // (14), x from quantize_q8 (QBLOCK=32 for Q4_0/Q8_0, 256 (Q8_K) for the
-// K-quants, as llama.cpp pairs them).
+// K-quants, as llama.cpp pairs them): buffers w, xq, xd, xs, xs8, y.
 //
 // Why a second kernel for these formats: qgemv reads ggml's row-major
 // blocks, where a 32-bit lane of the int8 dot holds 4 codes of one row, so
@@ -33,20 +33,17 @@ void q4_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>&
   const size_t BT = acc.size();
   auto d = x.f16s(x.at(L::kD)), neg_dmin = -x.f16s(x.at(L::kDmin));
   // The min terms sum_j m_j bsum_j, exactly in i32, as byte dots: m_j is
-  // u8 (6 bits) and bsum_j = 64 h_j + l_j with l_j = bsum_j & 63 and
-  // h_j = bsum_j >> 6 in [-64, 63] (|bsum_j| <= 32 * 127), both i8. So the
-  // 8 sub-blocks take 4 vpdpbusd per token (the 4 mins of a row in a lane)
-  // instead of 8 widening multiplies.
+  // u8 (6 bits) and bsum_j = l_j + 64 h_j with l_j in [0, 63] and h_j in
+  // [-64, 63], both i8 and stored so by quantize_q8 (s8). So the 8
+  // sub-blocks take 4 vpdpbusd per token with x straight from memory (the
+  // 4 mins of a row in a lane) instead of 8 widening multiplies.
   auto mins = [&](int64_t h) { return reshape(x.bytes(x.at(L::min_at(4 * h, 0)), 4 * R), {R, 4}); };
   auto mins_lo = mins(0), mins_hi = mins(1);
   for (size_t i = 0; i < BT; ++i) {
-    auto bsum = load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64)));  // [8] i32
-    auto l = (bsum & 63).to(DType::i8), h = (bsum >> 6).to(DType::i8);
-    auto four = [](const Value& v, int64_t half) {
-      return broadcast_to(reshape(slice(v, {4 * half}, {4}), {1, 4}), {R, 4}).to(DType::i32);
-    };
-    auto high = dot4(mins_lo, four(h, 0)) + dot4(mins_hi, four(h, 1));
-    auto low = dot4(mins_lo, four(l, 0)) + dot4(mins_hi, four(l, 1));
+    auto low = dot4(mins_lo, x.split_sums4(i, 0).to(DType::i32)) +
+               dot4(mins_hi, x.split_sums4(i, 1).to(DType::i32));
+    auto high = dot4(mins_lo, x.split_sums4(i, 2).to(DType::i32)) +
+                dot4(mins_hi, x.split_sums4(i, 3).to(DType::i32));
     acc[i] = ((high << 6) + low).to(DType::f32) * neg_dmin;
   }
   // A runtime loop over the 4 pairs of sub-blocks: unrolled, the scheduler
@@ -169,7 +166,8 @@ Kernel build_qgemv_rows16(const Spec& s) {
         "kernel 'qgemv_rows16': FMT must be 2 (Q4_0), 8 (Q8_0), 12 (Q4_K) or 14 (Q6_K), "
         "got " +
         std::to_string(FMT));
-  Rows16Format f{ggml::rows16_bytes(qt, R, 256), FMT == 12 || FMT == 14, nullptr};
+  // Every FMT takes xs8 (Q4_K reads it), so that one call signature serves all.
+  Rows16Format f{ggml::rows16_bytes(qt, R, 256), FMT == 12 || FMT == 14, true, nullptr};
   if (FMT == 12)
     f.chunk = q4_k_superblock;
   else if (FMT == 14)
@@ -198,7 +196,7 @@ KILN_REGISTER_KERNEL((KernelDef{
                         std::to_string(s.constexpr_("FMT")));
           int64_t m = a.i("m"), kk = a.i("k");
           return rows16_launch("qgemv_rows16", s.constexpr_("BLOCK_T"), m, kk, a.i("t"),
-                               ggml::rows16_bytes(qt, m, kk));
+                               ggml::rows16_bytes(qt, m, kk), true);
         },
     // Q4_K: 6 tokens share each decoded code vector; 12 i32 accumulators
     // plus the codes fit the 32 vector registers with no spill (8 spills).

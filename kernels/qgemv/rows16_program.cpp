@@ -29,6 +29,12 @@ Value Rows16Context::block_sum(size_t i, const Value& j) const {
   return broadcast_to(load(xs + (xblk[i] + b64 * 8 + j)), {R});
 }
 
+Value Rows16Context::split_sums4(size_t i, int64_t part) const {
+  if (!xs8) throw Error("Rows16Context::split_sums4 needs a format with split_sums");
+  auto off = (xblk[i] + b64 * 8) * 2 + static_cast<int>(4 * part);
+  return broadcast_to(reshape(load(*xs8 + (off + arange(4).to(DType::i64))), {1, 4}), {R, 4});
+}
+
 Value dot4(const Value& codes, const Value& x) { return sum(codes.to(DType::i32) * x, 1); }
 
 NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_t codes,
@@ -51,8 +57,9 @@ NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_
 void build_rows16_program(KernelBuilder& k, int64_t block_t, const Rows16Format& f) {
   auto w = k.buffer("w", DType::u8), xq = k.buffer("xq", DType::i8);
   auto xd = k.buffer("xd", DType::f32), xs = k.buffer("xs", DType::i32);
+  Rows16Context x{w, xq, xd, xs, {}, {}, {}, {}, {}};
+  if (f.split_sums) x.xs8 = k.buffer("xs8", DType::i8);
   auto y = k.buffer("y", DType::f32);
-  Rows16Context x{w, xq, xd, xs, {}, {}, {}, {}};
   auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
   auto T = k.scalar("t", DType::i32);
   auto nb = K / 256;
@@ -89,15 +96,17 @@ void build_rows16_program(KernelBuilder& k, int64_t block_t, const Rows16Format&
 }
 
 LaunchShape rows16_launch(const std::string& kernel, int64_t block_t, int64_t m, int64_t k,
-                          int64_t t, int64_t w_bytes) {
+                          int64_t t, int64_t w_bytes, bool split_sums) {
   if (m % R || k % 256)
     throw Error("kernel '" + kernel + "': [m, k] = [" + std::to_string(m) + ", " +
                 std::to_string(k) + "] needs m a multiple of 16 and k of 256");
   if (t < 1)
     throw Error("kernel '" + kernel + "': t = " + std::to_string(t) + " tokens (need >= 1)");
-  return LaunchShape{
+  LaunchShape l{
       {cdiv(t, block_t), m / R, 1},
       {{"w", w_bytes}, {"xq", t * k}, {"xd", t * k / 32}, {"xs", t * k / 32}, {"y", t * m}}};
+  if (split_sums) l.buffer_elems["xs8"] = t * k / 16;
+  return l;
 }
 
 }  // namespace kiln

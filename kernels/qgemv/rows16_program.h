@@ -9,13 +9,14 @@
 // decoded; the frame around it (buffers, program grid, token block, chunk
 // loop, stores) is built once here, so a format is one chunk function.
 //
-// Buffers w (u8), xq (i8), xd (f32), xs (i32), y (f32); scalars m, k, t.
-// Program (token block, 16-row group); x from quantize_q8.
+// Buffers w (u8), xq (i8), xd (f32), xs (i32), [xs8 (i8),] y (f32);
+// scalars m, k, t. Program (token block, 16-row group); x from quantize_q8.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ inline constexpr int64_t kRows16 = 16;  // rows per interleaved group, one per i
 // What a format's chunk code sees: the tokens' x, the chunk's bytes.
 struct Rows16Context {
   Buffer w, xq, xd, xs;
+  std::optional<Buffer> xs8;       // with Rows16Format::split_sums
   std::vector<Value> xbyte, xblk;  // each token's first x byte and x block, i64
   Value c, b64;                    // the chunk's first byte, the chunk index (i64)
 
@@ -41,6 +43,10 @@ struct Rows16Context {
   // Token i's sum of the 32 x codes of the chunk's 32-weight block j
   // (quantize_q8's s), broadcast to [16] i32.
   Value block_sum(size_t i, const Value& j) const;
+  // Token i's chunk block sums as bytes (quantize_q8's s8), 4 at a time
+  // broadcast to every row ([16, 4] i8): part 0 and 1 the low bytes of
+  // blocks 0-3 and 4-7, part 2 and 3 their high bytes.
+  Value split_sums4(size_t i, int64_t part) const;
 };
 
 // u8 codes [16, 4] times 4 x codes [16, 4], summed per row: one vpdpbusd.
@@ -65,6 +71,7 @@ NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_
 struct Rows16Format {
   int64_t chunk_bytes = 0;
   bool superblock_scaled = false;
+  bool split_sums = false;  // the kernel takes xs8
   std::function<void(KernelBuilder&, const Rows16Context&, std::vector<Var>& acc)> chunk;
 };
 
@@ -75,7 +82,7 @@ void build_rows16_program(KernelBuilder& k, int64_t block_t, const Rows16Format&
 // The launch of such a kernel: checks m % 16, k % 256 and t >= 1 (errors
 // name `kernel`) and sizes the buffers, w being `w_bytes`.
 LaunchShape rows16_launch(const std::string& kernel, int64_t block_t, int64_t m, int64_t k,
-                          int64_t t, int64_t w_bytes);
+                          int64_t t, int64_t w_bytes, bool split_sums);
 
 // BLOCK_T for t tokens: `most` (the most tokens whose accumulators fit the
 // registers with the decoded codes) once t reaches it, else 4, 2 or 1.

@@ -13,6 +13,14 @@
 //   capped at 127, d = -m/127 (repeated in the 8 slots of the block).
 // Half-even rounding is the f32 add-and-subtract of 1.5 * 2^23, exact for
 // |v| <= 2^22.
+//
+// s8 i8 [16 ceil(k/256)] holds the sums again, split into bytes for byte
+// dots: per 8 consecutive 32-blocks, the 8 values s & 63 and then the 8
+// values s >> 6 (in [-64, 63], as |s| <= 32 * 127), so s = low + 64 high.
+// A GEMV whose rows weight each block sum by a small unsigned coefficient
+// (Q4_K's 6-bit mins) then takes 4 of them in one u8 x i8 dot straight
+// from memory, instead of splitting and broadcasting s per token and row
+// group (qgemv_rows16).
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/registry.h"
@@ -30,6 +38,7 @@ Kernel build_quantize_q8(const Spec& s) {
   const int64_t sub = QB / 32;  // 32-element blocks per scale
   auto x = k.buffer("x", DType::f32), q = k.buffer("q", DType::i8);
   auto d = k.buffer("d", DType::f32), sums = k.buffer("s", DType::i32);
+  auto split = k.buffer("s8", DType::i8);
   auto nblocks = k.scalar("nblocks", DType::i32);                  // of 32 elements
   auto blk = k.program_id(0) * static_cast<int>(NB) + arange(NB);  // [NB] scale blocks
   auto bmask = blk * static_cast<int>(sub) < nblocks;
@@ -56,13 +65,17 @@ Kernel build_quantize_q8(const Spec& s) {
   store(d + b32, broadcast_to(expand_dims(scale, 1), {NB, sub}), m32);
   auto s32 = sum(reshape(qi.to(DType::i32), {NB, sub, 32}), 2);
   store(sums + b32, s32, m32);
+  auto low_at = (b32 / 8) * 16 + b32 % 8;
+  store(split + low_at, (s32 & 63).to(DType::i8), m32);
+  store(split + (low_at + 8), (s32 >> 6).to(DType::i8), m32);
   return k.finish();
 }
 
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "quantize_q8",
     .family = "quant",
-    .summary = "x f32 -> 8-bit blocks of 32 (q, scale, sum), rounded as ggml's Q8_0 or Q8_K",
+    .summary = "x f32 -> 8-bit blocks of 32 (q, scale, sum, sum as bytes), rounded as ggml's "
+               "Q8_0 or Q8_K",
     .dtype_roles = {},
     .constexpr_defaults = {{"BLOCKS", 8}, {"QBLOCK", 32}},
     .build = build_quantize_q8,
@@ -73,8 +86,9 @@ KILN_REGISTER_KERNEL((KernelDef{
             throw Error("kernel 'quantize_q8': " + std::to_string(nb * 32) +
                         " elements are not a whole number of " +
                         std::to_string(s.constexpr_("QBLOCK")) + "-element blocks");
-          return LaunchShape{{cdiv(nb / sub, s.constexpr_("BLOCKS")), 1, 1},
-                             {{"x", nb * 32}, {"q", nb * 32}, {"d", nb}, {"s", nb}}};
+          return LaunchShape{
+              {cdiv(nb / sub, s.constexpr_("BLOCKS")), 1, 1},
+              {{"x", nb * 32}, {"q", nb * 32}, {"d", nb}, {"s", nb}, {"s8", 16 * cdiv(nb, 8)}}};
         },
     .tunables = {{"BLOCKS", {1, 2, 4, 8, 16, 32}}},
     .shape_keys = {"nblocks"},

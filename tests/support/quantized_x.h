@@ -17,6 +17,7 @@ struct QuantizedX {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> s;
+  std::vector<int8_t> s8;  // s as bytes: per 8 blocks, 8 x (s & 63) then 8 x (s >> 6)
 };
 
 // qblock 32 (Q8_0-style) or 256 (Q8_K-style: one scale per 256, repeated in
@@ -24,11 +25,15 @@ struct QuantizedX {
 inline QuantizedX quantize_x(const std::vector<float>& x, bool interpreter = false,
                              int64_t qblock = 32) {
   int64_t nb = static_cast<int64_t>(x.size()) / 32;
-  QuantizedX r{std::vector<int8_t>(x.size()), std::vector<float>(nb), std::vector<int32_t>(nb)};
+  QuantizedX r{std::vector<int8_t>(x.size()), std::vector<float>(nb), std::vector<int32_t>(nb),
+               std::vector<int8_t>(16 * cdiv(nb, 8))};
   Spec spec = find_kernel("quantize_q8").make_spec({}, {{"QBLOCK", qblock}});
   std::vector<float> xc = x;
-  std::vector<Arg> args = {Arg::buffer(xc.data(), xc.size()), Arg::buffer(r.q.data(), r.q.size()),
-                           Arg::buffer(r.d.data(), nb), Arg::buffer(r.s.data(), nb),
+  std::vector<Arg> args = {Arg::buffer(xc.data(), xc.size()),
+                           Arg::buffer(r.q.data(), r.q.size()),
+                           Arg::buffer(r.d.data(), nb),
+                           Arg::buffer(r.s.data(), nb),
+                           Arg::buffer(r.s8.data(), static_cast<int64_t>(r.s8.size())),
                            Arg::scalar_int(nb)};
   if (interpreter)
     runtime().interpret(spec, args);
@@ -46,24 +51,25 @@ inline std::vector<float> normal_floats(size_t n, uint64_t seed, float scale = 1
   return v;
 }
 
-// y [t, m] of a qgemv-style kernel (w, xq, xd, xs, y, m, k, t) through the
-// JIT and through the interpreter.
+// y [t, m] of a qgemv-style kernel (w, xq, xd, xs, [xs8,] y, m, k, t)
+// through the JIT and through the interpreter.
 struct QuantizedGemmOutputs {
   std::vector<float> jit, interpreter;
 };
 inline QuantizedGemmOutputs run_quantized_gemm(const Spec& spec, std::vector<uint8_t>& w,
-                                               QuantizedX& xq, int64_t m, int64_t k, int64_t t) {
+                                               QuantizedX& xq, int64_t m, int64_t k, int64_t t,
+                                               bool takes_s8 = false) {
   QuantizedGemmOutputs out{std::vector<float>(t * m), std::vector<float>(t * m)};
   std::vector<Arg> args = {Arg::buffer(w.data(), static_cast<int64_t>(w.size())),
-                           Arg::buffer(xq.q.data(), t * k),
-                           Arg::buffer(xq.d.data(), t * k / 32),
-                           Arg::buffer(xq.s.data(), t * k / 32),
-                           Arg::buffer(out.jit.data(), t * m),
-                           Arg::scalar_int(m),
-                           Arg::scalar_int(k),
-                           Arg::scalar_int(t)};
+                           Arg::buffer(xq.q.data(), t * k), Arg::buffer(xq.d.data(), t * k / 32),
+                           Arg::buffer(xq.s.data(), t * k / 32)};
+  if (takes_s8) args.push_back(Arg::buffer(xq.s8.data(), t * k / 16));
+  const size_t y_at = args.size();
+  for (const Arg& tail : {Arg::buffer(out.jit.data(), t * m), Arg::scalar_int(m),
+                          Arg::scalar_int(k), Arg::scalar_int(t)})
+    args.push_back(tail);
   runtime().launch(spec, args);
-  args[4] = Arg::buffer(out.interpreter.data(), t * m);
+  args[y_at] = Arg::buffer(out.interpreter.data(), t * m);
   runtime().interpret(spec, args);
   return out;
 }

@@ -20,15 +20,34 @@ using namespace kiln;
 using kiln::test::quantize_x;
 using kiln::test::QuantizedX;
 
-namespace {}  // namespace
+namespace {
+
+// quantize_q8's s8 against its s: per 8 blocks, the 8 low 6 bits, then the 8
+// arithmetic right shifts by 6.
+void check_split_sums(const QuantizedX& r) {
+  for (size_t b = 0; b < r.s.size(); ++b) {
+    INFO("block " << b << " sum " << r.s[b]);
+    size_t low = 16 * (b / 8) + b % 8;
+    CHECK(r.s8[low] == (r.s[b] & 63));
+    CHECK(r.s8[low + 8] == (r.s[b] >> 6));
+    CHECK(r.s8[low] + 64 * r.s8[low + 8] == r.s[b]);
+  }
+}
+
+}  // namespace
 
 TEST_CASE("quantize_q8 matches ggml's Q8_0 rounding", "[kernels][quant]") {
   std::vector<float> x = kiln::test::normal_floats(32 * 40, 1, 2.0f);
-  for (int j = 0; j < 32; ++j) x[64 + j] = 0;  // an all-zero block
+  for (int j = 0; j < 32; ++j) x[64 + j] = 0;      // an all-zero block
+  for (int j = 0; j < 32; ++j) x[96 + j] = -1.0f;  // the extreme sums, -32 * 127
+  for (int j = 0; j < 32; ++j) x[128 + j] = 1.0f;  // and 32 * 127
   QuantizedX jit = quantize_x(x, false), ref = quantize_x(x, true);
   CHECK(jit.q == ref.q);
   CHECK(jit.d == ref.d);
   CHECK(jit.s == ref.s);
+  CHECK(jit.s8 == ref.s8);
+  REQUIRE(jit.s[3] == -32 * 127);
+  check_split_sums(jit);
   // ggml's reference quantiser rounds half away from zero where ggml's x86
   // path (and Kiln) round half to even; random floats never land on a tie.
   std::vector<uint8_t> blocks(40 * 34);
@@ -56,16 +75,9 @@ TEST_CASE("quantize_q8 with QBLOCK=256 matches ggml's Q8_K", "[kernels][quant]")
   x[768 + 9] = -9.0f;                            // a negative one
   int64_t nb = static_cast<int64_t>(x.size()) / 32;
   for (bool interp : {false, true}) {
-    QuantizedX r{std::vector<int8_t>(x.size()), std::vector<float>(nb), std::vector<int32_t>(nb)};
-    std::vector<float> xc = x;
-    Spec spec = find_kernel("quantize_q8").make_spec({}, {{"QBLOCK", 256}});
-    std::vector<Arg> args = {Arg::buffer(xc.data(), xc.size()), Arg::buffer(r.q.data(), r.q.size()),
-                             Arg::buffer(r.d.data(), nb), Arg::buffer(r.s.data(), nb),
-                             Arg::scalar_int(nb)};
-    if (interp)
-      kiln::test::runtime().interpret(spec, args);
-    else
-      kiln::test::runtime().launch(spec, args);
+    QuantizedX r = quantize_x(x, interp, 256);
+    REQUIRE(static_cast<int64_t>(r.s.size()) == nb);
+    check_split_sums(r);
     for (int b = 0; b < 6; ++b) {
       INFO("block " << b << (interp ? " (interpreter)" : ""));
       float amax = 0, m = 0;

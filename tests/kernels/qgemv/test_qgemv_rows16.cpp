@@ -43,7 +43,7 @@ void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
   QuantizedX xq = quantize_x(x, false, kquant ? 256 : 32);
   Spec spec = find_kernel("qgemv_rows16")
                   .make_spec({}, {{"FMT", static_cast<int64_t>(f)}, {"BLOCK_T", bt}});
-  auto out = kiln::test::run_quantized_gemm(spec, w, xq, m, k, t);
+  auto out = kiln::test::run_quantized_gemm(spec, w, xq, m, k, t, true);
   auto e = kiln::test::quantized_gemm_error(wd, x, xq, out.jit, out.interpreter, m, k, t);
   CHECK(e.vs_reference <= 1.0);
   CHECK(e.vs_interpreter <= 1.0);
@@ -97,12 +97,13 @@ TEST_CASE("qgemv_rows16 refuses shapes off its tiles", "[kernels][qgemv][error]"
   std::vector<int8_t> xq(256);
   std::vector<float> xd(8), y(20);
   std::vector<int32_t> xs(8);
+  std::vector<int8_t> xs8(16);
   auto launch = [&](int64_t m, int64_t k) {
     kiln::test::runtime().launch(
         find_kernel("qgemv_rows16").make_spec(),
         {Arg::buffer(w.data(), 2368), Arg::buffer(xq.data(), 256), Arg::buffer(xd.data(), 8),
-         Arg::buffer(xs.data(), 8), Arg::buffer(y.data(), 20), Arg::scalar_int(m),
-         Arg::scalar_int(k), Arg::scalar_int(1)});
+         Arg::buffer(xs.data(), 8), Arg::buffer(xs8.data(), 16), Arg::buffer(y.data(), 20),
+         Arg::scalar_int(m), Arg::scalar_int(k), Arg::scalar_int(1)});
   };
   REQUIRE_THROWS_WITH(launch(20, 256),
                       Catch::Contains("qgemv_rows16") && Catch::Contains("m a multiple of 16"));
