@@ -65,9 +65,18 @@ Kernel build_quantize_q8(const Spec& s) {
   store(d + b32, broadcast_to(expand_dims(scale, 1), {NB, sub}), m32);
   auto s32 = sum(reshape(qi.to(DType::i32), {NB, sub, 32}), 2);
   store(sums + b32, s32, m32);
-  auto low_at = (b32 / 8) * 16 + b32 % 8;
-  store(split + low_at, (s32 & 63).to(DType::i8), m32);
-  store(split + (low_at + 8), (s32 >> 6).to(DType::i8), m32);
+  // Whole groups of 8 blocks per program (Q8_K always, Q8_0 from BLOCKS=8)
+  // store rows of 8 contiguous bytes; otherwise byte by byte.
+  const int64_t n32 = NB * sub;
+  Value low_at = (b32 / 8) * 16 + b32 % 8, sums32 = s32, keep = m32;
+  if (n32 % 8 == 0) {
+    auto g = expand_dims(k.program_id(0) * static_cast<int>(n32 / 8) + arange(n32 / 8), 1);
+    low_at = g * 16 + arange(8);
+    sums32 = reshape(s32, {n32 / 8, 8});
+    keep = g * 8 + arange(8) < nblocks;
+  }
+  store(split + low_at, (sums32 & 63).to(DType::i8), keep);
+  store(split + (low_at + 8), (sums32 >> 6).to(DType::i8), keep);
   return k.finish();
 }
 

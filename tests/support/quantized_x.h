@@ -23,11 +23,11 @@ struct QuantizedX {
 // qblock 32 (Q8_0-style) or 256 (Q8_K-style: one scale per 256, repeated in
 // each of its 8 slots).
 inline QuantizedX quantize_x(const std::vector<float>& x, bool interpreter = false,
-                             int64_t qblock = 32) {
+                             int64_t qblock = 32, int64_t blocks = 8) {
   int64_t nb = static_cast<int64_t>(x.size()) / 32;
   QuantizedX r{std::vector<int8_t>(x.size()), std::vector<float>(nb), std::vector<int32_t>(nb),
                std::vector<int8_t>(16 * cdiv(nb, 8))};
-  Spec spec = find_kernel("quantize_q8").make_spec({}, {{"QBLOCK", qblock}});
+  Spec spec = find_kernel("quantize_q8").make_spec({}, {{"QBLOCK", qblock}, {"BLOCKS", blocks}});
   std::vector<float> xc = x;
   std::vector<Arg> args = {Arg::buffer(xc.data(), xc.size()),
                            Arg::buffer(r.q.data(), r.q.size()),

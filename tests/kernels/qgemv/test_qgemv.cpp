@@ -48,6 +48,13 @@ TEST_CASE("quantize_q8 matches ggml's Q8_0 rounding", "[kernels][quant]") {
   CHECK(jit.s8 == ref.s8);
   REQUIRE(jit.s[3] == -32 * 127);
   check_split_sums(jit);
+  // Programs of fewer than 8 blocks store the split sums byte by byte.
+  for (int64_t blocks : {1, 2, 4, 16}) {
+    INFO("BLOCKS " << blocks);
+    QuantizedX other = quantize_x(x, false, 32, blocks);
+    CHECK(other.s8 == jit.s8);
+    CHECK(other.q == jit.q);
+  }
   // ggml's reference quantiser rounds half away from zero where ggml's x86
   // path (and Kiln) round half to even; random floats never land on a tie.
   std::vector<uint8_t> blocks(40 * 34);
