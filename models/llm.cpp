@@ -9,6 +9,7 @@
 #include "kernels/attention/kv_cache.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "kernels/quant/rows16.h"
+#include "kernels/quant/split_sums.h"
 #include "kernels/rope/rope.h"
 #include "models/matmul.h"
 
@@ -148,7 +149,7 @@ void Llm::record(Step& s) {
   s.xq.resize(T * kmax);
   s.xd.resize(T * kmax / 32);
   s.xs.resize(T * kmax / 32);
-  s.xs8.resize(16 * cdiv(T * kmax / 32, 8));
+  s.xs8.resize(split_sum_bytes(T * kmax / 32));
   Plan& p = s.plan;
   auto add = [&](const std::string& label, const LaunchDesc& d,
                  const std::map<std::string, int64_t>& probe = {}) {

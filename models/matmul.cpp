@@ -2,6 +2,7 @@
 
 #include "ir/error.h"
 #include "kernels/quant/rows16.h"
+#include "kernels/quant/split_sums.h"
 
 namespace kiln {
 
@@ -37,7 +38,7 @@ LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const Quan
   return {"quantize_q8",
           {},
           {Arg::buffer(mut(x), t * k), Arg::buffer(q.q, t * k), Arg::buffer(q.d, nb),
-           Arg::buffer(q.s, nb), Arg::buffer(q.s8, 16 * cdiv(nb, 8)), Arg::scalar_int(nb)},
+           Arg::buffer(q.s, nb), Arg::buffer(q.s8, split_sum_bytes(nb)), Arg::scalar_int(nb)},
           {},
           {{"QBLOCK", qblock}}};
 }
@@ -54,8 +55,8 @@ LaunchDesc matmul(const WeightView& w, const float* x, const QuantizedBuffers& q
         {},
         {Arg::buffer(mut(w.rows16), ggml::rows16_bytes(qt, w.m, w.k)), Arg::buffer(q.q, t * w.k),
          Arg::buffer(q.d, t * w.k / 32), Arg::buffer(q.s, t * w.k / 32),
-         Arg::buffer(q.s8, t * w.k / 16), Arg::buffer(y, t * w.m), Arg::scalar_int(w.m),
-         Arg::scalar_int(w.k), Arg::scalar_int(t)},
+         Arg::buffer(q.s8, split_sum_bytes(t * w.k / 32)), Arg::buffer(y, t * w.m),
+         Arg::scalar_int(w.m), Arg::scalar_int(w.k), Arg::scalar_int(t)},
         {},
         {{"FMT", static_cast<int64_t>(w.type)}}};
   }

@@ -33,7 +33,7 @@ struct QuantizedBuffers {
   int8_t* q = nullptr;
   float* d = nullptr;
   int32_t* s = nullptr;
-  int8_t* s8 = nullptr;  // the sums as bytes, 2 per 32-block
+  int8_t* s8 = nullptr;  // the sums split into bytes (kernels/quant/split_sums.h)
 };
 
 struct LaunchDesc {

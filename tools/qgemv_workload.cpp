@@ -4,7 +4,7 @@
 
 #include "ir/error.h"
 #include "kernels/quant/rows16.h"
-#include "kernels/registry.h"
+#include "kernels/quant/split_sums.h"
 
 namespace kiln {
 
@@ -33,7 +33,7 @@ QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t 
   xq_ = HostMemory(static_cast<size_t>(t_ * k));
   xd_ = HostMemory(static_cast<size_t>(t_ * k / 32 * 4));
   xs_ = HostMemory(static_cast<size_t>(t_ * k / 32 * 4));
-  xs8_ = HostMemory(static_cast<size_t>(16 * cdiv(t_ * k / 32, 8)));
+  xs8_ = HostMemory(static_cast<size_t>(split_sum_bytes(t_ * k / 32)));
   y_ = HostMemory(static_cast<size_t>(t_ * m * 4));
   auto* x = reinterpret_cast<float*>(x_.data());
   for (int64_t j = 0; j < t_ * k; ++j) x[j] = dist(rng);
@@ -45,7 +45,7 @@ std::vector<Arg> QgemvWorkload::quantize_args() {
           Arg::buffer(xq_.data(), t_ * k_),
           Arg::buffer(xd_.data(), nb),
           Arg::buffer(xs_.data(), nb),
-          Arg::buffer(xs8_.data(), 16 * cdiv(nb, 8)),
+          Arg::buffer(xs8_.data(), split_sum_bytes(nb)),
           Arg::scalar_int(nb)};
 }
 
@@ -53,7 +53,7 @@ std::vector<Arg> QgemvWorkload::args() {
   std::vector<Arg> a = {Arg::buffer(w_.data(), static_cast<int64_t>(w_.size())),
                         Arg::buffer(xq_.data(), t_ * k_), Arg::buffer(xd_.data(), t_ * k_ / 32),
                         Arg::buffer(xs_.data(), t_ * k_ / 32)};
-  if (rows16_) a.push_back(Arg::buffer(xs8_.data(), t_ * k_ / 16));
+  if (rows16_) a.push_back(Arg::buffer(xs8_.data(), split_sum_bytes(t_ * k_ / 32)));
   for (const Arg& tail : {Arg::buffer(y_.data(), t_ * m_), Arg::scalar_int(m_), Arg::scalar_int(k_),
                           Arg::scalar_int(t_)})
     a.push_back(tail);

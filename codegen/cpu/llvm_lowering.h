@@ -34,8 +34,8 @@ struct CpuProfile {
   bool x86_vnni = false;
   // x86 has no byte shifts: LLVM emits vgf2p8affineqb (GFNI) for a byte
   // shift by a constant, which shares its ports with vpdpbusd and vfmadd,
-  // the ports a quantized dot loop saturates. A 16-bit shift plus a mask
-  // runs elsewhere (4-bit codes' high nibbles: +25 % on Q4_K GEMM).
+  // the ports a quantized dot loop saturates (4-bit codes' high nibbles).
+  // A 16-bit shift plus a mask runs on other ports.
   bool byte_shifts_as_words = false;
 };
 

@@ -71,8 +71,10 @@ void int4w_chunk(const Int4wRows16& L, KernelBuilder& k, const Rows16Context& x,
 Kernel build_gemv_int4w_rows16(const Spec& s) {
   KernelBuilder k("gemv_int4w_rows16", s);
   const Int4wRows16 L = layout_of(s);
-  Rows16Format f{L.chunk_bytes(), true, false,
-                 [L](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
+  Rows16Format f{.chunk_bytes = L.chunk_bytes(),
+                 .superblock_scaled = true,
+                 .split_sums = false,
+                 .chunk = [L](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
                    int4w_chunk(L, kb, x, acc);
                  }};
   build_rows16_program(k, s.constexpr_("BLOCK_T"), f);

@@ -167,7 +167,10 @@ Kernel build_qgemv_rows16(const Spec& s) {
         "got " +
         std::to_string(FMT));
   // Every FMT takes xs8 (Q4_K reads it), so that one call signature serves all.
-  Rows16Format f{ggml::rows16_bytes(qt, R, 256), FMT == 12 || FMT == 14, true, nullptr};
+  Rows16Format f{.chunk_bytes = ggml::rows16_bytes(qt, R, 256),
+                 .superblock_scaled = FMT == 12 || FMT == 14,
+                 .split_sums = true,
+                 .chunk = nullptr};
   if (FMT == 12)
     f.chunk = q4_k_superblock;
   else if (FMT == 14)

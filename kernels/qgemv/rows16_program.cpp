@@ -2,6 +2,7 @@
 
 #include "ir/error.h"
 #include "kernels/qgemv/token_dots.h"
+#include "kernels/quant/split_sums.h"
 
 namespace kiln {
 
@@ -31,6 +32,7 @@ Value Rows16Context::block_sum(size_t i, const Value& j) const {
 
 Value Rows16Context::split_sums4(size_t i, int64_t part) const {
   if (!xs8) throw Error("Rows16Context::split_sums4 needs a format with split_sums");
+  // The chunk's 8 blocks are one whole group of split sums (k % 256 == 0).
   auto off = (xblk[i] + b64 * 8) * 2 + static_cast<int>(4 * part);
   return broadcast_to(reshape(load(*xs8 + (off + arange(4).to(DType::i64))), {1, 4}), {R, 4});
 }
@@ -105,7 +107,7 @@ LaunchShape rows16_launch(const std::string& kernel, int64_t block_t, int64_t m,
   LaunchShape l{
       {cdiv(t, block_t), m / R, 1},
       {{"w", w_bytes}, {"xq", t * k}, {"xd", t * k / 32}, {"xs", t * k / 32}, {"y", t * m}}};
-  if (split_sums) l.buffer_elems["xs8"] = t * k / 16;
+  if (split_sums) l.buffer_elems["xs8"] = split_sum_bytes(t * k / 32);
   return l;
 }
 

@@ -14,15 +14,14 @@
 // Half-even rounding is the f32 add-and-subtract of 1.5 * 2^23, exact for
 // |v| <= 2^22.
 //
-// s8 i8 [16 ceil(k/256)] holds the sums again, split into bytes for byte
-// dots: per 8 consecutive 32-blocks, the 8 values s & 63 and then the 8
-// values s >> 6 (in [-64, 63], as |s| <= 32 * 127), so s = low + 64 high.
-// A GEMV whose rows weight each block sum by a small unsigned coefficient
+// s8 holds the sums again, split into bytes (kernels/quant/split_sums.h):
+// a GEMV whose rows weight each block sum by a small unsigned coefficient
 // (Q4_K's 6-bit mins) then takes 4 of them in one u8 x i8 dot straight
 // from memory, instead of splitting and broadcasting s per token and row
 // group (qgemv_rows16).
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/quant/split_sums.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -73,7 +72,7 @@ Kernel build_quantize_q8(const Spec& s) {
     auto g = expand_dims(k.program_id(0) * static_cast<int>(n32 / 8) + arange(n32 / 8), 1);
     low_at = g * 16 + arange(8);
     sums32 = reshape(s32, {n32 / 8, 8});
-    keep = g * 8 + arange(8) < nblocks;
+    keep = reshape(m32, {n32 / 8, 8});
   }
   store(split + low_at, (sums32 & 63).to(DType::i8), keep);
   store(split + (low_at + 8), (sums32 >> 6).to(DType::i8), keep);
@@ -97,7 +96,7 @@ KILN_REGISTER_KERNEL((KernelDef{
                         std::to_string(s.constexpr_("QBLOCK")) + "-element blocks");
           return LaunchShape{
               {cdiv(nb / sub, s.constexpr_("BLOCKS")), 1, 1},
-              {{"x", nb * 32}, {"q", nb * 32}, {"d", nb}, {"s", nb}, {"s8", 16 * cdiv(nb, 8)}}};
+              {{"x", nb * 32}, {"q", nb * 32}, {"d", nb}, {"s", nb}, {"s8", split_sum_bytes(nb)}}};
         },
     .tunables = {{"BLOCKS", {1, 2, 4, 8, 16, 32}}},
     .shape_keys = {"nblocks"},

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/quant/split_sums.h"
 #include "kernels/registry.h"
 #include "support/runtime_fixture.h"
 
@@ -17,7 +18,7 @@ struct QuantizedX {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> s;
-  std::vector<int8_t> s8;  // s as bytes: per 8 blocks, 8 x (s & 63) then 8 x (s >> 6)
+  std::vector<int8_t> s8;  // s split into bytes (kernels/quant/split_sums.h)
 };
 
 // qblock 32 (Q8_0-style) or 256 (Q8_K-style: one scale per 256, repeated in
@@ -26,7 +27,7 @@ inline QuantizedX quantize_x(const std::vector<float>& x, bool interpreter = fal
                              int64_t qblock = 32, int64_t blocks = 8) {
   int64_t nb = static_cast<int64_t>(x.size()) / 32;
   QuantizedX r{std::vector<int8_t>(x.size()), std::vector<float>(nb), std::vector<int32_t>(nb),
-               std::vector<int8_t>(16 * cdiv(nb, 8))};
+               std::vector<int8_t>(split_sum_bytes(nb))};
   Spec spec = find_kernel("quantize_q8").make_spec({}, {{"QBLOCK", qblock}, {"BLOCKS", blocks}});
   std::vector<float> xc = x;
   std::vector<Arg> args = {Arg::buffer(xc.data(), xc.size()),
@@ -52,18 +53,21 @@ inline std::vector<float> normal_floats(size_t n, uint64_t seed, float scale = 1
 }
 
 // y [t, m] of a qgemv-style kernel (w, xq, xd, xs, [xs8,] y, m, k, t)
-// through the JIT and through the interpreter.
+// through the JIT and through the interpreter; xs8 is passed when the
+// kernel declares it.
 struct QuantizedGemmOutputs {
   std::vector<float> jit, interpreter;
 };
 inline QuantizedGemmOutputs run_quantized_gemm(const Spec& spec, std::vector<uint8_t>& w,
-                                               QuantizedX& xq, int64_t m, int64_t k, int64_t t,
-                                               bool takes_s8 = false) {
+                                               QuantizedX& xq, int64_t m, int64_t k, int64_t t) {
+  const Kernel kernel = find_kernel(spec.kernel).build(spec);
+  bool takes_s8 = false;
+  for (const Param& p : kernel.params) takes_s8 = takes_s8 || p.name == "xs8";
   QuantizedGemmOutputs out{std::vector<float>(t * m), std::vector<float>(t * m)};
   std::vector<Arg> args = {Arg::buffer(w.data(), static_cast<int64_t>(w.size())),
                            Arg::buffer(xq.q.data(), t * k), Arg::buffer(xq.d.data(), t * k / 32),
                            Arg::buffer(xq.s.data(), t * k / 32)};
-  if (takes_s8) args.push_back(Arg::buffer(xq.s8.data(), t * k / 16));
+  if (takes_s8) args.push_back(Arg::buffer(xq.s8.data(), split_sum_bytes(t * k / 32)));
   const size_t y_at = args.size();
   for (const Arg& tail : {Arg::buffer(out.jit.data(), t * m), Arg::scalar_int(m),
                           Arg::scalar_int(k), Arg::scalar_int(t)})
