@@ -16,6 +16,7 @@
 #include "runtime/runtime.h"
 #include "tools/bandwidth_probe.h"
 #include "tools/cli.h"
+#include "tools/dot_probe.h"
 #include "tools/gemv_workload.h"
 #include "tools/int4_workload.h"
 #include "tools/qgemv_workload.h"
@@ -144,15 +145,25 @@ int cmd_bench(const std::vector<std::string>& argv) {
     dtypes.push_back(parse_dtype(d));
 
   std::map<int, std::unique_ptr<Runtime>> runtimes;
+  std::map<int, std::unique_ptr<DotProbe>> dot_probes;
   BandwidthProbe probe;
   for (int t : threads) {
     runtimes[t] = std::make_unique<Runtime>(t);
+    dot_probes[t] = std::make_unique<DotProbe>(*runtimes[t]);
     benchmark::RegisterBenchmark(
         ("bandwidth_probe/threads:" + std::to_string(t)).c_str(),
         [&probe, rt = runtimes[t].get()](benchmark::State& st) {
           double s = timed(st, [&] { benchmark::DoNotOptimize(probe.read_once(rt->pool())); });
           st.counters["GB/s"] = static_cast<double>(probe.bytes()) * st.iterations() / s / 1e9;
         })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("int8_dot_peak/threads:" + std::to_string(t)).c_str(),
+                                 [dot = dot_probes[t].get()](benchmark::State& st) {
+                                   double s = timed(
+                                       st, [&] { benchmark::DoNotOptimize(dot->run_once()); });
+                                   st.counters["GOP/s"] = dot->ops() * st.iterations() / s / 1e9;
+                                 })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
@@ -280,6 +291,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
       auto batch = std::make_shared<QgemvWorkload>(m, k, fmt, tokens, rows16);
       for (int t : threads) {
         Runtime* rt = runtimes[t].get();
+        DotProbe* dot = dot_probes[t].get();
         std::string name = "qgemm/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
                            "/tokens:" + std::to_string(tokens) + "/threads:" + std::to_string(t);
         benchmark::RegisterBenchmark(
@@ -288,12 +300,16 @@ int cmd_bench(const std::vector<std::string>& argv) {
               std::vector<Arg> qa = batch->quantize_args(), args = batch->args();
               Spec qspec = rt->select("quantize_q8", {}, qa, {}, qfixed);
               Spec spec = rt->select(kernel, {}, args, {}, fixed);
+              double peak = dot->measure_gops();
               double s = timed(st, [&] {
                 rt->launch(qspec, qa);
                 rt->launch(spec, args);
               });
-              st.counters["GFLOP/s"] = 2.0 * tokens * m * k * st.iterations() / s / 1e9;
+              double gflops = 2.0 * tokens * m * k * st.iterations() / s / 1e9;
+              st.counters["GFLOP/s"] = gflops;
               st.counters["tokens/s"] = tokens * st.iterations() / s;
+              st.counters["peak_GOP/s"] = peak;
+              st.counters["frac_of_peak"] = gflops / peak;
             })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);

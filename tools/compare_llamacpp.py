@@ -4,7 +4,10 @@ same shapes, formats and thread counts, measured alternately in one run.
 
 This machine's memory bandwidth drifts by 2x within minutes, so figures from
 separate runs cannot be compared; here every Kiln measurement is followed by
-the matching ggml one and the table reports their ratio.
+the matching ggml one and the table reports their ratio, and both as a
+fraction of the roofline Kiln measured right before its kernel: the bandwidth
+probe for GEMVs (GB/s of weight bytes), the int8_dot_peak probe for quantized
+prompt GEMMs (GFLOP/s against GOP/s; f16 GEMMs have none).
 
 ggml is loaded with ctypes from its shared libraries (libggml-base, libggml-cpu,
 libggml): those installed by `pip install llama-cpp-python` are found
@@ -120,7 +123,8 @@ class Ggml:
 
 
 def kiln_run(kiln, fmt, m, k, tokens, threads, seconds, cold):
-    """Seconds per call from `kiln bench` and its probe's GB/s (GEMV only)."""
+    """Seconds per call from `kiln bench` and its roofline: the bandwidth probe's
+    GB/s for a GEMV, the int8_dot_peak GOP/s for a quantized GEMM, else None."""
     is_gemv = tokens == 1
     if fmt == "f16":
         args = ["--dtypes", "f16", "--formats", "", "--tokens", str(tokens if not is_gemv else 0)]
@@ -139,7 +143,7 @@ def kiln_run(kiln, fmt, m, k, tokens, threads, seconds, cold):
         sys.exit(f"error: kiln bench ran no benchmark named {pattern}")
     r = runs[0]
     unit = {"ms": 1e-3, "us": 1e-6, "ns": 1e-9}[r["time_unit"]]
-    return r["real_time"] * unit, r.get("probe_GB/s")
+    return r["real_time"] * unit, r.get("probe_GB/s" if is_gemv else "peak_GOP/s")
 
 
 def main():
@@ -155,22 +159,26 @@ def main():
                     help="re-read one copy of each GEMV's weights (cache-resident when small)")
     a = ap.parse_args()
     ggml = Ggml(find_ggml_dir(a.ggml_lib))
-    print("| format | M x K | tokens | threads | Kiln | llama.cpp | Kiln / llama.cpp | probe GB/s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| format | M x K | tokens | threads | Kiln | llama.cpp | Kiln / llama.cpp "
+          "| roofline | Kiln / roofline | llama.cpp / roofline |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for fmt in a.formats.split(","):
         for shape in a.shapes.split(","):
             m, k = (int(v) for v in shape.split("x"))
             for tokens in (int(t) for t in a.tokens.split(",")):
                 for threads in (int(t) for t in a.threads.split(",")):
                     cold = tokens == 1 and not a.warm
-                    ks, probe = kiln_run(a.kiln, fmt, m, k, tokens, threads, a.seconds, cold)
+                    ks, roof = kiln_run(a.kiln, fmt, m, k, tokens, threads, a.seconds, cold)
                     gs, wbytes = ggml.matmul(fmt, m, k, tokens, threads, a.seconds, cold)
                     if tokens == 1:  # bandwidth-bound: GB/s of weight bytes
-                        cell = lambda s: f"{wbytes / s / 1e9:.1f} GB/s"
+                        rate, unit = lambda s: wbytes / s / 1e9, "GB/s"
                     else:  # compute-bound: GFLOP/s
-                        cell = lambda s: f"{2 * m * k * tokens / s / 1e9:.0f} GFLOP/s"
-                    print(f"| {fmt} | {m}x{k} | {tokens} | {threads} | {cell(ks)} | {cell(gs)} "
-                          f"| {gs / ks:.2f} | {probe and f'{probe:.1f}' or ''} |", flush=True)
+                        rate, unit = lambda s: 2 * m * k * tokens / s / 1e9, "GFLOP/s"
+                    roof_cells = (f"{roof:.1f} {'GB/s' if tokens == 1 else 'GOP/s'} "
+                                  f"| {rate(ks) / roof:.2f} | {rate(gs) / roof:.2f}"
+                                  if roof else "| |")
+                    print(f"| {fmt} | {m}x{k} | {tokens} | {threads} | {rate(ks):.1f} {unit} "
+                          f"| {rate(gs):.1f} {unit} | {gs / ks:.2f} | {roof_cells} |", flush=True)
 
 
 if __name__ == "__main__":
