@@ -20,11 +20,11 @@ namespace {
 // LLVM runs its post-RA list scheduler for some cores (AMD Zen among them;
 // LLVM 19 has no per-function switch, only this option). It hoists loads to
 // hide their latency, which scatters a streaming loop's loads out of address
-// order, and a core then keeps fewer DRAM reads in flight: the Q4_K GEMV
-// loop (qgemv_rows16, one token) on one Zen 4 core read at 0.69 of a plain
-// read's bandwidth with it, 0.93-1.03 without. An out-of-order core does
-// not need the hoisting. Set as if given on LLVM's command line (only a
-// given value overrides the CPU's scheduling model).
+// order, and a core then keeps fewer DRAM reads in flight: `kiln bench`
+// of the Q4_K GEMV (qgemv_rows16, one token, one Zen 4 thread) read at
+// 0.67-0.73 of the bandwidth probe with it and 0.82-0.85 without. An
+// out-of-order core does not need the hoisting. Set as if given on LLVM's
+// command line (only a given value overrides the CPU's scheduling model).
 void keep_load_order() {
   auto& options = llvm::cl::getRegisteredOptions();
   auto it = options.find("post-RA-scheduler");

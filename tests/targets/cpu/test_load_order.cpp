@@ -2,7 +2,7 @@
 // address order (cpu_target.cpp: LLVM's post-RA scheduler is off). Zen's
 // scheduling model turns that scheduler on, and it hoisted the Q4_K GEMV's
 // code loads far out of order (..., 896, 832, 512, 1408, 1344, 576, ...),
-// which cost a core about a quarter of its DRAM bandwidth. The pre-RA
+// which cost one core about a sixth of its DRAM bandwidth. The pre-RA
 // scheduler still swaps neighbours within a few lines, which is harmless.
 // Compiled for znver4 whatever the host.
 #include <algorithm>
