@@ -34,9 +34,9 @@ TEST_CASE("specs take defaults, the kernel's heuristic, then the caller's values
   Spec f32 = g.make_spec({{"W", DType::f32}});
   CHECK(f32.constexprs.at("BLOCK_M") == 4);
   Spec f16 = g.make_spec({{"W", DType::f16}});
-  CHECK(f16.constexprs.at("BLOCK_M") == 1);
-  CHECK(f16.constexprs.at("BLOCK_K") == 256);
-  Spec mine = g.make_spec({{"W", DType::f16}}, {{"BLOCK_M", 8}});
-  CHECK(mine.constexprs.at("BLOCK_M") == 8);
-  CHECK(mine.str() == "gemv[W=f16,X=f32,BLOCK_K=256,BLOCK_M=8]");
+  CHECK(f16.constexprs.at("BLOCK_M") == 8);
+  CHECK(f16.constexprs.at("BLOCK_K") == 64);
+  Spec mine = g.make_spec({{"W", DType::f16}}, {{"BLOCK_M", 2}});
+  CHECK(mine.constexprs.at("BLOCK_M") == 2);
+  CHECK(mine.str() == "gemv[W=f16,X=f32,BLOCK_K=64,BLOCK_M=2]");
 }
