@@ -143,6 +143,7 @@ Runtime::CheckedLaunch Runtime::check_launch(const Spec& spec, const Kernel& k,
                   " elements, the launch needs " + std::to_string(need->second));
     checked.bytes += need->second * dtype_bytes(p.dtype);
   }
+  if (shape.compute_bound) checked.bytes = -1;
   return checked;
 }
 

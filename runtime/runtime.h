@@ -77,7 +77,8 @@ class Runtime {
   void interpret(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes = {});
 
   // Grid of a launch after checking arguments and buffer sizes, and the
-  // bytes its buffers need.
+  // bytes its buffers need (-1 for a compute-bound launch shape: CpuLaunch
+  // then never runs it on one thread for being small).
   struct CheckedLaunch {
     Grid grid;
     int64_t bytes = 0;

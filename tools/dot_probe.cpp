@@ -5,7 +5,6 @@
 
 #include "kernels/probe/int8_dot_peak.h"
 #include "kernels/registry.h"
-#include "runtime/cpu_launch.h"
 
 namespace kiln {
 
@@ -36,14 +35,11 @@ DotProbe::DotProbe(Runtime& rt)
 }
 
 int64_t DotProbe::run_once() {
-  const CompiledKernel& c = rt_.compile(spec_);
-  // launch_cpu directly: Runtime::launch runs a launch over a few KiB on one
-  // thread (kSerialLaunchBytes), which suits memory-bound kernels, not this.
-  launch_cpu(c.kernel, c.cpu.fn,
+  rt_.launch(spec_,
              {Arg::buffer(codes_.data(), static_cast<int64_t>(codes_.size())),
               Arg::buffer(x_.data(), static_cast<int64_t>(x_.size())),
               Arg::buffer(y_.data(), static_cast<int64_t>(y_.size())), Arg::scalar_int(steps_)},
-             {programs_, 1, 1}, rt_.pool(), -1);
+             {{"programs", programs_}});
   int64_t sum = 0;
   for (int32_t v : y_) sum += v;
   return sum;

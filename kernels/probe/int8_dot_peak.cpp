@@ -11,8 +11,9 @@
 // 4 rounds per loop step. The x window moves with the step so that nothing
 // is loop-invariant, whatever form the dot lowers to on the host.
 //
-// Buffers codes (u8 [ACC * 64]), x (i8 [kWindow]), y (i32 [programs * ACC
-// * 16]); scalar steps. Each program writes its accumulators to y.
+// Buffers codes (u8 [ACC * 64]), x (i8 [8 windows * 4 rounds * ACC * 4]),
+// y (i32 [programs * ACC * 16]); scalar steps, launch size programs. Each
+// program writes its accumulators to y.
 #include "kernels/probe/int8_dot_peak.h"
 
 #include "ir/builder.h"
@@ -73,10 +74,11 @@ KILN_REGISTER_KERNEL((KernelDef{
           if (programs < 1 || a.i("steps") < 0)
             throw Error("kernel 'int8_dot_peak': needs programs >= 1 and steps >= 0, got " +
                         std::to_string(programs) + " and " + std::to_string(a.i("steps")));
-          return LaunchShape{{programs, 1, 1},
-                             {{"codes", 64 * acc},
-                              {"x", kWindows * kRounds * acc * 4},
-                              {"y", programs * 16 * acc}}};
+          return LaunchShape{.grid = {programs, 1, 1},
+                             .buffer_elems = {{"codes", 64 * acc},
+                                              {"x", kWindows * kRounds * acc * 4},
+                                              {"y", programs * 16 * acc}},
+                             .compute_bound = true};
         },
     .tunables = {{"ACC", {4, 8, 12, 16}}},
     .shape_keys = {"programs"},

@@ -30,21 +30,25 @@ TEST_CASE("int8_dot_peak sums every step's dots exactly", "[kernels][probe]") {
     };
     test::runtime().launch(spec, args(y), {{"programs", programs}});
     test::runtime().interpret(spec, args(yi), {{"programs", programs}});
-    for (int64_t p = 0; p < programs; ++p)
-      for (int64_t a = 0; a < acc; ++a)
-        for (int64_t lane = 0; lane < 16; ++lane) {
-          int64_t want = 0;
-          for (int64_t i = 0; i < steps; ++i)
-            for (int64_t r = 0; r < rounds; ++r)
-              for (int64_t j = 0; j < 4; ++j)
-                want += codes[static_cast<size_t>(64 * a + 4 * lane + j)] *
-                        x[static_cast<size_t>((i % windows) * rounds * acc * 4 + (r * acc + a) * 4 +
-                                              j)];
-          auto at = static_cast<size_t>((p * acc + a) * 16 + lane);
-          INFO("program " << p << " accumulator " << a << " lane " << lane);
-          REQUIRE(y[at] == want);
-          REQUIRE(yi[at] == want);
-        }
+    // Every program sums the same dots: lane `lane` of accumulator a over
+    // all steps and rounds.
+    auto want = [&](int64_t a, int64_t lane) {
+      int64_t s = 0;
+      for (int64_t i = 0; i < steps * rounds; ++i) {
+        int64_t first = (i / rounds % windows * rounds + i % rounds) * acc * 4 + a * 4;
+        for (int64_t j = 0; j < 4; ++j)
+          s +=
+              codes[static_cast<size_t>(64 * a + 4 * lane + j)] * x[static_cast<size_t>(first + j)];
+      }
+      return s;
+    };
+    for (size_t at = 0; at < y.size(); ++at) {
+      auto a = static_cast<int64_t>(at / 16) % acc, lane = static_cast<int64_t>(at % 16);
+      INFO("program " << at / 16 / acc << " accumulator " << a << " lane " << lane);
+      int64_t w = want(a, lane);
+      REQUIRE(y[at] == w);
+      REQUIRE(yi[at] == w);
+    }
   }
 }
 
