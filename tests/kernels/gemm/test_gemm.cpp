@@ -1,7 +1,9 @@
 // gemm against a double-precision product and the interpreter, for shapes
 // off every block size. Tolerance: f32 accumulation of k products
-// (k * 2^-24 * sum |x w|); the JIT's dot may contract to FMA, so it matches
-// the interpreter within the same bound rather than bit for bit.
+// (k * 2^-24 * sum |x w|); the JIT sums its per-lane FMAs in another order
+// than the interpreter, so the two agree within the same bound rather than
+// bit for bit. Blocks: the default, an odd tile whose edges repeat rows and
+// tokens, and one token per program.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -17,8 +19,7 @@ TEST_CASE("gemm matches a double-precision reference", "[kernels][gemm]") {
   };
   for (DType tw : {DType::f32, DType::f16, DType::bf16})
     for (Dims s : {Dims{1, 1, 1}, Dims{2, 33, 100}, Dims{7, 64, 256}, Dims{13, 20, 17}})
-      for (auto [bt, bn, bk] :
-           {std::tuple{4, 16, 16}, std::tuple{1, 8, 32}, std::tuple{8, 32, 8}}) {
+      for (auto [bt, bn, bk] : {std::tuple{4, 6, 16}, std::tuple{3, 5, 8}, std::tuple{1, 8, 32}}) {
         INFO(dtype_name(tw) << " t=" << s.t << " n=" << s.n << " k=" << s.k << " blocks " << bt
                             << "," << bn << "," << bk);
         Spec spec = find_kernel("gemm").make_spec(
