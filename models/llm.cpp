@@ -69,7 +69,9 @@ struct Llm::Step {
   std::vector<int8_t> xs8;
   // MoE scratch: routed rows of one expert.
   std::vector<float> ex, egate, eup, edown;
-  QuantizedBuffers qbuf() { return {xq.data(), xd.data(), xs.data(), xs8.data()}; }
+  QuantizedBuffers qbuf() {
+    return {xq.data(), xd.data(), xs.data(), xs8.data(), static_cast<int64_t>(xq.size())};
+  }
 };
 
 Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx)
@@ -145,7 +147,9 @@ void Llm::record(Step& s) {
   for (auto* b : {&s.gate, &s.up, &s.act}) b->resize(T * F);
   s.out.resize(out_rows * E);
   s.logits.resize(out_rows * c.n_vocab);
-  int64_t kmax = std::max(E, F);
+  // Every matmul input: the norms' (E), the FFN activation (F) and the
+  // attention output (QD, wider than E when head_dim * n_head > n_embd).
+  int64_t kmax = std::max({E, F, QD});
   s.xq.resize(T * kmax);
   s.xd.resize(T * kmax / 32);
   s.xs.resize(T * kmax / 32);

@@ -10,6 +10,13 @@ namespace {
 
 void* mut(const void* p) { return const_cast<void*>(p); }  // kernels only read inputs
 
+void check_room(const char* what, int64_t t, int64_t k, const QuantizedBuffers& q) {
+  if (t * k > q.capacity)
+    throw Error(std::string(what) + ": " + std::to_string(t) + " x " + std::to_string(k) +
+                " activations do not fit the quantized buffers (room for " +
+                std::to_string(q.capacity) + ")");
+}
+
 DType float_dtype(GgmlType t) {
   switch (t) {
     case GgmlType::f32: return DType::f32;
@@ -31,6 +38,7 @@ int64_t activation_block(GgmlType w) {
 
 LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const QuantizedBuffers& q,
                                 int64_t qblock) {
+  check_room("quantize_q8", t, k, q);
   if (k % qblock)
     throw Error("quantize_q8: row length " + std::to_string(k) + " is not a multiple of " +
                 std::to_string(qblock));
@@ -46,6 +54,7 @@ LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const Quan
 LaunchDesc matmul(const WeightView& w, const float* x, const QuantizedBuffers& q, float* y,
                   int64_t t) {
   int64_t wbytes = ggml_row_bytes(w.type, w.k) * w.m;
+  if (is_block_quantized(w.type)) check_room("matmul", t, w.k, q);
   if (w.rows16) {
     auto qt = static_cast<ggml::QuantType>(w.type);
     if (!is_block_quantized(w.type) || !ggml::has_rows16(qt))

@@ -28,12 +28,15 @@ struct WeightView {
   const uint8_t* rows16 = nullptr;
 };
 
-// Room for one input's 8-bit blocks: q [t, k], d and s [t, k/32].
+// Room for one input's 8-bit blocks: q [t, k], d and s [t, k/32], for any
+// t * k up to `capacity` (checked: a kernel writing past a host buffer would
+// corrupt the heap silently).
 struct QuantizedBuffers {
   int8_t* q = nullptr;
   float* d = nullptr;
   int32_t* s = nullptr;
   int8_t* s8 = nullptr;  // the sums split into bytes (kernels/quant/split_sums.h)
+  int64_t capacity = 0;
 };
 
 struct LaunchDesc {
@@ -49,7 +52,7 @@ bool is_block_quantized(GgmlType t);
 // K-quants, 32 (Q8_0) otherwise; quantize_q8's QBLOCK.
 int64_t activation_block(GgmlType w);
 // quantize_q8 of x [t, k] into `q` (needed before matmuls of block-quantized
-// weights), in blocks of `qblock`.
+// weights), in blocks of `qblock`. Throws when t * k exceeds q's capacity.
 LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const QuantizedBuffers& q,
                                 int64_t qblock);
 // y [t, m] = x [t, k] W^T; `q` must hold x's quantize_activations result

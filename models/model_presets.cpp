@@ -72,9 +72,11 @@ std::vector<ModelPreset> build() {
   // Qwen3-0.6B's widths with 4 layers.
   v.push_back(qwen3("qwen3", "tiny", "kiln qwen3 tiny", 0, 256, 2, 4, 2, 128, 768));
   v.push_back(qwen3("qwen3", "small", "kiln qwen3 small", 151936, 1024, 4, 16, 8, 128, 3072));
-  // qwen3moe: 8 experts, 2 used, each expert_feed_forward_length wide.
+  // qwen3moe: 8 experts, 2 used, each expert_feed_forward_length wide. As
+  // in Qwen3-30B-A3B, the attention output (n_head * 128) is wider than both
+  // n_embd and an expert's FFN.
   v.push_back(with_experts(
-      qwen3("qwen3moe", "tiny", "kiln qwen3moe tiny", 0, 256, 2, 4, 2, 64, 768), 8, 2, 128));
+      qwen3("qwen3moe", "tiny", "kiln qwen3moe tiny", 0, 256, 2, 4, 2, 128, 768), 8, 2, 128));
   v.push_back(with_experts(
       qwen3("qwen3moe", "small", "kiln qwen3moe small", 151936, 1024, 4, 16, 4, 128, 3072), 8, 2,
       768));
