@@ -2,8 +2,10 @@
 // off every block size. Tolerance: f32 accumulation of k products
 // (k * 2^-24 * sum |x w|); the JIT sums its per-lane FMAs in another order
 // than the interpreter, so the two agree within the same bound rather than
-// bit for bit. Blocks: the default, an odd tile whose edges repeat rows and
-// tokens, and one token per program.
+// bit for bit. Blocks: the default (one k chunk at these sizes); odd blocks
+// and panels, so panels end inside a block (rows and tokens repeated) and k
+// runs in several chunks with a tail; one token per block.
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -19,11 +21,18 @@ TEST_CASE("gemm matches a double-precision reference", "[kernels][gemm]") {
   };
   for (DType tw : {DType::f32, DType::f16, DType::bf16})
     for (Dims s : {Dims{1, 1, 1}, Dims{2, 33, 100}, Dims{7, 64, 256}, Dims{13, 20, 17}})
-      for (auto [bt, bn, bk] : {std::tuple{4, 6, 16}, std::tuple{3, 5, 8}, std::tuple{1, 8, 32}}) {
+      for (auto [bt, bn, bk, pt, pn, pk] : {std::array<int64_t, 6>{4, 6, 16, 256, 48, 4096},
+                                            std::array<int64_t, 6>{3, 5, 8, 7, 11, 32},
+                                            std::array<int64_t, 6>{1, 8, 32, 4, 16, 64}}) {
         INFO(dtype_name(tw) << " t=" << s.t << " n=" << s.n << " k=" << s.k << " blocks " << bt
-                            << "," << bn << "," << bk);
-        Spec spec = find_kernel("gemm").make_spec(
-            {{"W", tw}}, {{"BLOCK_T", bt}, {"BLOCK_N", bn}, {"BLOCK_K", bk}});
+                            << "," << bn << "," << bk << " panels " << pt << "," << pn << ","
+                            << pk);
+        Spec spec = find_kernel("gemm").make_spec({{"W", tw}}, {{"BLOCK_T", bt},
+                                                                {"BLOCK_N", bn},
+                                                                {"BLOCK_K", bk},
+                                                                {"PANEL_T", pt},
+                                                                {"PANEL_N", pn},
+                                                                {"PANEL_K", pk}});
         auto w = HostBuffer::random(tw, s.n * s.k, 1),
              x = HostBuffer::random(DType::f32, s.t * s.k, 2);
         HostBuffer y(DType::f32, s.t * s.n), yi(DType::f32, s.t * s.n);
@@ -46,8 +55,20 @@ TEST_CASE("gemm matches a double-precision reference", "[kernels][gemm]") {
             }
             double tol = s.k * 6e-8 * mag + 1e-7;
             worst = std::max(worst, std::fabs(y.get(t * s.n + n) - ref) / tol);
+            worst = std::max(worst, std::fabs(yi.get(t * s.n + n) - ref) / tol);
             worst = std::max(worst, std::fabs(y.get(t * s.n + n) - yi.get(t * s.n + n)) / tol);
           }
         CHECK(worst <= 1.0);
       }
+}
+
+TEST_CASE("gemm rejects a k chunk that is not a whole number of steps", "[kernels][gemm][error]") {
+  Spec spec =
+      find_kernel("gemm").make_spec({{"W", DType::f16}}, {{"BLOCK_K", 16}, {"PANEL_K", 40}});
+  auto w = HostBuffer::random(DType::f16, 8 * 64, 1), x = HostBuffer::random(DType::f32, 4 * 64, 2);
+  HostBuffer y(DType::f32, 4 * 8);
+  CHECK_THROWS_WITH(
+      kiln::test::runtime().launch(spec, {w.arg(), x.arg(), y.arg(), Arg::scalar_int(4),
+                                          Arg::scalar_int(8), Arg::scalar_int(64)}),
+      Catch::Contains("PANEL_K (40) must be a multiple of BLOCK_K (16)"));
 }
