@@ -127,7 +127,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "next to a memory-bandwidth probe measured in the same run (frac_of_probe = GB/s /\n"
         "probe GB/s). GEMVs cycle through copies of their weights totalling 256 MiB, so\n"
         "each launch reads them from DRAM as a model forward does; --warm re-reads one copy\n"
-        "(a matrix that fits the last-level cache then runs at cache speed).");
+        "(a matrix that fits the last-level cache then runs at cache speed).\n"
+        "Prompt GEMMs (--tokens rows of x; 0 or 1 skips them) report GFLOP/s next to the\n"
+        "compute roofline re-measured before each (frac_of_peak): dot_peak/u8 (byte dots)\n"
+        "for quantized formats, dot_peak/f32 (f32 FMAs) for gemm over f32/f16/bf16.");
     return 0;
   }
   const bool cold = !a.flag("warm");
@@ -145,11 +148,14 @@ int cmd_bench(const std::vector<std::string>& argv) {
     dtypes.push_back(parse_dtype(d));
 
   std::map<int, std::unique_ptr<Runtime>> runtimes;
-  std::map<int, std::unique_ptr<DotProbe>> dot_probes;
+  // Per thread count: the byte-dot roofline (quantized GEMMs) and the f32
+  // FMA one (gemm).
+  std::map<int, std::unique_ptr<DotProbe>> dot_probes, fma_probes;
   BandwidthProbe probe;
   for (int t : threads) {
     runtimes[t] = std::make_unique<Runtime>(t);
-    dot_probes[t] = std::make_unique<DotProbe>(*runtimes[t]);
+    dot_probes[t] = std::make_unique<DotProbe>(*runtimes[t], DType::u8);
+    fma_probes[t] = std::make_unique<DotProbe>(*runtimes[t], DType::f32);
     benchmark::RegisterBenchmark(
         ("bandwidth_probe/threads:" + std::to_string(t)).c_str(),
         [&probe, rt = runtimes[t].get()](benchmark::State& st) {
@@ -158,14 +164,18 @@ int cmd_bench(const std::vector<std::string>& argv) {
         })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark(("int8_dot_peak/threads:" + std::to_string(t)).c_str(),
-                                 [dot = dot_probes[t].get()](benchmark::State& st) {
-                                   double s = timed(
-                                       st, [&] { benchmark::DoNotOptimize(dot->run_once()); });
-                                   st.counters["GOP/s"] = dot->ops() * st.iterations() / s / 1e9;
-                                 })
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+    for (auto* probes : {&dot_probes, &fma_probes}) {
+      std::string name = std::string(probes == &dot_probes ? "dot_peak/u8" : "dot_peak/f32") +
+                         "/threads:" + std::to_string(t);
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [dot = (*probes)[t].get()](benchmark::State& st) {
+                                     double s = timed(
+                                         st, [&] { benchmark::DoNotOptimize(dot->run_once()); });
+                                     st.counters["GOP/s"] = dot->ops() * st.iterations() / s / 1e9;
+                                   })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   // --const values apply to the kernels that declare them.
   auto declared_consts = [&](const std::string& kernel) {
@@ -202,6 +212,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
         auto y = std::make_shared<HostMemory>(static_cast<size_t>(tokens * m * 4));
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
+          DotProbe* fma = fma_probes[t].get();
           std::string name = "gemm/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
                              std::to_string(k) + "/tokens:" + std::to_string(tokens) +
                              "/threads:" + std::to_string(t);
@@ -215,9 +226,13 @@ int cmd_bench(const std::vector<std::string>& argv) {
                                          Arg::scalar_int(m),
                                          Arg::scalar_int(k)};
                 Spec spec = rt->select("gemm", {{"W", wt}}, args);
+                double peak = fma->measure_gops();
                 double s = timed(st, [&] { rt->launch(spec, args); });
-                st.counters["GFLOP/s"] = 2.0 * tokens * m * k * st.iterations() / s / 1e9;
+                double gflops = 2.0 * tokens * m * k * st.iterations() / s / 1e9;
+                st.counters["GFLOP/s"] = gflops;
                 st.counters["tokens/s"] = tokens * st.iterations() / s;
+                st.counters["peak_GFLOP/s"] = peak;
+                st.counters["frac_of_peak"] = gflops / peak;
               })
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);

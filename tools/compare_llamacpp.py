@@ -6,8 +6,8 @@ This machine's memory bandwidth drifts by 2x within minutes, so figures from
 separate runs cannot be compared; here every Kiln measurement is followed by
 the matching ggml one and the table reports their ratio, and both as a
 fraction of the roofline Kiln measured right before its kernel: the bandwidth
-probe for GEMVs (GB/s of weight bytes), the int8_dot_peak probe for quantized
-prompt GEMMs (GFLOP/s against GOP/s; f16 GEMMs have none).
+probe for GEMVs (GB/s of weight bytes), the dot_peak probe for prompt GEMMs
+(GFLOP/s against GOP/s: byte dots for quantized formats, f32 FMAs for f16).
 
 ggml is loaded with ctypes from its shared libraries (libggml-base, libggml-cpu,
 libggml): those installed by `pip install llama-cpp-python` are found
@@ -124,7 +124,8 @@ class Ggml:
 
 def kiln_run(kiln, fmt, m, k, tokens, threads, seconds, cold):
     """Seconds per call from `kiln bench` and its roofline: the bandwidth probe's
-    GB/s for a GEMV, the int8_dot_peak GOP/s for a quantized GEMM, else None."""
+    GB/s for a GEMV, the dot_peak GOP/s for a GEMM (byte dots for quantized
+    formats, f32 FMAs for f16)."""
     is_gemv = tokens == 1
     if fmt == "f16":
         args = ["--dtypes", "f16", "--formats", "", "--tokens", str(tokens if not is_gemv else 0)]
@@ -143,7 +144,8 @@ def kiln_run(kiln, fmt, m, k, tokens, threads, seconds, cold):
         sys.exit(f"error: kiln bench ran no benchmark named {pattern}")
     r = runs[0]
     unit = {"ms": 1e-3, "us": 1e-6, "ns": 1e-9}[r["time_unit"]]
-    return r["real_time"] * unit, r.get("probe_GB/s" if is_gemv else "peak_GOP/s")
+    roof = "probe_GB/s" if is_gemv else ("peak_GFLOP/s" if fmt == "f16" else "peak_GOP/s")
+    return r["real_time"] * unit, r.get(roof)
 
 
 def main():

@@ -1,6 +1,7 @@
-// The compute roofline every quantized GEMM benchmark is compared with: the
-// int8_dot_peak kernel (kernels/probe/) run on every thread of a runtime,
-// in GOP/s (2 per u8 x i8 multiply-add, the unit of a GEMM's GFLOP/s).
+// The compute roofline every prompt GEMM benchmark is compared with: the
+// dot_peak kernel (kernels/probe/) for one operand type (u8 byte dots for
+// the quantized GEMMs, f32 FMAs for gemm) run on every thread of a runtime,
+// in GOP/s (2 per multiply-add, the unit of a GEMM's GFLOP/s).
 #pragma once
 
 #include <cstdint>
@@ -12,9 +13,9 @@ namespace kiln {
 
 class DotProbe {
  public:
-  explicit DotProbe(Runtime& rt);
+  DotProbe(Runtime& rt, DType t);
   // One launch, one program per thread; returns a checksum of the sums.
-  int64_t run_once();
+  double run_once();
   // Best GOP/s of `reps` launches.
   double measure_gops(int reps = 3);
   // Operations (2 per multiply-add) of one launch.
@@ -22,11 +23,12 @@ class DotProbe {
 
  private:
   Runtime& rt_;
+  DType t_;
   Spec spec_;
   int64_t programs_, steps_;
-  std::vector<uint8_t> codes_;
-  std::vector<int8_t> x_;
-  std::vector<int32_t> y_;
+  // Raw storage for codes (t_), x (i8 or f32) and y (i32 or f32).
+  std::vector<uint8_t> codes_, x_, y_;
+  int64_t codes_n_ = 0, x_n_ = 0, y_n_ = 0;
 };
 
 }  // namespace kiln

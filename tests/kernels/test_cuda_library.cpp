@@ -111,7 +111,8 @@ std::vector<Case> cases() {
                   {{"m", 32}, {"k", 512}, {"t", 5}}});
   cs.push_back({"gemv_awq", {}, {{"GROUP", 32}, {"BLOCK_N", 32}}, {{"k", 64}, {"n", 40}}});
   cs.push_back({"quantize_q8", {}, {{"QBLOCK", 32}}, {{"nblocks", 19}}});
-  cs.push_back({"int8_dot_peak", {}, {{"ACC", 4}}, {{"programs", 3}, {"steps", 9}}});
+  for (DType t : {DType::u8, DType::f32})
+    cs.push_back({"dot_peak", {{"T", t}}, {{"ACC", 4}}, {{"programs", 3}, {"steps", 9}}});
   cs.push_back({"quantize_q8", {}, {{"QBLOCK", 256}, {"BLOCKS", 2}}, {{"nblocks", 40}}});
   return cs;
 }
