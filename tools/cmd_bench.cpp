@@ -239,6 +239,40 @@ int cmd_bench(const std::vector<std::string>& argv) {
         }
       }
 
+  // Quantized prompt GEMM: the activations' quantisation (qa) plus the
+  // product (args), as a forward pays them, against the byte-dot roofline.
+  // `keep` owns the buffers both argument lists point into.
+  auto register_qgemm = [&](const std::string& f, int64_t m, int64_t k, std::vector<Arg> qa,
+                            std::vector<Arg> args, std::shared_ptr<const void> keep,
+                            const std::string& kernel, std::map<std::string, int64_t> fixed,
+                            std::map<std::string, int64_t> qfixed) {
+    for (int t : threads) {
+      Runtime* rt = runtimes[t].get();
+      DotProbe* dot = dot_probes[t].get();
+      std::string name = "qgemm/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
+                         "/tokens:" + std::to_string(tokens) + "/threads:" + std::to_string(t);
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [=](benchmark::State& st) {
+                                     (void)keep;
+                                     Spec qspec = rt->select("quantize_q8", {}, qa, {}, qfixed);
+                                     Spec spec = rt->select(kernel, {}, args, {}, fixed);
+                                     double peak = dot->measure_gops();
+                                     double s = timed(st, [&] {
+                                       rt->launch(qspec, qa);
+                                       rt->launch(spec, args);
+                                     });
+                                     double gflops =
+                                         2.0 * tokens * m * k * st.iterations() / s / 1e9;
+                                     st.counters["GFLOP/s"] = gflops;
+                                     st.counters["tokens/s"] = tokens * st.iterations() / s;
+                                     st.counters["peak_GOP/s"] = peak;
+                                     st.counters["frac_of_peak"] = gflops / peak;
+                                   })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  };
+
   // Quantized GEMV: GB/s of weight bytes (the traffic that decides decode speed).
   for (const auto& f : split(a.get("formats",
                                    "q8_0,q8_0-rows16,q4_0,q4_0-rows16,q4_K,q4_K-rows16,q6_K,q6_K-"
@@ -258,6 +292,11 @@ int cmd_bench(const std::vector<std::string>& argv) {
                 return rt->select(work->kernel, {}, args, {}, work->fixed);
               },
               cold);
+        }
+        if (tokens > 1 && f != "awq") {  // gemv_awq is a GEMV only
+          auto batch = std::make_shared<Int4Workload>(int4_workload(f, m, k, tokens));
+          register_qgemm(f, m, k, batch->quantize_args, batch->args, batch, batch->kernel,
+                         batch->fixed, {{"QBLOCK", 32}});
         }
       }
       continue;
@@ -300,34 +339,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
             },
             cold);
       }
-      // Prompt processing: the activations' quantisation plus the product,
-      // as a forward pays them.
-      if (tokens <= 1) continue;
-      auto batch = std::make_shared<QgemvWorkload>(m, k, fmt, tokens, rows16);
-      for (int t : threads) {
-        Runtime* rt = runtimes[t].get();
-        DotProbe* dot = dot_probes[t].get();
-        std::string name = "qgemm/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
-                           "/tokens:" + std::to_string(tokens) + "/threads:" + std::to_string(t);
-        benchmark::RegisterBenchmark(
-            name.c_str(),
-            [=](benchmark::State& st) {
-              std::vector<Arg> qa = batch->quantize_args(), args = batch->args();
-              Spec qspec = rt->select("quantize_q8", {}, qa, {}, qfixed);
-              Spec spec = rt->select(kernel, {}, args, {}, fixed);
-              double peak = dot->measure_gops();
-              double s = timed(st, [&] {
-                rt->launch(qspec, qa);
-                rt->launch(spec, args);
-              });
-              double gflops = 2.0 * tokens * m * k * st.iterations() / s / 1e9;
-              st.counters["GFLOP/s"] = gflops;
-              st.counters["tokens/s"] = tokens * st.iterations() / s;
-              st.counters["peak_GOP/s"] = peak;
-              st.counters["frac_of_peak"] = gflops / peak;
-            })
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+      if (tokens > 1) {
+        auto batch = std::make_shared<QgemvWorkload>(m, k, fmt, tokens, rows16);
+        register_qgemm(f, m, k, batch->quantize_args(), batch->args(), batch, kernel, fixed,
+                       qfixed);
       }
     }
   }

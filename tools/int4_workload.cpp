@@ -7,6 +7,7 @@
 #include "ir/error.h"
 #include "kernels/quant/awq.h"
 #include "kernels/quant/int4w.h"
+#include "kernels/quant/split_sums.h"
 
 namespace kiln {
 
@@ -39,32 +40,46 @@ AwqWeights random_awq(int64_t m, int64_t k) {
 
 // The activation and output buffers (xq, xd, xs, y) after the weights'
 // buffers, and the launch arguments: `args` (the weights'), then these,
-// then m, k, t.
-void add_x_and_args(Int4Workload& w, std::vector<Arg> args, int64_t m, int64_t k) {
-  w.memory.emplace_back(static_cast<size_t>(k));           // x: 8-bit blocks
-  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));  // x block scales
-  w.memory.emplace_back(static_cast<size_t>(k / 32 * 4));  // x block sums
-  w.memory.emplace_back(static_cast<size_t>(m * 4));       // y
-  const size_t x = w.memory.size() - 4;
+// then m, k, t; and an f32 x with its quantize_q8 arguments (into xq, xd,
+// xs and split sums the int4w kernels do not read).
+void add_x_and_args(Int4Workload& w, std::vector<Arg> args, int64_t m, int64_t k, int64_t t) {
+  const int64_t nb = t * k / 32;
+  const size_t x = w.memory.size();
+  w.memory.emplace_back(static_cast<size_t>(t * k));      // x: 8-bit blocks
+  w.memory.emplace_back(static_cast<size_t>(nb * 4));     // x block scales
+  w.memory.emplace_back(static_cast<size_t>(nb * 4));     // x block sums
+  w.memory.emplace_back(static_cast<size_t>(t * m * 4));  // y
+  w.memory.emplace_back(static_cast<size_t>(t * k * 4));  // x in f32
+  w.memory.emplace_back(static_cast<size_t>(split_sum_bytes(nb)));
   std::mt19937_64 rng(3);
   for (size_t i = 0; i < w.memory[x].size(); ++i)
     w.memory[x].data()[i] = static_cast<uint8_t>(rng() % 255 - 127);
   auto* d = reinterpret_cast<float*>(w.memory[x + 1].data());
-  for (int64_t b = 0; b < k / 32; ++b) d[b] = 0.01f;
-  args.push_back(Arg::buffer(w.memory[x].data(), k));
-  args.push_back(Arg::buffer(w.memory[x + 1].data(), k / 32));
-  args.push_back(Arg::buffer(w.memory[x + 2].data(), k / 32));
-  args.push_back(Arg::buffer(w.memory[x + 3].data(), m));
-  for (int64_t v : {m, k, int64_t{1}}) args.push_back(Arg::scalar_int(v));
+  for (int64_t b = 0; b < nb; ++b) d[b] = 0.01f;
+  std::normal_distribution<float> dist(0, 1);
+  auto* xf = reinterpret_cast<float*>(w.memory[x + 4].data());
+  for (int64_t i = 0; i < t * k; ++i) xf[i] = dist(rng);
+  args.push_back(Arg::buffer(w.memory[x].data(), t * k));
+  args.push_back(Arg::buffer(w.memory[x + 1].data(), nb));
+  args.push_back(Arg::buffer(w.memory[x + 2].data(), nb));
+  args.push_back(Arg::buffer(w.memory[x + 3].data(), t * m));
+  for (int64_t v : {m, k, t}) args.push_back(Arg::scalar_int(v));
   w.args = std::move(args);
+  w.quantize_args = {Arg::buffer(w.memory[x + 4].data(), t * k),
+                     Arg::buffer(w.memory[x].data(), t * k),
+                     Arg::buffer(w.memory[x + 1].data(), nb),
+                     Arg::buffer(w.memory[x + 2].data(), nb),
+                     Arg::buffer(w.memory[x + 5].data(), split_sum_bytes(nb)),
+                     Arg::scalar_int(nb)};
 }
 
 int64_t format_bytes(const Int4wRows& r) {
   return static_cast<int64_t>(r.q.size() + r.scales.size() * 2 + r.zeros.size());
 }
 
-Int4Workload row_major(const Int4wRows& r) {
-  Int4Workload w{"gemv_int4w", {{"GROUP", r.group}, {"ZP", r.zeros.empty() ? 0 : 1}}, {}, {}, 0};
+Int4Workload row_major(const Int4wRows& r, int64_t t) {
+  Int4Workload w{
+      "gemv_int4w", {{"GROUP", r.group}, {"ZP", r.zeros.empty() ? 0 : 1}}, {}, {}, {}, 0};
   w.memory.push_back(copy_of(r.q.data(), r.q.size()));
   w.memory.push_back(copy_of(r.scales.data(), r.scales.size() * 2));
   // gemv_int4w's zeros buffer is unread without zero points.
@@ -73,25 +88,25 @@ Int4Workload row_major(const Int4wRows& r) {
                  {Arg::buffer(w.memory[0].data(), static_cast<int64_t>(r.q.size())),
                   Arg::buffer(w.memory[1].data(), static_cast<int64_t>(r.scales.size())),
                   Arg::buffer(w.memory[2].data(), static_cast<int64_t>(r.zeros.size()))},
-                 r.m, r.k);
+                 r.m, r.k, t);
   w.weight_bytes = format_bytes(r);
   return w;
 }
 
-Int4Workload interleaved(const Int4wRows& r) {
+Int4Workload interleaved(const Int4wRows& r, int64_t t) {
   Int4Workload w{
-      "gemv_int4w_rows16", {{"GROUP", r.group}, {"ZP", r.zeros.empty() ? 0 : 1}}, {}, {}, 0};
+      "gemv_int4w_rows16", {{"GROUP", r.group}, {"ZP", r.zeros.empty() ? 0 : 1}}, {}, {}, {}, 0};
   std::vector<uint8_t> packed = interleave_int4w_rows16(r);
   w.memory.push_back(copy_of(packed.data(), packed.size()));
   add_x_and_args(w, {Arg::buffer(w.memory[0].data(), static_cast<int64_t>(packed.size()))}, r.m,
-                 r.k);
+                 r.k, t);
   w.weight_bytes = format_bytes(r);
   return w;
 }
 
 Int4Workload awq(int64_t m, int64_t k) {
   AwqWeights a = random_awq(m, k);
-  Int4Workload w{"gemv_awq", {{"GROUP", kGroup}}, {}, {}, 0};
+  Int4Workload w{"gemv_awq", {{"GROUP", kGroup}}, {}, {}, {}, 0};
   w.memory.push_back(copy_of(a.qweight.data(), a.qweight.size() * 4));
   w.memory.push_back(copy_of(a.qzeros.data(), a.qzeros.size() * 4));
   w.memory.push_back(copy_of(a.scales.data(), a.scales.size() * 2));
@@ -116,12 +131,17 @@ const std::vector<std::string>& int4_formats() {
   return names;
 }
 
-Int4Workload int4_workload(const std::string& format, int64_t m, int64_t k) {
-  if (format == "int4w") return row_major(random_int4w(m, k));
-  if (format == "int4w-rows16") return interleaved(random_int4w(m, k));
-  if (format == "awq") return awq(m, k);
-  if (format == "awq-int4w") return row_major(awq_to_int4w(random_awq(m, k)));
-  if (format == "awq-rows16") return interleaved(awq_to_int4w(random_awq(m, k)));
+Int4Workload int4_workload(const std::string& format, int64_t m, int64_t k, int64_t t) {
+  if (format == "int4w") return row_major(random_int4w(m, k), t);
+  if (format == "int4w-rows16") return interleaved(random_int4w(m, k), t);
+  if (format == "awq") {
+    if (t != 1)
+      throw Error("int4_workload: awq runs gemv_awq, one token at a time (got " +
+                  std::to_string(t) + "); awq-int4w and awq-rows16 take many");
+    return awq(m, k);
+  }
+  if (format == "awq-int4w") return row_major(awq_to_int4w(random_awq(m, k)), t);
+  if (format == "awq-rows16") return interleaved(awq_to_int4w(random_awq(m, k)), t);
   throw Error("int4_workload: unknown format '" + format + "'");
 }
 
