@@ -15,6 +15,8 @@
 // random models can then swap their top token. There: max 1e-1 s, mean
 // 1e-2 s, and the same top-1 token at 8 of the 9 positions (F16: all).
 // - bad input: token ids outside the vocabulary, a full context.
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -29,11 +31,24 @@ using namespace kiln;
 
 namespace {
 
+// Written once per test process into its own directory, removed at exit: a
+// directory shared across runs would keep models of an older preset, and
+// one shared by the processes ctest runs in parallel would let one read a
+// file another is still writing.
+struct ModelDir {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kiln-test-llm-" + std::to_string(getpid()));
+  ModelDir() { std::filesystem::create_directories(dir); }
+  ~ModelDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+};
+
 std::string tiny_model(const std::string& family, WeightFormat format) {
-  auto dir = std::filesystem::temp_directory_path() / "kiln-test-llm";
-  std::filesystem::create_directories(dir);
+  static const ModelDir models;
   std::string path =
-      (dir / (family + "-" + std::string(weight_format_name(format)) + ".gguf")).string();
+      (models.dir / (family + "-" + std::string(weight_format_name(format)) + ".gguf")).string();
   if (!std::filesystem::exists(path)) {
     GenModelOptions o;
     o.format = format;
