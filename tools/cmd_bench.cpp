@@ -47,6 +47,25 @@ double timed(benchmark::State& st, F&& body) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// "<prefix>/MxK/tokens:T/threads:N", a prompt GEMM's benchmark name.
+std::string gemm_name(const std::string& prefix, int64_t m, int64_t k, int64_t tokens,
+                      int threads) {
+  return prefix + "/" + std::to_string(m) + "x" + std::to_string(k) +
+         "/tokens:" + std::to_string(tokens) + "/threads:" + std::to_string(threads);
+}
+
+// A prompt GEMM's counters: t tokens through an m x k weight in `seconds`
+// over the state's iterations, against the compute roofline `peak` (GOP/s)
+// measured right before, reported under `peak_name`.
+void gemm_counters(benchmark::State& st, double seconds, int64_t t, int64_t m, int64_t k,
+                   double peak, const char* peak_name) {
+  double gflops = 2.0 * t * m * k * st.iterations() / seconds / 1e9;
+  st.counters["GFLOP/s"] = gflops;
+  st.counters["tokens/s"] = t * st.iterations() / seconds;
+  st.counters[peak_name] = peak;
+  st.counters["frac_of_peak"] = gflops / peak;
+}
+
 // Copies of a launch's large buffers (its weights) until they total
 // kColdBytes, far over the last-level cache, and the launch arguments of
 // each copy. Launches that cycle through them read their weights from
@@ -164,11 +183,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
         })
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
-    for (auto* probes : {&dot_probes, &fma_probes}) {
-      std::string name = std::string(probes == &dot_probes ? "dot_peak/u8" : "dot_peak/f32") +
-                         "/threads:" + std::to_string(t);
-      benchmark::RegisterBenchmark(name.c_str(),
-                                   [dot = (*probes)[t].get()](benchmark::State& st) {
+    for (auto [name, dot] : {std::pair{"dot_peak/u8", dot_probes[t].get()},
+                             std::pair{"dot_peak/f32", fma_probes[t].get()}}) {
+      benchmark::RegisterBenchmark((name + std::string("/threads:") + std::to_string(t)).c_str(),
+                                   [dot = dot](benchmark::State& st) {
                                      double s = timed(
                                          st, [&] { benchmark::DoNotOptimize(dot->run_once()); });
                                      st.counters["GOP/s"] = dot->ops() * st.iterations() / s / 1e9;
@@ -213,27 +231,21 @@ int cmd_bench(const std::vector<std::string>& argv) {
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           DotProbe* fma = fma_probes[t].get();
-          std::string name = "gemm/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
-                             std::to_string(k) + "/tokens:" + std::to_string(tokens) +
-                             "/threads:" + std::to_string(t);
-          benchmark::RegisterBenchmark(
-              name.c_str(),
-              [=](benchmark::State& st) {
-                std::vector<Arg> args = {w->args()[0],
-                                         Arg::buffer(x->data(), tokens * k),
-                                         Arg::buffer(y->data(), tokens * m),
-                                         Arg::scalar_int(tokens),
-                                         Arg::scalar_int(m),
-                                         Arg::scalar_int(k)};
-                Spec spec = rt->select("gemm", {{"W", wt}}, args);
-                double peak = fma->measure_gops();
-                double s = timed(st, [&] { rt->launch(spec, args); });
-                double gflops = 2.0 * tokens * m * k * st.iterations() / s / 1e9;
-                st.counters["GFLOP/s"] = gflops;
-                st.counters["tokens/s"] = tokens * st.iterations() / s;
-                st.counters["peak_GFLOP/s"] = peak;
-                st.counters["frac_of_peak"] = gflops / peak;
-              })
+          std::string name = gemm_name("gemm/" + std::string(dtype_name(wt)), m, k, tokens, t);
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [=](benchmark::State& st) {
+                                         std::vector<Arg> args = {
+                                             w->args()[0],
+                                             Arg::buffer(x->data(), tokens * k),
+                                             Arg::buffer(y->data(), tokens * m),
+                                             Arg::scalar_int(tokens),
+                                             Arg::scalar_int(m),
+                                             Arg::scalar_int(k)};
+                                         Spec spec = rt->select("gemm", {{"W", wt}}, args);
+                                         double peak = fma->measure_gops();
+                                         double s = timed(st, [&] { rt->launch(spec, args); });
+                                         gemm_counters(st, s, tokens, m, k, peak, "peak_GFLOP/s");
+                                       })
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);
         }
@@ -249,8 +261,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     for (int t : threads) {
       Runtime* rt = runtimes[t].get();
       DotProbe* dot = dot_probes[t].get();
-      std::string name = "qgemm/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
-                         "/tokens:" + std::to_string(tokens) + "/threads:" + std::to_string(t);
+      std::string name = gemm_name("qgemm/" + f, m, k, tokens, t);
       benchmark::RegisterBenchmark(name.c_str(),
                                    [=](benchmark::State& st) {
                                      (void)keep;
@@ -261,12 +272,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                                        rt->launch(qspec, qa);
                                        rt->launch(spec, args);
                                      });
-                                     double gflops =
-                                         2.0 * tokens * m * k * st.iterations() / s / 1e9;
-                                     st.counters["GFLOP/s"] = gflops;
-                                     st.counters["tokens/s"] = tokens * st.iterations() / s;
-                                     st.counters["peak_GOP/s"] = peak;
-                                     st.counters["frac_of_peak"] = gflops / peak;
+                                     gemm_counters(st, s, tokens, m, k, peak, "peak_GOP/s");
                                    })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);

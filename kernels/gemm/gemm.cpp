@@ -50,45 +50,57 @@ Kernel build_gemm(const Spec& s) {
   for (auto& a : acc)
     for (int64_t j = 0; j < BN; ++j) a.push_back(k.var(zeros(DType::f32, {BK})));
 
+  // The i64 start offsets of n rows from r0, rows past `last` repeating it;
+  // made once per block, so that each load's offset is one add.
+  auto row_starts = [&](const Value& r0, int64_t n, const Value& last) {
+    std::vector<Value> starts;
+    for (int64_t i = 0; i < n; ++i)
+      starts.push_back(minimum(r0 + static_cast<int>(i), last).to(DType::i64) * K64);
+    return starts;
+  };
+  // acc += the products of columns k0 .. k0 + BLOCK_K of the block's token
+  // rows (xbase) and weight rows (wbase); `tail` masks columns past k.
+  auto step = [&](const std::vector<Value>& xbase, const std::vector<Value>& wbase, const Value& k0,
+                  bool tail) {
+    auto cols = (k0 + arange(BK)).to(DType::i64);
+    auto cmask = k0 + arange(BK) < K;
+    std::vector<Value> wv;
+    for (const Value& b : wbase)
+      wv.push_back((tail ? load(w + (b + cols), cmask, 0.0) : load(w + (b + cols))).to(DType::f32));
+    for (int64_t i = 0; i < BT; ++i) {
+      auto xv = tail ? load(x + (xbase[i] + cols), cmask, 0.0) : load(x + (xbase[i] + cols));
+      for (int64_t j = 0; j < BN; ++j) acc[i][j] = fma(xv, wv[j], Value(acc[i][j]));
+    }
+  };
+  // Y[tb.., rb..] gets the block's lane sums: stored by the first chunk,
+  // added by the others; tokens and rows past the panel are skipped.
+  auto flush = [&](const Value& tb, const Value& rb, const Value& first_chunk) {
+    for (int64_t i = 0; i < BT; ++i) {
+      auto tok = tb + static_cast<int>(i);
+      for (int64_t j = 0; j < BN; ++j) {
+        auto row = rb + static_cast<int>(j);
+        auto valid = (tok < tok_end) & (row < row_end);
+        auto off = y + (tok.to(DType::i64) * N64 + row.to(DType::i64));
+        auto before = load(off, valid & !first_chunk, 0.0);
+        store(off, before + sum(Value(acc[i][j])), valid);
+      }
+    }
+  };
+
   k.for_(0, K, static_cast<int>(PK), [&](Value kc) {
     auto chunk_main_end = minimum(kc + static_cast<int>(PK), k_main);
     auto has_tail = (kc + static_cast<int>(PK) >= K) & (k_main < K);
     auto first_chunk = kc == 0;
     k.for_(tok_begin, tok_end, static_cast<int>(BT), [&](Value tb) {
-      // Row starts in i64 once, so each load's offset is one add.
-      std::vector<Value> xbase;
-      for (int64_t i = 0; i < BT; ++i)
-        xbase.push_back(minimum(tb + static_cast<int>(i), tok_end - 1).to(DType::i64) * K64);
+      auto xbase = row_starts(tb, BT, tok_end - 1);
       k.for_(row_begin, row_end, static_cast<int>(BN), [&](Value rb) {
-        std::vector<Value> wbase;
-        for (int64_t j = 0; j < BN; ++j)
-          wbase.push_back(minimum(rb + static_cast<int>(j), row_end - 1).to(DType::i64) * K64);
+        auto wbase = row_starts(rb, BN, row_end - 1);
         for (auto& a : acc)
           for (Var& v : a) v = zeros(DType::f32, {BK});
-        auto step = [&](const Value& k0, bool tail) {
-          auto cols = (k0 + arange(BK)).to(DType::i64);
-          auto cmask = k0 + arange(BK) < K;
-          std::vector<Value> wv;
-          for (const Value& b : wbase)
-            wv.push_back(
-                (tail ? load(w + (b + cols), cmask, 0.0) : load(w + (b + cols))).to(DType::f32));
-          for (int64_t i = 0; i < BT; ++i) {
-            auto xv = tail ? load(x + (xbase[i] + cols), cmask, 0.0) : load(x + (xbase[i] + cols));
-            for (int64_t j = 0; j < BN; ++j) acc[i][j] = fma(xv, wv[j], Value(acc[i][j]));
-          }
-        };
-        k.for_(kc, chunk_main_end, static_cast<int>(BK), [&](Value k0) { step(k0, false); });
-        k.if_(has_tail, [&] { step(k_main, true); });
-        for (int64_t i = 0; i < BT; ++i) {
-          auto tok = tb + static_cast<int>(i);
-          for (int64_t j = 0; j < BN; ++j) {
-            auto row = rb + static_cast<int>(j);
-            auto valid = (tok < tok_end) & (row < row_end);
-            auto off = y + (tok.to(DType::i64) * N64 + row.to(DType::i64));
-            auto before = load(off, valid & !first_chunk, 0.0);
-            store(off, before + sum(Value(acc[i][j])), valid);
-          }
-        }
+        k.for_(kc, chunk_main_end, static_cast<int>(BK),
+               [&](Value k0) { step(xbase, wbase, k0, false); });
+        k.if_(has_tail, [&] { step(xbase, wbase, k_main, true); });
+        flush(tb, rb, first_chunk);
       });
     });
   });
