@@ -574,6 +574,11 @@ Value load(const Pointer& p, const Value& mask, const Value& other) {
                 Type{p.buffer.dtype(), s}, p.buffer.param());
 }
 
+void prefetch(const Pointer& p) {
+  Value off = check_offsets(p, "prefetch");
+  p.buffer.builder()->emit_void(OpKind::Prefetch, {off}, p.buffer.param());
+}
+
 void store(const Pointer& p, const Value& v) {
   auto args = write_args(p, v, nullptr, "store");
   p.buffer.builder()->emit_void(OpKind::Store, args, p.buffer.param());

@@ -79,6 +79,7 @@ class Interpreter {
       case OpKind::Transpose:
       case OpKind::Slice: return exec_layout(op);
       case OpKind::Load: return exec_load(op);
+      case OpKind::Prefetch: return;  // a hint: no effect on any value
       case OpKind::Store:
       case OpKind::AtomicAdd:
       case OpKind::AtomicMax:

@@ -12,7 +12,8 @@ constexpr std::string_view kNames[] = {
     "floor",      "exp",         "exp2",       "log",          "log2",       "sqrt",
     "rsqrt",      "tanh",        "sigmoid",    "erf",          "fma",        "select",
     "cast",       "bitcast",     "load",       "store",        "atomic_add", "atomic_max",
-    "atomic_min", "atomic_xchg", "reduce_sum", "reduce_max",   "reduce_min", "argmax",
+    "atomic_min", "atomic_xchg", "prefetch",   "reduce_sum",   "reduce_max", "reduce_min",
+    "argmax",
     "dot",        "for",         "if",         "var",          "var_load",   "var_store",
 };
 constexpr int kNumOps = static_cast<int>(OpKind::VarStore) + 1;
@@ -40,8 +41,8 @@ bool is_float_only_unary(OpKind k) { return in(k, OpKind::Exp, OpKind::Erf); }
 bool is_reduction(OpKind k) { return in(k, OpKind::ReduceSum, OpKind::ArgMax); }
 bool is_atomic(OpKind k) { return in(k, OpKind::AtomicAdd, OpKind::AtomicXchg); }
 bool has_side_effects(OpKind k) {
-  return k == OpKind::Store || is_atomic(k) || k == OpKind::VarDecl || k == OpKind::VarStore ||
-         k == OpKind::For || k == OpKind::If;
+  return k == OpKind::Store || is_atomic(k) || k == OpKind::Prefetch || k == OpKind::VarDecl ||
+         k == OpKind::VarStore || k == OpKind::For || k == OpKind::If;
 }
 
 }  // namespace kiln

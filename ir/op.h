@@ -108,6 +108,10 @@ enum class OpKind : uint8_t {
   AtomicMax,  // by element in row-major order; masked-off lanes return 0.
   AtomicMin,
   AtomicXchg,
+  Prefetch,  // (offsets) -> nothing: a hint that the elements at `offsets`
+             // will be read soon (a CPU emits one prefetch per element, so
+             // pass one offset per cache line). No effect on any result;
+             // offsets outside the buffer are allowed and ignored.
 
   // ---- reductions (`ival` = axis) ------------------------------------------
   ReduceSum,  // (x) -> x with axis removed. f16/bf16/fp8 accumulate in f32;
@@ -139,7 +143,7 @@ bool is_unary_elementwise(OpKind k);   // Neg..Erf
 bool is_float_only_unary(OpKind k);    // Exp..Erf
 bool is_reduction(OpKind k);           // ReduceSum..ArgMax
 bool is_atomic(OpKind k);              // AtomicAdd..AtomicXchg
-bool has_side_effects(OpKind k);       // Store, atomics, VarDecl, VarStore, For, If
+bool has_side_effects(OpKind k);       // Store, atomics, Prefetch, VarDecl, VarStore, For, If
 
 struct Block;
 

@@ -497,8 +497,8 @@ class Parser {
   }
 
   static bool defines_value(OpKind k) {
-    return k != OpKind::Store && k != OpKind::For && k != OpKind::If && k != OpKind::VarDecl &&
-           k != OpKind::VarStore;
+    return k != OpKind::Store && k != OpKind::Prefetch && k != OpKind::For && k != OpKind::If &&
+           k != OpKind::VarDecl && k != OpKind::VarStore;
   }
 
   OpKind op_kind() {
@@ -534,6 +534,7 @@ class Parser {
         op.args.push_back(value_ref());
         if (accept_keyword("mask")) op.args.push_back(value_ref());
         break;
+      case OpKind::Prefetch: address(&op); break;
       case OpKind::VarDecl: {
         Token v = peek();
         if (v.kind != Tok::Var) expected("a variable ($name)", v);

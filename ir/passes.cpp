@@ -171,7 +171,8 @@ class Dce {
 
   bool live(const Op& op) const {
     switch (op.kind) {
-      case OpKind::Store: return true;
+      case OpKind::Store:
+      case OpKind::Prefetch: return true;
       case OpKind::VarDecl:
       case OpKind::VarStore: return live_var_[op.ival];
       default: break;

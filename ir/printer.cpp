@@ -231,7 +231,7 @@ class Printer {
       for (size_t i = 0; i < op.ints.size(); ++i)
         rhs += (i ? ", " : "") + std::to_string(op.ints[i]);
       rhs += "]";
-    } else if (k == OpKind::Load) {
+    } else if (k == OpKind::Load || k == OpKind::Prefetch) {
       rhs += " " + address(op);
       if (op.args.size() > 1) rhs += " mask " + arg(op, 1) + " other " + arg(op, 2);
     } else if (k == OpKind::Store || is_atomic(k)) {

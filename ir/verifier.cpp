@@ -129,7 +129,8 @@ class Verifier {
   }
 
   static bool produces_value(OpKind k) {
-    return k != OpKind::Store && k != OpKind::If && k != OpKind::VarDecl && k != OpKind::VarStore;
+    return k != OpKind::Store && k != OpKind::Prefetch && k != OpKind::If &&
+           k != OpKind::VarDecl && k != OpKind::VarStore;
   }
 
   void check_op(const Op& op, std::vector<int>* values_here, std::vector<int>* vars_here) {
@@ -358,6 +359,10 @@ class Verifier {
         return;
       }
       case OpKind::Store: check_write(false); return;
+      case OpKind::Prefetch:
+        expect_args(1);
+        check_offsets(buffer_param());
+        return;
       case OpKind::Dot: {
         expect_args(3);
         const Type &a = arg(0), &b = arg(1), &acc = arg(2);

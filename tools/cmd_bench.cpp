@@ -14,6 +14,7 @@
 #include "ir/error.h"
 #include "kernels/quant/rows16.h"
 #include "runtime/runtime.h"
+#include "tools/attention_workload.h"
 #include "tools/bandwidth_probe.h"
 #include "tools/cli.h"
 #include "tools/dot_probe.h"
@@ -79,19 +80,21 @@ struct ColdCopies {
   std::vector<std::vector<Arg>> args;
 };
 
-ColdCopies cold_copies(const Spec& spec, const std::vector<Arg>& args, int64_t bytes) {
+// Buffers of `large` bytes or more are copied.
+ColdCopies cold_copies(const Spec& spec, const std::vector<Arg>& args, int64_t bytes,
+                       int64_t large) {
   const Kernel k = find_kernel(spec.kernel).build(spec);
-  std::vector<std::pair<size_t, size_t>> large;  // (argument, bytes)
+  std::vector<std::pair<size_t, size_t>> copied;  // (argument, bytes)
   for (size_t i = 0; i < args.size() && i < k.params.size(); ++i)
     if (args[i].is_buffer) {
       auto size = static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype));
-      if (static_cast<int64_t>(size) >= kLargeBuffer) large.emplace_back(i, size);
+      if (static_cast<int64_t>(size) >= large) copied.emplace_back(i, size);
     }
   ColdCopies c;
   c.args.push_back(args);
-  for (int64_t n = 1; !large.empty() && n * bytes < kColdBytes; ++n) {
+  for (int64_t n = 1; !copied.empty() && n * bytes < kColdBytes; ++n) {
     std::vector<Arg> copy = args;
-    for (auto [i, size] : large) {
+    for (auto [i, size] : copied) {
       c.memory.emplace_back(size);
       std::memcpy(c.memory.back().data(), args[i].data, size);
       copy[i].data = c.memory.back().data();
@@ -104,16 +107,19 @@ ColdCopies cold_copies(const Spec& spec, const std::vector<Arg>& args, int64_t b
 // One memory-bound kernel, in GB/s of `bytes` and as a fraction of the probe
 // re-measured right before it (on a shared machine bandwidth drifts within
 // a run). `keep` owns the memory `args` point into; `pick` chooses the spec.
-// `cold`: each launch reads its weights from DRAM (cold_copies).
+// `cold`: each launch reads its weights (its buffers of `large` bytes or
+// more) from DRAM (cold_copies).
 void register_streaming(const std::string& name, Runtime* rt, const BandwidthProbe& probe,
                         int64_t bytes, std::vector<Arg> args, std::shared_ptr<const void> keep,
-                        std::function<Spec(const std::vector<Arg>&)> pick, bool cold) {
+                        std::function<Spec(const std::vector<Arg>&)> pick, bool cold,
+                        int64_t large = kLargeBuffer) {
   benchmark::RegisterBenchmark(
       name.c_str(),
       [=, &probe](benchmark::State& st) {
         (void)keep;
         Spec spec = pick(args);
-        ColdCopies copies = cold ? cold_copies(spec, args, bytes) : ColdCopies{{}, {args}};
+        ColdCopies copies =
+            cold ? cold_copies(spec, args, bytes, large) : ColdCopies{{}, {args}};
         double roof = probe.measure_gbps(rt->pool(), 3);
         size_t next = 0;
         double s = timed(st, [&] {
@@ -135,12 +141,14 @@ int cmd_bench(const std::vector<std::string>& argv) {
   std::vector<std::string> ours, gbench = {"kiln-bench"};
   for (const auto& s : argv) (s.rfind("--benchmark_", 0) == 0 ? gbench : ours).push_back(s);
   CliArgs a(ours, {"help", "warm"});
-  a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats", "tokens", "warm"});
+  a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats", "tokens", "warm",
+                "contexts", "heads"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln bench [--threads 1,2] [--shapes 4096x4096,4096x14336] [--dtypes "
         "f32,f16,bf16]\n"
         "                  [--formats q4_K-rows16,int4w-rows16,...] [--tokens 512] [--warm]\n"
+        "                  [--contexts 2048] [--heads 32x4x64,32x8x128]\n"
         "                  [--const BLOCK_K=128] [--benchmark_* Google Benchmark options]\n"
         "Benchmarks gemv (y = W x) for each weight dtype or format, shape and thread count,\n"
         "next to a memory-bandwidth probe measured in the same run (frac_of_probe = GB/s /\n"
@@ -149,7 +157,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "(a matrix that fits the last-level cache then runs at cache speed).\n"
         "Prompt GEMMs (--tokens rows of x; 0 or 1 skips them) report GFLOP/s next to the\n"
         "compute roofline re-measured before each (frac_of_peak): dot_peak/u8 (byte dots)\n"
-        "for quantized formats, dot_peak/f32 (f32 FMAs) for gemm over f32/f16/bf16.");
+        "for quantized formats, dot_peak/f32 (f32 FMAs) for gemm over f32/f16/bf16.\n"
+        "Decode attention (attention_decode, one token against an f16 KV cache of each\n"
+        "--contexts length; 0 skips it) for each --heads n_heads x n_kv_heads x head_dim\n"
+        "reports GB/s of cache rows read, cold as the GEMVs, next to the probe.");
     return 0;
   }
   const bool cold = !a.flag("warm");
@@ -349,6 +360,32 @@ int cmd_bench(const std::vector<std::string>& argv) {
         auto batch = std::make_shared<QgemvWorkload>(m, k, fmt, tokens, rows16);
         register_qgemm(f, m, k, batch->quantize_args(), batch->args(), batch, kernel, fixed,
                        qfixed);
+      }
+    }
+  }
+  // Decode attention: the KV cache rows a token reads, against the probe.
+  for (const auto& c : split(a.get("contexts", "2048"), ',')) {
+    if (c == "0") continue;
+    int64_t ctx = parse_positive(c, "--contexts");
+    for (const auto& hs : split(a.get("heads", "32x4x64,32x8x128"), ',')) {
+      auto hd = split(hs, 'x');
+      if (hd.size() != 3)
+        throw Error("--heads: expected n_heads x n_kv_heads x head_dim, got '" + hs + "'");
+      auto work = std::make_shared<AttentionWorkload>(parse_positive(hd[0], "--heads"),
+                                                      parse_positive(hd[1], "--heads"),
+                                                      parse_positive(hd[2], "--heads"), ctx);
+      std::map<std::string, int64_t> fixed = declared_consts("attention_decode");
+      fixed["HEAD_DIM"] = work->head_dim();
+      for (int t : threads) {
+        Runtime* rt = runtimes[t].get();
+        std::string name = "attention_decode/f16/" + hs + "/ctx:" + std::to_string(ctx) +
+                           "/threads:" + std::to_string(t);
+        register_streaming(
+            name, rt, probe, work->cache_bytes(), work->args(), work,
+            [rt, fixed](const std::vector<Arg>& args) {
+              return rt->select("attention_decode", {{"KV", DType::f16}}, args, {}, fixed);
+            },
+            cold, work->cache_bytes() / 4);
       }
     }
   }

@@ -187,6 +187,7 @@ class Lowering {
   void lower_if(const Op& op);
   void track_affine(const Op& op);
   llvm::Value* element_ptr(int buffer_param, llvm::Value* index_i64);
+  void prefetch(const Op& op);
   std::vector<llvm::Value*> row_bases(const Affine& a, const Shape& s);
   llvm::Value* rows_mask(llvm::Value* mask, int64_t row, int64_t width);
 
@@ -381,6 +382,7 @@ void Lowering::lower_op(const Op& op) {
     case OpKind::Bitcast: r = bitcast(v(a[0]), ty(a[0]).dtype, ty(op.result)); break;
     case OpKind::Load: r = load(op); break;
     case OpKind::Store: store(op); break;
+    case OpKind::Prefetch: prefetch(op); break;
     case OpKind::AtomicAdd:
     case OpKind::AtomicMax:
     case OpKind::AtomicMin:
@@ -1072,6 +1074,36 @@ llvm::Value* Lowering::load(const Op& op) {
   llvm::Type* vty = shaped(st, rt.shape);
   return from_storage(
       b_.CreateMaskedGather(vty, ptrs, align, m, masked ? other : llvm::PoisonValue::get(vty)), dt);
+}
+
+// One prefetch per element, its address from the affine form where known
+// (constant offsets fold into the instruction). The GEP is not inbounds: a
+// prefetch past the buffer is allowed and never faults. Locality 2 fetches
+// into L2 (x86 prefetcht1): kernels prefetch a block of work ahead, and
+// pulling that into the 32 KiB L1 evicts the block being worked on
+// (attention_decode, Zen 4: t1 0.56-0.67 ms where t0 takes 0.75-0.78).
+void Lowering::prefetch(const Op& op) {
+  const Type& ot = ty(op.args[0]);
+  const Affine& a = affine_[op.args[0]];
+  int buf = static_cast<int>(op.ival);
+  llvm::Value* off = a.valid ? nullptr : b_.CreateSExt(v(op.args[0]), i64_like(ot.shape));
+  std::vector<int64_t> coord(ot.shape.size(), 0);
+  for (int64_t e = 0; e < ot.numel(); ++e) {
+    llvm::Value* index = nullptr;
+    if (a.valid) {
+      index = a.base;
+      for (size_t j = 0; j < coord.size(); ++j)
+        if (coord[j]) index = b_.CreateAdd(index, b_.CreateMul(a.strides[j], b_.getInt64(coord[j])));
+    } else {
+      index = ot.is_scalar() ? off : b_.CreateExtractElement(off, static_cast<uint64_t>(e));
+    }
+    b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                       {element_ptr(buf, index), b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+    for (int j = static_cast<int>(coord.size()) - 1; j >= 0; --j) {
+      if (++coord[j] < ot.shape[j]) break;
+      coord[j] = 0;
+    }
+  }
 }
 
 void Lowering::store(const Op& op) {

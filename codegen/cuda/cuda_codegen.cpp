@@ -416,6 +416,9 @@ class Emitter {
         return exchange(op, gather_index(ty(op.result).shape, st, base));
       }
       case OpKind::Load: return emit_load(op);
+      // A CPU cache hint: a GPU hides memory latency with the warps it keeps
+      // in flight instead.
+      case OpKind::Prefetch: return;
       case OpKind::Store:
       case OpKind::AtomicAdd:
       case OpKind::AtomicMax:

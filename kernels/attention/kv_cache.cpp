@@ -1,5 +1,7 @@
 #include "kernels/attention/kv_cache.h"
 
+#include <algorithm>
+
 namespace kiln {
 
 namespace {
@@ -52,6 +54,18 @@ Value load_v_rows(const Buffer& v, const Value& kvh, const Value& max_ctx, const
   if (!key_mask.valid()) return load(p).to(DType::f32);
   const int64_t n = keys.shape()[0];
   return load(p, broadcast_to(expand_dims(key_mask, 1), {n, head_dim}), 0.0).to(DType::f32);
+}
+
+void prefetch_kv_block(const Buffer& k, const Buffer& v, const Value& kvh, const Value& max_ctx,
+                       const Value& block, int64_t head_dim) {
+  constexpr int64_t kLineBytes = 64;
+  const int64_t bytes = kKeyBlock * head_dim * dtype_bytes(k.dtype());
+  auto lines = arange(std::max<int64_t>(1, bytes / kLineBytes)).to(DType::i64) *
+               (kLineBytes / dtype_bytes(k.dtype()));
+  auto first = k_tile_offsets(kvh, max_ctx, block, head_dim, 0, 1, zeros(DType::i32, {}), 1);
+  prefetch(k + (reshape(first, {}) + lines));
+  auto row = kvh.to(DType::i64) * max_ctx.to(DType::i64) + block.to(DType::i64) * kKeyBlock;
+  prefetch(v + (row * head_dim + lines));
 }
 
 }  // namespace kiln

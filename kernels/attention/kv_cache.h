@@ -51,4 +51,13 @@ Value load_k_tile(const Buffer& k, const Value& kvh, const Value& max_ctx, const
 Value load_v_rows(const Buffer& v, const Value& kvh, const Value& max_ctx, const Value& keys,
                   int64_t head_dim, const Value& key_mask = {});
 
+// Prefetches K block `block` of KV head kvh and the V rows of its keys, one
+// 64-byte line at a time. Each is a contiguous run, but a program computes
+// on a block for far longer than a DRAM miss takes, so the hardware
+// prefetchers (which also stop at every 4 KiB page) leave each block's
+// loads to wait on DRAM; prefetching blocks ahead overlaps them. Blocks
+// past the cache are harmless (a prefetch never faults).
+void prefetch_kv_block(const Buffer& k, const Buffer& v, const Value& kvh, const Value& max_ctx,
+                       const Value& block, int64_t head_dim);
+
 }  // namespace kiln

@@ -273,6 +273,30 @@ TEST_CASE("loads and stores: contiguous, strided, gathered, masked, 2-D", "[code
   }
 }
 
+TEST_CASE("prefetches change no result, even past the buffer, and emit prefetch instructions",
+          "[codegen][cpu]") {
+  Spec s{"pf", {}, {}};
+  KernelBuilder k("pf", s);
+  auto x = k.buffer("x", DType::f32), y = k.buffer("y", DType::f32);
+  auto n = k.scalar("n", DType::i32);
+  auto off = k.program_id(0) * 16 + arange(16);
+  auto m = off < n;
+  prefetch(x + (off * 16 + (1 << 24)));                                // affine, far past the end
+  prefetch(y + (off * off).to(DType::i64) * int64_t{1 << 20});          // per lane, past the end
+  store(y + off, load(x + off, m, 0.0) * 2.0f, m);
+  Kernel kern = k.finish();
+  const int64_t nn = 40;
+  HostBuffer xs = HostBuffer::random(DType::f32, nn, 5);
+  HostBuffer yj(DType::f32, nn), yi(DType::f32, nn);
+  Grid g{3, 1, 1};
+  run_jit(kern, {xs.arg(), yj.arg(), Arg::scalar_int(nn)}, g);
+  interpret(kern, {xs.arg(), yi.arg(), Arg::scalar_int(nn)}, g);
+  CHECK(same_bits(yj, yi));
+  // Into L2 (locality 2): x86 prefetcht1, AArch64 prfm pldl2keep.
+  CHECK_THAT(cpu_assembly(kern, named_cpu_target("x86-64-v4")), Catch::Contains("prefetcht1"));
+  CHECK_THAT(cpu_assembly(kern, named_cpu_target("aarch64")), Catch::Contains("pldl2keep"));
+}
+
 TEST_CASE("reductions, argmax and dot match the interpreter", "[codegen][cpu]") {
   for (int axis = 0; axis < 2; ++axis)
     for (DType t : {DType::f32, DType::f16, DType::i32, DType::u8}) {

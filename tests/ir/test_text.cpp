@@ -186,6 +186,8 @@ Kernel memory_kernel() {
   Value v64 = load(big + off64);
   Value w64 = v64 + o5.to(DType::i64);
   store(big + off64, w64);
+  prefetch(x + off * 16);                   // affine
+  prefetch(big + (off64 * off64 + 65536));  // not affine, past the end
   return k.finish();
 }
 

@@ -1,0 +1,50 @@
+#include "tools/attention_workload.h"
+
+#include <cmath>
+#include <random>
+
+#include "ir/scalar_eval.h"
+#include "kernels/attention/kv_cache.h"
+
+namespace kiln {
+
+namespace {
+HostMemory random_buffer(int64_t n, DType t, std::mt19937_64& rng) {
+  HostMemory buf(static_cast<size_t>(n * dtype_bytes(t)));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    ScalarValue v;
+    v.f = round_to_float_dtype(dist(rng), t);
+    store_element(buf.data(), i, t, v);
+  }
+  return buf;
+}
+}  // namespace
+
+AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                     int64_t kv_len, uint64_t seed)
+    : h_(n_heads), kvh_(n_kv_heads), d_(head_dim), len_(kv_len) {
+  std::mt19937_64 rng(seed);
+  q_ = random_buffer(h_ * d_, DType::f32, rng);
+  k_ = random_buffer(k_cache_elems(len_, kvh_, d_), DType::f16, rng);
+  v_ = random_buffer(v_cache_elems(len_, kvh_, d_), DType::f16, rng);
+  out_ = HostMemory(static_cast<size_t>(h_ * d_ * 4));
+}
+
+std::vector<Arg> AttentionWorkload::args() {
+  return {Arg::buffer(q_.data(), h_ * d_),
+          Arg::buffer(k_.data(), k_cache_elems(len_, kvh_, d_)),
+          Arg::buffer(v_.data(), v_cache_elems(len_, kvh_, d_)),
+          Arg::buffer(out_.data(), h_ * d_),
+          Arg::scalar_int(1),
+          Arg::scalar_int(h_),
+          Arg::scalar_int(kvh_),
+          Arg::scalar_int(len_),
+          Arg::scalar_int(len_),
+          Arg::scalar_int(len_ - 1),
+          Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_)))};
+}
+
+int64_t AttentionWorkload::cache_bytes() const { return 2 * len_ * kvh_ * d_ * 2; }
+
+}  // namespace kiln
