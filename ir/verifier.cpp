@@ -129,8 +129,8 @@ class Verifier {
   }
 
   static bool produces_value(OpKind k) {
-    return k != OpKind::Store && k != OpKind::Prefetch && k != OpKind::If &&
-           k != OpKind::VarDecl && k != OpKind::VarStore;
+    return k != OpKind::Store && k != OpKind::Prefetch && k != OpKind::If && k != OpKind::VarDecl &&
+           k != OpKind::VarStore;
   }
 
   void check_op(const Op& op, std::vector<int>* values_here, std::vector<int>* vars_here) {

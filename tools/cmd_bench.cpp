@@ -118,8 +118,7 @@ void register_streaming(const std::string& name, Runtime* rt, const BandwidthPro
       [=, &probe](benchmark::State& st) {
         (void)keep;
         Spec spec = pick(args);
-        ColdCopies copies =
-            cold ? cold_copies(spec, args, bytes, large) : ColdCopies{{}, {args}};
+        ColdCopies copies = cold ? cold_copies(spec, args, bytes, large) : ColdCopies{{}, {args}};
         double roof = probe.measure_gbps(rt->pool(), 3);
         size_t next = 0;
         double s = timed(st, [&] {

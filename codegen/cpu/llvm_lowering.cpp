@@ -1093,7 +1093,8 @@ void Lowering::prefetch(const Op& op) {
     if (a.valid) {
       index = a.base;
       for (size_t j = 0; j < coord.size(); ++j)
-        if (coord[j]) index = b_.CreateAdd(index, b_.CreateMul(a.strides[j], b_.getInt64(coord[j])));
+        if (coord[j])
+          index = b_.CreateAdd(index, b_.CreateMul(a.strides[j], b_.getInt64(coord[j])));
     } else {
       index = ot.is_scalar() ? off : b_.CreateExtractElement(off, static_cast<uint64_t>(e));
     }

@@ -281,8 +281,8 @@ TEST_CASE("prefetches change no result, even past the buffer, and emit prefetch 
   auto n = k.scalar("n", DType::i32);
   auto off = k.program_id(0) * 16 + arange(16);
   auto m = off < n;
-  prefetch(x + (off * 16 + (1 << 24)));                                // affine, far past the end
-  prefetch(y + (off * off).to(DType::i64) * int64_t{1 << 20});          // per lane, past the end
+  prefetch(x + (off * 16 + (1 << 24)));                         // affine, far past the end
+  prefetch(y + (off * off).to(DType::i64) * int64_t{1 << 20});  // per lane, past the end
   store(y + off, load(x + off, m, 0.0) * 2.0f, m);
   Kernel kern = k.finish();
   const int64_t nn = 40;

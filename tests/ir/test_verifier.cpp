@@ -254,6 +254,34 @@ TEST_CASE("verifier rejects bad memory operands", "[verifier]") {
   }
 }
 
+TEST_CASE("verifier rejects bad prefetches", "[verifier]") {
+  KernelBuilder b("pf", spec_for("pf"));
+  auto x = b.buffer("x", DType::f32);
+  b.scalar("n", DType::i32);
+  store(x + arange(4), load(x + arange(4)) * 2.0f);
+  prefetch(x + arange(4) * 16);
+  Kernel k = b.finish();
+  verify(k);
+  Op& pf = find(k, OpKind::Prefetch);
+  SECTION("float offsets") {
+    pf.args[0] = find(k, OpKind::Load).result;
+    REQUIRE_THROWS_WITH(verify(k), Contains("op prefetch (#") && Contains("must be i32 or i64"));
+  }
+  SECTION("a scalar parameter as the buffer") {
+    pf.ival = 1;
+    REQUIRE_THROWS_WITH(verify(k), Contains("op prefetch (#") && Contains("'n' is a scalar"));
+  }
+  SECTION("two operands") {
+    pf.args.push_back(pf.args[0]);
+    REQUIRE_THROWS_WITH(verify(k),
+                        Contains("op prefetch (#") && Contains("expects 1 operands, got 2"));
+  }
+  SECTION("a result") {
+    pf.result = k.add_value(Type{DType::f32, {4}});
+    REQUIRE_THROWS_WITH(verify(k), Contains("op prefetch") && Contains("must not define a result"));
+  }
+}
+
 TEST_CASE("verifier checks creation ops", "[verifier]") {
   Kernel k = scale_kernel();
   SECTION("program_id axis") {
