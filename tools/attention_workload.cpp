@@ -3,23 +3,10 @@
 #include <cmath>
 #include <random>
 
-#include "ir/scalar_eval.h"
 #include "kernels/attention/kv_cache.h"
+#include "tools/random_buffer.h"
 
 namespace kiln {
-
-namespace {
-HostMemory random_buffer(int64_t n, DType t, std::mt19937_64& rng) {
-  HostMemory buf(static_cast<size_t>(n * dtype_bytes(t)));
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    ScalarValue v;
-    v.f = round_to_float_dtype(dist(rng), t);
-    store_element(buf.data(), i, t, v);
-  }
-  return buf;
-}
-}  // namespace
 
 AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                                      int64_t kv_len, uint64_t seed)

@@ -5,26 +5,15 @@
 #include <random>
 
 #include "ir/scalar_eval.h"
+#include "tools/random_buffer.h"
 
 namespace kiln {
-
-namespace {
-void fill(HostMemory& buf, int64_t n, DType t, std::mt19937_64& rng) {
-  buf = HostMemory(static_cast<size_t>(n * dtype_bytes(t)));
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    ScalarValue v;
-    v.f = round_to_float_dtype(dist(rng), t);
-    store_element(buf.data(), i, t, v);
-  }
-}
-}  // namespace
 
 GemvWorkload::GemvWorkload(int64_t m, int64_t k, DType w, DType x, uint64_t seed)
     : m_(m), k_(k), wt_(w), xt_(x) {
   std::mt19937_64 rng(seed);
-  fill(w_, m * k, w, rng);
-  fill(x_, k, x, rng);
+  w_ = random_buffer(m * k, w, rng);
+  x_ = random_buffer(k, x, rng);
   y_ = HostMemory(static_cast<size_t>(m * dtype_bytes(x)));
 }
 
