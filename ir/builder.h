@@ -258,10 +258,10 @@ Value load(const Pointer& p);
 Value load(const Pointer& p, const Value& mask, double other);
 Value load(const Pointer& p, const Value& mask, const Value& other);
 void store(const Pointer& p, const Value& v);
+void store(const Pointer& p, const Value& v, const Value& mask);
 // A hint that p's elements will be read soon: one prefetch per element on a
 // CPU (give one offset per cache line); results never depend on it.
 void prefetch(const Pointer& p);
-void store(const Pointer& p, const Value& v, const Value& mask);
 Value atomic_add(const Pointer& p, const Value& v);
 Value atomic_add(const Pointer& p, const Value& v, const Value& mask);
 Value atomic_max(const Pointer& p, const Value& v, const Value& mask);

@@ -32,6 +32,8 @@ std::vector<Arg> AttentionWorkload::args() {
           Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_)))};
 }
 
-int64_t AttentionWorkload::cache_bytes() const { return 2 * len_ * kvh_ * d_ * 2; }
+int64_t AttentionWorkload::cache_bytes() const {
+  return 2 * len_ * kvh_ * d_ * dtype_bytes(DType::f16);
+}
 
 }  // namespace kiln

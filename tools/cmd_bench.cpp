@@ -384,6 +384,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
             [rt, fixed](const std::vector<Arg>& args) {
               return rt->select("attention_decode", {{"KV", DType::f16}}, args, {}, fixed);
             },
+            // Copy K and V (half of the cache bytes each), not q and out.
             cold, work->cache_bytes() / 4);
       }
     }

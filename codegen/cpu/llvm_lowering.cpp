@@ -995,7 +995,8 @@ llvm::Value* Lowering::element_ptr(int buffer_param, llvm::Value* index_i64) {
                       index_i64);
 }
 
-// Start offsets of each innermost row of an affine access with unit stride.
+// Start offsets of each innermost row of an affine access (loads and stores
+// use them with a unit last stride; prefetch steps by any).
 std::vector<llvm::Value*> Lowering::row_bases(const Affine& a, const Shape& s) {
   int64_t rows = 1;
   for (size_t j = 0; j + 1 < s.size(); ++j) rows *= s[j];
@@ -1086,25 +1087,21 @@ void Lowering::prefetch(const Op& op) {
   const Type& ot = ty(op.args[0]);
   const Affine& a = affine_[op.args[0]];
   int buf = static_cast<int>(op.ival);
-  llvm::Value* off = a.valid ? nullptr : b_.CreateSExt(v(op.args[0]), i64_like(ot.shape));
-  std::vector<int64_t> coord(ot.shape.size(), 0);
-  for (int64_t e = 0; e < ot.numel(); ++e) {
-    llvm::Value* index = nullptr;
-    if (a.valid) {
-      index = a.base;
-      for (size_t j = 0; j < coord.size(); ++j)
-        if (coord[j])
-          index = b_.CreateAdd(index, b_.CreateMul(a.strides[j], b_.getInt64(coord[j])));
-    } else {
-      index = ot.is_scalar() ? off : b_.CreateExtractElement(off, static_cast<uint64_t>(e));
-    }
+  auto fetch = [&](llvm::Value* index) {
     b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
                        {element_ptr(buf, index), b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
-    for (int j = static_cast<int>(coord.size()) - 1; j >= 0; --j) {
-      if (++coord[j] < ot.shape[j]) break;
-      coord[j] = 0;
-    }
+  };
+  if (a.valid && ot.is_scalar()) return fetch(a.base);
+  if (a.valid) {
+    for (llvm::Value* row : row_bases(a, ot.shape))
+      for (int64_t j = 0; j < ot.shape.back(); ++j)
+        fetch(j ? b_.CreateAdd(row, b_.CreateMul(a.strides.back(), b_.getInt64(j))) : row);
+    return;
   }
+  llvm::Value* off = b_.CreateSExt(v(op.args[0]), i64_like(ot.shape));
+  if (ot.is_scalar()) return fetch(off);
+  for (int64_t e = 0; e < ot.numel(); ++e)
+    fetch(b_.CreateExtractElement(off, static_cast<uint64_t>(e)));
 }
 
 void Lowering::store(const Op& op) {

@@ -1,7 +1,5 @@
 #include "kernels/attention/kv_cache.h"
 
-#include <algorithm>
-
 namespace kiln {
 
 namespace {
@@ -58,14 +56,17 @@ Value load_v_rows(const Buffer& v, const Value& kvh, const Value& max_ctx, const
 
 void prefetch_kv_block(const Buffer& k, const Buffer& v, const Value& kvh, const Value& max_ctx,
                        const Value& block, int64_t head_dim) {
+  // A K block and its V rows are each kKeyBlock * head_dim contiguous
+  // elements (at least 256 f16): one offset per 64-byte line from the first.
   constexpr int64_t kLineBytes = 64;
-  const int64_t bytes = kKeyBlock * head_dim * dtype_bytes(k.dtype());
-  auto lines = arange(std::max<int64_t>(1, bytes / kLineBytes)).to(DType::i64) *
-               (kLineBytes / dtype_bytes(k.dtype()));
-  auto first = k_tile_offsets(kvh, max_ctx, block, head_dim, 0, 1, zeros(DType::i32, {}), 1);
-  prefetch(k + (reshape(first, {}) + lines));
-  auto row = kvh.to(DType::i64) * max_ctx.to(DType::i64) + block.to(DType::i64) * kKeyBlock;
-  prefetch(v + (row * head_dim + lines));
+  const int64_t elem = dtype_bytes(k.dtype());
+  auto lines =
+      arange(kKeyBlock * head_dim * elem / kLineBytes).to(DType::i64) * (kLineBytes / elem);
+  auto first_k = k_tile_offsets(kvh, max_ctx, block, head_dim, 0, 1, zeros(DType::i32, {}), 1);
+  auto first_key = reshape(block * static_cast<int>(kKeyBlock), {1});
+  auto first_v = slice(v_tile_offsets(kvh, max_ctx, first_key, head_dim), {0, 0}, {1, 1});
+  prefetch(k + (reshape(first_k, {}) + lines));
+  prefetch(v + (reshape(first_v, {}) + lines));
 }
 
 }  // namespace kiln
