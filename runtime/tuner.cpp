@@ -9,6 +9,7 @@
 
 #include "ir/error.h"
 #include "ir/scalar_eval.h"
+#include "runtime/cold_copies.h"
 #include "runtime/host_memory.h"
 
 namespace kiln {
@@ -120,6 +121,10 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
     result.bytes += static_cast<int64_t>(w.pristine.back().size());
   }
 
+  // The timed launches' arguments, made from the pristine inputs.
+  ColdCopies timed = o.warm ? ColdCopies(w.args) : ColdCopies(k0, w.args);
+  result.copies = timed.count();
+
   // The reference: the interpreter on the pristine inputs.
   rt.interpret(base, w.args, sizes);
   for (size_t i = 0; i < w.buffers.size(); ++i) w.reference.push_back(w.values(i));
@@ -153,13 +158,14 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
         }
       }
       if (t.status.empty()) {
-        for (int i = 0; i < 2; ++i) rt.launch(spec, w.args, sizes);  // warm-up
+        for (int i = 0; i < 2; ++i) rt.launch(spec, timed.next(), sizes);  // warm-up
         std::vector<double> ms;
         auto start = Clock::now();
         while (static_cast<int>(ms.size()) < o.reps &&
                (ms.size() < 3 || seconds_since(start) < o.budget_s / 20)) {
+          const std::vector<Arg>& args = timed.next();
           auto s = Clock::now();
-          rt.launch(spec, w.args, sizes);
+          rt.launch(spec, args, sizes);
           ms.push_back(seconds_since(s) * 1e3);
         }
         std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());

@@ -8,6 +8,11 @@
 // kernel's tolerance before its time counts, and is timed as the median of
 // repeated launches after a warm-up. Candidates that fail to build, compile
 // or verify, or compute a wrong result, score as infinitely slow.
+//
+// By default the timed launches cycle through copies of the large buffers
+// (runtime/cold_copies.h), so a kernel whose weights or cache fit the L3
+// cache is tuned for a forward, where they come from DRAM, not for a
+// re-run on a warm cache (`warm`).
 #pragma once
 
 #include <limits>
@@ -26,6 +31,7 @@ struct TuneOptions {
   std::map<std::string, double> floats;  // float scalars (default 0.5, eps 1e-5)
   double budget_s = 60;
   int reps = 15;
+  bool warm = false;  // time re-runs on the same buffers instead of cold copies
 };
 
 struct TuneTrial {
@@ -40,6 +46,7 @@ struct TuneResult {
   TuneTrial heuristic;
   TuneTrial best;
   int64_t bytes = 0;  // all buffers, as a rough measure of traffic per launch
+  size_t copies = 1;  // argument sets the timed launches cycle through
   bool budget_exhausted = false;
 };
 

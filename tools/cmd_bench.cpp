@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -13,6 +12,7 @@
 
 #include "ir/error.h"
 #include "kernels/quant/rows16.h"
+#include "runtime/cold_copies.h"
 #include "runtime/runtime.h"
 #include "tools/attention_workload.h"
 #include "tools/bandwidth_probe.h"
@@ -67,64 +67,24 @@ void gemm_counters(benchmark::State& st, double seconds, int64_t t, int64_t m, i
   st.counters["frac_of_peak"] = gflops / peak;
 }
 
-// Copies of a launch's large buffers (its weights) until they total
-// kColdBytes, far over the last-level cache, and the launch arguments of
-// each copy. Launches that cycle through them read their weights from
-// DRAM, as a model forward does (one pass over hundreds of MB per token):
-// re-reading one matrix that fits the L3 cache measures the cache.
-constexpr int64_t kColdBytes = int64_t{256} << 20;
-constexpr int64_t kLargeBuffer = int64_t{1} << 20;
-
-struct ColdCopies {
-  std::vector<HostMemory> memory;
-  std::vector<std::vector<Arg>> args;
-};
-
-// Buffers of `large` bytes or more are copied.
-ColdCopies cold_copies(const Spec& spec, const std::vector<Arg>& args, int64_t bytes,
-                       int64_t large) {
-  const Kernel k = find_kernel(spec.kernel).build(spec);
-  std::vector<std::pair<size_t, size_t>> copied;  // (argument, bytes)
-  for (size_t i = 0; i < args.size() && i < k.params.size(); ++i)
-    if (args[i].is_buffer) {
-      auto size = static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype));
-      if (static_cast<int64_t>(size) >= large) copied.emplace_back(i, size);
-    }
-  ColdCopies c;
-  c.args.push_back(args);
-  for (int64_t n = 1; !copied.empty() && n * bytes < kColdBytes; ++n) {
-    std::vector<Arg> copy = args;
-    for (auto [i, size] : copied) {
-      c.memory.emplace_back(size);
-      std::memcpy(c.memory.back().data(), args[i].data, size);
-      copy[i].data = c.memory.back().data();
-    }
-    c.args.push_back(std::move(copy));
-  }
-  return c;
-}
-
 // One memory-bound kernel, in GB/s of `bytes` and as a fraction of the probe
 // re-measured right before it (on a shared machine bandwidth drifts within
 // a run). `keep` owns the memory `args` point into; `pick` chooses the spec.
 // `cold`: each launch reads its weights (its buffers of `large` bytes or
-// more) from DRAM (cold_copies).
+// more) from DRAM (runtime/cold_copies.h).
 void register_streaming(const std::string& name, Runtime* rt, const BandwidthProbe& probe,
                         int64_t bytes, std::vector<Arg> args, std::shared_ptr<const void> keep,
                         std::function<Spec(const std::vector<Arg>&)> pick, bool cold,
-                        int64_t large = kLargeBuffer) {
+                        int64_t large = kColdBufferBytes) {
   benchmark::RegisterBenchmark(
       name.c_str(),
       [=, &probe](benchmark::State& st) {
         (void)keep;
         Spec spec = pick(args);
-        ColdCopies copies = cold ? cold_copies(spec, args, bytes, large) : ColdCopies{{}, {args}};
+        ColdCopies copies =
+            cold ? ColdCopies(find_kernel(spec.kernel).build(spec), args, large) : ColdCopies(args);
         double roof = probe.measure_gbps(rt->pool(), 3);
-        size_t next = 0;
-        double s = timed(st, [&] {
-          rt->launch(spec, copies.args[next]);
-          next = next + 1 == copies.args.size() ? 0 : next + 1;
-        });
+        double s = timed(st, [&] { rt->launch(spec, copies.next()); });
         double gbps = static_cast<double>(bytes) * st.iterations() / s / 1e9;
         st.counters["GB/s"] = gbps;
         st.counters["probe_GB/s"] = roof;

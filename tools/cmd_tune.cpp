@@ -26,17 +26,20 @@ std::map<std::string, std::string> parse_pairs(const std::string& s, const std::
 }  // namespace
 
 int cmd_tune(const std::vector<std::string>& argv) {
-  CliArgs a(argv, {"help", "dry-run"});
-  a.allow_only({"help", "dry-run", "shape", "dtype", "const", "budget", "threads", "db", "scalar"});
+  CliArgs a(argv, {"help", "dry-run", "warm"});
+  a.allow_only(
+      {"help", "dry-run", "warm", "shape", "dtype", "const", "budget", "threads", "db", "scalar"});
   if (a.flag("help") || a.positional().size() != 1 || !a.has("shape")) {
     std::puts(
         "usage: kiln tune KERNEL --shape NAME=N[,NAME=N...] [--dtype [ROLE=]DT] [--budget "
         "SECONDS]\n"
-        "                 [--scalar NAME=X] [--threads N] [--db FILE] [--dry-run]\n"
+        "                 [--scalar NAME=X] [--threads N] [--db FILE] [--dry-run] [--warm]\n"
         "Searches the kernel's tunables (coarse, then fine) for this shape, checks every "
         "candidate\n"
         "against the interpreter, prints each trial and writes the winner to the user tuning\n"
-        "database under the cache dir (or --db FILE). Example:\n"
+        "database under the cache dir (or --db FILE). Each launch reads buffers of 1 MiB and\n"
+        "more from DRAM, as in a model forward (copies cycled); --warm re-runs one set of\n"
+        "buffers instead. Example:\n"
         "  kiln tune gemv --shape m=4096,k=14336 --dtype W=f16\n"
         "  kiln tune qgemv --shape m=4096,k=14336,t=1 --const FMT=2");
     return a.flag("help") ? 0 : 2;
@@ -57,6 +60,7 @@ int cmd_tune(const std::vector<std::string>& argv) {
     for (const auto& [k, v] : parse_pairs(s, "--scalar"))
       o.floats[k] = parse_double(v, "--scalar " + k);
   o.budget_s = parse_double(a.get("budget", "60"), "--budget");
+  o.warm = a.flag("warm");
   Runtime rt(static_cast<int>(a.get_int("threads", 0)));
   std::printf("tuning %s for %s on %s, %d thread(s), budget %.0f s\n", kernel.c_str(),
               a.get("shape").c_str(), tuning_class(rt.jit().target()).c_str(), rt.threads(),
@@ -66,6 +70,11 @@ int cmd_tune(const std::vector<std::string>& argv) {
   std::printf("computing the reference in the interpreter (minutes for a large GEMM)...\n");
   std::fflush(stdout);
   TuneResult r = tune(rt, kernel, o);
+  if (r.copies > 1)
+    std::printf("timed cold: launches cycle through %zu copies of the buffers of 1 MiB and more\n",
+                r.copies);
+  else
+    std::printf("timed warm: %s\n", o.warm ? "--warm" : "no buffer of 1 MiB or more");
   std::printf("\n  %-32s %12s %10s  %s\n", "constexprs", "median ms", "GB/s", "status");
   for (const TuneTrial& t : r.trials) {
     std::string c;

@@ -132,11 +132,11 @@ KILN_REGISTER_KERNEL((KernelDef{
       while (group < a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads"))) group *= 2;
       return {{"BLOCK_G", std::min(bg, group)}};
     },
-    // PREFETCH is not tuned: kiln tune re-runs one launch on a cache that
-    // then sits in L2, where prefetches only cost (kiln bench --warm,
-    // 32x4x64 heads, 2048 keys: 0.127 ms without, 0.149 with), while a
-    // forward reads it from DRAM (cold: 0.347 ms without, 0.177 with).
-    .tunables = {{"BLOCK_G", {1, 2, 4, 8}}},
+    // PREFETCH pays only when the cache comes from DRAM, as in a forward
+    // and in kiln tune's cold timing (kiln bench, 32x4x64 heads, 2048
+    // keys: 0.347 ms without, 0.177 with); on a warm cache it only costs
+    // (0.127 ms without, 0.149 with).
+    .tunables = {{"BLOCK_G", {1, 2, 4, 8}}, {"PREFETCH", {0, 1, 2}}},
     .shape_keys = {"kv_len", "n_heads", "n_kv_heads"},
     // f32 dot products over HEAD_DIM, the vector exp2 (~2.5e-7 relative) and
     // f32 sums over kv_len; reassociated against the interpreter by the

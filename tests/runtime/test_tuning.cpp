@@ -5,6 +5,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "runtime/cold_copies.h"
 #include "runtime/tuner.h"
 #include "support/test_data.h"
 
@@ -153,6 +154,26 @@ TEST_CASE("the tuner restores inputs, rejects wrong and broken candidates, and r
   CHECK(back.warnings().empty());
   CHECK(back.find(r.key) == r.best.constexprs);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("the tuner times cold copies of large buffers unless told warm", "[runtime][tuning]") {
+  Runtime rt(RuntimeOptions{1, "", false});
+  TuneOptions o;
+  o.shape = {{"n", 1 << 18}};  // x and y of 1 MiB each
+  o.budget_s = 30;
+  o.reps = 3;
+  TuneResult cold = tune(rt, "tune_probe", o);
+  CHECK(cold.copies == static_cast<size_t>(kColdTotalBytes / (2 << 20)));
+  // The candidates are still checked on the original buffers.
+  CHECK(cold.heuristic.status == "ok");
+  CHECK(cold.best.status == "ok");
+  o.warm = true;
+  TuneResult warm = tune(rt, "tune_probe", o);
+  CHECK(warm.copies == 1);
+  CHECK(warm.best.status == "ok");
+  o.warm = false;
+  o.shape = {{"n", 1000}};
+  CHECK(tune(rt, "tune_probe", o).copies == 1);
 }
 
 TEST_CASE("the shipped tuning databases are valid", "[runtime][tuning]") {

@@ -1,0 +1,50 @@
+// Copies of a launch's large buffers, for timing a kernel in the regime a
+// model forward runs it in.
+//
+// A forward streams hundreds of MB of weights per token, so every matrix
+// and the KV cache reach a kernel from DRAM. A benchmark or tuner that
+// re-runs one launch on the same buffers measures the cache instead when
+// they fit it, and ranks candidates for the wrong machine: a prefetch
+// that hides DRAM latency only costs on a warm cache. Cycling the launch
+// through enough copies of its large buffers keeps each launch's reads
+// cold, as in a forward; small buffers (activations, just written by the
+// previous kernel) stay shared and warm.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/interpreter.h"
+#include "ir/kernel.h"
+#include "runtime/host_memory.h"
+
+namespace kiln {
+
+// Buffers this large or more are copied: weights and caches, not the
+// activations of a decode step.
+inline constexpr int64_t kColdBufferBytes = int64_t{1} << 20;
+// Copies are made until all of them total this much, far over any
+// last-level cache.
+inline constexpr int64_t kColdTotalBytes = int64_t{256} << 20;
+
+class ColdCopies {
+ public:
+  // The original arguments alone: every launch reuses them (warm).
+  explicit ColdCopies(const std::vector<Arg>& args) : args_{args} {}
+  // Copies of k's buffer arguments of `large` bytes or more (their current
+  // contents) until all sets of them total `total` bytes; none when no
+  // buffer is that large.
+  ColdCopies(const Kernel& k, const std::vector<Arg>& args, int64_t large = kColdBufferBytes,
+             int64_t total = kColdTotalBytes);
+
+  // The arguments of the next launch, cycling through the copies.
+  const std::vector<Arg>& next();
+  size_t count() const { return args_.size(); }
+
+ private:
+  std::vector<HostMemory> memory_;
+  std::vector<std::vector<Arg>> args_;
+  size_t next_ = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,59 @@
+// ColdCopies: the argument sets a benchmark or the tuner cycles through so
+// that each launch reads its large buffers from DRAM.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <set>
+
+#include "runtime/cold_copies.h"
+#include "runtime/runtime.h"
+#include "support/test_data.h"
+
+using namespace kiln;
+using kiln::test::HostBuffer;
+
+namespace {
+
+Kernel add_kernel() { return build_kernel(find_kernel("add").make_spec({{"T", DType::f32}})); }
+
+}  // namespace
+
+TEST_CASE("cold copies duplicate the large buffers only, with their contents",
+          "[runtime][cold_copies]") {
+  // add(x, y, out, n): x and out large (8 KiB), y small (passed with fewer
+  // elements than the launch reads: ColdCopies looks at the sizes given).
+  auto x = HostBuffer::random(DType::f32, 2048, 1), y = HostBuffer::random(DType::f32, 16, 2);
+  auto out = HostBuffer::random(DType::f32, 2048, 3);
+  std::vector<Arg> args = {x.arg(), y.arg(), out.arg(), Arg::scalar_int(2048)};
+  // 16 KiB per set of large buffers, 64 KiB in all: the original and 3 copies.
+  ColdCopies c(add_kernel(), args, 4096, 65536);
+  REQUIRE(c.count() == 4);
+  std::set<void*> xs, outs;
+  for (size_t i = 0; i < c.count(); ++i) {
+    const std::vector<Arg>& a = c.next();
+    REQUIRE(a.size() == args.size());
+    xs.insert(a[0].data);
+    outs.insert(a[2].data);
+    CHECK(a[1].data == args[1].data);  // small: shared
+    CHECK(a[3].i == 2048);
+    CHECK(a[0].count == 2048);
+    CHECK(std::memcmp(a[0].data, args[0].data, 2048 * 4) == 0);
+    CHECK(std::memcmp(a[2].data, args[2].data, 2048 * 4) == 0);
+  }
+  CHECK(xs.size() == 4);
+  CHECK(outs.size() == 4);
+  CHECK(c.next()[0].data == args[0].data);  // cycles back to the original
+}
+
+TEST_CASE("cold copies of a launch without large buffers, or warm, are the launch itself",
+          "[runtime][cold_copies]") {
+  auto x = HostBuffer::random(DType::f32, 64, 1), y = HostBuffer::random(DType::f32, 64, 2);
+  auto out = HostBuffer(DType::f32, 64);
+  std::vector<Arg> args = {x.arg(), y.arg(), out.arg(), Arg::scalar_int(64)};
+  ColdCopies none(add_kernel(), args);
+  CHECK(none.count() == 1);
+  CHECK(none.next()[0].data == args[0].data);
+  CHECK(none.next()[0].data == args[0].data);
+  ColdCopies warm(args);
+  CHECK(warm.count() == 1);
+  CHECK(warm.next()[2].data == args[2].data);
+}
