@@ -15,7 +15,8 @@
 //   bsum_j the sum of the token's 32 x codes in sub-block j (quantize_q8's s);
 // - Q6_K (w = d sc_s (q - 32), 16-weight groups s, signed sc):
 //     y += dx d sum_s sc_s (dot_s(q, xq) - 32 bsum16_s),
-//   exactly in i32, bsum16_s summed here from the token's x codes.
+//   exactly in i32, bsum16_s the sum of the token's 16 x codes of group s
+//   (quantize_q8's split s8).
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/qgemv/rows16_program.h"
@@ -65,22 +66,37 @@ void q4_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>&
 void q6_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
   using L = ggml::Q6KRows16;
   const size_t BT = acc.size();
+  // The offsets -32 sum_s sc_s b_s (b_s the token's sum of the x codes of
+  // 16-weight group s) start each token's sum, as byte dots: the layout
+  // keeps sc_s + 128 (u8, 4 groups per lane) and quantize_q8 splits b_s =
+  // low + 64 high into i8 (s8), so with B = sum_s b_s (the 8 block sums)
+  //   sum_s sc_s b_s = sum_s (sc_s + 128) low_s + 64 sum_s (sc_s + 128) high_s - 128 B:
+  // 8 vpdpbusd per token, instead of a broadcast and subtraction per group.
+  std::vector<Value> biased(4);
+  for (int64_t q = 0; q < 4; ++q)
+    biased[q] = reshape(x.bytes(x.at(L::kScales + 64 * q), 4 * R), {R, 4});
   std::vector<Var> isum;
-  for (size_t i = 0; i < BT; ++i) isum.push_back(k.var(zeros(DType::i32, {R})));
+  for (size_t i = 0; i < BT; ++i) {
+    Value low, high;
+    for (int64_t q = 0; q < 4; ++q) {
+      auto l = dot4(biased[q], x.split_sums16_4(i, q, false).to(DType::i32));
+      auto h = dot4(biased[q], x.split_sums16_4(i, q, true).to(DType::i32));
+      low = q == 0 ? l : low + l;
+      high = q == 0 ? h : high + h;
+    }
+    auto total = sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64))));
+    isum.push_back(k.var((low + (high << 6) - broadcast_to(total << 7, {R})) * -32));
+  }
   // Half h: weights 128 h .. 128 h + 127, 16-weight groups 8 h .. 8 h + 7.
   k.for_(0, 2, 1, [&](Value h) {
     auto h64 = h.to(DType::i64);
-    // 32 * each token's 8 group sums of x codes, [8] i32.
-    std::vector<Value> bias(BT);
-    for (size_t i = 0; i < BT; ++i) {
-      auto off = x.xbyte[i] + x.b64 * 256 + h64 * 128;
-      auto xv = load(x.xq + (off + arange(128).to(DType::i64)));
-      // Sums of 4 as a dot with ones (vpdpbusd); the ones are derived from x
-      // so that they stay a u8 operand, not a folded constant.
-      auto ones = (xv.bitcast(DType::u8) | 1) & 1;
-      auto fours = sum(reshape(ones.to(DType::i32) * xv.to(DType::i32), {32, 4}), 1);
-      bias[i] = sum(reshape(fours, {8, 4}), 1) * 32;
-    }
+    // The half's 8 biased scales, 4 per i32 lane.
+    Value quads[2];
+    for (int64_t j = 0; j < 2; ++j)
+      quads[j] =
+          reshape(reshape(x.bytes(h64 * 128 + static_cast<int>(L::kScales + 64 * j), 4 * R), {R, 4})
+                      .bitcast(DType::i32),
+                  {R});
     for (int64_t quarter = 0; quarter < 2; ++quarter) {  // groups 8h + quarter + 2 kind
       // dots[i][kind]: codes of kind 0-3 are weights 32 kind + 16 quarter + 0..15.
       std::vector<std::vector<Value>> dots(BT, std::vector<Value>(4));
@@ -102,13 +118,8 @@ void q6_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>&
       }
       for (int64_t kind = 0; kind < 4; ++kind) {
         int64_t s = quarter + 2 * kind;  // group within the half
-        auto sc = x.bytes(h64 * (8 * R) + static_cast<int>(L::kScales + s * R), R)
-                      .bitcast(DType::i8)
-                      .to(DType::i32);
-        for (size_t i = 0; i < BT; ++i) {
-          auto b16 = broadcast_to(slice(bias[i], {s}, {1}), {R});
-          isum[i] = Value(isum[i]) + (dots[i][kind] - b16) * sc;
-        }
+        auto sc = ((quads[s / 4] >> static_cast<int>(8 * (s % 4))) & 255) - 128;
+        for (size_t i = 0; i < BT; ++i) isum[i] = Value(isum[i]) + dots[i][kind] * sc;
       }
     }
   });

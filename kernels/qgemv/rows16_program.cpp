@@ -30,11 +30,22 @@ Value Rows16Context::block_sum(size_t i, const Value& j) const {
   return broadcast_to(load(xs + (xblk[i] + b64 * 8 + j)), {R});
 }
 
+namespace {
+// 4 bytes of token i's split sums from `first` in the chunk's group (the
+// chunk's 8 blocks are one whole group: k % 256 == 0), broadcast to every row.
+Value split_bytes4(const Rows16Context& x, size_t i, int64_t first) {
+  if (!x.xs8) throw Error("Rows16Context: split sums need a format with split_sums");
+  auto off = (x.xblk[i] / 8 + x.b64) * kSplitSumGroupBytes + static_cast<int>(first);
+  return broadcast_to(reshape(load(*x.xs8 + (off + arange(4).to(DType::i64))), {1, 4}), {R, 4});
+}
+}  // namespace
+
 Value Rows16Context::split_sums4(size_t i, int64_t part) const {
-  if (!xs8) throw Error("Rows16Context::split_sums4 needs a format with split_sums");
-  // The chunk's 8 blocks are one whole group of split sums (k % 256 == 0).
-  auto off = (xblk[i] + b64 * 8) * 2 + static_cast<int>(4 * part);
-  return broadcast_to(reshape(load(*xs8 + (off + arange(4).to(DType::i64))), {1, 4}), {R, 4});
+  return split_bytes4(*this, i, split_sum_low_at(4 * (part % 2)) + 8 * (part / 2));
+}
+
+Value Rows16Context::split_sums16_4(size_t i, int64_t quad, bool high) const {
+  return split_bytes4(*this, i, split_sum16_low_at(4 * quad) + (high ? 16 : 0));
 }
 
 Value dot4(const Value& codes, const Value& x) { return sum(codes.to(DType::i32) * x, 1); }

@@ -47,6 +47,9 @@ struct Rows16Context {
   // broadcast to every row ([16, 4] i8): part 0 and 1 the low bytes of
   // blocks 0-3 and 4-7, part 2 and 3 their high bytes.
   Value split_sums4(size_t i, int64_t part) const;
+  // Token i's split sums of the chunk's 16-code groups 4 quad .. 4 quad + 3,
+  // their low or high bytes, broadcast to every row ([16, 4] i8).
+  Value split_sums16_4(size_t i, int64_t quad, bool high) const;
 };
 
 // u8 codes [16, 4] times 4 x codes [16, 4], summed per row: one vpdpbusd.

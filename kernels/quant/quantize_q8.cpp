@@ -14,11 +14,12 @@
 // Half-even rounding is the f32 add-and-subtract of 1.5 * 2^23, exact for
 // |v| <= 2^22.
 //
-// s8 holds the sums again, split into bytes (kernels/quant/split_sums.h):
-// a GEMV whose rows weight each block sum by a small unsigned coefficient
-// (Q4_K's 6-bit mins) then takes 4 of them in one u8 x i8 dot straight
-// from memory, instead of splitting and broadcasting s per token and row
-// group (qgemv_rows16).
+// s8 holds the sums again, of 32 and of 16 codes, split into bytes
+// (kernels/quant/split_sums.h): a GEMV whose rows weight each block sum by
+// a small unsigned coefficient (Q4_K's 6-bit mins, Q6_K's biased group
+// scales) then takes 4 of them in one u8 x i8 dot straight from memory,
+// instead of splitting and broadcasting s per token and row group
+// (qgemv_rows16).
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/quant/split_sums.h"
@@ -64,18 +65,29 @@ Kernel build_quantize_q8(const Spec& s) {
   store(d + b32, broadcast_to(expand_dims(scale, 1), {NB, sub}), m32);
   auto s32 = sum(reshape(qi.to(DType::i32), {NB, sub, 32}), 2);
   store(sums + b32, s32, m32);
-  // Whole groups of 8 blocks per program (Q8_K always, Q8_0 from BLOCKS=8)
-  // store rows of 8 contiguous bytes; otherwise byte by byte.
-  const int64_t n32 = NB * sub;
-  Value low_at = (b32 / 8) * 16 + b32 % 8, sums32 = s32, keep = m32;
-  if (n32 % 8 == 0) {
-    auto g = expand_dims(k.program_id(0) * static_cast<int>(n32 / 8) + arange(n32 / 8), 1);
-    low_at = g * 16 + arange(8);
-    sums32 = reshape(s32, {n32 / 8, 8});
-    keep = reshape(m32, {n32 / 8, 8});
-  }
-  store(split + low_at, (sums32 & 63).to(DType::i8), keep);
-  store(split + (low_at + 8), (sums32 >> 6).to(DType::i8), keep);
+  // The split sums (split_sums.h), of 32 and of 16 codes. Whole groups of
+  // 8 blocks per program (Q8_K always, Q8_0 from BLOCKS=8) store rows of
+  // contiguous bytes; otherwise byte by byte.
+  auto split_store = [&](const Value& sums_, const Value& mask, const Value& index, int64_t per,
+                         int64_t first) {
+    const int64_t n = sums_.shape()[0] * sums_.shape()[1];
+    Value at = (index / static_cast<int>(per)) * static_cast<int>(kSplitSumGroupBytes) +
+               static_cast<int>(first) + index % static_cast<int>(per),
+          v = sums_, keep = mask;
+    if (n % per == 0) {
+      auto g = expand_dims(k.program_id(0) * static_cast<int>(n / per) + arange(n / per), 1);
+      at = g * static_cast<int>(kSplitSumGroupBytes) + static_cast<int>(first) + arange(per);
+      v = reshape(sums_, {n / per, per});
+      keep = reshape(mask, {n / per, per});
+    }
+    store(split + at, (v & 63).to(DType::i8), keep);
+    store(split + (at + static_cast<int>(per)), (v >> 6).to(DType::i8), keep);
+  };
+  split_store(s32, m32, b32, 8, 0);
+  const int64_t sub16 = QB / 16;
+  auto g16 = expand_dims(blk * static_cast<int>(sub16), 1) + arange(sub16);  // [NB, sub16]
+  auto m16 = expand_dims(bmask, 1) & (g16 < nblocks * 2);
+  split_store(sum(reshape(qi.to(DType::i32), {NB, sub16, 16}), 2), m16, g16, 16, 16);
   return k.finish();
 }
 

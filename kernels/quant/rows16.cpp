@@ -91,7 +91,7 @@ void interleave_q6_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t
     // ggml's block_q6_K: ql[128], qh[64], scales[16] (i8), d (f16).
     const uint8_t* blk = blocks + (row * (k / 256) + b) * kQ6BlockBytes;
     std::memcpy(c + L6::kD + 2 * r, blk + 208, 2);
-    for (int64_t s = 0; s < 16; ++s) c[L6::kScales + 16 * s + r] = blk[192 + s];
+    for (int64_t s = 0; s < 16; ++s) c[L6::scale_at(s, r)] = blk[192 + s] ^ 0x80;  // i8 + 128
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t g = 0; g < 8; ++g) {
         std::memcpy(c + q6_code(h, g, 0, r), blk + 64 * h + 4 * g, 4);
@@ -116,7 +116,7 @@ std::vector<float> dequantize_q6_k_rows16(const uint8_t* rows16, int64_t m, int6
                                 (a >> 4) | (((hb >> 4) & 3) << 4), (bb >> 4) | ((hb >> 6) << 4)};
           for (int64_t q = 0; q < 4; ++q) {
             int64_t at = 128 * h + 32 * q + 4 * g + i;
-            auto sc = static_cast<int8_t>(c[L6::kScales + 16 * (at / 16) + r]);
+            int sc = c[L6::scale_at(at / 16, r)] - 128;
             row[at] = d * sc * static_cast<float>(codes[q] - 32);
           }
         }

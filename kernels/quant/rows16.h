@@ -27,7 +27,10 @@
 // Q6_K: per 16 rows and super-block, one 3360-byte chunk (exactly 16 of
 // ggml's 210-byte blocks):
 //   d     f16 [16]
-//   sc    i8  [16][16]          16-weight group s's scale for row r at 16 s + r
+//   sc    u8  [4][16][4]        16-weight group s's signed scale + 128 for
+//                               row r at 64 (s / 4) + 4 r + s % 4 (4 per
+//                               i32 lane and unsigned, the operand of one
+//                               byte dot against the tokens' 16-code sums)
 //   codes [2][8] of 192 bytes   half h, group g (l = 4 g + i, i < 4):
 //           a  u8 [16][4]       ggml's ql[64 h + l]: low 4 bits of weights
 //                               128 h + l (low nibble) and 128 h + 64 + l (high)
@@ -72,6 +75,10 @@ struct Q6KRows16 {
   static constexpr int64_t kRows = 16;
   static constexpr int64_t kD = 0, kScales = 32, kCodes = 288, kGroupBytes = 192;
   static constexpr int64_t kChunkBytes = 3360;
+  // Where group s's biased scale for row r is.
+  static constexpr int64_t scale_at(int64_t s, int64_t r) {
+    return kScales + 64 * (s / 4) + 4 * r + s % 4;
+  }
   static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
 };
 

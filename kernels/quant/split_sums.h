@@ -1,22 +1,36 @@
 // The split block sums quantize_q8 writes beside its i32 sums (buffer s8),
 // and the byte dots of qgemv_rows16 read (xs8).
 //
-// Each 32-block's sum s of 8-bit codes (|s| <= 32 * 127) is stored as two
-// bytes, s & 63 in [0, 63] and s >> 6 in [-64, 63], so s = low + 64 high.
-// Per 8 consecutive blocks come their 8 low bytes, then their 8 high bytes:
-// 4 consecutive bytes of either kind are one broadcast operand of a u8 x i8
-// dot against 4 small per-row coefficients (Q4_K's 6-bit mins). One
-// definition here keeps the kernel, its callers and the tests in step.
+// A block sum s of 8-bit codes is stored as two bytes, s & 63 in [0, 63]
+// and s >> 6 (signed), so s = low + 64 high: 4 consecutive bytes of either
+// kind are then one broadcast operand of a u8 x i8 dot against 4 small
+// unsigned per-row coefficients. Two granularities, per group of 8
+// consecutive 32-blocks (256 codes, one Q8_K block), 48 bytes:
+// - bytes 0-15: the 8 sums of 32 codes (|s| <= 32 * 127, high in
+//   [-64, 63]): their 8 low bytes, then their 8 high bytes. Q4_K weighs
+//   them by its 6-bit mins;
+// - bytes 16-47: the 16 sums of 16 codes (high in [-32, 31]): their 16 low
+//   bytes, then their 16 high bytes. Q6_K weighs them by its 8-bit group
+//   scales (stored + 128, so unsigned).
+// One definition here keeps the kernel, its callers and the tests in step.
 #pragma once
 
 #include <cstdint>
 
 namespace kiln {
 
-// Bytes of the split sums of `blocks` 32-blocks (whole groups of 8).
-inline int64_t split_sum_bytes(int64_t blocks) { return 16 * ((blocks + 7) / 8); }
+inline constexpr int64_t kSplitSumGroupBytes = 48;
 
-// Where block b's low byte sits; its high byte is 8 further.
-inline int64_t split_sum_low_at(int64_t b) { return 16 * (b / 8) + b % 8; }
+// Bytes of the split sums of `blocks` 32-blocks (whole groups of 8).
+inline int64_t split_sum_bytes(int64_t blocks) { return kSplitSumGroupBytes * ((blocks + 7) / 8); }
+
+// Where 32-block b's low byte sits; its high byte is 8 further.
+inline int64_t split_sum_low_at(int64_t b) { return kSplitSumGroupBytes * (b / 8) + b % 8; }
+
+// Where 16-code group g's low byte sits (g = element / 16); its high byte
+// is 16 further.
+inline int64_t split_sum16_low_at(int64_t g) {
+  return kSplitSumGroupBytes * (g / 16) + 16 + g % 16;
+}
 
 }  // namespace kiln

@@ -23,8 +23,8 @@ using kiln::test::QuantizedX;
 
 namespace {
 
-// quantize_q8's s8 against its s: the low 6 bits, then the arithmetic right
-// shift by 6.
+// quantize_q8's s8 against its s and, for the sums of 16, its q: the low
+// 6 bits, then the arithmetic right shift by 6.
 void check_split_sums(const QuantizedX& r) {
   for (size_t b = 0; b < r.s.size(); ++b) {
     INFO("block " << b << " sum " << r.s[b]);
@@ -32,6 +32,14 @@ void check_split_sums(const QuantizedX& r) {
     CHECK(r.s8[low] == (r.s[b] & 63));
     CHECK(r.s8[low + 8] == (r.s[b] >> 6));
     CHECK(r.s8[low] + 64 * r.s8[low + 8] == r.s[b]);
+  }
+  for (size_t g = 0; g < r.q.size() / 16; ++g) {
+    int sum = 0;
+    for (size_t j = 0; j < 16; ++j) sum += r.q[16 * g + j];
+    INFO("group of 16 " << g << " sum " << sum);
+    size_t low = static_cast<size_t>(split_sum16_low_at(static_cast<int64_t>(g)));
+    CHECK(r.s8[low] == (sum & 63));
+    CHECK(r.s8[low + 16] == (sum >> 6));
   }
 }
 
