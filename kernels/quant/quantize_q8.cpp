@@ -68,16 +68,16 @@ Kernel build_quantize_q8(const Spec& s) {
   // The split sums (split_sums.h), of 32 and of 16 codes. Whole groups of
   // 8 blocks per program (Q8_K always, Q8_0 from BLOCKS=8) store rows of
   // contiguous bytes; otherwise byte by byte.
-  auto split_store = [&](const Value& sums_, const Value& mask, const Value& index, int64_t per,
-                         int64_t first) {
-    const int64_t n = sums_.shape()[0] * sums_.shape()[1];
+  auto split_store = [&](const Value& block_sums, const Value& mask, const Value& index,
+                         int64_t per, int64_t first) {
+    const int64_t n = block_sums.shape()[0] * block_sums.shape()[1];
     Value at = (index / static_cast<int>(per)) * static_cast<int>(kSplitSumGroupBytes) +
                static_cast<int>(first) + index % static_cast<int>(per),
-          v = sums_, keep = mask;
+          v = block_sums, keep = mask;
     if (n % per == 0) {
       auto g = expand_dims(k.program_id(0) * static_cast<int>(n / per) + arange(n / per), 1);
       at = g * static_cast<int>(kSplitSumGroupBytes) + static_cast<int>(first) + arange(per);
-      v = reshape(sums_, {n / per, per});
+      v = reshape(block_sums, {n / per, per});
       keep = reshape(mask, {n / per, per});
     }
     store(split + at, (v & 63).to(DType::i8), keep);
