@@ -73,8 +73,12 @@ int cmd_tune(const std::vector<std::string>& argv) {
   if (r.copies > 1)
     std::printf("timed cold: launches cycle through %zu copies of the buffers of 1 MiB and more\n",
                 r.copies);
+  else if (o.warm)
+    std::printf("timed warm: --warm\n");
   else
-    std::printf("timed warm: %s\n", o.warm ? "--warm" : "no buffer of 1 MiB or more");
+    std::printf(
+        "timed on one set of buffers: none of 1 MiB or more, or they alone exceed the 256 MiB "
+        "of copies (read from DRAM anyway)\n");
   std::printf("\n  %-32s %12s %10s  %s\n", "constexprs", "median ms", "GB/s", "status");
   for (const TuneTrial& t : r.trials) {
     std::string c;
