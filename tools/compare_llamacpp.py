@@ -144,8 +144,7 @@ def kiln_run(kiln, fmt, m, k, tokens, threads, seconds, cold):
         sys.exit(f"error: kiln bench ran no benchmark named {pattern}")
     r = runs[0]
     unit = {"ms": 1e-3, "us": 1e-6, "ns": 1e-9}[r["time_unit"]]
-    roof = "probe_GB/s" if is_gemv else ("peak_GFLOP/s" if fmt == "f16" else "peak_GOP/s")
-    return r["real_time"] * unit, r.get(roof)
+    return r["real_time"] * unit, r.get("probe_GB/s" if is_gemv else "peak_GOP/s")
 
 
 def main():
