@@ -78,7 +78,7 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx)
     : file_(GgufFile::open(path)),
       cfg_(ModelConfig::from_gguf(file_)),
       tok_(Tokenizer::from_gguf(file_)),
-      packed_(file_),
+      packed_(file_, rt.pool()),
       rt_(rt) {
   n_ctx_ = n_ctx > 0 ? n_ctx : std::min<int64_t>(cfg_.n_ctx_train, 4096);
   const size_t f16 = dtype_bytes(DType::f16);

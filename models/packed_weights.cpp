@@ -23,7 +23,7 @@ int64_t rows16_rows(const GgufTensor& t) {
 
 }  // namespace
 
-PackedWeights::PackedWeights(const GgufFile& file) {
+PackedWeights::PackedWeights(const GgufFile& file, ThreadPool& pool) {
   // One allocation for all copies: large allocations round up to 2 MiB
   // huge pages, which per tensor would waste about 1 MiB each.
   std::vector<std::pair<const GgufTensor*, size_t>> todo;
@@ -38,8 +38,17 @@ PackedWeights::PackedWeights(const GgufFile& file) {
   if (todo.empty()) return;
   arena_ = HostMemory(total);
   for (auto [t, offset] : todo) {
-    ggml::interleave_rows16(static_cast<ggml::QuantType>(t->type), t->data, rows16_rows(*t),
-                            t->shape[0], arena_.data() + offset);
+    // Row group g is source rows 16g .. 16g + 15 and bytes g * group_bytes
+    // of the copy, so ranges of groups interleave independently.
+    const auto qt = static_cast<ggml::QuantType>(t->type);
+    const int64_t k = t->shape[0];
+    const size_t row_bytes = static_cast<size_t>(ggml_row_bytes(t->type, k));
+    const size_t group_bytes = static_cast<size_t>(ggml::rows16_bytes(qt, 16, k));
+    uint8_t* out = arena_.data() + offset;
+    pool.parallel_for(rows16_rows(*t) / 16, [&](int64_t g0, int64_t g1) {
+      ggml::interleave_rows16(qt, t->data + static_cast<size_t>(g0) * 16 * row_bytes,
+                              (g1 - g0) * 16, k, out + static_cast<size_t>(g0) * group_bytes);
+    });
     rows16_.emplace(t->name, offset);
     file.release_pages(*t);
   }

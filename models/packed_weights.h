@@ -6,7 +6,9 @@
 // (kernels/quant/rows16.h). Every such matrix whose rows are a multiple of
 // 16 and columns of 256 (and experts of 3-D tensors alike) is interleaved
 // here, tensor by tensor, and the mapped pages of the source are released
-// right after, so peak memory stays about one copy of the weights. The interleaved copy then serves
+// right after, so peak memory stays about one copy of the weights. Each
+// tensor's row groups are split across the thread pool: the copy and the
+// first touch of its fresh pages are most of a model's load time. The interleaved copy then serves
 // both prefill and decode (models/matmul.cpp).
 #pragma once
 
@@ -16,13 +18,14 @@
 
 #include "models/gguf.h"
 #include "runtime/host_memory.h"
+#include "targets/cpu/thread_pool.h"
 
 namespace kiln {
 
 class PackedWeights {
  public:
   PackedWeights() = default;
-  explicit PackedWeights(const GgufFile& file);
+  PackedWeights(const GgufFile& file, ThreadPool& pool);
 
   // Tensor t's 16-row interleaved copy (for 3-D expert tensors, the
   // experts' copies back to back), or nullptr when t was not interleaved.
