@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -12,19 +13,45 @@ namespace kiln {
 
 namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
-}
 
-void HostMemory::Free::operator()(uint8_t* p) const { std::free(p); }
+[[noreturn]] void out_of_memory(size_t bytes) {
+  throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+}
+}  // namespace
+
+void HostMemory::Free::operator()(uint8_t* p) const {
+  if (mapped)
+    munmap(p, mapped);
+  else
+    std::free(p);
+}
 
 HostMemory::HostMemory(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
-  size_t align = bytes >= kHugePage ? kHugePage : 64;
-  size_t rounded = (bytes + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, rounded);
-  if (!p) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
-  if (align == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);  // a hint; failure is harmless
-  std::memset(p, 0, rounded);
-  ptr_.reset(static_cast<uint8_t*>(p));
+  if (bytes < kHugePage) {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) out_of_memory(bytes);
+    std::memset(p, 0, bytes);
+    ptr_.reset(static_cast<uint8_t*>(p));
+    return;
+  }
+  // Large buffers are mapped anonymously: the kernel hands out zeroed pages
+  // on first touch, so the zero fill costs nothing up front and the pages
+  // are faulted in by whichever threads first write them (in parallel, for
+  // the weights' interleaved copies). Mapped with a huge page to spare, then
+  // trimmed to a 2 MiB-aligned range so that it can be backed by huge pages.
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* raw = mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) out_of_memory(bytes);
+  auto* base = static_cast<uint8_t*>(raw);
+  auto* start = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) /
+                                           kHugePage * kHugePage);
+  if (start > base) munmap(base, static_cast<size_t>(start - base));
+  const size_t tail = static_cast<size_t>(base + rounded + kHugePage - (start + rounded));
+  if (tail) munmap(start + rounded, tail);
+  madvise(start, rounded, MADV_HUGEPAGE);  // a hint; failure is harmless
+  ptr_ = std::unique_ptr<uint8_t, Free>(start, Free{rounded});
 }
 
 }  // namespace kiln

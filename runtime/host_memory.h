@@ -3,7 +3,9 @@
 // Weights and activations are streamed once per token, so TLB misses on 4 KiB
 // pages cost real bandwidth on buffers of hundreds of MiB. Allocations of
 // 2 MiB and more are 2 MiB-aligned and advised as transparent huge pages
-// (where the kernel allows it; otherwise they are ordinary pages).
+// (where the kernel allows it; otherwise they are ordinary pages). They are
+// mapped, not filled: their pages are zero when first touched, by whichever
+// thread touches them.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +27,7 @@ class HostMemory {
 
  private:
   struct Free {
+    size_t mapped;  // bytes mapped with mmap, else 0 (aligned_alloc; value-initialised)
     void operator()(uint8_t* p) const;
   };
   std::unique_ptr<uint8_t, Free> ptr_;
