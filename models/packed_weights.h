@@ -8,8 +8,8 @@
 // here, tensor by tensor, and the mapped pages of the source are released
 // right after, so peak memory stays about one copy of the weights. Each
 // tensor's row groups are split across the thread pool: the copy and the
-// first touch of its fresh pages are most of a model's load time. The interleaved copy then serves
-// both prefill and decode (models/matmul.cpp).
+// first touch of its fresh pages are most of a model's load time. The
+// interleaved copy then serves both prefill and decode (models/matmul.cpp).
 #pragma once
 
 #include <cstdint>

@@ -47,8 +47,8 @@ HostMemory::HostMemory(size_t bytes) : size_(bytes) {
   auto* base = static_cast<uint8_t*>(raw);
   auto* start = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) /
                                            kHugePage * kHugePage);
-  if (start > base) munmap(base, static_cast<size_t>(start - base));
-  const size_t tail = static_cast<size_t>(base + rounded + kHugePage - (start + rounded));
+  const size_t head = static_cast<size_t>(start - base), tail = kHugePage - head;
+  if (head) munmap(base, head);
   if (tail) munmap(start + rounded, tail);
   madvise(start, rounded, MADV_HUGEPAGE);  // a hint; failure is harmless
   ptr_ = std::unique_ptr<uint8_t, Free>(start, Free{rounded});
