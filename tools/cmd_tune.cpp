@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "runtime/cold_copies.h"
 #include "runtime/tuner.h"
 #include "tools/cli.h"
 
@@ -70,15 +71,19 @@ int cmd_tune(const std::vector<std::string>& argv) {
   std::printf("computing the reference in the interpreter (minutes for a large GEMM)...\n");
   std::fflush(stdout);
   TuneResult r = tune(rt, kernel, o);
+  const long large_mib = static_cast<long>(kColdBufferBytes >> 20),
+             total_mib = static_cast<long>(kColdTotalBytes >> 20);
   if (r.copies > 1)
-    std::printf("timed cold: launches cycle through %zu copies of the buffers of 1 MiB and more\n",
-                r.copies);
+    std::printf(
+        "timed cold: launches cycle through %zu copies of the buffers of %ld MiB and more\n",
+        r.copies, large_mib);
   else if (o.warm)
     std::printf("timed warm: --warm\n");
   else
     std::printf(
-        "timed on one set of buffers: none of 1 MiB or more, or they alone exceed the 256 MiB "
-        "of copies (read from DRAM anyway)\n");
+        "timed on one set of buffers: none of %ld MiB or more, or they alone exceed the %ld MiB "
+        "of copies (read from DRAM anyway)\n",
+        large_mib, total_mib);
   std::printf("\n  %-32s %12s %10s  %s\n", "constexprs", "median ms", "GB/s", "status");
   for (const TuneTrial& t : r.trials) {
     std::string c;

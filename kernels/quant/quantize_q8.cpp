@@ -69,7 +69,8 @@ Kernel build_quantize_q8(const Spec& s) {
   store(sums + b32, s32, m32);
   // The split sums (split_sums.h), of 32 and of 16 codes. Whole groups of
   // 8 blocks per program (Q8_K always, Q8_0 from BLOCKS=8) store rows of
-  // contiguous bytes; otherwise byte by byte.
+  // contiguous bytes; otherwise byte by byte. A group holds `per` sums of a
+  // kind: their low bytes from `first`, then their high bytes.
   auto split_store = [&](const Value& block_sums, const Value& mask, const Value& index,
                          int64_t per, int64_t first) {
     const int64_t n = block_sums.shape()[0] * block_sums.shape()[1];
@@ -85,11 +86,12 @@ Kernel build_quantize_q8(const Spec& s) {
     store(split + at, (v & 63).to(DType::i8), keep);
     store(split + (at + static_cast<int>(per)), (v >> 6).to(DType::i8), keep);
   };
-  split_store(s32, m32, b32, 8, 0);
+  split_store(s32, m32, b32, 8, split_sum_low_at(0));
   const int64_t sub16 = QB / 16;
   auto g16 = expand_dims(blk * static_cast<int>(sub16), 1) + arange(sub16);  // [NB, sub16]
   auto m16 = expand_dims(bmask, 1) & (g16 < nblocks * 2);
-  split_store(sum(reshape(qi.to(DType::i32), {NB, sub16, 16}), 2), m16, g16, 16, 16);
+  split_store(sum(reshape(qi.to(DType::i32), {NB, sub16, 16}), 2), m16, g16, 16,
+              split_sum16_low_at(0));
   return k.finish();
 }
 

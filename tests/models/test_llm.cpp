@@ -15,8 +15,6 @@
 // random models can then swap their top token. There: max 1e-1 s, mean
 // 1e-2 s, and the same top-1 token at 8 of the 9 positions (F16: all).
 // - bad input: token ids outside the vocabulary, a full context.
-#include <unistd.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -26,29 +24,19 @@
 #include "models/llm.h"
 #include "models/model_generator.h"
 #include "support/runtime_fixture.h"
+#include "support/temp_dir.h"
 
 using namespace kiln;
 
 namespace {
 
-// Written once per test process into its own directory, removed at exit: a
-// directory shared across runs would keep models of an older preset, and
-// one shared by the processes ctest runs in parallel would let one read a
-// file another is still writing.
-struct ModelDir {
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("kiln-test-llm-" + std::to_string(getpid()));
-  ModelDir() { std::filesystem::create_directories(dir); }
-  ~ModelDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
-  }
-};
-
 std::string tiny_model(const std::string& family, WeightFormat format) {
-  static const ModelDir models;
-  std::string path =
-      (models.dir / (family + "-" + std::string(weight_format_name(format)) + ".gguf")).string();
+  // Written once per test process into its own directory, removed at exit: a
+  // directory shared across runs would keep models of an older preset, and
+  // one shared by the processes ctest runs in parallel would let one read a
+  // file another is still writing.
+  static const test::TempDir models("kiln-test-llm");
+  std::string path = models.path(family + "-" + std::string(weight_format_name(format)) + ".gguf");
   if (!std::filesystem::exists(path)) {
     GenModelOptions o;
     o.format = format;

@@ -2,8 +2,6 @@
 // that reads back with llama.cpp's tensor names, ggml shapes, metadata and
 // per-tensor types; weights have the intended distribution; the bytes depend
 // only on the seed; the tokenizer (generated or copied) works with Kiln's.
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -20,25 +18,14 @@
 #include "models/model_generator.h"
 #include "models/model_presets.h"
 #include "models/tokenizer.h"
+#include "support/temp_dir.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A scratch folder removed with the fixture.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    dir = fs::temp_directory_path() / ("kiln-gen-model-" + std::to_string(getpid()));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(dir, ignored);
-  }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-};
+using kiln::test::TempDir;
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -224,7 +211,7 @@ const std::vector<std::string>& families() {
 
 TEST_CASE("gen-model: every architecture and type reads back as llama.cpp lays it out",
           "[models][gen_model]") {
-  TempDir tmp;
+  TempDir tmp("kiln-gen-model");
   for (const std::string& family : families()) {
     ModelPreset p = find_model_preset(family, "tiny");
     for (WeightFormat f : {WeightFormat::f32, WeightFormat::f16, WeightFormat::q8_0,
@@ -249,7 +236,7 @@ TEST_CASE("gen-model: every architecture and type reads back as llama.cpp lays i
 
 TEST_CASE("gen-model: weights are normal with the intended scale, norms near 1",
           "[models][gen_model]") {
-  TempDir tmp;
+  TempDir tmp("kiln-gen-model");
   ModelPreset p = find_model_preset("qwen3moe", "tiny");
   for (WeightFormat f : {WeightFormat::f16, WeightFormat::q8_0, WeightFormat::q4_k_m}) {
     INFO(weight_format_name(f));
@@ -279,7 +266,7 @@ TEST_CASE("gen-model: weights are normal with the intended scale, norms near 1",
 
 TEST_CASE("gen-model: the same seed writes the same bytes on any thread count",
           "[models][gen_model]") {
-  TempDir tmp;
+  TempDir tmp("kiln-gen-model");
   ModelPreset p = find_model_preset("qwen3moe", "tiny");
   generate(p, WeightFormat::q4_k_m, tmp.path("a.gguf"), 42, 1);
   generate(p, WeightFormat::q4_k_m, tmp.path("b.gguf"), 42, 3);
@@ -297,7 +284,7 @@ TEST_CASE("gen-model: the same seed writes the same bytes on any thread count",
 
 TEST_CASE("gen-model: the byte-level vocabulary round-trips any text through Kiln's tokenizer",
           "[models][gen_model]") {
-  TempDir tmp;
+  TempDir tmp("kiln-gen-model");
   generate(find_model_preset("llama", "tiny"), WeightFormat::q8_0, tmp.path("m.gguf"));
   GgufFile f = GgufFile::open(tmp.path("m.gguf"));
   CHECK(f.get_string("tokenizer.ggml.model") == "gpt2");
@@ -349,7 +336,7 @@ TEST_CASE("gen-model: --vocab copies every tokenizer key and sets the vocabulary
     WARN("skipped: " << spm << " is absent (set KILN_VOCAB_DIR to the vocab test data)");
     return;
   }
-  TempDir tmp;
+  TempDir tmp("kiln-gen-model");
   ModelPreset p = find_model_preset("llama", "tiny");
   p.n_layer = 1;
   GenModelSummary s = generate(p, WeightFormat::q4_0, tmp.path("m.gguf"), 1, 2, spm);
@@ -435,7 +422,7 @@ TEST_CASE("gen-model: bad presets, types and vocabularies are named",
                                       "tiny, small)"));
   REQUIRE_THROWS_WITH(parse_weight_format("q5_k"),
                       Catch::Contains("unknown weight type 'q5_k' (known: f32, f16, q8_0"));
-  TempDir tmp;
+  TempDir tmp("kiln-gen-model");
   ModelPreset p = find_model_preset("llama", "tiny");
   REQUIRE_THROWS_WITH(generate(p, WeightFormat::f16, tmp.path("m.gguf"), 1, 1, "/nonexistent.gguf"),
                       Catch::Contains("/nonexistent.gguf"));

@@ -4,11 +4,8 @@
 // and Q4_0) is compared byte for byte with one serial interleave of the
 // whole tensor, for pools of 1, 2 and 3 threads (3 splits 16-row groups
 // unevenly).
-#include <unistd.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,20 +15,21 @@
 #include "models/model_generator.h"
 #include "models/model_presets.h"
 #include "models/packed_weights.h"
+#include "support/temp_dir.h"
 
 using namespace kiln;
 
 namespace {
 
 void check_packed(const std::string& family, WeightFormat format) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("kiln-test-packed-" + std::to_string(getpid()) + ".gguf");
+  const test::TempDir tmp("kiln-test-packed");
+  const std::string path = tmp.path("m.gguf");
   GenModelOptions o;
   o.format = format;
   o.seed = 5;
-  generate_model(find_model_preset(family, "tiny"), o, path.string());
+  generate_model(find_model_preset(family, "tiny"), o, path);
   for (int threads : {1, 2, 3}) {
-    GgufFile file = GgufFile::open(path.string());
+    GgufFile file = GgufFile::open(path);
     ThreadPool pool(threads);
     PackedWeights packed(file, pool);
     int interleaved = 0;
@@ -49,7 +47,6 @@ void check_packed(const std::string& family, WeightFormat format) {
     }
     CHECK(interleaved > 0);
   }
-  std::filesystem::remove(path);
 }
 
 }  // namespace
