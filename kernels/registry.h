@@ -39,7 +39,7 @@ struct LaunchShape {
   Grid grid{1, 1, 1};
   std::map<std::string, int64_t> buffer_elems;  // required elements, by buffer name
   // The work is a loop count, not the buffers' size: the launch is spread
-  // over the pool however few bytes it touches (runtime/cpu_launch.h runs
+  // over the pool however few bytes it touches (runtime/cpu/cpu_launch.h runs
   // small launches on one thread otherwise).
   bool compute_bound = false;
 };

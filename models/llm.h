@@ -1,13 +1,17 @@
 // A decoder-only language model from a GGUF file (llama, qwen2, qwen3,
-// qwen3moe), run as plans of compiled kernels.
+// qwen3moe), run as plans of compiled kernels on the runtime's backend.
 //
 // forward() takes the next tokens of the sequence: the first call is the
 // prompt (prefill, batched kernels), later calls one token each (decode,
 // GEMV). Each distinct token count is recorded once into a Plan over its
-// own scratch arena and the shared KV cache (f16, [n_ctx, n_kv_heads,
-// head_dim] per layer), then replayed with the position patched in.
-// Weights are used in place in the mapped file, except Q4_K matrices, which
-// are interleaved at load for the Q4_K kernels (models/packed_weights.h).
+// own scratch buffers and the shared KV cache (f16, [n_ctx, n_kv_heads,
+// head_dim] per layer), then replayed with the position patched in. Every
+// step, the embedding lookup, biases and MoE routing included, is a kernel
+// of the plan; the host only uploads token ids and positions and downloads
+// logits. On host-memory backends weights are used in place in the mapped
+// file, except block-quantized matrices, which are interleaved at load for
+// the 16-row kernels (models/packed_weights.h); on a device they are
+// uploaded once.
 #pragma once
 
 #include <map>
@@ -19,7 +23,7 @@
 #include "models/model_config.h"
 #include "models/packed_weights.h"
 #include "models/tokenizer.h"
-#include "runtime/host_memory.h"
+#include "runtime/backend.h"
 #include "runtime/plan.h"
 
 namespace kiln {
@@ -64,9 +68,17 @@ class Llm {
   PackedWeights packed_;
   Runtime& rt_;
   int64_t n_ctx_ = 0, pos_ = 0;
-  // Per layer, f16; huge-page backed: every decode step reads all of them.
-  std::vector<HostMemory> k_cache_, v_cache_;
-  std::vector<float> rope_table_;
+  // A weight's bytes as the backend sees them (uploaded on first use when
+  // the backend's memory is not the host's).
+  const uint8_t* on_backend(const uint8_t* host, size_t bytes);
+  struct WeightView weight(const GgufTensor& t);
+  struct WeightView expert(const GgufTensor& t, int64_t e);
+  const float* f32_weight(const std::string& name);
+
+  // Per layer, f16; huge-page backed on the CPU: every decode step reads all of them.
+  std::vector<DeviceBuffer> k_cache_, v_cache_;
+  DeviceBuffer rope_table_;
+  std::map<const uint8_t*, DeviceBuffer> uploaded_;
   std::map<std::pair<int64_t, bool>, std::unique_ptr<Step>> steps_;
   int64_t last_launches_ = 0;
   bool profiling_ = false;

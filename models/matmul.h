@@ -4,9 +4,10 @@
 // interleaved at load (the activations are quantised once per input and
 // shared by every weight that reads it).
 //
-// The launches are descriptions, so a forward can record them into a plan
-// (fixed shapes) or run them at once (MoE experts, whose token counts are
-// known only after routing).
+// The launches are descriptions (kernel, dtypes, arguments by parameter
+// name), which a forward records into a plan. Pointers are the backend's
+// buffers. A Plan::Dynamic `t` (an MoE expert's routed tokens) scales the
+// arguments that depend on it.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,8 @@
 
 namespace kiln {
 
-// A row-major weight [m, k] (GGUF ne = [k, m]) in place in the model file.
+// A row-major weight [m, k] (GGUF ne = [k, m]) in a backend buffer (in place
+// in the mapped model file on host-memory backends).
 struct WeightView {
   const uint8_t* data = nullptr;
   GgmlType type = GgmlType::f32;
@@ -42,9 +44,17 @@ struct QuantizedBuffers {
 struct LaunchDesc {
   std::string kernel;
   std::map<std::string, DType> dtypes;
-  std::vector<Plan::PlanArg> args;
+  Plan::Args args;
   Sizes sizes;
   std::map<std::string, int64_t> fixed;
+};
+
+// A token count: fixed, or a plan slot (at most `t`, the recorded bound).
+struct TokenCount {
+  int64_t t = 0;
+  std::string slot;  // "": fixed
+  // The argument for a scalar of `per_token` * tokens.
+  Plan::PlanArg times(int64_t per_token) const;
 };
 
 bool is_block_quantized(GgmlType t);
@@ -53,13 +63,11 @@ bool is_block_quantized(GgmlType t);
 int64_t activation_block(GgmlType w);
 // quantize_q8 of x [t, k] into `q` (needed before matmuls of block-quantized
 // weights), in blocks of `qblock`. Throws when t * k exceeds q's capacity.
-LaunchDesc quantize_activations(const float* x, int64_t t, int64_t k, const QuantizedBuffers& q,
-                                int64_t qblock);
+LaunchDesc quantize_activations(const float* x, const TokenCount& t, int64_t k,
+                                const QuantizedBuffers& q, int64_t qblock);
 // y [t, m] = x [t, k] W^T; `q` must hold x's quantize_activations result
 // when W is block-quantized.
 LaunchDesc matmul(const WeightView& w, const float* x, const QuantizedBuffers& q, float* y,
-                  int64_t t);
-// Runs a description now.
-void run_now(Runtime& rt, const LaunchDesc& d);
+                  const TokenCount& t);
 
 }  // namespace kiln

@@ -1,33 +1,23 @@
 #include "runtime/compile_key.h"
 
 #include <llvm/ADT/ArrayRef.h>
-#include <llvm/Config/llvm-config.h>
 #include <llvm/Support/SHA256.h>
 
 #include <cstdio>
 
 #include "ir/printer.h"
 
-#ifndef KILN_VERSION
-#error "KILN_VERSION must be defined by the build"
-#endif
-#ifndef KILN_CODEGEN_FINGERPRINT
-#error "KILN_CODEGEN_FINGERPRINT must be defined by the build"
-#endif
-
 namespace kiln {
 
-std::string kiln_version() { return std::string(KILN_VERSION) + "+" + KILN_CODEGEN_FINGERPRINT; }
-
-CompileKey make_compile_key(const Kernel& k, const CpuTarget& target) {
+CompileKey make_compile_key(const Kernel& k, const Backend& backend) {
   CompileKey key;
   key.kernel = k.name;
   for (const Param& p : k.params) key.param_dtypes.emplace_back(p.name, p.dtype);
   key.constexprs = k.constexprs;
-  key.target = target.describe();
+  key.backend = backend.name();
+  key.target = backend.target();
+  key.codegen = backend.codegen_version();
   key.ir_text = print_kernel(k);
-  key.llvm_version = LLVM_VERSION_STRING;
-  key.kiln_version = kiln_version();
   return key;
 }
 
@@ -36,8 +26,7 @@ std::string CompileKey::canonical() const {
   for (const auto& [n, t] : param_dtypes)
     s += "param " + n + " " + std::string(dtype_name(t)) + "\n";
   for (const auto& [n, v] : constexprs) s += "constexpr " + n + " " + std::to_string(v) + "\n";
-  s +=
-      "target " + target + "\nllvm " + llvm_version + "\nkiln " + kiln_version + "\nir\n" + ir_text;
+  s += "backend " + backend + "\ntarget " + target + "\ncodegen " + codegen + "\nir\n" + ir_text;
   return s;
 }
 

@@ -54,4 +54,17 @@ HostMemory::HostMemory(size_t bytes) : size_(bytes) {
   ptr_ = std::unique_ptr<uint8_t, Free>(start, Free{rounded});
 }
 
+void* HostHeap::alloc(size_t bytes) {
+  HostMemory m(bytes);
+  void* p = m.data();
+  std::lock_guard<std::mutex> lock(mu_);
+  blocks_.emplace(p, std::move(m));
+  return p;
+}
+
+void HostHeap::free(void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  blocks_.erase(p);
+}
+
 }  // namespace kiln

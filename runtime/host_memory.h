@@ -10,7 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 
 namespace kiln {
 
@@ -32,6 +34,18 @@ class HostMemory {
   };
   std::unique_ptr<uint8_t, Free> ptr_;
   size_t size_ = 0;
+};
+
+// The host-memory backends' allocations (cpu, cuda-sim): HostMemory blocks
+// by address, freed by address.
+class HostHeap {
+ public:
+  void* alloc(size_t bytes);
+  void free(void* p);
+
+ private:
+  std::mutex mu_;
+  std::map<void*, HostMemory> blocks_;
 };
 
 }  // namespace kiln

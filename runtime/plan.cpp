@@ -1,41 +1,79 @@
 #include "runtime/plan.h"
 
 #include "ir/error.h"
-#include "runtime/cpu_launch.h"
 
 namespace kiln {
 
 void Plan::launch(const std::string& label, const std::string& kernel,
-                  const std::map<std::string, DType>& dtypes, const std::vector<PlanArg>& args,
+                  const std::map<std::string, DType>& dtypes, const Args& args,
                   const Sizes& sizes, const std::map<std::string, int64_t>& fixed,
                   const std::map<std::string, int64_t>& probe) {
+  const Kernel& sig = rt_.signature(find_kernel(kernel).make_spec(dtypes, fixed));
+  const std::string who = "plan step '" + label + "': kernel '" + kernel + "'";
+  for (const auto& [name, a] : args) {
+    bool known = false;
+    for (const Param& p : sig.params) known |= p.name == name;
+    if (!known) {
+      std::string names;
+      for (const Param& p : sig.params) names += (names.empty() ? "" : ", ") + p.name;
+      throw Error(who + " has no parameter '" + name + "' (it takes " + names + ")");
+    }
+  }
   Step st;
   st.label = label;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (const Arg* a = std::get_if<Arg>(&args[i])) {
+  st.sizes = sizes;
+  for (size_t i = 0; i < sig.params.size(); ++i) {
+    auto it = args.find(sig.params[i].name);
+    if (it == args.end())
+      throw Error(who + ": parameter '" + sig.params[i].name + "' is not bound");
+    if (const Arg* a = std::get_if<Arg>(&it->second)) {
       st.args.push_back(*a);
       continue;
     }
-    const std::string& slot = std::get<Dynamic>(args[i]).slot;
-    auto p = probe.find(slot);
+    const Dynamic& d = std::get<Dynamic>(it->second);
+    auto p = probe.find(d.slot);
     if (p == probe.end())
-      throw Error("plan step '" + label + "': dynamic scalar '" + slot + "' has no probe value");
-    st.args.push_back(Arg::scalar_int(p->second));
-    st.dynamic.push_back({i, &slots_[slot], slot});
+      throw Error("plan step '" + label + "': dynamic scalar '" + d.slot + "' has no probe value");
+    st.args.push_back(Arg::scalar_int(p->second * d.scale));
+    st.dynamic.push_back({i, &slots_[d.slot], d.slot, d.grid, d.scale});
+    st.reshape |= d.grid;
   }
   Spec spec = rt_.select(kernel, dtypes, st.args, sizes, fixed);
   st.kernel = &rt_.compile(spec);
   Runtime::CheckedLaunch checked = rt_.check_launch(spec, st.kernel->kernel, st.args, sizes);
   st.grid = checked.grid;
-  st.cpu = std::make_unique<CpuLaunch>(st.kernel->kernel, st.kernel->cpu.fn, st.args, st.grid,
-                                       checked.bytes);
+  st.bound =
+      rt_.backend().bind(*st.kernel->program, st.kernel->kernel, st.args, st.grid, checked.bytes);
   steps_.push_back(std::move(st));
 }
 
-void Plan::host(const std::string& label, std::function<void()> fn) {
+void Plan::upload(const std::string& label, void* dst, const void* src, size_t bytes) {
   Step st;
   st.label = label;
-  st.host = std::move(fn);
+  st.copy = Step::Copy::upload;
+  st.dst = dst;
+  st.src = src;
+  st.bytes = bytes;
+  steps_.push_back(std::move(st));
+}
+
+void Plan::download(const std::string& label, void* dst, const void* src, size_t bytes) {
+  Step st;
+  st.label = label;
+  st.copy = Step::Copy::download;
+  st.dst = dst;
+  st.src = src;
+  st.bytes = bytes;
+  steps_.push_back(std::move(st));
+}
+
+void Plan::read_slots(const std::string& label, const void* src, std::vector<std::string> slots) {
+  Step st;
+  st.label = label;
+  st.copy = Step::Copy::slots;
+  st.src = src;
+  st.bytes = slots.size() * sizeof(int32_t);
+  for (const std::string& s : slots) st.read_into.push_back(&slots_[s]);
   steps_.push_back(std::move(st));
 }
 
@@ -45,25 +83,58 @@ int64_t Plan::kernel_launches() const {
   return n;
 }
 
-void Plan::run(bool interpret) {
+void Plan::run_copy(Step& st) {
+  Backend& b = rt_.backend();
+  switch (st.copy) {
+    case Step::Copy::upload: b.upload(st.dst, st.src, st.bytes); break;
+    case Step::Copy::download: b.download(st.dst, st.src, st.bytes); break;
+    case Step::Copy::slots:
+      read_buffer_.resize(st.read_into.size());
+      b.download(read_buffer_.data(), st.src, st.bytes);
+      for (size_t i = 0; i < st.read_into.size(); ++i) *st.read_into[i] = read_buffer_[i];
+      break;
+    case Step::Copy::none: break;
+  }
+}
+
+void Plan::run(Runtime& rt, bool interpret) {
+  if (&rt != &rt_)
+    throw Error("a plan recorded on backend '" + rt_.backend().name() +
+                "' cannot be replayed on another runtime (backend '" + rt.backend().name() +
+                "'): its programs and buffers belong to the first");
+  if (interpret && !rt_.backend().host_visible())
+    throw Error("the reference interpreter reads host memory; backend '" + rt_.backend().name() +
+                "' keeps its buffers on the device");
   using clock = std::chrono::steady_clock;
   for (Step& st : steps_) {
     auto t0 = profiling_ ? clock::now() : clock::time_point{};
-    if (st.host) {
-      st.host();
+    if (!st.kernel) {
+      run_copy(st);
     } else {
+      bool empty = false;
       for (const Step::Dynamic& d : st.dynamic) {
         if (!d.value->has_value())
           throw Error("plan step '" + st.label + "': dynamic scalar '" + d.slot + "' was not set");
-        st.args[d.arg] = Arg::scalar_int(**d.value);
-        st.cpu->set_scalar(d.arg, **d.value);
+        int64_t v = **d.value * d.scale;
+        empty |= d.grid && v == 0;
+        st.args[d.arg] = Arg::scalar_int(v);
+        st.bound->set_scalar(d.arg, v);
+      }
+      if (empty) continue;
+      if (st.reshape) {
+        const KernelDef& def = find_kernel(st.kernel->spec.kernel);
+        st.grid = def.launch_shape(st.kernel->spec, scalar_args(st.kernel->kernel, st.args, st.sizes))
+                      .grid;
+        st.bound->set_grid(st.grid);
       }
       if (interpret)
         kiln::interpret(st.kernel->kernel, st.args, st.grid);
       else
-        st.cpu->run(rt_.pool());
+        st.bound->run();
     }
     if (profiling_) {
+      // A device's launches are asynchronous: time them to completion.
+      rt_.backend().synchronize();
       auto& p = prof_[st.label];
       p.first += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
       p.second += 1;

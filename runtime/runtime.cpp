@@ -5,7 +5,6 @@
 #include "ir/error.h"
 #include "ir/passes.h"
 #include "runtime/compile_key.h"
-#include "runtime/cpu_launch.h"
 
 namespace kiln {
 
@@ -31,9 +30,9 @@ ScalarArgs scalar_args(const Kernel& k, const std::vector<Arg>& args, const Size
 Runtime::Runtime(int threads) : Runtime(RuntimeOptions{threads}) {}
 
 Runtime::Runtime(const RuntimeOptions& o)
-    : pool_(o.threads), jit_(std::make_unique<CpuJit>()), cache_(o.cache_dir) {
+    : pool_(o.threads), backend_(make_backend(o.backend, pool_)), cache_(o.cache_dir) {
   if (!o.use_tuning_db) return;
-  std::string cls = tuning_class(jit_->target());
+  std::string cls = backend_->tuning_class();
   tuning_.load_text(default_tuning_text(cls), "runtime/tuning/" + cls + ".toml");
   if (!user_tuning_path().empty()) tuning_.load_file(user_tuning_path());
 }
@@ -42,7 +41,7 @@ Runtime::~Runtime() = default;
 
 std::string Runtime::user_tuning_path() const {
   if (!cache_.persistent()) return "";
-  return cache_.root() + "/tuning/" + tuning_class(jit_->target()) + ".toml";
+  return cache_.root() + "/tuning/" + backend_->tuning_class() + ".toml";
 }
 
 const CompiledKernel& Runtime::compile(const Spec& spec) {
@@ -54,23 +53,10 @@ const CompiledKernel& Runtime::compile(const Spec& spec) {
   auto c = std::make_unique<CompiledKernel>();
   c->spec = spec;
   c->kernel = build_kernel(spec);
-  c->digest = make_compile_key(c->kernel, jit_->target()).digest();
-  std::string symbol = "kiln_" + spec.kernel + "_" + c->digest.substr(0, 24);
-  if (auto obj = cache_.load(c->digest)) {
-    try {
-      c->cpu = jit_->load_object(*obj, symbol);
-      c->from_disk = true;
-    } catch (const Error&) {
-      // A checksummed entry the linker still rejects: recompile and replace it.
-      ++cache_.corrupt;
-    }
-  }
-  if (!c->from_disk) {
-    std::string obj = jit_->compile_to_object(c->kernel, symbol);
-    cache_.store(c->digest, spec.kernel, obj);
-    c->cpu = jit_->load_object(obj, symbol);
-  }
-  c->cpu.compile_ms =
+  c->digest = make_compile_key(c->kernel, *backend_).digest();
+  c->program = backend_->compile(c->kernel, c->digest, cache_);
+  c->from_disk = c->program->from_cache;
+  c->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return *compiled_.emplace(key, std::move(c)).first->second;
 }
@@ -80,7 +66,7 @@ Runtime::CompileStats Runtime::compile_stats() {
   CompileStats st;
   for (const auto& [key, c] : compiled_) {
     ++st.kernels;
-    st.ms += c->cpu.compile_ms;
+    st.ms += c->compile_ms;
   }
   return st;
 }
@@ -150,7 +136,7 @@ Runtime::CheckedLaunch Runtime::check_launch(const Spec& spec, const Kernel& k,
 void Runtime::launch(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes) {
   const CompiledKernel& c = compile(spec);
   CheckedLaunch checked = check_launch(spec, c.kernel, args, sizes);
-  launch_cpu(c.kernel, c.cpu.fn, args, checked.grid, pool_, checked.bytes);
+  backend_->bind(*c.program, c.kernel, args, checked.grid, checked.bytes)->run();
 }
 
 void Runtime::interpret(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes) {

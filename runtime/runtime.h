@@ -1,9 +1,10 @@
 // Compiles library kernels on first use, caches them, picks their tuned
-// constexprs and launches them on the CPU.
+// constexprs and launches them on one backend (runtime/backend.h: cpu,
+// cuda or cuda-sim).
 //
-// compile(spec): memory cache by spec, then the on-disk object cache by
-// compile key (a warm process links cached objects without running LLVM's
-// code generator), then a full compile that is stored for next time.
+// compile(spec): memory cache by spec, then the backend's compile, which
+// consults the on-disk cache by compile key (a warm process links cached
+// CPU objects without running LLVM's code generator, or loads cached PTX).
 // select(): the spec for a launch of a kernel with given dtypes: constexprs
 // from the tuning database for the launch's shape bucket, else the kernel's
 // heuristic. launch(): checks arguments and buffer sizes before any code
@@ -18,9 +19,9 @@
 
 #include "ir/interpreter.h"
 #include "kernels/registry.h"
+#include "runtime/backend.h"
 #include "runtime/compile_cache.h"
 #include "runtime/tuning_db.h"
-#include "targets/cpu/cpu_jit.h"
 #include "targets/cpu/thread_pool.h"
 
 namespace kiln {
@@ -30,15 +31,17 @@ using Sizes = std::map<std::string, int64_t>;
 struct CompiledKernel {
   Spec spec;
   Kernel kernel;  // after the pass pipeline
-  std::string digest;
-  CompiledCpuKernel cpu;
+  std::string digest;  // of the compile key
+  std::unique_ptr<Program> program;
   bool from_disk = false;
+  double compile_ms = 0;  // build, passes and the backend's compile (or load), wall time
 };
 
 struct RuntimeOptions {
   int threads = 0;                                      // 0: all cores
   std::string cache_dir = CompileCache::default_dir();  // "": memory only
   bool use_tuning_db = true;
+  std::string backend = "cpu";  // see backend_names()
 };
 
 class Runtime {
@@ -47,8 +50,10 @@ class Runtime {
   explicit Runtime(const RuntimeOptions& options);
   ~Runtime();
 
+  Backend& backend() { return *backend_; }
+  // Host threads: they run the CPU backend's programs and host work such as
+  // laying out weights at load.
   int threads() const { return pool_.size(); }
-  CpuJit& jit() { return *jit_; }
   ThreadPool& pool() { return pool_; }
   CompileCache& cache() { return cache_; }
   TuningDb& tuning() { return tuning_; }
@@ -73,7 +78,7 @@ class Runtime {
             const std::map<std::string, int64_t>& fixed = {});
 
   void launch(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes = {});
-  // The same launch through the reference interpreter.
+  // The same launch through the reference interpreter (on host buffers).
   void interpret(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes = {});
 
   // Grid of a launch after checking arguments and buffer sizes, and the
@@ -86,11 +91,13 @@ class Runtime {
   CheckedLaunch check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,
                              const Sizes& sizes);
 
- private:
+  // The parameters of a spec's kernel (its body left out), built once.
   const Kernel& signature(const Spec& spec);
 
+ private:
+
   ThreadPool pool_;
-  std::unique_ptr<CpuJit> jit_;
+  std::unique_ptr<Backend> backend_;
   CompileCache cache_;
   TuningDb tuning_;
   std::mutex mu_;

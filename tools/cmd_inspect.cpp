@@ -7,7 +7,7 @@
 #include "ir/passes.h"
 #include "ir/printer.h"
 #include "kernels/registry.h"
-#include "runtime/cuda_compile.h"
+#include "runtime/cuda/cuda_compile.h"
 #include "targets/cpu/cpu_jit.h"
 #include "tools/cli.h"
 

@@ -35,8 +35,8 @@ int cmd_list(const std::vector<std::string>& argv) {
                 consts.c_str(), d.summary.c_str());
     if (rt) {
       const CompiledKernel& c = rt->compile(d.make_spec());
-      total += c.cpu.compile_ms;
-      std::printf("  [%s %.1f ms]", c.from_disk ? "cached" : "compiled", c.cpu.compile_ms);
+      total += c.compile_ms;
+      std::printf("  [%s %.1f ms]", c.from_disk ? "cached" : "compiled", c.compile_ms);
     }
     std::printf("\n");
   }

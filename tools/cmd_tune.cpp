@@ -64,7 +64,7 @@ int cmd_tune(const std::vector<std::string>& argv) {
   o.warm = a.flag("warm");
   Runtime rt(static_cast<int>(a.get_int("threads", 0)));
   std::printf("tuning %s for %s on %s, %d thread(s), budget %.0f s\n", kernel.c_str(),
-              a.get("shape").c_str(), tuning_class(rt.jit().target()).c_str(), rt.threads(),
+              a.get("shape").c_str(), rt.backend().tuning_class().c_str(), rt.threads(),
               o.budget_s);
   // The budget covers the candidates; the reference they are checked
   // against comes first, from the interpreter, which is slow on large shapes.

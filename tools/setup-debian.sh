@@ -3,9 +3,21 @@
 # missing (Debian 12 "bookworm" or newer; run as root, or with sudo on PATH).
 # CUDA is optional and never installed here: with /usr/local/cuda present
 # the CUDA target is built, without it it is simply absent.
+#
+# --test also installs the independent references the tests compare with:
+# numpy and a pinned llama-cpp-python (llama.cpp built from source by pip),
+# so the llama.cpp parity test runs instead of skipping.
 set -euo pipefail
 
+LLAMA_CPP_PYTHON=0.3.36
+test_deps=0
+[ "${1:-}" = "--test" ] && test_deps=1
+
 packages=(cmake make g++ llvm-19-dev libfmt-dev libtomlplusplus-dev catch2 libbenchmark-dev)
+[ $test_deps -eq 1 ] && ! command -v python3 >/dev/null && packages+=(python3)
+[ $test_deps -eq 1 ] && ! python3 -m pip --version >/dev/null 2>&1 && packages+=(python3-pip)
+
+run() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 missing=()
 for p in "${packages[@]}"; do
@@ -13,10 +25,35 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all dependencies present"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  run apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive run apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-run() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-echo "setup: installing ${missing[*]}"
-run apt-get update -qq
-DEBIAN_FRONTEND=noninteractive run apt-get install -y -qq --no-install-recommends "${missing[@]}"
+[ $test_deps -eq 1 ] || exit 0
+# llama.cpp's AMX matmul crashes on hosts that report AMX to a guest without
+# granting it (a segfault in ggml_backend_amx_mul_mat): build it without.
+# A build that has AMX compiled in is replaced.
+have_llama_cpp() {
+  python3 - "$LLAMA_CPP_PYTHON" <<'PY' 2>/dev/null
+import sys, numpy, llama_cpp
+ok = llama_cpp.__version__ == sys.argv[1] and b"AMX_INT8 = 1" not in llama_cpp.llama_print_system_info()
+sys.exit(0 if ok else 1)
+PY
+}
+if have_llama_cpp; then
+  echo "setup: numpy and llama-cpp-python $LLAMA_CPP_PYTHON present"
+  exit 0
+fi
+echo "setup: building llama-cpp-python $LLAMA_CPP_PYTHON (llama.cpp from source, a few minutes)"
+flags=""
+[ "$(uname -m)" = "x86_64" ] && flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+cmake_args="-DCMAKE_C_FLAGS='$flags' -DCMAKE_CXX_FLAGS='$flags'"
+pip_install() {
+  run env CMAKE_ARGS="$cmake_args" python3 -m pip install -q --no-cache-dir --break-system-packages "$@"
+}
+pip_install numpy
+pip_install --force-reinstall --no-deps "llama-cpp-python==$LLAMA_CPP_PYTHON"
+pip_install "llama-cpp-python==$LLAMA_CPP_PYTHON"  # its remaining dependencies
+have_llama_cpp || { echo "setup: llama-cpp-python did not install" >&2; exit 1; }

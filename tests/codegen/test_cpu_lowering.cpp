@@ -11,7 +11,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
-#include "runtime/cpu_launch.h"
+#include "runtime/cpu/cpu_launch.h"
 #include "support/test_data.h"
 #include "targets/cpu/cpu_jit.h"
 

@@ -36,23 +36,67 @@ std::vector<float> run_add(Runtime& rt, const Spec& spec) {
 
 }  // namespace
 
+// A backend that only names itself: what a compile key reads of one.
+struct NamedBackend : Backend {
+  std::string name_, target_, codegen_;
+  NamedBackend(std::string n, std::string t, std::string c)
+      : name_(std::move(n)), target_(std::move(t)), codegen_(std::move(c)) {}
+  std::string name() const override { return name_; }
+  std::string target() const override { return target_; }
+  std::string codegen_version() const override { return codegen_; }
+  std::string tuning_class() const override { return target_; }
+  bool host_visible() const override { return true; }
+  std::unique_ptr<Program> compile(const Kernel&, const std::string&, CompileCache&) override {
+    return nullptr;
+  }
+  std::unique_ptr<BoundLaunch> bind(const Program&, const Kernel&, const std::vector<Arg>&,
+                                    const Grid&, int64_t) override {
+    return nullptr;
+  }
+  void* alloc(size_t) override { return nullptr; }
+  void free(void*) override {}
+  void upload(void*, const void*, size_t) override {}
+  void download(void*, const void*, size_t) override {}
+};
+
 TEST_CASE("compile keys cover what changes code and nothing else", "[runtime][cache]") {
   const KernelDef& add = find_kernel("add");
-  CpuTarget host = host_cpu_target();
-  auto digest = [&](const Spec& s, const CpuTarget& t) {
-    return make_compile_key(build_kernel(s), t).digest();
+  NamedBackend cpu("cpu", "x86_64 znver4 +avx512f", "llvm 19, kiln 0.1.0+aaaa");
+  auto digest = [&](const Spec& s, const Backend& b) {
+    return make_compile_key(build_kernel(s), b).digest();
   };
-  std::string base = digest(add.make_spec(), host);
+  std::string base = digest(add.make_spec(), cpu);
   CHECK(base.size() == 64);
-  CHECK(digest(add.make_spec(), host) == base);
-  CHECK(digest(add.make_spec({{"T", DType::f16}}), host) != base);
-  CHECK(digest(add.make_spec({}, {{"BLOCK", 512}}), host) != base);
-  CHECK(digest(add.make_spec(), named_cpu_target("x86-64-v3")) != base);
-  CompileKey k = make_compile_key(build_kernel(add.make_spec()), host);
+  CHECK(digest(add.make_spec(), cpu) == base);
+  CHECK(digest(add.make_spec({{"T", DType::f16}}), cpu) != base);
+  CHECK(digest(add.make_spec({}, {{"BLOCK", 512}}), cpu) != base);
+  CHECK(digest(add.make_spec(), NamedBackend("cpu", "x86_64 haswell +avx2", cpu.codegen_)) != base);
+  CHECK(digest(add.make_spec(), NamedBackend("cpu", cpu.target_, "llvm 19, kiln 0.1.0+bbbb")) !=
+        base);
+  CHECK(digest(add.make_spec(), NamedBackend("cuda-sim", cpu.target_, cpu.codegen_)) != base);
+  CompileKey k = make_compile_key(build_kernel(add.make_spec()), cpu);
   CHECK_THAT(k.canonical(), Catch::Contains("param x f32"));
   CHECK_THAT(k.canonical(), Catch::Contains("constexpr BLOCK 1024"));
-  CHECK_THAT(k.canonical(), Catch::Contains("llvm 19."));
-  CHECK(k.kiln_version.find('+') != std::string::npos);
+  CHECK_THAT(k.canonical(), Catch::Contains("backend cpu"));
+}
+
+TEST_CASE("each backend's key names its own code generator only", "[runtime][cache]") {
+  ThreadPool pool(1);
+  auto cpu = make_backend("cpu", pool);
+  auto sim = make_backend("cuda-sim", pool);
+  CHECK_THAT(cpu->codegen_version(), Catch::Contains("llvm 19."));
+  CHECK_THAT(sim->codegen_version(), Catch::Contains("host compiler"));
+  // "kiln VERSION+FINGERPRINT": the CPU's fingerprint hashes codegen/cpu,
+  // targets/cpu and runtime/cpu only, the CUDA backends' the cuda folders.
+  auto fingerprint = [](const std::string& v) { return v.substr(v.rfind('+') + 1); };
+  CHECK(fingerprint(cpu->codegen_version()).size() == 16);
+  CHECK(fingerprint(cpu->codegen_version()) != fingerprint(sim->codegen_version()));
+}
+
+TEST_CASE("an unknown backend is named with the known ones", "[runtime][error]") {
+  ThreadPool pool(1);
+  REQUIRE_THROWS_WITH(make_backend("tpu", pool),
+                      Catch::Contains("unknown backend 'tpu'") && Catch::Contains("cuda-sim"));
 }
 
 TEST_CASE("a warm runtime loads kernels from disk and computes the same", "[runtime][cache]") {

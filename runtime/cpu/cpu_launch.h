@@ -1,22 +1,22 @@
-// Runs a JIT-compiled kernel over a grid on the thread pool.
+// Runs a JIT-compiled kernel over a grid on the thread pool: the CPU
+// backend's launch.
 //
 // The lowest launch layer: it checks the arguments against the kernel's
 // parameters (count and kinds) and packs them into the LaunchArgs ABI.
 // Buffer sizes are checked one level up, where the kernel's definition says
-// how large each buffer must be (Runtime::launch).
+// how large each buffer must be (Runtime::check_launch).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "codegen/cpu/launch_abi.h"
 #include "ir/interpreter.h"
 #include "ir/kernel.h"
+#include "runtime/backend.h"
 #include "targets/cpu/thread_pool.h"
 
 namespace kiln {
-
-// Throws kiln::Error naming the kernel and the offending argument.
-void check_arg_kinds(const Kernel& k, const std::vector<Arg>& args);
 
 // A launch whose buffers need fewer bytes than this runs on the calling
 // thread: waking a worker and waiting for its chunk costs more than the
@@ -27,22 +27,24 @@ constexpr int64_t kSerialLaunchBytes = 128 << 10;
 // A launch's arguments packed into the LaunchArgs ABI once, so that a plan
 // replays it without re-checking or re-packing (only its dynamic scalars
 // are patched, through set_scalar).
-class CpuLaunch {
+class CpuLaunch : public BoundLaunch {
  public:
   // Throws kiln::Error naming the kernel on a bad argument or grid.
   // `bytes`: what the launch's buffers need (Runtime::check_launch), or -1
   // when unknown (always spread over the pool).
   CpuLaunch(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& args, const Grid& grid,
-            int64_t bytes = -1);
+            ThreadPool& pool, int64_t bytes = -1);
   CpuLaunch(const CpuLaunch&) = delete;
   CpuLaunch& operator=(const CpuLaunch&) = delete;
 
-  // Sets argument `index` (a scalar parameter) to v.
-  void set_scalar(size_t index, int64_t v);
-  void run(ThreadPool& pool);
+  void set_scalar(size_t index, int64_t v) override;
+  void set_grid(const Grid& grid) override;
+  void run() override;
 
  private:
   KernelRangeFn fn_;
+  ThreadPool& pool_;
+  std::string name_;
   std::vector<void*> buffers_;
   std::vector<int64_t> scalars_;
   std::vector<std::pair<int, bool>> slot_;  // per argument: scalar slot (-1: buffer), is float

@@ -1,0 +1,128 @@
+// Rows of a table picked by index, as f32: out[i, :] = table[ids[i], :].
+// A forward looks up token embeddings with it and gathers the rows routed
+// to an MoE expert. The table is f32/f16/bf16 (W, FMT 0) or ggml blocks
+// (W = u8, FMT = the ggml type id: 2 Q4_0, 8 Q8_0, 12 Q4_K, 14 Q6_K),
+// dequantised element by element exactly as ggml's dequantize_row does
+// (same products in the same order), so a quantized embedding matches
+// llama.cpp's lookup bit for bit. Not fast, and need not be: it reads one
+// row per token.
+#include <functional>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "kernels/quant/ggml_blocks.h"
+#include "kernels/registry.h"
+
+namespace kiln {
+namespace {
+
+// Element e (i64, within its block) of the blocks at byte offsets blk (i64)
+// of a ggml block format; `byte(off)` loads one byte per element as i32.
+class BlockDecoder {
+ public:
+  BlockDecoder(std::function<Value(const Value&)> byte) : byte_(std::move(byte)) {}
+
+  Value decode(int64_t fmt, const Value& blk, const Value& e) {
+    switch (fmt) {
+      case 2: {  // Q4_0: d, 16 bytes of nibbles (low: elements 0-15)
+        Value q = byte(blk + 2 + e % 16);
+        Value nib = where(e < 16, q & 15, q >> 4);
+        return (nib - 8).to(DType::f32) * f16(blk);
+      }
+      case 8:  // Q8_0: d, 32 signed bytes
+        return signed_byte(blk + 2 + e).to(DType::f32) * f16(blk);
+      case 12: {  // Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles
+        Value j = e / 32;
+        Value lo = j < 4;
+        Value s_j = byte(blk + 4 + j), s_j4 = byte(blk + 4 + j + 4);
+        Value s_jm4 = byte(blk + 4 + (j + 8) % 12);  // s[j - 4] for j >= 4
+        Value sc = where(lo, s_j & 63, (s_j4 & 15) | ((s_jm4 >> 6) << 4));
+        Value m = where(lo, s_j4 & 63, (s_j4 >> 4) | ((s_j >> 6) << 4));
+        Value q = byte(blk + 16 + (e / 64) * 32 + e % 32);
+        Value nib = where((j & 1) == 0, q & 15, q >> 4);
+        return f16(blk) * sc.to(DType::f32) * nib.to(DType::f32) -
+               f16(blk + 2) * m.to(DType::f32);
+      }
+      case 14: {  // Q6_K: 128 bytes of low nibbles, 64 of high pairs, 16 scales, d
+        Value h = e / 128, r = e % 128;
+        Value quarter = r / 32, l = r % 32;
+        Value ql = byte(blk + h * 64 + l + (quarter & 1) * 32);
+        Value low = where(quarter >= 2, ql >> 4, ql & 15);
+        Value high = (byte(blk + 128 + h * 32 + l) >> (quarter * 2).to(DType::i32)) & 3;
+        Value q = (low | (high << 4)) - 32;
+        Value sc = signed_byte(blk + 192 + h * 8 + l / 16 + quarter * 2);
+        return f16(blk + 208) * sc.to(DType::f32) * q.to(DType::f32);
+      }
+      default: throw Error("get_rows: FMT " + std::to_string(fmt) + " is not a ggml block format");
+    }
+  }
+
+ private:
+  Value byte(const Value& off) { return byte_(off); }
+  Value signed_byte(const Value& off) { return (byte(off) ^ 128) - 128; }
+  // The little-endian f16 at `off`, as f32.
+  Value f16(const Value& off) {
+    Value bits = byte(off) | (byte(off + 1) << 8);
+    return bits.to(DType::u16).bitcast(DType::f16).to(DType::f32);
+  }
+  std::function<Value(const Value&)> byte_;
+};
+
+Kernel build_get_rows(const Spec& s) {
+  KernelBuilder k("get_rows", s);
+  DType W = s.dtype("W");
+  const int64_t FMT = s.constexpr_("FMT"), B = s.constexpr_("BLOCK");
+  if ((W == DType::u8) != (FMT != 0))
+    throw Error("get_rows: W=u8 needs a ggml block FMT (2, 8, 12, 14), float tables FMT=0");
+  auto table = k.buffer("table", W);
+  auto ids = k.buffer("ids", DType::i32);
+  auto out = k.buffer("out", DType::f32);
+  auto n = k.scalar("n", DType::i32);
+  auto rows = k.scalar("rows", DType::i32);  // ids to look up (a plan patches it per replay)
+  auto i = k.program_id(0);
+  auto c = (k.program_id(1) * static_cast<int>(B) + arange(B)).to(DType::i64);
+  auto n64 = n.to(DType::i64);
+  auto mask = (c < n64) & (i < rows);
+  auto row = load(ids + i).to(DType::i64);
+  Value v;
+  if (W != DType::u8) {
+    v = load(table + (row * n64 + c), mask, 0.0).to(DType::f32);
+  } else {
+    const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(FMT));
+    const int BE = f.block_elems, BB = f.block_bytes;
+    auto blk = row * (n64 / BE * BB) + (c / BE) * BB;
+    BlockDecoder dec([&](const Value& off) { return load(table + off, mask, 0.0).to(DType::i32); });
+    v = dec.decode(FMT, blk, c % BE);
+  }
+  store(out + (i.to(DType::i64) * n64 + c), v, mask);
+  return k.finish();
+}
+
+KILN_REGISTER_KERNEL((KernelDef{
+    .name = "get_rows",
+    .family = "rows",
+    .summary = "out[i] = table[ids[i]] as f32 (float tables or ggml blocks)",
+    .dtype_roles = {{"W", {DType::f32, DType::f16, DType::bf16, DType::u8}}},
+    .constexpr_defaults = {{"FMT", 0}, {"BLOCK", 256}},
+    .build = build_get_rows,
+    // sizes: "table_rows", the table's height.
+    .launch_shape =
+        [](const Spec& s, const ScalarArgs& a) {
+          int64_t rows = a.i("rows"), n = a.i("n"), fmt = s.constexpr_("FMT");
+          int64_t row_elems = n;
+          if (fmt) {
+            const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(fmt));
+            if (n % f.block_elems)
+              throw Error("get_rows: row length " + std::to_string(n) + " is not a multiple of " +
+                          std::to_string(f.block_elems) + " (" + std::string(f.name) + ")");
+            row_elems = n / f.block_elems * f.block_bytes;
+          }
+          return LaunchShape{{rows, cdiv(n, s.constexpr_("BLOCK")), 1},
+                             {{"table", a.i("table_rows") * row_elems},
+                              {"ids", rows},
+                              {"out", rows * n}}};
+        },
+}));
+
+}  // namespace
+}  // namespace kiln

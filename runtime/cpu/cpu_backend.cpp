@@ -1,0 +1,95 @@
+#include "runtime/cpu/cpu_backend.h"
+
+#include <llvm/Config/llvm-config.h>
+
+#include <cstring>
+
+#include "ir/error.h"
+#include "runtime/cpu/cpu_launch.h"
+#include "runtime/host_memory.h"
+#include "runtime/tuning_db.h"
+
+#ifndef KILN_VERSION
+#error "KILN_VERSION must be defined by the build"
+#endif
+#ifndef KILN_CPU_CODEGEN_FINGERPRINT
+#error "KILN_CPU_CODEGEN_FINGERPRINT must be defined by the build"
+#endif
+
+namespace kiln {
+
+namespace {
+
+struct CpuProgram : Program {
+  KernelRangeFn fn = nullptr;
+};
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(ThreadPool& pool) : pool_(pool) {}
+
+  std::string name() const override { return "cpu"; }
+  std::string target() const override { return jit_.target().describe(); }
+  std::string codegen_version() const override {
+    return "llvm " LLVM_VERSION_STRING ", kiln " KILN_VERSION "+" KILN_CPU_CODEGEN_FINGERPRINT;
+  }
+  std::string tuning_class() const override { return kiln::tuning_class(jit_.target()); }
+  bool host_visible() const override { return true; }
+  int threads() const override { return pool_.size(); }
+
+  std::unique_ptr<Program> compile(const Kernel& k, const std::string& digest,
+                                   CompileCache& cache) override {
+    auto p = std::make_unique<CpuProgram>();
+    std::string symbol = "kiln_" + k.name + "_" + digest.substr(0, 24);
+    if (auto obj = cache.load(digest)) {
+      try {
+        p->fn = jit_.load_object(*obj, symbol).fn;
+        p->from_cache = true;
+        return p;
+      } catch (const Error&) {
+        // A checksummed entry the linker still rejects: recompile and replace it.
+        ++cache.corrupt;
+      }
+    }
+    std::string obj = jit_.compile_to_object(k, symbol);
+    cache.store(digest, k.name, obj);
+    p->fn = jit_.load_object(obj, symbol).fn;
+    return p;
+  }
+
+  std::unique_ptr<BoundLaunch> bind(const Program& p, const Kernel& k, const std::vector<Arg>& args,
+                                    const Grid& grid, int64_t bytes) override {
+    return std::make_unique<CpuLaunch>(k, static_cast<const CpuProgram&>(p).fn, args, grid, pool_,
+                                       bytes);
+  }
+
+  void* alloc(size_t bytes) override { return heap_.alloc(bytes); }
+  void free(void* p) override { heap_.free(p); }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+
+  CpuJit& jit() { return jit_; }
+
+ private:
+  ThreadPool& pool_;
+  CpuJit jit_;
+  HostHeap heap_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool) {
+  return std::make_unique<CpuBackend>(pool);
+}
+
+CpuJit& cpu_jit(Backend& b) {
+  auto* cpu = dynamic_cast<CpuBackend*>(&b);
+  if (!cpu) throw Error("backend '" + b.name() + "' has no CPU JIT");
+  return cpu->jit();
+}
+
+}  // namespace kiln

@@ -1,0 +1,79 @@
+#include "runtime/cuda_sim/cuda_sim_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/cuda_compile.h"
+#include "runtime/host_memory.h"
+#include "targets/cuda/cuda_simulator.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr int kSimSm = 80;
+
+struct SimProgram : Program {
+  std::shared_ptr<SimulatedKernel> sim;
+};
+
+class SimLaunch : public BoundLaunch {
+ public:
+  SimLaunch(const SimProgram& p, const Kernel& k, std::vector<Arg> args, const Grid& grid)
+      : p_(p), k_(k), args_(std::move(args)), grid_(grid) {}
+  void set_scalar(size_t index, int64_t v) override { args_.at(index) = Arg::scalar_int(v); }
+  void set_grid(const Grid& grid) override { grid_ = grid; }
+  void run() override { p_.sim->launch(k_, args_, grid_); }
+
+ private:
+  const SimProgram& p_;
+  const Kernel& k_;
+  std::vector<Arg> args_;
+  Grid grid_;
+};
+
+class CudaSimBackend : public Backend {
+ public:
+  std::string name() const override { return "cuda-sim"; }
+  std::string target() const override { return "sm_" + std::to_string(kSimSm) + " simulated"; }
+  std::string codegen_version() const override {
+    const char* cxx = std::getenv("KILN_HOST_CXX");
+    return std::string("host compiler ") + (cxx && *cxx ? cxx : "c++") + ", " +
+           cuda_codegen_version();
+  }
+  std::string tuning_class() const override { return "sm_" + std::to_string(kSimSm); }
+  bool host_visible() const override { return true; }
+
+  // The simulator keeps its compiled sources by content itself
+  // (SimulatedKernel::cache_dir), so the compile cache is not used.
+  std::unique_ptr<Program> compile(const Kernel& k, const std::string&, CompileCache&) override {
+    auto p = std::make_unique<SimProgram>();
+    p->sim = SimulatedKernel::compile(emit_cuda(k, {kCudaBackendWarps, kSimSm}));
+    return p;
+  }
+
+  std::unique_ptr<BoundLaunch> bind(const Program& p, const Kernel& k, const std::vector<Arg>& args,
+                                    const Grid& grid, int64_t) override {
+    check_arg_kinds(k, args);
+    return std::make_unique<SimLaunch>(static_cast<const SimProgram&>(p), k, args, grid);
+  }
+
+  void* alloc(size_t bytes) override { return heap_.alloc(bytes); }
+  void free(void* p) override { heap_.free(p); }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+
+ private:
+  HostHeap heap_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_sim_backend() { return std::make_unique<CudaSimBackend>(); }
+
+}  // namespace kiln
