@@ -42,7 +42,8 @@ int64_t pow2_at_least(int64_t n) {
 
 // The plan for one token count, with its scratch buffers.
 struct Llm::Step {
-  Step(Runtime& rt, int64_t n, bool all) : plan(rt), backend(rt.backend()), n_tokens(n), all_logits(all) {}
+  Step(Runtime& rt, int64_t n, bool all)
+      : plan(rt), backend(rt.backend()), n_tokens(n), all_logits(all) {}
   Plan plan;
   Backend& backend;
   int64_t n_tokens;
@@ -143,7 +144,7 @@ const std::vector<float>& Llm::forward(const std::vector<int32_t>& tokens, bool 
       throw Error("forward: token id " + std::to_string(t) + " is outside the vocabulary of " +
                   std::to_string(cfg_.n_vocab));
   Step& s = step_for(static_cast<int64_t>(tokens.size()), all_logits);
-  s.tokens = tokens;
+  std::copy(tokens.begin(), tokens.end(), s.tokens.begin());  // in place: plans point at it
   for (int64_t i = 0; i < s.n_tokens; ++i) s.positions[i] = static_cast<int32_t>(pos_ + i);
   s.plan.set("pos0", pos_);
   s.plan.set("kv_len", pos_ + s.n_tokens);
@@ -163,15 +164,18 @@ void Llm::record(Step& s) {
   s.tokens.resize(T);
   s.positions.resize(T);
   s.logits.resize(out_rows * c.n_vocab);
-  int32_t* tokens = s.alloc<int32_t>(T);
-  int32_t* positions = s.alloc<int32_t>(T);
+  // Host-memory backends read the host's inputs and write its logits in
+  // place; devices get copies.
+  const bool host = s.backend.host_visible();
+  int32_t* tokens = host ? s.tokens.data() : s.alloc<int32_t>(T);
+  int32_t* positions = host ? s.positions.data() : s.alloc<int32_t>(T);
   float *x = s.alloc<float>(T * E), *h = s.alloc<float>(T * E), *o = s.alloc<float>(T * E),
         *down = s.alloc<float>(T * E);
   float *q = s.alloc<float>(T * QD), *attn = s.alloc<float>(T * QD);
   float *k = s.alloc<float>(T * KD), *v = s.alloc<float>(T * KD);
   float *gate = s.alloc<float>(T * F), *up = s.alloc<float>(T * F), *act = s.alloc<float>(T * F);
   float* out = s.alloc<float>(out_rows * E);
-  float* logits = s.alloc<float>(out_rows * c.n_vocab);
+  float* logits = host ? s.logits.data() : s.alloc<float>(out_rows * c.n_vocab);
   // Every matmul input: the norms' (E), the FFN activation (F) and the
   // attention output (QD, wider than E when head_dim * n_head > n_embd).
   const int64_t kmax = std::max({E, F, QD});
@@ -193,7 +197,8 @@ void Llm::record(Step& s) {
     int64_t qb = activation_block(w.type);
     std::map<std::string, int64_t> probe;
     if (!rows.slot.empty()) probe[rows.slot] = rows.t;
-    if (is_block_quantized(w.type) && !(same_input && quantized_for == in && quantized_block == qb)) {
+    if (is_block_quantized(w.type) &&
+        !(same_input && quantized_for == in && quantized_block == qb)) {
       add("quantize", quantize_activations(in, rows, w.k, qbuf, qb), probe);
       quantized_for = in;
       quantized_block = qb;
@@ -247,8 +252,10 @@ void Llm::record(Step& s) {
                       int64_t table_rows, const int32_t* ids, float* dst, int64_t n,
                       const TokenCount& rows) {
     auto [dtype, fmt] = table ? row_format(*table) : std::pair<DType, int64_t>{DType::f32, 0};
-    const void* data = table ? static_cast<const void*>(on_backend(table->data, table->nbytes)) : f32_table;
-    int64_t elems = table ? static_cast<int64_t>(table->nbytes) / dtype_bytes(dtype) : table_rows * n;
+    const void* data =
+        table ? static_cast<const void*>(on_backend(table->data, table->nbytes)) : f32_table;
+    int64_t elems =
+        table ? static_cast<int64_t>(table->nbytes) / dtype_bytes(dtype) : table_rows * n;
     std::map<std::string, int64_t> probe;
     if (!rows.slot.empty()) probe[rows.slot] = rows.t;
     add(label,
@@ -264,8 +271,10 @@ void Llm::record(Step& s) {
         probe);
   };
 
-  p.upload("input", tokens, s.tokens.data(), T * sizeof(int32_t));
-  p.upload("input", positions, s.positions.data(), T * sizeof(int32_t));
+  if (!host) {
+    p.upload("input", tokens, s.tokens.data(), T * sizeof(int32_t));
+    p.upload("input", positions, s.positions.data(), T * sizeof(int32_t));
+  }
   const GgufTensor& embd = tensor("token_embd.weight");
   get_rows("embed", &embd, nullptr, c.n_vocab, tokens, x, E, {T, ""});
 
@@ -401,26 +410,28 @@ void Llm::record(Step& s) {
         quantized_for = nullptr;  // ex holds another expert's rows
         linear("moe_gate", expert(gate_e, e), ex, egate, n);
         linear("moe_up", expert(up_e, e), ex, eup, n, true);
-        add("moe_silu_mul", {"silu_mul",
-                             {{"T", DType::f32}},
-                             {{"gate", Arg::buffer(egate, T * F)},
-                              {"up", Arg::buffer(eup, T * F)},
-                              {"out", Arg::buffer(egate, T * F)},
-                              {"n", n.times(F)}},
-                             {},
-                             {}},
+        add("moe_silu_mul",
+            {"silu_mul",
+             {{"T", DType::f32}},
+             {{"gate", Arg::buffer(egate, T * F)},
+              {"up", Arg::buffer(eup, T * F)},
+              {"out", Arg::buffer(egate, T * F)},
+              {"n", n.times(F)}},
+             {},
+             {}},
             {{n.slot, T}});
         linear("moe_down", expert(down_e, e), egate, edown, n);
-        add("moe_scatter", {"moe_scatter",
-                            {},
-                            {{"y", Arg::buffer(edown, T * E)},
-                             {"rows", Arg::buffer(expert_rows + e * T, T)},
-                             {"row_weights", Arg::buffer(expert_w + e * T, T)},
-                             {"out", Arg::buffer(down, T * E)},
-                             {"n", Arg::scalar_int(E)},
-                             {"count", n.times(1)}},
-                            {{"out_rows", T}},
-                            {}},
+        add("moe_scatter",
+            {"moe_scatter",
+             {},
+             {{"y", Arg::buffer(edown, T * E)},
+              {"rows", Arg::buffer(expert_rows + e * T, T)},
+              {"row_weights", Arg::buffer(expert_w + e * T, T)},
+              {"out", Arg::buffer(down, T * E)},
+              {"n", Arg::scalar_int(E)},
+              {"count", n.times(1)}},
+             {{"out_rows", T}},
+             {}},
             {{n.slot, T}});
       }
     }
@@ -431,7 +442,7 @@ void Llm::record(Step& s) {
   rmsnorm("output_norm", last, f32_weight("output_norm.weight"), out, out_rows, E);
   const GgufTensor* out_w = file_.find_tensor("output.weight");
   linear("output", weight(out_w ? *out_w : embd), out, logits, {out_rows, ""});
-  p.download("logits", s.logits.data(), logits, s.logits.size() * sizeof(float));
+  if (!host) p.download("logits", s.logits.data(), logits, s.logits.size() * sizeof(float));
 }
 
 }  // namespace kiln

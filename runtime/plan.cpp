@@ -5,8 +5,8 @@
 namespace kiln {
 
 void Plan::launch(const std::string& label, const std::string& kernel,
-                  const std::map<std::string, DType>& dtypes, const Args& args,
-                  const Sizes& sizes, const std::map<std::string, int64_t>& fixed,
+                  const std::map<std::string, DType>& dtypes, const Args& args, const Sizes& sizes,
+                  const std::map<std::string, int64_t>& fixed,
                   const std::map<std::string, int64_t>& probe) {
   const Kernel& sig = rt_.signature(find_kernel(kernel).make_spec(dtypes, fixed));
   const std::string who = "plan step '" + label + "': kernel '" + kernel + "'";
@@ -123,8 +123,9 @@ void Plan::run(Runtime& rt, bool interpret) {
       if (empty) continue;
       if (st.reshape) {
         const KernelDef& def = find_kernel(st.kernel->spec.kernel);
-        st.grid = def.launch_shape(st.kernel->spec, scalar_args(st.kernel->kernel, st.args, st.sizes))
-                      .grid;
+        st.grid =
+            def.launch_shape(st.kernel->spec, scalar_args(st.kernel->kernel, st.args, st.sizes))
+                .grid;
         st.bound->set_grid(st.grid);
       }
       if (interpret)

@@ -51,8 +51,8 @@ class Plan {
   // made here; callers must keep every later value within what those
   // checks allowed.
   void launch(const std::string& label, const std::string& kernel,
-              const std::map<std::string, DType>& dtypes, const Args& args,
-              const Sizes& sizes = {}, const std::map<std::string, int64_t>& fixed = {},
+              const std::map<std::string, DType>& dtypes, const Args& args, const Sizes& sizes = {},
+              const std::map<std::string, int64_t>& fixed = {},
               const std::map<std::string, int64_t>& probe = {});
   // Copies host memory into a backend buffer, or back, at this point.
   void upload(const std::string& label, void* dst, const void* src, size_t bytes);

@@ -30,7 +30,7 @@ using Sizes = std::map<std::string, int64_t>;
 
 struct CompiledKernel {
   Spec spec;
-  Kernel kernel;  // after the pass pipeline
+  Kernel kernel;       // after the pass pipeline
   std::string digest;  // of the compile key
   std::unique_ptr<Program> program;
   bool from_disk = false;
@@ -95,7 +95,6 @@ class Runtime {
   const Kernel& signature(const Spec& spec);
 
  private:
-
   ThreadPool pool_;
   std::unique_ptr<Backend> backend_;
   CompileCache cache_;

@@ -13,7 +13,6 @@
 #include "models/generation.h"
 #include "models/model_generator.h"
 #include "runtime/compile_cache.h"
-#include "targets/cuda/cuda_device.h"
 #include "tools/cli.h"
 
 namespace kiln {
@@ -115,22 +114,24 @@ int cmd_run(const std::vector<std::string>& argv_in) {
         "                [--temp 0] [--top-k 40] [--top-p 0.95] [--repeat-penalty 1.0] "
         "[--seed 0]\n"
         "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N]\n"
-        "                [--logits-out FILE.npy] [--profile] [--device cpu|cuda]\n"
+        "                [--logits-out FILE.npy] [--profile] [--device cpu|cuda|cuda-sim]\n"
         "Streams the generated text, then prints one JSON line of metrics. Without -m, runs a\n"
-        "small generated llama (written once under the cache directory).");
+        "small generated llama (written once under the cache directory). --device cuda-sim runs\n"
+        "the CUDA kernels on the CPU simulator: a correctness check, slow.");
     return 0;
   }
-  std::string device = a.get("device", "cpu");
-  if (device == "cuda") {
-    const CudaDevice& gpu = CudaDevice::get();  // one line saying why, without a GPU
-    throw Error("--device cuda: found " + gpu.name() + " (sm_" + std::to_string(gpu.sm()) +
-                "), but model forwards run on the CPU only so far; CUDA kernels are compiled "
-                "and inspected with `kiln inspect KERNEL --target cuda`");
-  }
-  if (device != "cpu") throw Error("--device expects cpu or cuda, got '" + device + "'");
+  RuntimeOptions ro;
+  ro.threads = static_cast<int>(a.get_int("threads", 0));
+  ro.backend = a.get("device", "cpu");
   auto t_start = std::chrono::steady_clock::now();
+  std::unique_ptr<Runtime> runtime;
+  try {
+    runtime = std::make_unique<Runtime>(ro);  // one line saying why a GPU cannot be had
+  } catch (const Error& e) {
+    throw Error(std::string("--device ") + ro.backend + ": " + e.what());
+  }
+  Runtime& rt = *runtime;
   std::string model_path = a.has("model") ? a.get("model") : default_model();
-  Runtime rt(static_cast<int>(a.get_int("threads", 0)));
   Llm model(model_path, rt, a.get_int("ctx", 0));
   GenerationOptions o;
   o.n_predict = a.get_int("n-predict", 64);
@@ -178,13 +179,14 @@ int cmd_run(const std::vector<std::string>& argv_in) {
   double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
   std::printf(
-      "{\"model\": \"%s\", \"arch\": \"%s\", \"threads\": %d, \"prompt_tokens\": %zu, "
+      "{\"model\": \"%s\", \"arch\": \"%s\", \"device\": \"%s\", \"threads\": %d, "
+      "\"prompt_tokens\": %zu, "
       "\"generated_tokens\": %zu, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
       "\"token_latency_ms_p50\": %.3f, \"token_latency_ms_p95\": %.3f, \"peak_rss_mib\": %.1f, "
       "\"jit_compile_ms\": %.1f, \"kernels_compiled\": %lld, \"cache_hits\": %d, "
       "\"cache_misses\": %d, \"kernels_per_token\": %lld, \"stop\": \"%s\", \"wall_ms\": %.1f}\n",
-      json_escape(model_path).c_str(), model.config().arch.c_str(), rt.threads(), r.prompt.size(),
-      r.generated.size(), r.prompt.size() / (r.prefill_ms / 1e3),
+      json_escape(model_path).c_str(), model.config().arch.c_str(), rt.backend().name().c_str(),
+      rt.threads(), r.prompt.size(), r.generated.size(), r.prompt.size() / (r.prefill_ms / 1e3),
       r.token_ms.empty() ? 0.0 : r.token_ms.size() / (decode_ms / 1e3), percentile(r.token_ms, 0.5),
       percentile(r.token_ms, 0.95), peak_rss_mib(), cs.ms, static_cast<long long>(cs.kernels),
       rt.cache().hits, rt.cache().misses, static_cast<long long>(r.launches_per_token),

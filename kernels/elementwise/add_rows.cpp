@@ -28,7 +28,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
           int64_t rows = a.i("rows"), n = a.i("n");
-          return LaunchShape{{rows, cdiv(n, s.constexpr_("BLOCK")), 1}, {{"x", rows * n}, {"b", n}}};
+          return LaunchShape{{rows, cdiv(n, s.constexpr_("BLOCK")), 1},
+                             {{"x", rows * n}, {"b", n}}};
         },
 }));
 

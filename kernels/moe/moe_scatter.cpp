@@ -1,6 +1,6 @@
 // MoE combine: out[rows[i], :] += row_weights[i] * y[i, :] for the `count`
-// rows an expert computed (a scalar, so a plan patches it per replay). An expert holds each token at most once, so the
-// programs of one launch write disjoint rows; experts run one launch after
+// rows an expert computed (a scalar, so a plan patches it per replay). An expert holds each token
+// at most once, so the programs of one launch write disjoint rows; experts run one launch after
 // another, so every sum is taken in expert order, deterministically.
 #include "ir/builder.h"
 #include "kernels/registry.h"

@@ -62,9 +62,11 @@ KILN_REGISTER_KERNEL((KernelDef{
             throw Error("moe_topk: " + std::to_string(n) + " experts exceed BLOCK " +
                         std::to_string(s.constexpr_("BLOCK")));
           if (k < 1 || k > n)
-            throw Error("moe_topk: k = " + std::to_string(k) + " is not in 1.." + std::to_string(n));
-          return LaunchShape{{tokens, 1, 1},
-                             {{"logits", tokens * n}, {"ids", tokens * k}, {"weights", tokens * k}}};
+            throw Error("moe_topk: k = " + std::to_string(k) + " is not in 1.." +
+                        std::to_string(n));
+          return LaunchShape{
+              {tokens, 1, 1},
+              {{"logits", tokens * n}, {"ids", tokens * k}, {"weights", tokens * k}}};
         },
 }));
 

@@ -40,8 +40,7 @@ class BlockDecoder {
         Value m = where(lo, s_j4 & 63, (s_j4 >> 4) | ((s_j >> 6) << 4));
         Value q = byte(blk + 16 + (e / 64) * 32 + e % 32);
         Value nib = where((j & 1) == 0, q & 15, q >> 4);
-        return f16(blk) * sc.to(DType::f32) * nib.to(DType::f32) -
-               f16(blk + 2) * m.to(DType::f32);
+        return f16(blk) * sc.to(DType::f32) * nib.to(DType::f32) - f16(blk + 2) * m.to(DType::f32);
       }
       case 14: {  // Q6_K: 128 bytes of low nibbles, 64 of high pairs, 16 scales, d
         Value h = e / 128, r = e % 128;
@@ -117,11 +116,15 @@ KILN_REGISTER_KERNEL((KernelDef{
                           std::to_string(f.block_elems) + " (" + std::string(f.name) + ")");
             row_elems = n / f.block_elems * f.block_bytes;
           }
-          return LaunchShape{{rows, cdiv(n, s.constexpr_("BLOCK")), 1},
-                             {{"table", a.i("table_rows") * row_elems},
-                              {"ids", rows},
-                              {"out", rows * n}}};
+          return LaunchShape{
+              {rows, cdiv(n, s.constexpr_("BLOCK")), 1},
+              {{"table", a.i("table_rows") * row_elems}, {"ids", rows}, {"out", rows * n}}};
         },
+    // A byte table without a format: Q8_0 blocks.
+    .heuristic = [](const Spec& s) -> std::map<std::string, int64_t> {
+      if (s.dtype("W") == DType::u8) return {{"FMT", 8}};
+      return {};
+    },
 }));
 
 }  // namespace

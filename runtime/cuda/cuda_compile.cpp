@@ -11,7 +11,9 @@
 
 namespace kiln {
 
-std::string cuda_codegen_version() { return "kiln " KILN_VERSION "+" KILN_CUDA_CODEGEN_FINGERPRINT; }
+std::string cuda_codegen_version() {
+  return "kiln " KILN_VERSION "+" KILN_CUDA_CODEGEN_FINGERPRINT;
+}
 
 CachedPtx cached_ptx(CompileCache& cache, const CudaSource& src) {
   std::string key = "kiln cuda ptx\n" + cuda_codegen_version() + "\nnvrtc " + nvrtc_version() +

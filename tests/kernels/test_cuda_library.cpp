@@ -114,6 +114,24 @@ std::vector<Case> cases() {
   for (DType t : {DType::u8, DType::f32})
     cs.push_back({"dot_peak", {{"T", t}}, {{"ACC", 4}}, {{"programs", 3}, {"steps", 9}}});
   cs.push_back({"quantize_q8", {}, {{"QBLOCK", 256}, {"BLOCKS", 2}}, {{"nblocks", 40}}});
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    cs.push_back(
+        {"get_rows", {{"W", t}}, {{"BLOCK", 128}}, {{"n", 300}, {"rows", 3}, {"table_rows", 10}}});
+    cs.push_back({"add_rows", {{"T", t}}, {{"BLOCK", 128}}, {{"n", 300}, {"rows", 3}}});
+    cs.push_back({"fill", {{"T", t}}, {{"BLOCK", 256}}, {{"n", 700}}});
+  }
+  for (int64_t fmt : {2, 8, 12, 14})
+    cs.push_back({"get_rows",
+                  {{"W", DType::u8}},
+                  {{"FMT", fmt}, {"BLOCK", 128}},
+                  {{"n", 512}, {"rows", 3}, {"table_rows", 5}}});
+  for (int64_t norm : {0, 1})
+    cs.push_back({"moe_topk",
+                  {},
+                  {{"BLOCK", 8}},
+                  {{"tokens", 3}, {"n_expert", 6}, {"k", 2}, {"norm", norm}}});
+  cs.push_back({"moe_group", {}, {}, {{"tokens", 5}, {"k", 2}, {"n_expert", 6}}});
+  cs.push_back({"moe_scatter", {}, {{"BLOCK", 128}}, {{"count", 4}, {"n", 300}, {"out_rows", 7}}});
   return cs;
 }
 
@@ -172,6 +190,23 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       std::vector<uint8_t> blocks(static_cast<size_t>(rows * cols / f.block_elems * f.block_bytes));
       ggml::quantize(qt, w.data(), rows * cols, blocks.data());
       ggml::interleave_rows16(qt, blocks.data(), rows, cols, static_cast<uint8_t*>(m));
+    } else if (c.kernel == "get_rows" && p.name == "table" && p.dtype == DType::u8) {
+      auto qt = static_cast<ggml::QuantType>(spec.constexpr_("FMT"));
+      int64_t elems = c.sizes.at("table_rows") * c.sizes.at("n");
+      std::vector<float> w(static_cast<size_t>(elems));
+      for (float& x : w) x = static_cast<float>(unit(rng));
+      ggml::quantize(qt, w.data(), elems, static_cast<uint8_t*>(m));
+    } else if (((c.kernel == "get_rows" || c.kernel == "moe_group") && p.name == "ids") ||
+               (c.kernel == "moe_scatter" && p.name == "rows")) {
+      // Indices in range: table rows, experts (distinct within a token's k),
+      // destination rows (distinct).
+      auto* idx = static_cast<int32_t*>(m);
+      for (int64_t j = 0; j < n; ++j)
+        idx[j] = c.kernel == "get_rows" ? static_cast<int32_t>(j * 3 % c.sizes.at("table_rows"))
+                 : c.kernel == "moe_group"
+                     ? static_cast<int32_t>((j / c.sizes.at("k") * 5 + j % c.sizes.at("k")) %
+                                            c.sizes.at("n_expert"))
+                     : static_cast<int32_t>(j * 3 % c.sizes.at("out_rows"));
     } else if (c.kernel == "gemv_int4w_rows16" && p.name == "w") {
       Int4wRows r = test::random_int4w(c.sizes.at("m"), c.sizes.at("k"), spec.constexpr_("GROUP"),
                                        spec.constexpr_("ZP") != 0, rng());

@@ -11,11 +11,31 @@ using namespace kiln;
 TEST_CASE("every registered kernel builds for every declared dtype", "[kernels][registry]") {
   std::vector<std::string> names;
   for (const KernelDef& d : all_kernels()) names.push_back(d.name);
-  CHECK(names == std::vector<std::string>{"add", "attention_decode", "attention_prefill", "convert",
-                                          "dot_peak", "gemm", "gemv", "gemv_awq", "gemv_int4w",
-                                          "gemv_int4w_rows16", "kv_cache_store", "qgemv",
-                                          "qgemv_rows16", "quantize_q8", "rmsnorm", "rope",
-                                          "scaled_add", "silu_mul", "softmax"});
+  CHECK(names == std::vector<std::string>{"add",
+                                          "add_rows",
+                                          "attention_decode",
+                                          "attention_prefill",
+                                          "convert",
+                                          "dot_peak",
+                                          "fill",
+                                          "gemm",
+                                          "gemv",
+                                          "gemv_awq",
+                                          "gemv_int4w",
+                                          "gemv_int4w_rows16",
+                                          "get_rows",
+                                          "kv_cache_store",
+                                          "moe_group",
+                                          "moe_scatter",
+                                          "moe_topk",
+                                          "qgemv",
+                                          "qgemv_rows16",
+                                          "quantize_q8",
+                                          "rmsnorm",
+                                          "rope",
+                                          "scaled_add",
+                                          "silu_mul",
+                                          "softmax"});
   for (const KernelDef& d : all_kernels()) {
     CHECK(build_kernel(d.make_spec()).name == d.name);
     for (const auto& [role, dtypes] : d.dtype_roles)

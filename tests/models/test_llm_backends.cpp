@@ -103,9 +103,8 @@ TEST_CASE("plans refuse another runtime, unbound and unknown parameters",
   p.launch("add", "add", {{"T", DType::f32}}, args(64));
   p.run(rt);
   CHECK(z[63] == 1.0f);
-  REQUIRE_THROWS_WITH(p.run(sim_runtime()),
-                      Catch::Contains("recorded on backend 'cpu'") &&
-                          Catch::Contains("backend 'cuda-sim'"));
+  REQUIRE_THROWS_WITH(p.run(sim_runtime()), Catch::Contains("recorded on backend 'cpu'") &&
+                                                Catch::Contains("backend 'cuda-sim'"));
   Plan::Args missing = args(64);
   missing.erase("y");
   REQUIRE_THROWS_WITH(p.launch("add", "add", {{"T", DType::f32}}, missing),
@@ -113,9 +112,9 @@ TEST_CASE("plans refuse another runtime, unbound and unknown parameters",
                           Catch::Contains("not bound"));
   Plan::Args unknown = args(64);
   unknown["w"] = Arg::scalar_int(1);
-  REQUIRE_THROWS_WITH(p.launch("add", "add", {{"T", DType::f32}}, unknown),
-                      Catch::Contains("kernel 'add' has no parameter 'w'") &&
-                          Catch::Contains("x, y, z, n"));
+  REQUIRE_THROWS_WITH(
+      p.launch("add", "add", {{"T", DType::f32}}, unknown),
+      Catch::Contains("kernel 'add' has no parameter 'w'") && Catch::Contains("x, y, z, n"));
   REQUIRE_THROWS_WITH(p.launch("add", "add", {{"T", DType::f32}}, args(32)),
                       Catch::Contains("buffer 'x' holds 32 elements, the launch needs 64"));
 }

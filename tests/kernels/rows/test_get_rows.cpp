@@ -1,0 +1,101 @@
+// get_rows against the host references: float tables copied exactly, ggml
+// blocks (Q4_0, Q8_0, Q4_K, Q6_K) equal bit for bit to ggml::dequantize
+// (itself checked against the gguf package and ggml's C), through the JIT
+// and the interpreter; bad formats and short tables refused.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <random>
+
+#include "ir/dtype.h"
+#include "ir/error.h"
+#include "kernels/quant/ggml_blocks.h"
+#include "support/runtime_fixture.h"
+
+using namespace kiln;
+
+namespace {
+
+std::vector<float> random_floats(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(n);
+  for (float& v : x) v = nd(rng);
+  return x;
+}
+
+// Runs get_rows on the JIT and in the interpreter; both results.
+std::pair<std::vector<float>, std::vector<float>> lookup(DType w, int64_t fmt, void* table,
+                                                         int64_t table_elems, int64_t table_rows,
+                                                         std::vector<int32_t> ids, int64_t n) {
+  int64_t rows = static_cast<int64_t>(ids.size());
+  std::vector<float> jit(rows * n, -1.0f), ref(rows * n, -1.0f);
+  Spec spec = find_kernel("get_rows").make_spec({{"W", w}}, {{"FMT", fmt}});
+  auto args = [&](std::vector<float>& out) {
+    return std::vector<Arg>{Arg::buffer(table, table_elems), Arg::buffer(ids.data(), rows),
+                            Arg::buffer(out.data(), rows * n), Arg::scalar_int(n),
+                            Arg::scalar_int(rows)};
+  };
+  test::runtime().launch(spec, args(jit), {{"table_rows", table_rows}});
+  test::runtime().interpret(spec, args(ref), {{"table_rows", table_rows}});
+  return {jit, ref};
+}
+
+}  // namespace
+
+TEST_CASE("get_rows copies float rows exactly", "[kernels][rows]") {
+  const int64_t V = 9, n = 300;
+  std::vector<float> table = random_floats(V * n, 1);
+  std::vector<uint16_t> half(V * n);
+  for (size_t i = 0; i < half.size(); ++i) half[i] = f32_to_f16_bits(table[i]);
+  std::vector<int32_t> ids = {8, 0, 3, 3};
+  auto [f32_jit, f32_ref] = lookup(DType::f32, 0, table.data(), V * n, V, ids, n);
+  auto [f16_jit, f16_ref] = lookup(DType::f16, 0, half.data(), V * n, V, ids, n);
+  for (size_t r = 0; r < ids.size(); ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      size_t src = static_cast<size_t>(ids[r] * n + c), dst = r * n + c;
+      CHECK(f32_jit[dst] == table[src]);
+      CHECK(f32_ref[dst] == table[src]);
+      CHECK(f16_jit[dst] == f16_bits_to_f32(half[src]));
+      CHECK(f16_ref[dst] == f16_bits_to_f32(half[src]));
+    }
+}
+
+TEST_CASE("get_rows dequantises ggml blocks as ggml does", "[kernels][rows]") {
+  for (auto qt : {ggml::QuantType::Q4_0, ggml::QuantType::Q8_0, ggml::QuantType::Q4_K,
+                  ggml::QuantType::Q6_K}) {
+    const ggml::BlockFormat& f = ggml::block_format(qt);
+    INFO(f.name);
+    const int64_t V = 6, n = 512, row_bytes = n / f.block_elems * f.block_bytes;
+    std::vector<float> w = random_floats(V * n, 2);
+    std::vector<uint8_t> blocks(V * row_bytes);
+    ggml::quantize(qt, w.data(), V * n, blocks.data());
+    std::vector<int32_t> ids = {5, 1, 1, 0};
+    auto [jit, ref] = lookup(DType::u8, static_cast<int64_t>(qt), blocks.data(), V * row_bytes, V,
+                             ids, n);
+    std::vector<float> want(n);
+    for (size_t r = 0; r < ids.size(); ++r) {
+      ggml::dequantize(qt, blocks.data() + ids[r] * row_bytes, n, want.data());
+      CHECK(std::memcmp(&jit[r * n], want.data(), n * sizeof(float)) == 0);
+      CHECK(std::memcmp(&ref[r * n], want.data(), n * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("get_rows refuses formats and tables that do not fit", "[kernels][rows][error]") {
+  const KernelDef& def = find_kernel("get_rows");
+  REQUIRE_THROWS_WITH(test::runtime().compile(def.make_spec({{"W", DType::u8}}, {{"FMT", 0}})),
+                      Catch::Contains("W=u8 needs a ggml block FMT"));
+  REQUIRE_THROWS_WITH(test::runtime().compile(def.make_spec({{"W", DType::u8}}, {{"FMT", 3}})),
+                      Catch::Contains("3"));
+  std::vector<uint8_t> table(10 * 34);
+  std::vector<int32_t> ids = {0};
+  std::vector<float> out(64);
+  Spec q8 = def.make_spec({{"W", DType::u8}}, {{"FMT", 8}});
+  std::vector<Arg> args = {Arg::buffer(table.data(), 10 * 34), Arg::buffer(ids.data(), 1),
+                           Arg::buffer(out.data(), 64), Arg::scalar_int(64), Arg::scalar_int(1)};
+  REQUIRE_THROWS_WITH(test::runtime().launch(q8, args, {{"table_rows", 10}}),
+                      Catch::Contains("buffer 'table' holds 340 elements, the launch needs 680"));
+  args[3] = Arg::scalar_int(40);
+  REQUIRE_THROWS_WITH(test::runtime().launch(q8, args, {{"table_rows", 1}}),
+                      Catch::Contains("row length 40 is not a multiple of 32 (q8_0)"));
+}
