@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "ir/dtype.h"
@@ -55,6 +56,9 @@ struct Llm::Step {
   template <class T>
   T* alloc(int64_t n) {
     scratch.emplace_back(backend, static_cast<size_t>(n) * sizeof(T));
+    // Host memory comes mapped, its pages faulted in on first touch: touch
+    // them now, while recording, not in the plan's first (timed) replay.
+    if (backend.host_visible()) std::memset(scratch.back().data(), 0, scratch.back().bytes());
     return scratch.back().as<T>();
   }
 };
