@@ -47,24 +47,23 @@ void Plan::launch(const std::string& label, const std::string& kernel,
   steps_.push_back(std::move(st));
 }
 
-void Plan::upload(const std::string& label, void* dst, const void* src, size_t bytes) {
+void Plan::add_copy(const std::string& label, Step::Copy kind, void* dst, const void* src,
+                    size_t bytes) {
   Step st;
   st.label = label;
-  st.copy = Step::Copy::upload;
+  st.copy = kind;
   st.dst = dst;
   st.src = src;
   st.bytes = bytes;
   steps_.push_back(std::move(st));
 }
 
+void Plan::upload(const std::string& label, void* dst, const void* src, size_t bytes) {
+  add_copy(label, Step::Copy::upload, dst, src, bytes);
+}
+
 void Plan::download(const std::string& label, void* dst, const void* src, size_t bytes) {
-  Step st;
-  st.label = label;
-  st.copy = Step::Copy::download;
-  st.dst = dst;
-  st.src = src;
-  st.bytes = bytes;
-  steps_.push_back(std::move(st));
+  add_copy(label, Step::Copy::download, dst, src, bytes);
 }
 
 void Plan::read_slots(const std::string& label, const void* src, std::vector<std::string> slots) {

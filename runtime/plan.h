@@ -96,6 +96,8 @@ class Plan {
     size_t bytes = 0;
     std::vector<std::optional<int64_t>*> read_into;
   };
+  void add_copy(const std::string& label, Step::Copy kind, void* dst, const void* src,
+                size_t bytes);
   void run_copy(Step& st);
 
   Runtime& rt_;

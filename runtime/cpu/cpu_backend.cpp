@@ -2,11 +2,9 @@
 
 #include <llvm/Config/llvm-config.h>
 
-#include <cstring>
-
 #include "ir/error.h"
 #include "runtime/cpu/cpu_launch.h"
-#include "runtime/host_memory.h"
+#include "runtime/host_backend.h"
 #include "runtime/tuning_db.h"
 
 #ifndef KILN_VERSION
@@ -24,7 +22,7 @@ struct CpuProgram : Program {
   KernelRangeFn fn = nullptr;
 };
 
-class CpuBackend : public Backend {
+class CpuBackend : public HostMemoryBackend {
  public:
   explicit CpuBackend(ThreadPool& pool) : pool_(pool) {}
 
@@ -34,7 +32,6 @@ class CpuBackend : public Backend {
     return "llvm " LLVM_VERSION_STRING ", kiln " KILN_VERSION "+" KILN_CPU_CODEGEN_FINGERPRINT;
   }
   std::string tuning_class() const override { return kiln::tuning_class(jit_.target()); }
-  bool host_visible() const override { return true; }
   int threads() const override { return pool_.size(); }
 
   std::unique_ptr<Program> compile(const Kernel& k, const std::string& digest,
@@ -63,21 +60,11 @@ class CpuBackend : public Backend {
                                        bytes);
   }
 
-  void* alloc(size_t bytes) override { return heap_.alloc(bytes); }
-  void free(void* p) override { heap_.free(p); }
-  void upload(void* dst, const void* src, size_t bytes) override {
-    if (bytes) std::memcpy(dst, src, bytes);
-  }
-  void download(void* dst, const void* src, size_t bytes) override {
-    if (bytes) std::memcpy(dst, src, bytes);
-  }
-
   CpuJit& jit() { return jit_; }
 
  private:
   ThreadPool& pool_;
   CpuJit jit_;
-  HostHeap heap_;
 };
 
 }  // namespace

@@ -1,11 +1,10 @@
 #include "runtime/cuda_sim/cuda_sim_backend.h"
 
 #include <cstdlib>
-#include <cstring>
 
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_compile.h"
-#include "runtime/host_memory.h"
+#include "runtime/host_backend.h"
 #include "targets/cuda/cuda_simulator.h"
 
 namespace kiln {
@@ -33,7 +32,7 @@ class SimLaunch : public BoundLaunch {
   Grid grid_;
 };
 
-class CudaSimBackend : public Backend {
+class CudaSimBackend : public HostMemoryBackend {
  public:
   std::string name() const override { return "cuda-sim"; }
   std::string target() const override { return "sm_" + std::to_string(kSimSm) + " simulated"; }
@@ -43,7 +42,6 @@ class CudaSimBackend : public Backend {
            cuda_codegen_version();
   }
   std::string tuning_class() const override { return "sm_" + std::to_string(kSimSm); }
-  bool host_visible() const override { return true; }
 
   // The simulator keeps its compiled sources by content itself
   // (SimulatedKernel::cache_dir), so the compile cache is not used.
@@ -59,17 +57,7 @@ class CudaSimBackend : public Backend {
     return std::make_unique<SimLaunch>(static_cast<const SimProgram&>(p), k, args, grid);
   }
 
-  void* alloc(size_t bytes) override { return heap_.alloc(bytes); }
-  void free(void* p) override { heap_.free(p); }
-  void upload(void* dst, const void* src, size_t bytes) override {
-    if (bytes) std::memcpy(dst, src, bytes);
-  }
-  void download(void* dst, const void* src, size_t bytes) override {
-    if (bytes) std::memcpy(dst, src, bytes);
-  }
-
  private:
-  HostHeap heap_;
 };
 
 }  // namespace
