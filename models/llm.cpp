@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "ir/dtype.h"
 #include "ir/error.h"
@@ -187,9 +186,8 @@ void Llm::record(Step& s) {
                         s.alloc<int32_t>(T * kmax / 32),
                         s.alloc<int8_t>(split_sum_bytes(T * kmax / 32)), T * kmax};
   Plan& p = s.plan;
-  auto add = [&](const std::string& label, const LaunchDesc& d,
-                 const std::map<std::string, int64_t>& probe = {}) {
-    p.launch(label, d.kernel, d.dtypes, d.args, d.sizes, d.fixed, probe);
+  auto add = [&](const std::string& label, const LaunchDesc& d) {
+    p.launch(label, d.kernel, d.dtypes, d.args, d.sizes, d.fixed);
   };
   auto tensor = [&](const std::string& name) -> const GgufTensor& { return file_.tensor(name); };
   // y = x W^T, quantising x first when W is block-quantized, unless
@@ -199,15 +197,13 @@ void Llm::record(Step& s) {
   auto linear = [&](const std::string& label, const WeightView& w, const float* in, float* y,
                     const TokenCount& rows, bool same_input = false) {
     int64_t qb = activation_block(w.type);
-    std::map<std::string, int64_t> probe;
-    if (!rows.slot.empty()) probe[rows.slot] = rows.t;
     if (is_block_quantized(w.type) &&
         !(same_input && quantized_for == in && quantized_block == qb)) {
-      add("quantize", quantize_activations(in, rows, w.k, qbuf, qb), probe);
+      add("quantize", quantize_activations(in, rows, w.k, qbuf, qb));
       quantized_for = in;
       quantized_block = qb;
     }
-    add(label, matmul(w, in, qbuf, y, rows), probe);
+    add(label, matmul(w, in, qbuf, y, rows));
   };
   auto rmsnorm = [&](const std::string& label, float* in, const float* w, float* y, int64_t rows,
                      int64_t n) {
@@ -260,19 +256,15 @@ void Llm::record(Step& s) {
         table ? static_cast<const void*>(on_backend(table->data, table->nbytes)) : f32_table;
     int64_t elems =
         table ? static_cast<int64_t>(table->nbytes) / dtype_bytes(dtype) : table_rows * n;
-    std::map<std::string, int64_t> probe;
-    if (!rows.slot.empty()) probe[rows.slot] = rows.t;
-    add(label,
-        {"get_rows",
-         {{"W", dtype}},
-         {{"table", Arg::buffer(mut(data), elems)},
-          {"ids", Arg::buffer(mut(ids), rows.t)},
-          {"out", Arg::buffer(dst, rows.t * n)},
-          {"n", Arg::scalar_int(n)},
-          {"rows", rows.times(1)}},
-         {{"table_rows", table_rows}},
-         {{"FMT", fmt}}},
-        probe);
+    add(label, {"get_rows",
+                {{"W", dtype}},
+                {{"table", Arg::buffer(mut(data), elems)},
+                 {"ids", Arg::buffer(mut(ids), rows.t)},
+                 {"out", Arg::buffer(dst, rows.t * n)},
+                 {"n", Arg::scalar_int(n)},
+                 {"rows", rows.times(1)}},
+                {{"table_rows", table_rows}},
+                {{"FMT", fmt}}});
   };
 
   if (!host) {
@@ -324,38 +316,34 @@ void Llm::record(Step& s) {
     void* vc = v_cache_[l].data();
     const int64_t k_elems = k_cache_elems(n_ctx_, c.n_head_kv, D),
                   v_elems = v_cache_elems(n_ctx_, c.n_head_kv, D);
-    add("kv_store",
-        {"kv_cache_store",
-         {{"KV", DType::f16}},
-         {{"xk", Arg::buffer(k, T * KD)},
-          {"xv", Arg::buffer(v, T * KD)},
-          {"k", Arg::buffer(kc, k_elems)},
-          {"v", Arg::buffer(vc, v_elems)},
-          {"n_tokens", Arg::scalar_int(T)},
-          {"n_kv_heads", Arg::scalar_int(c.n_head_kv)},
-          {"max_ctx", Arg::scalar_int(n_ctx_)},
-          {"pos0", Plan::Dynamic{"pos0"}}},
-         {},
-         {{"HEAD_DIM", D}}},
-        {{"pos0", n_ctx_ - T}});
+    add("kv_store", {"kv_cache_store",
+                     {{"KV", DType::f16}},
+                     {{"xk", Arg::buffer(k, T * KD)},
+                      {"xv", Arg::buffer(v, T * KD)},
+                      {"k", Arg::buffer(kc, k_elems)},
+                      {"v", Arg::buffer(vc, v_elems)},
+                      {"n_tokens", Arg::scalar_int(T)},
+                      {"n_kv_heads", Arg::scalar_int(c.n_head_kv)},
+                      {"max_ctx", Arg::scalar_int(n_ctx_)},
+                      {"pos0", Plan::Dynamic{"pos0", n_ctx_ - T}}},
+                     {},
+                     {{"HEAD_DIM", D}}});
     const std::string attention = T == 1 ? "attention_decode" : "attention_prefill";
-    add(attention,
-        {attention,
-         {{"KV", DType::f16}},
-         {{"q", Arg::buffer(q, T * QD)},
-          {"k", Arg::buffer(kc, k_elems)},
-          {"v", Arg::buffer(vc, v_elems)},
-          {"out", Arg::buffer(attn, T * QD)},
-          {"n_tokens", Arg::scalar_int(T)},
-          {"n_heads", Arg::scalar_int(c.n_head)},
-          {"n_kv_heads", Arg::scalar_int(c.n_head_kv)},
-          {"max_ctx", Arg::scalar_int(n_ctx_)},
-          {"kv_len", Plan::Dynamic{"kv_len"}},
-          {"pos0", Plan::Dynamic{"pos0"}},
-          {"scale", Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(D)))}},
-         {},
-         {{"HEAD_DIM", D}}},
-        {{"kv_len", n_ctx_}, {"pos0", n_ctx_ - T}});
+    add(attention, {attention,
+                    {{"KV", DType::f16}},
+                    {{"q", Arg::buffer(q, T * QD)},
+                     {"k", Arg::buffer(kc, k_elems)},
+                     {"v", Arg::buffer(vc, v_elems)},
+                     {"out", Arg::buffer(attn, T * QD)},
+                     {"n_tokens", Arg::scalar_int(T)},
+                     {"n_heads", Arg::scalar_int(c.n_head)},
+                     {"n_kv_heads", Arg::scalar_int(c.n_head_kv)},
+                     {"max_ctx", Arg::scalar_int(n_ctx_)},
+                     {"kv_len", Plan::Dynamic{"kv_len", n_ctx_}},
+                     {"pos0", Plan::Dynamic{"pos0", n_ctx_ - T}},
+                     {"scale", Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(D)))}},
+                    {},
+                    {{"HEAD_DIM", D}}});
     linear("attn_output", weight(tensor(b + "attn_output.weight")), attn, o, {T, ""});
     add_into("residual", x, o, T * E);
     rmsnorm("ffn_norm", x, f32_weight(b + "ffn_norm.weight"), h, T, E);
@@ -414,29 +402,25 @@ void Llm::record(Step& s) {
         quantized_for = nullptr;  // ex holds another expert's rows
         linear("moe_gate", expert(gate_e, e), ex, egate, n);
         linear("moe_up", expert(up_e, e), ex, eup, n, true);
-        add("moe_silu_mul",
-            {"silu_mul",
-             {{"T", DType::f32}},
-             {{"gate", Arg::buffer(egate, T * F)},
-              {"up", Arg::buffer(eup, T * F)},
-              {"out", Arg::buffer(egate, T * F)},
-              {"n", n.times(F)}},
-             {},
-             {}},
-            {{n.slot, T}});
+        add("moe_silu_mul", {"silu_mul",
+                             {{"T", DType::f32}},
+                             {{"gate", Arg::buffer(egate, T * F)},
+                              {"up", Arg::buffer(eup, T * F)},
+                              {"out", Arg::buffer(egate, T * F)},
+                              {"n", n.times(F)}},
+                             {},
+                             {}});
         linear("moe_down", expert(down_e, e), egate, edown, n);
-        add("moe_scatter",
-            {"moe_scatter",
-             {},
-             {{"y", Arg::buffer(edown, T * E)},
-              {"rows", Arg::buffer(expert_rows + e * T, T)},
-              {"row_weights", Arg::buffer(expert_w + e * T, T)},
-              {"out", Arg::buffer(down, T * E)},
-              {"n", Arg::scalar_int(E)},
-              {"count", n.times(1)}},
-             {{"out_rows", T}},
-             {}},
-            {{n.slot, T}});
+        add("moe_scatter", {"moe_scatter",
+                            {},
+                            {{"y", Arg::buffer(edown, T * E)},
+                             {"rows", Arg::buffer(expert_rows + e * T, T)},
+                             {"row_weights", Arg::buffer(expert_w + e * T, T)},
+                             {"out", Arg::buffer(down, T * E)},
+                             {"n", Arg::scalar_int(E)},
+                             {"count", n.times(1)}},
+                            {{"out_rows", T}},
+                            {}});
       }
     }
     add_into("residual", x, down, T * E);

@@ -38,7 +38,7 @@ int64_t activation_block(GgmlType w) {
 
 Plan::PlanArg TokenCount::times(int64_t per_token) const {
   if (slot.empty()) return Arg::scalar_int(t * per_token);
-  return Plan::Dynamic{slot, true, per_token};
+  return Plan::Dynamic{slot, t, true, per_token};
 }
 
 LaunchDesc quantize_activations(const float* x, const TokenCount& t, int64_t k,

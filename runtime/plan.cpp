@@ -6,8 +6,7 @@ namespace kiln {
 
 void Plan::launch(const std::string& label, const std::string& kernel,
                   const std::map<std::string, DType>& dtypes, const Args& args, const Sizes& sizes,
-                  const std::map<std::string, int64_t>& fixed,
-                  const std::map<std::string, int64_t>& probe) {
+                  const std::map<std::string, int64_t>& fixed) {
   const Kernel& sig = rt_.signature(find_kernel(kernel).make_spec(dtypes, fixed));
   const std::string who = "plan step '" + label + "': kernel '" + kernel + "'";
   for (const auto& [name, a] : args) {
@@ -31,15 +30,13 @@ void Plan::launch(const std::string& label, const std::string& kernel,
       continue;
     }
     const Dynamic& d = std::get<Dynamic>(it->second);
-    auto p = probe.find(d.slot);
-    if (p == probe.end())
-      throw Error("plan step '" + label + "': dynamic scalar '" + d.slot + "' has no probe value");
-    st.args.push_back(Arg::scalar_int(p->second * d.scale));
+    st.args.push_back(Arg::scalar_int(d.bound * d.scale));
     st.dynamic.push_back({i, &slots_[d.slot], d.slot, d.grid, d.scale});
     st.reshape |= d.grid;
   }
   Spec spec = rt_.select(kernel, dtypes, st.args, sizes, fixed);
   st.kernel = &rt_.compile(spec);
+  st.def = &find_kernel(kernel);
   Runtime::CheckedLaunch checked = rt_.check_launch(spec, st.kernel->kernel, st.args, sizes);
   st.grid = checked.grid;
   st.bound =
@@ -121,9 +118,8 @@ void Plan::run(Runtime& rt, bool interpret) {
       }
       if (empty) continue;
       if (st.reshape) {
-        const KernelDef& def = find_kernel(st.kernel->spec.kernel);
         st.grid =
-            def.launch_shape(st.kernel->spec, scalar_args(st.kernel->kernel, st.args, st.sizes))
+            st.def->launch_shape(st.kernel->spec, scalar_args(st.kernel->kernel, st.args, st.sizes))
                 .grid;
         st.bound->set_grid(st.grid);
       }

@@ -31,11 +31,13 @@ namespace kiln {
 class Plan {
  public:
   // A scalar argument whose value is the slot's times `scale`, set per
-  // replay (see set() and read_slots()). With `grid`, the launch's grid
-  // follows the value: the launch is re-shaped at replay, and skipped while
-  // the value is 0.
+  // replay (see set() and read_slots()). `bound` is the largest slot value
+  // a replay may set: the size checks made when recording use it. With
+  // `grid`, the launch's grid follows the value: the launch is re-shaped at
+  // replay, and skipped while the value is 0.
   struct Dynamic {
     std::string slot;
+    int64_t bound = 0;
     bool grid = false;
     int64_t scale = 1;
   };
@@ -47,13 +49,10 @@ class Plan {
 
   // Records a launch of `kernel`, selected and compiled now. Every
   // parameter must be named once in `args` (errors name the kernel and the
-  // parameter). Dynamic scalars take `probe` values for the size checks
-  // made here; callers must keep every later value within what those
-  // checks allowed.
+  // parameter). Dynamic scalars are checked at their bounds.
   void launch(const std::string& label, const std::string& kernel,
               const std::map<std::string, DType>& dtypes, const Args& args, const Sizes& sizes = {},
-              const std::map<std::string, int64_t>& fixed = {},
-              const std::map<std::string, int64_t>& probe = {});
+              const std::map<std::string, int64_t>& fixed = {});
   // Copies host memory into a backend buffer, or back, at this point.
   void upload(const std::string& label, void* dst, const void* src, size_t bytes);
   void download(const std::string& label, void* dst, const void* src, size_t bytes);
@@ -76,6 +75,7 @@ class Plan {
   struct Step {
     std::string label;
     const CompiledKernel* kernel = nullptr;  // null for copies
+    const KernelDef* def = nullptr;          // re-shapes the launch
     std::vector<Arg> args;                   // for the interpreter and re-shaping
     Sizes sizes;
     std::unique_ptr<BoundLaunch> bound;

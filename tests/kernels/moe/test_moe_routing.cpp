@@ -60,9 +60,12 @@ TEST_CASE("moe_topk picks and weighs experts as a stable sort does", "[kernels][
     for (bool interpret : {false, true}) {
       std::vector<int32_t> ids(T * K, -1);
       std::vector<float> w(T * K);
-      std::vector<Arg> args = {Arg::buffer(logits.data(), T * NE), Arg::buffer(ids.data(), T * K),
-                               Arg::buffer(w.data(), T * K), Arg::scalar_int(NE),
-                               Arg::scalar_int(K), Arg::scalar_int(norm)};
+      std::vector<Arg> args = {Arg::buffer(logits.data(), T * NE),
+                               Arg::buffer(ids.data(), T * K),
+                               Arg::buffer(w.data(), T * K),
+                               Arg::scalar_int(NE),
+                               Arg::scalar_int(K),
+                               Arg::scalar_int(norm)};
       if (interpret)
         test::runtime().interpret(spec, args, {{"tokens", T}});
       else
@@ -101,7 +104,8 @@ TEST_CASE("moe_group lists each expert's tokens in order; moe_scatter combines t
         }
     INFO("expert " << e);
     REQUIRE(counts[e] == static_cast<int32_t>(want_rows.size()));
-    CHECK(std::vector<int32_t>(rows.begin() + e * T, rows.begin() + e * T + counts[e]) == want_rows);
+    CHECK(std::vector<int32_t>(rows.begin() + e * T, rows.begin() + e * T + counts[e]) ==
+          want_rows);
     CHECK(std::vector<float>(row_w.begin() + e * T, row_w.begin() + e * T + counts[e]) == want_w);
   }
   // Expert 2's outputs y [count, n] scattered into out [T, n].

@@ -70,8 +70,8 @@ TEST_CASE("get_rows dequantises ggml blocks as ggml does", "[kernels][rows]") {
     std::vector<uint8_t> blocks(V * row_bytes);
     ggml::quantize(qt, w.data(), V * n, blocks.data());
     std::vector<int32_t> ids = {5, 1, 1, 0};
-    auto [jit, ref] = lookup(DType::u8, static_cast<int64_t>(qt), blocks.data(), V * row_bytes, V,
-                             ids, n);
+    auto [jit, ref] =
+        lookup(DType::u8, static_cast<int64_t>(qt), blocks.data(), V * row_bytes, V, ids, n);
     std::vector<float> want(n);
     for (size_t r = 0; r < ids.size(); ++r) {
       ggml::dequantize(qt, blocks.data() + ids[r] * row_bytes, n, want.data());
