@@ -540,6 +540,21 @@ Value dot(const Value& a, const Value& b, const Value& acc) {
   return k.emit(OpKind::Dot, {a, b, acc}, acc.type());
 }
 
+Value dot_groups(const Value& a, const Value& b) {
+  KernelBuilder& k = builder_of(a);
+  k.check_usable(a, "dot_groups");
+  k.check_usable(b, "dot_groups");
+  if ((a.dtype() != DType::u8 && a.dtype() != DType::i8) || b.dtype() != DType::i8)
+    k.fail("dot_groups", "unsupported dtypes " + type_str(a.type()) + " . " + type_str(b.type()) +
+                             " (u8 or i8 with i8)");
+  if (a.shape() != b.shape() || a.type().rank() < 1 || a.shape().back() % 4)
+    k.fail("dot_groups",
+           "shapes " + type_str(a.type()) + " . " + type_str(b.type()) + " are not one [.., 4k]");
+  Shape out = a.shape();
+  out.back() /= 4;
+  return k.emit(OpKind::DotGroups, {a, b}, Type{DType::i32, out});
+}
+
 Pointer operator+(const Buffer& b, const Value& offsets) { return Pointer{b, offsets}; }
 Pointer operator+(const Pointer& p, const Value& offsets) {
   return Pointer{p.buffer, p.offsets + offsets};

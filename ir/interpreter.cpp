@@ -90,6 +90,7 @@ class Interpreter {
       case OpKind::ReduceMin:
       case OpKind::ArgMax: return exec_reduce(op);
       case OpKind::Dot: return exec_dot(op);
+      case OpKind::DotGroups: return exec_dot_groups(op);
       case OpKind::For: return exec_for(op);
       case OpKind::If: return exec_if(op);
       case OpKind::VarDecl:
@@ -483,6 +484,22 @@ class Interpreter {
         }
         o[i * nn + j] = r;
       }
+  }
+
+  void exec_dot_groups(const Op& op) {
+    expect_args(op, 2, 2);
+    const Type& tr = result_type(op);
+    int64_t n = tr.numel();
+    const ScalarValue* a = in_n(op, 0, 4 * n);
+    const ScalarValue* b = in_n(op, 1, 4 * n);
+    Tile& o = out(op);
+    for (int64_t g = 0; g < n; ++g) {
+      int64_t s = 0;  // |s| < 2^17: exact
+      for (int64_t i = 0; i < 4; ++i) s += a[4 * g + i].i * b[4 * g + i].i;
+      ScalarValue r;
+      r.i = s;
+      o[g] = r;
+    }
   }
 
   void exec_for(const Op& op) {

@@ -13,8 +13,8 @@ constexpr std::string_view kNames[] = {
     "rsqrt",      "tanh",        "sigmoid",    "erf",          "fma",        "select",
     "cast",       "bitcast",     "load",       "store",        "atomic_add", "atomic_max",
     "atomic_min", "atomic_xchg", "prefetch",   "reduce_sum",   "reduce_max", "reduce_min",
-    "argmax",     "dot",         "for",        "if",           "var",        "var_load",
-    "var_store",
+    "argmax",     "dot",         "dot_groups", "for",          "if",         "var",
+    "var_load",   "var_store",
 };
 constexpr int kNumOps = static_cast<int>(OpKind::VarStore) + 1;
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumOps, "op name table out of sync");

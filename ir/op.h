@@ -122,6 +122,13 @@ enum class OpKind : uint8_t {
   Dot,        // (a: [M,K], b: [K,N], acc: [M,N]) -> acc + a @ b.
               // float a/b of one dtype with f32 acc, or i8/u8 a with i8 b and
               // i32 acc (exact, wrapping).
+  DotGroups,  // (a: u8|i8 [.., 4k], b: i8 [.., 4k]) -> i32 [.., k]: the sum of
+              // each group of 4 adjacent products, a zero- (u8) or sign- (i8)
+              // extended; exact. The grouped 8-bit dot every int8 GEMV is
+              // made of; each backend picks its instruction (x86 vpdpbusd or
+              // vpmaddwd, AArch64 sdot, CUDA dp4a). Kernels write it, or
+              // recognize_dot_groups (ir/passes.h) finds it in
+              // sum(reshape(cast(a) * cast(b), [.., 4]), last).
 
   // ---- control flow -----------------------------------------------------------
   For,       // (lo, hi, step: one int dtype) regions[0] = body. `result` is

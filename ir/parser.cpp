@@ -640,7 +640,7 @@ class Parser {
       op.ival = var_ref();
     } else if (k == OpKind::Fma || k == OpKind::Select || k == OpKind::Dot) {
       args(&op, 3);
-    } else if (is_binary_elementwise(k) || is_comparison(k)) {
+    } else if (is_binary_elementwise(k) || is_comparison(k) || k == OpKind::DotGroups) {
       args(&op, 2);
     } else {  // broadcast, reshape, transpose, unary, cast, bitcast
       args(&op, 1);

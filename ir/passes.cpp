@@ -80,6 +80,98 @@ class Folder {
   std::vector<const Op*> const_op_;  // by value id: the Const op defining it
 };
 
+// ---- grouped 8-bit dots -------------------------------------------------------------
+
+// Rewrites sum(reshape*(cast(a) * cast(b)) [.., 4], last axis), a u8|i8 and
+// b i8 widened to i32, into dot_groups of a and b flattened, reshaped to the
+// sum's shape. The products and their order of addition do not matter for
+// an exact integer sum, so the result is the same; the widened operands are
+// left to dce.
+class DotGroupFinder {
+ public:
+  explicit DotGroupFinder(Kernel* k) : k_(k), def_(k->values.size()) {}
+
+  void block(Block* b) {
+    std::vector<Op> out;
+    out.reserve(b->ops.size());
+    for (Op& op : b->ops) {
+      for (Block& r : op.regions) block(&r);
+      if (op.result >= 0) def_[op.result] = {op.kind, op.args};
+      if (!rewrite(op, &out)) out.push_back(std::move(op));
+    }
+    b->ops = std::move(out);
+  }
+
+ private:
+  struct Def {
+    OpKind kind = OpKind::Param;
+    std::vector<int> args;
+  };
+
+  const Type& ty(int id) const { return k_->values[id]; }
+
+  // The source of a cast from `want` to i32, or -1.
+  int widened(int id, DType want) const {
+    const Def& d = def_[id];
+    return d.kind == OpKind::Cast && !d.args.empty() && ty(d.args[0]).dtype == want ? d.args[0]
+                                                                                    : -1;
+  }
+
+  int emit(std::vector<Op>* out, OpKind kind, std::vector<int> args, const Type& t,
+           int result = -1) {
+    if (result < 0) {
+      result = static_cast<int>(k_->values.size());
+      k_->values.push_back(t);
+      def_.push_back({kind, args});
+    }
+    Op op;
+    op.kind = kind;
+    op.result = result;
+    op.args = std::move(args);
+    out->push_back(std::move(op));
+    return result;
+  }
+
+  int flat(std::vector<Op>* out, int id) {
+    const Type& t = ty(id);
+    if (t.rank() == 1) return id;
+    return emit(out, OpKind::Reshape, {id}, Type{t.dtype, {t.numel()}});
+  }
+
+  bool rewrite(const Op& op, std::vector<Op>* out) {
+    if (op.kind != OpKind::ReduceSum) return false;
+    const Type& in = ty(op.args[0]);
+    if (in.dtype != DType::i32 || in.rank() < 2 || op.ival != in.rank() - 1 || in.shape.back() != 4)
+      return false;
+    int src = op.args[0];
+    while (def_[src].kind == OpKind::Reshape) src = def_[src].args[0];
+    const Def& mul = def_[src];
+    if (mul.kind != OpKind::Mul) return false;
+    int a = -1, b = -1;
+    for (int side = 0; side < 2 && b < 0; ++side) {
+      int x = mul.args[side], y = mul.args[1 - side];
+      b = widened(y, DType::i8);
+      a = widened(x, DType::u8);
+      if (a < 0) a = widened(x, DType::i8);
+      if (a < 0) b = -1;
+    }
+    if (a < 0 || b < 0) return false;
+    const Type result = ty(op.result);  // a copy: emit() grows the table
+    const int64_t groups = result.numel();
+    int fa = flat(out, a), fb = flat(out, b);
+    if (result.rank() == 1) {
+      emit(out, OpKind::DotGroups, {fa, fb}, result, op.result);
+    } else {
+      int d = emit(out, OpKind::DotGroups, {fa, fb}, Type{DType::i32, {groups}});
+      emit(out, OpKind::Reshape, {d}, result, op.result);
+    }
+    return true;
+  }
+
+  Kernel* k_;
+  std::vector<Def> def_;  // by value id
+};
+
 // ---- common subexpression elimination ----------------------------------------------
 
 bool cse_candidate(const Op& op) {
@@ -294,10 +386,18 @@ Kernel dce(const Kernel& k) {
   return out;
 }
 
+Kernel recognize_dot_groups(const Kernel& k) {
+  Kernel out = k;
+  DotGroupFinder(&out).block(&out.body);
+  verify(out);
+  return out;
+}
+
 Kernel run_pipeline(const Kernel& k, std::vector<PassDump>* dumps) {
   verify(k);
   constexpr int kMaxRounds = 4;
-  Kernel cur = k;
+  Kernel cur = recognize_dot_groups(k);
+  if (dumps) dumps->push_back({"recognize_dot_groups", cur});
   for (int round = 0; round < kMaxRounds; ++round) {
     Kernel next = fold_constants(cur);
     if (round == 0 && dumps) dumps->push_back({"fold_constants", next});

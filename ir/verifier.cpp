@@ -379,6 +379,19 @@ class Verifier {
         expect_same(result_type(), acc, "result type differs from the accumulator");
         return;
       }
+      case OpKind::DotGroups: {
+        expect_args(2);
+        const Type &a = arg(0), &b = arg(1);
+        std::string shapes = type_str(a) + " . " + type_str(b);
+        if ((a.dtype != DType::u8 && a.dtype != DType::i8) || b.dtype != DType::i8)
+          fail("unsupported dtypes " + shapes + " (u8 or i8 with i8)");
+        if (a.shape != b.shape || a.rank() < 1 || a.shape.back() % 4)
+          fail("shapes " + shapes + " are not one [.., 4k]");
+        Shape out = a.shape;
+        out.back() /= 4;
+        expect_same(result_type(), Type{DType::i32, out}, "result is not i32 of the groups' shape");
+        return;
+      }
       case OpKind::For: {
         expect_args(3);
         const Type &lo = arg(0), &hi = arg(1), &step = arg(2);

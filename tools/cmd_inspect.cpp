@@ -65,7 +65,8 @@ int cmd_inspect(const std::vector<std::string>& argv) {
     std::puts(
         "usage: kiln inspect KERNEL [--dtype [ROLE=]DT] [--const NAME=V]\n"
         "                    [--target host|x86-64-v3|x86-64-v4|aarch64|cuda]\n"
-        "                    (--ir [--before | --after fold_constants|cse|dce] | --llvm [--before] "
+        "                    (--ir [--before | --after "
+        "recognize_dot_groups|fold_constants|cse|dce] | --llvm [--before] "
         "| --asm)\n"
         "  --ir      the kernel IR after the pass pipeline (--before: as built)\n"
         "  --llvm    the LLVM module after O3 for the target (--before: as lowered)\n"
@@ -96,7 +97,8 @@ int cmd_inspect(const std::vector<std::string>& argv) {
         return 0;
       }
     }
-    throw Error("unknown pass '" + pass + "' (passes: fold_constants, cse, dce)");
+    throw Error("unknown pass '" + pass +
+                "' (passes: recognize_dot_groups, fold_constants, cse, dce)");
   }
   CpuTarget target = named_cpu_target(a.get("target", "host"));
   Kernel k = run_pipeline(built);

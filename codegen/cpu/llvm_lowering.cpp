@@ -178,8 +178,8 @@ class Lowering {
   llvm::Value* argmax_vector(DType t, llvm::Value* v);
   llvm::Value* dot(const Op& op);
   llvm::Value* row_of(int value, int64_t row, int depth);
-  llvm::Value* grouped_int8_dot(const Op& op, llvm::Value* acc = nullptr);
-  llvm::Value* accumulated_int8_dot(const Op& op);
+  llvm::Value* dot_groups(const Op& op, llvm::Value* acc = nullptr);
+  llvm::Value* accumulated_dot_groups(const Op& op);
   llvm::Value* load(const Op& op);
   void store(const Op& op);
   llvm::Value* atomic(const Op& op);
@@ -392,6 +392,7 @@ void Lowering::lower_op(const Op& op) {
     case OpKind::ReduceMin:
     case OpKind::ArgMax: r = reduce(op); break;
     case OpKind::Dot: r = dot(op); break;
+    case OpKind::DotGroups: r = dot_groups(op); break;
     case OpKind::For: lower_for(op); break;
     case OpKind::If: lower_if(op); break;
     case OpKind::VarDecl: b_.CreateStore(v(a[0]), vars_.at(op.ival)); break;
@@ -401,7 +402,7 @@ void Lowering::lower_op(const Op& op) {
     case OpKind::VarStore: b_.CreateStore(v(a[0]), vars_.at(op.ival)); break;
     default:
       if (is_binary_elementwise(op.kind)) {
-        r = accumulated_int8_dot(op);
+        r = accumulated_dot_groups(op);
         if (!r) r = binary(op, ty(a[0]).dtype, v(a[0]), v(a[1]));
       } else if (is_comparison(op.kind)) {
         r = compare(op, ty(a[0]).dtype, v(a[0]), v(a[1]));
@@ -664,49 +665,36 @@ llvm::Value* Lowering::argmax_vector(DType t, llvm::Value* v) {
   return b_.CreateSelect(b_.CreateICmpEQ(first, b_.getInt32(INT32_MAX)), b_.getInt32(0), first);
 }
 
-// sum over a last axis of 4 of zext(u8) * sext(i8) products, i.e. exactly
-// what x86 vpdpbusd computes per 32-bit lane: emitted as that instruction
-// over the flat u8 and i8 operands (64 bytes per instruction) with VNNI.
-// Elsewhere as the same sum in a form LLVM's instruction selection knows:
-// each u8 x i8 product fits i16, so the operands widen to i16 and adjacent
-// products are summed in i32 (x86 vpmaddwd; AArch64 smull + addp), then
-// adjacent pairs are added. Exact either way (nothing saturates). Returns
-// nullptr when the pattern does not fit.
-// c + grouped dot, where the dot's only use is this add: the dot
-// accumulates into c (vpdpbusd's accumulator operand) instead of into zero
-// followed by an add. Returns nullptr when the pattern does not fit.
-llvm::Value* Lowering::accumulated_int8_dot(const Op& op) {
+// c + dot_groups (through reshapes), where the dot's only use is this add:
+// the dot accumulates into c (vpdpbusd's accumulator operand) instead of
+// into zero followed by an add. Returns nullptr when the pattern does not fit.
+llvm::Value* Lowering::accumulated_dot_groups(const Op& op) {
   if (op.kind != OpKind::Add || ty(op.result).dtype != DType::i32) return nullptr;
   for (int side = 0; side < 2; ++side) {
     int id = op.args[side];
     const Op* d = def_op_[id];
-    if (!d || uses_[id] != 1) continue;
-    if (llvm::Value* r = grouped_int8_dot(*d, v(op.args[1 - side]))) return r;
+    while (d && d->kind == OpKind::Reshape && uses_[id] == 1) {
+      id = d->args[0];
+      d = def_op_[id];
+    }
+    if (!d || d->kind != OpKind::DotGroups || uses_[id] != 1) continue;
+    return dot_groups(*d, v(op.args[1 - side]));
   }
   return nullptr;
 }
 
-llvm::Value* Lowering::grouped_int8_dot(const Op& op, llvm::Value* acc) {
-  if (op.kind != OpKind::ReduceSum) return nullptr;
-  const Type& in = ty(op.args[0]);
-  if (in.dtype != DType::i32 || in.rank() < 2 || op.ival != in.rank() - 1 || in.shape.back() != 4)
-    return nullptr;
-  int src = op.args[0];
-  while (def_op_[src] && def_op_[src]->kind == OpKind::Reshape) src = def_op_[src]->args[0];
-  const Op* mul = def_op_[src];
-  if (!mul || mul->kind != OpKind::Mul) return nullptr;
-  auto narrow = [&](int id, DType want) {
-    const Op* c = def_op_[id];
-    return c && c->kind == OpKind::Cast && ty(c->args[0]).dtype == want ? c->args[0] : -1;
-  };
-  int a = narrow(mul->args[0], DType::u8), b = narrow(mul->args[1], DType::i8);
-  if (a < 0 || b < 0) {
-    a = narrow(mul->args[1], DType::u8);
-    b = narrow(mul->args[0], DType::i8);
-  }
-  int64_t n = ty(src).numel();
-  if (a < 0 || b < 0) return nullptr;
-  if (!profile_.x86_vnni) {
+// The grouped 8-bit dot. With VNNI and u8 a, exactly what x86 vpdpbusd
+// computes per 32-bit lane: that instruction over the flat operands (64
+// bytes per instruction). Elsewhere the same sum in a form LLVM's
+// instruction selection knows: each 8-bit product fits i16, so the operands
+// widen to i16 and adjacent products are summed in i32 (x86 vpmaddwd;
+// AArch64 smull + addp), then adjacent pairs are added. Exact either way
+// (nothing saturates).
+llvm::Value* Lowering::dot_groups(const Op& op, llvm::Value* acc) {
+  const int a = op.args[0], b = op.args[1];
+  const bool a_unsigned = ty(a).dtype == DType::u8;
+  const int64_t n = ty(a).numel();
+  if (!profile_.x86_vnni || !a_unsigned || (n % 64 && n != 16 && n != 32)) {
     auto strided = [&](llvm::Value* v, int64_t count, int64_t first, int64_t step) {
       std::vector<int> idx;
       for (int64_t j = 0; j < count; ++j) idx.push_back(static_cast<int>(first + j * step));
@@ -715,7 +703,8 @@ llvm::Value* Lowering::grouped_int8_dot(const Op& op, llvm::Value* acc) {
     auto vec = [&](llvm::Type* e, int64_t count) {
       return llvm::FixedVectorType::get(e, static_cast<unsigned>(count));
     };
-    llvm::Value* a16 = b_.CreateZExt(v(a), vec(b_.getInt16Ty(), n));
+    llvm::Value* a16 = a_unsigned ? b_.CreateZExt(v(a), vec(b_.getInt16Ty(), n))
+                                  : b_.CreateSExt(v(a), vec(b_.getInt16Ty(), n));
     llvm::Value* b16 = b_.CreateSExt(v(b), vec(b_.getInt16Ty(), n));
     auto half = [&](int64_t first) {
       llvm::Type* t = vec(b_.getInt32Ty(), n / 2);
@@ -726,7 +715,6 @@ llvm::Value* Lowering::grouped_int8_dot(const Op& op, llvm::Value* acc) {
     llvm::Value* sums = b_.CreateAdd(strided(pairs, n / 4, 0, 2), strided(pairs, n / 4, 1, 2));
     return acc ? b_.CreateAdd(acc, sums) : sums;
   }
-  if (n % 64 && n != 16 && n != 32) return nullptr;
   std::vector<llvm::Value*> parts;
   for (int64_t c = 0; c < n; c += 64) {
     int64_t w = std::min<int64_t>(64, n - c);
@@ -756,7 +744,6 @@ llvm::Value* Lowering::reduce(const Op& op) {
   DType t = in.dtype;
   auto finish = [&](llvm::Value* r) { return op.kind == OpKind::ReduceSum ? round_to(r, t) : r; };
   if (in.rank() == 1) return finish(reduce_vector(op.kind, t, x));
-  if (llvm::Value* r = grouped_int8_dot(op)) return r;
   if (in.rank() == 3 && op.ival == 2) {
     // Each innermost row of a rank-3 tile reduces to one element.
     llvm::Value* res = llvm::PoisonValue::get(reg_type(out));

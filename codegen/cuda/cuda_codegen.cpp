@@ -429,6 +429,7 @@ class Emitter {
       case OpKind::ReduceMin:
       case OpKind::ArgMax: return emit_reduce(op);
       case OpKind::Dot: return emit_dot(op);
+      case OpKind::DotGroups: return emit_dot_groups(op);
       case OpKind::For: return emit_for(op);
       case OpKind::If:
         open("if (" + vname(op.args[0]) + ")");
@@ -845,6 +846,30 @@ class Emitter {
   }
 
   // ---- dot ----------------------------------------------------------------------
+
+  // Each output sums 4 adjacent bytes of a and b, which other threads own:
+  // both tiles go through shared memory as bytes, and each output is one
+  // dp4a of two 32-bit words.
+  void emit_dot_groups(const Op& op) {
+    int a = op.args[0], b = op.args[1];
+    int64_t n = ty(a).numel(), staged = (n + 15) / 16 * 16;
+    need_smem(2 * staged);
+    std::string at = ty(a).dtype == DType::u8 ? "unsigned char" : "signed char";
+    open("");
+    line(at + "* kiln_a = " + smem_ptr(at, 0) + ";");
+    line("signed char* kiln_b = " + smem_ptr("signed char", staged) + ";");
+    for_owned(n, [&] {
+      line("kiln_a[j] = (" + at + ")" + vname(a) + "[e];");
+      line("kiln_b[j] = (signed char)" + vname(b) + "[e];");
+    });
+    line("__syncthreads();");
+    std::string dp4a = ty(a).dtype == DType::u8 ? "KILN_DP4A_U8" : "KILN_DP4A_S8";
+    for_owned(ty(op.result).numel(), [&] {
+      line(vname(op.result) + "[e] = " + dp4a + "(kiln_word(kiln_a, j), kiln_word(kiln_b, j));");
+    });
+    line("__syncthreads();");
+    close();
+  }
 
   void emit_dot(const Op& op) {
     int a = op.args[0], b = op.args[1], acc = op.args[2];

@@ -202,6 +202,26 @@ static inline void kiln_mma_16832(int d[4], const unsigned a[4], const unsigned 
 #define KILN_MMA_S8(d, a, b, c) kiln_mma_16832<false>(d, a, b, c)
 #define KILN_MMA_U8(d, a, b, c) kiln_mma_16832<true>(d, a, b, c)
 
+// dp4a: the sum of the 4 byte products of a (unsigned or signed) and b (signed).
+template <bool A_UNSIGNED>
+static inline int kiln_dp4a(unsigned a, unsigned b) {
+  int s = 0;
+  for (int i = 0; i < 4; ++i) {
+    int x = A_UNSIGNED ? static_cast<int>((a >> (8 * i)) & 255u)
+                       : static_cast<int>(static_cast<signed char>(a >> (8 * i)));
+    s += x * static_cast<int>(static_cast<signed char>(b >> (8 * i)));
+  }
+  return s;
+}
+#define KILN_DP4A_U8(a, b) kiln_dp4a<true>(a, b)
+#define KILN_DP4A_S8(a, b) kiln_dp4a<false>(a, b)
+// 32-bit word j of byte storage p.
+static inline unsigned kiln_word(const void* p, int j) {
+  unsigned w;
+  memcpy(&w, static_cast<const unsigned char*>(p) + 4 * j, 4);
+  return w;
+}
+
 #else  // NVRTC
 
 #include <cuda_bf16.h>
@@ -225,33 +245,47 @@ static __device__ __forceinline__ __nv_fp8_e5m2 kiln_to_f8e5m2(float f) {
   return r;
 }
 
-#define KILN_MMA_HALF(NAME, TYPE)                                                                \
-  static __device__ __forceinline__ void NAME(float d[4], const unsigned a[4], const unsigned b[2], \
-                                              const float c[4]) {                                  \
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE                            \
-                 ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"                 \
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                  \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),    \
-                   "f"(c[1]), "f"(c[2]), "f"(c[3]));                                               \
+#define KILN_MMA_HALF(NAME, TYPE)                                                               \
+  static __device__ __forceinline__ void NAME(float d[4], const unsigned a[4],                  \
+                                              const unsigned b[2], const float c[4]) {          \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE                         \
+                 ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"             \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                               \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), \
+                   "f"(c[1]), "f"(c[2]), "f"(c[3]));                                            \
   }
 KILN_MMA_HALF(kiln_mma_f16, "f16")
 KILN_MMA_HALF(kiln_mma_bf16, "bf16")
 #define KILN_MMA_F16(d, a, b, c) kiln_mma_f16(d, a, b, c)
 #define KILN_MMA_BF16(d, a, b, c) kiln_mma_bf16(d, a, b, c)
 
-#define KILN_MMA_INT8(NAME, ATYPE)                                                           \
+#define KILN_MMA_INT8(NAME, ATYPE)                                                                \
   static __device__ __forceinline__ void NAME(int d[4], const unsigned a[4], const unsigned b[2], \
-                                              const int c[4]) {                              \
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." ATYPE                              \
-                 ".s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"        \
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                            \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),         \
-                   "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));                              \
+                                              const int c[4]) {                                   \
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." ATYPE                                   \
+                 ".s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"            \
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                                 \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]),   \
+                   "r"(c[1]), "r"(c[2]), "r"(c[3]));                                              \
   }
 KILN_MMA_INT8(kiln_mma_s8, "s8")
 KILN_MMA_INT8(kiln_mma_u8, "u8")
 #define KILN_MMA_S8(d, a, b, c) kiln_mma_s8(d, a, b, c)
 #define KILN_MMA_U8(d, a, b, c) kiln_mma_u8(d, a, b, c)
+
+#define KILN_DP4A(NAME, ATYPE)                                                    \
+  static __device__ __forceinline__ int NAME(unsigned a, unsigned b) {            \
+    int r;                                                                        \
+    asm("dp4a." ATYPE ".s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(0)); \
+    return r;                                                                     \
+  }
+KILN_DP4A(kiln_dp4a_u8, "u32")
+KILN_DP4A(kiln_dp4a_s8, "s32")
+#define KILN_DP4A_U8(a, b) kiln_dp4a_u8(a, b)
+#define KILN_DP4A_S8(a, b) kiln_dp4a_s8(a, b)
+static __device__ __forceinline__ unsigned kiln_word(const void* p, int j) {
+  return static_cast<const unsigned*>(p)[j];
+}
 
 #endif
 

@@ -343,33 +343,42 @@ TEST_CASE("reductions, argmax and dot match the interpreter", "[codegen][cpu]") 
   }
 }
 
-TEST_CASE("grouped u8 x i8 dots (vpdpbusd, and the portable form) are exact", "[codegen][cpu]") {
-  // sum over groups of 4 of zext(u8) * sext(i8): vpdpbusd where the host has
-  // VNNI, the widening i16 form on the portable path. Extremes included:
-  // 255 * -128 summed 4 times must not saturate.
-  for (int64_t rows : {1, 8})
-    for (int64_t n : {16, 32, 64}) {
-      INFO("rows " << rows << " n " << n);
-      Spec s{"g8", {}, {}};
-      KernelBuilder k("g8", s);
-      auto a = k.buffer("a", DType::u8), b = k.buffer("b", DType::i8),
-           c = k.buffer("c", DType::i32);
-      auto off = expand_dims(arange(rows), 1) * static_cast<int>(n) + arange(n);
-      auto prod = load(a + off).to(DType::i32) * load(b + off).to(DType::i32);
-      auto lanes = sum(reshape(prod, {rows, n / 4, 4}), 2);  // [rows, n/4]
-      store(c + (expand_dims(arange(rows), 1) * static_cast<int>(n / 4) + arange(n / 4)), lanes);
-      Kernel kern = k.finish();
-      HostBuffer as = HostBuffer::random(DType::u8, rows * n, 21, 0, 255);
-      HostBuffer bs = HostBuffer::random(DType::i8, rows * n, 22, -128, 127);
-      for (int64_t j = 0; j < 8; ++j) as.set(j, 255), bs.set(j, -128);
-      HostBuffer ci(DType::i32, rows * n / 4), cj = ci, cp = ci;
-      interpret(kern, {as.arg(), bs.arg(), ci.arg()}, {1, 1, 1});
-      run_jit(kern, {as.arg(), bs.arg(), cj.arg()}, {1, 1, 1});
-      run_jit(kern, {as.arg(), bs.arg(), cp.arg()}, {1, 1, 1}, portable_jit());
-      CHECK(same_bits(cj, ci));
-      CHECK(same_bits(cp, ci));
-      CHECK(ci.get(0) == 4 * 255 * -128);
-    }
+TEST_CASE("dot_groups (vpdpbusd, and the portable form) are exact", "[codegen][cpu]") {
+  // Groups of 4 of zext(u8) or sext(i8) times sext(i8): vpdpbusd for u8
+  // where the host has VNNI and the size fits, the widening i16 form
+  // otherwise and on the portable path; written directly or recognised in
+  // sum(reshape(widened products, [.., 4])); with an accumulator, into it.
+  // Extremes included: 255 * -128 summed 4 times must not saturate.
+  for (DType ta : {DType::u8, DType::i8})
+    for (bool written : {true, false})
+      for (int64_t rows : {1, 8})
+        for (int64_t n : {8, 16, 32, 48, 64, 128}) {
+          INFO(dtype_name(ta) << (written ? " written" : " recognised") << " rows " << rows << " n "
+                              << n);
+          Spec s{"g8", {}, {}};
+          KernelBuilder k("g8", s);
+          auto a = k.buffer("a", ta), b = k.buffer("b", DType::i8), c = k.buffer("c", DType::i32);
+          auto off = expand_dims(arange(rows), 1) * static_cast<int>(n) + arange(n);
+          auto va = load(a + off), vb = load(b + off);
+          auto lanes = written
+                           ? dot_groups(va, vb)
+                           : sum(reshape(va.to(DType::i32) * vb.to(DType::i32), {rows, n / 4, 4}),
+                                 2);  // [rows, n/4]
+          auto out = expand_dims(arange(rows), 1) * static_cast<int>(n / 4) + arange(n / 4);
+          store(c + out, load(c + out) + lanes);
+          Kernel kern = k.finish();
+          HostBuffer as = HostBuffer::random(ta, rows * n, 21, ta == DType::u8 ? 0 : -128,
+                                             ta == DType::u8 ? 255 : 127);
+          HostBuffer bs = HostBuffer::random(DType::i8, rows * n, 22, -128, 127);
+          for (int64_t j = 0; j < 4; ++j) as.set(j, ta == DType::u8 ? 255 : -128), bs.set(j, -128);
+          HostBuffer ci = HostBuffer::random(DType::i32, rows * n / 4, 23, -1000, 1000), cj = ci,
+                     cp = ci;
+          interpret(kern, {as.arg(), bs.arg(), ci.arg()}, {1, 1, 1});
+          run_jit(kern, {as.arg(), bs.arg(), cj.arg()}, {1, 1, 1});
+          run_jit(kern, {as.arg(), bs.arg(), cp.arg()}, {1, 1, 1}, portable_jit());
+          CHECK(same_bits(cj, ci));
+          CHECK(same_bits(cp, ci));
+        }
 }
 
 TEST_CASE("control flow, variables, atomics and grids match the interpreter", "[codegen][cpu]") {

@@ -91,7 +91,7 @@ void check_pipeline_preserves(const Kernel& k, const std::vector<std::vector<uin
   Kernel opt = run_pipeline(k, &dumps);
   INFO("before:\n" << print_kernel(k) << "after:\n" << print_kernel(opt));
   REQUIRE_NOTHROW(verify(opt));
-  REQUIRE(dumps.size() == 3);
+  REQUIRE(dumps.size() == 4);
   auto want = run(k, bufs, scalars, grid);
   auto got = run(opt, bufs, scalars, grid);
   REQUIRE(want.size() == got.size());
@@ -427,10 +427,11 @@ TEST_CASE("pipeline preserves a softmax-like kernel bit for bit", "[passes]") {
 
   std::vector<PassDump> dumps;
   Kernel opt = run_pipeline(k, &dumps);
-  REQUIRE(dumps.size() == 3);
-  REQUIRE(dumps[0].pass == "fold_constants");
-  REQUIRE(dumps[1].pass == "cse");
-  REQUIRE(dumps[2].pass == "dce");
+  REQUIRE(dumps.size() == 4);
+  REQUIRE(dumps[0].pass == "recognize_dot_groups");
+  REQUIRE(dumps[1].pass == "fold_constants");
+  REQUIRE(dumps[2].pass == "cse");
+  REQUIRE(dumps[3].pass == "dce");
   REQUIRE(count_ops(opt, OpKind::Mul) == 2);  // row * n once, e / s * 1 stays (no algebra)
 
   const int rows = 3, n_val = 27;
@@ -505,4 +506,60 @@ TEST_CASE("pipeline preserves an integer unpacking kernel bit for bit", "[passes
   for (size_t i = 0; i < qs.size(); ++i) qs[i] = static_cast<uint8_t>(i * 37 + 11);
   check_pipeline_preserves(k, {qs, std::vector<uint8_t>(qs.size(), 0xAA)}, {Arg::scalar_int(41)},
                            {3, 1, 1});
+}
+
+// ---- grouped 8-bit dots ------------------------------------------------------------
+
+namespace {
+// y[2, 4] = sums of groups of 4 of widen(a) * widen(b) over 32 loaded bytes.
+Kernel grouped_dot_kernel(DType ta, DType tb) {
+  KernelBuilder b("grouped", spec_for("grouped"));
+  auto a = b.buffer("a", ta), w = b.buffer("b", tb);
+  auto y = b.buffer("y", DType::i32);
+  auto c = arange(32);
+  auto prod = load(a + c).to(DType::i32) * load(w + c).to(DType::i32);
+  store(y + arange(8), reshape(sum(reshape(prod, {2, 4, 4}), 2), {8}));
+  return b.finish();
+}
+}  // namespace
+
+TEST_CASE("recognize_dot_groups turns widened products summed in fours into dot_groups",
+          "[passes]") {
+  std::vector<uint8_t> as(32), bs(32);
+  for (size_t i = 0; i < 32; ++i) {
+    as[i] = static_cast<uint8_t>(i * 53 + 200);  // u8 up to 255, i8 both signs
+    bs[i] = static_cast<uint8_t>(i * 71 + 128);
+  }
+  for (DType ta : {DType::u8, DType::i8}) {
+    INFO(dtype_name(ta));
+    Kernel k = grouped_dot_kernel(ta, DType::i8);
+    Kernel opt = run_pipeline(k);
+    CHECK(count_ops(opt, OpKind::DotGroups) == 1);
+    CHECK(count_ops(opt, OpKind::Mul) == 0);
+    check_pipeline_preserves(k, {as, bs, std::vector<uint8_t>(32, 0)}, {}, {1, 1, 1});
+    // Against the sums computed here.
+    auto out = run(opt, {as, bs, std::vector<uint8_t>(32, 0)}, {}, {1, 1, 1});
+    const auto* y = reinterpret_cast<const int32_t*>(out[2].data());
+    for (int g = 0; g < 8; ++g) {
+      int32_t s = 0;
+      for (int i = 0; i < 4; ++i) {
+        int32_t x = ta == DType::u8 ? as[4 * g + i] : static_cast<int8_t>(as[4 * g + i]);
+        s += x * static_cast<int8_t>(bs[4 * g + i]);
+      }
+      CHECK(y[g] == s);
+    }
+  }
+  // u8 x u8 has no grouped-dot instruction to map to: left alone.
+  CHECK(count_ops(run_pipeline(grouped_dot_kernel(DType::u8, DType::u8)), OpKind::DotGroups) == 0);
+}
+
+TEST_CASE("dot_groups checks its operands", "[passes][error]") {
+  KernelBuilder b("bad", spec_for("bad"));
+  auto a = b.buffer("a", DType::u8);
+  auto f = b.buffer("f", DType::f32);
+  REQUIRE_THROWS_WITH(dot_groups(load(a + arange(8)), load(a + arange(8))),
+                      Catch::Contains("u8 or i8 with i8"));
+  REQUIRE_THROWS_WITH(dot_groups(load(a + arange(6)), load(a + arange(6)).to(DType::i8)),
+                      Catch::Contains("are not one [.., 4k]"));
+  (void)f;
 }

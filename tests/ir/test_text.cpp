@@ -258,6 +258,9 @@ Kernel dot_kernel() {
   Value id = dot(ia, ib, iacc);
   Value ud = dot(ua, ib, id);
   store(qc + off, ud);
+  // Grouped dots: ia and ua are [16,32], ib's transpose shares their shape.
+  Value groups = dot_groups(ua, transpose(ib)) + dot_groups(ia, transpose(ib));  // [16,8]
+  store(qc + (rs + expand_dims(arange(8), 0)), groups);
   return k.finish();
 }
 

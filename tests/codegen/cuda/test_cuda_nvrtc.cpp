@@ -1,5 +1,5 @@
 // NVRTC and ptxas on the CUDA lowering's output: tensor-core dots become
-// mma.sync in the PTX, a rejected source reports NVRTC's log with the path
+// mma.sync in the PTX, grouped 8-bit dots dp4a, a rejected source reports NVRTC's log with the path
 // of the source, and ptxas' resource report is read. Skipped (with a
 // warning) where the CUDA toolkit is absent.
 #include <catch2/catch.hpp>
@@ -51,6 +51,19 @@ TEST_CASE("cuda: f16/bf16/int8 dots are mma.sync in the PTX on sm_80 and sm_90",
       CHECK(r.registers > 0);
       CHECK(r.text.find("Used") != std::string::npos);
     }
+}
+
+TEST_CASE("cuda: dot_groups are dp4a in the PTX", "[cuda][nvrtc]") {
+  if (!have_toolkit()) return;
+  for (DType t : {DType::u8, DType::i8}) {
+    INFO(dtype_name(t));
+    KernelBuilder b("dg", spec_for("dg"));
+    auto a = b.buffer("a", t), w = b.buffer("b", DType::i8), o = b.buffer("o", DType::i32);
+    auto off = arange(256);
+    store(o + arange(64), dot_groups(load(a + off), load(w + off)));
+    PtxModule m = compile_ptx(emit_cuda(b.finish()));
+    CHECK(m.ptx.find(t == DType::u8 ? "dp4a.u32.s32" : "dp4a.s32.s32") != std::string::npos);
+  }
 }
 
 TEST_CASE("cuda: NVRTC's log and the source location are shown on failure",

@@ -214,6 +214,24 @@ TEST_CASE("cuda: dot through FMA, int8 and tensor cores", "[cuda][sim]") {
   }
 }
 
+TEST_CASE("cuda: dot_groups through shared memory and dp4a", "[cuda][sim]") {
+  for (DType ta : {DType::u8, DType::i8})
+    for (int64_t n : {4, 64, 600}) {
+      INFO(dtype_name(ta) << " n " << n);
+      KernelBuilder b("dg", spec_for("dg"));
+      auto a = b.buffer("a", ta), w = b.buffer("b", DType::i8), o = b.buffer("o", DType::i32);
+      auto off = reshape(arange(n), {n / 4, 4});
+      store(o + arange(n / 4), reshape(dot_groups(load(a + off), load(w + off)), {n / 4}));
+      Kernel k = b.finish();
+      HostBuffer as =
+          HostBuffer::random(ta, n, 1, ta == DType::u8 ? 0 : -128, ta == DType::u8 ? 255 : 127);
+      HostBuffer ws = HostBuffer::random(DType::i8, n, 2, -128, 127);
+      HostBuffer os(DType::i32, n / 4);
+      std::vector<Arg> args = {as.arg(), ws.arg(), os.arg()};
+      CHECK(cuda_vs_interpreter(k, args, {1, 1, 1}) == "");
+    }
+}
+
 TEST_CASE("cuda: loops, variables, branches and atomics", "[cuda][sim]") {
   KernelBuilder b("loop", spec_for("loop"));
   auto x = b.buffer("x", DType::f32), o = b.buffer("o", DType::f32);
