@@ -65,4 +65,8 @@ int64_t ggml_row_bytes(GgmlType t, int64_t n) {
   return n / info.block_elems * info.block_bytes;
 }
 
+bool is_block_quantized(GgmlType t) {
+  return t == GgmlType::q4_0 || t == GgmlType::q8_0 || t == GgmlType::q4_K || t == GgmlType::q6_K;
+}
+
 }  // namespace kiln

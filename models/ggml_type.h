@@ -37,6 +37,10 @@ const GgmlTypeInfo& ggml_type_info(GgmlType t);
 std::string ggml_type_name(uint32_t id);
 inline std::string ggml_type_name(GgmlType t) { return ggml_type_name(static_cast<uint32_t>(t)); }
 
+// Whether t is a ggml block format (Kiln's matmuls quantise the activations
+// and run qgemv on it), not a plain float type.
+bool is_block_quantized(GgmlType t);
+
 // Bytes of a row of n elements; -1 when n is not a whole number of blocks.
 int64_t ggml_row_bytes(GgmlType t, int64_t n);
 

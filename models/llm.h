@@ -1,17 +1,16 @@
 // A decoder-only language model from a GGUF file (llama, qwen2, qwen3,
-// qwen3moe), run as plans of compiled kernels on the runtime's backend.
+// qwen3moe, gemma3), run as plans of compiled kernels on the runtime's
+// backend.
 //
 // forward() takes the next tokens of the sequence: the first call is the
 // prompt (prefill, batched kernels), later calls one token each (decode,
-// GEMV). Each distinct token count is recorded once into a Plan over its
-// own scratch buffers and the shared KV cache (f16, [n_ctx, n_kv_heads,
-// head_dim] per layer), then replayed with the position patched in. Every
-// step, the embedding lookup, biases and MoE routing included, is a kernel
-// of the plan; the host only uploads token ids and positions and downloads
-// logits. On host-memory backends weights are used in place in the mapped
-// file, except block-quantized matrices, which are interleaved at load for
-// the 16-row kernels (models/packed_weights.h); on a device they are
-// uploaded once.
+// GEMV). Each distinct token count is built once as a graph by the
+// architecture's builder (models/arch/), whose scratch is planned by
+// liveness, recorded into a Plan over it and the shared KV cache (f16 per
+// layer, kernels/attention/kv_cache.h), then replayed with the position
+// patched in. Every step, the embedding lookup, biases and MoE routing
+// included, is a kernel of the plan; the host only uploads token ids and
+// positions and downloads logits.
 #pragma once
 
 #include <map>
@@ -21,17 +20,17 @@
 
 #include "models/gguf.h"
 #include "models/model_config.h"
-#include "models/packed_weights.h"
+#include "models/model_weights.h"
 #include "models/tokenizer.h"
-#include "runtime/backend.h"
-#include "runtime/plan.h"
+#include "runtime/graph.h"
 
 namespace kiln {
 
 class Llm {
  public:
   // n_ctx: the KV cache's capacity in tokens (0: the model's training
-  // context, capped at 4096).
+  // context, capped at 4096, and at the sliding window of models that
+  // have one: their windowed layers attend to the whole context).
   Llm(const std::string& path, Runtime& rt, int64_t n_ctx = 0);
   ~Llm();
 
@@ -54,6 +53,9 @@ class Llm {
 
   // Kernel launches of the last forward's plan, and per-label profile.
   int64_t last_kernel_launches() const { return last_launches_; }
+  // Scratch bytes of the plan for n tokens as planned, and as one
+  // allocation per intermediate would take.
+  std::pair<size_t, size_t> scratch_bytes(int64_t n_tokens, bool all_logits = false);
   void profile(bool on) { profiling_ = on; }
   std::map<std::string, std::pair<double, int64_t>> profile_ms() const;
 
@@ -65,20 +67,15 @@ class Llm {
   GgufFile file_;
   ModelConfig cfg_;
   std::unique_ptr<Tokenizer> tok_;
-  PackedWeights packed_;
   Runtime& rt_;
+  ModelWeights weights_;
   int64_t n_ctx_ = 0, pos_ = 0;
-  // A weight's bytes as the backend sees them (uploaded on first use when
-  // the backend's memory is not the host's).
-  const uint8_t* on_backend(const uint8_t* host, size_t bytes);
-  struct WeightView weight(const GgufTensor& t);
-  struct WeightView expert(const GgufTensor& t, int64_t e);
-  const float* f32_weight(const std::string& name);
 
   // Per layer, f16; huge-page backed on the CPU: every decode step reads all of them.
   std::vector<DeviceBuffer> k_cache_, v_cache_;
-  DeviceBuffer rope_table_;
-  std::map<const uint8_t*, DeviceBuffer> uploaded_;
+  // cos/sin tables by (base, freq_scale), and each layer's.
+  std::map<std::pair<double, double>, DeviceBuffer> rope_tables_;
+  std::vector<const DeviceBuffer*> layer_rope_;
   std::map<std::pair<int64_t, bool>, std::unique_ptr<Step>> steps_;
   int64_t last_launches_ = 0;
   bool profiling_ = false;

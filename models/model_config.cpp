@@ -1,5 +1,7 @@
 #include "models/model_config.h"
 
+#include <cmath>
+
 #include "ir/error.h"
 
 namespace kiln {
@@ -7,8 +9,10 @@ namespace kiln {
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch = std::string(f.get_string("general.architecture"));
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe")
-    f.fail("architecture '" + c.arch + "' is not supported (llama, qwen2, qwen3, qwen3moe)");
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" &&
+      c.arch != "gemma3")
+    f.fail("architecture '" + c.arch +
+           "' is not supported (llama, qwen2, qwen3, qwen3moe, gemma3)");
   auto key = [&](const std::string& k) { return c.arch + "." + k; };
   auto get = [&](const std::string& k) { return static_cast<int64_t>(f.get_u64(key(k))); };
   auto find = [&](const std::string& k, int64_t dflt) {
@@ -31,7 +35,22 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   if (auto b = f.find_f32(key("rope.freq_base"))) c.rope_base = *b;
   if (auto e = f.find_f32(key("attention.layer_norm_rms_epsilon"))) c.rms_eps = *e;
   c.rope_neox = c.arch != "llama";
-  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe";
+  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3";
+  c.attn_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  if (auto type = f.find_string(key("rope.scaling.type")); type && *type == "linear")
+    if (auto factor = f.find_f32(key("rope.scaling.factor")); factor && *factor > 0)
+      c.rope_scale = *factor;
+  if (c.arch == "gemma3") {
+    // As llama.cpp: every 6th layer global, the others windowed with rope
+    // base 10000 and no scaling; the 27B model (62 layers) scales q.k by
+    // its n_embd / n_head instead of its head size.
+    c.sliding_window = find("attention.sliding_window", 0);
+    if (c.sliding_window > 0) {
+      c.swa_pattern = 6;
+      c.rope_base_swa = 10000;
+    }
+    if (c.n_layer == 62) c.attn_scale = 1.0 / std::sqrt(static_cast<double>(c.n_embd / c.n_head));
+  }
   c.qkv_bias = c.arch == "qwen2";
   c.n_expert = find("expert_count", 0);
   c.n_expert_used = find("expert_used_count", 0);

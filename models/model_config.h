@@ -1,6 +1,6 @@
 // A model's hyper-parameters, read from GGUF metadata as llama.cpp names
 // them ("<arch>.embedding_length", ...), for the architectures Kiln runs:
-// llama (dense, and Mixtral-style experts), qwen2, qwen3, qwen3moe.
+// llama (dense, and Mixtral-style experts), qwen2, qwen3, qwen3moe, gemma3.
 //
 // The forward reads only this struct, never the metadata, so what an
 // architecture means (NEOX rope, QK-norm, biases, expert routing) is decided
@@ -16,7 +16,7 @@
 namespace kiln {
 
 struct ModelConfig {
-  std::string arch;  // "llama", "qwen2", "qwen3", "qwen3moe"
+  std::string arch;  // "llama", "qwen2", "qwen3", "qwen3moe", "gemma3"
   int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
   int64_t n_ff = 0, n_vocab = 0, n_ctx_train = 0;
   int64_t rope_dim = 0;  // rotated dims per head
@@ -26,6 +26,19 @@ struct ModelConfig {
   bool qkv_bias = false;   // q, k, v projections carry biases (qwen2)
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // MoE; n_expert 0: dense
   bool norm_topk = false;  // renormalise the chosen experts' weights to sum 1
+  double attn_scale = 0;   // of q.k in the softmax
+  // Sliding-window attention (gemma3): layer l attends to the last
+  // `sliding_window` tokens when swa_pattern > 0 and l % swa_pattern <
+  // swa_pattern - 1 (every swa_pattern-th layer is global).
+  int64_t sliding_window = 0, swa_pattern = 0;
+  double rope_base_swa = 0;  // rope base of sliding-window layers
+  double rope_scale = 1;     // linear rope scaling factor of the other layers
+
+  bool sliding(int64_t layer) const {
+    return sliding_window > 0 && swa_pattern > 0 && layer % swa_pattern < swa_pattern - 1;
+  }
+  double rope_base_for(int64_t layer) const { return sliding(layer) ? rope_base_swa : rope_base; }
+  double rope_scale_for(int64_t layer) const { return sliding(layer) ? 1 : rope_scale; }
 
   static ModelConfig from_gguf(const GgufFile& f);
   bool moe() const { return n_expert > 0; }

@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "kernels/quant/rows16.h"
-#include "models/matmul.h"
 
 namespace kiln {
 

@@ -9,7 +9,7 @@
 // right after, so peak memory stays about one copy of the weights. Each
 // tensor's row groups are split across the thread pool: the copy and the
 // first touch of its fresh pages are most of a model's load time. The
-// interleaved copy then serves both prefill and decode (models/matmul.cpp).
+// interleaved copy then serves both prefill and decode (ops::linear).
 #pragma once
 
 #include <cstdint>

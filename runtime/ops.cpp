@@ -1,8 +1,19 @@
 #include "runtime/ops.h"
 
 #include "ir/error.h"
+#include "kernels/attention/kv_cache.h"
+#include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/rows16.h"
+#include "kernels/quant/split_sums.h"
 
-namespace kiln::ops {
+namespace kiln {
+
+Graph::Operand TokenCount::times(int64_t per_token) const {
+  if (slot.empty()) return Arg::scalar_int(t * per_token);
+  return Plan::Dynamic{slot, t, true, per_token};
+}
+
+namespace ops {
 
 namespace {
 
@@ -16,56 +27,309 @@ void same_dtype(const std::string& op, std::initializer_list<const Tensor*> ts) 
       mismatch(op, "dtypes differ (" + (*ts.begin())->str() + " vs " + t->str() + ")");
 }
 
-// Rows and row length of a tensor normalised over its last axis.
+void need_dtype(const std::string& op, const Tensor& t, DType d, const char* what) {
+  if (t.dtype != d)
+    mismatch(op, std::string(what) + " must be " + std::string(dtype_name(d)) + ", got " + t.str());
+}
+
+// Rows and row length of a tensor over its last axis.
 std::pair<int64_t, int64_t> rows_of(const std::string& op, const Tensor& t) {
   if (t.rank() < 1) mismatch(op, "needs a tensor of rank >= 1, got " + t.str());
   int64_t n = t.dim(-1);
   return {n ? t.numel() / n : 0, n};
 }
 
+// `rows` with an unset count standing for all rows of x.
+TokenCount all_rows(const std::string& op, const Tensor& x, const TokenCount& rows) {
+  int64_t have = x.rank() ? x.dim(0) : 1;
+  if (rows.t == 0 && rows.slot.empty()) return {have, ""};
+  if (rows.t > have) mismatch(op, std::to_string(rows.t) + " rows asked of " + x.str());
+  return rows;
+}
+
+bool has_rows16(int64_t quant) { return ggml::has_rows16(static_cast<ggml::QuantType>(quant)); }
+
+// The activation blocks llama.cpp pairs with a weight type: 256 (Q8_K) for
+// K-quants, 32 (Q8_0) otherwise; quantize_q8's QBLOCK.
+int64_t activation_block(int64_t quant) {
+  auto q = static_cast<ggml::QuantType>(quant);
+  return q == ggml::QuantType::Q4_K || q == ggml::QuantType::Q6_K ? 256 : 32;
+}
+
+// x [t, k] as 8-bit blocks for the matmuls of block-quantized weights:
+// q [t, k], scales d and sums s [t, k/32], and s split into bytes.
+std::vector<Tensor> quantize_q8(Graph& g, const Tensor& x, const TokenCount& rows, int64_t qblock) {
+  return g.memo(
+      "quantize_q8/" + std::to_string(qblock) + "/" + Graph::key(x) + "/" + rows.slot, [&] {
+        const int64_t t = x.dim(0), k = x.dim(1), nb = t * k / 32;
+        if (k % qblock)
+          mismatch("quantize_q8", "row length " + std::to_string(k) + " is not a multiple of " +
+                                      std::to_string(qblock));
+        Tensor q = g.scratch(DType::i8, {t, k}), d = g.scratch(DType::f32, {t, k / 32}),
+               s = g.scratch(DType::i32, {t, k / 32}),
+               s8 = g.scratch(DType::i8, {split_sum_bytes(nb)});
+        g.launch(
+            "quantize", "quantize_q8", {},
+            {{"x", x}, {"q", q}, {"d", d}, {"s", s}, {"s8", s8}, {"nblocks", rows.times(k / 32)}},
+            {}, {{"QBLOCK", qblock}});
+        return std::vector<Tensor>{q, d, s, s8};
+      });
+}
+
 }  // namespace
 
-void add(Runtime& rt, const Tensor& x, const Tensor& y, const Tensor& z) {
-  same_dtype("add", {&x, &y, &z});
-  if (x.numel() != y.numel() || x.numel() != z.numel())
-    mismatch("add", "element counts differ: " + x.str() + " + " + y.str() + " -> " + z.str());
-  rt.call("add", {{"T", x.dtype}}, {x.arg(), y.arg(), z.arg(), Arg::scalar_int(x.numel())});
+Tensor add(Graph& g, const Tensor& x, const Tensor& y) {
+  same_dtype("add", {&x, &y});
+  if (x.numel() != y.numel())
+    mismatch("add", "element counts differ: " + x.str() + " + " + y.str());
+  Tensor z = g.scratch(x.dtype, x.shape);
+  g.launch("add", "add", {{"T", x.dtype}},
+           {{"x", x}, {"y", y}, {"z", z}, {"n", Arg::scalar_int(x.numel())}});
+  return z;
 }
 
-void gemv(Runtime& rt, const Tensor& w, const Tensor& x, const Tensor& y) {
-  if (w.rank() != 2) mismatch("gemv", "W must be [m, k], got " + w.str());
-  same_dtype("gemv", {&x, &y});
-  int64_t m = w.dim(0), k = w.dim(1);
-  if (x.numel() != k) mismatch("gemv", "W is " + w.str() + " but x is " + x.str());
-  if (y.numel() != m) mismatch("gemv", "W is " + w.str() + " but y is " + y.str());
-  rt.call("gemv", {{"W", w.dtype}, {"X", x.dtype}},
-          {w.arg(), x.arg(), y.arg(), Arg::scalar_int(m), Arg::scalar_int(k)});
+Tensor add_rows(Graph& g, const Tensor& x, const Tensor& b) {
+  same_dtype("add_rows", {&x, &b});
+  auto [rows, n] = rows_of("add_rows", x);
+  if (b.numel() != n) mismatch("add_rows", "x is " + x.str() + " but the row is " + b.str());
+  Tensor y = g.overwrite(x);
+  g.launch("bias", "add_rows", {{"T", x.dtype}}, {{"x", y}, {"b", b}, {"n", Arg::scalar_int(n)}},
+           {{"rows", rows}});
+  return y;
 }
 
-void rmsnorm(Runtime& rt, const Tensor& x, const Tensor& w, const Tensor& y, double eps) {
-  same_dtype("rmsnorm", {&x, &w, &y});
+Tensor fill(Graph& g, Shape shape, double value) {
+  Tensor x = g.scratch(DType::f32, std::move(shape));
+  g.launch("fill", "fill", {{"T", DType::f32}},
+           {{"x", x}, {"n", Arg::scalar_int(x.numel())}, {"value", Arg::scalar_float(value)}});
+  return x;
+}
+
+Tensor rmsnorm(Graph& g, const Tensor& x, const Tensor& w, double eps) {
+  same_dtype("rmsnorm", {&x, &w});
   auto [rows, n] = rows_of("rmsnorm", x);
   if (w.numel() != n) mismatch("rmsnorm", "x is " + x.str() + " but the weight is " + w.str());
-  if (y.shape != x.shape) mismatch("rmsnorm", "x is " + x.str() + " but y is " + y.str());
-  rt.call("rmsnorm", {{"T", x.dtype}},
-          {x.arg(), w.arg(), y.arg(), Arg::scalar_int(n), Arg::scalar_float(eps)},
-          {{"rows", rows}});
+  Tensor y = g.scratch(x.dtype, x.shape);
+  g.launch(
+      "rmsnorm", "rmsnorm", {{"T", x.dtype}},
+      {{"x", x}, {"w", w}, {"y", y}, {"n", Arg::scalar_int(n)}, {"eps", Arg::scalar_float(eps)}},
+      {{"rows", rows}});
+  return y;
 }
 
-void softmax(Runtime& rt, const Tensor& x, const Tensor& y) {
-  same_dtype("softmax", {&x, &y});
+Tensor softmax(Graph& g, const Tensor& x) {
   auto [rows, n] = rows_of("softmax", x);
-  if (y.shape != x.shape) mismatch("softmax", "x is " + x.str() + " but y is " + y.str());
-  rt.call("softmax", {{"T", x.dtype}}, {x.arg(), y.arg(), Arg::scalar_int(n)}, {{"rows", rows}});
+  Tensor y = g.scratch(x.dtype, x.shape);
+  g.launch("softmax", "softmax", {{"T", x.dtype}}, {{"x", x}, {"y", y}, {"n", Arg::scalar_int(n)}},
+           {{"rows", rows}});
+  return y;
 }
 
-void silu_mul(Runtime& rt, const Tensor& gate, const Tensor& up, const Tensor& out) {
-  same_dtype("silu_mul", {&gate, &up, &out});
-  if (gate.numel() != up.numel() || gate.numel() != out.numel())
-    mismatch("silu_mul",
-             "element counts differ: " + gate.str() + ", " + up.str() + ", " + out.str());
-  rt.call("silu_mul", {{"T", gate.dtype}},
-          {gate.arg(), up.arg(), out.arg(), Arg::scalar_int(gate.numel())});
+Tensor glu(Graph& g, const Tensor& gate, const Tensor& up, Activation act, const TokenCount& rows) {
+  same_dtype("glu", {&gate, &up});
+  if (gate.shape != up.shape) mismatch("glu", "gate is " + gate.str() + " but up is " + up.str());
+  TokenCount r = all_rows("glu", gate, rows);
+  Tensor out = g.scratch(gate.dtype, gate.shape);
+  g.launch(act == Activation::silu ? "silu_mul" : "gelu_mul", "glu", {{"T", gate.dtype}},
+           {{"gate", gate}, {"up", up}, {"out", out}, {"n", r.times(gate.numel() / gate.dim(0))}},
+           {}, {{"ACT", static_cast<int64_t>(act)}});
+  return out;
 }
 
-}  // namespace kiln::ops
+Tensor linear(Graph& g, const Weight& w, const Tensor& x, const TokenCount& rows) {
+  if (x.rank() != 2 || x.dim(1) != w.k)
+    mismatch("linear", "the weight is [" + std::to_string(w.m) + ", " + std::to_string(w.k) +
+                           "] but x is " + x.str());
+  need_dtype("linear", x, DType::f32, "x");
+  const TokenCount tc = all_rows("linear", x, rows);
+  const int64_t t = x.dim(0);
+  Tensor y = g.scratch(DType::f32, {t, w.m});
+  if (w.quant) {
+    std::vector<Tensor> q = quantize_q8(g, x, tc, activation_block(w.quant));
+    Graph::Operands args = {{"xq", q[0]},
+                            {"xd", q[1]},
+                            {"xs", q[2]},
+                            {"y", y},
+                            {"m", Arg::scalar_int(w.m)},
+                            {"k", Arg::scalar_int(w.k)},
+                            {"t", tc.times(1)}};
+    if (w.rows16) {
+      if (!has_rows16(w.quant))
+        mismatch("linear", "no 16-row interleaved layout for ggml type " + std::to_string(w.quant));
+      args["w"] = *w.rows16;
+      args["xs8"] = q[3];
+      g.launch(w.label, "qgemv_rows16", {}, args, {}, {{"FMT", w.quant}});
+    } else {
+      args["w"] = w.data;
+      g.launch(w.label, "qgemv", {}, args, {}, {{"FMT", w.quant}});
+    }
+    return y;
+  }
+  if (w.rows16) mismatch("linear", "a float weight has no 16-row interleaved layout");
+  if (w.data.numel() != w.m * w.k)
+    mismatch("linear", "weight data " + w.data.str() + " is not [" + std::to_string(w.m) + ", " +
+                           std::to_string(w.k) + "]");
+  if (t == 1 && tc.slot.empty()) {
+    g.launch(w.label, "gemv", {{"W", w.data.dtype}, {"X", DType::f32}},
+             {{"w", w.data},
+              {"x", x},
+              {"y", y},
+              {"m", Arg::scalar_int(w.m)},
+              {"k", Arg::scalar_int(w.k)}});
+    return y;
+  }
+  g.launch(w.label, "gemm", {{"W", w.data.dtype}},
+           {{"w", w.data},
+            {"x", x},
+            {"y", y},
+            {"t", tc.times(1)},
+            {"n", Arg::scalar_int(w.m)},
+            {"k", Arg::scalar_int(w.k)}});
+  return y;
+}
+
+namespace {
+
+Tensor lookup(Graph& g, const Tensor& table, DType dtype, int64_t fmt, int64_t table_rows,
+              int64_t n, const Tensor& ids, const TokenCount& rows, double scale) {
+  need_dtype("get_rows", ids, DType::i32, "ids");
+  TokenCount r = all_rows("get_rows", ids, rows);
+  Tensor out = g.scratch(DType::f32, {ids.numel(), n});
+  g.launch("get_rows", "get_rows", {{"W", dtype}},
+           {{"table", table},
+            {"ids", ids},
+            {"out", out},
+            {"n", Arg::scalar_int(n)},
+            {"rows", r.times(1)},
+            {"scale", Arg::scalar_float(scale)}},
+           {{"table_rows", table_rows}}, {{"FMT", fmt}});
+  return out;
+}
+
+}  // namespace
+
+Tensor get_rows(Graph& g, const Tensor& table, const Tensor& ids, const TokenCount& rows,
+                double scale) {
+  if (table.rank() != 2) mismatch("get_rows", "the table must be [rows, n], got " + table.str());
+  return lookup(g, table, table.dtype, 0, table.dim(0), table.dim(1), ids, rows, scale);
+}
+
+Tensor get_rows(Graph& g, const Weight& table, const Tensor& ids, double scale) {
+  return lookup(g, table.data, table.quant ? DType::u8 : table.data.dtype, table.quant, table.m,
+                table.k, ids, {}, scale);
+}
+
+Tensor rope(Graph& g, const Tensor& x, const Tensor& cos_sin, const Tensor& positions,
+            int64_t head_dim, bool neox) {
+  need_dtype("rope", positions, DType::i32, "positions");
+  if (x.rank() != 2 || x.dim(1) % head_dim || x.dim(0) != positions.numel() || cos_sin.rank() != 2)
+    mismatch("rope", "x " + x.str() + " is not [" + std::to_string(positions.numel()) +
+                         ", heads * " + std::to_string(head_dim) + "] for a table " +
+                         cos_sin.str());
+  Tensor y = g.overwrite(x);
+  g.launch("rope", "rope", {{"T", x.dtype}},
+           {{"x", y},
+            {"cos_sin", cos_sin},
+            {"pos", positions},
+            {"n_heads", Arg::scalar_int(x.dim(1) / head_dim)},
+            {"n_pos", Arg::scalar_int(cos_sin.dim(0))}},
+           {{"tokens", x.dim(0)}},
+           {{"HEAD_DIM", head_dim}, {"ROT", cos_sin.dim(1)}, {"NEOX", neox ? 1 : 0}});
+  return y;
+}
+
+Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
+                 const Plan::Dynamic& pos0) {
+  const int64_t kd = cache.n_kv_heads * cache.head_dim;
+  if (k.rank() != 2 || k.dim(1) != kd || k.shape != v.shape)
+    mismatch("kv_append", "keys " + k.str() + " and values " + v.str() + " are not [t, " +
+                              std::to_string(kd) + "]");
+  cache.k = g.overwrite(cache.k);
+  cache.v = g.overwrite(cache.v);
+  g.launch("kv_store", "kv_cache_store", {{"KV", cache.k.dtype}},
+           {{"xk", k},
+            {"xv", v},
+            {"k", cache.k},
+            {"v", cache.v},
+            {"n_tokens", Arg::scalar_int(k.dim(0))},
+            {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
+            {"max_ctx", Arg::scalar_int(cache.max_ctx)},
+            {"pos0", pos0}},
+           {}, {{"HEAD_DIM", cache.head_dim}});
+  return cache.k;
+}
+
+Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
+                 const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0) {
+  const int64_t d = cache.head_dim;
+  if (q.rank() != 2 || q.dim(1) % d || (q.dim(1) / d) % cache.n_kv_heads)
+    mismatch("attention", "q " + q.str() + " is not [t, heads * " + std::to_string(d) +
+                              "] with heads a multiple of " + std::to_string(cache.n_kv_heads));
+  const int64_t t = q.dim(0);
+  const std::string kernel = t == 1 ? "attention_decode" : "attention_prefill";
+  Tensor out = g.scratch(q.dtype, q.shape);
+  g.launch(kernel, kernel, {{"KV", cache.k.dtype}},
+           {{"q", q},
+            {"k", cache.k},
+            {"v", cache.v},
+            {"out", out},
+            {"n_tokens", Arg::scalar_int(t)},
+            {"n_heads", Arg::scalar_int(q.dim(1) / d)},
+            {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
+            {"max_ctx", Arg::scalar_int(cache.max_ctx)},
+            {"kv_len", kv_len},
+            {"pos0", pos0},
+            {"scale", Arg::scalar_float(scale)}},
+           {}, {{"HEAD_DIM", d}});
+  return out;
+}
+
+Routing moe_route(Graph& g, const Tensor& logits, int64_t k, bool norm_topk) {
+  need_dtype("moe_route", logits, DType::f32, "router logits");
+  auto [t, ne] = rows_of("moe_route", logits);
+  if (k < 1 || k > ne)
+    mismatch("moe_route", "top-" + std::to_string(k) + " of " + std::to_string(ne) + " experts");
+  int64_t block = 1;
+  while (block < ne) block *= 2;
+  Tensor ids = g.scratch(DType::i32, {t, k}), weights = g.scratch(DType::f32, {t, k});
+  g.launch("moe_route", "moe_topk", {},
+           {{"logits", logits},
+            {"ids", ids},
+            {"weights", weights},
+            {"n_expert", Arg::scalar_int(ne)},
+            {"k", Arg::scalar_int(k)},
+            {"norm", Arg::scalar_int(norm_topk ? 1 : 0)}},
+           {{"tokens", t}}, {{"BLOCK", block}});
+  Routing r{g.scratch(DType::i32, {ne}), g.scratch(DType::i32, {ne, t}),
+            g.scratch(DType::f32, {ne, t})};
+  g.launch("moe_route", "moe_group", {},
+           {{"ids", ids},
+            {"weights", weights},
+            {"counts", r.counts},
+            {"rows", r.rows},
+            {"row_weights", r.row_weights},
+            {"tokens", Arg::scalar_int(t)},
+            {"k", Arg::scalar_int(k)},
+            {"n_expert", Arg::scalar_int(ne)}});
+  return r;
+}
+
+Tensor moe_scatter(Graph& g, const Tensor& out, const Tensor& y, const Tensor& rows,
+                   const Tensor& row_weights, const TokenCount& count) {
+  if (out.rank() != 2 || y.rank() != 2 || y.dim(1) != out.dim(1))
+    mismatch("moe_scatter", "rows " + y.str() + " do not fit " + out.str());
+  need_dtype("moe_scatter", rows, DType::i32, "rows");
+  Tensor acc = g.overwrite(out);
+  g.launch("moe_scatter", "moe_scatter", {},
+           {{"y", y},
+            {"rows", rows},
+            {"row_weights", row_weights},
+            {"out", acc},
+            {"n", Arg::scalar_int(out.dim(1))},
+            {"count", all_rows("moe_scatter", y, count).times(1)}},
+           {{"out_rows", out.dim(0)}});
+  return acc;
+}
+
+}  // namespace ops
+}  // namespace kiln

@@ -1,24 +1,98 @@
-// Op calls on tensors: the library kernels as functions of shaped, typed
-// data. Each op checks that its tensors fit together (errors name the op,
-// the tensors and their shapes), derives the kernel's dtypes and sizes from
-// them, and launches through Runtime::call, so the tuning database (or the
-// kernel's heuristic) picks the constexprs for the shape.
+// The ops model forwards are written in: library kernels as functions of
+// graph tensors (runtime/graph.h).
+//
+// Each op checks that its tensors fit together (errors name the op, the
+// tensors and their shapes), derives the kernel's dtypes, constexprs and
+// sizes from them, allocates its result and adds the launch to the graph;
+// the runtime's tuning database (or the kernel's heuristic) picks the
+// tunable constexprs when the graph is recorded. An op whose row count is
+// only known at run time (an MoE expert's tokens) takes a TokenCount: its
+// tensors are sized for the bound, and its launches follow the plan slot.
 #pragma once
 
-#include "runtime/runtime.h"
-#include "runtime/tensor.h"
+#include <optional>
+#include <string>
 
-namespace kiln::ops {
+#include "runtime/graph.h"
 
-// z = x + y, all the same dtype and element count.
-void add(Runtime& rt, const Tensor& x, const Tensor& y, const Tensor& z);
-// y = W x: W [m, k] (f32/f16/bf16), x [k], y [m] of one dtype.
-void gemv(Runtime& rt, const Tensor& w, const Tensor& x, const Tensor& y);
-// y = rmsnorm(x) * w over the last axis; x, y [rows, n] (or [n]), w [n].
-void rmsnorm(Runtime& rt, const Tensor& x, const Tensor& w, const Tensor& y, double eps);
-// y = softmax(x) over the last axis.
-void softmax(Runtime& rt, const Tensor& x, const Tensor& y);
-// out = silu(gate) * up.
-void silu_mul(Runtime& rt, const Tensor& gate, const Tensor& up, const Tensor& out);
+namespace kiln {
 
-}  // namespace kiln::ops
+// A token count: fixed, or a plan slot (at most `t`, the recorded bound).
+struct TokenCount {
+  int64_t t = 0;
+  std::string slot;  // "": fixed
+  // The argument for a scalar of `per_token` * tokens.
+  Graph::Operand times(int64_t per_token) const;
+};
+
+// A weight matrix [m, k] in backend memory: a float tensor [m, k], or the
+// bytes of ggml blocks (kernels/quant/ggml_blocks.h) with their type.
+struct Weight {
+  std::string label;  // of its matmuls in a profile ("attn_q")
+  Tensor data;
+  int64_t m = 0, k = 0;
+  int64_t quant = 0;  // ggml type id of block-quantized weights; 0 for floats
+  // The same blocks interleaved across 16 rows (kernels/quant/rows16.h),
+  // when the loader made that copy: linear then runs qgemv_rows16 on it.
+  std::optional<Tensor> rows16;
+};
+
+// The KV cache of one layer, in kernels/attention/kv_cache.h's layout (f16).
+struct KvCache {
+  Tensor k, v;
+  int64_t max_ctx = 0, n_kv_heads = 0, head_dim = 0;
+};
+
+enum class Activation { silu, gelu_tanh };
+
+namespace ops {
+
+// x + y, of one dtype and element count.
+Tensor add(Graph& g, const Tensor& x, const Tensor& y);
+// x with the row vector b [n] added to each of its rows [.., n] (in place).
+Tensor add_rows(Graph& g, const Tensor& x, const Tensor& b);
+// A new f32 tensor of `shape` filled with `value`.
+Tensor fill(Graph& g, Shape shape, double value);
+// rmsnorm(x) * w over the last axis; w [n].
+Tensor rmsnorm(Graph& g, const Tensor& x, const Tensor& w, double eps);
+// softmax over the last axis.
+Tensor softmax(Graph& g, const Tensor& x);
+// act(gate) * up, elementwise over the first rows.t rows.
+Tensor glu(Graph& g, const Tensor& gate, const Tensor& up, Activation act,
+           const TokenCount& rows = {});
+// x [t, k] W^T -> f32 [t, m], over the first rows.t rows of x. Block-quantized
+// weights quantise x first; consumers of the same x share that.
+Tensor linear(Graph& g, const Weight& w, const Tensor& x, const TokenCount& rows = {});
+// f32 [rows, n]: table[ids[i]] * scale for a float table [r, n] or the
+// ggml blocks of a Weight.
+Tensor get_rows(Graph& g, const Tensor& table, const Tensor& ids, const TokenCount& rows = {},
+                double scale = 1);
+Tensor get_rows(Graph& g, const Weight& table, const Tensor& ids, double scale = 1);
+// RoPE on x [t, heads * head_dim] (in place) at positions [t] from a
+// cos/sin table [n_pos, rot] (kernels/rope/rope.h).
+Tensor rope(Graph& g, const Tensor& x, const Tensor& cos_sin, const Tensor& positions,
+            int64_t head_dim, bool neox);
+
+// Appends keys and values [t, n_kv_heads * head_dim] at positions pos0..
+Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
+                 const Plan::Dynamic& pos0);
+// Causal attention of q [t, n_heads * head_dim] at positions pos0.. over the
+// cache's first kv_len entries; decode (t = 1) or prefill kernels.
+Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
+                 const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0);
+
+// MoE routing: each token's top-k experts by softmaxed router logits
+// [t, n_expert], then each expert's tokens.
+struct Routing {
+  Tensor counts;       // i32 [n_expert]
+  Tensor rows;         // i32 [n_expert, t]: the tokens routed to each expert
+  Tensor row_weights;  // f32 [n_expert, t]
+};
+Routing moe_route(Graph& g, const Tensor& logits, int64_t k, bool norm_topk);
+// out (in place) += the expert's rows y [count, n] times their weights,
+// scattered to the tokens `rows` [count].
+Tensor moe_scatter(Graph& g, const Tensor& out, const Tensor& y, const Tensor& rows,
+                   const Tensor& row_weights, const TokenCount& count);
+
+}  // namespace ops
+}  // namespace kiln

@@ -17,12 +17,13 @@
 
 namespace kiln {
 
-std::vector<float> rope_cos_sin_table(double base, int64_t rot, int64_t n_pos) {
+std::vector<float> rope_cos_sin_table(double base, int64_t rot, int64_t n_pos, double freq_scale) {
   std::vector<float> t(static_cast<size_t>(n_pos * rot));
   int64_t half = rot / 2;
   for (int64_t p = 0; p < n_pos; ++p)
     for (int64_t i = 0; i < half; ++i) {
-      double theta = static_cast<double>(p) * std::pow(base, -2.0 * i / static_cast<double>(rot));
+      double theta =
+          static_cast<double>(p) * freq_scale * std::pow(base, -2.0 * i / static_cast<double>(rot));
       t[p * rot + i] = static_cast<float>(std::cos(theta));
       t[p * rot + half + i] = static_cast<float>(std::sin(theta));
     }

@@ -1,11 +1,11 @@
-// Rows of a table picked by index, as f32: out[i, :] = table[ids[i], :].
-// A forward looks up token embeddings with it and gathers the rows routed
-// to an MoE expert. The table is f32/f16/bf16 (W, FMT 0) or ggml blocks
-// (W = u8, FMT = the ggml type id: 2 Q4_0, 8 Q8_0, 12 Q4_K, 14 Q6_K),
-// dequantised element by element exactly as ggml's dequantize_row does
-// (same products in the same order), so a quantized embedding matches
-// llama.cpp's lookup bit for bit. Not fast, and need not be: it reads one
-// row per token.
+// Rows of a table picked by index, as f32: out[i, :] = table[ids[i], :] *
+// scale. A forward looks up token embeddings with it (Gemma scales them by
+// sqrt(n_embd), as an f32 product after the lookup like llama.cpp) and
+// gathers the rows routed to an MoE expert (scale 1, exact). The table is f32/f16/bf16 (W, FMT 0)
+// or ggml blocks (W = u8, FMT = the ggml type id: 2 Q4_0, 8 Q8_0, 12 Q4_K, 14 Q6_K), dequantised
+// element by element exactly as ggml's dequantize_row does (same products in the same order), so a
+// quantized embedding matches llama.cpp's lookup bit for bit. Not fast, and need not be: it reads
+// one row per token.
 #include <functional>
 
 #include "ir/builder.h"
@@ -78,6 +78,7 @@ Kernel build_get_rows(const Spec& s) {
   auto out = k.buffer("out", DType::f32);
   auto n = k.scalar("n", DType::i32);
   auto rows = k.scalar("rows", DType::i32);  // ids to look up (a plan patches it per replay)
+  auto scale = k.scalar("scale", DType::f32);
   auto i = k.program_id(0);
   auto c = (k.program_id(1) * static_cast<int>(B) + arange(B)).to(DType::i64);
   auto n64 = n.to(DType::i64);
@@ -93,14 +94,14 @@ Kernel build_get_rows(const Spec& s) {
     BlockDecoder dec([&](const Value& off) { return load(table + off, mask, 0.0).to(DType::i32); });
     v = dec.decode(FMT, blk, c % BE);
   }
-  store(out + (i.to(DType::i64) * n64 + c), v, mask);
+  store(out + (i.to(DType::i64) * n64 + c), v * scale, mask);
   return k.finish();
 }
 
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "get_rows",
     .family = "rows",
-    .summary = "out[i] = table[ids[i]] as f32 (float tables or ggml blocks)",
+    .summary = "out[i] = table[ids[i]] * scale as f32 (float tables or ggml blocks)",
     .dtype_roles = {{"W", {DType::f32, DType::f16, DType::bf16, DType::u8}}},
     .constexpr_defaults = {{"FMT", 0}, {"BLOCK", 256}},
     .build = build_get_rows,

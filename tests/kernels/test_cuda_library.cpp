@@ -50,7 +50,8 @@ std::vector<Case> cases() {
     cs.push_back({"convert", {{"Y", y}}, {{"BLOCK", 256}}, {{"n", 700}, {"row0", 2}, {"row", 64}}});
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     cs.push_back({"scaled_add", {{"T", t}}, {{"BLOCK", 256}}, {{"n", 600}}});
-    cs.push_back({"silu_mul", {{"T", t}}, {{"BLOCK", 256}}, {{"n", 600}}});
+    for (int64_t act : {0, 1})
+      cs.push_back({"glu", {{"T", t}}, {{"BLOCK", 256}, {"ACT", act}}, {{"n", 600}}});
     cs.push_back({"rmsnorm", {{"T", t}}, {{"BLOCK", 128}}, {{"n", 300}, {"rows", 3}}});
     cs.push_back({"softmax", {{"T", t}}, {{"BLOCK", 128}}, {{"n", 300}, {"rows", 3}}});
     cs.push_back({"rope",

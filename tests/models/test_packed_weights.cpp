@@ -11,7 +11,6 @@
 
 #include "kernels/quant/rows16.h"
 #include "models/gguf.h"
-#include "models/matmul.h"
 #include "models/model_generator.h"
 #include "models/model_presets.h"
 #include "models/packed_weights.h"

@@ -1,4 +1,5 @@
-// Op calls on tensors: results, dtype/shape-driven dispatch, shape errors.
+// Ops on graph tensors: results against double-precision references,
+// dtype-driven dispatch, and shape errors naming the op and the tensors.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -14,42 +15,59 @@ Runtime& rt() {
   static Runtime r(RuntimeOptions{2, "", false});
   return r;
 }
-Tensor view(HostBuffer& b, Shape s) { return Tensor{b.arg().data, b.dtype(), std::move(s)}; }
+Tensor in(Graph& g, HostBuffer& b, Shape s) {
+  return g.external(b.arg().data, b.dtype(), std::move(s));
+}
+void run(Graph& g) {
+  Plan p(rt());
+  g.record(p);
+  p.run(rt());
+}
 }  // namespace
 
-TEST_CASE("op calls compute from tensors and pick kernels by dtype", "[runtime][ops]") {
+TEST_CASE("ops compute from tensors and pick kernels by dtype", "[runtime][ops]") {
+  // Tolerances: f32 results 1e-5 relative (sums of 53 products); f16
+  // results a few ulps of f16.
+  Graph g(rt());
   auto w = HostBuffer::random(DType::bf16, 37 * 53, 1), x = HostBuffer::random(DType::f32, 53, 2);
   HostBuffer y(DType::f32, 37);
-  ops::gemv(rt(), view(w, {37, 53}), view(x, {53}), view(y, {37}));
+  Weight wt{"w", in(g, w, {37, 53}), 37, 53, 0, {}};
+  g.output("y", ops::linear(g, wt, in(g, x, {1, 53})), y.arg().data);
+  auto a = HostBuffer::random(DType::f16, 3 * 40, 3), gw = HostBuffer::random(DType::f16, 40, 4);
+  HostBuffer o(DType::f16, 3 * 40), s(DType::f16, 3 * 40);
+  g.output("o", ops::rmsnorm(g, in(g, a, {3, 40}), in(g, gw, {40}), 1e-6), o.arg().data);
+  g.output("s", ops::softmax(g, in(g, a, {3, 40})), s.arg().data);
+  run(g);
   for (int i = 0; i < 37; ++i) {
     double ref = 0;
     for (int j = 0; j < 53; ++j) ref += w.get(i * 53 + j) * x.get(j);
     CHECK(std::fabs(y.get(i) - ref) <= 1e-5 * (1 + std::fabs(ref)));
   }
-  auto a = HostBuffer::random(DType::f16, 3 * 40, 3), g = HostBuffer::random(DType::f16, 40, 4);
-  HostBuffer o(DType::f16, 3 * 40);
-  ops::rmsnorm(rt(), view(a, {3, 40}), view(g, {40}), view(o, {3, 40}), 1e-6);
   double ss = 0;
   for (int j = 0; j < 40; ++j) ss += a.get(80 + j) * a.get(80 + j);
-  CHECK(std::fabs(o.get(80) - a.get(80) / std::sqrt(ss / 40 + 1e-6) * g.get(0)) < 3e-3);
-  HostBuffer s(DType::f16, 3 * 40);
-  ops::softmax(rt(), view(a, {3, 40}), view(s, {3, 40}));
+  CHECK(std::fabs(o.get(80) - a.get(80) / std::sqrt(ss / 40 + 1e-6) * gw.get(0)) < 3e-3);
   double total = 0;
   for (int j = 0; j < 40; ++j) total += s.get(j);
   CHECK(std::fabs(total - 1) < 1e-2);
 }
 
-TEST_CASE("op calls reject tensors that do not fit together", "[runtime][ops][error]") {
-  HostBuffer w(DType::f16, 64), x(DType::f32, 8), y(DType::f32, 8), h(DType::f16, 8);
-  REQUIRE_THROWS_WITH(ops::gemv(rt(), view(w, {8, 8}), view(x, {7}), view(y, {8})),
-                      Catch::Contains("op gemv: W is f16[8,8] but x is f32[7]"));
-  REQUIRE_THROWS_WITH(ops::gemv(rt(), view(w, {64}), view(x, {8}), view(y, {8})),
-                      Catch::Contains("W must be [m, k], got f16[64]"));
-  REQUIRE_THROWS_WITH(ops::add(rt(), view(x, {8}), view(h, {8}), view(y, {8})),
+TEST_CASE("ops reject tensors that do not fit together", "[runtime][ops][error]") {
+  Graph g(rt());
+  HostBuffer w(DType::f16, 64), x(DType::f32, 8), h(DType::f16, 8), ids(DType::f32, 2);
+  Weight w88{"w", in(g, w, {8, 8}), 8, 8, 0, {}};
+  REQUIRE_THROWS_WITH(ops::linear(g, w88, in(g, x, {1, 7})),
+                      Catch::Contains("op linear: the weight is [8, 8] but x is f32[1,7]"));
+  REQUIRE_THROWS_WITH(ops::add(g, in(g, x, {8}), in(g, h, {8})),
                       Catch::Contains("op add: dtypes differ (f32[8] vs f16[8])"));
-  REQUIRE_THROWS_WITH(ops::rmsnorm(rt(), view(x, {2, 4}), view(y, {8}), view(y, {2, 4}), 1e-5),
+  REQUIRE_THROWS_WITH(ops::rmsnorm(g, in(g, x, {2, 4}), in(g, x, {8}), 1e-5),
                       Catch::Contains("x is f32[2,4] but the weight is f32[8]"));
+  REQUIRE_THROWS_WITH(ops::get_rows(g, in(g, w, {8, 8}), in(g, ids, {2})),
+                      Catch::Contains("op get_rows: ids must be i32, got f32[2]"));
+  REQUIRE_THROWS_WITH(in(g, x, {8}).rows(6, 4), Catch::Contains("rows [6, 10) are outside f32[8]"));
   HostBuffer wi(DType::i32, 64);
-  REQUIRE_THROWS_WITH(ops::gemv(rt(), view(wi, {8, 8}), view(x, {8}), view(y, {8})),
+  Graph bad(rt());
+  ops::linear(bad, Weight{"w", in(bad, wi, {8, 8}), 8, 8, 0, {}}, in(bad, x, {1, 8}));
+  Plan p(rt());
+  REQUIRE_THROWS_WITH(bad.record(p),
                       Catch::Contains("kernel 'gemv' does not support dtype i32 for role 'W'"));
 }

@@ -1,7 +1,7 @@
-// add, scaled_add, silu_mul and convert against a double-precision reference and the
+// add, scaled_add, glu and convert against a double-precision reference and the
 // interpreter, over sizes that are not multiples of the block.
-// Tolerance: the result's own rounding (half an ulp of T) plus, for
-// silu_mul, the 5e-7 relative error of the vectorised sigmoid.
+// Tolerance: the result's own rounding (half an ulp of T) plus, for glu,
+// 1e-6 relative for the vectorised sigmoid (5e-7) and tanh.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -55,24 +55,29 @@ TEST_CASE("scaled_add matches y + alpha x in place", "[kernels][elementwise]") {
     }
 }
 
-TEST_CASE("silu_mul matches silu(gate) * up", "[kernels][elementwise]") {
-  for (DType t : {DType::f32, DType::f16, DType::bf16})
-    for (int64_t n : kSizes) {
-      INFO(dtype_name(t) << " n=" << n);
-      Spec spec = find_kernel("silu_mul").make_spec({{"T", t}});
-      auto g = HostBuffer::random(t, n, 5, -12, 12), u = HostBuffer::random(t, n, 6, -3, 3);
-      HostBuffer o(t, n), oi(t, n);
-      kiln::test::runtime().launch(spec, {g.arg(), u.arg(), o.arg(), Arg::scalar_int(n)});
-      kiln::test::runtime().interpret(spec, {g.arg(), u.arg(), oi.arg(), Arg::scalar_int(n)});
-      std::vector<double> ref(n), refi(n);
-      for (int64_t i = 0; i < n; ++i) {
-        double gv = g.get(i);
-        ref[i] = gv / (1 + std::exp(-gv)) * u.get(i);
-        refi[i] = oi.get(i);
+TEST_CASE("glu matches silu(gate) * up and gelu_tanh(gate) * up", "[kernels][elementwise]") {
+  for (int64_t act : {0, 1})
+    for (DType t : {DType::f32, DType::f16, DType::bf16})
+      for (int64_t n : kSizes) {
+        INFO(dtype_name(t) << " n=" << n << " ACT=" << act);
+        Spec spec = find_kernel("glu").make_spec({{"T", t}}, {{"ACT", act}});
+        auto g = HostBuffer::random(t, n, 5, -12, 12), u = HostBuffer::random(t, n, 6, -3, 3);
+        HostBuffer o(t, n), oi(t, n);
+        kiln::test::runtime().launch(spec, {g.arg(), u.arg(), o.arg(), Arg::scalar_int(n)});
+        kiln::test::runtime().interpret(spec, {g.arg(), u.arg(), oi.arg(), Arg::scalar_int(n)});
+        std::vector<double> ref(n), refi(n);
+        for (int64_t i = 0; i < n; ++i) {
+          double gv = g.get(i);
+          double a =
+              act == 0 ? gv / (1 + std::exp(-gv))
+                       : 0.5 * gv *
+                             (1 + std::tanh(std::sqrt(2 / M_PI) * (gv + 0.044715 * gv * gv * gv)));
+          ref[i] = a * u.get(i);
+          refi[i] = oi.get(i);
+        }
+        CHECK(kiln::test::worst_error(o, ref, 1e-6, ulp_rtol(t) + 1e-6) <= 1.0);
+        CHECK(kiln::test::worst_error(o, refi, 1e-6, ulp_rtol(t) + 1e-6) <= 1.0);
       }
-      CHECK(kiln::test::worst_error(o, ref, 1e-6, ulp_rtol(t) + 1e-6) <= 1.0);
-      CHECK(kiln::test::worst_error(o, refi, 1e-6, ulp_rtol(t) + 1e-6) <= 1.0);
-    }
 }
 
 TEST_CASE("convert stores rows rounded to Y at a row offset", "[kernels][elementwise]") {

@@ -3,6 +3,7 @@
 // (itself checked against the gguf package and ggml's C), through the JIT
 // and the interpreter; bad formats and short tables refused.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -26,14 +27,18 @@ std::vector<float> random_floats(size_t n, uint64_t seed) {
 // Runs get_rows on the JIT and in the interpreter; both results.
 std::pair<std::vector<float>, std::vector<float>> lookup(DType w, int64_t fmt, void* table,
                                                          int64_t table_elems, int64_t table_rows,
-                                                         std::vector<int32_t> ids, int64_t n) {
+                                                         std::vector<int32_t> ids, int64_t n,
+                                                         float scale = 1) {
   int64_t rows = static_cast<int64_t>(ids.size());
   std::vector<float> jit(rows * n, -1.0f), ref(rows * n, -1.0f);
   Spec spec = find_kernel("get_rows").make_spec({{"W", w}}, {{"FMT", fmt}});
   auto args = [&](std::vector<float>& out) {
-    return std::vector<Arg>{Arg::buffer(table, table_elems), Arg::buffer(ids.data(), rows),
-                            Arg::buffer(out.data(), rows * n), Arg::scalar_int(n),
-                            Arg::scalar_int(rows)};
+    return std::vector<Arg>{Arg::buffer(table, table_elems),
+                            Arg::buffer(ids.data(), rows),
+                            Arg::buffer(out.data(), rows * n),
+                            Arg::scalar_int(n),
+                            Arg::scalar_int(rows),
+                            Arg::scalar_float(scale)};
   };
   test::runtime().launch(spec, args(jit), {{"table_rows", table_rows}});
   test::runtime().interpret(spec, args(ref), {{"table_rows", table_rows}});
@@ -57,6 +62,22 @@ TEST_CASE("get_rows copies float rows exactly", "[kernels][rows]") {
       CHECK(f32_ref[dst] == table[src]);
       CHECK(f16_jit[dst] == f16_bits_to_f32(half[src]));
       CHECK(f16_ref[dst] == f16_bits_to_f32(half[src]));
+    }
+}
+
+TEST_CASE("get_rows scales rows as one f32 product", "[kernels][rows]") {
+  // Gemma's embedding scale: llama.cpp multiplies the looked-up f32 row by
+  // sqrt(n_embd) in f32, so the product must round the same way.
+  const int64_t V = 5, n = 70;
+  std::vector<float> table = random_floats(V * n, 7);
+  const float scale = std::sqrt(1152.0f);
+  std::vector<int32_t> ids = {4, 1};
+  auto [jit, ref] = lookup(DType::f32, 0, table.data(), V * n, V, ids, n, scale);
+  for (size_t r = 0; r < ids.size(); ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      float want = table[static_cast<size_t>(ids[r] * n + c)] * scale;
+      CHECK(jit[r * n + c] == want);
+      CHECK(ref[r * n + c] == want);
     }
 }
 
@@ -91,8 +112,12 @@ TEST_CASE("get_rows refuses formats and tables that do not fit", "[kernels][rows
   std::vector<int32_t> ids = {0};
   std::vector<float> out(64);
   Spec q8 = def.make_spec({{"W", DType::u8}}, {{"FMT", 8}});
-  std::vector<Arg> args = {Arg::buffer(table.data(), 10 * 34), Arg::buffer(ids.data(), 1),
-                           Arg::buffer(out.data(), 64), Arg::scalar_int(64), Arg::scalar_int(1)};
+  std::vector<Arg> args = {Arg::buffer(table.data(), 10 * 34),
+                           Arg::buffer(ids.data(), 1),
+                           Arg::buffer(out.data(), 64),
+                           Arg::scalar_int(64),
+                           Arg::scalar_int(1),
+                           Arg::scalar_float(1.0)};
   REQUIRE_THROWS_WITH(test::runtime().launch(q8, args, {{"table_rows", 10}}),
                       Catch::Contains("buffer 'table' holds 340 elements, the launch needs 680"));
   args[3] = Arg::scalar_int(40);

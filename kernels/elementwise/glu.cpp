@@ -1,32 +1,46 @@
-// SwiGLU's gate: out = silu(gate) * up = gate * sigmoid(gate) * up, computed
-// in f32 whatever the storage dtype.
+// Gated linear units: out = act(gate) * up, computed in f32 whatever the
+// storage dtype. ACT picks the activation: 0 SiLU (SwiGLU: llama, qwen),
+// 1 GELU with the tanh approximation (GeGLU: gemma), as llama.cpp's
+// ggml_gelu computes it.
+#include <cmath>
+
 #include "ir/builder.h"
+#include "ir/error.h"
 #include "kernels/registry.h"
 
 namespace kiln {
 namespace {
 
-Kernel build_silu_mul(const Spec& s) {
-  KernelBuilder k("silu_mul", s);
+Kernel build_glu(const Spec& s) {
+  KernelBuilder k("glu", s);
   DType T = s.dtype("T");
-  const int64_t B = s.constexpr_("BLOCK");
+  const int64_t B = s.constexpr_("BLOCK"), act = s.constexpr_("ACT");
+  if (act != 0 && act != 1)
+    throw Error("glu: ACT must be 0 (silu) or 1 (gelu_tanh), got " + std::to_string(act));
   auto gate = k.buffer("gate", T), up = k.buffer("up", T), out = k.buffer("out", T);
   auto n = k.scalar("n", DType::i32);
   auto offs = k.program_id(0) * static_cast<int>(B) + arange(B);
   auto m = offs < n;
   auto g = load(gate + offs, m, 0.0).to(DType::f32);
   auto u = load(up + offs, m, 0.0).to(DType::f32);
-  store(out + offs, (g * sigmoid(g) * u).to(T), m);
+  Value a;
+  if (act == 0) {
+    a = g * sigmoid(g);
+  } else {
+    const double sqrt_2_over_pi = std::sqrt(2.0 / M_PI);
+    a = 0.5 * g * (1.0 + tanh(sqrt_2_over_pi * g * (1.0 + 0.044715 * g * g)));
+  }
+  store(out + offs, (a * u).to(T), m);
   return k.finish();
 }
 
 KILN_REGISTER_KERNEL((KernelDef{
-    .name = "silu_mul",
+    .name = "glu",
     .family = "elementwise",
-    .summary = "out = silu(gate) * up",
+    .summary = "out = act(gate) * up (ACT 0 silu, 1 gelu_tanh)",
     .dtype_roles = {{"T", {DType::f32, DType::f16, DType::bf16}}},
-    .constexpr_defaults = {{"BLOCK", 512}},
-    .build = build_silu_mul,
+    .constexpr_defaults = {{"BLOCK", 512}, {"ACT", 0}},
+    .build = build_glu,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
           int64_t n = a.i("n");

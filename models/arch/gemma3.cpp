@@ -1,0 +1,26 @@
+// Gemma 3: embeddings scaled by sqrt(n_embd); each sub-layer's output is
+// normed again before it joins the residual stream; GeGLU (tanh GELU) FFN.
+// q/k norms, per-layer rope bases and the attention scale come from the
+// ModelConfig. The GGUF converter stores the norms' weights with Gemma's +1
+// already added, so they are plain RMSNorms here. Sliding-window layers
+// attend to the whole context: the model refuses contexts longer than the
+// window (models/llm.cpp), where the two differ.
+#include <cmath>
+
+#include "models/arch/arch.h"
+
+namespace kiln {
+
+Tensor build_gemma3(Forward& f) {
+  auto blk = Forward::blk;
+  Tensor x = f.embed(std::sqrt(static_cast<double>(f.c.n_embd)));
+  for (int64_t l = 0; l < f.c.n_layer; ++l) {
+    Tensor h = f.attention(l, f.norm(x, blk(l, "attn_norm.weight")));
+    x = f.add(x, f.norm(h, blk(l, "post_attention_norm.weight")));
+    h = f.ffn(l, f.norm(x, blk(l, "ffn_norm.weight")), Activation::gelu_tanh);
+    x = f.add(x, f.norm(h, blk(l, "post_ffw_norm.weight")));
+  }
+  return f.logits(x);
+}
+
+}  // namespace kiln

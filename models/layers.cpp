@@ -1,0 +1,95 @@
+#include "models/layers.h"
+
+#include "ir/error.h"
+
+namespace kiln {
+
+Forward::Forward(Graph& graph, const ModelConfig& config, ModelWeights& weights, int64_t n,
+                 int64_t out, int64_t n_ctx)
+    : g(graph), c(config), w(weights), n_tokens(n), out_rows(out), n_ctx_(n_ctx) {}
+
+std::string Forward::blk(int64_t layer, const std::string& name) {
+  return "blk." + std::to_string(layer) + "." + name;
+}
+
+Plan::Dynamic Forward::pos0() const { return {"pos0", n_ctx_ - n_tokens}; }
+Plan::Dynamic Forward::kv_len() const { return {"kv_len", n_ctx_}; }
+
+Tensor Forward::embed(double scale) {
+  Graph::Scope s(g, "embed");
+  return ops::get_rows(g, w.matrix(g, "token_embd.weight", "token_embd"), tokens, scale);
+}
+
+Tensor Forward::norm(const Tensor& x, const std::string& name) {
+  return ops::rmsnorm(g, x, w.vector(g, name), c.rms_eps);
+}
+
+Tensor Forward::linear(const std::string& name, const std::string& label, const Tensor& x) {
+  return ops::linear(g, w.matrix(g, name, label), x);
+}
+
+Tensor Forward::attention(int64_t l, const Tensor& h) {
+  Graph::Scope s(g, "attn");
+  const int64_t T = n_tokens, D = c.head_dim;
+  Tensor q = linear(blk(l, "attn_q.weight"), "q", h);
+  Tensor k = linear(blk(l, "attn_k.weight"), "k", h);
+  Tensor v = linear(blk(l, "attn_v.weight"), "v", h);
+  if (c.qkv_bias) {
+    q = ops::add_rows(g, q, w.vector(g, blk(l, "attn_q.bias")));
+    k = ops::add_rows(g, k, w.vector(g, blk(l, "attn_k.bias")));
+    v = ops::add_rows(g, v, w.vector(g, blk(l, "attn_v.bias")));
+  }
+  if (c.qk_norm) {  // over each head
+    q = norm(q.reshape({T * c.n_head, D}), blk(l, "attn_q_norm.weight")).reshape({T, c.n_head * D});
+    k = norm(k.reshape({T * c.n_head_kv, D}), blk(l, "attn_k_norm.weight"))
+            .reshape({T, c.n_head_kv * D});
+  }
+  const Tensor& table = rope_table.at(static_cast<size_t>(l));
+  q = ops::rope(g, q, table, positions, D, c.rope_neox);
+  k = ops::rope(g, k, table, positions, D, c.rope_neox);
+  KvCache& kv = cache.at(static_cast<size_t>(l));
+  ops::kv_append(g, kv, k, v, pos0());
+  Tensor o = ops::attention(g, q, kv, c.attn_scale, kv_len(), pos0());
+  return linear(blk(l, "attn_output.weight"), "output", o);
+}
+
+Tensor Forward::ffn(int64_t l, const Tensor& h, Activation act) {
+  Graph::Scope s(g, "ffn");
+  Tensor gate = linear(blk(l, "ffn_gate.weight"), "gate", h);
+  Tensor up = linear(blk(l, "ffn_up.weight"), "up", h);
+  return linear(blk(l, "ffn_down.weight"), "down", ops::glu(g, gate, up, act));
+}
+
+Tensor Forward::moe(int64_t l, const Tensor& h) {
+  Graph::Scope s(g, "moe");
+  const int64_t T = n_tokens;
+  ops::Routing r = ops::moe_route(g, linear(blk(l, "ffn_gate_inp.weight"), "router", h),
+                                  c.n_expert_used, c.norm_topk);
+  // Each expert's token count comes back to size its launches; an expert
+  // no token chose launches nothing.
+  std::vector<std::string> slots;
+  for (int64_t e = 0; e < c.n_expert; ++e) slots.push_back("moe.count." + std::to_string(e));
+  g.read_slots("route", r.counts, slots);
+  Tensor out = ops::fill(g, {T, c.n_embd}, 0);
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    const TokenCount n{T, slots[e]};
+    Tensor rows = r.rows.rows(e, 1).reshape({T});
+    Tensor x = ops::get_rows(g, h, rows, n);
+    auto expert = [&](const char* name, const char* label, const Tensor& in) {
+      return ops::linear(g, w.expert(g, blk(l, name), e, label), in, n);
+    };
+    Tensor a = ops::glu(g, expert("ffn_gate_exps.weight", "gate", x),
+                        expert("ffn_up_exps.weight", "up", x), Activation::silu, n);
+    out = ops::moe_scatter(g, out, expert("ffn_down_exps.weight", "down", a), rows,
+                           r.row_weights.rows(e, 1).reshape({T}), n);
+  }
+  return out;
+}
+
+Tensor Forward::logits(const Tensor& x) {
+  Graph::Scope s(g, "output");
+  Tensor last = norm(x.rows(n_tokens - out_rows, out_rows), "output_norm.weight");
+  return linear(w.has("output.weight") ? "output.weight" : "token_embd.weight", "lm_head", last);
+}
+
+}  // namespace kiln

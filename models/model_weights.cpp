@@ -1,0 +1,80 @@
+#include "models/model_weights.h"
+
+#include "ir/error.h"
+#include "kernels/quant/rows16.h"
+
+namespace kiln {
+
+namespace {
+
+DType float_dtype(const GgufTensor& t) {
+  switch (t.type) {
+    case GgmlType::f32: return DType::f32;
+    case GgmlType::f16: return DType::f16;
+    case GgmlType::bf16: return DType::bf16;
+    default:
+      throw Error("tensor '" + t.name + "' has type " + ggml_type_name(t.type) +
+                  ", which Kiln's matmuls do not read");
+  }
+}
+
+}  // namespace
+
+ModelWeights::ModelWeights(const GgufFile& file, Runtime& rt)
+    : file_(file), backend_(rt.backend()), packed_(file, rt.pool()) {}
+
+const uint8_t* ModelWeights::on_backend(const uint8_t* host, size_t bytes) {
+  if (backend_.host_visible()) return host;
+  auto it = uploaded_.find(host);
+  if (it == uploaded_.end()) {
+    it = uploaded_.emplace(host, DeviceBuffer(backend_, bytes)).first;
+    backend_.upload(it->second.data(), host, bytes);
+  }
+  return it->second.as<uint8_t>();
+}
+
+Weight ModelWeights::matrix(Graph& g, const std::string& name, const std::string& label) {
+  const GgufTensor& t = file_.tensor(name);
+  if (t.shape.size() != 2) throw Error("tensor '" + name + "' is not a matrix");
+  return slice(g, t, 0, label);
+}
+
+Weight ModelWeights::expert(Graph& g, const std::string& name, int64_t e,
+                            const std::string& label) {
+  const GgufTensor& t = file_.tensor(name);
+  if (t.shape.size() != 3 || e < 0 || e >= t.shape[2])
+    throw Error("tensor '" + name + "' has no expert " + std::to_string(e));
+  return slice(g, t, e, label);
+}
+
+Weight ModelWeights::slice(Graph& g, const GgufTensor& t, int64_t e, const std::string& label) {
+  const int64_t k = t.shape[0], m = t.shape[1];
+  const int64_t mats = t.shape.size() > 2 ? t.shape[2] : 1;
+  const int64_t row_bytes = ggml_row_bytes(t.type, k);
+  const uint8_t* data = on_backend(t.data, t.nbytes) + e * m * row_bytes;
+  Weight w;
+  w.label = label;
+  w.m = m;
+  w.k = k;
+  if (!is_block_quantized(t.type)) {
+    w.data = g.external(data, float_dtype(t), {m, k});
+    return w;
+  }
+  w.quant = static_cast<int64_t>(t.type);
+  w.data = g.external(data, DType::u8, {m, row_bytes});
+  if (const uint8_t* rows16 = packed_.rows16(t)) {
+    int64_t bytes = ggml::rows16_bytes(static_cast<ggml::QuantType>(t.type), m, k);
+    rows16 = on_backend(rows16, static_cast<size_t>(bytes * mats)) + e * bytes;
+    w.rows16 = g.external(rows16, DType::u8, {bytes});
+  }
+  return w;
+}
+
+Tensor ModelWeights::vector(Graph& g, const std::string& name) {
+  const GgufTensor& t = file_.tensor(name);
+  if (t.type != GgmlType::f32 || t.shape.size() != 1)
+    throw Error("tensor '" + name + "' must be an F32 vector");
+  return g.external(on_backend(t.data, t.nbytes), DType::f32, {t.shape[0]});
+}
+
+}  // namespace kiln

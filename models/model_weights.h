@@ -1,0 +1,41 @@
+// A GGUF model's tensors as graph operands (runtime/ops.h's Weight and
+// Tensor), in the memory the runtime's backend reads.
+//
+// On host-memory backends the tensors are used in place in the mapped file,
+// except block-quantized matrices, which are interleaved once at load for
+// the 16-row kernels (models/packed_weights.h); on a device every tensor is
+// uploaded once, on first use, and shared by every plan after.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "models/gguf.h"
+#include "models/packed_weights.h"
+#include "runtime/ops.h"
+
+namespace kiln {
+
+class ModelWeights {
+ public:
+  ModelWeights(const GgufFile& file, Runtime& rt);
+
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+  // The matrix `name` [m, k]; `label` names its matmuls in a profile.
+  Weight matrix(Graph& g, const std::string& name, const std::string& label);
+  // Expert e of a 3-D expert tensor (ne = [k, m, n_expert]).
+  Weight expert(Graph& g, const std::string& name, int64_t e, const std::string& label);
+  // An F32 vector (a norm's weight, a bias).
+  Tensor vector(Graph& g, const std::string& name);
+
+ private:
+  Weight slice(Graph& g, const GgufTensor& t, int64_t e, const std::string& label);
+  const uint8_t* on_backend(const uint8_t* host, size_t bytes);
+
+  const GgufFile& file_;
+  Backend& backend_;
+  PackedWeights packed_;
+  std::map<const uint8_t*, DeviceBuffer> uploaded_;
+};
+
+}  // namespace kiln
