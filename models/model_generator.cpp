@@ -362,6 +362,7 @@ std::vector<PlannedTensor> plan_model_tensors(const ModelPreset& p, int64_t n_vo
       plan.add(b + "attn_q_norm.weight", {p.head_dim}, Role::norm, i);
       plan.add(b + "attn_k_norm.weight", {p.head_dim}, Role::norm, i);
     }
+    if (p.post_norms) plan.add(b + "post_attention_norm.weight", {e}, Role::norm, i);
     plan.add(b + "ffn_norm.weight", {e}, Role::norm, i);
     if (p.moe()) {
       const int64_t f = p.expert_ff(), x = p.n_expert;
@@ -374,6 +375,7 @@ std::vector<PlannedTensor> plan_model_tensors(const ModelPreset& p, int64_t n_vo
       plan.add(b + "ffn_up.weight", {e, p.n_ff}, Role::ffn_up, i);
       plan.add(b + "ffn_down.weight", {p.n_ff, e}, Role::ffn_down, i);
     }
+    if (p.post_norms) plan.add(b + "post_ffw_norm.weight", {e}, Role::norm, i);
   }
   plan.add("output_norm.weight", {e}, Role::norm, -1);
   if (!p.tied_embeddings) plan.add("output.weight", {e, n_vocab}, Role::output, -1);
@@ -410,6 +412,7 @@ GenModelSummary generate_model(const ModelPreset& p, const GenModelOptions& o,
     w.add(a + ".attention.key_length", u32(p.head_dim));
     w.add(a + ".attention.value_length", u32(p.head_dim));
   }
+  if (p.sliding_window) w.add(a + ".attention.sliding_window", u32(p.sliding_window));
   if (p.moe()) {
     w.add(a + ".expert_count", u32(p.n_expert));
     w.add(a + ".expert_used_count", u32(p.n_expert_used));

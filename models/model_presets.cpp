@@ -50,6 +50,22 @@ ModelPreset qwen3(std::string family, std::string preset, std::string name, int6
   return p;
 }
 
+// Gemma 3: q/k norms, pre- and post-norms, a tied output, every 6th layer
+// global and the others windowed (the window written as llama.cpp's
+// converter does), heads of head_dim whatever n_embd / n_head is.
+ModelPreset gemma3(std::string preset, std::string name, int64_t n_vocab, int64_t n_ctx,
+                   int64_t n_embd, int64_t n_layer, int64_t n_head, int64_t n_head_kv,
+                   int64_t head_dim, int64_t n_ff, int64_t window) {
+  ModelPreset p = dense("gemma3", std::move(preset), "gemma3", std::move(name), n_vocab, n_ctx,
+                        n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, 1e6f, 1e-6f);
+  p.explicit_head_dim = true;
+  p.qk_norm = true;
+  p.post_norms = true;
+  p.tied_embeddings = true;
+  p.sliding_window = window;
+  return p;
+}
+
 ModelPreset with_experts(ModelPreset p, int64_t n_expert, int64_t n_used, int64_t n_ff_exp) {
   p.n_expert = n_expert;
   p.n_expert_used = n_used;
@@ -87,6 +103,10 @@ std::vector<ModelPreset> build() {
   v.push_back(with_experts(dense("llama-moe", "small", "llama", "kiln llama-moe small", 32000,
                                  32768, 1024, 4, 16, 4, 64, 3584, 1e6f, 1e-5f),
                            8, 2, 0));
+  // gemma3: `tiny` has 6 layers, so both windowed and global ones, and
+  // n_head * head_dim wider than n_embd; `1b` is Gemma 3 1B's shapes.
+  v.push_back(gemma3("tiny", "kiln gemma3 tiny", 0, 2048, 256, 6, 4, 2, 128, 768, 512));
+  v.push_back(gemma3("1b", "kiln gemma3 1b", 262144, 32768, 1152, 26, 4, 1, 256, 6912, 512));
   return v;
 }
 

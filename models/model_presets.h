@@ -3,7 +3,8 @@
 //
 // Kiln is tested and benchmarked on model files that llama.cpp loads too, so
 // a preset is a point in the space of real models (TinyLlama-1.1B's shapes,
-// a Qwen3-0.6B-like block with explicit 128-wide heads, a Mixtral-style MoE)
+// a Qwen3-0.6B-like block with explicit 128-wide heads, a Mixtral-style MoE,
+// Gemma 3 1B's)
 // described with llama.cpp's GGUF vocabulary: `arch` is
 // general.architecture and every field maps to one "<arch>.*" key. The CLI
 // name "llama-moe" is arch llama with experts, as Mixtral's files are.
@@ -17,9 +18,9 @@
 namespace kiln {
 
 struct ModelPreset {
-  std::string family;   // the CLI's --arch: llama, qwen2, qwen3, qwen3moe, llama-moe
+  std::string family;   // the CLI's --arch: llama, qwen2, qwen3, qwen3moe, llama-moe, gemma3
   std::string preset;   // the CLI's --preset: tiny, small, tinyllama-1.1b, ...
-  std::string arch;     // general.architecture: llama, qwen2, qwen3, qwen3moe
+  std::string arch;     // general.architecture: llama, qwen2, qwen3, qwen3moe, gemma3
   std::string name;     // general.name
   int64_t n_vocab = 0;  // 0: the tokenizer's size; else the byte-level vocabulary is padded to it
   int64_t n_ctx = 0;    // context_length
@@ -38,6 +39,8 @@ struct ModelPreset {
   bool qkv_bias = false;         // qwen2: attn_{q,k,v}.bias
   bool qk_norm = false;          // qwen3, qwen3moe: attn_{q,k}_norm over each head
   bool tied_embeddings = false;  // no output.weight: the output reuses token_embd
+  bool post_norms = false;       // gemma3: post_attention_norm and post_ffw_norm per block
+  int64_t sliding_window = 0;    // gemma3: attention.sliding_window; 0: not written
 
   bool moe() const { return n_expert > 0; }
   // Each expert's FFN width (llama.cpp: n_ff_exp, else n_ff).

@@ -35,7 +35,7 @@ except ImportError as e:
     print(f"skipped: {e.name} is not installed (pip install llama-cpp-python numpy)")
     sys.exit(77)
 
-CASES = [(arch, qtype) for arch in ("llama", "qwen3", "qwen2", "qwen3moe", "llama-moe")
+CASES = [(arch, qtype) for arch in ("llama", "qwen3", "qwen2", "qwen3moe", "llama-moe", "gemma3")
          for qtype in ("f16", "q8_0", "q4_k_m")]
 
 

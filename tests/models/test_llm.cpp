@@ -82,7 +82,7 @@ void compare(const std::vector<float>& a, const std::vector<float>& b, int64_t V
 
 TEST_CASE("model forwards match the interpreter and decode matches prefill", "[models][llm]") {
   const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 44, 32, 119};
-  for (const char* family : {"llama", "qwen2", "qwen3", "qwen3moe", "llama-moe"})
+  for (const char* family : {"llama", "qwen2", "qwen3", "qwen3moe", "llama-moe", "gemma3"})
     for (WeightFormat format : {WeightFormat::f16, WeightFormat::q8_0, WeightFormat::q4_k_m}) {
       INFO(family << " " << weight_format_name(format));
       std::string path = tiny_model(family, format);
@@ -110,6 +110,26 @@ TEST_CASE("model forwards reject bad tokens and a full context", "[models][llm][
   REQUIRE_THROWS_WITH(m.forward({}), Catch::Contains("no tokens"));
   m.forward({1, 2, 3, 4, 5, 6});
   REQUIRE_THROWS_WITH(m.forward({1, 2, 3}), Catch::Contains("exceed the context of 8"));
+}
+
+TEST_CASE("gemma3 reads its window, rope bases and scale, and refuses a context past the window",
+          "[models][llm]") {
+  std::string path = tiny_model("gemma3", WeightFormat::f16);
+  Llm m(path, test::runtime());
+  const ModelConfig& c = m.config();
+  CHECK(c.sliding_window == 512);
+  CHECK(m.n_ctx() == 512);  // capped at the window: windowed layers attend to all of it
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    INFO("layer " << l);
+    CHECK(c.sliding(l) == (l != 5));  // every 6th layer is global
+    CHECK(c.rope_base_for(l) == (l == 5 ? 1e6 : 1e4));
+  }
+  CHECK(c.attn_scale == 1.0 / std::sqrt(128.0));
+  CHECK(c.qk_norm);
+  CHECK(c.rope_neox);
+  REQUIRE_THROWS_WITH(
+      Llm(path, test::runtime(), 1024),
+      Catch::Contains("a context of 1024 tokens exceeds the sliding window of 512"));
 }
 
 TEST_CASE("greedy generation is deterministic and stops on stop strings", "[models][llm]") {

@@ -1,7 +1,8 @@
-// One model, every backend: tiny llama (F16) and tiny qwen3moe (F16, MoE
-// routing, expert gathers and the weighted combine all kernels of the plan)
+// One model, every backend: tiny llama, qwen3moe (MoE routing, expert
+// gathers and the weighted combine all kernels of the plan) and gemma3, F16,
 // run on the cpu backend (JIT), on cuda-sim (the CUDA C of every kernel on
-// the CPU simulator) and through the reference interpreter. Each is
+// the CPU simulator), on a GPU when there is one, and through the reference
+// interpreter. Each is
 // compared with the interpreter: the same f32 operations except reassociated
 // reductions (row sums, dots, the simulator's warp-shuffle trees), so
 // max |d| <= 1e-3 of the logits' spread and the same top-1 token at every
@@ -63,30 +64,46 @@ Agreement agree(const std::vector<float>& a, const std::vector<float>& b, int64_
   return r;
 }
 
+// Prefill of a short prompt with every position's logits, then one decode
+// step, on each runtime against the interpreter.
+void check_against_interpreter(const std::string& family, std::initializer_list<Runtime*> rts) {
+  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 44};
+  INFO(family);
+  std::string path = tiny_model(family);
+  Llm ref(path, test::runtime(), 32);
+  std::vector<float> want = ref.forward(prompt, true, /*interpret=*/true);
+  std::vector<float> want_step = ref.forward({7}, false, /*interpret=*/true);
+  const int64_t V = ref.config().n_vocab;
+  for (Runtime* rt : rts) {
+    INFO("backend " << rt->backend().name());
+    Llm m(path, *rt, 32);
+    std::vector<float> got = m.forward(prompt, true);
+    Agreement a = agree(got, want, V);
+    CHECK(a.max_rel <= 1e-3);
+    CHECK(a.top1_misses == 0);
+    Agreement d = agree(m.forward({7}), want_step, V);
+    CHECK(d.max_rel <= 1e-3);
+    CHECK(d.top1_misses == 0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cpu, cuda-sim and the interpreter run the same forward", "[models][llm][backend]") {
-  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 44};
-  for (const char* family : {"llama", "qwen3moe"}) {
-    INFO(family);
-    std::string path = tiny_model(family);
-    Llm ref(path, test::runtime(), 32);
-    std::vector<float> want = ref.forward(prompt, true, /*interpret=*/true);
-    std::vector<float> want_step = ref.forward({7}, false, /*interpret=*/true);
-    const int64_t V = ref.config().n_vocab;
-    for (Runtime* rt : {&test::runtime(), &sim_runtime()}) {
-      INFO("backend " << rt->backend().name());
-      Llm m(path, *rt, 32);
-      std::vector<float> got = m.forward(prompt, true);
-      Agreement a = agree(got, want, V);
-      CHECK(a.max_rel <= 1e-3);
-      CHECK(a.top1_misses == 0);
-      // A decode step after the prompt, against the interpreter's.
-      Agreement d = agree(m.forward({7}), want_step, V);
-      CHECK(d.max_rel <= 1e-3);
-      CHECK(d.top1_misses == 0);
-    }
+  for (const char* family : {"llama", "qwen3moe", "gemma3"})
+    check_against_interpreter(family, {&test::runtime(), &sim_runtime()});
+}
+
+TEST_CASE("model forwards on the GPU match the interpreter", "[models][llm][backend][gpu]") {
+  std::unique_ptr<Runtime> gpu;
+  try {
+    gpu = std::make_unique<Runtime>(RuntimeOptions{2, "", false, "cuda"});
+  } catch (const Error& e) {
+    WARN("skipped: " << e.what());
+    return;
   }
+  for (const char* family : {"llama", "qwen3moe", "gemma3"})
+    check_against_interpreter(family, {gpu.get()});
 }
 
 TEST_CASE("plans refuse another runtime, unbound and unknown parameters",

@@ -86,8 +86,9 @@ std::map<std::string, std::vector<int64_t>> expected_shapes(const ModelPreset& p
   std::map<std::string, std::vector<int64_t>> m = {
       {"token_embd.weight", {e, vocab}},
       {"output_norm.weight", {e}},
-      {"output.weight", {e, vocab}},
   };
+  // Gemma ties the output to the embedding, as llama.cpp's converter writes it.
+  if (p.arch != "gemma3") m["output.weight"] = {e, vocab};
   for (int i = 0; i < p.n_layer; ++i) {
     std::string b = "blk." + std::to_string(i) + ".";
     m[b + "attn_norm.weight"] = {e};
@@ -101,9 +102,13 @@ std::map<std::string, std::vector<int64_t>> expected_shapes(const ModelPreset& p
       m[b + "attn_k.bias"] = {kv};
       m[b + "attn_v.bias"] = {kv};
     }
-    if (p.arch == "qwen3" || p.arch == "qwen3moe") {
+    if (p.arch == "qwen3" || p.arch == "qwen3moe" || p.arch == "gemma3") {
       m[b + "attn_q_norm.weight"] = {hd};
       m[b + "attn_k_norm.weight"] = {hd};
+    }
+    if (p.arch == "gemma3") {
+      m[b + "post_attention_norm.weight"] = {e};
+      m[b + "post_ffw_norm.weight"] = {e};
     }
     if (p.n_expert > 0) {
       int64_t ff = p.arch == "qwen3moe" ? p.n_ff_exp : p.n_ff, x = p.n_expert;
@@ -129,7 +134,8 @@ GgmlType q4_k_m_type(const ModelPreset& p, const GgufTensor& t) {
   bool more_bits = layer >= 0 && (layer < p.n_layer / 8 || layer >= 7 * p.n_layer / 8 ||
                                   (layer - p.n_layer / 8) % 3 == 2);
   GgmlType want = GgmlType::q4_K;
-  if (n == "output.weight") want = GgmlType::q6_K;
+  if (n == "output.weight" || (n == "token_embd.weight" && p.tied_embeddings))
+    want = GgmlType::q6_K;
   if (n.find("attn_v.weight") != std::string::npos && more_bits) want = GgmlType::q6_K;
   if (n.find("ffn_down") != std::string::npos && more_bits) want = GgmlType::q6_K;
   if (p.n_expert == 8) {
@@ -159,7 +165,8 @@ void check_model(const GgufFile& f, const ModelPreset& p, WeightFormat format, i
   CHECK(f.get_u32(a + ".vocab_size") == vocab);
   CHECK(f.get_f32(a + ".rope.freq_base") == p.rope_base);
   CHECK(f.get_f32(a + ".attention.layer_norm_rms_epsilon") == p.rms_eps);
-  if (a == "qwen3" || a == "qwen3moe") {
+  CHECK(f.has(a + ".attention.sliding_window") == (a == "gemma3"));
+  if (a == "qwen3" || a == "qwen3moe" || a == "gemma3") {
     CHECK(f.get_u32(a + ".attention.key_length") == p.head_dim);
     CHECK(f.get_u32(a + ".attention.value_length") == p.head_dim);
   }
@@ -189,7 +196,7 @@ void check_model(const GgufFile& f, const ModelPreset& p, WeightFormat format, i
       case WeightFormat::q4_0:
         if (norm_or_1d)
           CHECK(t->type == GgmlType::f32);
-        else if (name == "output.weight")
+        else if (name == "output.weight" || (name == "token_embd.weight" && p.tied_embeddings))
           CHECK(t->type == GgmlType::q6_K);
         else if (p.n_expert == 8 && (name.find("attn_k.") != std::string::npos ||
                                      name.find("attn_v.") != std::string::npos))
@@ -203,7 +210,8 @@ void check_model(const GgufFile& f, const ModelPreset& p, WeightFormat format, i
 }
 
 const std::vector<std::string>& families() {
-  static const std::vector<std::string> f = {"llama", "qwen2", "qwen3", "qwen3moe", "llama-moe"};
+  static const std::vector<std::string> f = {"llama",    "qwen2",     "qwen3",
+                                             "qwen3moe", "llama-moe", "gemma3"};
   return f;
 }
 
