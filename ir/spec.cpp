@@ -29,7 +29,14 @@ std::string Spec::str() const {
     r += (first ? "" : ",") + k + "=" + std::to_string(v);
     first = false;
   }
-  return r + "]";
+  r += "]";
+  if (!(target == TargetDesc{})) r += "@" + target.str();
+  return r;
+}
+
+std::string TargetDesc::str() const {
+  return "v" + std::to_string(vector_bits) + "r" + std::to_string(vector_registers) + "w" +
+         std::to_string(warp_size);
 }
 
 }  // namespace kiln

@@ -40,8 +40,10 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx)
   }
   Backend& b = rt.backend();
   const size_t f16 = dtype_bytes(DType::f16);
+  key_block_ = kv_key_block(b.target_desc());  // the cache is laid out for this backend's kernels
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
-    k_cache_.emplace_back(b, f16 * k_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim));
+    k_cache_.emplace_back(b,
+                          f16 * k_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim, key_block_));
     v_cache_.emplace_back(b, f16 * v_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim));
     std::pair<double, double> rope{cfg_.rope_base_for(l), cfg_.rope_scale_for(l)};
     auto it = rope_tables_.find(rope);
@@ -116,7 +118,8 @@ void Llm::record(Step& s) {
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const DeviceBuffer &k = k_cache_[l], &v = v_cache_[l], &rope = *layer_rope_[l];
     f.cache.push_back(
-        {g.external(k.data(), DType::f16, {k_cache_elems(n_ctx_, c.n_head_kv, c.head_dim)}),
+        {g.external(k.data(), DType::f16,
+                    {k_cache_elems(n_ctx_, c.n_head_kv, c.head_dim, key_block_)}),
          g.external(v.data(), DType::f16, {v_cache_elems(n_ctx_, c.n_head_kv, c.head_dim)}), n_ctx_,
          c.n_head_kv, c.head_dim});
     f.rope_table.push_back(

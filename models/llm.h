@@ -69,7 +69,7 @@ class Llm {
   std::unique_ptr<Tokenizer> tok_;
   Runtime& rt_;
   ModelWeights weights_;
-  int64_t n_ctx_ = 0, pos_ = 0;
+  int64_t n_ctx_ = 0, pos_ = 0, key_block_ = 0;
 
   // Per layer, f16; huge-page backed on the CPU: every decode step reads all of them.
   std::vector<DeviceBuffer> k_cache_, v_cache_;

@@ -37,9 +37,13 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.rope_neox = c.arch != "llama";
   c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3";
   c.attn_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-  if (auto type = f.find_string(key("rope.scaling.type")); type && *type == "linear")
-    if (auto factor = f.find_f32(key("rope.scaling.factor")); factor && *factor > 0)
-      c.rope_scale = *factor;
+  // Linear rope scaling divides positions by the factor. As llama.cpp: a
+  // missing scaling type means linear, and the factor may be under its old
+  // key. Other types (yarn) leave positions unscaled.
+  auto scaling = f.find_string(key("rope.scaling.type")).value_or("linear");
+  auto factor = f.find_f32(key("rope.scaling.factor"));
+  if (!factor) factor = f.find_f32(key("rope.scale_linear"));
+  if (scaling == "linear" && factor && *factor > 0) c.rope_scale = *factor;
   if (c.arch == "gemma3") {
     // As llama.cpp: every 6th layer global, the others windowed with rope
     // base 10000 and no scaling; the 27B model (62 layers) scales q.k by
@@ -50,6 +54,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
       c.rope_base_swa = 10000;
     }
     if (c.n_layer == 62) c.attn_scale = 1.0 / std::sqrt(static_cast<double>(c.n_embd / c.n_head));
+    // llama.cpp caps gemma3 logits when this is set (Gemma 3 itself does not).
+    if (auto cap = f.find_f32(key("final_logit_softcapping")); cap && *cap != 0)
+      f.fail("key '" + key("final_logit_softcapping") + "' (logit soft-capping) is not supported");
   }
   c.qkv_bias = c.arch == "qwen2";
   c.n_expert = find("expert_count", 0);

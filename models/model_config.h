@@ -22,17 +22,19 @@ struct ModelConfig {
   int64_t rope_dim = 0;  // rotated dims per head
   double rope_base = 10000, rms_eps = 1e-5;
   bool rope_neox = false;  // pairs (i, i + d/2) instead of (2i, 2i+1)
-  bool qk_norm = false;    // RMSNorm over each q and k head (qwen3)
+  bool qk_norm = false;    // RMSNorm over each q and k head (qwen3, gemma3)
   bool qkv_bias = false;   // q, k, v projections carry biases (qwen2)
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // MoE; n_expert 0: dense
   bool norm_topk = false;  // renormalise the chosen experts' weights to sum 1
-  double attn_scale = 0;   // of q.k in the softmax
+  // Of q.k in the softmax: 1/sqrt(head_dim), but 1/sqrt(n_embd / n_head) in
+  // Gemma 3 27B, as llama.cpp (which tells it by its 62 layers).
+  double attn_scale = 0;
   // Sliding-window attention (gemma3): layer l attends to the last
   // `sliding_window` tokens when swa_pattern > 0 and l % swa_pattern <
   // swa_pattern - 1 (every swa_pattern-th layer is global).
   int64_t sliding_window = 0, swa_pattern = 0;
   double rope_base_swa = 0;  // rope base of sliding-window layers
-  double rope_scale = 1;     // linear rope scaling factor of the other layers
+  double rope_scale = 1;     // linear rope scaling of the other layers: positions / rope_scale
 
   bool sliding(int64_t layer) const {
     return sliding_window > 0 && swa_pattern > 0 && layer % swa_pattern < swa_pattern - 1;

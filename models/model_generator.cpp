@@ -20,7 +20,12 @@ namespace kiln {
 
 namespace {
 
-constexpr float kWeightStd = 0.02f;          // matrices, embeddings, router, biases
+// Matrices, embeddings, router, biases. Gemma 3 scales its embeddings by
+// sqrt(n_embd) at run time, which keeps 0.02 fine for its token_embd too:
+// 0.02 * sqrt(n_embd) is 0.32 in gemma3/tiny and 0.68 in 1b, O(1) like the
+// residual stream elsewhere, and the tied output's logits spread as the
+// other architectures' do.
+constexpr float kWeightStd = 0.02f;
 constexpr float kNormStd = 0.02f;            // norm weights: 1 + N(0, kNormStd^2)
 constexpr int64_t kChunkElements = 1 << 20;  // elements generated per task
 constexpr uint32_t kQuantVersion = 2;        // ggml's GGML_QNT_VERSION

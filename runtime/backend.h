@@ -18,6 +18,7 @@
 
 #include "ir/interpreter.h"
 #include "ir/kernel.h"
+#include "ir/spec.h"
 #include "runtime/compile_cache.h"
 
 namespace kiln {
@@ -56,6 +57,8 @@ class Backend {
   virtual std::string codegen_version() const = 0;
   // The tuning database's file name for this target ("x86-64-v4", "sm_90").
   virtual std::string tuning_class() const = 0;
+  // What kernels built for this backend may assume of the machine (Spec::target).
+  virtual TargetDesc target_desc() const = 0;
   // Whether buffers are host memory: then host code and the reference
   // interpreter read them in place.
   virtual bool host_visible() const = 0;

@@ -88,19 +88,25 @@ Spec Runtime::select(const std::string& kernel, const std::map<std::string, DTyp
                      const std::vector<Arg>& args, const Sizes& sizes,
                      const std::map<std::string, int64_t>& fixed) {
   const KernelDef& def = find_kernel(kernel);
-  Spec spec = def.make_spec(dtypes, fixed);
+  const TargetDesc target = backend_->target_desc();
+  auto make = [&](const std::map<std::string, int64_t>& c) {
+    Spec s = def.make_spec(dtypes, c);
+    s.target = target;
+    return s;
+  };
+  Spec spec = make(fixed);
   if (def.shape_keys.empty()) return spec;
   ScalarArgs scalars = scalar_args(signature(spec), args, sizes);
   TuningKey key{kernel, spec.dtypes, shape_bucket(def, scalars), spec_variant(def, spec)};
   if (auto tuned = tuning_.find(key)) {
     std::map<std::string, int64_t> c = fixed;
     c.insert(tuned->begin(), tuned->end());
-    return def.make_spec(spec.dtypes, c);
+    return make(c);
   }
   if (def.shape_heuristic) {
     std::map<std::string, int64_t> c = def.shape_heuristic(spec, scalars);
     for (const auto& [name, v] : fixed) c[name] = v;
-    return def.make_spec(spec.dtypes, c);
+    return make(c);
   }
   return spec;
 }

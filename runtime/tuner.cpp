@@ -69,7 +69,13 @@ std::string config_str(const Config& c) {
 TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
   const KernelDef& def = find_kernel(kernel);
   if (def.tunables.empty()) throw Error("kernel '" + kernel + "' declares no tunables");
-  Spec base = def.make_spec(o.dtypes, o.fixed);
+  // Every candidate is built for the runtime's backend, as select() builds them.
+  auto make = [&](const std::map<std::string, DType>& dtypes, const Config& c) {
+    Spec s = def.make_spec(dtypes, c);
+    s.target = rt.backend().target_desc();
+    return s;
+  };
+  Spec base = make(o.dtypes, o.fixed);
   Kernel k0 = build_kernel(base);
 
   // Arguments: integer scalars from the shape, float scalars defaulted.
@@ -141,7 +147,7 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
     try {
       Config all = o.fixed;
       all.insert(c.begin(), c.end());
-      Spec spec = def.make_spec(base.dtypes, all);
+      Spec spec = make(base.dtypes, all);
       w.restore();
       rt.launch(spec, w.args, sizes);
       for (size_t i = 0; i < w.buffers.size() && t.status.empty(); ++i) {
@@ -188,7 +194,7 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
   if (def.shape_heuristic) {
     Config c = def.shape_heuristic(base, scalar_args(k0, w.args, sizes));
     for (const auto& [name, v] : o.fixed) c[name] = v;
-    chosen = def.make_spec(base.dtypes, c);
+    chosen = make(base.dtypes, c);
   }
   Config heuristic;
   for (const Tunable& tn : def.tunables) heuristic[tn.name] = chosen.constexpr_(tn.name);

@@ -9,18 +9,18 @@
 namespace kiln {
 
 AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                                     int64_t kv_len, uint64_t seed)
-    : h_(n_heads), kvh_(n_kv_heads), d_(head_dim), len_(kv_len) {
+                                     int64_t kv_len, int64_t key_block, uint64_t seed)
+    : h_(n_heads), kvh_(n_kv_heads), d_(head_dim), len_(kv_len), kb_(key_block) {
   std::mt19937_64 rng(seed);
   q_ = random_buffer(h_ * d_, DType::f32, rng);
-  k_ = random_buffer(k_cache_elems(len_, kvh_, d_), DType::f16, rng);
+  k_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_), DType::f16, rng);
   v_ = random_buffer(v_cache_elems(len_, kvh_, d_), DType::f16, rng);
   out_ = HostMemory(static_cast<size_t>(h_ * d_ * 4));
 }
 
 std::vector<Arg> AttentionWorkload::args() {
   return {Arg::buffer(q_.data(), h_ * d_),
-          Arg::buffer(k_.data(), k_cache_elems(len_, kvh_, d_)),
+          Arg::buffer(k_.data(), k_cache_elems(len_, kvh_, d_, kb_)),
           Arg::buffer(v_.data(), v_cache_elems(len_, kvh_, d_)),
           Arg::buffer(out_.data(), h_ * d_),
           Arg::scalar_int(1),

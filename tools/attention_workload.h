@@ -1,6 +1,7 @@
 // A decode-attention problem for `kiln bench`: one query token of n_heads
 // heads against a KV cache of kv_len random f16 keys and values (the cache
-// layout of kv_cache.h, max_ctx = kv_len), as a forward's attention_decode
+// layout of kv_cache.h in blocks of key_block keys, max_ctx = kv_len), as a
+// forward's attention_decode
 // launch at that context. Its traffic is the cache rows it must read, which
 // at long contexts rival a layer's weights.
 #pragma once
@@ -16,14 +17,14 @@ namespace kiln {
 class AttentionWorkload {
  public:
   AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t kv_len,
-                    uint64_t seed = 1);
+                    int64_t key_block, uint64_t seed = 1);
 
   std::vector<Arg> args();
   int64_t cache_bytes() const;  // the K and V rows one launch reads
   int64_t head_dim() const { return d_; }
 
  private:
-  int64_t h_, kvh_, d_, len_;
+  int64_t h_, kvh_, d_, len_, kb_;
   HostMemory q_, k_, v_, out_;
 };
 

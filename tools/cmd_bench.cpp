@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "kernels/attention/kv_cache.h"
 #include "kernels/quant/rows16.h"
 #include "runtime/cold_copies.h"
 #include "runtime/runtime.h"
@@ -330,9 +331,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
       auto hd = split(hs, 'x');
       if (hd.size() != 3)
         throw Error("--heads: expected n_heads x n_kv_heads x head_dim, got '" + hs + "'");
-      auto work = std::make_shared<AttentionWorkload>(parse_positive(hd[0], "--heads"),
-                                                      parse_positive(hd[1], "--heads"),
-                                                      parse_positive(hd[2], "--heads"), ctx);
+      auto work = std::make_shared<AttentionWorkload>(
+          parse_positive(hd[0], "--heads"), parse_positive(hd[1], "--heads"),
+          parse_positive(hd[2], "--heads"), ctx,
+          kv_key_block(runtimes.begin()->second->backend().target_desc()));
       std::map<std::string, int64_t> fixed = declared_consts("attention_decode");
       fixed["HEAD_DIM"] = work->head_dim();
       for (int t : threads) {

@@ -1,5 +1,5 @@
 // `kiln gen-model`: writes a random-weight GGUF model of a real architecture
-// (llama, qwen2, qwen3, qwen3moe, Mixtral-style llama-moe) that Kiln and
+// (llama, qwen2, qwen3, qwen3moe, Mixtral-style llama-moe, gemma3) that Kiln and
 // llama.cpp both load, at a named size, in f32, f16, q8_0, q4_0 or q4_k_m.
 #include <algorithm>
 #include <chrono>
@@ -56,7 +56,7 @@ int cmd_gen_model(const std::vector<std::string>& argv) {
         "       kiln gen-model --list\n"
         "Writes a GGUF model with random weights (normal, std 0.02; norms 1) and llama.cpp's\n"
         "tensor names, shapes and metadata, loadable by Kiln and llama.cpp.\n"
-        "  --arch    llama | qwen2 | qwen3 | qwen3moe | llama-moe (Mixtral-style)\n"
+        "  --arch    llama | qwen2 | qwen3 | qwen3moe | llama-moe (Mixtral-style) | gemma3\n"
         "  --preset  a size of that architecture (see --list)\n"
         "  --type    f32 | f16 | q8_0 | q4_0 | q4_k_m (llama-quantize's mix: Q4_K, some Q6_K)\n"
         "  --vocab   copy the tokenizer.* keys of this GGUF (and its vocabulary size);\n"

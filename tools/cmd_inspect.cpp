@@ -79,7 +79,12 @@ int cmd_inspect(const std::vector<std::string>& argv) {
   }
   Spec spec = spec_from_args(a.positional()[0], a);
   const KernelDef& def = find_kernel(spec.kernel);
-  if (a.get("target", "host") == "cuda") return inspect_cuda(def, spec, a);
+  const std::string target_name = a.get("target", "host");
+  if (target_name == "cuda") {
+    spec.target = cuda_target_desc();
+    return inspect_cuda(def, spec, a);
+  }
+  spec.target = target_desc(named_cpu_target(target_name));
   int modes = a.flag("ir") + a.flag("llvm") + a.flag("asm") + a.has("after");
   if (modes != 1) throw Error("choose exactly one of --ir, --after PASS, --llvm, --asm");
   Kernel built = def.build(spec);
@@ -100,7 +105,7 @@ int cmd_inspect(const std::vector<std::string>& argv) {
     throw Error("unknown pass '" + pass +
                 "' (passes: recognize_dot_groups, fold_constants, cse, dce)");
   }
-  CpuTarget target = named_cpu_target(a.get("target", "host"));
+  CpuTarget target = named_cpu_target(target_name);
   Kernel k = run_pipeline(built);
   if (a.flag("llvm"))
     std::fputs(cpu_llvm_ir(k, target, !a.flag("before")).c_str(), stdout);

@@ -18,6 +18,7 @@
 
 #include "ir/interpreter.h"
 #include "ir/kernel.h"
+#include "ir/spec.h"
 
 namespace kiln {
 
@@ -25,6 +26,10 @@ struct CudaOptions {
   int num_warps = 4;
   int sm = 80;  // compute capability x10; mma.sync needs 80 or more
 };
+
+// What kernels may assume of an NVIDIA GPU: 32-thread warps of 32-bit
+// lanes, up to 255 registers per thread.
+inline TargetDesc cuda_target_desc() { return {32 * 32, 255, 32}; }
 
 struct CudaSource {
   std::string code;          // the translation unit

@@ -4,13 +4,13 @@
 // Every token streams the whole cache, and all query heads of a GQA group
 // read the same K/V rows, so a program owns one KV head, one token and
 // BLOCK_G of the heads that share it, and walks the cache one K block
-// (kKeyBlock keys, kv_cache.h) at a time with the state of all its heads in
-// registers: the scores S [BLOCK_G, kKeyBlock] are `dot`s of the heads' q
+// (KB keys, kv_cache.h) at a time with the state of all its heads in
+// registers: the scores S [BLOCK_G, KB] are `dot`s of the heads' q
 // with the block's transposed keys, 16 dims at a time (keys in the lanes, so
 // no per-key reduction, and each K row is loaded once for all heads); then
 // an online softmax per head (running max m and sum l, exp2 with log2(e)
 // folded into the scale) and acc = acc * alpha + P V, a
-// [BLOCK_G, kKeyBlock] x [kKeyBlock, HEAD_DIM] `dot` over whole V rows. The
+// [BLOCK_G, KB] x [KB, HEAD_DIM] `dot` over whole V rows. The
 // accumulator is [BLOCK_G, HEAD_DIM]: BLOCK_G * HEAD_DIM / 16 registers on
 // AVX-512, which bounds BLOCK_G (the heuristic keeps it within 16 of 32).
 //
@@ -36,14 +36,13 @@
 namespace kiln {
 namespace {
 
-constexpr int64_t kLanes = kAttentionLanes;
-
 Kernel build_attention_decode(const Spec& s) {
   KernelBuilder k("attention_decode", s);
   DType KV = s.dtype("KV");
-  const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G"), KB = kKeyBlock,
-                PF = s.constexpr_("PREFETCH");
-  check_attention_constexprs("attention_decode", D, {{"BLOCK_G", BG}});
+  const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G"),
+                KB = kv_key_block(s.target), PF = s.constexpr_("PREFETCH"),
+                kLanes = attention_lanes(s.target);
+  check_attention_constexprs("attention_decode", D, kLanes, {{"BLOCK_G", BG}});
   const double neg_inf = -std::numeric_limits<double>::infinity();
   auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
        out = k.buffer("out", DType::f32);
@@ -78,8 +77,8 @@ Kernel build_attention_decode(const Spec& s) {
     Value sc = zeros(DType::f32, {BG, KB});
     const Value key_mask = masked ? kmask : Value();
     for (int64_t c = 0; c < D; c += kLanes) {
-      auto kt =
-          load_k_tile(kc, kvh, max_ctx, block, D, c, kLanes, zeros(DType::i32, {}), KB, key_mask);
+      auto kt = load_k_tile(kc, kvh, max_ctx, block, D, KB, c, kLanes, zeros(DType::i32, {}), KB,
+                            key_mask);
       sc = dot(load(q + qrow + cols(c, kLanes), broadcast_to(hmask, {BG, kLanes}), 0.0), kt, sc);
     }
     sc = sc * qscale;  // log2-scaled scores
@@ -101,7 +100,8 @@ Kernel build_attention_decode(const Spec& s) {
   auto full_end = limit - limit % static_cast<int>(KB);
   k.for_(0, full_end, KB, [&](Value j0) {
     if (PF > 0)
-      prefetch_kv_block(kc, vc, kvh, max_ctx, j0 / static_cast<int>(KB) + static_cast<int>(PF), D);
+      prefetch_kv_block(kc, vc, kvh, max_ctx, j0 / static_cast<int>(KB) + static_cast<int>(PF), D,
+                        KB);
     key_block(j0, false);
   });
   k.if_(full_end < limit, [&] { key_block(full_end, true); });
@@ -125,10 +125,12 @@ KILN_REGISTER_KERNEL((KernelDef{
           return LaunchShape{{cdiv(z.group, s.constexpr_("BLOCK_G")), z.n_kv_heads, z.n_tokens},
                              z.buffer_elems()};
         },
-    // The accumulator of BLOCK_G heads stays within 16 of the 32 vector
-    // registers (BLOCK_G * HEAD_DIM <= 256 f32), and no wider than the group.
+    // The accumulator of BLOCK_G heads stays within half the vector
+    // registers (on AVX-512, BLOCK_G * HEAD_DIM <= 16 x 16 f32), and no
+    // wider than the group.
     .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
-      int64_t bg = std::max<int64_t>(1, 256 / s.constexpr_("HEAD_DIM")), group = 1;
+      const int64_t regs = s.target.vector_registers / 2 * s.target.lanes(DType::f32);
+      int64_t bg = std::max<int64_t>(1, regs / s.constexpr_("HEAD_DIM")), group = 1;
       while (group < a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads"))) group *= 2;
       return {{"BLOCK_G", std::min(bg, group)}};
     },

@@ -33,17 +33,16 @@
 namespace kiln {
 namespace {
 
-constexpr int64_t kLanes = kAttentionLanes;
-
 Kernel build_attention_prefill(const Spec& s) {
   KernelBuilder k("attention_prefill", s);
   DType KV = s.dtype("KV");
   const int64_t D = s.constexpr_("HEAD_DIM"), BM = s.constexpr_("BLOCK_M"),
                 BN = s.constexpr_("BLOCK_N");
-  check_attention_constexprs("attention_prefill", D, {{"BLOCK_M", BM}, {"BLOCK_N", BN}});
-  if (BN > kKeyBlock)
+  const int64_t kLanes = attention_lanes(s.target), KB = kv_key_block(s.target);
+  check_attention_constexprs("attention_prefill", D, kLanes, {{"BLOCK_M", BM}, {"BLOCK_N", BN}});
+  if (BN > KB)
     throw Error("kernel 'attention_prefill': BLOCK_N must divide the K cache block of " +
-                std::to_string(kKeyBlock) + " keys, got " + std::to_string(BN));
+                std::to_string(KB) + " keys, got " + std::to_string(BN));
   const int64_t NC = D / kLanes;
   const double neg_inf = -std::numeric_limits<double>::infinity();
   auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
@@ -60,7 +59,7 @@ Kernel build_attention_prefill(const Spec& s) {
   auto tmask = expand_dims(toks < n_tokens, 1);  // [BM, 1]
   auto qpos = expand_dims(pos0 + toks, 1);       // [BM, 1]
   auto qrow = expand_dims((toks * n_heads + h).to(DType::i64) * D, 1);
-  auto chunk_off = [&](int64_t c) {  // [BM, kLanes]: q / out columns c*kLanes + 0..15
+  auto chunk_off = [&](int64_t c) {  // [BM, kLanes]: q / out columns c*kLanes + 0..kLanes-1
     return qrow + (arange(kLanes) + static_cast<int>(c * kLanes)).to(DType::i64);
   };
   auto qscale = scale * static_cast<float>(M_LOG2E);  // scores come out log2-scaled
@@ -82,10 +81,10 @@ Kernel build_attention_prefill(const Spec& s) {
     auto kmask = keys < last;
     const Value key_mask = masked ? kmask : Value();
     Value sc = zeros(DType::f32, {BM, BN});
-    for (int64_t c = 0; c < NC; ++c)  // the keys lie in one K block: BN divides kKeyBlock
+    for (int64_t c = 0; c < NC; ++c)  // the keys lie in one K block: BN divides KB
       sc = dot(qc[c],
-               load_k_tile(kc, kvh, max_ctx, j0 / static_cast<int>(kKeyBlock), D, c * kLanes,
-                           kLanes, j0 % static_cast<int>(kKeyBlock), BN, key_mask),
+               load_k_tile(kc, kvh, max_ctx, j0 / static_cast<int>(KB), D, KB, c * kLanes, kLanes,
+                           j0 % static_cast<int>(KB), BN, key_mask),
                sc);
     if (masked) {
       auto visible = (expand_dims(keys, 0) <= qpos) & expand_dims(kmask, 0);  // [BM, BN]
@@ -130,7 +129,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     // 20.9; at HEAD_DIM 128, 4/8 25.6 ms, 4/16 35.5, 8/8 36.3 (the V tile and
     // accumulators spill).
     .shape_heuristic = [](const Spec& s, const ScalarArgs&) -> std::map<std::string, int64_t> {
-      return {{"BLOCK_M", 4}, {"BLOCK_N", s.constexpr_("HEAD_DIM") <= 64 ? 16 : 8}};
+      const int64_t bn = s.constexpr_("HEAD_DIM") <= 64 ? 16 : 8;
+      return {{"BLOCK_M", 4}, {"BLOCK_N", std::min(bn, kv_key_block(s.target))}};
     },
     .tunables = {{"BLOCK_M", {4, 8, 16, 32}}, {"BLOCK_N", {4, 8, 16}}},
     .shape_keys = {"n_tokens", "kv_len", "n_heads"},

@@ -1,5 +1,6 @@
 #include "kernels/attention/attention_shape.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "ir/error.h"
@@ -11,13 +12,15 @@ std::map<std::string, int64_t> AttentionSizes::buffer_elems() const {
   int64_t qn = n_tokens * n_heads * head_dim;
   return {{"q", qn},
           {"out", qn},
-          {"k", k_cache_elems(max_ctx, n_kv_heads, head_dim)},
+          {"k", k_cache_elems(max_ctx, n_kv_heads, head_dim, key_block)},
           {"v", v_cache_elems(max_ctx, n_kv_heads, head_dim)}};
 }
 
 AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a) {
-  AttentionSizes z{a.i("n_tokens"), a.i("n_heads"), a.i("n_kv_heads"), 0,
-                   a.i("max_ctx"),  a.i("kv_len"),  a.i("pos0"),       s.constexpr_("HEAD_DIM")};
+  AttentionSizes z{
+      a.i("n_tokens"),       a.i("n_heads"), a.i("n_kv_heads"), 0,
+      a.i("max_ctx"),        a.i("kv_len"),  a.i("pos0"),       s.constexpr_("HEAD_DIM"),
+      kv_key_block(s.target)};
   const std::string who = "kernel '" + kernel + "': ";
   auto str = [](int64_t v) { return std::to_string(v); };
   if (z.n_tokens < 1) throw Error(who + "n_tokens = " + str(z.n_tokens) + " (need >= 1)");
@@ -42,11 +45,15 @@ AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const S
   return z;
 }
 
-void check_attention_constexprs(const std::string& kernel, int64_t head_dim,
+int64_t attention_lanes(const TargetDesc& t) {
+  return std::clamp<int64_t>(t.lanes(DType::f32), 8, 16);
+}
+
+void check_attention_constexprs(const std::string& kernel, int64_t head_dim, int64_t lanes,
                                 const std::vector<std::pair<std::string, int64_t>>& blocks) {
-  if (head_dim <= 0 || head_dim % kAttentionLanes)
+  if (head_dim <= 0 || head_dim % lanes)
     throw Error("kernel '" + kernel + "': HEAD_DIM must be a positive multiple of " +
-                std::to_string(kAttentionLanes) + ", got " + std::to_string(head_dim));
+                std::to_string(lanes) + ", got " + std::to_string(head_dim));
   for (const auto& [name, v] : blocks)
     if (v < 1 || (v & (v - 1)))
       throw Error("kernel '" + kernel + "': " + name + " must be a power of two, got " +

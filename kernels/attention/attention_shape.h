@@ -20,20 +20,25 @@
 
 namespace kiln {
 
-// Lanes of one f32 vector register on AVX-512: HEAD_DIM is a multiple of it.
-inline constexpr int64_t kAttentionLanes = 16;
+// The f32 lanes the attention kernels work in: a head's dims in chunks of
+// this many, the keys of a K cache block. One vector register's, between 8
+// and 16: 16 on AVX-512 (measured, Zen 4) and CUDA (where 16 is the
+// measured CPU choice kept, tiles being spread over threads anyway), 8 on
+// AVX2 and NEON (two registers; not measured yet). HEAD_DIM is a multiple
+// of it.
+int64_t attention_lanes(const TargetDesc& t);
 
 struct AttentionSizes {
-  int64_t n_tokens, n_heads, n_kv_heads, group, max_ctx, kv_len, pos0, head_dim;
+  int64_t n_tokens, n_heads, n_kv_heads, group, max_ctx, kv_len, pos0, head_dim, key_block;
   std::map<std::string, int64_t> buffer_elems() const;
 };
 
 // Reads and checks the launch's sizes; throws kiln::Error naming `kernel`.
 AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a);
 
-// HEAD_DIM a positive multiple of kAttentionLanes, every block size a power of two
+// HEAD_DIM a positive multiple of `lanes`, every block size a power of two
 // (the lane folds halve the tile).
-void check_attention_constexprs(const std::string& kernel, int64_t head_dim,
+void check_attention_constexprs(const std::string& kernel, int64_t head_dim, int64_t lanes,
                                 const std::vector<std::pair<std::string, int64_t>>& blocks);
 
 }  // namespace kiln

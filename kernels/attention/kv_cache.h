@@ -1,16 +1,17 @@
 // The layout of the KV cache the attention kernels read, one K and one V
 // tensor per layer, each head-major so that a KV head's keys and values are
 // two contiguous streams:
-//   K: [n_kv_heads][ceil(max_ctx / kKeyBlock)][HEAD_DIM][kKeyBlock], the keys
-//      transposed in blocks of kKeyBlock;
+//   K: [n_kv_heads][ceil(max_ctx / KB)][HEAD_DIM][KB], the keys transposed
+//      in blocks of KB = kv_key_block(target);
 //   V: [n_kv_heads][max_ctx][HEAD_DIM].
 //
 // Decode reads the whole cache every token, mostly from DRAM: a program that
 // owns one KV head then streams two sequential runs, which the hardware
 // prefetchers follow (token-major rows interleave the heads in 128-byte
 // pieces, and the streams stall on memory latency). Transposed K blocks make
-// a query's scores against kKeyBlock keys a [heads, HEAD_DIM] x
-// [HEAD_DIM, kKeyBlock] `dot` whose right operand is contiguous 16-key rows:
+// a query's scores against KB keys a [heads, HEAD_DIM] x [HEAD_DIM, KB]
+// `dot` whose right operand is contiguous KB-key rows, KB the f32 lanes of
+// one vector register:
 // on the CPU a head's scores are FMAs into one register with the keys in its
 // lanes, every head of a GQA group shares each K load, and no key ends in a
 // horizontal sum over HEAD_DIM. P V reads whole V rows, so V stays
@@ -20,24 +21,28 @@
 #include <cstdint>
 
 #include "ir/builder.h"
+#include "ir/spec.h"
 
 namespace kiln {
 
-// Keys per K block: one 16-lane f32 vector.
-inline constexpr int64_t kKeyBlock = 16;
+// Keys per K block on a target: the f32 lanes the attention kernels work in
+// (attention_lanes). The layout depends on it, so a cache belongs to the
+// backend whose kernels write it.
+int64_t kv_key_block(const TargetDesc& t);
 
-int64_t k_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim);
+int64_t k_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim, int64_t key_block);
 int64_t v_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim);
 
 // Index of element d of key (or value) j of KV head h.
-int64_t k_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t head_dim);
+int64_t k_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t head_dim,
+                      int64_t key_block);
 int64_t v_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t head_dim);
 
-// IR offsets [nd, nk] into K of dims d0 .. d0+nd-1 of keys block*kKeyBlock +
+// IR offsets [nd, nk] into K of dims d0 .. d0+nd-1 of keys block*key_block +
 // lane0 .. + nk-1 of KV head kvh; the keys must lie in one block (lane0 + nk
-// <= kKeyBlock). The tile's rows are contiguous, so loads are plain vectors.
+// <= key_block). The tile's rows are contiguous, so loads are plain vectors.
 Value k_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& block, int64_t head_dim,
-                     int64_t d0, int64_t nd, const Value& lane0, int64_t nk);
+                     int64_t key_block, int64_t d0, int64_t nd, const Value& lane0, int64_t nk);
 
 // IR offsets [keys, head_dim] into V of the rows `keys` ([n] i32) of KV head kvh.
 Value v_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& keys, int64_t head_dim);
@@ -46,8 +51,8 @@ Value v_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& keys, 
 // bool), keys outside it are not read and load as 0; without one the loads
 // are plain vectors.
 Value load_k_tile(const Buffer& k, const Value& kvh, const Value& max_ctx, const Value& block,
-                  int64_t head_dim, int64_t d0, int64_t nd, const Value& lane0, int64_t nk,
-                  const Value& key_mask = {});
+                  int64_t head_dim, int64_t key_block, int64_t d0, int64_t nd, const Value& lane0,
+                  int64_t nk, const Value& key_mask = {});
 Value load_v_rows(const Buffer& v, const Value& kvh, const Value& max_ctx, const Value& keys,
                   int64_t head_dim, const Value& key_mask = {});
 
@@ -58,6 +63,6 @@ Value load_v_rows(const Buffer& v, const Value& kvh, const Value& max_ctx, const
 // loads to wait on DRAM; prefetching blocks ahead overlaps them. Blocks
 // past the cache are harmless (a prefetch never faults).
 void prefetch_kv_block(const Buffer& k, const Buffer& v, const Value& kvh, const Value& max_ctx,
-                       const Value& block, int64_t head_dim);
+                       const Value& block, int64_t head_dim, int64_t key_block);
 
 }  // namespace kiln

@@ -1,7 +1,7 @@
 // Stores a forward's new keys and values into the KV cache (kv_cache.h) at
 // rows pos0 .. pos0 + n_tokens - 1, rounded to KV: xk and xv are f32
 // [n_tokens, n_kv_heads, HEAD_DIM] (keys after RoPE). One program per
-// (KV head, token); a key's elements land kKeyBlock apart, a value's
+// (KV head, token); a key's elements land a key block apart, a value's
 // contiguously.
 #include "ir/builder.h"
 #include "ir/error.h"
@@ -16,7 +16,8 @@ Kernel build_kv_cache_store(const Spec& s) {
   KernelBuilder k("kv_cache_store", s);
   DType KV = s.dtype("KV");
   const int64_t D = s.constexpr_("HEAD_DIM");
-  check_attention_constexprs("kv_cache_store", D, {});
+  const int64_t KB = kv_key_block(s.target);
+  check_attention_constexprs("kv_cache_store", D, attention_lanes(s.target), {});
   auto xk = k.buffer("xk", DType::f32), xv = k.buffer("xv", DType::f32);
   auto kc = k.buffer("k", KV), vc = k.buffer("v", KV);
   k.scalar("n_tokens", DType::i32);
@@ -25,8 +26,8 @@ Kernel build_kv_cache_store(const Spec& s) {
   auto h = k.program_id(0), t = k.program_id(1);
   auto row = (t * n_kv + h).to(DType::i64) * D + arange(D).to(DType::i64);
   auto j = pos0 + t;
-  const int kb = static_cast<int>(kKeyBlock);
-  auto koff = k_tile_offsets(h, max_ctx, j / kb, D, 0, D, j % kb, 1);
+  const int kb = static_cast<int>(KB);
+  auto koff = k_tile_offsets(h, max_ctx, j / kb, D, KB, 0, D, j % kb, 1);
   store(kc + reshape(koff, {D}), load(xk + row).to(KV));
   store(vc + reshape(v_tile_offsets(h, max_ctx, reshape(j, {1}), D), {D}), load(xv + row).to(KV));
   return k.finish();
@@ -55,7 +56,7 @@ KILN_REGISTER_KERNEL((KernelDef{
           return LaunchShape{{n_kv, n_tokens, 1},
                              {{"xk", x},
                               {"xv", x},
-                              {"k", k_cache_elems(max_ctx, n_kv, D)},
+                              {"k", k_cache_elems(max_ctx, n_kv, D, kv_key_block(s.target))},
                               {"v", v_cache_elems(max_ctx, n_kv, D)}}};
         },
     .shape_keys = {"n_tokens", "n_kv_heads"},

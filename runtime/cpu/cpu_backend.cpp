@@ -32,6 +32,7 @@ class CpuBackend : public HostMemoryBackend {
     return "llvm " LLVM_VERSION_STRING ", kiln " KILN_VERSION "+" KILN_CPU_CODEGEN_FINGERPRINT;
   }
   std::string tuning_class() const override { return kiln::tuning_class(jit_.target()); }
+  TargetDesc target_desc() const override { return kiln::target_desc(jit_.target()); }
   int threads() const override { return pool_.size(); }
 
   std::unique_ptr<Program> compile(const Kernel& k, const std::string& digest,

@@ -55,6 +55,7 @@ class CudaBackend : public Backend {
     return "nvrtc " + nvrtc_version() + ", " + cuda_codegen_version();
   }
   std::string tuning_class() const override { return target(); }
+  TargetDesc target_desc() const override { return cuda_target_desc(); }
   bool host_visible() const override { return false; }
 
   std::unique_ptr<Program> compile(const Kernel& k, const std::string&,

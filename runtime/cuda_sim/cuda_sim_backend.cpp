@@ -42,6 +42,7 @@ class CudaSimBackend : public HostMemoryBackend {
            cuda_codegen_version();
   }
   std::string tuning_class() const override { return "sm_" + std::to_string(kSimSm); }
+  TargetDesc target_desc() const override { return cuda_target_desc(); }
 
   // The simulator keeps its compiled sources by content itself
   // (SimulatedKernel::cache_dir), so the compile cache is not used.

@@ -76,6 +76,13 @@ CpuProfile cpu_profile(const CpuTarget& t) {
   return p;
 }
 
+TargetDesc target_desc(const CpuTarget& t) {
+  if (t.triple.rfind("aarch64", 0) == 0) return {128, 32, 1};  // NEON: 32 q registers
+  if (t.cpu == "x86-64-v4" || t.has_feature("avx512f")) return {512, 32, 1};
+  if (t.cpu == "x86-64-v3" || t.has_feature("avx2")) return {256, 16, 1};
+  return {128, 16, 1};
+}
+
 std::vector<std::string> cpu_target_names() {
   return {"host", "x86-64-v3", "x86-64-v4", "aarch64"};
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "codegen/cpu/llvm_lowering.h"
+#include "ir/spec.h"
 
 namespace llvm {
 class TargetMachine;
@@ -30,6 +31,8 @@ struct CpuTarget {
 CpuTarget host_cpu_target();
 // What the IR lowering needs to know about t.
 CpuProfile cpu_profile(const CpuTarget& t);
+// What kernels may assume of t: its vector width and register count.
+TargetDesc target_desc(const CpuTarget& t);
 // Throws kiln::Error listing the known names.
 CpuTarget named_cpu_target(const std::string& name);
 std::vector<std::string> cpu_target_names();

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 
-ARCHES = ["llama", "qwen2", "qwen3", "qwen3moe", "llama-moe"]
+ARCHES = ["llama", "qwen2", "qwen3", "qwen3moe", "llama-moe", "gemma3"]
 TYPES = ["f16", "q8_0", "q4_0", "q4_k_m"]
 PROMPT = "The quick brown fox jumps over the lazy dog. Ünïcödé, 数字 123!"
 

@@ -1,7 +1,9 @@
 // `kiln gen-model`'s writer: every architecture and weight type writes a file
 // that reads back with llama.cpp's tensor names, ggml shapes, metadata and
 // per-tensor types; weights have the intended distribution; the bytes depend
-// only on the seed; the tokenizer (generated or copied) works with Kiln's.
+// only on the seed; the tokenizer (generated or copied) works with Kiln's;
+// ModelConfig reads gemma3 files (windows, rope bases, attention scale) as
+// llama.cpp does.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -15,6 +17,8 @@
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "models/gguf.h"
+#include "models/gguf_writer.h"
+#include "models/model_config.h"
 #include "models/model_generator.h"
 #include "models/model_presets.h"
 #include "models/tokenizer.h"
@@ -213,6 +217,29 @@ const std::vector<std::string>& families() {
   static const std::vector<std::string> f = {"llama",    "qwen2",     "qwen3",
                                              "qwen3moe", "llama-moe", "gemma3"};
   return f;
+}
+
+// A gemma3 file of these shapes with metadata only, plus `extra` keys and the
+// embedding the vocabulary size is read from, as llama.cpp's converter names them.
+ModelConfig gemma3_config(int64_t n_embd, int64_t n_layer, int64_t n_head, int64_t head_dim,
+                          std::vector<std::pair<std::string, GgufWriter::Value>> extra = {}) {
+  auto u32 = [](int64_t v) { return GgufWriter::u32(static_cast<uint32_t>(v)); };
+  GgufWriter w;
+  w.add("general.architecture", GgufWriter::str("gemma3"));
+  w.add("gemma3.context_length", u32(32768));
+  w.add("gemma3.embedding_length", u32(n_embd));
+  w.add("gemma3.block_count", u32(n_layer));
+  w.add("gemma3.feed_forward_length", u32(4 * n_embd));
+  w.add("gemma3.attention.head_count", u32(n_head));
+  w.add("gemma3.attention.head_count_kv", u32(n_head / 2));
+  w.add("gemma3.attention.key_length", u32(head_dim));
+  w.add("gemma3.attention.value_length", u32(head_dim));
+  w.add("gemma3.rope.freq_base", GgufWriter::f32(1e6f));
+  w.add("gemma3.attention.layer_norm_rms_epsilon", GgufWriter::f32(1e-6f));
+  for (auto& [key, value] : extra) w.add(key, std::move(value));
+  w.add_tensor("token_embd.weight", GgmlType::f32, {n_embd, 4},
+               std::string(static_cast<size_t>(n_embd) * 16, '\0'));
+  return ModelConfig::from_gguf(GgufFile::open_memory(w.bytes(), "gemma3.gguf"));
 }
 
 }  // namespace
@@ -419,6 +446,123 @@ TEST_CASE("gen-model: Q4_K_M mixes types as llama-quantize does", "[models][gen_
   CHECK(q3.front().name == "token_embd.weight");
   CHECK(q3.front().type == GgmlType::q6_K);
   CHECK(q3.back().name == "output_norm.weight");
+}
+
+TEST_CASE("gen-model: gemma3/1b plans Gemma 3 1B's tensors with llama-quantize's fallbacks",
+          "[models][gen_model]") {
+  auto plan = plan_model_tensors(find_model_preset("gemma3", "1b"), 262144, WeightFormat::q4_k_m);
+  int64_t params = 0;
+  for (const PlannedTensor& t : plan) params += t.elements();
+  CHECK(plan.size() == 1 + 26 * 13 + 1);  // no output.weight: tied
+  CHECK(params == 999885952);             // google/gemma-3-1b-pt's parameter count
+  auto find = [&](const std::string& name) -> const PlannedTensor& {
+    for (const PlannedTensor& t : plan)
+      if (t.name == name) return t;
+    FAIL("no tensor " << name);
+    return plan.front();
+  };
+  // Rows of 1152 are not whole K-quant blocks. The tied embedding takes
+  // llama.cpp's own Q8_0 for such an output; Q4_K's Q5_0 becomes Q8_0, noted.
+  CHECK(find("token_embd.weight").type == GgmlType::q8_0);
+  CHECK(find("token_embd.weight").note.empty());
+  CHECK(find("token_embd.weight").stddev == 0.02f);
+  CHECK(find("blk.3.attn_q.weight").type == GgmlType::q8_0);
+  CHECK(find("blk.3.attn_q.weight").note.find("Q5_0") != std::string::npos);
+  CHECK(find("blk.3.ffn_up.weight").type == GgmlType::q8_0);
+  CHECK(find("blk.0.attn_v.weight").type == GgmlType::q8_0);  // Q6_K's fallback
+  // Rows of 1024 (4 heads of 256) and 6912 are.
+  CHECK(find("blk.3.attn_output.weight").type == GgmlType::q4_K);
+  CHECK(find("blk.0.ffn_down.weight").type == GgmlType::q6_K);  // i < n/8
+  CHECK(find("blk.3.ffn_down.weight").type == GgmlType::q4_K);
+  CHECK(find("blk.5.ffn_down.weight").type == GgmlType::q6_K);  // (i - n/8) % 3 == 2
+  for (const char* norm : {"attn_norm", "attn_q_norm", "attn_k_norm", "post_attention_norm",
+                           "ffn_norm", "post_ffw_norm"}) {
+    const PlannedTensor& t = find("blk.25." + std::string(norm) + ".weight");
+    INFO(t.name);
+    CHECK(t.type == GgmlType::f32);
+    CHECK(t.mean == 1.0f);  // the converter stores Gemma's 1 + w
+  }
+  CHECK(find("blk.25.attn_q_norm.weight").shape == std::vector<int64_t>{256});
+}
+
+TEST_CASE("gen-model: gemma3 files read with llama.cpp's windows, rope bases and attention scale",
+          "[models][gen_model][model_config]") {
+  TempDir tmp("kiln-gen-model");
+  generate(find_model_preset("gemma3", "tiny"), WeightFormat::f16, tmp.path("g.gguf"));
+  GgufFile f = GgufFile::open(tmp.path("g.gguf"));
+  ModelConfig c = ModelConfig::from_gguf(f);
+  CHECK(c.arch == "gemma3");
+  CHECK(c.n_embd == 256);
+  CHECK(c.n_layer == 6);
+  CHECK(c.n_head == 4);
+  CHECK(c.n_head_kv == 2);
+  CHECK(c.head_dim == 128);
+  CHECK(c.n_ff == 768);
+  CHECK(c.n_vocab == f.tensor("token_embd.weight").shape[1]);
+  CHECK(f.find_tensor("output.weight") == nullptr);
+  CHECK(c.rms_eps == Approx(1e-6));
+  CHECK(c.rope_neox);
+  CHECK(c.qk_norm);
+  CHECK_FALSE(c.qkv_bias);
+  CHECK_FALSE(c.moe());
+  CHECK(c.sliding_window == 512);
+  CHECK(c.swa_pattern == 6);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    INFO("layer " << l);
+    CHECK(c.sliding(l) == (l != 5));  // every 6th layer is global
+    CHECK(c.rope_base_for(l) == (l == 5 ? 1e6 : 1e4));
+    CHECK(c.rope_scale_for(l) == 1);
+  }
+  // The head size, not n_embd / n_head (64): n_head * head_dim is 512 here.
+  CHECK(c.attn_scale == 1.0 / std::sqrt(128.0));
+
+  // Without the window key (llama.cpp: no SWA), every layer is global.
+  ModelPreset global = find_model_preset("gemma3", "tiny");
+  global.sliding_window = 0;
+  generate(global, WeightFormat::f16, tmp.path("global.gguf"));
+  ModelConfig g = ModelConfig::from_gguf(GgufFile::open(tmp.path("global.gguf")));
+  for (int64_t l = 0; l < g.n_layer; ++l) {
+    CHECK_FALSE(g.sliding(l));
+    CHECK(g.rope_base_for(l) == 1e6);
+  }
+
+  // Gemma 3 1B: 26 layers, 1/sqrt(256) (n_embd / n_head is 288).
+  ModelConfig b1 =
+      gemma3_config(1152, 26, 4, 256, {{"gemma3.attention.sliding_window", GgufWriter::u32(512)}});
+  CHECK(b1.attn_scale == 1.0 / 16);
+  CHECK(b1.sliding(24));
+  CHECK_FALSE(b1.sliding(23));
+  CHECK(b1.rope_base_for(23) == 1e6);
+  // Gemma 3 27B (62 layers, as llama.cpp tells it): 1/sqrt(5376 / 32), not 1/sqrt(128).
+  CHECK(gemma3_config(5376, 62, 32, 128).attn_scale == 1.0 / std::sqrt(168.0));
+  CHECK(gemma3_config(5376, 61, 32, 128).attn_scale == 1.0 / std::sqrt(128.0));
+  // Gemma 3 4B: linear rope scaling 8 on the global layers only.
+  ModelConfig b4 = gemma3_config(2560, 34, 8, 256,
+                                 {{"gemma3.attention.sliding_window", GgufWriter::u32(1024)},
+                                  {"gemma3.rope.scaling.type", GgufWriter::str("linear")},
+                                  {"gemma3.rope.scaling.factor", GgufWriter::f32(8)}});
+  CHECK(b4.rope_scale == 8);
+  CHECK(b4.rope_scale_for(5) == 8);
+  CHECK(b4.rope_base_for(5) == 1e6);
+  CHECK(b4.rope_scale_for(4) == 1);
+  CHECK(b4.rope_base_for(4) == 1e4);
+  CHECK(b4.attn_scale == 1.0 / 16);
+  // llama.cpp: a missing type is linear, the factor may be under its old key,
+  // and other types do not scale linearly.
+  CHECK(gemma3_config(256, 6, 4, 128, {{"gemma3.rope.scaling.factor", GgufWriter::f32(4)}})
+            .rope_scale == 4);
+  CHECK(gemma3_config(256, 6, 4, 128, {{"gemma3.rope.scale_linear", GgufWriter::f32(2)}})
+            .rope_scale == 2);
+  CHECK(gemma3_config(256, 6, 4, 128,
+                      {{"gemma3.rope.scaling.type", GgufWriter::str("yarn")},
+                       {"gemma3.rope.scaling.factor", GgufWriter::f32(4)}})
+            .rope_scale == 1);
+  // Logit soft-capping, which llama.cpp applies when the key is set, is refused.
+  REQUIRE_THROWS_WITH(
+      gemma3_config(256, 6, 4, 128, {{"gemma3.final_logit_softcapping", GgufWriter::f32(30)}}),
+      Catch::Contains("gemma3.gguf") && Catch::Contains("gemma3.final_logit_softcapping"));
+  CHECK(gemma3_config(256, 6, 4, 128, {{"gemma3.final_logit_softcapping", GgufWriter::f32(0)}})
+            .attn_scale == 1.0 / std::sqrt(128.0));
 }
 
 TEST_CASE("gen-model: bad presets, types and vocabularies are named",

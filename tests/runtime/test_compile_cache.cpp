@@ -45,6 +45,7 @@ struct NamedBackend : Backend {
   std::string target() const override { return target_; }
   std::string codegen_version() const override { return codegen_; }
   std::string tuning_class() const override { return target_; }
+  TargetDesc target_desc() const override { return {}; }
   bool host_visible() const override { return true; }
   std::unique_ptr<Program> compile(const Kernel&, const std::string&, CompileCache&) override {
     return nullptr;

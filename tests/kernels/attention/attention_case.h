@@ -25,20 +25,26 @@
 
 namespace kiln::test {
 
+// The cases build their specs for the default target (make_spec), whose
+// kernels lay the K cache out in blocks of this many keys.
+inline const int64_t kTestKeyBlock = kv_key_block(TargetDesc{});
+
 struct AttentionCase {
   DType kv = DType::f16;
+  TargetDesc target = {};  // what the kernels are built for: their lanes and key blocks
   int64_t head_dim = 64, n_heads = 8, n_kv_heads = 2, n_tokens = 1, pos0 = 0, kv_len = 1;
   int64_t max_ctx = 0;  // cache rows allocated; 0: kv_len (exact, so overreads fault)
   double q_range = 3;   // q uniform in [-q_range, q_range]: scores spread over ~e^10
   uint64_t seed = 1;
 
   int64_t rows() const { return max_ctx ? max_ctx : kv_len; }
+  int64_t key_block() const { return kv_key_block(target); }
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
   std::string describe() const {
     std::ostringstream os;
     os << dtype_name(kv) << " D=" << head_dim << " heads=" << n_heads << "/" << n_kv_heads
        << " n_tokens=" << n_tokens << " pos0=" << pos0 << " kv_len=" << kv_len
-       << " max_ctx=" << rows();
+       << " max_ctx=" << rows() << " target=" << target.str();
     return os.str();
   }
 };
@@ -47,15 +53,16 @@ struct AttentionData {
   explicit AttentionData(const AttentionCase& c)
       : q(HostBuffer::random(DType::f32, c.n_tokens * c.n_heads * c.head_dim, c.seed, -c.q_range,
                              c.q_range)),
-        k(HostBuffer::random(c.kv, k_cache_elems(c.rows(), c.n_kv_heads, c.head_dim), c.seed + 1)),
+        k(HostBuffer::random(c.kv, k_cache_elems(c.rows(), c.n_kv_heads, c.head_dim, c.key_block()),
+                             c.seed + 1)),
         v(HostBuffer::random(c.kv, v_cache_elems(c.rows(), c.n_kv_heads, c.head_dim), c.seed + 2)) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     // Every row past the last query, the last K block's padding included.
-    const int64_t padded = k_cache_elems(c.rows(), 1, 1);
+    const int64_t padded = k_cache_elems(c.rows(), 1, 1, c.key_block());
     for (int64_t h = 0; h < c.n_kv_heads; ++h)
       for (int64_t j = c.pos0 + c.n_tokens; j < padded; ++j)
         for (int64_t i = 0; i < c.head_dim; ++i) {
-          k.set(k_cache_index(j, h, i, c.rows(), c.head_dim), nan);
+          k.set(k_cache_index(j, h, i, c.rows(), c.head_dim, c.key_block()), nan);
           if (j < c.rows()) v.set(v_cache_index(j, h, i, c.rows(), c.head_dim), nan);
         }
   }
@@ -88,7 +95,7 @@ inline std::vector<double> attention_reference(const AttentionCase& c, const Att
       double mx = -INFINITY, total = 0;
       for (int64_t j = 0; j < n; ++j) {
         for (int64_t i = 0; i < D; ++i)
-          s[j] += d.q.get(qb + i) * d.k.get(k_cache_index(j, kvh, i, c.rows(), D));
+          s[j] += d.q.get(qb + i) * d.k.get(k_cache_index(j, kvh, i, c.rows(), D, c.key_block()));
         s[j] *= c.scale();
         mx = std::max(mx, s[j]);
       }
@@ -111,7 +118,9 @@ inline std::vector<double> as_doubles(const HostBuffer& b) {
 inline Spec attention_spec(const std::string& kernel, const AttentionCase& c,
                            std::map<std::string, int64_t> constexprs = {}) {
   constexprs["HEAD_DIM"] = c.head_dim;
-  return find_kernel(kernel).make_spec({{"KV", c.kv}}, constexprs);
+  Spec s = find_kernel(kernel).make_spec({{"KV", c.kv}}, constexprs);
+  s.target = c.target;
+  return s;
 }
 
 // Runs the launch compiled or through the interpreter; out starts as NaN so an
@@ -153,13 +162,15 @@ inline void check_attention_interpreted(const std::string& kernel, const Attenti
 // ratios 1 and 4, 1/7/33 tokens after an empty or a 45-token cache. The
 // cache holds rows past the last query (kv_len > pos0 + n_tokens) and is
 // allocated past kv_len; neither may be read. kv_len is off the key blocks.
-inline void check_attention_sweep(const std::string& kernel, double atol) {
+inline void check_attention_sweep(const std::string& kernel, double atol,
+                                  const TargetDesc& target = {}) {
   for (DType kv : {DType::f16, DType::f32})
     for (int64_t D : {64, 128})
       for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{8, 2}})
         for (int64_t nt : {1, 7, 33})
           for (int64_t pos0 : {0, 45}) {
             AttentionCase c{.kv = kv, .head_dim = D, .n_heads = nh, .n_kv_heads = nkv};
+            c.target = target;
             c.n_tokens = nt;
             c.pos0 = pos0;
             c.kv_len = pos0 + nt + (pos0 ? 3 : 0);

@@ -25,6 +25,13 @@ TEST_CASE("attention_decode matches a double-precision reference", "[kernels][at
   kiln::test::check_attention_sweep(kKernel, kAtol);
 }
 
+TEST_CASE("attention_decode built for a 256-bit target (8 lanes, 8-key cache blocks)",
+          "[kernels][attention]") {
+  // The tile shapes and the K cache layout follow the spec's target; the
+  // code runs on this host whatever it was shaped for.
+  kiln::test::check_attention_sweep(kKernel, kAtol, TargetDesc{256, 16, 1});
+}
+
 TEST_CASE("attention_decode rescales over a long cache", "[kernels][attention]") {
   // Many key blocks, and scores spread wide enough that the running max keeps moving.
   for (DType kv : {DType::f16, DType::f32}) {

@@ -24,6 +24,13 @@ TEST_CASE("attention_prefill matches a double-precision reference", "[kernels][a
   kiln::test::check_attention_sweep(kKernel, kAtol);
 }
 
+TEST_CASE("attention_prefill built for a 256-bit target (8 lanes, 8-key cache blocks)",
+          "[kernels][attention]") {
+  // The tile shapes and the K cache layout follow the spec's target; the
+  // code runs on this host whatever it was shaped for.
+  kiln::test::check_attention_sweep(kKernel, kAtol, TargetDesc{256, 16, 1});
+}
+
 TEST_CASE("attention_prefill rescales over a long cache", "[kernels][attention]") {
   // A short chunk after a long cache: many unmasked key blocks before the diagonal, with
   // scores spread wide enough that the running max keeps moving.

@@ -5,10 +5,12 @@
 #include <catch2/catch.hpp>
 
 #include "attention_case.h"
+#include "kernels/attention/attention_shape.h"
 #include "kernels/attention/kv_cache.h"
 
 using namespace kiln;
 using kiln::test::HostBuffer;
+using kiln::test::kTestKeyBlock;
 
 namespace {
 
@@ -41,13 +43,14 @@ TEST_CASE("kv_cache_store writes keys and values at their positions", "[kernels]
       const int64_t nx = c.n_tokens * c.n_kv * D;
       auto xk = HostBuffer::random(DType::f32, nx, 3, -70, 70);
       auto xv = HostBuffer::random(DType::f32, nx, 4, -70, 70);
-      auto k = HostBuffer::random(kv, k_cache_elems(c.max_ctx, c.n_kv, D), 5), ki = k, kw = k;
+      auto k = HostBuffer::random(kv, k_cache_elems(c.max_ctx, c.n_kv, D, kTestKeyBlock), 5),
+           ki = k, kw = k;
       auto v = HostBuffer::random(kv, v_cache_elems(c.max_ctx, c.n_kv, D), 6), vi = v, vw = v;
       for (int64_t t = 0; t < c.n_tokens; ++t)
         for (int64_t h = 0; h < c.n_kv; ++h)
           for (int64_t d = 0; d < D; ++d) {
             const int64_t x = (t * c.n_kv + h) * D + d;
-            kw.set(k_cache_index(c.pos0 + t, h, d, c.max_ctx, D), xk.get(x));
+            kw.set(k_cache_index(c.pos0 + t, h, d, c.max_ctx, D, kTestKeyBlock), xk.get(x));
             vw.set(v_cache_index(c.pos0 + t, h, d, c.max_ctx, D), xv.get(x));
           }
       kiln::test::runtime().launch(spec, store_args(xk, xv, k, v, c));
@@ -63,7 +66,7 @@ TEST_CASE("kv_cache_store refuses rows past the cache and bad sizes",
           "[kernels][attention][error]") {
   Spec spec = find_kernel("kv_cache_store").make_spec({{"KV", DType::f16}}, {{"HEAD_DIM", 32}});
   auto xk = HostBuffer::random(DType::f32, 2 * 32, 3), xv = xk;
-  auto k = HostBuffer::random(DType::f16, k_cache_elems(16, 1, 32), 4);
+  auto k = HostBuffer::random(DType::f16, k_cache_elems(16, 1, 32, kTestKeyBlock), 4);
   auto v = HostBuffer::random(DType::f16, v_cache_elems(16, 1, 32), 4);
   auto refused = [&](const Spec& sp, StoreCase c, const std::string& why) {
     REQUIRE_THROWS_WITH(kiln::test::runtime().launch(sp, store_args(xk, xv, k, v, c)),
@@ -75,4 +78,15 @@ TEST_CASE("kv_cache_store refuses rows past the cache and bad sizes",
                       Catch::Contains("buffer 'k' holds 512 elements, the launch needs 1024"));
   refused(find_kernel("kv_cache_store").make_spec({{"KV", DType::f16}}, {{"HEAD_DIM", 40}}),
           {1, 1, 16, 0}, "HEAD_DIM must be a positive multiple of 16, got 40");
+}
+
+TEST_CASE("attention lanes and the K cache block follow the target", "[kernels][attention]") {
+  CHECK(attention_lanes(TargetDesc{}) == 16);               // AVX-512
+  CHECK(attention_lanes(TargetDesc{256, 16, 1}) == 8);      // AVX2
+  CHECK(attention_lanes(TargetDesc{128, 32, 1}) == 8);      // NEON: two registers
+  CHECK(attention_lanes(TargetDesc{1024, 255, 32}) == 16);  // CUDA
+  CHECK(kv_key_block(TargetDesc{256, 16, 1}) == 8);
+  // 20 rows in blocks of 8 keys: 3 blocks of 8 x 32 per head.
+  CHECK(k_cache_elems(20, 2, 32, 8) == 2 * 3 * 8 * 32);
+  CHECK(k_cache_index(9, 1, 2, 20, 32, 8) == ((1 * 3 + 1) * 32 + 2) * 8 + 1);
 }
