@@ -170,6 +170,11 @@ void TuningDb::load_file(const std::string& path) {
 
 std::optional<std::map<std::string, int64_t>> TuningDb::find(const TuningKey& key) const {
   auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    TuningKey any = key;
+    any.bucket.clear();
+    it = entries_.find(any);
+  }
   if (it == entries_.end()) return std::nullopt;
   return it->second;
 }

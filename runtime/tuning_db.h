@@ -7,7 +7,9 @@
 // tuning serves nearby shapes. Entries are checked against the kernel's
 // declared tunables when read: anything malformed or out of range is a
 // warning naming the file, the line and the entry, and is ignored (the
-// kernel's heuristic applies).
+// kernel's heuristic applies). An entry without a bucket is the target's
+// measured default for every shape of its dtypes and variant: a tuned
+// bucket overrides it.
 //
 //   [[gemv]]
 //   dtypes = { W = "f16", X = "f32" }
@@ -48,6 +50,7 @@ class TuningDb {
   // Missing file: nothing happens. Unreadable or malformed: warnings.
   void load_file(const std::string& path);
 
+  // The entry of key's bucket, else the entry without a bucket.
   std::optional<std::map<std::string, int64_t>> find(const TuningKey& key) const;
   void set(const TuningKey& key, const std::map<std::string, int64_t>& constexprs);
   // Merges this db's entries into `path` (read, update, write via temp + rename).

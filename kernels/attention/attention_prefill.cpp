@@ -124,14 +124,9 @@ KILN_REGISTER_KERNEL((KernelDef{
           return LaunchShape{{cdiv(z.n_tokens, s.constexpr_("BLOCK_M")), z.n_heads, 1},
                              z.buffer_elems()};
         },
-    // kiln tune, 512 tokens, 32/4 heads, 2 threads, BLOCK_M/BLOCK_N: at
-    // HEAD_DIM 64, 4/16 (a whole K block) 9.0 ms, 4/8 11.6, 8/8 13.3, 16/16
-    // 20.9; at HEAD_DIM 128, 4/8 25.6 ms, 4/16 35.5, 8/8 36.3 (the V tile and
-    // accumulators spill).
-    .shape_heuristic = [](const Spec& s, const ScalarArgs&) -> std::map<std::string, int64_t> {
-      const int64_t bn = s.constexpr_("HEAD_DIM") <= 64 ? 16 : 8;
-      return {{"BLOCK_M", 4}, {"BLOCK_N", std::min(bn, kv_key_block(s.target))}};
-    },
+    // Measured defaults per target are in runtime/tuning/<class>.toml (on
+    // AVX-512, BLOCK_N 16 at HEAD_DIM 64); BLOCK_N 8 fits every target's
+    // key block.
     .tunables = {{"BLOCK_M", {4, 8, 16, 32}}, {"BLOCK_N", {4, 8, 16}}},
     .shape_keys = {"n_tokens", "kv_len", "n_heads"},
     // f32 dot products over HEAD_DIM, the vector exp2 (~2.5e-7 relative) and

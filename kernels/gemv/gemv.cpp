@@ -63,16 +63,8 @@ KILN_REGISTER_KERNEL((KernelDef{
           return LaunchShape{{cdiv(m, s.constexpr_("BLOCK_M")), 1, 1},
                              {{"w", m * kk}, {"x", kk}, {"y", m}}};
         },
-    // 16-bit weights: 8 rows per program share each load of x (f32, twice
-    // the bytes of a row segment; from L2 once k outgrows L1, and x's misses
-    // take the slots a core needs for W's DRAM reads). kiln bench, Zen 4,
-    // f16 and bf16 at 4096x14336 and 14336x4096, alternated 2x: 0.76-0.95
-    // of the probe at 1 thread and 0.88-1.00 at 2, against 0.35-0.83 and
-    // 0.59-0.89 one row per program (BLOCK_M 1, BLOCK_K 256).
-    .heuristic = [](const Spec& s) -> std::map<std::string, int64_t> {
-      if (dtype_bits(s.dtype("W")) == 16) return {{"BLOCK_M", 8}, {"BLOCK_K", 64}};
-      return {};
-    },
+    // Measured defaults per target are in runtime/tuning/<class>.toml
+    // (on AVX-512: 8 rows per program for 16-bit weights).
     .tunables = {{"BLOCK_M", {1, 2, 4, 8, 16}}, {"BLOCK_K", {32, 64, 128, 256, 512}}},
     .shape_keys = {"m", "k"},
     // f32 accumulation of k products (reassociated by the block size), then

@@ -109,7 +109,8 @@ BLOCK_Q = 2
   CHECK(db2.size() == 0);
 }
 
-TEST_CASE("dispatch takes tuned constexprs by bucket, else the heuristic", "[runtime][tuning]") {
+TEST_CASE("dispatch takes tuned constexprs by bucket, else the target's default, else the kernel's",
+          "[runtime][tuning]") {
   Runtime rt(RuntimeOptions{1, "", false});
   rt.tuning().set(
       TuningKey{"gemv", {{"W", DType::f16}, {"X", DType::f32}}, {{"m", 128}, {"k", 256}}},
@@ -119,7 +120,12 @@ TEST_CASE("dispatch takes tuned constexprs by bucket, else the heuristic", "[run
   Spec tuned = rt.select("gemv", {{"W", DType::f16}}, args);
   CHECK(tuned.constexprs.at("BLOCK_M") == 2);
   std::vector<Arg> other = {w.arg(), x.arg(), y.arg(), Arg::scalar_int(10), Arg::scalar_int(200)};
-  CHECK(rt.select("gemv", {{"W", DType::f16}}, other).constexprs.at("BLOCK_M") == 8);
+  CHECK(rt.select("gemv", {{"W", DType::f16}}, other).constexprs.at("BLOCK_M") == 4);
+  // An entry without a bucket serves every other shape.
+  rt.tuning().set(TuningKey{"gemv", {{"W", DType::f16}, {"X", DType::f32}}, {}},
+                  {{"BLOCK_M", 16}, {"BLOCK_K", 64}});
+  CHECK(rt.select("gemv", {{"W", DType::f16}}, other).constexprs.at("BLOCK_M") == 16);
+  CHECK(rt.select("gemv", {{"W", DType::f16}}, args).constexprs.at("BLOCK_M") == 2);
   rt.call("gemv", {{"W", DType::f16}}, args);
 }
 
@@ -184,6 +190,19 @@ TEST_CASE("the shipped tuning databases are valid", "[runtime][tuning]") {
     CHECK(db.warnings().empty());
     CHECK(db.size() > 0);
   }
+  // The measured defaults of x86-64-v4 for every shape.
+  TuningDb db;
+  db.load_text(default_tuning_text("x86-64-v4"), "x86-64-v4");
+  auto gemv =
+      db.find({"gemv", {{"W", DType::bf16}, {"X", DType::f32}}, {{"m", 2048}, {"k", 2048}}});
+  REQUIRE(gemv);
+  CHECK(gemv->at("BLOCK_M") == 8);
+  auto prefill = db.find({"attention_prefill",
+                          {{"KV", DType::f16}},
+                          {{"n_tokens", 512}, {"kv_len", 512}, {"n_heads", 32}},
+                          {{"HEAD_DIM", 64}}});
+  REQUIRE(prefill);
+  CHECK(prefill->at("BLOCK_N") == 16);
 }
 
 TEST_CASE("non-tunable constexprs key separate tuning variants", "[runtime][tuning]") {
