@@ -172,6 +172,10 @@ int cmd_run(const std::vector<std::string>& argv_in) {
     for (const auto& [label, p] : rows)
       std::fprintf(stderr, "%-20s %10.2f %8lld %6.1f%%\n", label.c_str(), p.first,
                    static_cast<long long>(p.second), 100 * p.first / total);
+    auto [planned, unplanned] =
+        model.scratch_bytes(static_cast<int64_t>(r.prompt.size()), o.all_logits);
+    std::fprintf(stderr, "prefill scratch: %.1f MiB planned by liveness (%.1f MiB unshared)\n",
+                 planned / 1048576.0, unplanned / 1048576.0);
   }
   double decode_ms = 0;
   for (double v : r.token_ms) decode_ms += v;
