@@ -7,16 +7,14 @@
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "runtime/ops.h"
+#include "support/runtime_fixture.h"
 #include "support/test_data.h"
 
 using namespace kiln;
 using kiln::test::HostBuffer;
 
 namespace {
-Runtime& rt() {
-  static Runtime r(RuntimeOptions{2, "", false});
-  return r;
-}
+Runtime& rt() { return kiln::test::runtime(); }
 }  // namespace
 
 TEST_CASE("graph scratch is planned by liveness", "[runtime][graph]") {

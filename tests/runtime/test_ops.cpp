@@ -5,16 +5,14 @@
 
 #include "ir/error.h"
 #include "runtime/ops.h"
+#include "support/runtime_fixture.h"
 #include "support/test_data.h"
 
 using namespace kiln;
 using kiln::test::HostBuffer;
 
 namespace {
-Runtime& rt() {
-  static Runtime r(RuntimeOptions{2, "", false});
-  return r;
-}
+Runtime& rt() { return kiln::test::runtime(); }
 Tensor in(Graph& g, HostBuffer& b, Shape s) {
   return g.external(b.arg().data, b.dtype(), std::move(s));
 }
