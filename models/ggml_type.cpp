@@ -29,7 +29,8 @@ struct Entry {
 const std::vector<Entry>& supported() {
   static const std::vector<Entry> table = [] {
     std::vector<Entry> t = {{0, {"F32", 1, 4}}, {1, {"F16", 1, 2}}, {30, {"BF16", 1, 2}}};
-    for (auto q : {ggml::QuantType::Q4_0, ggml::QuantType::Q8_0, ggml::QuantType::Q4_K,
+    for (auto q : {ggml::QuantType::Q4_0, ggml::QuantType::Q4_1, ggml::QuantType::Q5_0,
+                   ggml::QuantType::Q5_1, ggml::QuantType::Q8_0, ggml::QuantType::Q4_K,
                    ggml::QuantType::Q6_K}) {
       const ggml::BlockFormat& f = ggml::block_format(q);
       auto id = static_cast<uint32_t>(q);
@@ -66,7 +67,8 @@ int64_t ggml_row_bytes(GgmlType t, int64_t n) {
 }
 
 bool is_block_quantized(GgmlType t) {
-  return t == GgmlType::q4_0 || t == GgmlType::q8_0 || t == GgmlType::q4_K || t == GgmlType::q6_K;
+  return t != GgmlType::f32 && t != GgmlType::f16 && t != GgmlType::bf16 &&
+         find_ggml_type(static_cast<uint32_t>(t)) != nullptr;
 }
 
 }  // namespace kiln

@@ -42,6 +42,9 @@ constexpr FormatInfo kFormats[] = {
     {WeightFormat::f16, "f16", 1, GgmlType::f16},
     {WeightFormat::q8_0, "q8_0", 7, GgmlType::q8_0},
     {WeightFormat::q4_0, "q4_0", 2, GgmlType::q4_0},
+    {WeightFormat::q4_1, "q4_1", 3, GgmlType::q4_1},
+    {WeightFormat::q5_0, "q5_0", 8, GgmlType::q5_0},
+    {WeightFormat::q5_1, "q5_1", 9, GgmlType::q5_1},
     {WeightFormat::q4_k_m, "q4_k_m", 15, GgmlType::q4_K},
 };
 
@@ -128,8 +131,7 @@ class Planner {
     if (type == GgmlType::q6_K) {
       fallback = GgmlType::q8_0;
     } else if (type == GgmlType::q4_K) {
-      fallback = GgmlType::q8_0;
-      why += "; llama.cpp falls back to Q5_0, which Kiln cannot write";
+      fallback = GgmlType::q5_0;
     } else {
       why += "; llama-quantize refuses such rows, its converter writes F16";
     }

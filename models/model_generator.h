@@ -22,13 +22,13 @@
 namespace kiln {
 
 // How the weight matrices are stored, as llama.cpp's file types name it.
-enum class WeightFormat { f32, f16, q8_0, q4_0, q4_k_m };
+enum class WeightFormat { f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m };
 
 // "f16" -> WeightFormat::f16; a kiln::Error listing the known names otherwise.
 WeightFormat parse_weight_format(std::string_view name);
 std::string_view weight_format_name(WeightFormat f);
 // general.file_type: llama.cpp's LLAMA_FTYPE (ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2,
-// MOSTLY_Q8_0 7, MOSTLY_Q4_K_M 15).
+// MOSTLY_Q8_0 7, MOSTLY_Q4_1 3, MOSTLY_Q5_0 8, MOSTLY_Q5_1 9, MOSTLY_Q4_K_M 15).
 uint32_t llama_file_type(WeightFormat f);
 
 // One tensor of a generated model: where it goes, how it is stored and what
@@ -51,8 +51,9 @@ struct PlannedTensor {
 // and models of exactly 8 experts store attn_k and attn_v as Q8_0. Where
 // llama.cpp would pick a type Kiln has no quantiser for, a wider one Kiln has
 // is used instead and `note` says so: Q5_K (attn_output of 8-expert models)
-// becomes Q6_K, and Q5_0 (Q4_K's fallback for rows that are not a multiple of
-// 256) becomes Q8_0; rows that are not a multiple of 32 fall back to F16.
+// becomes Q6_K. Rows that are not a multiple of 256 take llama.cpp's
+// fallbacks (Q4_K -> Q5_0, Q6_K -> Q8_0); rows that are not a multiple of 32
+// fall back to F16.
 std::vector<PlannedTensor> plan_model_tensors(const ModelPreset& p, int64_t n_vocab,
                                               WeightFormat format);
 

@@ -1,6 +1,7 @@
 // `kiln gen-model`: writes a random-weight GGUF model of a real architecture
 // (llama, qwen2, qwen3, qwen3moe, Mixtral-style llama-moe, gemma3) that Kiln and
-// llama.cpp both load, at a named size, in f32, f16, q8_0, q4_0 or q4_k_m.
+// llama.cpp both load, at a named size, in f32, f16, q8_0, q4_0, q4_1, q5_0,
+// q5_1 or q4_k_m.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -58,7 +59,8 @@ int cmd_gen_model(const std::vector<std::string>& argv) {
         "tensor names, shapes and metadata, loadable by Kiln and llama.cpp.\n"
         "  --arch    llama | qwen2 | qwen3 | qwen3moe | llama-moe (Mixtral-style) | gemma3\n"
         "  --preset  a size of that architecture (see --list)\n"
-        "  --type    f32 | f16 | q8_0 | q4_0 | q4_k_m (llama-quantize's mix: Q4_K, some Q6_K)\n"
+        "  --type    f32 | f16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q4_k_m (llama-quantize's mix:\n"
+        "            Q4_K, some Q6_K, Q5_0 for rows off 256)\n"
         "  --vocab   copy the tokenizer.* keys of this GGUF (and its vocabulary size);\n"
         "            default: a byte-level BPE vocabulary, padded to the preset's size\n"
         "  --seed    the same seed writes the same bytes, on any thread count\n"

@@ -1,6 +1,7 @@
 // Quantized matrix-vector products for t tokens at once: y[i] = W x[i] for
-// i < t, W [m, k] in ggml Q4_0, Q8_0, Q4_K or Q6_K blocks (FMT = the ggml
-// type id: 2, 8, 12, 14), each x[i] given as 8-bit blocks of 32 from
+// i < t, W [m, k] in ggml Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K or Q6_K blocks
+// (FMT = the ggml type id: 2, 3, 6, 7, 8, 12, 14), each x[i] given as 8-bit
+// blocks of 32 from
 // quantize_q8 (q, scale d, sum s per block). t = 1 is decode's GEMV; larger
 // t is prompt processing, where BLOCK_T tokens share every weight block a
 // program decodes.
@@ -10,6 +11,9 @@
 // (token_dots.h) multiplies them with every token's x block. Per format,
 // the scale and offset of that reduction:
 // - Q4_0 (w = (q - 8) d): scale d, offset 8 d.
+// - Q4_1 and Q5_1 (w = q d + m): scale d, offset -m, against d_x * sum(x_q)
+//   rounded to f16 as llama.cpp's Q8_1 activations hold it.
+// - Q5_0 (w = (q - 16) d, q's 5th bit from a u32 of bits): scale d, offset 16 d.
 // - Q8_0 (w = q d, q signed): bytes flipped to q ^ 0x80 = q + 128; scale d,
 //   offset 128 d.
 // - Q4_K (w = d sc q - dmin m per 32-weight sub-block, 6-bit sc and m):
@@ -39,7 +43,9 @@ namespace {
 //   token's accumulators stay in registers, and 16-byte code pieces (4
 //   lanes per row), which halves the f32 work per token.
 int64_t code_piece_bytes(int64_t fmt, bool stepped) {
-  return fmt == 2 || (stepped && fmt != 14) ? 16 : 32;
+  const bool nibbles =
+      fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7;  // weight j, j + 16 share a byte
+  return nibbles || (stepped && fmt != 14) ? 16 : 32;
 }
 
 // The f16 held in each row's two little-endian bytes ([.., 2] u8), as f32.
@@ -74,6 +80,9 @@ class Decoder {
   std::vector<SubBlock> decode(const Value& blk, const Value& step, const Value& xb0) {
     switch (FMT) {
       case 2: return {q4_0(blk, xb0)};
+      case 3: return {q4_1(blk, xb0)};
+      case 6: return {q5(blk, xb0, false)};
+      case 7: return {q5(blk, xb0, true)};
       case 8: return {q8_0(blk, xb0)};
       case 12: return stepped ? q4_k_step(blk, step, xb0) : q4_k(blk, xb0);
       default: {
@@ -110,6 +119,35 @@ class Decoder {
     auto qs = bytes(blk + 2, 16);
     return {
         {{qs & 15, 0}, {qs >> 4, 16}}, d, {{d * static_cast<double>(code_offset(2)), 0, 32}}, xb};
+  }
+
+  // w = q d + m: the min enters as a negative offset.
+  SubBlock q4_1(const Value& blk, const Value& xb) {
+    auto d = f16_at(blk), m = f16_at(blk + 2);
+    auto qs = bytes(blk + 4, 16);
+    return {{{qs & 15, 0}, {qs >> 4, 16}}, d, {{-m, 0, 32, true}}, xb};
+  }
+
+  // Q5_0 (w = (q - 16) d) and Q5_1 (w = q d + m): nibbles as Q4_0's, and
+  // the 5th bits, bit j of a little-endian u32 for weight j, as 16 where set.
+  SubBlock q5(const Value& blk, const Value& xb, bool with_min) {
+    auto d = f16_at(blk);
+    const int64_t qh_at = with_min ? 4 : 2;
+    auto qh = bytes(blk + static_cast<int>(qh_at), 4);  // [BM,4]
+    auto qs = bytes(blk + static_cast<int>(qh_at + 4), 16);
+    auto lane_bit = (full({16}, 1, DType::i32) << (arange(16) % 8)).to(DType::u8);  // [16]
+    auto fifth = [&](int64_t first) {  // [BM,16]: 16 where weight first + j has its bit set
+      auto two = reshape(slice(qh, {0, first / 8}, {BM, 2}), {BM, 2, 1});
+      auto spread = reshape(broadcast_to(two, {BM, 2, 8}), {BM, 16});
+      auto set = (spread & broadcast_to(lane_bit, {BM, 16})) != full({BM, 16}, 0, DType::u8);
+      return where(set, full({BM, 16}, 16, DType::u8), full({BM, 16}, 0, DType::u8));
+    };
+    SubBlock sb{{{(qs & 15) | fifth(0), 0}, {(qs >> 4) | fifth(16), 16}}, d, {}, xb};
+    if (with_min)
+      sb.offsets = {{-f16_at(blk + 2), 0, 32, true}};
+    else
+      sb.offsets = {{d * 16.0, 0, 32}};
+    return sb;
   }
 
   SubBlock q8_0(const Value& blk, const Value& xb) {
@@ -318,9 +356,8 @@ Kernel build_qgemv(const Spec& s) {
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "qgemv",
     .family = "qgemv",
-    .summary =
-        "y[i] = W x[i] for t tokens, W in ggml Q4_0/Q8_0/Q4_K/Q6_K blocks (FMT=2/8/12/14), x "
-        "from quantize_q8",
+    .summary = "y[i] = W x[i] for t tokens, W in ggml Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K blocks "
+               "(FMT=2/3/6/7/8/12/14), x from quantize_q8",
     .dtype_roles = {},
     .constexpr_defaults = {{"FMT", 8}, {"BLOCK_M", 8}, {"BLOCK_T", 1}},
     .build = build_qgemv,

@@ -71,16 +71,22 @@ void TokenDots::add(const SubBlock& sb) {
     }
     auto dx = load(x_.d + xblk);
     acc_[i] = fma(dot.to(DType::f32) * lane_scale, dx, Value(acc_[i]));
-    Value off;
+    Value off, off_scaled;  // terms of sum(x_q), and of d_x * sum(x_q)
     for (const auto& o : sb.offsets) {
       Value sx = o.n == 32 ? load(x_.s + xblk).to(DType::f32)
                            : sum(load(x_.q + (xblk * 32 + static_cast<int>(o.first) +
                                               arange(o.n).to(DType::i64)))
                                      .to(DType::f32));
+      if (o.f16_sum) {
+        auto term = o.coef * (sx * dx).to(DType::f16).to(DType::f32);
+        off_scaled = off_scaled.valid() ? off_scaled + term : term;
+        continue;
+      }
       auto term = o.coef * sx;
       off = off.valid() ? off + term : term;
     }
     if (off.valid()) accm_[i] = fma(off, dx, Value(accm_[i]));
+    if (off_scaled.valid()) accm_[i] = Value(accm_[i]) + off_scaled;
   }
 }
 

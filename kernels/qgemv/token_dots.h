@@ -34,6 +34,9 @@ struct SubBlock {
   struct Offset {
     Value coef;
     int64_t first, n;
+    // The term takes d_x * sum(x_q) rounded to f16, as llama.cpp's Q8_1
+    // activations (paired with Q4_1 and Q5_1) store it, instead of exact.
+    bool f16_sum = false;
   };
   std::vector<Offset> offsets;
   Value xblock;  // index of the token's 32-element x block (scalar)

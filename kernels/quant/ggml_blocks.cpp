@@ -13,9 +13,9 @@ namespace kiln::ggml {
 namespace {
 
 constexpr BlockFormat kFormats[] = {
-    {QuantType::Q4_0, "q4_0", 32, 18},
-    {QuantType::Q8_0, "q8_0", 32, 34},
-    {QuantType::Q4_K, "q4_K", 256, 144},
+    {QuantType::Q4_0, "q4_0", 32, 18},   {QuantType::Q4_1, "q4_1", 32, 20},
+    {QuantType::Q5_0, "q5_0", 32, 22},   {QuantType::Q5_1, "q5_1", 32, 24},
+    {QuantType::Q8_0, "q8_0", 32, 34},   {QuantType::Q4_K, "q4_K", 256, 144},
     {QuantType::Q6_K, "q6_K", 256, 210},
 };
 
@@ -213,6 +213,92 @@ void quantize_q4_0(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
+namespace {
+
+// min and max of a 32-value block, as ggml scans them.
+void block_min_max(const float* x, float* lo, float* hi) {
+  *lo = x[0];
+  *hi = x[0];
+  for (int j = 1; j < 32; ++j) {
+    if (x[j] < *lo) *lo = x[j];
+    if (x[j] > *hi) *hi = x[j];
+  }
+}
+
+// Stores 32 5-bit codes: low nibbles in 16 bytes (weight j and j + 16 share
+// byte j), the 5th bits as a little-endian u32 (bit j for weight j).
+void put_5bit(const int* q, uint8_t* qh, uint8_t* qs) {
+  uint32_t h = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<uint8_t>((q[j] & 15) | ((q[j + 16] & 15) << 4));
+    h |= static_cast<uint32_t>((q[j] >> 4) & 1) << j;
+    h |= static_cast<uint32_t>((q[j + 16] >> 4) & 1) << (j + 16);
+  }
+  std::memcpy(qh, &h, 4);
+}
+
+// The 5-bit code of weight j.
+int code_5bit(const uint8_t* qh, const uint8_t* qs, int j) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  int lo = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+  return lo | static_cast<int>(((h >> j) & 1) << 4);
+}
+
+}  // namespace
+
+void quantize_q4_1(const float* x, int64_t n, uint8_t* out) {
+  check_multiple(n, 32, "quantize_q4_1");
+  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 20) {
+    float lo, hi;
+    block_min_max(x, &lo, &hi);
+    const float d = (hi - lo) / 15.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    put_f16(out, d);
+    put_f16(out + 2, lo);
+    for (int j = 0; j < 16; ++j) {
+      int q0 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - lo) * id + 0.5f)));
+      int q1 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j + 16] - lo) * id + 0.5f)));
+      out[4 + j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+void quantize_q5_0(const float* x, int64_t n, uint8_t* out) {
+  check_multiple(n, 32, "quantize_q5_0");
+  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 22) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -16.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    put_f16(out, d);
+    int q[32];
+    for (int j = 0; j < 32; ++j)
+      q[j] = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
+    put_5bit(q, out + 2, out + 6);
+  }
+}
+
+void quantize_q5_1(const float* x, int64_t n, uint8_t* out) {
+  check_multiple(n, 32, "quantize_q5_1");
+  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 24) {
+    float lo, hi;
+    block_min_max(x, &lo, &hi);
+    const float d = (hi - lo) / 31.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    put_f16(out, d);
+    put_f16(out + 2, lo);
+    int q[32];
+    for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>((x[j] - lo) * id + 0.5f);
+    put_5bit(q, out + 4, out + 8);
+  }
+}
+
 void quantize_q4_k(const float* x, int64_t n, uint8_t* out) {
   check_multiple(n, 256, "quantize_q4_k");
   for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 144) {
@@ -313,6 +399,9 @@ void quantize_q6_k(const float* x, int64_t n, uint8_t* out) {
 void quantize(QuantType t, const float* x, int64_t n, uint8_t* out) {
   switch (t) {
     case QuantType::Q4_0: return quantize_q4_0(x, n, out);
+    case QuantType::Q4_1: return quantize_q4_1(x, n, out);
+    case QuantType::Q5_0: return quantize_q5_0(x, n, out);
+    case QuantType::Q5_1: return quantize_q5_1(x, n, out);
     case QuantType::Q8_0: return quantize_q8_0(x, n, out);
     case QuantType::Q4_K: return quantize_q4_k(x, n, out);
     case QuantType::Q6_K: return quantize_q6_k(x, n, out);
@@ -334,6 +423,23 @@ void dequantize(QuantType t, const uint8_t* blk, int64_t n, float* y) {
         for (int j = 0; j < 16; ++j) y[j] = d * ((blk[2 + j] & 0xF) - 8);
         for (int j = 0; j < 16; ++j) y[16 + j] = d * ((blk[2 + j] >> 4) - 8);
         y += 32;
+        break;
+      }
+      case QuantType::Q4_1: {
+        float d = f16_at(blk), m = f16_at(blk + 2);
+        for (int j = 0; j < 16; ++j) y[j] = (blk[4 + j] & 0xF) * d + m;
+        for (int j = 0; j < 16; ++j) y[16 + j] = (blk[4 + j] >> 4) * d + m;
+        y += 32;
+        break;
+      }
+      case QuantType::Q5_0: {
+        float d = f16_at(blk);
+        for (int j = 0; j < 32; ++j) *y++ = (code_5bit(blk + 2, blk + 6, j) - 16) * d;
+        break;
+      }
+      case QuantType::Q5_1: {
+        float d = f16_at(blk), m = f16_at(blk + 2);
+        for (int j = 0; j < 32; ++j) *y++ = code_5bit(blk + 4, blk + 8, j) * d + m;
         break;
       }
       case QuantType::Q4_K: {

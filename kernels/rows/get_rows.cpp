@@ -1,11 +1,12 @@
 // Rows of a table picked by index, as f32: out[i, :] = table[ids[i], :] *
 // scale. A forward looks up token embeddings with it (Gemma scales them by
 // sqrt(n_embd), as an f32 product after the lookup like llama.cpp) and
-// gathers the rows routed to an MoE expert (scale 1, exact). The table is f32/f16/bf16 (W, FMT 0)
-// or ggml blocks (W = u8, FMT = the ggml type id: 2 Q4_0, 8 Q8_0, 12 Q4_K, 14 Q6_K), dequantised
-// element by element exactly as ggml's dequantize_row does (same products in the same order), so a
-// quantized embedding matches llama.cpp's lookup bit for bit. Not fast, and need not be: it reads
-// one row per token.
+// gathers the rows routed to an MoE expert (scale 1, exact). The table is
+// f32/f16/bf16 (W, FMT 0) or ggml blocks (W = u8, FMT = the ggml type id:
+// 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 12 Q4_K, 14 Q6_K), dequantised
+// element by element exactly as ggml's dequantize_row does (same products
+// in the same order), so a quantized embedding matches llama.cpp's lookup
+// bit for bit. Not fast, and need not be: it reads one row per token.
 #include <functional>
 
 #include "ir/builder.h"
@@ -29,6 +30,15 @@ class BlockDecoder {
         Value nib = where(e < 16, q & 15, q >> 4);
         return (nib - 8).to(DType::f32) * f16(blk);
       }
+      case 3: {  // Q4_1: d, m, 16 bytes of nibbles; w = q d + m
+        Value q = byte(blk + 4 + e % 16);
+        Value nib = where(e < 16, q & 15, q >> 4);
+        return nib.to(DType::f32) * f16(blk) + f16(blk + 2);
+      }
+      case 6:  // Q5_0: d, 4 bytes of 5th bits, 16 of nibbles; w = (q - 16) d
+        return (code_5bit(blk + 2, blk + 6, e) - 16).to(DType::f32) * f16(blk);
+      case 7:  // Q5_1: d, m, 4 bytes of 5th bits, 16 of nibbles; w = q d + m
+        return code_5bit(blk + 4, blk + 8, e).to(DType::f32) * f16(blk) + f16(blk + 2);
       case 8:  // Q8_0: d, 32 signed bytes
         return signed_byte(blk + 2 + e).to(DType::f32) * f16(blk);
       case 12: {  // Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles
@@ -57,6 +67,14 @@ class BlockDecoder {
   }
 
  private:
+  // Element e's 5-bit code: its nibble (low for e < 16, high for the rest)
+  // and bit e of the little-endian u32 at qh.
+  Value code_5bit(const Value& qh, const Value& qs, const Value& e) {
+    Value q = byte(qs + e % 16);
+    Value nib = where(e < 16, q & 15, q >> 4);
+    Value bit = (byte(qh + e / 8) >> (e % 8).to(DType::i32)) & 1;
+    return nib | (bit << 4);
+  }
   Value byte(const Value& off) { return byte_(off); }
   Value signed_byte(const Value& off) { return (byte(off) ^ 128) - 128; }
   // The little-endian f16 at `off`, as f32.
@@ -72,7 +90,8 @@ Kernel build_get_rows(const Spec& s) {
   DType W = s.dtype("W");
   const int64_t FMT = s.constexpr_("FMT"), B = s.constexpr_("BLOCK");
   if ((W == DType::u8) != (FMT != 0))
-    throw Error("get_rows: W=u8 needs a ggml block FMT (2, 8, 12, 14), float tables FMT=0");
+    throw Error(
+        "get_rows: W=u8 needs a ggml block FMT (2, 3, 6, 7, 8, 12, 14), float tables FMT=0");
   auto table = k.buffer("table", W);
   auto ids = k.buffer("ids", DType::i32);
   auto out = k.buffer("out", DType::f32);

@@ -17,7 +17,12 @@ that flips the top-1 token at a few positions. llama.cpp against itself
 (its flash-attention path against its default one) shows the same effect,
 so that is the yardstick: Kiln's max |difference| from llama.cpp must be
 within 2x llama.cpp's own and its top-1 agreement within 4 points of
-llama.cpp's self-agreement. Exit code 77 (ctest's skip) when
+llama.cpp's self-agreement. In MoE models such a difference can also flip
+a token's choice between two experts whose router logits nearly tie, which
+moves that position's logits far (llama.cpp against itself shows it in some
+cases and not in others); for them the bar applies to the third-largest
+position difference, so up to 2 of the positions may differ by a flip.
+Each case draws its own tokens. Exit code 77 (ctest's skip) when
 llama-cpp-python is not installed.
 
   python3 tests/models/parity_llamacpp.py --kiln build/tools/kiln [--arch gemma3] [--type f16]
@@ -27,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import zlib
 
 try:
     import numpy as np
@@ -36,7 +42,7 @@ except ImportError as e:
     sys.exit(77)
 
 ARCHES = ("llama", "qwen3", "qwen2", "qwen3moe", "llama-moe", "gemma3")
-TYPES = ("f16", "q8_0", "q4_k_m")
+TYPES = ("f16", "q8_0", "q4_k_m", "q4_1", "q5_0", "q5_1")
 CASES = [(arch, qtype) for arch in ARCHES for qtype in TYPES]
 
 
@@ -47,9 +53,11 @@ def llamacpp_logits(path, tokens, flash_attn=False):
     return np.array(m.scores[: len(tokens)], dtype=np.float32)
 
 
-def compare(a, b):
-    """Top-1 agreement and max |a - b| / std(b)."""
-    return float(np.mean(a.argmax(1) == b.argmax(1))), float(np.abs(a - b).max() / b.std())
+def compare(a, b, spare=0):
+    """Top-1 agreement and max |a - b| / std(b) over the positions, leaving
+    out the `spare` positions that differ most."""
+    per_position = np.sort(np.abs(a - b).max(1))[::-1] / b.std()
+    return float(np.mean(a.argmax(1) == b.argmax(1))), float(per_position[spare])
 
 
 def main():
@@ -62,14 +70,10 @@ def main():
     ap.add_argument("--arch", nargs="*", choices=ARCHES, default=ARCHES, help="only these")
     ap.add_argument("--type", nargs="*", choices=TYPES, default=TYPES, help="only these")
     a = ap.parse_args()
-    rng = np.random.default_rng(0)
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         for arch, qtype in CASES:
             if arch not in a.arch or qtype not in a.type:
-                # Draw its tokens anyway (every tiny vocabulary has >= 256), so
-                # each case gets the same tokens as in a full run.
-                rng.integers(3, 256, a.tokens)
                 continue
             path = os.path.join(tmp, f"{arch}-{qtype}.gguf")
             gen = [a.kiln, "gen-model", "--arch", arch, "--preset", "tiny", "--type", qtype,
@@ -78,6 +82,8 @@ def main():
                 gen += ["--vocab", a.vocab]  # a SentencePiece vocabulary for one of them
             subprocess.run(gen, check=True, capture_output=True)
             n_vocab = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False).n_vocab()
+            # Each case draws its own tokens, so adding a case changes no other's.
+            rng = np.random.default_rng(zlib.crc32(f"{arch}-{qtype}".encode()))
             tokens = [int(t) for t in rng.integers(3, min(n_vocab, 256), a.tokens)]
             npy = os.path.join(tmp, "kiln.npy")
             subprocess.run([a.kiln, "run", "-m", path, "--tokens", ",".join(map(str, tokens)),
@@ -85,12 +91,13 @@ def main():
                            check=True, capture_output=True)
             ours = np.load(npy)
             theirs = llamacpp_logits(path, tokens)
-            agree, rel = compare(ours, theirs)
+            spare = 2 if arch.endswith("moe") and qtype != "f16" else 0
+            agree, rel = compare(ours, theirs, spare)
             if qtype == "f16":
                 ok = agree >= 0.99 and rel <= 0.02
                 bar = "needs top-1 >= 99.00 %, max|d|/std <= 0.0200"
             else:
-                self_agree, self_rel = compare(llamacpp_logits(path, tokens, True), theirs)
+                self_agree, self_rel = compare(llamacpp_logits(path, tokens, True), theirs, spare)
                 ok = agree >= self_agree - 0.04 and rel <= max(2 * self_rel, 0.01)
                 bar = (f"llama.cpp vs itself: top-1 {self_agree * 100:6.2f} %, "
                        f"max|d|/std {self_rel:.4f}")

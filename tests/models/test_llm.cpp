@@ -78,30 +78,38 @@ void compare(const std::vector<float>& a, const std::vector<float>& b, int64_t V
   CHECK(misses <= max_top1_misses);
 }
 
+// A prompt's every logit against the interpreter, then its last position
+// again as a decode step after the rest.
+void check_forward(const char* family, WeightFormat format) {
+  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 44, 32, 119};
+  INFO(family << " " << weight_format_name(format));
+  std::string path = tiny_model(family, format);
+  Llm jit(path, test::runtime(), 64), ref(path, test::runtime(), 64);
+  std::vector<float> a = jit.forward(prompt, true);
+  std::vector<float> b = ref.forward(prompt, true, /*interpret=*/true);
+  double s = spread(b);
+  CHECK(s > 0);
+  bool quantized = format != WeightFormat::f16;
+  compare(a, b, jit.config().n_vocab, s, quantized ? 1e-1 : 1e-3, quantized ? 1e-2 : 1e-3,
+          quantized ? 1 : 0);
+  Llm split(path, test::runtime(), 64);
+  split.forward(std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
+  std::vector<float> last = split.forward({prompt.back()});
+  std::vector<float> want(a.end() - static_cast<long>(last.size()), a.end());
+  compare(last, want, jit.config().n_vocab, s, quantized ? 1e-1 : 2e-3, quantized ? 1e-2 : 2e-3, 0);
+}
+
 }  // namespace
 
 TEST_CASE("model forwards match the interpreter and decode matches prefill", "[models][llm]") {
-  const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 44, 32, 119};
   for (const char* family : {"llama", "qwen2", "qwen3", "qwen3moe", "llama-moe", "gemma3"})
-    for (WeightFormat format : {WeightFormat::f16, WeightFormat::q8_0, WeightFormat::q4_k_m}) {
-      INFO(family << " " << weight_format_name(format));
-      std::string path = tiny_model(family, format);
-      Llm jit(path, test::runtime(), 64), ref(path, test::runtime(), 64);
-      std::vector<float> a = jit.forward(prompt, true);
-      std::vector<float> b = ref.forward(prompt, true, /*interpret=*/true);
-      double s = spread(b);
-      CHECK(s > 0);
-      bool quantized = format != WeightFormat::f16;
-      compare(a, b, jit.config().n_vocab, s, quantized ? 1e-1 : 1e-3, quantized ? 1e-2 : 1e-3,
-              quantized ? 1 : 0);
-      // The last position again, as a decode step after the rest.
-      Llm split(path, test::runtime(), 64);
-      split.forward(std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
-      std::vector<float> last = split.forward({prompt.back()});
-      std::vector<float> want(a.end() - static_cast<long>(last.size()), a.end());
-      compare(last, want, jit.config().n_vocab, s, quantized ? 1e-1 : 2e-3, quantized ? 1e-2 : 2e-3,
-              0);
-    }
+    for (WeightFormat format : {WeightFormat::f16, WeightFormat::q8_0, WeightFormat::q4_k_m})
+      check_forward(family, format);
+}
+
+TEST_CASE("Q4_1, Q5_0 and Q5_1 model forwards match the interpreter", "[models][llm]") {
+  for (WeightFormat format : {WeightFormat::q4_1, WeightFormat::q5_0, WeightFormat::q5_1})
+    check_forward("llama", format);
 }
 
 TEST_CASE("model forwards reject bad tokens and a full context", "[models][llm][error]") {

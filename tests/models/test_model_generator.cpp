@@ -148,8 +148,8 @@ GgmlType q4_k_m_type(const ModelPreset& p, const GgufTensor& t) {
       want = GgmlType::q8_0;
     if (n.find("attn_output.weight") != std::string::npos) want = GgmlType::q6_K;  // for Q5_K
   }
-  if (t.shape[0] % 256 != 0 && (want == GgmlType::q4_K || want == GgmlType::q6_K))
-    want = GgmlType::q8_0;
+  if (t.shape[0] % 256 != 0 && want == GgmlType::q4_K) want = GgmlType::q5_0;  // llama.cpp's
+  if (t.shape[0] % 256 != 0 && want == GgmlType::q6_K) want = GgmlType::q8_0;  // fallbacks
   return want;
 }
 
@@ -198,6 +198,9 @@ void check_model(const GgufFile& f, const ModelPreset& p, WeightFormat format, i
         CHECK(t->type == (norm_or_1d ? GgmlType::f32 : GgmlType::q8_0));
         break;
       case WeightFormat::q4_0:
+      case WeightFormat::q4_1:
+      case WeightFormat::q5_0:
+      case WeightFormat::q5_1:
         if (norm_or_1d)
           CHECK(t->type == GgmlType::f32);
         else if (name == "output.weight" || (name == "token_embd.weight" && p.tied_embeddings))
@@ -206,7 +209,10 @@ void check_model(const GgufFile& f, const ModelPreset& p, WeightFormat format, i
                                      name.find("attn_v.") != std::string::npos))
           CHECK(t->type == GgmlType::q8_0);
         else
-          CHECK(t->type == GgmlType::q4_0);
+          CHECK(t->type == (format == WeightFormat::q4_0   ? GgmlType::q4_0
+                            : format == WeightFormat::q4_1 ? GgmlType::q4_1
+                            : format == WeightFormat::q5_0 ? GgmlType::q5_0
+                                                           : GgmlType::q5_1));
         break;
       case WeightFormat::q4_k_m: CHECK(t->type == q4_k_m_type(p, *t)); break;
     }
@@ -249,8 +255,9 @@ TEST_CASE("gen-model: every architecture and type reads back as llama.cpp lays i
   TempDir tmp("kiln-gen-model");
   for (const std::string& family : families()) {
     ModelPreset p = find_model_preset(family, "tiny");
-    for (WeightFormat f : {WeightFormat::f32, WeightFormat::f16, WeightFormat::q8_0,
-                           WeightFormat::q4_0, WeightFormat::q4_k_m}) {
+    for (WeightFormat f :
+         {WeightFormat::f32, WeightFormat::f16, WeightFormat::q8_0, WeightFormat::q4_0,
+          WeightFormat::q4_1, WeightFormat::q5_0, WeightFormat::q5_1, WeightFormat::q4_k_m}) {
       std::string name = family + "-" + std::string(weight_format_name(f)) + ".gguf";
       INFO(name);
       GenModelSummary s = generate(p, f, tmp.path(name));
@@ -427,13 +434,16 @@ TEST_CASE("gen-model: Q4_K_M mixes types as llama-quantize does", "[models][gen_
   CHECK(type_of("blk.19.ffn_down.weight") == GgmlType::q6_K);  // i >= 7n/8
   CHECK(type_of("blk.18.ffn_down.weight") == GgmlType::q4_K);
 
-  // Rows of 896 (Qwen2.5-0.5B) are not whole Q4_K blocks: Q8_0, as noted.
+  // Rows of 896 (Qwen2.5-0.5B) are not whole K-quant blocks: llama.cpp's
+  // fallbacks, Q4_K -> Q5_0 and Q6_K -> Q8_0, as noted.
   auto q2 = plan_model_tensors(find_model_preset("qwen2", "small"), 151936, WeightFormat::q4_k_m);
   for (const PlannedTensor& t : q2) {
     INFO(t.name);
     if (t.shape.size() < 2) continue;
     if (t.shape[0] == 896) {
-      CHECK(t.type == GgmlType::q8_0);
+      bool six = t.name == "output.weight" || t.name == "blk.2.attn_v.weight" ||
+                 t.name == "blk.3.attn_v.weight";  // use_more_bits layers of 4
+      CHECK(t.type == (six ? GgmlType::q8_0 : GgmlType::q5_0));
       CHECK(t.note.empty() == (t.name == "output.weight"));  // llama.cpp's own rule there
     } else {
       CHECK(t.type != GgmlType::q8_0);
@@ -462,13 +472,13 @@ TEST_CASE("gen-model: gemma3/1b plans Gemma 3 1B's tensors with llama-quantize's
     return plan.front();
   };
   // Rows of 1152 are not whole K-quant blocks. The tied embedding takes
-  // llama.cpp's own Q8_0 for such an output; Q4_K's Q5_0 becomes Q8_0, noted.
+  // llama.cpp's own Q8_0 for such an output; Q4_K falls back to Q5_0, noted.
   CHECK(find("token_embd.weight").type == GgmlType::q8_0);
   CHECK(find("token_embd.weight").note.empty());
   CHECK(find("token_embd.weight").stddev == 0.02f);
-  CHECK(find("blk.3.attn_q.weight").type == GgmlType::q8_0);
+  CHECK(find("blk.3.attn_q.weight").type == GgmlType::q5_0);
   CHECK(find("blk.3.attn_q.weight").note.find("Q5_0") != std::string::npos);
-  CHECK(find("blk.3.ffn_up.weight").type == GgmlType::q8_0);
+  CHECK(find("blk.3.ffn_up.weight").type == GgmlType::q5_0);
   CHECK(find("blk.0.attn_v.weight").type == GgmlType::q8_0);  // Q6_K's fallback
   // Rows of 1024 (4 heads of 256) and 6912 are.
   CHECK(find("blk.3.attn_output.weight").type == GgmlType::q4_K);

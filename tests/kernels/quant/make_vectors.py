@@ -24,6 +24,11 @@ x[64:96] = np.linspace(-1, 1, 32, dtype=np.float32)  # ties between +-max
 x[96:128] *= 1000  # large values
 q8 = quants.quantize(x.reshape(1, -1), T.Q8_0).reshape(-1)
 q4 = quants.quantize(x.reshape(1, -1), T.Q4_0).reshape(-1)
+# Q4_1, Q5_0, Q5_1 of the same input, and what those bytes dequantise to.
+legacy = {}
+for t in (T.Q4_1, T.Q5_0, T.Q5_1):
+    raw = quants.quantize(x.reshape(1, -1), t).reshape(-1)
+    legacy[t] = (raw, quants.dequantize(raw.reshape(1, -1), t).reshape(-1).astype(np.float32))
 
 blocks = {}
 for t, size in ((T.Q4_K, 144), (T.Q6_K, 210)):
@@ -42,6 +47,10 @@ print("#pragma once\n#include <cstdint>\n\nnamespace kiln::test::ggml_vectors {"
 print("inline constexpr uint32_t kInput[] = {%s};" % hex_u32(x))
 print("inline constexpr uint8_t kQ8_0[] = {%s};" % hex_u8(q8))
 print("inline constexpr uint8_t kQ4_0[] = {%s};" % hex_u8(q4))
+for t, name in ((T.Q4_1, "Q4_1"), (T.Q5_0, "Q5_0"), (T.Q5_1, "Q5_1")):
+    raw, deq = legacy[t]
+    print("inline constexpr uint8_t k%s[] = {%s};" % (name, hex_u8(raw)))
+    print("inline constexpr uint32_t k%sValues[] = {%s};" % (name, hex_u32(deq)))
 for t, name in ((T.Q4_K, "Q4_K"), (T.Q6_K, "Q6_K")):
     raw, deq = blocks[t]
     print("inline constexpr uint8_t k%sBlocks[] = {%s};" % (name, hex_u8(raw)))

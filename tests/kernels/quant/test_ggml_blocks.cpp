@@ -37,6 +37,31 @@ TEST_CASE("Q8_0 and Q4_0 quantise bit-exactly like ggml", "[kernels][quant]") {
   CHECK(q4 == std::vector<uint8_t>(std::begin(v::kQ4_0), std::end(v::kQ4_0)));
 }
 
+TEST_CASE("Q4_1, Q5_0 and Q5_1 quantise and dequantise bit-exactly like ggml",
+          "[kernels][quant]") {
+  // The same six blocks as Q4_0's: random, all zero, ties, large values.
+  std::vector<float> x = input();
+  const int64_t n = static_cast<int64_t>(x.size());
+  struct Case {
+    QuantType t;
+    const uint8_t* want;
+    size_t bytes;
+    const uint32_t* values;
+  } cases[] = {{QuantType::Q4_1, v::kQ4_1, sizeof(v::kQ4_1), v::kQ4_1Values},
+               {QuantType::Q5_0, v::kQ5_0, sizeof(v::kQ5_0), v::kQ5_0Values},
+               {QuantType::Q5_1, v::kQ5_1, sizeof(v::kQ5_1), v::kQ5_1Values}};
+  for (const Case& c : cases) {
+    INFO(block_format(c.t).name);
+    std::vector<uint8_t> q(static_cast<size_t>(n / 32 * block_format(c.t).block_bytes));
+    REQUIRE(q.size() == c.bytes);
+    quantize(c.t, x.data(), n, q.data());
+    CHECK(q == std::vector<uint8_t>(c.want, c.want + c.bytes));
+    std::vector<float> y(x.size());
+    dequantize(c.t, c.want, n, y.data());
+    CHECK(y == floats(c.values, x.size()));
+  }
+}
+
 TEST_CASE("Q4_K and Q6_K dequantise like ggml", "[kernels][quant]") {
   std::vector<float> y(768);
   dequantize(QuantType::Q4_K, v::kQ4_KBlocks, 768, y.data());
@@ -76,7 +101,7 @@ TEST_CASE("block formats reject bad sizes and unknown type ids", "[kernels][quan
   std::vector<uint8_t> q(64);
   REQUIRE_THROWS_WITH(quantize_q8_0(x.data(), 33, q.data()),
                       Catch::Contains("33 elements is not a multiple of the 32-element block"));
-  REQUIRE_THROWS_WITH(block_format(7), Catch::Contains("ggml type id 7 is not a quantized format"));
+  REQUIRE_THROWS_WITH(block_format(10), Catch::Contains("ggml type id 10 is not a quantized format"));
   CHECK(block_format(12).block_bytes == 144);
 }
 

@@ -1,5 +1,5 @@
 // get_rows against the host references: float tables copied exactly, ggml
-// blocks (Q4_0, Q8_0, Q4_K, Q6_K) equal bit for bit to ggml::dequantize
+// blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K) equal bit for bit to ggml::dequantize
 // (itself checked against the gguf package and ggml's C), through the JIT
 // and the interpreter; bad formats and short tables refused.
 #include <catch2/catch.hpp>
@@ -82,8 +82,9 @@ TEST_CASE("get_rows scales rows as one f32 product", "[kernels][rows]") {
 }
 
 TEST_CASE("get_rows dequantises ggml blocks as ggml does", "[kernels][rows]") {
-  for (auto qt : {ggml::QuantType::Q4_0, ggml::QuantType::Q8_0, ggml::QuantType::Q4_K,
-                  ggml::QuantType::Q6_K}) {
+  for (auto qt :
+       {ggml::QuantType::Q4_0, ggml::QuantType::Q4_1, ggml::QuantType::Q5_0, ggml::QuantType::Q5_1,
+        ggml::QuantType::Q8_0, ggml::QuantType::Q4_K, ggml::QuantType::Q6_K}) {
     const ggml::BlockFormat& f = ggml::block_format(qt);
     INFO(f.name);
     const int64_t V = 6, n = 512, row_bytes = n / f.block_elems * f.block_bytes;
@@ -106,8 +107,8 @@ TEST_CASE("get_rows refuses formats and tables that do not fit", "[kernels][rows
   const KernelDef& def = find_kernel("get_rows");
   REQUIRE_THROWS_WITH(test::runtime().compile(def.make_spec({{"W", DType::u8}}, {{"FMT", 0}})),
                       Catch::Contains("W=u8 needs a ggml block FMT"));
-  REQUIRE_THROWS_WITH(test::runtime().compile(def.make_spec({{"W", DType::u8}}, {{"FMT", 3}})),
-                      Catch::Contains("3"));
+  REQUIRE_THROWS_WITH(test::runtime().compile(def.make_spec({{"W", DType::u8}}, {{"FMT", 4}})),
+                      Catch::Contains("4"));
   std::vector<uint8_t> table(10 * 34);
   std::vector<int32_t> ids = {0};
   std::vector<float> out(64);
