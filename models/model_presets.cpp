@@ -80,6 +80,11 @@ std::vector<ModelPreset> build() {
                     1e4f, 1e-5f));
   v.push_back(dense("llama", "tinyllama-1.1b", "llama", "kiln tinyllama-1.1b", 32000, 2048, 2048,
                     22, 32, 4, 64, 5632, 1e4f, 1e-5f));
+  // SmolLM-135M's widths with 4 of its 30 layers: rows of 576 are not whole
+  // K-quant blocks, so llama.cpp's K mixes fall back to Q5_0 / Q8_0 there,
+  // as they do in the small models people download.
+  v.push_back(dense("llama", "smollm", "llama", "kiln smollm", 49152, 2048, 576, 4, 9, 3, 64, 1536,
+                    1e4f, 1e-5f));
   // qwen2: q/k/v biases; `small` has Qwen2.5-0.5B's widths (896 is not a
   // multiple of 256, so K-quants fall back as llama.cpp's do).
   v.push_back(qwen2("tiny", "kiln qwen2 tiny", 0, 256, 2, 4, 2, 768));
