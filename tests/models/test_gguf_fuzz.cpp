@@ -17,7 +17,8 @@ using W = GgufWriter;
 
 namespace {
 
-// A small file with most value kinds, a BPE vocabulary and three tensors.
+// A small file with most value kinds, a BPE vocabulary and tensors of
+// several types (the 32-weight block formats among them).
 std::string seed_file() {
   W w;
   w.add("general.architecture", W::str("llama"));
@@ -34,6 +35,9 @@ std::string seed_file() {
   w.add("tokenizer.ggml.bos_token_id", W::u32(6));
   w.add_tensor("token_embd.weight", GgmlType::f32, {4, 2}, std::string(32, '\x3f'));
   w.add_tensor("blk.0.attn_q.weight", GgmlType::q4_0, {32, 2}, std::string(36, '\x01'));
+  w.add_tensor("blk.0.attn_k.weight", GgmlType::q5_0, {32, 2}, std::string(44, '\x03'));
+  w.add_tensor("blk.0.attn_v.weight", GgmlType::q4_1, {32, 1}, std::string(20, '\x04'));
+  w.add_tensor("blk.0.ffn_up.weight", GgmlType::q5_1, {32, 1}, std::string(24, '\x05'));
   w.add_tensor("output_norm.weight", GgmlType::f16, {4}, std::string(8, '\x02'));
   return w.bytes();
 }

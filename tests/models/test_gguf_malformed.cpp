@@ -145,6 +145,11 @@ TEST_CASE("gguf: rows that are not whole blocks", "[models][gguf][error]") {
                    "tensor 't' row size 48 is not a multiple of the Q4_0 block size 32");
   CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {128}, 12, 0).data(144).b,
                    "row size 128 is not a multiple of the Q4_K block size 256");
+  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {40}, 6, 0).data(64).b,
+                   "tensor 't' row size 40 is not a multiple of the Q5_0 block size 32");
+  // A truncated last block: two Q5_1 blocks are 48 bytes.
+  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {64}, 7, 0).data(47).b,
+                   "tensor 't' data out of bounds: 48 bytes at offset 0");
 }
 
 TEST_CASE("gguf: tensor data out of bounds, misaligned or overlapping", "[models][gguf][error]") {
