@@ -1,7 +1,6 @@
 #include "models/llm.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "ir/dtype.h"
 #include "ir/error.h"

@@ -7,7 +7,7 @@ namespace kiln {
 void Plan::launch(const std::string& label, const std::string& kernel,
                   const std::map<std::string, DType>& dtypes, const Args& args, const Sizes& sizes,
                   const std::map<std::string, int64_t>& fixed) {
-  const Kernel& sig = rt_.signature(find_kernel(kernel).make_spec(dtypes, fixed));
+  const Kernel& sig = rt_.signature(rt_.make_spec(kernel, dtypes, fixed));
   const std::string who = "plan step '" + label + "': kernel '" + kernel + "'";
   for (const auto& [name, a] : args) {
     bool known = false;

@@ -84,16 +84,18 @@ const Kernel& Runtime::signature(const Spec& spec) {
   return signatures_.emplace(spec.str(), std::move(k)).first->second;
 }
 
+Spec Runtime::make_spec(const std::string& kernel, const std::map<std::string, DType>& dtypes,
+                        const std::map<std::string, int64_t>& constexprs) {
+  Spec s = find_kernel(kernel).make_spec(dtypes, constexprs);
+  s.target = backend_->target_desc();
+  return s;
+}
+
 Spec Runtime::select(const std::string& kernel, const std::map<std::string, DType>& dtypes,
                      const std::vector<Arg>& args, const Sizes& sizes,
                      const std::map<std::string, int64_t>& fixed) {
   const KernelDef& def = find_kernel(kernel);
-  const TargetDesc target = backend_->target_desc();
-  auto make = [&](const std::map<std::string, int64_t>& c) {
-    Spec s = def.make_spec(dtypes, c);
-    s.target = target;
-    return s;
-  };
+  auto make = [&](const std::map<std::string, int64_t>& c) { return make_spec(kernel, dtypes, c); };
   Spec spec = make(fixed);
   if (def.shape_keys.empty()) return spec;
   ScalarArgs scalars = scalar_args(signature(spec), args, sizes);

@@ -67,6 +67,10 @@ class Runtime {
   };
   CompileStats compile_stats();
 
+  // The kernel's spec (defaults, heuristic, then `constexprs`) built for
+  // this runtime's backend: its target descriptor filled in.
+  Spec make_spec(const std::string& kernel, const std::map<std::string, DType>& dtypes,
+                 const std::map<std::string, int64_t>& constexprs = {});
   // The spec a launch with these dtypes, arguments and sizes should use.
   // `fixed` sets non-tunable constexprs (a format, a head size).
   Spec select(const std::string& kernel, const std::map<std::string, DType>& dtypes,

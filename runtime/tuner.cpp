@@ -71,9 +71,7 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
   if (def.tunables.empty()) throw Error("kernel '" + kernel + "' declares no tunables");
   // Every candidate is built for the runtime's backend, as select() builds them.
   auto make = [&](const std::map<std::string, DType>& dtypes, const Config& c) {
-    Spec s = def.make_spec(dtypes, c);
-    s.target = rt.backend().target_desc();
-    return s;
+    return rt.make_spec(kernel, dtypes, c);
   };
   Spec base = make(o.dtypes, o.fixed);
   Kernel k0 = build_kernel(base);

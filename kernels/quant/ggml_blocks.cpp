@@ -36,6 +36,19 @@ void check_multiple(int64_t n, int block, std::string_view what) {
                 " elements is not a multiple of the " + std::to_string(block) + "-element block");
 }
 
+// The value of largest magnitude of a 32-value block (the first on ties),
+// with its sign: Q4_0 and Q5_0 map it to their most negative code.
+float signed_max(const float* x) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
 // Round to nearest, ties to even, through the float mantissa (exact for
 // |x| < 2^22): the rounding ggml's K-quant search uses.
 int nearest_int(float x) {
@@ -195,14 +208,7 @@ void quantize_q4_0(const float* x, int64_t n, uint8_t* out) {
   check_multiple(n, 32, "quantize_q4_0");
   for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 18) {
     // The signed value of largest magnitude (the first one on ties) maps to -8.
-    float amax = 0, max = 0;
-    for (int j = 0; j < 32; ++j) {
-      if (std::fabs(x[j]) > amax) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -8.0f;
+    const float d = signed_max(x) / -8.0f;
     const float id = d != 0 ? 1.0f / d : 0.0f;
     put_f16(out, d);
     for (int j = 0; j < 16; ++j) {
@@ -215,14 +221,19 @@ void quantize_q4_0(const float* x, int64_t n, uint8_t* out) {
 
 namespace {
 
-// min and max of a 32-value block, as ggml scans them.
-void block_min_max(const float* x, float* lo, float* hi) {
-  *lo = x[0];
-  *hi = x[0];
+// Q4_1/Q5_1's block header: d = (max - min) / levels and the min, as f16
+// at out and out + 2. Returns the min and, in *id, 1/d (0 for d = 0).
+float put_scale_min(const float* x, float levels, uint8_t* out, float* id) {
+  float lo = x[0], hi = x[0];
   for (int j = 1; j < 32; ++j) {
-    if (x[j] < *lo) *lo = x[j];
-    if (x[j] > *hi) *hi = x[j];
+    if (x[j] < lo) lo = x[j];
+    if (x[j] > hi) hi = x[j];
   }
+  const float d = (hi - lo) / levels;
+  *id = d != 0 ? 1.0f / d : 0.0f;
+  put_f16(out, d);
+  put_f16(out + 2, lo);
+  return lo;
 }
 
 // Stores 32 5-bit codes: low nibbles in 16 bytes (weight j and j + 16 share
@@ -250,12 +261,8 @@ int code_5bit(const uint8_t* qh, const uint8_t* qs, int j) {
 void quantize_q4_1(const float* x, int64_t n, uint8_t* out) {
   check_multiple(n, 32, "quantize_q4_1");
   for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 20) {
-    float lo, hi;
-    block_min_max(x, &lo, &hi);
-    const float d = (hi - lo) / 15.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
-    put_f16(out, d);
-    put_f16(out + 2, lo);
+    float id;
+    const float lo = put_scale_min(x, 15.0f, out, &id);
     for (int j = 0; j < 16; ++j) {
       int q0 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - lo) * id + 0.5f)));
       int q1 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j + 16] - lo) * id + 0.5f)));
@@ -267,14 +274,7 @@ void quantize_q4_1(const float* x, int64_t n, uint8_t* out) {
 void quantize_q5_0(const float* x, int64_t n, uint8_t* out) {
   check_multiple(n, 32, "quantize_q5_0");
   for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 22) {
-    float amax = 0, max = 0;
-    for (int j = 0; j < 32; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -16.0f;
+    const float d = signed_max(x) / -16.0f;
     const float id = d != 0 ? 1.0f / d : 0.0f;
     put_f16(out, d);
     int q[32];
@@ -287,12 +287,8 @@ void quantize_q5_0(const float* x, int64_t n, uint8_t* out) {
 void quantize_q5_1(const float* x, int64_t n, uint8_t* out) {
   check_multiple(n, 32, "quantize_q5_1");
   for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 24) {
-    float lo, hi;
-    block_min_max(x, &lo, &hi);
-    const float d = (hi - lo) / 31.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
-    put_f16(out, d);
-    put_f16(out + 2, lo);
+    float id;
+    const float lo = put_scale_min(x, 31.0f, out, &id);
     int q[32];
     for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>((x[j] - lo) * id + 0.5f);
     put_5bit(q, out + 4, out + 8);
