@@ -29,11 +29,8 @@ struct Entry {
 const std::vector<Entry>& supported() {
   static const std::vector<Entry> table = [] {
     std::vector<Entry> t = {{0, {"F32", 1, 4}}, {1, {"F16", 1, 2}}, {30, {"BF16", 1, 2}}};
-    for (auto q : {ggml::QuantType::Q4_0, ggml::QuantType::Q4_1, ggml::QuantType::Q5_0,
-                   ggml::QuantType::Q5_1, ggml::QuantType::Q8_0, ggml::QuantType::Q4_K,
-                   ggml::QuantType::Q6_K}) {
-      const ggml::BlockFormat& f = ggml::block_format(q);
-      auto id = static_cast<uint32_t>(q);
+    for (const ggml::BlockFormat& f : ggml::block_formats()) {
+      auto id = static_cast<uint32_t>(f.type);
       t.push_back({id, {kGgmlNames[id], f.block_elems, f.block_bytes}});
     }
     return t;

@@ -49,11 +49,11 @@ TokenCount all_rows(const std::string& op, const Tensor& x, const TokenCount& ro
 
 bool has_rows16(int64_t quant) { return ggml::has_rows16(static_cast<ggml::QuantType>(quant)); }
 
-// The activation blocks llama.cpp pairs with a weight type: 256 (Q8_K) for
-// K-quants, 32 (Q8_0) otherwise; quantize_q8's QBLOCK.
+// The activation blocks llama.cpp pairs with a weight type, quantize_q8's
+// QBLOCK: 256 (Q8_K) for the 256-weight super-block formats, 32 (Q8_0)
+// otherwise.
 int64_t activation_block(int64_t quant) {
-  auto q = static_cast<ggml::QuantType>(quant);
-  return q == ggml::QuantType::Q4_K || q == ggml::QuantType::Q6_K ? 256 : 32;
+  return ggml::block_format(static_cast<int>(quant)).block_elems == 256 ? 256 : 32;
 }
 
 // x [t, k] as 8-bit blocks for the matmuls of block-quantized weights:

@@ -286,19 +286,18 @@ int cmd_bench(const std::vector<std::string>& argv) {
     const std::string base = rows16 ? f.substr(0, f.size() - suffix.size()) : f;
     ggml::QuantType fmt{};
     bool known = false;
-    for (auto t : {ggml::QuantType::Q8_0, ggml::QuantType::Q4_0, ggml::QuantType::Q4_1,
-                   ggml::QuantType::Q5_0, ggml::QuantType::Q5_1, ggml::QuantType::Q4_K,
-                   ggml::QuantType::Q6_K})
-      if (ggml::block_format(t).name == base) fmt = t, known = true;
+    std::string names;
+    for (const ggml::BlockFormat& b : ggml::block_formats()) {
+      if (b.name == base) fmt = b.type, known = true;
+      names += std::string(b.name) + (ggml::has_rows16(b.type) ? " (also -rows16), " : ", ");
+    }
     if (!known || (rows16 && !ggml::has_rows16(fmt)))
-      throw Error(
-          "--formats: unknown format '" + f +
-          "' (q8_0, q4_0, q4_K, q6_K, each also as <format>-rows16, q4_1, q5_0, q5_1, int4w, "
-          "int4w-rows16, awq, awq-int4w, awq-rows16)");
+      throw Error("--formats: unknown format '" + f + "' (" + names +
+                  "int4w, int4w-rows16, awq, awq-int4w, awq-rows16)");
     // --const values the kernel declares (e.g. BLOCK_M) override the
     // dispatch. K-quants take Q8_K-style activations (one scale per 256), as
     // forwards quantise them (ops::linear).
-    bool kquant = fmt == ggml::QuantType::Q4_K || fmt == ggml::QuantType::Q6_K;
+    bool kquant = ggml::block_format(fmt).block_elems == 256;
     const std::string kernel = rows16 ? "qgemv_rows16" : "qgemv";
     std::map<std::string, int64_t> fixed = declared_consts(kernel);
     fixed["FMT"] = static_cast<int>(fmt);

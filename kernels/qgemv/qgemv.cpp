@@ -1,10 +1,9 @@
 // Quantized matrix-vector products for t tokens at once: y[i] = W x[i] for
-// i < t, W [m, k] in ggml Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K or Q6_K blocks
-// (FMT = the ggml type id: 2, 3, 6, 7, 8, 12, 14), each x[i] given as 8-bit
-// blocks of 32 from
-// quantize_q8 (q, scale d, sum s per block). t = 1 is decode's GEMV; larger
-// t is prompt processing, where BLOCK_T tokens share every weight block a
-// program decodes.
+// i < t, W [m, k] in ggml blocks (FMT = the ggml type id: Q4_0 2, Q4_1 3,
+// Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14),
+// each x[i] given as 8-bit blocks of 32 from quantize_q8 (q, scale d, sum s
+// per block). t = 1 is decode's GEMV; larger t is prompt processing, where
+// BLOCK_T tokens share every weight block a program decodes.
 //
 // Dequantisation is fused: a program streams BLOCK_M rows and unpacks each
 // 32-weight sub-block's nibbles or bytes in registers once; TokenDots
@@ -16,11 +15,14 @@
 // - Q5_0 (w = (q - 16) d, q's 5th bit from a u32 of bits): scale d, offset 16 d.
 // - Q8_0 (w = q d, q signed): bytes flipped to q ^ 0x80 = q + 128; scale d,
 //   offset 128 d.
-// - Q4_K (w = d sc q - dmin m per 32-weight sub-block, 6-bit sc and m):
-//   scale d sc, offset dmin m.
-// - Q6_K (w = d sc (q - 32), 6-bit q, signed 8-bit sc per 16 weights): each
-//   lane takes its 16-weight group's scale; the 32 is taken off in the
-//   integer lanes (TokenDots' lane_offset).
+// - Q4_K and Q5_K (w = d sc q - dmin m per 32-weight sub-block, 6-bit sc
+//   and m; Q5_K's 5th bits from qh): scale d sc, offset dmin m.
+// - Q2_K (w = d sc q - dmin m per 16 weights, 4-bit sc and m): each lane
+//   takes its 16-weight group's scale, and each group's min is an offset
+//   over its 16 x values.
+// - Q3_K and Q6_K (w = d sc (q - c), signed 6- or 8-bit sc per 16
+//   weights, c = 4 or 32): each lane takes its group's scale; c is taken
+//   off in the integer lanes (TokenDots' lane_offset).
 #include <vector>
 
 #include "ir/builder.h"
@@ -45,7 +47,17 @@ namespace {
 int64_t code_piece_bytes(int64_t fmt, bool stepped) {
   const bool nibbles =
       fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7;  // weight j, j + 16 share a byte
-  return nibbles || (stepped && fmt != 14) ? 16 : 32;
+  // 16-weight group scales take 4 lanes each of a 32-byte piece.
+  const bool group_scales = fmt == 10 || fmt == 11 || fmt == 14;
+  return nibbles || (stepped && !group_scales) ? 16 : 32;
+}
+
+// Formats with Q4_K's 12-byte 6-bit scales and mins per 32 weights.
+bool scale_min_k(int64_t fmt) { return fmt == 12 || fmt == 13; }
+
+// v >> by, by a scalar (any int dtype) or per-lane amount, in v's dtype.
+Value shr(const Value& v, const Value& by) {
+  return v >> broadcast_to(by.to(v.dtype()), v.shape());
 }
 
 // The f16 held in each row's two little-endian bytes ([.., 2] u8), as f32.
@@ -72,7 +84,11 @@ class Decoder {
         xbase_(xbase),
         dots_(dots) {}
 
-  int64_t steps_per_block() const { return !stepped ? 1 : FMT == 12 ? 4 : FMT == 14 ? 2 : 1; }
+  int64_t steps_per_block() const {
+    if (!stepped) return 1;
+    if (scale_min_k(FMT)) return 4;                      // 64 weights a step
+    return FMT == 10 || FMT == 11 || FMT == 14 ? 2 : 1;  // 128
+  }
   int64_t piece_bytes() const { return code_piece_bytes(FMT, stepped); }
 
   // The sub-blocks of step `step` (ignored unless stepped) of the block at
@@ -84,11 +100,12 @@ class Decoder {
       case 6: return {q5(blk, xb0, false)};
       case 7: return {q5(blk, xb0, true)};
       case 8: return {q8_0(blk, xb0)};
-      case 12: return stepped ? q4_k_step(blk, step, xb0) : q4_k(blk, xb0);
-      default: {
-        if (stepped) return q6_k(blk, step, xb0);
-        auto out = q6_k(blk, full({}, 0, DType::i32), xb0);
-        auto second = q6_k(blk, full({}, 1, DType::i32), xb0);
+      case 12:
+      case 13: return stepped ? k_step(blk, step, xb0) : k_block(blk, xb0);
+      default: {  // 128-weight halves: Q2_K, Q3_K, Q6_K
+        if (stepped) return half(blk, step, xb0);
+        auto out = half(blk, full({}, 0, DType::i32), xb0);
+        auto second = half(blk, full({}, 1, DType::i32), xb0);
         out.insert(out.end(), second.begin(), second.end());
         return out;
       }
@@ -158,14 +175,21 @@ class Decoder {
             xb};
   }
 
-  // Sub-block j's codes: the low (even j) or high nibbles of the 32 bytes
-  // at 16 + 32 (j / 2).
-  SubBlock q4_k_sub(const Value& blk, const Value& d, const Value& dmin, const Value& chunk_off,
-                    int64_t half, const Value& s6, const Value& m6, const Value& xb) {
-    return {pieces(blk + 16 + chunk_off, [&](Value q) { return half == 0 ? (q & 15) : (q >> 4); }),
-            d * s6.to(DType::f32),
-            {{dmin * m6.to(DType::f32), 0, 32}},
-            xb};
+  // Sub-block j of a Q4_K or Q5_K block, as pieces: the low (even j) or
+  // high nibbles of the 32 bytes of qs at 32 (j / 2) (`chunk_off`), and for
+  // Q5_K bit j of qh's byte l as the 5th bit of weight l.
+  std::vector<SubBlock::Piece> k_codes(const Value& blk, const Value& chunk_off, int64_t half,
+                                       const Value& j) {
+    const bool q5 = FMT == 13;
+    std::vector<SubBlock::Piece> out;
+    for (int64_t first = 0; first < 32; first += piece_bytes()) {
+      auto q = bytes(blk + (q5 ? 48 : 16) + chunk_off + static_cast<int>(first), piece_bytes());
+      auto code = half == 0 ? (q & 15) : (q >> 4);
+      if (q5)
+        code = code | ((shr(bytes(blk + 16 + static_cast<int>(first), piece_bytes()), j) & 1) << 4);
+      out.push_back({code, first});
+    }
+    return out;
   }
 
   // The whole super-block for one token. The 6-bit scales and mins
@@ -174,7 +198,7 @@ class Decoder {
   // bytes j-4 and j) are unpacked from one 12-byte load into [BM,8] tiles
   // and multiplied by the 8 activation scales at once, so each sub-block
   // only picks its column; the min terms go to TokenDots in one [BM,8] op.
-  std::vector<SubBlock> q4_k(const Value& blk, const Value& xb0) {
+  std::vector<SubBlock> k_block(const Value& blk, const Value& xb0) {
     auto d = f16_at(blk), dmin = f16_at(blk + 2);  // [BM,1]
     auto sc = bytes(blk + 4, 12);                  // [BM,12]
     auto four = [&](int64_t first) { return slice(sc, {0, first}, {BM, 4}); };
@@ -193,11 +217,10 @@ class Decoder {
     std::vector<SubBlock> out;
     for (int64_t j = 0; j < 8; ++j) {
       auto chunk = full({}, 32.0 * (j / 2), DType::i64);
-      SubBlock sb{
-          pieces(blk + 16 + chunk, [&](Value q) { return j % 2 == 0 ? (q & 15) : (q >> 4); }),
-          slice(scales, {0, j}, {BM, 1}),
-          {},
-          xb0 + static_cast<int>(j)};
+      SubBlock sb{k_codes(blk, chunk, j % 2, full({}, static_cast<double>(j), DType::i32)),
+                  slice(scales, {0, j}, {BM, 1}),
+                  {},
+                  xb0 + static_cast<int>(j)};
       sb.scale_has_dx = true;
       out.push_back(sb);
     }
@@ -205,7 +228,7 @@ class Decoder {
   }
 
   // Step c: sub-blocks 2c and 2c+1, their scale bytes loaded one by one.
-  std::vector<SubBlock> q4_k_step(const Value& blk, const Value& c, const Value& xb0) {
+  std::vector<SubBlock> k_step(const Value& blk, const Value& c, const Value& xb0) {
     auto d = f16_at(blk), dmin = f16_at(blk + 2);  // [BM,1]
     std::vector<SubBlock> out;
     for (int64_t half = 0; half < 2; ++half) {
@@ -215,12 +238,30 @@ class Decoder {
       auto low = j < 4;
       auto s6 = where(low, a & 63, (b & 15) | ((a >> 6) << 4));
       auto m6 = where(low, b & 63, (b >> 4) | ((hi >> 6) << 4));
-      out.push_back(q4_k_sub(blk, d, dmin, (c * 32).to(DType::i64), half, s6, m6, xb0 + j));
+      out.push_back({k_codes(blk, (c * 32).to(DType::i64), half, j),
+                     d * s6.to(DType::f32),
+                     {{dmin * m6.to(DType::f32), 0, 32}},
+                     xb0 + j});
     }
     return out;
   }
 
-  // Half h of the super-block: sub-blocks 4h .. 4h+3, low bits from
+  // [BM,8] per-group values -> the [BM,8] lane values of sub-block s
+  // (groups 2s and 2s+1 over lanes 0-3 and 4-7).
+  Value lane_pair(const Value& groups, int64_t s) {
+    auto pair = reshape(slice(groups, {0, 2 * s}, {BM, 2}), {BM, 2, 1});
+    return reshape(broadcast_to(pair, {BM, 2, 4}), {BM, 8});
+  }
+
+  std::vector<SubBlock> half(const Value& blk, const Value& h, const Value& xb0) {
+    switch (FMT) {
+      case 10: return q2_k(blk, h, xb0);
+      case 11: return q3_k(blk, h, xb0);
+      default: return q6_k(blk, h, xb0);
+    }
+  }
+
+  // Half h of a Q6_K super-block: sub-blocks 4h .. 4h+3, low bits from
   // ql[64h .. 64h+63], high bits from qh[32h .. 32h+31], scales 8h .. 8h+7.
   std::vector<SubBlock> q6_k(const Value& blk, const Value& h, const Value& xb0) {
     auto d = f16_at(blk + 208);  // [BM,1]
@@ -232,12 +273,55 @@ class Decoder {
     for (int64_t s = 0; s < 4; ++s) {
       auto low = s % 2 == 0 ? ql_lo : ql_hi;
       auto q = (s < 2 ? (low & 15) : (low >> 4)) | (((qh >> static_cast<int>(2 * s)) & 3) << 4);
-      // Weights 0-15 take scale 2s, 16-31 scale 2s+1: lanes 0-3 and 4-7.
-      auto pair = reshape(slice(scd, {0, 2 * s}, {BM, 2}), {BM, 2, 1});
-      auto lane_sc = reshape(broadcast_to(pair, {BM, 2, 4}), {BM, 8});
-      SubBlock sb{{{q, 0}}, lane_sc, {}, xb0 + h * 4 + static_cast<int>(s)};
+      SubBlock sb{{{q, 0}}, lane_pair(scd, s), {}, xb0 + h * 4 + static_cast<int>(s)};
       sb.lane_offset = 32;
       out.push_back(sb);
+    }
+    return out;
+  }
+
+  // Half h of a Q3_K super-block: quarter s takes bits 2s..2s+1 of
+  // qs[32h .. 32h+31] and bit 4h + s of hmask as the 3rd bit; groups 8h ..
+  // 8h+7 have 6-bit scales (low nibbles of bytes 0-7 for h = 0, high
+  // nibbles for h = 1; bits 4-5 from byte 8 + g % 4 at bit 2 (g / 4)).
+  std::vector<SubBlock> q3_k(const Value& blk, const Value& h, const Value& xb0) {
+    auto d = f16_at(blk + 108);
+    auto h64 = h.to(DType::i64);
+    auto lo = bytes(blk + 96, 8);
+    auto low4 = where(broadcast_to(h == 0, {BM, 8}), lo & 15, lo >> 4);
+    auto hi = bytes(blk + 104, 4);
+    auto hi8 = reshape(broadcast_to(reshape(hi, {BM, 1, 4}), {BM, 2, 4}), {BM, 8});
+    auto hi_shift = (arange(8) / 4) * 2 + h * 4;  // [8]
+    auto s6 = low4 | ((shr(hi8, broadcast_to(hi_shift, {BM, 8})) & 3) << 4);
+    auto scd = (s6.to(DType::i32) - 32).to(DType::f32) * d;  // [BM,8]
+    auto qs = bytes(blk + 32 + h64 * 32, 32), hm = bytes(blk, 32);
+    std::vector<SubBlock> out;
+    for (int64_t s = 0; s < 4; ++s) {
+      auto q =
+          ((qs >> static_cast<int>(2 * s)) & 3) | ((shr(hm, h * 4 + static_cast<int>(s)) & 1) << 2);
+      SubBlock sb{{{q, 0}}, lane_pair(scd, s), {}, xb0 + h * 4 + static_cast<int>(s)};
+      sb.lane_offset = 4;
+      out.push_back(sb);
+    }
+    return out;
+  }
+
+  // Half h of a Q2_K super-block: quarter s takes bits 2s..2s+1 of
+  // qs[32h .. 32h+31]; group g's byte scales[g] holds its 4-bit scale (low)
+  // and min (high), each group's min an offset over its 16 x values.
+  std::vector<SubBlock> q2_k(const Value& blk, const Value& h, const Value& xb0) {
+    auto d = f16_at(blk + 80), dmin = f16_at(blk + 82);
+    auto h64 = h.to(DType::i64);
+    auto sc = bytes(blk + h64 * 8, 8);
+    auto scd = (sc & 15).to(DType::f32) * d, mins = (sc >> 4).to(DType::f32) * dmin;  // [BM,8]
+    auto qs = bytes(blk + 16 + h64 * 32, 32);
+    std::vector<SubBlock> out;
+    for (int64_t s = 0; s < 4; ++s) {
+      out.push_back({{{(qs >> static_cast<int>(2 * s)) & 3, 0}},
+                     lane_pair(scd, s),
+                     {{slice(mins, {0, 2 * s}, {BM, 1}), 0, 16},
+                      {slice(mins, {0, 2 * s + 1}, {BM, 1}), 16, 16}},
+                     xb0 + h * 4 + static_cast<int>(s)});
     }
     return out;
   }
@@ -331,7 +415,7 @@ Kernel build_qgemv(const Spec& s) {
     auto row_base = expand_dims(rows.to(DType::i64) * row_bytes, 1);  // [BM,1]
     const bool stepped = BT > 1;
     TokenDots dots(k, {xq, xd, xs}, toks, kb, BM, code_piece_bytes(FMT, stepped) / 4,
-                   FMT == 12 && !stepped ? 8 : 0);
+                   scale_min_k(FMT) && !stepped ? 8 : 0);
     Decoder dec(
         FMT, BM, stepped, w,
         [&](const Pointer& p) { return row_masked ? load(p, rmask, 0.0) : load(p); }, {xq, xd, xs},
@@ -356,8 +440,9 @@ Kernel build_qgemv(const Spec& s) {
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "qgemv",
     .family = "qgemv",
-    .summary = "y[i] = W x[i] for t tokens, W in ggml Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K blocks "
-               "(FMT=2/3/6/7/8/12/14), x from quantize_q8",
+    .summary = "y[i] = W x[i] for t tokens, W in ggml blocks (FMT = type id: Q4_0 2, Q4_1 3, "
+               "Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14), x from "
+               "quantize_q8",
     .dtype_roles = {},
     .constexpr_defaults = {{"FMT", 8}, {"BLOCK_M", 8}, {"BLOCK_T", 1}},
     .build = build_qgemv,
@@ -382,8 +467,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     // more from sharing x's blocks (14336x4096: 33 GB/s at 1 row, 55 at 8).
     .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
       int64_t fmt = s.constexpr_("FMT");
-      if (a.i("t") >= 4) return {{"BLOCK_T", fmt == 12 ? 8 : 4}, {"BLOCK_M", 8}};
-      return {{"BLOCK_T", 1}, {"BLOCK_M", fmt == 12 ? 8 : 1}};
+      if (a.i("t") >= 4) return {{"BLOCK_T", scale_min_k(fmt) ? 8 : 4}, {"BLOCK_M", 8}};
+      return {{"BLOCK_T", 1}, {"BLOCK_M", scale_min_k(fmt) ? 8 : 1}};
     },
     .tunables = {{"BLOCK_M", {1, 2, 4, 8, 16}}, {"BLOCK_T", {1, 2, 4, 8}}},
     .shape_keys = {"m", "k", "t"},

@@ -15,8 +15,9 @@ namespace {
 constexpr BlockFormat kFormats[] = {
     {QuantType::Q4_0, "q4_0", 32, 18},   {QuantType::Q4_1, "q4_1", 32, 20},
     {QuantType::Q5_0, "q5_0", 32, 22},   {QuantType::Q5_1, "q5_1", 32, 24},
-    {QuantType::Q8_0, "q8_0", 32, 34},   {QuantType::Q4_K, "q4_K", 256, 144},
-    {QuantType::Q6_K, "q6_K", 256, 210},
+    {QuantType::Q8_0, "q8_0", 32, 34},   {QuantType::Q2_K, "q2_K", 256, 84},
+    {QuantType::Q3_K, "q3_K", 256, 110}, {QuantType::Q4_K, "q4_K", 256, 144},
+    {QuantType::Q5_K, "q5_K", 256, 176}, {QuantType::Q6_K, "q6_K", 256, 210},
 };
 
 float f16_at(const uint8_t* p) {
@@ -60,10 +61,11 @@ int nearest_int(float x) {
 
 // Weighted fit of x ~ scale * L + min with L in 0..nmax (min <= 0): starts
 // from the plain min/max grid, then tries nstep + 1 stretched grids and keeps
-// the one with the least weighted squared error. Returns the scale and
-// stores -min.
+// the one with the least weighted squared (or, with `abs_error`, absolute)
+// error. Returns the scale and stores -min.
 float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min,
-                    float rmin, float rdelta, int nstep) {
+                    float rmin, float rdelta, int nstep, bool abs_error = false) {
+  auto error = [&](float diff) { return abs_error ? std::fabs(diff) : diff * diff; };
   float lo = x[0], hi = x[0], sum_w = w[0], sum_x = sum_w * x[0];
   for (int i = 1; i < n; ++i) {
     lo = x[i] < lo ? x[i] : lo;
@@ -83,8 +85,7 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
   for (int i = 0; i < n; ++i) {
     int l = std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - lo))));
     L[i] = static_cast<uint8_t>(l);
-    float diff = scale * L[i] + lo - x[i];
-    best += w[i] * (diff * diff);
+    best += w[i] * error(scale * L[i] + lo - x[i]);
   }
   uint8_t aux[32];
   for (int step = 0; step <= nstep; ++step) {
@@ -107,8 +108,7 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
     }
     float err = 0;
     for (int i = 0; i < n; ++i) {
-      float diff = this_scale * aux[i] + this_min - x[i];
-      err += w[i] * (diff * diff);
+      err += w[i] * error(this_scale * aux[i] + this_min - x[i]);
     }
     if (err < best) {
       std::memcpy(L, aux, static_cast<size_t>(n));
@@ -184,11 +184,17 @@ void q4k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
 
 const BlockFormat& block_format(QuantType t) { return block_format(static_cast<int>(t)); }
 
+std::span<const BlockFormat> block_formats() { return kFormats; }
+
 const BlockFormat& block_format(int id) {
   for (const BlockFormat& f : kFormats)
     if (static_cast<int>(f.type) == id) return f;
-  throw Error("ggml type id " + std::to_string(id) +
-              " is not a quantized format Kiln supports (q4_0=2, q8_0=8, q4_K=12, q6_K=14)");
+  std::string known;
+  for (const BlockFormat& f : kFormats)
+    known += (known.empty() ? "" : ", ") + std::string(f.name) + "=" +
+             std::to_string(static_cast<int>(f.type));
+  throw Error("ggml type id " + std::to_string(id) + " is not a quantized format Kiln supports (" +
+              known + ")");
 }
 
 void quantize_q8_0(const float* x, int64_t n, uint8_t* out) {
@@ -295,58 +301,234 @@ void quantize_q5_1(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
+namespace {
+
+// Q4_K and Q5_K's shared search: 32-weight sub-blocks fitted with codes
+// 0..nmax over grids from `rmin`, their scales and mins as 6-bit values
+// against the block's d and dmin (stored with the packed scales in the
+// 16-byte header at `hdr`), then every code refitted to the quantised
+// scales. Codes go to L[256].
+void quantize_k_scale_min(const float* x, int nmax, float rmin, int nstep, uint8_t* hdr,
+                          uint8_t* L) {
+  float scales[8], mins[8], w[32];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    const float* xs = x + 32 * j;
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+    float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
+    scales[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  uint8_t* sc = hdr + 4;
+  std::memset(sc, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    // ggml stores these through uint8_t, so the int wraps before the clamp.
+    uint8_t ls = static_cast<uint8_t>(nearest_int(inv_scale * scales[j]));
+    uint8_t lm = static_cast<uint8_t>(nearest_int(inv_min * mins[j]));
+    ls = std::min<uint8_t>(63, ls);
+    lm = std::min<uint8_t>(63, lm);
+    if (j < 4) {
+      sc[j] = ls;
+      sc[j + 4] = lm;
+    } else {
+      sc[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      sc[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+      sc[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+    }
+  }
+  put_f16(hdr, max_scale / 63.0f);
+  put_f16(hdr + 2, max_min / 63.0f);
+  float d = f16_at(hdr), dmin = f16_at(hdr + 2);
+  for (int j = 0; j < 8; ++j) {
+    int s6, m6;
+    q4k_scale_min(sc, j, &s6, &m6);
+    const float dj = d * s6;
+    if (dj == 0) continue;
+    const float mj = dmin * m6;
+    for (int l = 0; l < 32; ++l)
+      L[32 * j + l] =
+          static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int((x[32 * j + l] + mj) / dj))));
+  }
+}
+
+// Symmetric 3-bit fit of 16 weights, x ~ scale * (L - nmax), weighted by
+// x^2: the grid through the largest |x|, then up to 5 passes moving single
+// codes while that raises sum(w x l)^2 / sum(w l^2). Returns the scale.
+float fit_q3(const float* x, int8_t* L) {
+  const int n = 16, nmax = 4;
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < 1e-15f) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.0f;
+  }
+  const float iscale = -nmax / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
+    L[i] = static_cast<int8_t>(l);
+    float w = x[i] * x[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * L[i];
+      if (slx <= 0) continue;
+      float sl2 = suml2 - w * L[i] * L[i];
+      int l = std::max(-nmax, std::min(nmax - 1, nearest_int(x[i] * sl2 / slx)));
+      if (l == L[i]) continue;
+      slx += w * x[i] * l;
+      sl2 += w * l * l;
+      if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+        L[i] = static_cast<int8_t>(l);
+        sumlx = slx;
+        suml2 = sl2;
+        ++changed;
+      }
+    }
+    if (!changed) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return suml2 > 0 ? sumlx / suml2 : 0.0f;
+}
+
+// Packs 256 2-bit codes as Q2_K and Q3_K hold them: weight 128 h + 32 j + l
+// in bits 2j..2j+1 of qs[32 h + l].
+void put_2bit(const uint8_t* L, uint8_t* qs) {
+  for (int h = 0; h < 2; ++h, L += 128, qs += 32)
+    for (int l = 0; l < 32; ++l)
+      qs[l] = static_cast<uint8_t>(L[l] | (L[l + 32] << 2) | (L[l + 64] << 4) | (L[l + 96] << 6));
+}
+
+}  // namespace
+
+int q3k_scale(const uint8_t* s, int g) {
+  int low = g < 8 ? s[g] & 0xF : s[g - 8] >> 4;
+  return (low | (((s[8 + g % 4] >> (2 * (g / 4))) & 3) << 4)) - 32;
+}
+
 void quantize_q4_k(const float* x, int64_t n, uint8_t* out) {
   check_multiple(n, 256, "quantize_q4_k");
   for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 144) {
     uint8_t L[256];
-    float scales[8], mins[8], w[32];
-    float max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; ++j) {
-      const float* xs = x + 32 * j;
-      float sum_x2 = 0;
-      for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
-      float av_x = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
-      scales[j] = fit_scale_min(32, 15, xs, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20);
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-    float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-    uint8_t* sc = out + 4;
-    std::memset(sc, 0, 12);
-    for (int j = 0; j < 8; ++j) {
-      // ggml stores these through uint8_t, so the int wraps before the clamp.
-      uint8_t ls = static_cast<uint8_t>(nearest_int(inv_scale * scales[j]));
-      uint8_t lm = static_cast<uint8_t>(nearest_int(inv_min * mins[j]));
-      ls = std::min<uint8_t>(63, ls);
-      lm = std::min<uint8_t>(63, lm);
-      if (j < 4) {
-        sc[j] = ls;
-        sc[j + 4] = lm;
-      } else {
-        sc[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-        sc[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-        sc[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-      }
-    }
-    put_f16(out, max_scale / 63.0f);
-    put_f16(out + 2, max_min / 63.0f);
-    float d = f16_at(out), dmin = f16_at(out + 2);
-    for (int j = 0; j < 8; ++j) {
-      int s6, m6;
-      q4k_scale_min(sc, j, &s6, &m6);
-      const float dj = d * s6;
-      if (dj == 0) continue;
-      const float mj = dmin * m6;
-      for (int l = 0; l < 32; ++l)
-        L[32 * j + l] =
-            static_cast<uint8_t>(std::max(0, std::min(15, nearest_int((x[32 * j + l] + mj) / dj))));
-    }
+    quantize_k_scale_min(x, 15, -1.0f, 20, out, L);
     uint8_t* q = out + 16;
     for (int c = 0; c < 4; ++c)
       for (int l = 0; l < 32; ++l)
         q[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+  }
+}
+
+void quantize_q5_k(const float* x, int64_t n, uint8_t* out) {
+  check_multiple(n, 256, "quantize_q5_k");
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 176) {
+    uint8_t L[256];
+    quantize_k_scale_min(x, 31, -0.5f, 15, out, L);
+    uint8_t* qh = out + 16;
+    uint8_t* q = out + 48;
+    std::memset(qh, 0, 32);
+    for (int c = 0; c < 4; ++c)
+      for (int l = 0; l < 32; ++l) {
+        int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+        q[32 * c + l] = static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4));
+        qh[l] |= static_cast<uint8_t>(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+      }
+  }
+}
+
+void quantize_q3_k(const float* x, int64_t n, uint8_t* out) {
+  check_multiple(n, 256, "quantize_q3_k");
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 110) {
+    int8_t L[256];
+    float scales[16];
+    float max_scale = 0, amax = 0;
+    for (int g = 0; g < 16; ++g) {
+      scales[g] = fit_q3(x + 16 * g, L + 16 * g);
+      if (std::fabs(scales[g]) > amax) {
+        amax = std::fabs(scales[g]);
+        max_scale = scales[g];
+      }
+    }
+    uint8_t* sc = out + 96;
+    std::memset(sc, 0, 12);
+    if (max_scale != 0) {
+      const float iscale = -32.0f / max_scale;
+      for (int g = 0; g < 16; ++g) {
+        // ggml keeps the rounded value in an int8_t: it wraps before the clamp.
+        int l = static_cast<int8_t>(nearest_int(iscale * scales[g]));
+        l = std::max(-32, std::min(31, l)) + 32;
+        sc[g % 8] |= static_cast<uint8_t>((l & 0xF) << (g < 8 ? 0 : 4));
+        sc[8 + g % 4] |= static_cast<uint8_t>((l >> 4) << (2 * (g / 4)));
+      }
+      put_f16(out + 108, 1 / iscale);
+    } else {
+      put_f16(out + 108, 0.0f);
+    }
+    const float d = f16_at(out + 108);
+    for (int g = 0; g < 16; ++g) {
+      const float dg = d * q3k_scale(sc, g);
+      if (dg == 0) continue;
+      for (int i = 0; i < 16; ++i)
+        L[16 * g + i] =
+            static_cast<int8_t>(std::max(-4, std::min(3, nearest_int(x[16 * g + i] / dg))) + 4);
+    }
+    // The 3rd bit of weight e goes to bit e / 32 of hmask[e % 32].
+    uint8_t low[256];
+    std::memset(out, 0, 32);
+    for (int e = 0; e < 256; ++e) {
+      if (L[e] > 3) out[e % 32] |= static_cast<uint8_t>(1 << (e / 32));
+      low[e] = static_cast<uint8_t>(L[e] & 3);
+    }
+    put_2bit(low, out + 32);
+  }
+}
+
+void quantize_q2_k(const float* x, int64_t n, uint8_t* out) {
+  check_multiple(n, 256, "quantize_q2_k");
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 84) {
+    uint8_t L[256];
+    float scales[16], mins[16], w[16];
+    float max_scale = 0, max_min = 0;
+    for (int g = 0; g < 16; ++g) {
+      for (int l = 0; l < 16; ++l) w[l] = std::fabs(x[16 * g + l]);
+      scales[g] = fit_scale_min(16, 3, x + 16 * g, w, L + 16 * g, &mins[g], -0.5f, 0.1f, 15, true);
+      max_scale = std::max(max_scale, scales[g]);
+      max_min = std::max(max_min, mins[g]);
+    }
+    uint8_t* sc = out;
+    std::memset(sc, 0, 16);
+    put_f16(out + 80, max_scale > 0 ? max_scale / 15.0f : 0.0f);
+    put_f16(out + 82, max_min > 0 ? max_min / 15.0f : 0.0f);
+    if (max_scale > 0)
+      for (int g = 0; g < 16; ++g)
+        sc[g] = static_cast<uint8_t>(nearest_int(15.0f / max_scale * scales[g]));
+    if (max_min > 0)
+      for (int g = 0; g < 16; ++g)
+        sc[g] |= static_cast<uint8_t>(nearest_int(15.0f / max_min * mins[g]) << 4);
+    const float d = f16_at(out + 80), dmin = f16_at(out + 82);
+    for (int g = 0; g < 16; ++g) {
+      const float dg = d * (sc[g] & 0xF);
+      if (dg == 0) continue;
+      const float mg = dmin * (sc[g] >> 4);
+      for (int i = 0; i < 16; ++i)
+        L[16 * g + i] =
+            static_cast<uint8_t>(std::max(0, std::min(3, nearest_int((x[16 * g + i] + mg) / dg))));
+    }
+    put_2bit(L, out + 16);
   }
 }
 
@@ -399,7 +581,10 @@ void quantize(QuantType t, const float* x, int64_t n, uint8_t* out) {
     case QuantType::Q5_0: return quantize_q5_0(x, n, out);
     case QuantType::Q5_1: return quantize_q5_1(x, n, out);
     case QuantType::Q8_0: return quantize_q8_0(x, n, out);
+    case QuantType::Q2_K: return quantize_q2_k(x, n, out);
+    case QuantType::Q3_K: return quantize_q3_k(x, n, out);
     case QuantType::Q4_K: return quantize_q4_k(x, n, out);
+    case QuantType::Q5_K: return quantize_q5_k(x, n, out);
     case QuantType::Q6_K: return quantize_q6_k(x, n, out);
   }
 }
@@ -451,6 +636,41 @@ void dequantize(QuantType t, const uint8_t* blk, int64_t n, float* y) {
           for (int l = 0; l < 32; ++l) y[l] = d1 * (qs[32 * c + l] & 0xF) - m1;
           for (int l = 0; l < 32; ++l) y[32 + l] = d2 * (qs[32 * c + l] >> 4) - m2;
           y += 64;
+        }
+        break;
+      }
+      case QuantType::Q5_K: {
+        float d = f16_at(blk), dmin = f16_at(blk + 2);
+        const uint8_t* qh = blk + 16;
+        const uint8_t* qs = blk + 48;
+        for (int s = 0; s < 8; ++s) {
+          int sc, m;
+          q4k_scale_min(blk + 4, s, &sc, &m);
+          const float ds = d * sc, ms = dmin * m;
+          for (int l = 0; l < 32; ++l) {
+            int q = (s % 2 == 0 ? qs[32 * (s / 2) + l] & 0xF : qs[32 * (s / 2) + l] >> 4) +
+                    ((qh[l] >> s) & 1 ? 16 : 0);
+            *y++ = ds * q - ms;
+          }
+        }
+        break;
+      }
+      case QuantType::Q3_K: {
+        const float d = f16_at(blk + 108);
+        for (int e = 0; e < 256; ++e) {
+          const int l = e % 32, j = (e % 128) / 32;
+          const int q =
+              ((blk[32 + 32 * (e / 128) + l] >> (2 * j)) & 3) - ((blk[l] >> (e / 32)) & 1 ? 0 : 4);
+          *y++ = d * q3k_scale(blk + 96, e / 16) * q;
+        }
+        break;
+      }
+      case QuantType::Q2_K: {
+        const float d = f16_at(blk + 80), dmin = f16_at(blk + 82);
+        for (int e = 0; e < 256; ++e) {
+          const uint8_t sc = blk[e / 16];
+          const int q = (blk[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+          *y++ = d * (sc & 0xF) * q - dmin * (sc >> 4);
         }
         break;
       }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace kiln::ggml {
@@ -21,7 +22,23 @@ namespace kiln::ggml {
 //   Q5_0 22 B: f16 d @0, u32 qh @2, qs[16] @6;      w = (q - 16) d
 //   Q5_1 24 B: f16 d @0, f16 m @2, u32 qh @4, qs[16] @8; w = q d + m
 //   Q8_0 34 B: f16 d @0, i8 qs[32] @2;              w = q d
-// where Q5's 5th bit of weight j is bit j of qh. The K formats: FORMATS.md.
+// where Q5's 5th bit of weight j is bit j of qh.
+// The K formats hold 256 weights in sub-blocks of 32 (Q4_K, Q5_K) or 16
+// (Q2_K, Q3_K, Q6_K); Q4_K and Q6_K are in FORMATS.md. Weight e of a 2- or
+// 3-bit super-block sits in half h = e / 128 at quarter j = (e % 128) / 32,
+// lane l = e % 32: bits 2j..2j+1 of qs[32 h + l], and its 16-weight group is
+// g = e / 16.
+//   Q2_K  84 B: u8 scales[16] @0 (low nibble sc, high nibble m), qs[64] @16,
+//               f16 d @80, f16 dmin @82;          w = d sc_g q - dmin m_g
+//   Q3_K 110 B: hmask[32] @0, qs[64] @32, scales[12] @96, f16 d @108;
+//               w = d (s_g - 32) (q - 4 + 4 hbit), hbit = bit e / 32 of
+//               hmask[l]; 6-bit s_g: low nibble of byte g (g < 8) or high
+//               nibble of byte g - 8, bits 4-5 from byte 8 + g % 4 at bit
+//               2 (g / 4)
+//   Q5_K 176 B: f16 d @0, f16 dmin @2, scales[12] @4 (Q4_K's), qh[32] @16,
+//               qs[128] @48; sub-block s = e / 32 takes the low (s even)
+//               or high nibble of qs[32 (s / 2) + l] and bit s of qh[l] as
+//               its 5th bit;                      w = d sc_s q - dmin m_s
 // ggml's type ids, as stored in GGUF tensor infos.
 enum class QuantType : int {
   Q4_0 = 2,
@@ -29,7 +46,10 @@ enum class QuantType : int {
   Q5_0 = 6,
   Q5_1 = 7,
   Q8_0 = 8,
+  Q2_K = 10,
+  Q3_K = 11,
   Q4_K = 12,
+  Q5_K = 13,
   Q6_K = 14
 };
 
@@ -43,10 +63,15 @@ struct BlockFormat {
 const BlockFormat& block_format(QuantType t);
 // Throws kiln::Error naming the type id when Kiln does not know it.
 const BlockFormat& block_format(int ggml_type_id);
+// Every format above, in type-id order.
+std::span<const BlockFormat> block_formats();
 
 // The 6-bit scale and min of sub-block j (0-7) of a Q4_K block, from its 12
 // packed scale bytes (FORMATS.md).
 void q4k_scale_min(const uint8_t* scales12, int j, int* sc, int* m);
+// The signed scale (-32..31) of 16-weight group g (0-15) of a Q3_K block,
+// from its 12 packed scale bytes.
+int q3k_scale(const uint8_t* scales12, int g);
 
 // n must be a multiple of the block size (32); out holds n/32 blocks.
 void quantize_q8_0(const float* x, int64_t n, uint8_t* out);
@@ -67,6 +92,18 @@ void quantize_q4_k(const float* x, int64_t n, uint8_t* out);
 // 6-bit fit (weights x^2, 19 candidate grids), the group scales quantised
 // to signed 8 bits against the block's d, then the final 6-bit values.
 void quantize_q6_k(const float* x, int64_t n, uint8_t* out);
+
+// ggml's references for the other K formats, bit for bit:
+// - Q5_K: Q4_K's search with 5-bit codes (31 levels, grids from -0.5 in 16
+//   steps), the 5th bits packed into qh.
+// - Q3_K: per 16-weight group a symmetric 3-bit fit refined by up to 5
+//   passes of single-code moves (weights x^2), the group scales as 6-bit
+//   values against d = max / -32.
+// - Q2_K: per 16-weight group a scale and min fit on 2-bit codes weighted
+//   by |x| with absolute error, both quantised to 4 bits.
+void quantize_q5_k(const float* x, int64_t n, uint8_t* out);
+void quantize_q3_k(const float* x, int64_t n, uint8_t* out);
+void quantize_q2_k(const float* x, int64_t n, uint8_t* out);
 
 // Any of the quantisers above by type; n a multiple of the type's block size.
 void quantize(QuantType t, const float* x, int64_t n, uint8_t* out);

@@ -3,7 +3,8 @@
 // sqrt(n_embd), as an f32 product after the lookup like llama.cpp) and
 // gathers the rows routed to an MoE expert (scale 1, exact). The table is
 // f32/f16/bf16 (W, FMT 0) or ggml blocks (W = u8, FMT = the ggml type id:
-// 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 12 Q4_K, 14 Q6_K), dequantised
+// 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 10 Q2_K, 11 Q3_K, 12 Q4_K,
+// 13 Q5_K, 14 Q6_K; layouts in kernels/quant/ggml_blocks.h), dequantised
 // element by element exactly as ggml's dequantize_row does (same products
 // in the same order), so a quantized embedding matches llama.cpp's lookup
 // bit for bit. Not fast, and need not be: it reads one row per token.
@@ -41,16 +42,35 @@ class BlockDecoder {
         return code_5bit(blk + 4, blk + 8, e).to(DType::f32) * f16(blk) + f16(blk + 2);
       case 8:  // Q8_0: d, 32 signed bytes
         return signed_byte(blk + 2 + e).to(DType::f32) * f16(blk);
-      case 12: {  // Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles
+      case 10: {  // Q2_K: 16 scale|min bytes, 64 of 2-bit codes, d, dmin
+        Value sc = byte(blk + e / 16);
+        Value q =
+            (byte(blk + 16 + (e / 128) * 32 + e % 32) >> (((e % 128) / 32) * 2).to(DType::i32)) & 3;
+        return f16(blk + 80) * (sc & 15).to(DType::f32) * q.to(DType::f32) -
+               f16(blk + 82) * (sc >> 4).to(DType::f32);
+      }
+      case 11: {  // Q3_K: 32 bytes of 3rd bits, 64 of 2-bit codes, 12 of 6-bit scales, d
+        Value g = e / 16;
+        Value lo = byte(blk + 96 + g % 8);
+        Value hi = (byte(blk + 104 + g % 4) >> ((g / 4) * 2).to(DType::i32)) & 3;
+        Value sc = (where(g < 8, lo & 15, lo >> 4) | (hi << 4)) - 32;
+        Value q =
+            (byte(blk + 32 + (e / 128) * 32 + e % 32) >> (((e % 128) / 32) * 2).to(DType::i32)) & 3;
+        Value hbit = (byte(blk + e % 32) >> (e / 32).to(DType::i32)) & 1;
+        return f16(blk + 108) * sc.to(DType::f32) * (q - ((hbit ^ 1) << 2)).to(DType::f32);
+      }
+      case 12:    // Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles
+      case 13: {  // Q5_K: Q4_K's header, 32 bytes of 5th bits, 128 of nibbles
         Value j = e / 32;
         Value lo = j < 4;
         Value s_j = byte(blk + 4 + j), s_j4 = byte(blk + 4 + j + 4);
         Value s_jm4 = byte(blk + 4 + (j + 8) % 12);  // s[j - 4] for j >= 4
         Value sc = where(lo, s_j & 63, (s_j4 & 15) | ((s_jm4 >> 6) << 4));
         Value m = where(lo, s_j4 & 63, (s_j4 >> 4) | ((s_j >> 6) << 4));
-        Value q = byte(blk + 16 + (e / 64) * 32 + e % 32);
-        Value nib = where((j & 1) == 0, q & 15, q >> 4);
-        return f16(blk) * sc.to(DType::f32) * nib.to(DType::f32) - f16(blk + 2) * m.to(DType::f32);
+        Value q = byte(blk + (fmt == 13 ? 48 : 16) + (e / 64) * 32 + e % 32);
+        Value code = where((j & 1) == 0, q & 15, q >> 4);
+        if (fmt == 13) code = code | (((byte(blk + 16 + e % 32) >> j.to(DType::i32)) & 1) << 4);
+        return f16(blk) * sc.to(DType::f32) * code.to(DType::f32) - f16(blk + 2) * m.to(DType::f32);
       }
       case 14: {  // Q6_K: 128 bytes of low nibbles, 64 of high pairs, 16 scales, d
         Value h = e / 128, r = e % 128;
@@ -91,7 +111,8 @@ Kernel build_get_rows(const Spec& s) {
   const int64_t FMT = s.constexpr_("FMT"), B = s.constexpr_("BLOCK");
   if ((W == DType::u8) != (FMT != 0))
     throw Error(
-        "get_rows: W=u8 needs a ggml block FMT (2, 3, 6, 7, 8, 12, 14), float tables FMT=0");
+        "get_rows: W=u8 needs a ggml block FMT (a ggml type id, e.g. 8 for Q8_0), float tables "
+        "FMT=0");
   auto table = k.buffer("table", W);
   auto ids = k.buffer("ids", DType::i32);
   auto out = k.buffer("out", DType::f32);

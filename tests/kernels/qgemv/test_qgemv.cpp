@@ -161,7 +161,7 @@ TEST_CASE("qgemv matches the dequantised product for every block format", "[kern
   struct Dims {
     int64_t m, k;
   };
-  for (int fmt : {2, 3, 6, 7, 8, 12, 14})
+  for (int fmt : {2, 3, 6, 7, 8, 10, 11, 12, 13, 14})
     for (Dims s : {Dims{1, 256}, Dims{7, 512}, Dims{33, 4096}, Dims{130, 256}})
       for (int bm : {1, 4, 8}) check_qgemv(fmt, s.m, s.k, 1, bm, 1);
 }
@@ -176,7 +176,7 @@ TEST_CASE("qgemv one-row decode of Q4_0/Q8_0 with a partial last step", "[kernel
 
 TEST_CASE("qgemv over several tokens (prompt GEMM) matches per token", "[kernels][qgemv]") {
   // Token counts off the token block, and rows off the row block.
-  for (int fmt : {2, 3, 6, 7, 8, 12, 14})
+  for (int fmt : {2, 3, 6, 7, 8, 10, 11, 12, 13, 14})
     for (int64_t t : {2, 5, 9})
       for (int bt : {1, 4, 8}) check_qgemv(fmt, 19, 512, t, 8, bt);
 }

@@ -31,14 +31,14 @@ for t in (T.Q4_1, T.Q5_0, T.Q5_1):
     legacy[t] = (raw, quants.dequantize(raw.reshape(1, -1), t).reshape(-1).astype(np.float32))
 
 blocks = {}
-for t, size in ((T.Q4_K, 144), (T.Q6_K, 210)):
+# Random blocks with sane f16 scales at each format's d (and dmin) offset.
+d_at = {T.Q4_K: 0, T.Q6_K: 208, T.Q2_K: 80, T.Q3_K: 108, T.Q5_K: 0}
+for t, size in ((T.Q4_K, 144), (T.Q6_K, 210), (T.Q2_K, 84), (T.Q3_K, 110), (T.Q5_K, 176)):
     b = rng.integers(0, 256, size=(3, size), dtype=np.uint8)
     for i in range(3):
         d = np.array([0.01 * (i + 1), 0.002 * (i + 1)], dtype=np.float16).view(np.uint8)
-        if t == T.Q4_K:
-            b[i, 0:4] = d
-        else:
-            b[i, 208:210] = d[0:2]
+        n = 2 if t in (T.Q6_K, T.Q3_K) else 4
+        b[i, d_at[t]:d_at[t] + n] = d[0:n]
     blocks[t] = (b.reshape(-1), quants.dequantize(b.reshape(1, -1), t).reshape(-1).astype(np.float32))
 
 import importlib.metadata
@@ -51,7 +51,7 @@ for t, name in ((T.Q4_1, "Q4_1"), (T.Q5_0, "Q5_0"), (T.Q5_1, "Q5_1")):
     raw, deq = legacy[t]
     print("inline constexpr uint8_t k%s[] = {%s};" % (name, hex_u8(raw)))
     print("inline constexpr uint32_t k%sValues[] = {%s};" % (name, hex_u32(deq)))
-for t, name in ((T.Q4_K, "Q4_K"), (T.Q6_K, "Q6_K")):
+for t, name in ((T.Q4_K, "Q4_K"), (T.Q6_K, "Q6_K"), (T.Q2_K, "Q2_K"), (T.Q3_K, "Q3_K"), (T.Q5_K, "Q5_K")):
     raw, deq = blocks[t]
     print("inline constexpr uint8_t k%sBlocks[] = {%s};" % (name, hex_u8(raw)))
     print("inline constexpr uint32_t k%sValues[] = {%s};" % (name, hex_u32(deq)))

@@ -62,12 +62,22 @@ TEST_CASE("Q4_1, Q5_0 and Q5_1 quantise and dequantise bit-exactly like ggml",
   }
 }
 
-TEST_CASE("Q4_K and Q6_K dequantise like ggml", "[kernels][quant]") {
-  std::vector<float> y(768);
-  dequantize(QuantType::Q4_K, v::kQ4_KBlocks, 768, y.data());
-  CHECK(y == floats(v::kQ4_KValues, 768));
-  dequantize(QuantType::Q6_K, v::kQ6_KBlocks, 768, y.data());
-  CHECK(y == floats(v::kQ6_KValues, 768));
+TEST_CASE("the K formats dequantise like ggml", "[kernels][quant]") {
+  const struct {
+    QuantType t;
+    const uint8_t* blocks;
+    const uint32_t* values;
+  } cases[] = {{QuantType::Q2_K, v::kQ2_KBlocks, v::kQ2_KValues},
+               {QuantType::Q3_K, v::kQ3_KBlocks, v::kQ3_KValues},
+               {QuantType::Q4_K, v::kQ4_KBlocks, v::kQ4_KValues},
+               {QuantType::Q5_K, v::kQ5_KBlocks, v::kQ5_KValues},
+               {QuantType::Q6_K, v::kQ6_KBlocks, v::kQ6_KValues}};
+  for (const auto& c : cases) {
+    INFO(block_format(c.t).name);
+    std::vector<float> y(768);
+    dequantize(c.t, c.blocks, 768, y.data());
+    CHECK(y == floats(c.values, 768));
+  }
 }
 
 TEST_CASE("quantise -> dequantise stays within each format's step", "[kernels][quant]") {
@@ -101,7 +111,7 @@ TEST_CASE("block formats reject bad sizes and unknown type ids", "[kernels][quan
   std::vector<uint8_t> q(64);
   REQUIRE_THROWS_WITH(quantize_q8_0(x.data(), 33, q.data()),
                       Catch::Contains("33 elements is not a multiple of the 32-element block"));
-  REQUIRE_THROWS_WITH(block_format(10), Catch::Contains("ggml type id 10 is not a quantized format"));
+  REQUIRE_THROWS_WITH(block_format(9), Catch::Contains("ggml type id 9 is not a quantized format"));
   CHECK(block_format(12).block_bytes == 144);
 }
 
@@ -153,5 +163,48 @@ TEST_CASE("Q6_K quantises bit-exactly like ggml's reference quantiser", "[kernel
     for (int j = 0; j < 16; ++j) amax = std::max(amax, std::fabs(x[g * 16 + j]));
     for (int j = 0; j < 16; ++j)
       CHECK(std::fabs(y[g * 16 + j] - x[g * 16 + j]) <= amax / 16 + 1e-6f);
+  }
+}
+
+TEST_CASE("Q2_K, Q3_K and Q5_K quantise bit-exactly like ggml's reference quantisers",
+          "[kernels][quant]") {
+  namespace q = kiln::test::ggml_kquants;
+  std::vector<float> x(std::size(q::kInput));
+  std::memcpy(x.data(), q::kInput, sizeof q::kInput);
+  const int64_t n = static_cast<int64_t>(x.size());
+  // Round-trip bounds per 16-weight group, in steps of the group's range:
+  // the fits trade the extremes for the bulk (Q2_K's absolute-error fit
+  // most of all) and the scales are 4- or 6-bit.
+  const struct {
+    QuantType t;
+    const uint8_t* want;
+    size_t bytes;
+    float steps;  // allowed error in units of range / levels
+    int levels;
+  } cases[] = {{QuantType::Q2_K, q::kQ2K, sizeof q::kQ2K, 1.5f, 3},
+               {QuantType::Q3_K, q::kQ3K, sizeof q::kQ3K, 1.0f, 7},
+               {QuantType::Q5_K, q::kQ5K, sizeof q::kQ5K, 1.0f, 31}};
+  for (const auto& c : cases) {
+    const int bb = block_format(c.t).block_bytes;
+    INFO(block_format(c.t).name);
+    std::vector<uint8_t> blocks(x.size() / 256 * bb);
+    REQUIRE(blocks.size() == c.bytes);
+    quantize(c.t, x.data(), n, blocks.data());
+    for (size_t b = 0; b < blocks.size() / bb; ++b) {
+      INFO("block " << b);
+      CHECK(std::vector<uint8_t>(blocks.begin() + b * bb, blocks.begin() + (b + 1) * bb) ==
+            std::vector<uint8_t>(c.want + b * bb, c.want + (b + 1) * bb));
+    }
+    std::vector<float> y(x.size());
+    dequantize(c.t, blocks.data(), n, y.data());
+    for (size_t g = 0; g < x.size() / 16; ++g) {
+      float lo = 0, hi = 0;
+      for (int j = 0; j < 16; ++j) {
+        lo = std::min(lo, x[g * 16 + j]);
+        hi = std::max(hi, x[g * 16 + j]);
+      }
+      for (int j = 0; j < 16; ++j)
+        CHECK(std::fabs(y[g * 16 + j] - x[g * 16 + j]) <= c.steps * (hi - lo) / c.levels + 1e-6f);
+    }
   }
 }

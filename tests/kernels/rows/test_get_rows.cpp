@@ -82,10 +82,8 @@ TEST_CASE("get_rows scales rows as one f32 product", "[kernels][rows]") {
 }
 
 TEST_CASE("get_rows dequantises ggml blocks as ggml does", "[kernels][rows]") {
-  for (auto qt :
-       {ggml::QuantType::Q4_0, ggml::QuantType::Q4_1, ggml::QuantType::Q5_0, ggml::QuantType::Q5_1,
-        ggml::QuantType::Q8_0, ggml::QuantType::Q4_K, ggml::QuantType::Q6_K}) {
-    const ggml::BlockFormat& f = ggml::block_format(qt);
+  for (const ggml::BlockFormat& f : ggml::block_formats()) {
+    const ggml::QuantType qt = f.type;
     INFO(f.name);
     const int64_t V = 6, n = 512, row_bytes = n / f.block_elems * f.block_bytes;
     std::vector<float> w = random_floats(V * n, 2);
