@@ -21,7 +21,10 @@ enum class GgmlType : uint32_t {
   q5_0 = 6,
   q5_1 = 7,
   q8_0 = 8,
+  q2_K = 10,
+  q3_K = 11,
   q4_K = 12,
+  q5_K = 13,
   q6_K = 14,
   bf16 = 30,
 };

@@ -38,6 +38,9 @@ std::string seed_file() {
   w.add_tensor("blk.0.attn_k.weight", GgmlType::q5_0, {32, 2}, std::string(44, '\x03'));
   w.add_tensor("blk.0.attn_v.weight", GgmlType::q4_1, {32, 1}, std::string(20, '\x04'));
   w.add_tensor("blk.0.ffn_up.weight", GgmlType::q5_1, {32, 1}, std::string(24, '\x05'));
+  w.add_tensor("blk.0.ffn_down.weight", GgmlType::q2_K, {256, 1}, std::string(84, '\x06'));
+  w.add_tensor("blk.0.ffn_gate.weight", GgmlType::q3_K, {256, 1}, std::string(110, '\x07'));
+  w.add_tensor("blk.1.ffn_up.weight", GgmlType::q5_K, {256, 1}, std::string(176, '\x08'));
   w.add_tensor("output_norm.weight", GgmlType::f16, {4}, std::string(8, '\x02'));
   return w.bytes();
 }

@@ -151,6 +151,10 @@ TEST_CASE("gguf: rows that are not whole blocks", "[models][gguf][error]") {
   // A truncated last block: two Q5_1 blocks are 48 bytes.
   CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {64}, 7, 0).data(47).b,
                    "tensor 't' data out of bounds: 48 bytes at offset 0");
+  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {288}, 11, 0).data(220).b,
+                   "tensor 't' row size 288 is not a multiple of the Q3_K block size 256");
+  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {256, 2}, 13, 0).data(351).b,
+                   "tensor 't' data out of bounds: 352 bytes at offset 0");
 }
 
 TEST_CASE("gguf: tensor data out of bounds, misaligned or overlapping", "[models][gguf][error]") {
