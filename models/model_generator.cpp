@@ -45,7 +45,10 @@ constexpr FormatInfo kFormats[] = {
     {WeightFormat::q4_1, "q4_1", 3, GgmlType::q4_1},
     {WeightFormat::q5_0, "q5_0", 8, GgmlType::q5_0},
     {WeightFormat::q5_1, "q5_1", 9, GgmlType::q5_1},
+    {WeightFormat::q2_k, "q2_k", 10, GgmlType::q2_K},
+    {WeightFormat::q3_k_m, "q3_k_m", 12, GgmlType::q3_K},
     {WeightFormat::q4_k_m, "q4_k_m", 15, GgmlType::q4_K},
+    {WeightFormat::q5_k_m, "q5_k_m", 17, GgmlType::q5_K},
 };
 
 const FormatInfo& info(WeightFormat f) {
@@ -102,7 +105,9 @@ class Planner {
       return GgmlType::f32;
     GgmlType base = info(format_).matrix_type;
     if (!quantized(base)) return base;
-    bool q4km = format_ == WeightFormat::q4_k_m;
+    const bool q45km = format_ == WeightFormat::q4_k_m || format_ == WeightFormat::q5_k_m;
+    const bool q3km = format_ == WeightFormat::q3_k_m, q2k = format_ == WeightFormat::q2_k;
+    const bool more_bits = use_more_bits(t.layer, p_.n_layer);
     int64_t ne0 = t.shape[0];
     GgmlType type = base;
     if (role == Role::output || (role == Role::token_embd && p_.tied_embeddings)) {
@@ -111,16 +116,23 @@ class Planner {
       else if (base != GgmlType::q8_0)
         type = GgmlType::q6_K;
     } else if (role == Role::attn_v) {
-      if (q4km && use_more_bits(t.layer, p_.n_layer)) type = GgmlType::q6_K;
+      if (q45km && more_bits) type = GgmlType::q6_K;
+      if (q3km) type = t.layer < 2 ? GgmlType::q5_K : GgmlType::q4_K;
+      if (q2k) type = p_.n_head >= 4 * p_.n_head_kv ? GgmlType::q4_K : GgmlType::q3_K;
       if (p_.n_expert == 8) type = GgmlType::q8_0;
     } else if (role == Role::attn_k) {
       if (p_.n_expert == 8) type = GgmlType::q8_0;
     } else if (role == Role::ffn_down) {
-      if (q4km && use_more_bits(t.layer, p_.n_layer)) type = GgmlType::q6_K;
+      if (q45km && more_bits) type = GgmlType::q6_K;
+      if (q3km) type = t.layer < p_.n_layer / 16 ? GgmlType::q5_K : GgmlType::q4_K;
+      if (q2k) type = GgmlType::q3_K;
     } else if (role == Role::attn_output) {
-      if (q4km && p_.n_expert == 8) {
-        type = GgmlType::q6_K;
-        t.note = "llama.cpp uses Q5_K here, which Kiln cannot write";
+      if (p_.n_expert == 8) {
+        if (format_ == WeightFormat::q4_k_m || q3km || q2k) type = GgmlType::q5_K;
+      } else if (q3km) {
+        type = GgmlType::q4_K;
+      } else if (q2k) {
+        type = GgmlType::q3_K;
       }
     }
     if (ne0 % block_elems(type) == 0) return type;
@@ -130,8 +142,12 @@ class Planner {
     GgmlType fallback = GgmlType::f16;
     if (type == GgmlType::q6_K) {
       fallback = GgmlType::q8_0;
+    } else if (type == GgmlType::q5_K) {
+      fallback = GgmlType::q5_1;
     } else if (type == GgmlType::q4_K) {
       fallback = GgmlType::q5_0;
+    } else if (type == GgmlType::q3_K || type == GgmlType::q2_K) {
+      fallback = GgmlType::q4_0;
     } else {
       why += "; llama-quantize refuses such rows, its converter writes F16";
     }

@@ -1,7 +1,7 @@
 // `kiln gen-model`: writes a random-weight GGUF model of a real architecture
 // (llama, qwen2, qwen3, qwen3moe, Mixtral-style llama-moe, gemma3) that Kiln and
 // llama.cpp both load, at a named size, in f32, f16, q8_0, q4_0, q4_1, q5_0,
-// q5_1 or q4_k_m.
+// q5_1, or llama-quantize's q2_k, q3_k_m, q4_k_m and q5_k_m mixes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -59,8 +59,9 @@ int cmd_gen_model(const std::vector<std::string>& argv) {
         "tensor names, shapes and metadata, loadable by Kiln and llama.cpp.\n"
         "  --arch    llama | qwen2 | qwen3 | qwen3moe | llama-moe (Mixtral-style) | gemma3\n"
         "  --preset  a size of that architecture (see --list)\n"
-        "  --type    f32 | f16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q4_k_m (llama-quantize's mix:\n"
-        "            Q4_K, some Q6_K, Q5_0 for rows off 256)\n"
+        "  --type    f32 | f16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1, or llama-quantize's mixes\n"
+        "            q2_k | q3_k_m | q4_k_m | q5_k_m (K types with some wider tensors, and\n"
+        "            32-weight fallbacks for rows off 256)\n"
         "  --vocab   copy the tokenizer.* keys of this GGUF (and its vocabulary size);\n"
         "            default: a byte-level BPE vocabulary, padded to the preset's size\n"
         "  --seed    the same seed writes the same bytes, on any thread count\n"

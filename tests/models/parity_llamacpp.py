@@ -51,7 +51,7 @@ except ImportError as e:
     sys.exit(77)
 
 ARCHES = ("llama", "qwen3", "qwen2", "qwen3moe", "llama-moe", "gemma3")
-TYPES = ("f16", "q8_0", "q4_k_m", "q4_1", "q5_0", "q5_1")
+TYPES = ("f16", "q8_0", "q4_k_m", "q3_k_m", "q4_1", "q5_0", "q5_1")
 CASES = [(arch, qtype) for arch in ARCHES for qtype in TYPES]
 # (source preset of gen-model's llama, name, llama_ftype) for llama.cpp's quantizer.
 LLAMA_QUANTIZED = (("smollm", "Q4_K_M", 15), ("smollm", "Q5_K_M", 17), ("smollm", "Q4_1", 3),

@@ -146,10 +146,11 @@ GgmlType q4_k_m_type(const ModelPreset& p, const GgufTensor& t) {
     if (n.find("attn_v.weight") != std::string::npos ||
         n.find("attn_k.weight") != std::string::npos)
       want = GgmlType::q8_0;
-    if (n.find("attn_output.weight") != std::string::npos) want = GgmlType::q6_K;  // for Q5_K
+    if (n.find("attn_output.weight") != std::string::npos) want = GgmlType::q5_K;
   }
   if (t.shape[0] % 256 != 0 && want == GgmlType::q4_K) want = GgmlType::q5_0;  // llama.cpp's
-  if (t.shape[0] % 256 != 0 && want == GgmlType::q6_K) want = GgmlType::q8_0;  // fallbacks
+  if (t.shape[0] % 256 != 0 && want == GgmlType::q5_K) want = GgmlType::q5_1;  // fallbacks
+  if (t.shape[0] % 256 != 0 && want == GgmlType::q6_K) want = GgmlType::q8_0;
   return want;
 }
 
@@ -215,6 +216,12 @@ void check_model(const GgufFile& f, const ModelPreset& p, WeightFormat format, i
                                                            : GgmlType::q5_1));
         break;
       case WeightFormat::q4_k_m: CHECK(t->type == q4_k_m_type(p, *t)); break;
+      case WeightFormat::q2_k:
+      case WeightFormat::q3_k_m:
+      case WeightFormat::q5_k_m:
+        // Tensor by tensor against llama_model_quantize in mixes_llamacpp.py.
+        CHECK(is_block_quantized(t->type) == !norm_or_1d);
+        break;
     }
   }
 }
@@ -257,7 +264,8 @@ TEST_CASE("gen-model: every architecture and type reads back as llama.cpp lays i
     ModelPreset p = find_model_preset(family, "tiny");
     for (WeightFormat f :
          {WeightFormat::f32, WeightFormat::f16, WeightFormat::q8_0, WeightFormat::q4_0,
-          WeightFormat::q4_1, WeightFormat::q5_0, WeightFormat::q5_1, WeightFormat::q4_k_m}) {
+          WeightFormat::q4_1, WeightFormat::q5_0, WeightFormat::q5_1, WeightFormat::q2_k,
+          WeightFormat::q3_k_m, WeightFormat::q4_k_m, WeightFormat::q5_k_m}) {
       std::string name = family + "-" + std::string(weight_format_name(f)) + ".gguf";
       INFO(name);
       GenModelSummary s = generate(p, f, tmp.path(name));
@@ -456,6 +464,27 @@ TEST_CASE("gen-model: Q4_K_M mixes types as llama-quantize does", "[models][gen_
   CHECK(q3.front().name == "token_embd.weight");
   CHECK(q3.front().type == GgmlType::q6_K);
   CHECK(q3.back().name == "output_norm.weight");
+}
+
+TEST_CASE("gen-model: the Q2_K and Q3_K_M mixes on TinyLlama's shapes", "[models][gen_model]") {
+  // 32 query heads on 4 KV heads: Q2_K gives attn_v Q4_K (llama.cpp's n_gqa
+  // >= 4 rule, which the tiny presets of mixes_llamacpp.py do not reach);
+  // Q3_K_M's ffn_down is Q5_K in the first 22 / 16 = 1 layer.
+  const ModelPreset& p = find_model_preset("llama", "tinyllama-1.1b");
+  auto type_in = [&](WeightFormat f, const std::string& name) {
+    for (const PlannedTensor& t : plan_model_tensors(p, 32000, f))
+      if (t.name == name) return t.type;
+    FAIL("no tensor " << name);
+    return GgmlType::f32;
+  };
+  CHECK(type_in(WeightFormat::q2_k, "blk.5.attn_v.weight") == GgmlType::q4_K);
+  CHECK(type_in(WeightFormat::q2_k, "blk.5.ffn_down.weight") == GgmlType::q3_K);
+  CHECK(type_in(WeightFormat::q2_k, "blk.5.ffn_up.weight") == GgmlType::q2_K);
+  CHECK(type_in(WeightFormat::q3_k_m, "blk.0.ffn_down.weight") == GgmlType::q5_K);
+  CHECK(type_in(WeightFormat::q3_k_m, "blk.1.ffn_down.weight") == GgmlType::q4_K);
+  CHECK(type_in(WeightFormat::q3_k_m, "blk.1.attn_v.weight") == GgmlType::q5_K);
+  CHECK(type_in(WeightFormat::q3_k_m, "blk.2.attn_v.weight") == GgmlType::q4_K);
+  CHECK(type_in(WeightFormat::q5_k_m, "output.weight") == GgmlType::q6_K);
 }
 
 TEST_CASE("gen-model: gemma3/1b plans Gemma 3 1B's tensors with llama-quantize's fallbacks",
