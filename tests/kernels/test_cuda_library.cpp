@@ -83,7 +83,8 @@ std::vector<Case> cases() {
                   {{"HEAD_DIM", 32}},
                   {{"n_tokens", 3}, {"n_kv_heads", 2}, {"max_ctx", 20}, {"pos0", 14}}});
   }
-  for (int64_t fmt : {2, 3, 6, 7, 8, 12, 14}) {
+  for (const ggml::BlockFormat& f : ggml::block_formats()) {
+    const int64_t fmt = static_cast<int64_t>(f.type);
     cs.push_back({"qgemv",
                   {},
                   {{"FMT", fmt}, {"BLOCK_M", 8}, {"BLOCK_T", 1}},
@@ -121,10 +122,10 @@ std::vector<Case> cases() {
     cs.push_back({"add_rows", {{"T", t}}, {{"BLOCK", 128}}, {{"n", 300}, {"rows", 3}}});
     cs.push_back({"fill", {{"T", t}}, {{"BLOCK", 256}}, {{"n", 700}}});
   }
-  for (int64_t fmt : {2, 3, 6, 7, 8, 12, 14})
+  for (const ggml::BlockFormat& f : ggml::block_formats())
     cs.push_back({"get_rows",
                   {{"W", DType::u8}},
-                  {{"FMT", fmt}, {"BLOCK", 128}},
+                  {{"FMT", static_cast<int64_t>(f.type)}, {"BLOCK", 128}},
                   {{"n", 512}, {"rows", 3}, {"table_rows", 5}}});
   for (int64_t norm : {0, 1})
     cs.push_back({"moe_topk",
