@@ -18,8 +18,7 @@
 // - Q4_K and Q5_K (w = d sc q - dmin m per 32-weight sub-block, 6-bit sc
 //   and m; Q5_K's 5th bits from qh): scale d sc, offset dmin m.
 // - Q2_K (w = d sc q - dmin m per 16 weights, 4-bit sc and m): each lane
-//   takes its 16-weight group's scale, and each group's min is an offset
-//   over its 16 x values.
+//   takes its 16-weight group's scale and min (TokenDots' lane_min).
 // - Q3_K and Q6_K (w = d sc (q - c), signed 6- or 8-bit sc per 16
 //   weights, c = 4 or 32): each lane takes its group's scale; c is taken
 //   off in the integer lanes (TokenDots' lane_offset).
@@ -44,12 +43,14 @@ namespace {
 //   (Q4_K: 64 weights, Q6_K: 128) small enough that the codes and every
 //   token's accumulators stay in registers, and 16-byte code pieces (4
 //   lanes per row), which halves the f32 work per token.
+// Formats with a scale per 16-weight group: Q2_K, Q3_K, Q6_K.
+bool group_scales(int64_t fmt) { return fmt == 10 || fmt == 11 || fmt == 14; }
+
 int64_t code_piece_bytes(int64_t fmt, bool stepped) {
   const bool nibbles =
       fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7;  // weight j, j + 16 share a byte
   // 16-weight group scales take 4 lanes each of a 32-byte piece.
-  const bool group_scales = fmt == 10 || fmt == 11 || fmt == 14;
-  return nibbles || (stepped && !group_scales) ? 16 : 32;
+  return nibbles || (stepped && !group_scales(fmt)) ? 16 : 32;
 }
 
 // Formats with Q4_K's 12-byte 6-bit scales and mins per 32 weights.
@@ -86,8 +87,8 @@ class Decoder {
 
   int64_t steps_per_block() const {
     if (!stepped) return 1;
-    if (scale_min_k(FMT)) return 4;                      // 64 weights a step
-    return FMT == 10 || FMT == 11 || FMT == 14 ? 2 : 1;  // 128
+    if (scale_min_k(FMT)) return 4;    // 64 weights a step
+    return group_scales(FMT) ? 2 : 1;  // 128
   }
   int64_t piece_bytes() const { return code_piece_bytes(FMT, stepped); }
 
@@ -308,7 +309,7 @@ class Decoder {
 
   // Half h of a Q2_K super-block: quarter s takes bits 2s..2s+1 of
   // qs[32h .. 32h+31]; group g's byte scales[g] holds its 4-bit scale (low)
-  // and min (high), each group's min an offset over its 16 x values.
+  // and min (high), each lane taking its group's scale and min.
   std::vector<SubBlock> q2_k(const Value& blk, const Value& h, const Value& xb0) {
     auto d = f16_at(blk + 80), dmin = f16_at(blk + 82);
     auto h64 = h.to(DType::i64);
@@ -317,11 +318,12 @@ class Decoder {
     auto qs = bytes(blk + 16 + h64 * 32, 32);
     std::vector<SubBlock> out;
     for (int64_t s = 0; s < 4; ++s) {
-      out.push_back({{{(qs >> static_cast<int>(2 * s)) & 3, 0}},
-                     lane_pair(scd, s),
-                     {{slice(mins, {0, 2 * s}, {BM, 1}), 0, 16},
-                      {slice(mins, {0, 2 * s + 1}, {BM, 1}), 16, 16}},
-                     xb0 + h * 4 + static_cast<int>(s)});
+      SubBlock sb{{{(qs >> static_cast<int>(2 * s)) & 3, 0}},
+                  lane_pair(scd, s),
+                  {},
+                  xb0 + h * 4 + static_cast<int>(s)};
+      sb.lane_min = lane_pair(mins, s);
+      out.push_back(sb);
     }
     return out;
   }
@@ -458,17 +460,20 @@ KILN_REGISTER_KERNEL((KernelDef{
           return shape;
         },
     // Prompts share each decoded weight block among BLOCK_T tokens of 8
-    // rows: 8 tokens for Q4_K (TinyLlama Q4_K_M prefill, mean of 3 runs:
-    // 128 -> 139 tok/s), 4 for the rest (Q6_K spills at 8). Decode streams
-    // the weights from DRAM: one row per program (one prefetchable stream
-    // per thread) for Q4_0, Q8_0 (1.7x the tok/s of 8 interleaved rows on
-    // TinyLlama) and Q6_K (kiln bench, 2 threads, 4096x14336 / 14336x4096:
-    // 21 -> 34 and 19 -> 44 GB/s); 8 rows for Q4_K, whose decoding gains
-    // more from sharing x's blocks (14336x4096: 33 GB/s at 1 row, 55 at 8).
+    // rows: 8 tokens for Q4_K and Q5_K (TinyLlama Q4_K_M prefill, mean of 3
+    // runs: 128 -> 139 tok/s), 4 for the rest (Q6_K spills at 8). Decode
+    // streams the weights from DRAM: one row per program (one prefetchable
+    // stream per thread) for the 32-weight formats (Q8_0: 1.7x the tok/s of
+    // 8 interleaved rows on TinyLlama); 8 rows for Q4_K and Q5_K, whose
+    // decoding gains more from sharing x's blocks (14336x4096: 33 GB/s at 1
+    // row, 55 at 8); 4 for the 16-weight-group formats, whose per-group
+    // scales are [rows, 8] tiles (kiln bench, 2 threads, fraction of the
+    // probe at 4096x14336 / 14336x4096, 1 -> 4 rows: Q2_K 0.24 -> 0.47 /
+    // 0.23 -> 0.31, Q3_K 0.49 -> 0.60 / 0.47 -> 0.43, Q6_K 0.66 -> 0.84).
     .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
       int64_t fmt = s.constexpr_("FMT");
       if (a.i("t") >= 4) return {{"BLOCK_T", scale_min_k(fmt) ? 8 : 4}, {"BLOCK_M", 8}};
-      return {{"BLOCK_T", 1}, {"BLOCK_M", scale_min_k(fmt) ? 8 : 1}};
+      return {{"BLOCK_T", 1}, {"BLOCK_M", scale_min_k(fmt) ? 8 : group_scales(fmt) ? 4 : 1}};
     },
     .tunables = {{"BLOCK_M", {1, 2, 4, 8, 16}}, {"BLOCK_T", {1, 2, 4, 8}}},
     .shape_keys = {"m", "k", "t"},

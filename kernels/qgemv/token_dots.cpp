@@ -54,23 +54,29 @@ void TokenDots::add(const SubBlock& sb) {
       auto part = sum(reshape(prod, {bm_, n / 4, 4}), 2);  // [BM, n/4]
       dot = dot.valid() ? dot + part : part;
     }
-    if (sb.lane_offset) {
+    Value lane_x;  // [n/4] sums of the lane's 4 x values
+    if (sb.lane_offset || sb.lane_min.valid()) {
       const auto& p = sb.pieces.at(0);
       int64_t n = p.codes.shape()[1];
       auto xv = load(x_.q + (xblk * 32 + static_cast<int>(p.first) + arange(n).to(DType::i64)));
       // Lane sums of x as a dot with ones (one vpdpbusd); the ones are
       // derived from x so that they stay a u8 operand, not a folded constant.
       auto ones = (xv.bitcast(DType::u8) | 1) & 1;
-      auto lane_x = sum(reshape(ones.to(DType::i32) * xv.to(DType::i32), {n / 4, 4}), 1);
-      dot = dot - broadcast_to(lane_x * static_cast<int>(sb.lane_offset), {bm_, n / 4});
+      lane_x = sum(reshape(ones.to(DType::i32) * xv.to(DType::i32), {n / 4, 4}), 1);
     }
+    if (sb.lane_offset)
+      dot = dot - broadcast_to(lane_x * static_cast<int>(sb.lane_offset), {bm_, lanes_});
     if (sb.scale_has_dx) {
-      if (toks_.size() != 1) throw Error("TokenDots: a d_x-scaled sub-block needs one token");
+      if (toks_.size() != 1 || sb.lane_min.valid())
+        throw Error("TokenDots: a d_x-scaled sub-block needs one token and no lane mins");
       acc_[i] = fma(dot.to(DType::f32), lane_scale, Value(acc_[i]));
       continue;
     }
+    Value lanes = dot.to(DType::f32) * lane_scale;
+    if (sb.lane_min.valid())
+      lanes = lanes - broadcast_to(lane_x.to(DType::f32), {bm_, lanes_}) * sb.lane_min;
     auto dx = load(x_.d + xblk);
-    acc_[i] = fma(dot.to(DType::f32) * lane_scale, dx, Value(acc_[i]));
+    acc_[i] = fma(lanes, dx, Value(acc_[i]));
     Value off, off_scaled;  // terms of sum(x_q), and of d_x * sum(x_q)
     for (const auto& o : sb.offsets) {
       Value sx = o.n == 32 ? load(x_.s + xblk).to(DType::f32)

@@ -47,6 +47,11 @@ struct SubBlock {
   // integer lanes as c * (sum of the lane's 4 x values): exact, and cheaper
   // than f32 offset terms. One stride-1 piece only.
   int64_t lane_offset = 0;
+  // Per-lane f32 offsets [BM, n/4] (Q2_K's mins of 16-weight groups):
+  // lane_min * (sum of the lane's 4 x values) is subtracted before d_x
+  // scales the lane, the x sums being one byte dot with ones per token. One
+  // stride-1 piece only.
+  Value lane_min = Value();
 };
 
 // The activation blocks of a call: q i8 [t, k], d f32 [t, k/32], s i32 [t, k/32].
