@@ -499,6 +499,25 @@ Value where(const Value& cond, const Value& a, const Value& b) {
                 Type{a.dtype(), s});
 }
 
+Value lookup(const std::vector<int64_t>& table, DType result_dtype, const Value& index) {
+  KernelBuilder& k = builder_of(index);
+  k.check_usable(index, "lookup");
+  if (!is_int(index.dtype()))
+    k.fail("lookup", "index must be an integer tile, got " + type_str(index.type()));
+  if (!is_int(result_dtype))
+    k.fail("lookup",
+           "result dtype must be an integer dtype, got " + std::string(dtype_name(result_dtype)));
+  if (table.empty() || table.size() > kMaxLookupEntries)
+    k.fail("lookup", "table has " + std::to_string(table.size()) +
+                         " entries; a lookup table holds 1 to " +
+                         std::to_string(kMaxLookupEntries));
+  for (size_t i = 0; i < table.size(); ++i)
+    if (table[i] < int_min(result_dtype) || table[i] > int_max(result_dtype))
+      k.fail("lookup", "table entry " + std::to_string(i) + " (" + std::to_string(table[i]) +
+                           ") does not fit " + std::string(dtype_name(result_dtype)));
+  return k.emit(OpKind::Lookup, {index}, Type{result_dtype, index.shape()}, 0, 0, table);
+}
+
 Value abs(const Value& x) { return unary(OpKind::Abs, x); }
 Value floor(const Value& x) { return unary(OpKind::Floor, x); }
 Value exp(const Value& x) { return unary(OpKind::Exp, x); }

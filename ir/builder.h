@@ -229,6 +229,9 @@ Value maximum(const Value& a, T c) {
 }
 Value fma(const Value& a, const Value& b, const Value& c);
 Value where(const Value& cond, const Value& a, const Value& b);
+// table[index] per element of an integer index tile, as result_dtype (an
+// integer dtype); 0 outside the table (see OpKind::Lookup).
+Value lookup(const std::vector<int64_t>& table, DType result_dtype, const Value& index);
 Value abs(const Value& x);
 Value floor(const Value& x);
 Value exp(const Value& x);

@@ -91,6 +91,7 @@ class Interpreter {
       case OpKind::ArgMax: return exec_reduce(op);
       case OpKind::Dot: return exec_dot(op);
       case OpKind::DotGroups: return exec_dot_groups(op);
+      case OpKind::Lookup: return exec_lookup(op);
       case OpKind::For: return exec_for(op);
       case OpKind::If: return exec_if(op);
       case OpKind::VarDecl:
@@ -499,6 +500,20 @@ class Interpreter {
       ScalarValue r;
       r.i = s;
       o[g] = r;
+    }
+  }
+
+  void exec_lookup(const Op& op) {
+    expect_args(op, 1, 1);
+    DType t = result_type(op).dtype;
+    Tile& o = out(op);
+    const ScalarValue* x = in_n(op, 0, static_cast<int64_t>(o.size()));
+    const std::vector<int64_t>& table = op.ints;
+    for (size_t j = 0; j < o.size(); ++j) {
+      // Indices are normalised: an unsigned one is never negative here.
+      int64_t i = x[j].i;
+      bool inside = i >= 0 && i < static_cast<int64_t>(table.size());
+      o[j] = ScalarValue{0, inside ? normalize_int(table[static_cast<size_t>(i)], t) : 0};
     }
   }
 

@@ -4,17 +4,17 @@ namespace kiln {
 
 namespace {
 constexpr std::string_view kNames[] = {
-    "const",      "arange",      "program_id", "num_programs", "param",      "broadcast",
-    "reshape",    "transpose",   "slice",      "add",          "sub",        "mul",
-    "div",        "rem",         "min",        "max",          "and",        "or",
-    "xor",        "shl",         "shr",        "eq",           "ne",         "lt",
-    "le",         "gt",          "ge",         "neg",          "abs",        "not",
-    "floor",      "exp",         "exp2",       "log",          "log2",       "sqrt",
-    "rsqrt",      "tanh",        "sigmoid",    "erf",          "fma",        "select",
-    "cast",       "bitcast",     "load",       "store",        "atomic_add", "atomic_max",
-    "atomic_min", "atomic_xchg", "prefetch",   "reduce_sum",   "reduce_max", "reduce_min",
-    "argmax",     "dot",         "dot_groups", "for",          "if",         "var",
-    "var_load",   "var_store",
+    "const",      "arange",     "program_id",  "num_programs", "param",      "broadcast",
+    "reshape",    "transpose",  "slice",       "add",          "sub",        "mul",
+    "div",        "rem",        "min",         "max",          "and",        "or",
+    "xor",        "shl",        "shr",         "eq",           "ne",         "lt",
+    "le",         "gt",         "ge",          "neg",          "abs",        "not",
+    "floor",      "exp",        "exp2",        "log",          "log2",       "sqrt",
+    "rsqrt",      "tanh",       "sigmoid",     "erf",          "fma",        "select",
+    "cast",       "bitcast",    "lookup",      "load",         "store",      "atomic_add",
+    "atomic_max", "atomic_min", "atomic_xchg", "prefetch",     "reduce_sum", "reduce_max",
+    "reduce_min", "argmax",     "dot",         "dot_groups",   "for",        "if",
+    "var",        "var_load",   "var_store",
 };
 constexpr int kNumOps = static_cast<int>(OpKind::VarStore) + 1;
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumOps, "op name table out of sync");

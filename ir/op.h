@@ -31,6 +31,7 @@
 //   and undefined in compiled code (launches check buffer sizes up front).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -99,6 +100,15 @@ enum class OpKind : uint8_t {
   Cast,     // (x) -> result dtype, same shape (rules above).
   Bitcast,  // (x) -> same bits in the result dtype; a width change rescales
             // the last axis (see above).
+  Lookup,   // (index: any int dtype) -> T[index.shape], T the result dtype
+            // (an int dtype): table[index] per element, the table held in
+            // `ints` (1 to kMaxLookupEntries entries, each a value of T; a
+            // 64-bit grid's words are i64 bit patterns). An index outside
+            // [0, table size) gives 0, so garbage in masked-off lanes is
+            // safe. How non-linear codebooks (IQ4_NL, MXFP4, the IQ2/IQ3
+            // grids) decode; each backend picks its instructions (a CPU looks
+            // a byte table of up to 16 entries up with x86 pshufb or AArch64
+            // tbl, anything else is a read from a constant array).
 
   // ---- memory (`ival` = buffer parameter index) -----------------------------
   Load,       // (offsets [, mask, other]) -> buf.dtype[offsets.shape]:
@@ -152,6 +162,11 @@ bool is_reduction(OpKind k);           // ReduceSum..ArgMax
 bool is_atomic(OpKind k);              // AtomicAdd..AtomicXchg
 bool has_side_effects(OpKind k);       // Store, atomics, Prefetch, VarDecl, VarStore, For, If
 
+// The most entries a Lookup table may hold: the largest quantization grid
+// (IQ2_S, 1024 entries) with room to spare, while the constant data a
+// kernel carries stays small.
+constexpr size_t kMaxLookupEntries = 4096;
+
 struct Block;
 
 struct Op {
@@ -160,7 +175,7 @@ struct Op {
   std::vector<int> args;      // operand value ids
   int64_t ival = 0;           // axis, index, integer constant (see OpKind)
   double fval = 0;            // float constant
-  std::vector<int64_t> ints;  // Slice starts
+  std::vector<int64_t> ints;  // Slice starts, Lookup table
   std::vector<Block> regions;
 };
 

@@ -620,6 +620,18 @@ class Parser {
         } while (accept(","));
       }
       expect("]");
+    } else if (k == OpKind::Lookup) {
+      op.args.push_back(value_ref());
+      expect("[");
+      if (!is_punct(peek(), "]")) {
+        do {
+          if (op.ints.size() == kMaxLookupEntries)
+            fail(peek(),
+                 "lookup table has more than " + std::to_string(kMaxLookupEntries) + " entries");
+          op.ints.push_back(integer("a table entry"));
+        } while (accept(","));
+      }
+      expect("]");
     } else if (k == OpKind::Load) {
       address(&op);
       if (accept_keyword("mask")) {

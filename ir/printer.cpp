@@ -11,6 +11,7 @@
 //              | %v '=' 'param' name ':' type
 //              | %v '=' ('broadcast'|'reshape'|'transpose'|'cast'|'bitcast'|unary) %x ':' type
 //              | %v '=' 'slice' %x '[' [int {',' int}] ']' ':' type
+//              | %v '=' 'lookup' %x '[' int {',' int} ']' ':' type
 //              | %v '=' (binary | compare) %a ',' %b ':' type
 //              | %v '=' ('fma' | 'select' | 'dot') %a ',' %b ',' %c ':' type
 //              | %v '=' 'load' name '[' %off ']' ['mask' %m 'other' %o] ':' type
@@ -226,7 +227,7 @@ class Printer {
       rhs += " " + std::to_string(op.ival);
     } else if (k == OpKind::Param) {
       rhs += " " + param_name(op.ival);
-    } else if (k == OpKind::Slice) {
+    } else if (k == OpKind::Slice || k == OpKind::Lookup) {
       rhs += " " + arg(op, 0) + " [";
       for (size_t i = 0; i < op.ints.size(); ++i)
         rhs += (i ? ", " : "") + std::to_string(op.ints[i]);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "ir/scalar_eval.h"
 
 namespace kiln {
 
@@ -154,7 +155,8 @@ class Verifier {
     if (op.regions.size() != want_regions)
       fail("expects " + std::to_string(want_regions) + " regions, got " +
            std::to_string(op.regions.size()));
-    if (kind != OpKind::Slice && !op.ints.empty()) fail("unexpected integer list attribute");
+    if (kind != OpKind::Slice && kind != OpKind::Lookup && !op.ints.empty())
+      fail("unexpected integer list attribute");
 
     check_typing(op);
 
@@ -342,6 +344,22 @@ class Verifier {
                x.shape.back() * dtype_bits(x.dtype) == r.shape.back() * dtype_bits(r.dtype);
         }
         if (!ok) fail("cannot bitcast " + type_str(x) + " to " + type_str(r));
+        return;
+      }
+      case OpKind::Lookup: {
+        expect_args(1);
+        const Type &x = arg(0), &r = result_type();
+        if (!is_int(x.dtype)) fail("index must be an integer tile, got " + type_str(x));
+        if (!is_int(r.dtype)) fail("result dtype must be an integer dtype, got " + type_str(r));
+        if (r.shape != x.shape)
+          fail("result shape differs from the index: " + type_str(r) + " vs " + type_str(x));
+        if (op.ints.empty() || op.ints.size() > kMaxLookupEntries)
+          fail("table has " + std::to_string(op.ints.size()) +
+               " entries; a lookup table holds 1 to " + std::to_string(kMaxLookupEntries));
+        for (size_t i = 0; i < op.ints.size(); ++i)
+          if (op.ints[i] < int_min(r.dtype) || op.ints[i] > int_max(r.dtype))
+            fail("table entry " + std::to_string(i) + " (" + std::to_string(op.ints[i]) +
+                 ") does not fit the result dtype " + std::string(dtype_name(r.dtype)));
         return;
       }
       case OpKind::Load: {

@@ -169,6 +169,7 @@ void Lowering::lower_op(const Op& op) {
     case OpKind::Select: r = b_.CreateSelect(v(a[0]), v(a[1]), v(a[2])); break;
     case OpKind::Cast: r = cast(v(a[0]), ty(a[0]).dtype, ty(op.result).dtype); break;
     case OpKind::Bitcast: r = bitcast(v(a[0]), ty(a[0]).dtype, ty(op.result)); break;
+    case OpKind::Lookup: r = lookup(op); break;
     case OpKind::Load: r = load(op); break;
     case OpKind::Store: store(op); break;
     case OpKind::Prefetch: prefetch(op); break;

@@ -37,6 +37,12 @@ struct CpuProfile {
   // the ports a quantized dot loop saturates (4-bit codes' high nibbles).
   // A 16-bit shift plus a mask runs on other ports.
   bool byte_shifts_as_words = false;
+  // The widest x86 pshufb in bits: 128 (SSSE3), 256 (AVX2), 512
+  // (AVX-512BW); 0 for none. It looks up 16-entry byte tables (Lookup),
+  // one byte per lane, the table repeated in every 128-bit lane.
+  int x86_pshufb_bits = 0;
+  // AArch64 tbl: the same 16-byte lookup, 0 for an index past the table.
+  bool aarch64_tbl = false;
 };
 
 // The module may call the fp8 helpers of fp8_helpers.h; whoever links it

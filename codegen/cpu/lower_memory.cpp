@@ -1,7 +1,11 @@
 // Memory: affine offsets (ir/affine.h) as plain or masked vector loads and
-// stores of whole rows, gathers and scatters otherwise, prefetches and
-// atomics.
+// stores of whole rows, gathers and scatters otherwise, prefetches,
+// atomics, and reads from constant tables (Lookup).
 #include <llvm/Analysis/VectorUtils.h>
+#include <llvm/IR/IntrinsicsAArch64.h>
+#include <llvm/IR/IntrinsicsX86.h>
+
+#include <algorithm>
 
 #include "codegen/cpu/lowering.h"
 
@@ -253,6 +257,102 @@ llvm::Value* Lowering::atomic(const Op& op) {
                             : b_.CreateInsertElement(result, phi, static_cast<uint64_t>(i));
   }
   return from_storage(result, dt);
+}
+
+// A table of at most 16 bytes indexed by bytes is one byte shuffle per
+// vector register with the table in a register (x86 pshufb, AArch64 tbl);
+// any other table is read from memory.
+llvm::Value* Lowering::lookup(const Op& op) {
+  const Type& rt = ty(op.result);
+  bool bytes = !rt.is_scalar() && dtype_bits(ty(op.args[0]).dtype) == 8 &&
+               dtype_bits(rt.dtype) == 8 && op.ints.size() <= 16;
+  if (bytes && (profile_.x86_pshufb_bits > 0 || profile_.aarch64_tbl)) return byte_table_lookup(op);
+  return table_lookup(op);
+}
+
+// The table, zero-padded to 16 bytes (an index in [size, 16) reads 0),
+// fills every 128-bit lane of the shuffle's table operand; the index tile
+// goes through in chunks of the widest shuffle that fits.
+llvm::Value* Lowering::byte_table_lookup(const Op& op) {
+  const bool x86 = profile_.x86_pshufb_bits > 0;
+  const int64_t n = ty(op.result).numel(), padded = (n + 15) / 16 * 16;
+  std::vector<llvm::Constant*> entries(16, b_.getInt8(0));
+  for (size_t i = 0; i < op.ints.size(); ++i)
+    entries[i] = b_.getInt8(static_cast<uint8_t>(op.ints[i]));
+  auto table = [&](int64_t bytes) {
+    std::vector<llvm::Constant*> t;
+    for (int64_t j = 0; j < bytes; ++j) t.push_back(entries[j % 16]);
+    return llvm::ConstantVector::get(t);
+  };
+  llvm::Value* idx = v(op.args[0]);
+  // pshufb gives 0 where an index byte has bit 7 set and reads entry
+  // index & 15 otherwise. Adding 0x70 with unsigned saturation keeps 0..15
+  // below 0x80 with their low bits and lifts every index from 16 up to 0x80
+  // or more: the out-of-range rule in one instruction. tbl already gives 0
+  // for an index past its 16 bytes.
+  if (x86)
+    idx = b_.CreateBinaryIntrinsic(llvm::Intrinsic::uadd_sat, idx,
+                                   llvm::ConstantInt::get(idx->getType(), 0x70));
+  if (padded != n) {
+    std::vector<int> pad;
+    for (int64_t j = 0; j < padded; ++j) pad.push_back(static_cast<int>(std::min(j, n)));
+    idx = b_.CreateShuffleVector(idx, llvm::Constant::getNullValue(idx->getType()), pad);
+  }
+  const int64_t widest = x86 ? profile_.x86_pshufb_bits / 8 : 16;
+  std::vector<llvm::Value*> parts;
+  for (int64_t c = 0; c < padded;) {
+    int64_t w = widest;
+    while (w > padded - c) w /= 2;
+    std::vector<int> chunk;
+    for (int64_t j = 0; j < w; ++j) chunk.push_back(static_cast<int>(c + j));
+    llvm::Value* part = w == padded ? idx : b_.CreateShuffleVector(idx, chunk);
+    if (x86) {
+      auto id = w == 64   ? llvm::Intrinsic::x86_avx512_pshuf_b_512
+                : w == 32 ? llvm::Intrinsic::x86_avx2_pshuf_b
+                          : llvm::Intrinsic::x86_ssse3_pshuf_b_128;
+      parts.push_back(b_.CreateIntrinsic(id, {}, {table(w), part}));
+    } else {
+      parts.push_back(b_.CreateIntrinsic(llvm::Intrinsic::aarch64_neon_tbl1, {part->getType()},
+                                         {table(16), part}));
+    }
+    c += w;
+  }
+  llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
+  if (padded == n) return all;
+  std::vector<int> first;
+  for (int64_t j = 0; j < n; ++j) first.push_back(static_cast<int>(j));
+  return b_.CreateShuffleVector(all, first);
+}
+
+// A private constant array with a zero entry appended. An index outside
+// the table is clamped to that entry by an unsigned min (a negative index
+// is a huge unsigned one), so every read is in bounds and needs no mask: a
+// gather, or one load for a scalar.
+llvm::Value* Lowering::table_lookup(const Op& op) {
+  const Type& it = ty(op.args[0]);
+  const Type& rt = ty(op.result);
+  llvm::Type* et = elem_type(rt.dtype);
+  std::vector<llvm::Constant*> entries;
+  for (int64_t e : op.ints)
+    entries.push_back(
+        llvm::ConstantInt::get(et, static_cast<uint64_t>(e), is_signed_int(rt.dtype)));
+  entries.push_back(llvm::ConstantInt::get(et, 0));
+  auto* arr = llvm::ArrayType::get(et, entries.size());
+  auto* table = new llvm::GlobalVariable(m_, arr, true, llvm::GlobalValue::PrivateLinkage,
+                                         llvm::ConstantArray::get(arr, entries), "lookup.table");
+  table->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  // 32-bit offsets unless the index is 64-bit: twice the gather lanes per
+  // register.
+  llvm::Value* idx = v(op.args[0]);
+  llvm::Type* wide =
+      shaped_like(idx, dtype_bits(it.dtype) > 32 ? b_.getInt64Ty() : b_.getInt32Ty());
+  idx = is_signed_int(it.dtype) ? b_.CreateSExt(idx, wide) : b_.CreateZExt(idx, wide);
+  llvm::Value* at = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, idx,
+                                             llvm::ConstantInt::get(wide, op.ints.size()));
+  llvm::Value* ptrs = b_.CreateInBoundsGEP(et, table, at);
+  llvm::Align align(dtype_bytes(rt.dtype));
+  if (rt.is_scalar()) return b_.CreateAlignedLoad(et, ptrs, align);
+  return b_.CreateMaskedGather(reg_type(rt), ptrs, align);
 }
 
 llvm::Value* Lowering::masked_row_load(llvm::FixedVectorType* ty, llvm::Value* p, llvm::Align align,

@@ -2,9 +2,9 @@
 // implement them (Halide's CodeGen_LLVM split by concern): the driver and
 // control flow (llvm_lowering.cpp), elementwise arithmetic and conversions
 // (lower_elementwise.cpp), reductions and dots (lower_reduce.cpp), and
-// memory: affine offsets as vector loads and stores, gathers, atomics
-// (lower_memory.cpp). Private to codegen/cpu; the interface is
-// llvm_lowering.h.
+// memory: affine offsets as vector loads and stores, gathers, atomics,
+// constant-table lookups (lower_memory.cpp). Private to codegen/cpu; the
+// interface is llvm_lowering.h.
 #pragma once
 
 #include <llvm/IR/IRBuilder.h>
@@ -174,6 +174,9 @@ class Lowering {
   llvm::Value* load(const Op& op);
   void store(const Op& op);
   llvm::Value* atomic(const Op& op);
+  llvm::Value* lookup(const Op& op);
+  llvm::Value* byte_table_lookup(const Op& op);
+  llvm::Value* table_lookup(const Op& op);
   void lower_for(const Op& op);
   void lower_if(const Op& op);
   void track_affine(const Op& op);

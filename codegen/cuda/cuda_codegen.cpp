@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 
 #include "ir/error.h"
 #include "ir/scalar_eval.h"
@@ -195,8 +196,9 @@ class Emitter {
     s.uses_mma = uses_mma_;
     s.code = "// Kiln: kernel " + k_.name + ", " + std::to_string(T_) + " threads per block, " +
              std::to_string(smem_) + " bytes of dynamic shared memory.\n" +
-             "#include \"kiln_cuda.cuh\"\n\nextern \"C\" __global__ void __launch_bounds__(" +
-             std::to_string(T_) + ") " + k_.name + "(" + sig + ") {\n" + body_ + "}\n" +
+             "#include \"kiln_cuda.cuh\"\n\n" + tables_ +
+             "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(T_) + ") " +
+             k_.name + "(" + sig + ") {\n" + body_ + "}\n" +
              "\n#ifdef KILN_SIM\nextern \"C\" void kiln_sim_thread(void* const* a) {\n  " +
              k_.name + "(" + unpack + ");\n}\n#endif\n";
     return s;
@@ -430,6 +432,7 @@ class Emitter {
       case OpKind::ArgMax: return emit_reduce(op);
       case OpKind::Dot: return emit_dot(op);
       case OpKind::DotGroups: return emit_dot_groups(op);
+      case OpKind::Lookup: return emit_lookup(op);
       case OpKind::For: return emit_for(op);
       case OpKind::If:
         open("if (" + vname(op.args[0]) + ")");
@@ -684,6 +687,34 @@ class Emitter {
       else
         line(el(op.result) + " = " + call + ";");
     });
+  }
+
+  // Each table is a constant array at file scope, written once per kernel
+  // however many lookups read it; each element reads its own entry.
+  void emit_lookup(const Op& op) {
+    DType t = ty(op.result).dtype;
+    auto [it, fresh] = table_names_.try_emplace({t, op.ints}, "");
+    if (fresh) {
+      it->second = "kiln_table" + std::to_string(table_names_.size() - 1);
+      std::string entries;
+      for (size_t i = 0; i < op.ints.size(); ++i) {
+        entries += i % 16 ? ", " : i ? ",\n    " : "\n    ";
+        int64_t v = op.ints[i];
+        // A 64-bit entry needs a 64-bit literal, and the most negative one
+        // has none.
+        if (t != DType::i64)
+          entries += std::to_string(v);
+        else if (v == std::numeric_limits<int64_t>::min())
+          entries += "(-9223372036854775807LL - 1)";
+        else
+          entries += std::to_string(v) + "LL";
+      }
+      tables_ += "static __device__ const " + reg_type(t) + " " + it->second + "[" +
+                 std::to_string(op.ints.size()) + "] = {" + entries + "};\n\n";
+    }
+    std::string call =
+        "kiln_lookup(" + it->second + ", " + std::to_string(op.ints.size()) + "ull, ";
+    each(op.result, [&] { line(el(op.result) + " = " + call + el(op.args[0]) + ");"); });
   }
 
   // ---- reductions -------------------------------------------------------------
@@ -1002,6 +1033,8 @@ class Emitter {
   std::string pending_;     // its statements
   bool capturing_ = false;
   std::vector<bool> hazard_;  // by parameter: read and written by the kernel
+  std::string tables_;        // file-scope Lookup tables
+  std::map<std::pair<DType, std::vector<int64_t>>, std::string> table_names_;
 };
 
 }  // namespace

@@ -7,9 +7,10 @@
 // addresses. Scalars are held by every thread. Ops that move elements
 // between threads (broadcasts, slices, transposes, width-changing bitcasts,
 // reductions, dot) stage tiles in shared memory; reductions combine with
-// warp shuffles; `dot` on f16/bf16 tiles uses mma.sync on sm_80+. The source
-// includes "kiln_cuda.cuh" (the prelude), which NVRTC and the simulator
-// resolve from `cuda_prelude()`. It knows nothing of NVRTC or drivers.
+// warp shuffles; `dot` on f16/bf16 tiles uses mma.sync on sm_80+; a
+// Lookup's table is a constant array at file scope. The source includes
+// "kiln_cuda.cuh" (the prelude), which NVRTC and the simulator resolve
+// from `cuda_prelude()`. It knows nothing of NVRTC or drivers.
 #pragma once
 
 #include <cstdint>

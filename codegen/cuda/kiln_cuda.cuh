@@ -367,6 +367,13 @@ static __device__ __forceinline__ long long kiln_srem(long long a, long long b) 
   return b == 0 || b == -1 ? 0 : a % b;
 }
 
+// Lookup: entry i of an n-entry table, 0 outside [0, n) (a negative index
+// converts to a huge unsigned one).
+template <class T, class I>
+static __device__ __forceinline__ T kiln_lookup(const T* table, unsigned long long n, I i) {
+  return static_cast<unsigned long long>(i) < n ? table[i] : static_cast<T>(0);
+}
+
 // Float atomics the hardware lacks, by compare-and-swap on the bits.
 template <bool Max>
 static __device__ __forceinline__ float kiln_atomic_minmax_f32(float* p, float v) {

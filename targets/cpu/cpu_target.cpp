@@ -72,7 +72,15 @@ CpuProfile cpu_profile(const CpuTarget& t) {
   p.native_masked_memory = t.has_feature("avx512bw") || t.cpu == "x86-64-v4";
   p.x86_vnni =
       t.has_feature("avx512vnni") && t.has_feature("avx512bw") && t.has_feature("avx512vl");
-  p.byte_shifts_as_words = t.triple.rfind("x86_64", 0) == 0;
+  bool x86 = t.triple.rfind("x86_64", 0) == 0;
+  p.byte_shifts_as_words = x86;
+  if (x86 && (t.has_feature("avx512bw") || t.cpu == "x86-64-v4"))
+    p.x86_pshufb_bits = 512;
+  else if (x86 && (t.has_feature("avx2") || t.cpu == "x86-64-v3"))
+    p.x86_pshufb_bits = 256;
+  else if (x86 && (t.has_feature("ssse3") || t.cpu == "x86-64-v2"))
+    p.x86_pshufb_bits = 128;
+  p.aarch64_tbl = t.triple.rfind("aarch64", 0) == 0;
   return p;
 }
 

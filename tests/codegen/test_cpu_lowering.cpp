@@ -3,11 +3,18 @@
 // memory, control flow) must agree bit for bit; transcendental functions
 // within the tolerances stated in codegen/cpu/vector_math.h; float
 // reductions within f32 reassociation error.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "ir/builder.h"
 #include "ir/error.h"
@@ -86,6 +93,66 @@ bool same_bits(const HostBuffer& a, const HostBuffer& b) {
       return false;
     }
   return true;
+}
+
+const std::vector<int64_t> kIq4nl = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+// y[i] = lookup(table, out, x[i]) in blocks of `block`.
+Kernel lookup_kernel(const std::vector<int64_t>& table, DType index, DType out, int64_t block) {
+  Spec s{"lut", {}, {}};
+  KernelBuilder k("lut", s);
+  auto x = k.buffer("x", index), y = k.buffer("y", out);
+  auto offs = k.program_id(0) * static_cast<int>(block) + arange(block);
+  store(y + offs, lookup(table, out, load(x + offs)));
+  return k.finish();
+}
+
+// Runs lookup_kernel over `indices` (a whole number of blocks) through the
+// JIT `with` and the interpreter; true when the outputs agree bit for bit.
+bool lookup_matches(const Kernel& k, const HostBuffer& indices, DType out, int64_t block,
+                    CpuJit& with = jit()) {
+  HostBuffer x = indices, yj(out, x.size()), yi(out, x.size());
+  Grid g{x.size() / block, 1, 1};
+  run_jit(k, {x.arg(), yj.arg()}, g, with);
+  interpret(k, {x.arg(), yi.arg()}, g);
+  return same_bits(yj, yi);
+}
+
+// The host lowered with each byte-shuffle width it has, then with none
+// (the constant-array path).
+std::vector<std::pair<std::string, CpuJit*>> byte_lookup_jits() {
+  static std::map<std::string, std::unique_ptr<CpuJit>> jits;
+  auto get = [&](const std::string& name, const CpuProfile& p) {
+    auto& j = jits[name];
+    if (!j) j = std::make_unique<CpuJit>(p);
+    return std::make_pair(name, j.get());
+  };
+  CpuProfile host = cpu_profile(host_cpu_target());
+  std::vector<std::pair<std::string, CpuJit*>> out = {{"host", &jit()}};
+  for (int bits : {256, 128})
+    if (host.x86_pshufb_bits > bits) {
+      CpuProfile p = host;
+      p.x86_pshufb_bits = bits;
+      out.push_back(get("pshufb " + std::to_string(bits), p));
+    }
+  CpuProfile none = host;
+  none.x86_pshufb_bits = 0;
+  none.aarch64_tbl = false;
+  out.push_back(get("constant table", none));
+  return out;
+}
+
+// Whether one line of `text` holds both a and b (an instruction and a
+// register class).
+bool line_with(const std::string& text, const std::string& a, const std::string& b) {
+  for (size_t at = 0; at < text.size();) {
+    size_t end = std::min(text.find('\n', at), text.size());
+    std::string line = text.substr(at, end - at);
+    if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) return true;
+    at = end + 1;
+  }
+  return false;
 }
 
 const DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f8e4m3, DType::f8e5m2};
@@ -379,6 +446,88 @@ TEST_CASE("dot_groups (vpdpbusd, and the portable form) are exact", "[codegen][c
           CHECK(same_bits(cj, ci));
           CHECK(same_bits(cp, ci));
         }
+}
+
+TEST_CASE("byte lookups match the interpreter with each byte shuffle", "[codegen][cpu]") {
+  // Every byte value as an index (16 and up, 128 and up, negative i8 ones
+  // all read 0), over tiles that are one shuffle, several of mixed widths,
+  // or not a whole number of 16-byte lanes; a full 16-entry table and a
+  // short one (zero-padded in the register).
+  const std::vector<int64_t> short_table = {5, -6, 7};
+  for (const auto& [name, with] : byte_lookup_jits())
+    for (DType index : {DType::u8, DType::i8})
+      for (int64_t block : {8, 24, 48, 64, 128, 256})
+        for (const auto* table : {&kIq4nl, &short_table}) {
+          INFO(name << ", " << dtype_name(index) << " indices, block " << block << ", "
+                    << table->size() << " entries");
+          Kernel k = lookup_kernel(*table, index, DType::i8, block);
+          int64_t n = (256 + block - 1) / block * block;
+          HostBuffer x(index, n);
+          for (int64_t i = 0; i < n; ++i) x.set(i, static_cast<double>((i * 37 + 11) % 256));
+          CHECK(lookup_matches(k, x, DType::i8, block, *with));
+        }
+}
+
+TEST_CASE("wide and large lookups read a constant table exactly", "[codegen][cpu]") {
+  // The IQ2/IQ3 grid shapes: 256 64-bit entries (bit patterns, the top bit
+  // set in some) by u8 and by i32 codes, 512 u32 entries by i32 codes; a
+  // 32-entry byte table (too large for a shuffle), u16 entries by i64
+  // indices. Indices run past both ends of each table.
+  std::mt19937_64 rng(99);
+  std::vector<int64_t> grid(256), grid32(512), bytes(32), halves(40);
+  for (int64_t& e : grid) e = static_cast<int64_t>(rng());
+  grid[7] = std::numeric_limits<int64_t>::min();
+  for (int64_t& e : grid32) e = static_cast<int64_t>(rng() >> 32);
+  for (int64_t& e : bytes) e = static_cast<int64_t>(rng() % 256) - 128;
+  for (int64_t& e : halves) e = static_cast<int64_t>(rng() % 65536);
+  struct Case {
+    const std::vector<int64_t>* table;
+    DType index, out;
+    int64_t block;
+  };
+  const Case cases[] = {
+      {&grid, DType::u8, DType::i64, 64},     {&grid, DType::i32, DType::i64, 64},
+      {&grid32, DType::i32, DType::u32, 128}, {&grid32, DType::i32, DType::u32, 5},
+      {&bytes, DType::u8, DType::i8, 64},     {&halves, DType::i64, DType::u16, 32}};
+  for (const Case& c : cases) {
+    INFO(c.table->size() << " " << dtype_name(c.out) << " entries by " << dtype_name(c.index)
+                         << ", block " << c.block);
+    Kernel k = lookup_kernel(*c.table, c.index, c.out, c.block);
+    int64_t size = static_cast<int64_t>(c.table->size());
+    int64_t n = (size + 64 + c.block - 1) / c.block * c.block;
+    HostBuffer x(c.index, n);
+    for (int64_t i = 0; i < n; ++i)
+      x.set(i, c.index == DType::u8 ? static_cast<double>(i % 256)
+                                    : static_cast<double>((i * 7919) % (size + 64) - 32));
+    CHECK(lookup_matches(k, x, c.out, c.block));
+    CHECK(lookup_matches(k, x, c.out, c.block, portable_jit()));
+  }
+  // A scalar index: one load from the table.
+  Spec s{"lut1", {}, {}};
+  KernelBuilder b("lut1", s);
+  auto x = b.buffer("x", DType::i32), y = b.buffer("y", DType::u32);
+  auto at = b.program_id(0);
+  store(y + at, lookup(grid32, DType::u32, load(x + at)));
+  Kernel k = b.finish();
+  const double codes[] = {0, 511, 512, -1};
+  HostBuffer xs(DType::i32, 4);
+  for (int i = 0; i < 4; ++i) xs.set(i, codes[i]);
+  CHECK(lookup_matches(k, xs, DType::u32, 1));
+}
+
+TEST_CASE("lookups are vpshufb, tbl or a clamped gather in each target's assembly",
+          "[codegen][cpu]") {
+  Kernel bytes = lookup_kernel(kIq4nl, DType::u8, DType::i8, 128);
+  std::string v4 = cpu_assembly(bytes, named_cpu_target("x86-64-v4"));
+  CHECK(line_with(v4, "vpshufb", "zmm"));
+  CHECK(line_with(v4, "vpaddusb", "zmm"));
+  CHECK(line_with(cpu_assembly(bytes, named_cpu_target("x86-64-v3")), "vpshufb", "ymm"));
+  CHECK_THAT(cpu_assembly(bytes, named_cpu_target("aarch64")), Catch::Contains("tbl\tv"));
+  std::vector<int64_t> grid(256);
+  for (size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<int64_t>(i * 0x0101010101010101);
+  Kernel wide = lookup_kernel(grid, DType::i32, DType::i64, 64);
+  CHECK_THAT(cpu_assembly(wide, named_cpu_target("x86-64-v4")), Catch::Contains("vpgatherdq"));
+  CHECK(line_with(cpu_assembly(wide, named_cpu_target("aarch64")), "umin", ".4s"));
 }
 
 TEST_CASE("control flow, variables, atomics and grids match the interpreter", "[codegen][cpu]") {

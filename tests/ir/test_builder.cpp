@@ -234,6 +234,22 @@ TEST_CASE("DSL: other misuse is named at build time", "[dsl]") {
   REQUIRE_THROWS_WITH(k.finish(), Contains("already finished"));
 }
 
+TEST_CASE("DSL: bad lookups are named at build time", "[dsl]") {
+  KernelBuilder k("lut", spec_for("lut"));
+  auto codes = arange(16).to(DType::u8);
+  REQUIRE_THROWS_WITH(lookup({1, 2}, DType::i8, arange(4).to(DType::f32)),
+                      Contains("kernel 'lut', op lookup") && Contains("index must be an integer"));
+  REQUIRE_THROWS_WITH(lookup({1, 2}, DType::f16, codes),
+                      Contains("op lookup") && Contains("result dtype must be an integer dtype"));
+  REQUIRE_THROWS_WITH(lookup({}, DType::i8, codes),
+                      Contains("op lookup") && Contains("table has 0 entries"));
+  REQUIRE_THROWS_WITH(lookup({0, -129}, DType::i8, codes),
+                      Contains("op lookup") && Contains("table entry 1 (-129) does not fit i8"));
+  REQUIRE_THROWS_WITH(lookup({65536}, DType::u16, codes), Contains("does not fit u16"));
+  Value v = lookup({0, 65535}, DType::u16, codes);
+  CHECK(v.type() == Type{DType::u16, {16}});
+}
+
 TEST_CASE("DSL: a body that throws leaves the builder consistent", "[dsl]") {
   Spec s{"t", {}, {}};
   KernelBuilder k("t", s);

@@ -533,6 +533,39 @@ TEST_CASE("interp: integer kernels wrap and divide safely", "[interp]") {
   CHECK(ss == std::vector<uint32_t>{0, 15, 8, 7});
 }
 
+TEST_CASE("interp: lookups read the table and give 0 outside it", "[interp]") {
+  // IQ4_NL's codebook by u8 codes and by i8 codes (negative ones outside);
+  // u32 entries up to the top of the dtype by i32 indices; i64 extremes by
+  // a scalar u16 index.
+  const std::vector<int64_t> iq4nl = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
+  KernelBuilder k("lut", spec_for("lut"));
+  auto codes = k.buffer("codes", DType::u8), scodes = k.buffer("scodes", DType::i8);
+  auto wide = k.buffer("wide", DType::i32), one = k.buffer("one", DType::u16);
+  auto q = k.buffer("q", DType::i8), sq = k.buffer("sq", DType::i8);
+  auto u = k.buffer("u", DType::u32), l = k.buffer("l", DType::i64);
+  auto c = arange(8);
+  store(q + c, lookup(iq4nl, DType::i8, load(codes + c)));
+  store(sq + c, lookup(iq4nl, DType::i8, load(scodes + c)));
+  store(u + c, lookup({4294967295, 0, 7}, DType::u32, load(wide + c)));
+  auto zero = full({}, 0, DType::i32);
+  store(l + zero, lookup({std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()},
+                         DType::i64, load(one + zero)));
+  Kernel kern = k.finish();
+  std::vector<uint8_t> cs = {0, 15, 8, 16, 128, 255, 7, 1};
+  std::vector<int8_t> scs = {0, 15, -1, -128, 16, 127, 3, 9}, qs(8), sqs(8);
+  std::vector<int32_t> ws = {0, 1, 2, 3, -1, kI32Min, kI32Max, 2};
+  std::vector<uint16_t> os = {1};
+  std::vector<uint32_t> us(8);
+  std::vector<int64_t> ls(1);
+  interpret(kern, {buf(cs), buf(scs), buf(ws), buf(os), buf(qs), buf(sqs), buf(us), buf(ls)},
+            {1, 1, 1});
+  CHECK(qs == std::vector<int8_t>{-127, 113, 1, 0, 0, 0, -10, -104});
+  CHECK(sqs == std::vector<int8_t>{-127, 113, 0, 0, 0, 0, -65, 13});
+  CHECK(us == std::vector<uint32_t>{4294967295u, 0, 7, 0, 0, 0, 0, 7});
+  CHECK(ls[0] == std::numeric_limits<int64_t>::max());
+}
+
 TEST_CASE("interp: casts and narrow float storage", "[interp]") {
   KernelBuilder k("casts", spec_for("casts"));
   auto x = k.buffer("x", DType::f32);

@@ -264,6 +264,24 @@ Kernel dot_kernel() {
   return k.finish();
 }
 
+Kernel lookup_kernel() {
+  KernelBuilder k("lookups", spec_of("lookups"));
+  Buffer codes = k.buffer("codes", DType::u8);
+  Buffer q = k.buffer("q", DType::i8);
+  Buffer grid = k.buffer("grid", DType::i64);
+  Value c = reshape(arange(32), {2, 16});
+  Value x = load(codes + c);
+  Value v = lookup({-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113},
+                   DType::i8, x);
+  store(q + c, v);
+  Value r = arange(4);
+  Value g = lookup({std::numeric_limits<int64_t>::min(), -1, 0x0808080808080808,
+                    std::numeric_limits<int64_t>::max()},
+                   DType::i64, r);
+  store(grid + r, g);
+  return k.finish();
+}
+
 Kernel control_kernel() {
   KernelBuilder k("control", spec_of("control", {{"BLOCK", 128}}));
   Buffer x = k.buffer("x", DType::f32);
@@ -414,7 +432,7 @@ std::vector<std::function<Kernel()>> all_kernels() {
   return {creation_kernel, int_elementwise_kernel, float_elementwise_kernel,
           memory_kernel,   reduction_kernel,       dot_kernel,
           control_kernel,  dtype_kernel,           special_float_kernel,
-          hand_kernel};
+          hand_kernel,     lookup_kernel};
 }
 
 void collect_ops(const Block& b, std::set<OpKind>* kinds, std::set<DType>* dtypes,
@@ -769,6 +787,44 @@ TEST_CASE("text: parse errors name the line and the problem", "[text]") {
       "  %2 = add %1, %1 : i32\n"
       "}\n";
   CHECK(parse_error(scoped).find("line 5, col 12: value %1 is used outside") != std::string::npos);
+}
+
+TEST_CASE("text: lookup tables print in full and read back", "[text]") {
+  std::string text = print_kernel(lookup_kernel());
+  CHECK(text.find("= lookup %2 [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, "
+                  "89, 113] : i8[2,16]\n") != std::string::npos);
+  CHECK(text.find("[-9223372036854775808, -1, 578721382704613384, 9223372036854775807] : i64[4]") !=
+        std::string::npos);
+
+  const std::string good =
+      "kernel k(x: buf<u8>, y: buf<i8>) {\n"
+      "  %0 = arange : i32[4]\n"
+      "  %1 = load x[%0] : u8[4]\n"
+      "  %2 = lookup %1 [1, -2, 3] : i8[4]\n"
+      "  store y[%0], %2\n"
+      "}\n";
+  Kernel k = parse_kernel(good);
+  CHECK(k.body.ops[2].ints == std::vector<int64_t>{1, -2, 3});
+  require_round_trip(k);
+  // Any change to the table changes the hash (the compile cache's key).
+  std::string other = good;
+  other.replace(other.find("-2"), 2, "-3");
+  CHECK(structural_hash(parse_kernel(other)) != structural_hash(k));
+
+  auto edit = [&](const std::string& to) {
+    std::string t = good;
+    t.replace(t.find("[1, -2, 3]"), 10, to);
+    return t;
+  };
+  std::string huge = "[0";
+  for (size_t i = 1; i <= kMaxLookupEntries; ++i) huge += ", 0";
+  CHECK_THAT(parse_error(edit(huge + "]")),
+             Catch::Contains("line 4") && Catch::Contains("more than 4096 entries"));
+  CHECK_THAT(parse_error(edit("[1, x]")),
+             Catch::Contains("line 4") && Catch::Contains("expected a table entry (an integer)"));
+  CHECK_THAT(parse_error(edit("[]")), Catch::Contains("table has 0 entries"));
+  CHECK_THAT(parse_error(edit("[1, 200]")),
+             Catch::Contains("table entry 1 (200) does not fit the result dtype i8"));
 }
 
 TEST_CASE("text: nesting depth is bounded", "[text]") {

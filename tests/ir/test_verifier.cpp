@@ -57,6 +57,19 @@ Kernel reduce_kernel() {
   return k.finish();
 }
 
+// u8 codes decoded through IQ4_NL's codebook; f32 copies of the codes come
+// first, so an f32 value is defined before the lookup.
+Kernel lookup_kernel() {
+  KernelBuilder k("lut", spec_for("lut"));
+  auto x = k.buffer("x", DType::u8), y = k.buffer("y", DType::i8), f = k.buffer("f", DType::f32);
+  auto i = arange(16);
+  auto codes = load(x + i);
+  store(f + i, codes.to(DType::f32));
+  store(y + i, lookup({-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113},
+                      DType::i8, codes));
+  return k.finish();
+}
+
 // The n-th op of `kind` in program order, looking inside regions.
 Op* find_op(Block& b, OpKind kind, int* nth) {
   for (Op& op : b.ops) {
@@ -372,6 +385,48 @@ TEST_CASE("verifier checks shape ops, reductions and dot", "[verifier]") {
     Op& s = find(k, OpKind::Slice);
     s.ints = {0, 4};
     REQUIRE_THROWS_WITH(verify(k), Contains(where(k, s)) && Contains("out of bounds on axis 1"));
+  }
+}
+
+TEST_CASE("verifier checks lookups", "[verifier]") {
+  Kernel k = lookup_kernel();
+  REQUIRE_NOTHROW(verify(k));
+  Op& l = find(k, OpKind::Lookup);
+  SECTION("a float index") {
+    l.args[0] = find(k, OpKind::Cast).result;
+    REQUIRE_THROWS_WITH(
+        verify(k), Contains(where(k, l)) && Contains("index must be an integer tile, got f32[16]"));
+  }
+  SECTION("a float result dtype") {
+    k.values[l.result].dtype = DType::f32;
+    REQUIRE_THROWS_WITH(verify(k), Contains(where(k, l)) &&
+                                       Contains("result dtype must be an integer dtype, got f32"));
+  }
+  SECTION("a result shape other than the index's") {
+    k.values[l.result].shape = {8};
+    REQUIRE_THROWS_WITH(
+        verify(k), Contains(where(k, l)) && Contains("result shape differs from the index: i8[8]"));
+  }
+  SECTION("an empty table") {
+    l.ints.clear();
+    REQUIRE_THROWS_WITH(verify(k), Contains(where(k, l)) &&
+                                       Contains("table has 0 entries; a lookup table holds 1 to "
+                                                "4096"));
+  }
+  SECTION("a table past the limit") {
+    l.ints.assign(kMaxLookupEntries + 1, 0);
+    REQUIRE_THROWS_WITH(verify(k), Contains(where(k, l)) && Contains("table has 4097 entries"));
+  }
+  SECTION("an entry the result dtype cannot hold") {
+    l.ints[3] = 128;
+    REQUIRE_THROWS_WITH(
+        verify(k),
+        Contains(where(k, l)) && Contains("table entry 3 (128) does not fit the result dtype i8"));
+  }
+  SECTION("an integer list on another op") {
+    Op& cast = find(k, OpKind::Cast);
+    cast.ints = {1};
+    REQUIRE_THROWS_WITH(verify(k), Contains("unexpected integer list attribute"));
   }
 }
 

@@ -1,8 +1,12 @@
 // NVRTC and ptxas on the CUDA lowering's output: tensor-core dots become
-// mma.sync in the PTX, grouped 8-bit dots dp4a, a rejected source reports NVRTC's log with the path
-// of the source, and ptxas' resource report is read. Skipped (with a
-// warning) where the CUDA toolkit is absent.
+// mma.sync in the PTX, grouped 8-bit dots dp4a, lookup tables global
+// arrays read through the read-only cache, a rejected source reports
+// NVRTC's log with the path of the source, and ptxas' resource report is
+// read. Skipped (with a warning) where the CUDA toolkit is absent.
 #include <catch2/catch.hpp>
+#include <cstdint>
+#include <limits>
+#include <vector>
 
 #include "ir/builder.h"
 #include "ir/error.h"
@@ -63,6 +67,32 @@ TEST_CASE("cuda: dot_groups are dp4a in the PTX", "[cuda][nvrtc]") {
     store(o + arange(64), dot_groups(load(a + off), load(w + off)));
     PtxModule m = compile_ptx(emit_cuda(b.finish()));
     CHECK(m.ptx.find(t == DType::u8 ? "dp4a.u32.s32" : "dp4a.s32.s32") != std::string::npos);
+  }
+}
+
+TEST_CASE("cuda: lookup tables compile with NVRTC and ptxas", "[cuda][nvrtc]") {
+  if (!have_toolkit()) return;
+  KernelBuilder b("lut", spec_for("lut"));
+  auto x = b.buffer("x", DType::u8), q = b.buffer("q", DType::i8), g = b.buffer("g", DType::i64);
+  auto off = arange(256);
+  auto codes = load(x + off);
+  store(q + off, lookup({-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113},
+                        DType::i8, codes));
+  std::vector<int64_t> grid(256);
+  for (size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<int64_t>(i * 0x0101010101010101);
+  grid[255] = std::numeric_limits<int64_t>::min();
+  store(g + off, lookup(grid, DType::i64, codes));
+  Kernel k = b.finish();
+  for (int sm : {80, 90}) {
+    INFO("sm_" << sm);
+    CudaOptions o;
+    o.sm = sm;
+    PtxModule m = compile_ptx(emit_cuda(k, o));
+    // Global arrays of bytes, read through the read-only data cache.
+    CHECK(m.ptx.find(".global .align 1 .b8 kiln_table0[16] = {129, 152,") != std::string::npos);
+    CHECK(m.ptx.find(".global .align 8 .b8 kiln_table1[2048]") != std::string::npos);
+    CHECK(m.ptx.find("ld.global.nc.u64") != std::string::npos);
+    CHECK(run_ptxas(m, sm).registers > 0);
   }
 }
 

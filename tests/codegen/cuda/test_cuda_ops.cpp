@@ -6,6 +6,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "ir/builder.h"
 #include "ir/error.h"
@@ -230,6 +233,51 @@ TEST_CASE("cuda: dot_groups through shared memory and dp4a", "[cuda][sim]") {
       std::vector<Arg> args = {as.arg(), ws.arg(), os.arg()};
       CHECK(cuda_vs_interpreter(k, args, {1, 1, 1}) == "");
     }
+}
+
+TEST_CASE("cuda: lookups read file-scope tables and give 0 outside them", "[cuda][sim]") {
+  // IQ4_NL's codebook by every u8 and i8 code (16 and up, 128 and up and
+  // negative ones read 0), twice from one table; 256 i64 grid entries and
+  // 512 u32 ones by i32 codes running past both ends; a scalar index.
+  const std::vector<int64_t> iq4nl = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
+  std::vector<int64_t> grid(256), grid32(512);
+  for (size_t i = 0; i < grid.size(); ++i)
+    grid[i] = static_cast<int64_t>((i + 1) * 0x9e3779b97f4a7c15ull);
+  grid[3] = std::numeric_limits<int64_t>::min();
+  for (size_t i = 0; i < grid32.size(); ++i)
+    grid32[i] = static_cast<int64_t>(i * 2654435761u % 4294967296u);
+  KernelBuilder b("lut", spec_for("lut"));
+  auto x = b.buffer("x", DType::u8), sx = b.buffer("sx", DType::i8), w = b.buffer("w", DType::i32);
+  auto q = b.buffer("q", DType::i8), sq = b.buffer("sq", DType::i8);
+  auto g = b.buffer("g", DType::i64), g32 = b.buffer("g32", DType::u32);
+  auto off = arange(256), woff = arange(600);
+  store(q + off, lookup(iq4nl, DType::i8, load(x + off)));
+  store(sq + off, lookup(iq4nl, DType::i8, load(sx + off)));
+  auto codes = load(w + woff);
+  store(g + woff, lookup(grid, DType::i64, codes));
+  store(g32 + woff, lookup(grid32, DType::u32, codes));
+  auto first = full({}, 0, DType::i32);
+  store(g32 + (first + 600), lookup(grid32, DType::u32, load(w + first)));
+  Kernel k = b.finish();
+  HostBuffer xs(DType::u8, 256), sxs(DType::i8, 256), ws(DType::i32, 600);
+  for (int i = 0; i < 256; ++i) xs.set(i, i), sxs.set(i, i - 128);
+  for (int i = 0; i < 600; ++i) ws.set(i, (i * 131) % 640 - 64);
+  HostBuffer qs(DType::i8, 256), sqs(DType::i8, 256), gs(DType::i64, 600), g32s(DType::u32, 601);
+  std::vector<Arg> args = {xs.arg(),  sxs.arg(), ws.arg(),  qs.arg(),
+                           sqs.arg(), gs.arg(),  g32s.arg()};
+  CHECK(cuda_vs_interpreter(k, args, {1, 1, 1}) == "");
+  // One array per distinct table, however many lookups read it.
+  std::string code = emit_cuda(k).code;
+  auto count = [&](const std::string& s) {
+    int n = 0;
+    for (size_t at = code.find(s); at != std::string::npos; at = code.find(s, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("static __device__ const signed char kiln_table") == 1);
+  CHECK(count("static __device__ const long long kiln_table") == 1);
+  CHECK(count("static __device__ const unsigned kiln_table") == 1);
+  CHECK(count("(-9223372036854775807LL - 1)") == 1);
 }
 
 TEST_CASE("cuda: loops, variables, branches and atomics", "[cuda][sim]") {
