@@ -26,7 +26,10 @@ enum class GgmlType : uint32_t {
   q4_K = 12,
   q5_K = 13,
   q6_K = 14,
+  iq4_nl = 20,
+  iq4_xs = 23,
   bf16 = 30,
+  mxfp4 = 39,
 };
 
 struct GgmlTypeInfo {

@@ -1,6 +1,7 @@
 // Quantized matrix-vector products for t tokens at once: y[i] = W x[i] for
 // i < t, W [m, k] in ggml blocks (FMT = the ggml type id: Q4_0 2, Q4_1 3,
-// Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14),
+// Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14,
+// IQ4_NL 20, IQ4_XS 23, MXFP4 39),
 // each x[i] given as 8-bit blocks of 32 from quantize_q8 (q, scale d, sum s
 // per block). t = 1 is decode's GEMV; larger t is prompt processing, where
 // BLOCK_T tokens share every weight block a program decodes.
@@ -22,6 +23,10 @@
 // - Q3_K and Q6_K (w = d sc (q - c), signed 6- or 8-bit sc per 16
 //   weights, c = 4 or 32): each lane takes its group's scale; c is taken
 //   off in the integer lanes (TokenDots' lane_offset).
+// - IQ4_NL, IQ4_XS and MXFP4 (w = d table[q], a signed 16-entry codebook):
+//   each nibble looked up in the table + 128 (a byte shuffle on SIMD
+//   CPUs), so codes are unsigned as Q8_0's; scale d (IQ4_XS: d (ls - 32)
+//   per 32 weights; MXFP4: 2^(e - 128)), offset 128 d.
 #include <vector>
 
 #include "ir/builder.h"
@@ -34,6 +39,20 @@
 namespace kiln {
 namespace {
 
+// The 32-weight codebook formats: IQ4_NL and MXFP4.
+bool codebook(int64_t fmt) { return fmt == 20 || fmt == 39; }
+
+// The signed codebook of IQ4_NL/IQ4_XS or MXFP4, + 128: unsigned codes.
+std::vector<int64_t> unsigned_codebook(int64_t fmt) {
+  const int8_t* v = fmt == 39 ? ggml::kMxfp4Values : ggml::kIq4nlValues;
+  std::vector<int64_t> t;
+  for (int i = 0; i < 16; ++i) t.push_back(v[i] + 128);
+  return t;
+}
+
+// Formats with a scale per 16-weight group: Q2_K, Q3_K, Q6_K.
+bool group_scales(int64_t fmt) { return fmt == 10 || fmt == 11 || fmt == 14; }
+
 // Decodes a format's blocks into sub-blocks. Two shapes of code, chosen by
 // how many tokens share the decoded weights:
 // - one token (decode's GEMV, bandwidth-bound): a whole block per loop
@@ -43,12 +62,9 @@ namespace {
 //   (Q4_K: 64 weights, Q6_K: 128) small enough that the codes and every
 //   token's accumulators stay in registers, and 16-byte code pieces (4
 //   lanes per row), which halves the f32 work per token.
-// Formats with a scale per 16-weight group: Q2_K, Q3_K, Q6_K.
-bool group_scales(int64_t fmt) { return fmt == 10 || fmt == 11 || fmt == 14; }
-
 int64_t code_piece_bytes(int64_t fmt, bool stepped) {
-  const bool nibbles =
-      fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7;  // weight j, j + 16 share a byte
+  const bool nibbles = fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7 || codebook(fmt) ||
+                       fmt == 23;  // weight j, j + 16 share a byte
   // 16-weight group scales take 4 lanes each of a 32-byte piece.
   return nibbles || (stepped && !group_scales(fmt)) ? 16 : 32;
 }
@@ -101,6 +117,9 @@ class Decoder {
       case 6: return {q5(blk, xb0, false)};
       case 7: return {q5(blk, xb0, true)};
       case 8: return {q8_0(blk, xb0)};
+      case 20: return {lookup_nibbles(blk + 2, f16_at(blk), xb0)};
+      case 23: return iq4_xs(blk, xb0);
+      case 39: return {lookup_nibbles(blk + 1, mxfp4_scale(bytes(blk, 1)), xb0)};
       case 12:
       case 13: return stepped ? k_step(blk, step, xb0) : k_block(blk, xb0);
       default: {  // 128-weight halves: Q2_K, Q3_K, Q6_K
@@ -166,6 +185,44 @@ class Decoder {
     else
       sb.offsets = {{d * 16.0, 0, 32}};
     return sb;
+  }
+
+  // 16 bytes of nibble codes at `qs` looked up in the unsigned codebook
+  // (weights 0-15 low nibbles, 16-31 high), scale d, offset 128 d.
+  SubBlock lookup_nibbles(const Value& qs_at, const Value& d, const Value& xb) {
+    auto qs = bytes(qs_at, 16);
+    auto table = unsigned_codebook(FMT);
+    return {{{lookup(table, DType::u8, qs & 15), 0}, {lookup(table, DType::u8, qs >> 4), 16}},
+            d,
+            {{d * 128.0, 0, 32}},
+            xb};
+  }
+
+  // MXFP4's e8m0 byte e [BM,1] as 2^(e - 128): the f32 with exponent field
+  // e - 1, or for e < 2 the subnormal 2^-128 or 2^-127.
+  static Value mxfp4_scale(const Value& e) {
+    auto e32 = e.to(DType::i32);
+    return where(e32 < 2, shl_i32(0x00200000, e32), (e32 - 1) << 23).bitcast(DType::f32);
+  }
+  static Value shl_i32(int64_t c, const Value& by) {
+    return full(by.shape(), static_cast<double>(c), DType::i32) << by;
+  }
+
+  // The 8 sub-blocks of an IQ4_XS super-block: sub-block s's 6-bit scale
+  // is nibble s % 2 of scales_l[s / 2] with bits 2s..2s+1 of the u16
+  // scales_h above it.
+  std::vector<SubBlock> iq4_xs(const Value& blk, const Value& xb0) {
+    auto d = f16_at(blk);
+    auto high = bytes(blk + 2, 2).bitcast(DType::u16).to(DType::i32);  // [BM,1]
+    auto low = bytes(blk + 4, 4).to(DType::i32);                       // [BM,4]
+    std::vector<SubBlock> out;
+    for (int64_t s = 0; s < 8; ++s) {
+      auto ls = ((slice(low, {0, s / 2}, {BM, 1}) >> static_cast<int>(4 * (s % 2))) & 15) |
+                (((high >> static_cast<int>(2 * s)) & 3) << 4);
+      out.push_back(lookup_nibbles(blk + static_cast<int>(8 + 16 * s), d * (ls - 32).to(DType::f32),
+                                   xb0 + static_cast<int>(s)));
+    }
+    return out;
   }
 
   SubBlock q8_0(const Value& blk, const Value& xb) {
@@ -443,8 +500,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     .name = "qgemv",
     .family = "qgemv",
     .summary = "y[i] = W x[i] for t tokens, W in ggml blocks (FMT = type id: Q4_0 2, Q4_1 3, "
-               "Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14), x from "
-               "quantize_q8",
+               "Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14, IQ4_NL 20, "
+               "IQ4_XS 23, MXFP4 39), x from quantize_q8",
     .dtype_roles = {},
     .constexpr_defaults = {{"FMT", 8}, {"BLOCK_M", 8}, {"BLOCK_T", 1}},
     .build = build_qgemv,
@@ -473,7 +530,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
       int64_t fmt = s.constexpr_("FMT");
       if (a.i("t") >= 4) return {{"BLOCK_T", scale_min_k(fmt) ? 8 : 4}, {"BLOCK_M", 8}};
-      return {{"BLOCK_T", 1}, {"BLOCK_M", scale_min_k(fmt) ? 8 : group_scales(fmt) ? 4 : 1}};
+      const bool wide = group_scales(fmt) || codebook(fmt) || fmt == 23;
+      return {{"BLOCK_T", 1}, {"BLOCK_M", scale_min_k(fmt) ? 8 : wide ? 4 : 1}};
     },
     .tunables = {{"BLOCK_M", {1, 2, 4, 8, 16}}, {"BLOCK_T", {1, 2, 4, 8}}},
     .shape_keys = {"m", "k", "t"},

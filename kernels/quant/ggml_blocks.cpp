@@ -13,11 +13,13 @@ namespace kiln::ggml {
 namespace {
 
 constexpr BlockFormat kFormats[] = {
-    {QuantType::Q4_0, "q4_0", 32, 18},   {QuantType::Q4_1, "q4_1", 32, 20},
-    {QuantType::Q5_0, "q5_0", 32, 22},   {QuantType::Q5_1, "q5_1", 32, 24},
-    {QuantType::Q8_0, "q8_0", 32, 34},   {QuantType::Q2_K, "q2_K", 256, 84},
-    {QuantType::Q3_K, "q3_K", 256, 110}, {QuantType::Q4_K, "q4_K", 256, 144},
-    {QuantType::Q5_K, "q5_K", 256, 176}, {QuantType::Q6_K, "q6_K", 256, 210},
+    {QuantType::Q4_0, "q4_0", 32, 18},     {QuantType::Q4_1, "q4_1", 32, 20},
+    {QuantType::Q5_0, "q5_0", 32, 22},     {QuantType::Q5_1, "q5_1", 32, 24},
+    {QuantType::Q8_0, "q8_0", 32, 34},     {QuantType::Q2_K, "q2_K", 256, 84},
+    {QuantType::Q3_K, "q3_K", 256, 110},   {QuantType::Q4_K, "q4_K", 256, 144},
+    {QuantType::Q5_K, "q5_K", 256, 176},   {QuantType::Q6_K, "q6_K", 256, 210},
+    {QuantType::IQ4_NL, "iq4_nl", 32, 18}, {QuantType::IQ4_XS, "iq4_xs", 256, 136},
+    {QuantType::MXFP4, "mxfp4", 32, 17},
 };
 
 float f16_at(const uint8_t* p) {
@@ -574,6 +576,140 @@ void quantize_q6_k(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
+namespace {
+
+// The index of the entry of the ascending table `v` nearest x (the lower
+// one on ties), by bisection as ggml's best_index_int8.
+int nearest_entry(const int8_t* v, float x) {
+  if (x <= v[0]) return 0;
+  if (x >= v[15]) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    int mid = (lo + hi) / 2;
+    (x < v[mid] ? hi : lo) = mid;
+  }
+  return x - v[hi - 1] < v[hi] - x ? hi - 1 : hi;
+}
+
+// IQ4's fit of 32 weights to scale * kIq4nlValues[L]: the grid through the
+// largest |x|, then 15 stretched grids, by x^2-weighted least squares.
+// Returns the scale (0 for an all-zero block).
+float fit_iq4(const float* x, uint8_t* L) {
+  const int8_t* v = kIq4nlValues;
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  if (amax < 1e-15f) return 0.0f;
+  auto fit = [&](float id, float* sumqx, float* sumq2, bool keep) {
+    *sumqx = *sumq2 = 0;
+    for (int j = 0; j < 32; ++j) {
+      int l = nearest_entry(v, id * x[j]);
+      if (keep) L[j] = static_cast<uint8_t>(l);
+      float q = v[l], w = x[j] * x[j];
+      *sumqx += w * q * x[j];
+      *sumq2 += w * q * q;
+    }
+  };
+  float sumqx, sumq2;
+  fit(1 / (-max / v[0]), &sumqx, &sumq2, true);
+  float d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
+  float best = d * sumqx;
+  for (int t = -7; t <= 7; ++t) {
+    fit((t + v[0]) / max, &sumqx, &sumq2, false);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
+    }
+  }
+  return d;
+}
+
+// Packs 32 4-bit codes as Q4_0 holds them.
+void put_nibbles(const uint8_t* L, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+}
+
+}  // namespace
+
+float e8m0_half(uint8_t e) {
+  uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+void quantize_iq4_nl(const float* x, int64_t n, uint8_t* out) {
+  check_multiple(n, 32, "quantize_iq4_nl");
+  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 18) {
+    uint8_t L[32];
+    const float d = fit_iq4(x, L);
+    put_f16(out, d);
+    // ggml re-picks every code against the unrounded scale.
+    const float id = d != 0 ? 1 / d : 0.0f;
+    for (int j = 0; j < 32; ++j)
+      L[j] = static_cast<uint8_t>(nearest_entry(kIq4nlValues, id * x[j]));
+    put_nibbles(L, out + 2);
+  }
+}
+
+void quantize_iq4_xs(const float* x, int64_t n, uint8_t* out) {
+  check_multiple(n, 256, "quantize_iq4_xs");
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 136) {
+    uint8_t L[32];
+    float scales[8], max_scale = 0, amax_scale = 0;
+    for (int s = 0; s < 8; ++s) {
+      scales[s] = fit_iq4(x + 32 * s, L);
+      if (std::fabs(scales[s]) > amax_scale) {
+        amax_scale = std::fabs(scales[s]);
+        max_scale = scales[s];
+      }
+    }
+    const float d = -max_scale / 32;
+    put_f16(out, d);
+    const float id = d != 0 ? 1 / d : 0.0f;
+    uint16_t scales_h = 0;
+    std::memset(out + 4, 0, 4);
+    for (int s = 0; s < 8; ++s) {
+      int l = std::max(-32, std::min(31, nearest_int(id * scales[s])));
+      const float dl = d * l, idl = dl != 0 ? 1 / dl : 0.0f;
+      for (int j = 0; j < 32; ++j)
+        L[j] = static_cast<uint8_t>(nearest_entry(kIq4nlValues, idl * x[32 * s + j]));
+      put_nibbles(L, out + 8 + 16 * s);
+      l += 32;
+      out[4 + s / 2] |= static_cast<uint8_t>((l & 0xF) << (4 * (s % 2)));
+      scales_h |= static_cast<uint16_t>((l >> 4) << (2 * s));
+    }
+    std::memcpy(out + 2, &scales_h, 2);
+  }
+}
+
+void quantize_mxfp4(const float* x, int64_t n, uint8_t* out) {
+  check_multiple(n, 32, "quantize_mxfp4");
+  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 17) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const uint8_t e =
+        amax > 0 ? static_cast<uint8_t>(std::floor(std::log2(amax)) - 2 + 127) : uint8_t{0};
+    const float d = e8m0_half(e);
+    out[0] = e;
+    uint8_t L[32];
+    for (int j = 0; j < 32; ++j) {
+      int best = 0;
+      float best_err = std::fabs(kMxfp4Values[0] * d - x[j]);
+      for (int i = 1; i < 16; ++i) {
+        float err = std::fabs(kMxfp4Values[i] * d - x[j]);
+        if (err < best_err) best = i, best_err = err;
+      }
+      L[j] = static_cast<uint8_t>(best);
+    }
+    put_nibbles(L, out + 1);
+  }
+}
+
 void quantize(QuantType t, const float* x, int64_t n, uint8_t* out) {
   switch (t) {
     case QuantType::Q4_0: return quantize_q4_0(x, n, out);
@@ -586,6 +722,9 @@ void quantize(QuantType t, const float* x, int64_t n, uint8_t* out) {
     case QuantType::Q4_K: return quantize_q4_k(x, n, out);
     case QuantType::Q5_K: return quantize_q5_k(x, n, out);
     case QuantType::Q6_K: return quantize_q6_k(x, n, out);
+    case QuantType::IQ4_NL: return quantize_iq4_nl(x, n, out);
+    case QuantType::IQ4_XS: return quantize_iq4_xs(x, n, out);
+    case QuantType::MXFP4: return quantize_mxfp4(x, n, out);
   }
 }
 
@@ -671,6 +810,32 @@ void dequantize(QuantType t, const uint8_t* blk, int64_t n, float* y) {
           const uint8_t sc = blk[e / 16];
           const int q = (blk[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
           *y++ = d * (sc & 0xF) * q - dmin * (sc >> 4);
+        }
+        break;
+      }
+      case QuantType::IQ4_NL:
+      case QuantType::MXFP4: {
+        const bool nl = t == QuantType::IQ4_NL;
+        const float d = nl ? f16_at(blk) : e8m0_half(blk[0]);
+        const int8_t* v = nl ? kIq4nlValues : kMxfp4Values;
+        const uint8_t* qs = blk + (nl ? 2 : 1);
+        for (int j = 0; j < 16; ++j) y[j] = nl ? d * v[qs[j] & 0xF] : v[qs[j] & 0xF] * d;
+        for (int j = 0; j < 16; ++j) y[16 + j] = nl ? d * v[qs[j] >> 4] : v[qs[j] >> 4] * d;
+        y += 32;
+        break;
+      }
+      case QuantType::IQ4_XS: {
+        const float d = f16_at(blk);
+        uint16_t scales_h;
+        std::memcpy(&scales_h, blk + 2, 2);
+        for (int s = 0; s < 8; ++s) {
+          const int ls =
+              ((blk[4 + s / 2] >> (4 * (s % 2))) & 0xF) | (((scales_h >> (2 * s)) & 3) << 4);
+          const float dl = d * (ls - 32);
+          const uint8_t* qs = blk + 8 + 16 * s;
+          for (int j = 0; j < 16; ++j) y[j] = dl * kIq4nlValues[qs[j] & 0xF];
+          for (int j = 0; j < 16; ++j) y[16 + j] = dl * kIq4nlValues[qs[j] >> 4];
+          y += 32;
         }
         break;
       }

@@ -39,6 +39,17 @@ namespace kiln::ggml {
 //               qs[128] @48; sub-block s = e / 32 takes the low (s even)
 //               or high nibble of qs[32 (s / 2) + l] and bit s of qh[l] as
 //               its 5th bit;                      w = d sc_s q - dmin m_s
+// The codebook formats map a 4-bit code q (nibbles as Q4_0's: weight j of
+// a 32-weight sub-block in the low nibble of qs[j], j + 16 in the high) to
+// a signed byte of a 16-entry table:
+//   IQ4_NL  18 B: f16 d @0, qs[16] @2;            w = d kIq4nlValues[q]
+//   IQ4_XS 136 B: f16 d @0, u16 scales_h @2, u8 scales_l[4] @4, qs[128] @8;
+//                 sub-block s (32 weights, codes at qs[16 s]) has the 6-bit
+//                 scale ls = nibble s % 2 of scales_l[s / 2] | bits 2s..2s+1
+//                 of scales_h << 4;             w = d (ls - 32) kIq4nlValues[q]
+//   MXFP4   17 B: u8 e @0 (e8m0), qs[16] @1;      w = 2^(e - 128) kMxfp4Values[q]
+//                 (the table holds twice the e2m1 values: 0, 0.5, 1, 1.5, 2,
+//                 3, 4, 6 and their negatives)
 // ggml's type ids, as stored in GGUF tensor infos.
 enum class QuantType : int {
   Q4_0 = 2,
@@ -50,7 +61,10 @@ enum class QuantType : int {
   Q3_K = 11,
   Q4_K = 12,
   Q5_K = 13,
-  Q6_K = 14
+  Q6_K = 14,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
+  MXFP4 = 39
 };
 
 struct BlockFormat {
@@ -63,6 +77,14 @@ struct BlockFormat {
 const BlockFormat& block_format(QuantType t);
 // Throws kiln::Error naming the type id when Kiln does not know it.
 const BlockFormat& block_format(int ggml_type_id);
+// The codebooks: IQ4_NL / IQ4_XS, and MXFP4's doubled e2m1 values.
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+// MXFP4's scale for e8m0 byte e, halved as the doubled table wants: 2^(e - 128).
+float e8m0_half(uint8_t e);
+
 // Every format above, in type-id order.
 std::span<const BlockFormat> block_formats();
 
@@ -104,6 +126,18 @@ void quantize_q6_k(const float* x, int64_t n, uint8_t* out);
 void quantize_q5_k(const float* x, int64_t n, uint8_t* out);
 void quantize_q3_k(const float* x, int64_t n, uint8_t* out);
 void quantize_q2_k(const float* x, int64_t n, uint8_t* out);
+
+// The codebook formats, as llama-quantize writes them without an importance
+// matrix (ggml's quantize_iq4_nl / quantize_iq4_xs / quantize_row_mxfp4_ref):
+// - IQ4_NL and IQ4_XS: per 32 weights the scale through the largest |x|
+//   onto the table's -127, refined over 15 stretched grids by the
+//   x^2-weighted fit; IQ4_XS then quantises the 8 scales to 6 bits against
+//   d = max scale / -32 and re-picks every code.
+// - MXFP4: e = floor(log2(max |x|)) - 2 + 127, each code the table entry
+//   nearest x (the first on ties).
+void quantize_iq4_nl(const float* x, int64_t n, uint8_t* out);
+void quantize_iq4_xs(const float* x, int64_t n, uint8_t* out);
+void quantize_mxfp4(const float* x, int64_t n, uint8_t* out);
 
 // Any of the quantisers above by type; n a multiple of the type's block size.
 void quantize(QuantType t, const float* x, int64_t n, uint8_t* out);

@@ -4,7 +4,8 @@
 // gathers the rows routed to an MoE expert (scale 1, exact). The table is
 // f32/f16/bf16 (W, FMT 0) or ggml blocks (W = u8, FMT = the ggml type id:
 // 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 10 Q2_K, 11 Q3_K, 12 Q4_K,
-// 13 Q5_K, 14 Q6_K; layouts in kernels/quant/ggml_blocks.h), dequantised
+// 13 Q5_K, 14 Q6_K, 20 IQ4_NL, 23 IQ4_XS, 39 MXFP4; layouts in
+// kernels/quant/ggml_blocks.h), dequantised
 // element by element exactly as ggml's dequantize_row does (same products
 // in the same order), so a quantized embedding matches llama.cpp's lookup
 // bit for bit. Not fast, and need not be: it reads one row per token.
@@ -82,6 +83,24 @@ class BlockDecoder {
         Value sc = signed_byte(blk + 192 + h * 8 + l / 16 + quarter * 2);
         return f16(blk + 208) * sc.to(DType::f32) * q.to(DType::f32);
       }
+      case 20:    // IQ4_NL: d, 16 bytes of nibbles into the codebook
+      case 39: {  // MXFP4: e8m0 e, 16 bytes of nibbles into doubled e2m1 values
+        const bool nl = fmt == 20;
+        Value v = codebook(nl ? ggml::kIq4nlValues : ggml::kMxfp4Values,
+                           nibble(byte(blk + (nl ? 2 : 1) + e % 16), e))
+                      .to(DType::f32);
+        if (nl) return f16(blk) * v;
+        Value ex = byte(blk);
+        Value bits = where(ex < 2, full({}, 0x00200000, DType::i32) << ex, (ex - 1) << 23);
+        return v * bits.bitcast(DType::f32);
+      }
+      case 23: {  // IQ4_XS: d, u16 scales_h, 4 bytes scales_l, 128 of nibbles
+        Value s = e / 32;
+        Value low = (byte(blk + 4 + s / 2) >> ((s % 2) * 4).to(DType::i32)) & 15;
+        Value high = ((byte(blk + 2) | (byte(blk + 3) << 8)) >> (s * 2).to(DType::i32)) & 3;
+        Value v = codebook(ggml::kIq4nlValues, nibble(byte(blk + 8 + s * 16 + e % 16), e % 32));
+        return f16(blk) * ((low | (high << 4)) - 32).to(DType::f32) * v.to(DType::f32);
+      }
       default: throw Error("get_rows: FMT " + std::to_string(fmt) + " is not a ggml block format");
     }
   }
@@ -94,6 +113,12 @@ class BlockDecoder {
     Value nib = where(e < 16, q & 15, q >> 4);
     Value bit = (byte(qh + e / 8) >> (e % 8).to(DType::i32)) & 1;
     return nib | (bit << 4);
+  }
+  // The low (element e < 16 of its 32) or high nibble of byte q.
+  static Value nibble(const Value& q, const Value& e) { return where(e % 32 < 16, q & 15, q >> 4); }
+  // Entry q of a signed 16-entry codebook, as i32.
+  static Value codebook(const int8_t* values, const Value& q) {
+    return lookup(std::vector<int64_t>(values, values + 16), DType::i32, q);
   }
   Value byte(const Value& off) { return byte_(off); }
   Value signed_byte(const Value& off) { return (byte(off) ^ 128) - 128; }

@@ -28,9 +28,10 @@ Real mixes: llama.cpp's own quantizer (llama_model_quantize) also writes
 files from gen-model f16 models: Q4_K_M, Q5_K_M, Q4_1, Q5_0 and Q5_1 of a
 SmolLM-shaped model, whose 576-wide rows make it fall back from K-quants
 (Q5_0, Q5_1, Q8_0) as it does for the small models people download, and
-Q5_K_M, Q5_K_S, Q3_K_M and Q2_K of llama/tiny (256 wide), where every
-matrix keeps its K type (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K between them); they
-take the quantized bar. Exit code 77 (ctest's skip) when
+Q5_K_M, Q5_K_S, Q3_K_M, Q2_K, IQ4_XS and IQ4_NL of llama/tiny (256 wide),
+where every matrix keeps its type (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+IQ4_NL between them), IQ4_XS of SmolLM (IQ4_NL fallbacks) and MXFP4_MOE of
+qwen3moe/tiny (MXFP4 experts, Q8_0 elsewhere); they take the quantized bar. Exit code 77 (ctest's skip) when
 llama-cpp-python is not installed.
 
   python3 tests/models/parity_llamacpp.py --kiln build/tools/kiln [--arch gemma3] [--type f16]
@@ -53,11 +54,15 @@ except ImportError as e:
 ARCHES = ("llama", "qwen3", "qwen2", "qwen3moe", "llama-moe", "gemma3")
 TYPES = ("f16", "q8_0", "q4_k_m", "q3_k_m", "q4_1", "q5_0", "q5_1")
 CASES = [(arch, qtype) for arch in ARCHES for qtype in TYPES]
-# (source preset of gen-model's llama, name, llama_ftype) for llama.cpp's quantizer.
+# (source, name, llama_ftype) for llama.cpp's quantizer; the sources are
+# gen-model f16 models of these (arch, preset).
+MIX_SOURCES = {"smollm": ("llama", "smollm"), "tiny": ("llama", "tiny"),
+               "moe": ("qwen3moe", "tiny")}
 LLAMA_QUANTIZED = (("smollm", "Q4_K_M", 15), ("smollm", "Q5_K_M", 17), ("smollm", "Q4_1", 3),
-                   ("smollm", "Q5_0", 8), ("smollm", "Q5_1", 9), ("tiny", "Q5_K_M", 17),
-                   ("tiny", "Q5_K_S", 16), ("tiny", "Q3_K_M", 12), ("tiny", "Q2_K", 10))
-MIX_SOURCES = ("smollm", "tiny")
+                   ("smollm", "Q5_0", 8), ("smollm", "Q5_1", 9), ("smollm", "IQ4_XS", 30),
+                   ("tiny", "Q5_K_M", 17), ("tiny", "Q5_K_S", 16), ("tiny", "Q3_K_M", 12),
+                   ("tiny", "Q2_K", 10), ("tiny", "IQ4_XS", 30), ("tiny", "IQ4_NL", 25),
+                   ("moe", "MXFP4_MOE", 38))
 
 
 def llama_quantize(src, dst, ftype):
@@ -89,9 +94,9 @@ def main():
                                                    "shared", "data", "vocab",
                                                    "ggml-vocab-llama-spm.gguf"))
     ap.add_argument("--tokens", type=int, default=96)
-    ap.add_argument("--arch", nargs="*", choices=ARCHES + MIX_SOURCES,
-                    default=ARCHES + MIX_SOURCES,
-                    help="only these (smollm, tiny: llama.cpp's mixes of llama presets)")
+    ap.add_argument("--arch", nargs="*", choices=ARCHES + tuple(MIX_SOURCES),
+                    default=ARCHES + tuple(MIX_SOURCES),
+                    help="only these (smollm, tiny, moe: llama.cpp's mixes)")
     ap.add_argument("--type", nargs="*", choices=TYPES, default=TYPES, help="only these")
     a = ap.parse_args()
     failed = 0
@@ -133,11 +138,11 @@ def main():
             subprocess.run(gen, check=True, capture_output=True)
             spare = 2 if arch.endswith("moe") and qtype != "f16" else 0
             failed += not check(arch, qtype, path, spare)
-        for preset in MIX_SOURCES:
+        for preset, (arch, size) in MIX_SOURCES.items():
             if preset not in a.arch:
                 continue
             src = os.path.join(tmp, f"{preset}-f16.gguf")
-            gen = [a.kiln, "gen-model", "--arch", "llama", "--preset", preset, "--type", "f16",
+            gen = [a.kiln, "gen-model", "--arch", arch, "--preset", size, "--type", "f16",
                    "-o", src, "--seed", "1"]
             if preset == "tiny" and os.path.exists(a.vocab):
                 gen += ["--vocab", a.vocab]
@@ -147,7 +152,7 @@ def main():
                     continue
                 path = os.path.join(tmp, f"{preset}-{name}.gguf")
                 llama_quantize(src, path, ftype)
-                failed += not check(preset, name, path, 0)
+                failed += not check(preset, name, path, 2 if preset == "moe" else 0)
                 os.remove(path)
     print("parity: ok" if not failed else f"parity: {failed} case(s) failed")
     return 1 if failed else 0

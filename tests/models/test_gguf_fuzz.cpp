@@ -41,6 +41,9 @@ std::string seed_file() {
   w.add_tensor("blk.0.ffn_down.weight", GgmlType::q2_K, {256, 1}, std::string(84, '\x06'));
   w.add_tensor("blk.0.ffn_gate.weight", GgmlType::q3_K, {256, 1}, std::string(110, '\x07'));
   w.add_tensor("blk.1.ffn_up.weight", GgmlType::q5_K, {256, 1}, std::string(176, '\x08'));
+  w.add_tensor("blk.1.ffn_down.weight", GgmlType::iq4_xs, {256, 1}, std::string(136, '\x09'));
+  w.add_tensor("blk.1.ffn_gate.weight", GgmlType::iq4_nl, {32, 1}, std::string(18, '\x0a'));
+  w.add_tensor("blk.1.attn_q.weight", GgmlType::mxfp4, {32, 2}, std::string(34, '\x0b'));
   w.add_tensor("output_norm.weight", GgmlType::f16, {4}, std::string(8, '\x02'));
   return w.bytes();
 }

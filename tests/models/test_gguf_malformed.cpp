@@ -155,6 +155,10 @@ TEST_CASE("gguf: rows that are not whole blocks", "[models][gguf][error]") {
                    "tensor 't' row size 288 is not a multiple of the Q3_K block size 256");
   CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {256, 2}, 13, 0).data(351).b,
                    "tensor 't' data out of bounds: 352 bytes at offset 0");
+  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {48}, 39, 0).data(64).b,
+                   "tensor 't' row size 48 is not a multiple of the MXFP4 block size 32");
+  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {64}, 20, 0).data(35).b,
+                   "tensor 't' data out of bounds: 36 bytes at offset 0");
 }
 
 TEST_CASE("gguf: tensor data out of bounds, misaligned or overlapping", "[models][gguf][error]") {

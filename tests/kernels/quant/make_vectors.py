@@ -32,13 +32,17 @@ for t in (T.Q4_1, T.Q5_0, T.Q5_1):
 
 blocks = {}
 # Random blocks with sane f16 scales at each format's d (and dmin) offset.
-d_at = {T.Q4_K: 0, T.Q6_K: 208, T.Q2_K: 80, T.Q3_K: 108, T.Q5_K: 0}
-for t, size in ((T.Q4_K, 144), (T.Q6_K, 210), (T.Q2_K, 84), (T.Q3_K, 110), (T.Q5_K, 176)):
+d_at = {T.Q4_K: 0, T.Q6_K: 208, T.Q2_K: 80, T.Q3_K: 108, T.Q5_K: 0, T.IQ4_NL: 0, T.IQ4_XS: 0}
+for t, size in ((T.Q4_K, 144), (T.Q6_K, 210), (T.Q2_K, 84), (T.Q3_K, 110), (T.Q5_K, 176),
+                (T.IQ4_NL, 18 * 8), (T.IQ4_XS, 136)):
     b = rng.integers(0, 256, size=(3, size), dtype=np.uint8)
     for i in range(3):
         d = np.array([0.01 * (i + 1), 0.002 * (i + 1)], dtype=np.float16).view(np.uint8)
-        n = 2 if t in (T.Q6_K, T.Q3_K) else 4
+        n = 2 if t in (T.Q6_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS) else 4
         b[i, d_at[t]:d_at[t] + n] = d[0:n]
+        if t == T.IQ4_NL:  # 8 blocks of 18 bytes per row of 256
+            for j in range(1, 8):
+                b[i, 18 * j:18 * j + 2] = d[0:2]
     blocks[t] = (b.reshape(-1), quants.dequantize(b.reshape(1, -1), t).reshape(-1).astype(np.float32))
 
 import importlib.metadata
@@ -51,7 +55,13 @@ for t, name in ((T.Q4_1, "Q4_1"), (T.Q5_0, "Q5_0"), (T.Q5_1, "Q5_1")):
     raw, deq = legacy[t]
     print("inline constexpr uint8_t k%s[] = {%s};" % (name, hex_u8(raw)))
     print("inline constexpr uint32_t k%sValues[] = {%s};" % (name, hex_u32(deq)))
-for t, name in ((T.Q4_K, "Q4_K"), (T.Q6_K, "Q6_K"), (T.Q2_K, "Q2_K"), (T.Q3_K, "Q3_K"), (T.Q5_K, "Q5_K")):
+# MXFP4: every scale byte, with random codes (x0 and x1 of each e).
+mx = rng.integers(0, 256, size=(256, 17), dtype=np.uint8)
+mx[:, 0] = np.arange(256, dtype=np.uint8)
+mx = mx[mx[:, 0] != 255]  # e = 255 is NaN in the spec; ggml does not treat it
+blocks[T.MXFP4] = (mx.reshape(-1), quants.dequantize(mx.reshape(1, -1), T.MXFP4).reshape(-1).astype(np.float32))
+for t, name in ((T.Q4_K, "Q4_K"), (T.Q6_K, "Q6_K"), (T.Q2_K, "Q2_K"), (T.Q3_K, "Q3_K"), (T.Q5_K, "Q5_K"),
+                (T.IQ4_NL, "IQ4_NL"), (T.IQ4_XS, "IQ4_XS"), (T.MXFP4, "MXFP4")):
     raw, deq = blocks[t]
     print("inline constexpr uint8_t k%sBlocks[] = {%s};" % (name, hex_u8(raw)))
     print("inline constexpr uint32_t k%sValues[] = {%s};" % (name, hex_u32(deq)))

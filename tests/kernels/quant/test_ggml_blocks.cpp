@@ -62,21 +62,26 @@ TEST_CASE("Q4_1, Q5_0 and Q5_1 quantise and dequantise bit-exactly like ggml",
   }
 }
 
-TEST_CASE("the K formats dequantise like ggml", "[kernels][quant]") {
+TEST_CASE("the K and codebook formats dequantise like ggml", "[kernels][quant]") {
+  // Random blocks (MXFP4: one per scale byte 0-254, some overflowing to inf).
   const struct {
     QuantType t;
     const uint8_t* blocks;
     const uint32_t* values;
-  } cases[] = {{QuantType::Q2_K, v::kQ2_KBlocks, v::kQ2_KValues},
-               {QuantType::Q3_K, v::kQ3_KBlocks, v::kQ3_KValues},
-               {QuantType::Q4_K, v::kQ4_KBlocks, v::kQ4_KValues},
-               {QuantType::Q5_K, v::kQ5_KBlocks, v::kQ5_KValues},
-               {QuantType::Q6_K, v::kQ6_KBlocks, v::kQ6_KValues}};
+    size_t n;
+  } cases[] = {{QuantType::Q2_K, v::kQ2_KBlocks, v::kQ2_KValues, std::size(v::kQ2_KValues)},
+               {QuantType::Q3_K, v::kQ3_KBlocks, v::kQ3_KValues, std::size(v::kQ3_KValues)},
+               {QuantType::Q4_K, v::kQ4_KBlocks, v::kQ4_KValues, std::size(v::kQ4_KValues)},
+               {QuantType::Q5_K, v::kQ5_KBlocks, v::kQ5_KValues, std::size(v::kQ5_KValues)},
+               {QuantType::Q6_K, v::kQ6_KBlocks, v::kQ6_KValues, std::size(v::kQ6_KValues)},
+               {QuantType::IQ4_NL, v::kIQ4_NLBlocks, v::kIQ4_NLValues, std::size(v::kIQ4_NLValues)},
+               {QuantType::IQ4_XS, v::kIQ4_XSBlocks, v::kIQ4_XSValues, std::size(v::kIQ4_XSValues)},
+               {QuantType::MXFP4, v::kMXFP4Blocks, v::kMXFP4Values, std::size(v::kMXFP4Values)}};
   for (const auto& c : cases) {
     INFO(block_format(c.t).name);
-    std::vector<float> y(768);
-    dequantize(c.t, c.blocks, 768, y.data());
-    CHECK(y == floats(c.values, 768));
+    std::vector<float> y(c.n);
+    dequantize(c.t, c.blocks, static_cast<int64_t>(c.n), y.data());
+    CHECK(std::memcmp(y.data(), c.values, c.n * 4) == 0);
   }
 }
 
@@ -166,7 +171,7 @@ TEST_CASE("Q6_K quantises bit-exactly like ggml's reference quantiser", "[kernel
   }
 }
 
-TEST_CASE("Q2_K, Q3_K and Q5_K quantise bit-exactly like ggml's reference quantisers",
+TEST_CASE("Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS and MXFP4 quantise bit-exactly like ggml",
           "[kernels][quant]") {
   namespace q = kiln::test::ggml_kquants;
   std::vector<float> x(std::size(q::kInput));
@@ -183,11 +188,18 @@ TEST_CASE("Q2_K, Q3_K and Q5_K quantise bit-exactly like ggml's reference quanti
     int levels;
   } cases[] = {{QuantType::Q2_K, q::kQ2K, sizeof q::kQ2K, 1.5f, 3},
                {QuantType::Q3_K, q::kQ3K, sizeof q::kQ3K, 1.0f, 7},
-               {QuantType::Q5_K, q::kQ5K, sizeof q::kQ5K, 1.0f, 31}};
+               {QuantType::Q5_K, q::kQ5K, sizeof q::kQ5K, 1.0f, 31},
+               // The codebooks' widest gap (-127 .. -104) is 23 of 240 levels
+               // across the range: under 2 steps of a 15-level grid.
+               {QuantType::IQ4_NL, q::kIQ4NL, sizeof q::kIQ4NL, 2.0f, 15},
+               {QuantType::IQ4_XS, q::kIQ4XS, sizeof q::kIQ4XS, 2.0f, 15},
+               // e2m1's top gap (4 .. 6 of 12) and e = floor(log2 max) - 2
+               // rounding the scale down by up to 2x: a quarter of the range.
+               {QuantType::MXFP4, q::kMXFP4, sizeof q::kMXFP4, 1.0f, 4}};
   for (const auto& c : cases) {
     const int bb = block_format(c.t).block_bytes;
     INFO(block_format(c.t).name);
-    std::vector<uint8_t> blocks(x.size() / 256 * bb);
+    std::vector<uint8_t> blocks(x.size() / block_format(c.t).block_elems * bb);
     REQUIRE(blocks.size() == c.bytes);
     quantize(c.t, x.data(), n, blocks.data());
     for (size_t b = 0; b < blocks.size() / bb; ++b) {
