@@ -31,7 +31,9 @@ import time
 import numpy as np
 
 COLD_BYTES = 256 << 20  # as kiln bench's cold GEMVs (tools/cmd_bench.cpp)
-GGML_TYPES = {"f16": 1, "q4_0": 2, "q8_0": 8, "q4_K": 12, "q6_K": 14}
+GGML_TYPES = {"f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "q2_K": 10,
+              "q3_K": 11, "q4_K": 12, "q5_K": 13, "q6_K": 14, "iq4_nl": 20, "iq4_xs": 23,
+              "mxfp4": 39}
 # Kiln formats that are a load-time layout of a ggml type: llama.cpp runs the
 # ggml type itself.
 for _base in ("q4_0", "q8_0", "q4_K", "q6_K"):

@@ -520,18 +520,22 @@ KILN_REGISTER_KERNEL((KernelDef{
     // rows: 8 tokens for Q4_K and Q5_K (TinyLlama Q4_K_M prefill, mean of 3
     // runs: 128 -> 139 tok/s), 4 for the rest (Q6_K spills at 8). Decode
     // streams the weights from DRAM: one row per program (one prefetchable
-    // stream per thread) for the 32-weight formats (Q8_0: 1.7x the tok/s of
-    // 8 interleaved rows on TinyLlama); 8 rows for Q4_K and Q5_K, whose
-    // decoding gains more from sharing x's blocks (14336x4096: 33 GB/s at 1
-    // row, 55 at 8); 4 for the 16-weight-group formats, whose per-group
-    // scales are [rows, 8] tiles (kiln bench, 2 threads, fraction of the
-    // probe at 4096x14336 / 14336x4096, 1 -> 4 rows: Q2_K 0.24 -> 0.47 /
-    // 0.23 -> 0.31, Q3_K 0.49 -> 0.60 / 0.47 -> 0.43, Q6_K 0.66 -> 0.84).
+    // stream per thread) for Q4_0 and Q8_0, whose one-row pass takes 8
+    // blocks per step as a tile (1.7x the tok/s of 8 interleaved rows on
+    // TinyLlama); 4 rows for the 16-weight-group formats, whose per-group
+    // scales are [rows, 8] tiles; 8 for the rest, which gain most from
+    // sharing x's blocks. kiln bench, 2 threads, fraction of the probe at
+    // 4096x14336 / 14336x4096 (rows per program):
+    //   Q4_1 0.19 / 0.22 (1), 0.66 / 0.47 (4), 0.75 / 0.44 (8); Q5_0 and
+    //   Q5_1 alike; IQ4_NL 0.69 / 0.45 (4), 0.80 / 0.52 (8); IQ4_XS and
+    //   MXFP4 alike; Q2_K 0.24 / 0.23 (1), 0.47 / 0.31 (4), 0.48 / 0.29 (8);
+    //   Q3_K 0.49 / 0.47 (1), 0.60 / 0.43 (4), 0.62 / 0.38 (8); Q6_K 0.66 /
+    //   0.66 (1), 0.84 (4), 0.85 / 0.68 (8); Q4_K 33 -> 55 GB/s (1 -> 8).
     .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
       int64_t fmt = s.constexpr_("FMT");
       if (a.i("t") >= 4) return {{"BLOCK_T", scale_min_k(fmt) ? 8 : 4}, {"BLOCK_M", 8}};
-      const bool wide = group_scales(fmt) || codebook(fmt) || fmt == 23;
-      return {{"BLOCK_T", 1}, {"BLOCK_M", scale_min_k(fmt) ? 8 : wide ? 4 : 1}};
+      const bool one_row = fmt == 2 || fmt == 8;
+      return {{"BLOCK_T", 1}, {"BLOCK_M", one_row ? 1 : group_scales(fmt) ? 4 : 8}};
     },
     .tunables = {{"BLOCK_M", {1, 2, 4, 8, 16}}, {"BLOCK_T", {1, 2, 4, 8}}},
     .shape_keys = {"m", "k", "t"},
