@@ -49,6 +49,8 @@ constexpr FormatInfo kFormats[] = {
     {WeightFormat::q3_k_m, "q3_k_m", 12, GgmlType::q3_K},
     {WeightFormat::q4_k_m, "q4_k_m", 15, GgmlType::q4_K},
     {WeightFormat::q5_k_m, "q5_k_m", 17, GgmlType::q5_K},
+    {WeightFormat::iq4_nl, "iq4_nl", 25, GgmlType::iq4_nl},
+    {WeightFormat::iq4_xs, "iq4_xs", 30, GgmlType::iq4_xs},
 };
 
 const FormatInfo& info(WeightFormat f) {
@@ -107,6 +109,8 @@ class Planner {
     if (!quantized(base)) return base;
     const bool q45km = format_ == WeightFormat::q4_k_m || format_ == WeightFormat::q5_k_m;
     const bool q3km = format_ == WeightFormat::q3_k_m, q2k = format_ == WeightFormat::q2_k;
+    const bool iq4 = format_ == WeightFormat::iq4_nl || format_ == WeightFormat::iq4_xs;
+    const bool gqa4 = p_.n_head >= 4 * p_.n_head_kv;
     const bool more_bits = use_more_bits(t.layer, p_.n_layer);
     int64_t ne0 = t.shape[0];
     GgmlType type = base;
@@ -118,7 +122,8 @@ class Planner {
     } else if (role == Role::attn_v) {
       if (q45km && more_bits) type = GgmlType::q6_K;
       if (q3km) type = t.layer < 2 ? GgmlType::q5_K : GgmlType::q4_K;
-      if (q2k) type = p_.n_head >= 4 * p_.n_head_kv ? GgmlType::q4_K : GgmlType::q3_K;
+      if (q2k) type = gqa4 ? GgmlType::q4_K : GgmlType::q3_K;
+      if (iq4 && gqa4) type = GgmlType::q5_K;
       if (p_.n_expert == 8) type = GgmlType::q8_0;
     } else if (role == Role::attn_k) {
       if (p_.n_expert == 8) type = GgmlType::q8_0;
@@ -126,9 +131,10 @@ class Planner {
       if (q45km && more_bits) type = GgmlType::q6_K;
       if (q3km) type = t.layer < p_.n_layer / 16 ? GgmlType::q5_K : GgmlType::q4_K;
       if (q2k) type = GgmlType::q3_K;
+      if (iq4 && t.layer < p_.n_layer / 8) type = GgmlType::q5_K;  // without an imatrix
     } else if (role == Role::attn_output) {
       if (p_.n_expert == 8) {
-        if (format_ == WeightFormat::q4_k_m || q3km || q2k) type = GgmlType::q5_K;
+        if (format_ == WeightFormat::q4_k_m || q3km || q2k || iq4) type = GgmlType::q5_K;
       } else if (q3km) {
         type = GgmlType::q4_K;
       } else if (q2k) {
@@ -148,6 +154,8 @@ class Planner {
       fallback = GgmlType::q5_0;
     } else if (type == GgmlType::q3_K || type == GgmlType::q2_K) {
       fallback = GgmlType::q4_0;
+    } else if (type == GgmlType::iq4_xs) {
+      fallback = GgmlType::iq4_nl;
     } else {
       why += "; llama-quantize refuses such rows, its converter writes F16";
     }

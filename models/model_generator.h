@@ -22,14 +22,29 @@
 namespace kiln {
 
 // How the weight matrices are stored, as llama.cpp's file types name it.
-enum class WeightFormat { f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m, q4_k_m, q5_k_m };
+enum class WeightFormat {
+  f32,
+  f16,
+  q8_0,
+  q4_0,
+  q4_1,
+  q5_0,
+  q5_1,
+  q2_k,
+  q3_k_m,
+  q4_k_m,
+  q5_k_m,
+  iq4_nl,
+  iq4_xs
+};
 
 // "f16" -> WeightFormat::f16; a kiln::Error listing the known names otherwise.
 WeightFormat parse_weight_format(std::string_view name);
 std::string_view weight_format_name(WeightFormat f);
 // general.file_type: llama.cpp's LLAMA_FTYPE (ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2,
 // MOSTLY_Q8_0 7, MOSTLY_Q4_1 3, MOSTLY_Q5_0 8, MOSTLY_Q5_1 9, MOSTLY_Q2_K 10,
-// MOSTLY_Q3_K_M 12, MOSTLY_Q4_K_M 15, MOSTLY_Q5_K_M 17).
+// MOSTLY_Q3_K_M 12, MOSTLY_Q4_K_M 15, MOSTLY_Q5_K_M 17, MOSTLY_IQ4_NL 25,
+// MOSTLY_IQ4_XS 30).
 uint32_t llama_file_type(WeightFormat f);
 
 // One tensor of a generated model: where it goes, how it is stored and what
@@ -55,9 +70,12 @@ struct PlannedTensor {
 //   first sixteenth of the layers, else Q4_K; attn_output Q4_K;
 // - q2_k: attn_v Q4_K with 4 or more query heads per KV head, else Q3_K;
 //   ffn_down and attn_output Q3_K;
-// - 8-expert models' attn_output Q5_K in q2_k, q3_k_m and q4_k_m.
+// - iq4_nl / iq4_xs (no importance matrix): attn_v Q5_K with 4 or more
+//   query heads per KV head; ffn_down Q5_K in the first eighth of the layers;
+// - 8-expert models' attn_output Q5_K in q2_k, q3_k_m, q4_k_m, iq4_nl and
+//   iq4_xs.
 // Rows that are not a multiple of 256 take llama.cpp's fallbacks (Q2_K and
-// Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0); rows that are not
+// Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL); rows that are not
 // a multiple of 32 fall back to F16.
 std::vector<PlannedTensor> plan_model_tensors(const ModelPreset& p, int64_t n_vocab,
                                               WeightFormat format);

@@ -1,7 +1,8 @@
 // `kiln gen-model`: writes a random-weight GGUF model of a real architecture
 // (llama, qwen2, qwen3, qwen3moe, Mixtral-style llama-moe, gemma3) that Kiln and
 // llama.cpp both load, at a named size, in f32, f16, q8_0, q4_0, q4_1, q5_0,
-// q5_1, or llama-quantize's q2_k, q3_k_m, q4_k_m and q5_k_m mixes.
+// q5_1, or llama-quantize's q2_k, q3_k_m, q4_k_m, q5_k_m, iq4_nl and iq4_xs
+// mixes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -60,7 +61,8 @@ int cmd_gen_model(const std::vector<std::string>& argv) {
         "  --arch    llama | qwen2 | qwen3 | qwen3moe | llama-moe (Mixtral-style) | gemma3\n"
         "  --preset  a size of that architecture (see --list)\n"
         "  --type    f32 | f16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1, or llama-quantize's mixes\n"
-        "            q2_k | q3_k_m | q4_k_m | q5_k_m (K types with some wider tensors, and\n"
+        "            q2_k | q3_k_m | q4_k_m | q5_k_m | iq4_nl | iq4_xs (with some wider tensors, "
+        "and\n"
         "            32-weight fallbacks for rows off 256)\n"
         "  --vocab   copy the tokenizer.* keys of this GGUF (and its vocabulary size);\n"
         "            default: a byte-level BPE vocabulary, padded to the preset's size\n"

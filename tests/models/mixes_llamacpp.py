@@ -28,7 +28,8 @@ except ImportError as e:
 PRESETS = (("llama", "tiny"), ("llama", "smollm"), ("qwen3moe", "tiny"), ("qwen2", "tiny"),
            ("gemma3", "tiny"))
 # gen-model's name -> llama_ftype
-MIXES = (("q2_k", 10), ("q3_k_m", 12), ("q4_k_m", 15), ("q5_k_m", 17))
+MIXES = (("q2_k", 10), ("q3_k_m", 12), ("q4_k_m", 15), ("q5_k_m", 17), ("iq4_nl", 25),
+         ("iq4_xs", 30))
 
 
 def types(path):

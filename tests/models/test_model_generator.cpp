@@ -219,6 +219,8 @@ void check_model(const GgufFile& f, const ModelPreset& p, WeightFormat format, i
       case WeightFormat::q2_k:
       case WeightFormat::q3_k_m:
       case WeightFormat::q5_k_m:
+      case WeightFormat::iq4_nl:
+      case WeightFormat::iq4_xs:
         // Tensor by tensor against llama_model_quantize in mixes_llamacpp.py.
         CHECK(is_block_quantized(t->type) == !norm_or_1d);
         break;
@@ -265,7 +267,8 @@ TEST_CASE("gen-model: every architecture and type reads back as llama.cpp lays i
     for (WeightFormat f :
          {WeightFormat::f32, WeightFormat::f16, WeightFormat::q8_0, WeightFormat::q4_0,
           WeightFormat::q4_1, WeightFormat::q5_0, WeightFormat::q5_1, WeightFormat::q2_k,
-          WeightFormat::q3_k_m, WeightFormat::q4_k_m, WeightFormat::q5_k_m}) {
+          WeightFormat::q3_k_m, WeightFormat::q4_k_m, WeightFormat::q5_k_m, WeightFormat::iq4_nl,
+          WeightFormat::iq4_xs}) {
       std::string name = family + "-" + std::string(weight_format_name(f)) + ".gguf";
       INFO(name);
       GenModelSummary s = generate(p, f, tmp.path(name));
@@ -466,7 +469,8 @@ TEST_CASE("gen-model: Q4_K_M mixes types as llama-quantize does", "[models][gen_
   CHECK(q3.back().name == "output_norm.weight");
 }
 
-TEST_CASE("gen-model: the Q2_K and Q3_K_M mixes on TinyLlama's shapes", "[models][gen_model]") {
+TEST_CASE("gen-model: the Q2_K, Q3_K_M and IQ4_XS mixes on TinyLlama's shapes",
+          "[models][gen_model]") {
   // 32 query heads on 4 KV heads: Q2_K gives attn_v Q4_K (llama.cpp's n_gqa
   // >= 4 rule, which the tiny presets of mixes_llamacpp.py do not reach);
   // Q3_K_M's ffn_down is Q5_K in the first 22 / 16 = 1 layer.
@@ -485,6 +489,9 @@ TEST_CASE("gen-model: the Q2_K and Q3_K_M mixes on TinyLlama's shapes", "[models
   CHECK(type_in(WeightFormat::q3_k_m, "blk.1.attn_v.weight") == GgmlType::q5_K);
   CHECK(type_in(WeightFormat::q3_k_m, "blk.2.attn_v.weight") == GgmlType::q4_K);
   CHECK(type_in(WeightFormat::q5_k_m, "output.weight") == GgmlType::q6_K);
+  CHECK(type_in(WeightFormat::iq4_xs, "blk.5.attn_v.weight") == GgmlType::q5_K);
+  CHECK(type_in(WeightFormat::iq4_xs, "blk.1.ffn_down.weight") == GgmlType::q5_K);  // < 22 / 8
+  CHECK(type_in(WeightFormat::iq4_xs, "blk.3.ffn_down.weight") == GgmlType::iq4_xs);
 }
 
 TEST_CASE("gen-model: gemma3/1b plans Gemma 3 1B's tensors with llama-quantize's fallbacks",
