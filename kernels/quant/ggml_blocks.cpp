@@ -39,11 +39,11 @@ void check_multiple(int64_t n, int block, std::string_view what) {
                 " elements is not a multiple of the " + std::to_string(block) + "-element block");
 }
 
-// The value of largest magnitude of a 32-value block (the first on ties),
-// with its sign: Q4_0 and Q5_0 map it to their most negative code.
-float signed_max(const float* x) {
+// The value of largest magnitude of n values (the first on ties), with its
+// sign: the symmetric formats map it to their most negative code.
+float signed_max(const float* x, int n = 32) {
   float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
+  for (int j = 0; j < n; ++j) {
     if (std::fabs(x[j]) > amax) {
       amax = std::fabs(x[j]);
       max = x[j];
@@ -127,15 +127,8 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
 // x^2: the grid through the largest |x|, then 18 stretched grids; keeps the
 // one maximising the explained weighted energy. Returns the scale.
 float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < 1e-15f) {
+  const float max = signed_max(x, n);
+  if (std::fabs(max) < 1e-15f) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.0f;
   }
@@ -363,15 +356,8 @@ void quantize_k_scale_min(const float* x, int nmax, float rmin, int nstep, uint8
 // codes while that raises sum(w x l)^2 / sum(w l^2). Returns the scale.
 float fit_q3(const float* x, int8_t* L) {
   const int n = 16, nmax = 4;
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < 1e-15f) {
+  const float max = signed_max(x, n);
+  if (std::fabs(max) < 1e-15f) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.0f;
   }
@@ -596,14 +582,8 @@ int nearest_entry(const int8_t* v, float x) {
 // Returns the scale (0 for an all-zero block).
 float fit_iq4(const float* x, uint8_t* L) {
   const int8_t* v = kIq4nlValues;
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  if (amax < 1e-15f) return 0.0f;
+  const float max = signed_max(x);
+  if (std::fabs(max) < 1e-15f) return 0.0f;
   auto fit = [&](float id, float* sumqx, float* sumq2, bool keep) {
     *sumqx = *sumq2 = 0;
     for (int j = 0; j < 32; ++j) {
