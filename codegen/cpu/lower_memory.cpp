@@ -355,13 +355,30 @@ llvm::Value* Lowering::table_lookup(const Op& op) {
   return b_.CreateMaskedGather(reg_type(rt), ptrs, align);
 }
 
+void Lowering::masked_lane_loop(llvm::Value* mask, unsigned n, const char* name,
+                                const std::function<void(llvm::Value*)>& body) {
+  // The bits go through memory as bytes so the loop can index them.
+  llvm::AllocaInst* bits = entry_alloca(llvm::FixedVectorType::get(b_.getInt8Ty(), n));
+  b_.CreateStore(b_.CreateZExt(mask, bits->getAllocatedType()), bits);
+  const std::string prefix(name);
+  lane_loop(n, [&](llvm::Value* i) {
+    auto* on = llvm::BasicBlock::Create(ctx_, prefix + ".lane", fn_);
+    auto* next = llvm::BasicBlock::Create(ctx_, prefix + ".next", fn_);
+    llvm::Value* m = b_.CreateLoad(b_.getInt8Ty(), b_.CreateGEP(b_.getInt8Ty(), bits, i));
+    b_.CreateCondBr(b_.CreateICmpNE(m, b_.getInt8(0)), on, next);
+    b_.SetInsertPoint(on);
+    body(i);
+    b_.CreateBr(next);
+    b_.SetInsertPoint(next);
+  });
+}
+
 llvm::Value* Lowering::masked_row_load(llvm::FixedVectorType* ty, llvm::Value* p, llvm::Align align,
                                        llvm::Value* mask, llvm::Value* passthru) {
   if (profile_.native_masked_memory) return b_.CreateMaskedLoad(ty, p, align, mask, passthru);
   unsigned n = ty->getNumElements();
   llvm::Type* et = ty->getElementType();
   llvm::AllocaInst* buf = entry_alloca(ty);
-  llvm::AllocaInst* bits = entry_alloca(llvm::FixedVectorType::get(b_.getInt8Ty(), n));
   auto* all = llvm::BasicBlock::Create(ctx_, "mload.all", fn_);
   auto* partial = llvm::BasicBlock::Create(ctx_, "mload.partial", fn_);
   auto* join = llvm::BasicBlock::Create(ctx_, "mload.join", fn_);
@@ -371,17 +388,9 @@ llvm::Value* Lowering::masked_row_load(llvm::FixedVectorType* ty, llvm::Value* p
   b_.CreateBr(join);
   b_.SetInsertPoint(partial);
   b_.CreateStore(passthru, buf);
-  b_.CreateStore(b_.CreateZExt(mask, bits->getAllocatedType()), bits);
-  lane_loop(n, [&](llvm::Value* i) {
-    auto* on = llvm::BasicBlock::Create(ctx_, "mload.lane", fn_);
-    auto* next = llvm::BasicBlock::Create(ctx_, "mload.next", fn_);
-    llvm::Value* m = b_.CreateLoad(b_.getInt8Ty(), b_.CreateGEP(b_.getInt8Ty(), bits, i));
-    b_.CreateCondBr(b_.CreateICmpNE(m, b_.getInt8(0)), on, next);
-    b_.SetInsertPoint(on);
+  masked_lane_loop(mask, n, "mload", [&](llvm::Value* i) {
     llvm::Value* x = b_.CreateAlignedLoad(et, b_.CreateGEP(et, p, i), align);
     b_.CreateStore(x, b_.CreateGEP(et, buf, i));
-    b_.CreateBr(next);
-    b_.SetInsertPoint(next);
   });
   llvm::Value* some = b_.CreateLoad(ty, buf);
   llvm::BasicBlock* partial_end = b_.GetInsertBlock();
@@ -403,7 +412,6 @@ void Lowering::masked_row_store(llvm::Value* v, llvm::Value* p, llvm::Align alig
   unsigned n = ty->getNumElements();
   llvm::Type* et = ty->getElementType();
   llvm::AllocaInst* buf = entry_alloca(ty);
-  llvm::AllocaInst* bits = entry_alloca(llvm::FixedVectorType::get(b_.getInt8Ty(), n));
   auto* all = llvm::BasicBlock::Create(ctx_, "mstore.all", fn_);
   auto* partial = llvm::BasicBlock::Create(ctx_, "mstore.partial", fn_);
   auto* join = llvm::BasicBlock::Create(ctx_, "mstore.join", fn_);
@@ -413,17 +421,9 @@ void Lowering::masked_row_store(llvm::Value* v, llvm::Value* p, llvm::Align alig
   b_.CreateBr(join);
   b_.SetInsertPoint(partial);
   b_.CreateStore(v, buf);
-  b_.CreateStore(b_.CreateZExt(mask, bits->getAllocatedType()), bits);
-  lane_loop(n, [&](llvm::Value* i) {
-    auto* on = llvm::BasicBlock::Create(ctx_, "mstore.lane", fn_);
-    auto* next = llvm::BasicBlock::Create(ctx_, "mstore.next", fn_);
-    llvm::Value* m = b_.CreateLoad(b_.getInt8Ty(), b_.CreateGEP(b_.getInt8Ty(), bits, i));
-    b_.CreateCondBr(b_.CreateICmpNE(m, b_.getInt8(0)), on, next);
-    b_.SetInsertPoint(on);
+  masked_lane_loop(mask, n, "mstore", [&](llvm::Value* i) {
     llvm::Value* x = b_.CreateLoad(et, b_.CreateGEP(et, buf, i));
     b_.CreateAlignedStore(x, b_.CreateGEP(et, p, i), align);
-    b_.CreateBr(next);
-    b_.SetInsertPoint(next);
   });
   b_.CreateBr(join);
   b_.SetInsertPoint(join);

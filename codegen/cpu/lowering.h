@@ -205,6 +205,10 @@ class Lowering {
   void masked_row_store(llvm::Value* v, llvm::Value* p, llvm::Align align, llvm::Value* mask);
   llvm::AllocaInst* entry_alloca(llvm::Type* t);
   void lane_loop(int64_t n, const std::function<void(llvm::Value*)>& body);
+  // body(i) for each lane i < n whose bit of the i1 vector `mask` is set:
+  // the partial path of masked_row_load / masked_row_store.
+  void masked_lane_loop(llvm::Value* mask, unsigned n, const char* name,
+                        const std::function<void(llvm::Value*)>& body);
 
   const Kernel& k_;
   llvm::LLVMContext& ctx_;

@@ -32,15 +32,13 @@
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/qgemv/token_dots.h"
+#include "kernels/quant/e8m0.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "kernels/registry.h"
 #include "kernels/row_block.h"
 
 namespace kiln {
 namespace {
-
-// The 32-weight codebook formats: IQ4_NL and MXFP4.
-bool codebook(int64_t fmt) { return fmt == 20 || fmt == 39; }
 
 // The signed codebook of IQ4_NL/IQ4_XS or MXFP4, + 128: unsigned codes.
 std::vector<int64_t> unsigned_codebook(int64_t fmt) {
@@ -63,8 +61,9 @@ bool group_scales(int64_t fmt) { return fmt == 10 || fmt == 11 || fmt == 14; }
 //   token's accumulators stay in registers, and 16-byte code pieces (4
 //   lanes per row), which halves the f32 work per token.
 int64_t code_piece_bytes(int64_t fmt, bool stepped) {
-  const bool nibbles = fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7 || codebook(fmt) ||
-                       fmt == 23;  // weight j, j + 16 share a byte
+  // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4: weight j, j + 16 share a byte.
+  const bool nibbles =
+      fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7 || fmt == 20 || fmt == 23 || fmt == 39;
   // 16-weight group scales take 4 lanes each of a 32-byte piece.
   return nibbles || (stepped && !group_scales(fmt)) ? 16 : 32;
 }
@@ -119,7 +118,7 @@ class Decoder {
       case 8: return {q8_0(blk, xb0)};
       case 20: return {lookup_nibbles(blk + 2, f16_at(blk), xb0)};
       case 23: return iq4_xs(blk, xb0);
-      case 39: return {lookup_nibbles(blk + 1, mxfp4_scale(bytes(blk, 1)), xb0)};
+      case 39: return {lookup_nibbles(blk + 1, e8m0_half_value(bytes(blk, 1)), xb0)};
       case 12:
       case 13: return stepped ? k_step(blk, step, xb0) : k_block(blk, xb0);
       default: {  // 128-weight halves: Q2_K, Q3_K, Q6_K
@@ -196,16 +195,6 @@ class Decoder {
             d,
             {{d * 128.0, 0, 32}},
             xb};
-  }
-
-  // MXFP4's e8m0 byte e [BM,1] as 2^(e - 128): the f32 with exponent field
-  // e - 1, or for e < 2 the subnormal 2^-128 or 2^-127.
-  static Value mxfp4_scale(const Value& e) {
-    auto e32 = e.to(DType::i32);
-    return where(e32 < 2, shl_i32(0x00200000, e32), (e32 - 1) << 23).bitcast(DType::f32);
-  }
-  static Value shl_i32(int64_t c, const Value& by) {
-    return full(by.shape(), static_cast<double>(c), DType::i32) << by;
   }
 
   // The 8 sub-blocks of an IQ4_XS super-block: sub-block s's 6-bit scale

@@ -443,14 +443,8 @@ void quantize_q3_k(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 110) {
     int8_t L[256];
     float scales[16];
-    float max_scale = 0, amax = 0;
-    for (int g = 0; g < 16; ++g) {
-      scales[g] = fit_q3(x + 16 * g, L + 16 * g);
-      if (std::fabs(scales[g]) > amax) {
-        amax = std::fabs(scales[g]);
-        max_scale = scales[g];
-      }
-    }
+    for (int g = 0; g < 16; ++g) scales[g] = fit_q3(x + 16 * g, L + 16 * g);
+    const float max_scale = signed_max(scales, 16);
     uint8_t* sc = out + 96;
     std::memset(sc, 0, 12);
     if (max_scale != 0) {
@@ -525,16 +519,10 @@ void quantize_q6_k(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 210) {
     int8_t L[256];
     float scales[16];
-    float max_scale = 0, max_abs = 0;
-    for (int g = 0; g < 16; ++g) {
-      scales[g] = fit_symmetric(16, 32, x + 16 * g, L + 16 * g);
-      if (std::fabs(scales[g]) > max_abs) {
-        max_abs = std::fabs(scales[g]);
-        max_scale = scales[g];
-      }
-    }
+    for (int g = 0; g < 16; ++g) scales[g] = fit_symmetric(16, 32, x + 16 * g, L + 16 * g);
+    const float max_scale = signed_max(scales, 16);
     std::memset(out, 0, 210);
-    if (max_abs < 1e-15f) continue;  // all zero: d = 0 too
+    if (std::fabs(max_scale) < 1e-15f) continue;  // all zero: d = 0 too
     float iscale = -128.0f / max_scale;
     put_f16(out + 208, 1 / iscale);
     auto* sc = reinterpret_cast<int8_t*>(out + 192);
@@ -640,15 +628,9 @@ void quantize_iq4_xs(const float* x, int64_t n, uint8_t* out) {
   check_multiple(n, 256, "quantize_iq4_xs");
   for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 136) {
     uint8_t L[32];
-    float scales[8], max_scale = 0, amax_scale = 0;
-    for (int s = 0; s < 8; ++s) {
-      scales[s] = fit_iq4(x + 32 * s, L);
-      if (std::fabs(scales[s]) > amax_scale) {
-        amax_scale = std::fabs(scales[s]);
-        max_scale = scales[s];
-      }
-    }
-    const float d = -max_scale / 32;
+    float scales[8];
+    for (int s = 0; s < 8; ++s) scales[s] = fit_iq4(x + 32 * s, L);
+    const float d = -signed_max(scales, 8) / 32;
     put_f16(out, d);
     const float id = d != 0 ? 1 / d : 0.0f;
     uint16_t scales_h = 0;

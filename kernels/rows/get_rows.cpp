@@ -13,6 +13,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/quant/e8m0.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "kernels/registry.h"
 
@@ -45,8 +46,7 @@ class BlockDecoder {
         return signed_byte(blk + 2 + e).to(DType::f32) * f16(blk);
       case 10: {  // Q2_K: 16 scale|min bytes, 64 of 2-bit codes, d, dmin
         Value sc = byte(blk + e / 16);
-        Value q =
-            (byte(blk + 16 + (e / 128) * 32 + e % 32) >> (((e % 128) / 32) * 2).to(DType::i32)) & 3;
+        Value q = code_2bit(blk + 16, e);
         return f16(blk + 80) * (sc & 15).to(DType::f32) * q.to(DType::f32) -
                f16(blk + 82) * (sc >> 4).to(DType::f32);
       }
@@ -55,8 +55,7 @@ class BlockDecoder {
         Value lo = byte(blk + 96 + g % 8);
         Value hi = (byte(blk + 104 + g % 4) >> ((g / 4) * 2).to(DType::i32)) & 3;
         Value sc = (where(g < 8, lo & 15, lo >> 4) | (hi << 4)) - 32;
-        Value q =
-            (byte(blk + 32 + (e / 128) * 32 + e % 32) >> (((e % 128) / 32) * 2).to(DType::i32)) & 3;
+        Value q = code_2bit(blk + 32, e);
         Value hbit = (byte(blk + e % 32) >> (e / 32).to(DType::i32)) & 1;
         return f16(blk + 108) * sc.to(DType::f32) * (q - ((hbit ^ 1) << 2)).to(DType::f32);
       }
@@ -89,10 +88,7 @@ class BlockDecoder {
         Value v = codebook(nl ? ggml::kIq4nlValues : ggml::kMxfp4Values,
                            nibble(byte(blk + (nl ? 2 : 1) + e % 16), e))
                       .to(DType::f32);
-        if (nl) return f16(blk) * v;
-        Value ex = byte(blk);
-        Value bits = where(ex < 2, full({}, 0x00200000, DType::i32) << ex, (ex - 1) << 23);
-        return v * bits.bitcast(DType::f32);
+        return nl ? f16(blk) * v : v * e8m0_half_value(byte(blk));
       }
       case 23: {  // IQ4_XS: d, u16 scales_h, 4 bytes scales_l, 128 of nibbles
         Value s = e / 32;
@@ -113,6 +109,11 @@ class BlockDecoder {
     Value nib = where(e < 16, q & 15, q >> 4);
     Value bit = (byte(qh + e / 8) >> (e % 8).to(DType::i32)) & 1;
     return nib | (bit << 4);
+  }
+  // Element e's 2-bit code in Q2_K/Q3_K's qs at `qs`: bits 2j..2j+1 of
+  // qs[32 h + l] for e = 128 h + 32 j + l.
+  Value code_2bit(const Value& qs, const Value& e) {
+    return (byte(qs + (e / 128) * 32 + e % 32) >> (((e % 128) / 32) * 2).to(DType::i32)) & 3;
   }
   // The low (element e < 16 of its 32) or high nibble of byte q.
   static Value nibble(const Value& q, const Value& e) { return where(e % 32 < 16, q & 15, q >> 4); }
