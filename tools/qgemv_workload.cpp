@@ -3,6 +3,7 @@
 #include <random>
 
 #include "ir/error.h"
+#include "kernels/quant/iq_grids.h"
 #include "kernels/quant/rows16.h"
 #include "kernels/quant/split_sums.h"
 
@@ -22,7 +23,7 @@ QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t 
   for (int64_t i = 0; i < m; ++i) {
     for (float& v : row) v = dist(rng);
     uint8_t* dst = w_.data() + i * (k / f.block_elems) * f.block_bytes;
-    ggml::quantize(fmt, row.data(), k, dst);
+    ggml::sample_blocks(fmt, row.data(), k, seed + static_cast<uint64_t>(i), dst);
   }
   if (rows16) {
     HostMemory packed(static_cast<size_t>(ggml::rows16_bytes(fmt, m, k)));

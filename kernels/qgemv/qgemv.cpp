@@ -1,7 +1,8 @@
 // Quantized matrix-vector products for t tokens at once: y[i] = W x[i] for
 // i < t, W [m, k] in ggml blocks (FMT = the ggml type id: Q4_0 2, Q4_1 3,
 // Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14,
-// IQ4_NL 20, IQ4_XS 23, MXFP4 39),
+// IQ2_XXS 16, IQ2_XS 17, IQ3_XXS 18, IQ4_NL 20, IQ3_S 21, IQ2_S 22, IQ4_XS 23,
+// MXFP4 39),
 // each x[i] given as 8-bit blocks of 32 from quantize_q8 (q, scale d, sum s
 // per block). t = 1 is decode's GEMV; larger t is prompt processing, where
 // BLOCK_T tokens share every weight block a program decodes.
@@ -27,6 +28,12 @@
 //   each nibble looked up in the table + 128 (a byte shuffle on SIMD
 //   CPUs), so codes are unsigned as Q8_0's; scale d (IQ4_XS: d (ls - 32)
 //   per 32 weights; MXFP4: 2^(e - 128)), offset 128 d.
+// - The lattice formats IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (w = db
+//   (+-mag), mag a byte of a grid point): each point looked up whole as 8
+//   (IQ2) or 4 (IQ3) bytes, the sign bits spread to byte masks by a lookup,
+//   codes 128 +- mag; scale db per 32 weights (IQ2_XS, IQ2_S: per 16, lane
+//   scales), the 128 taken off in the integer lanes (TokenDots'
+//   lane_offset). Correct, not yet tuned for speed.
 #include <vector>
 
 #include "ir/builder.h"
@@ -34,6 +41,7 @@
 #include "kernels/qgemv/token_dots.h"
 #include "kernels/quant/e8m0.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/iq_grids.h"
 #include "kernels/registry.h"
 #include "kernels/row_block.h"
 
@@ -51,6 +59,23 @@ std::vector<int64_t> unsigned_codebook(int64_t fmt) {
 // Formats with a scale per 16-weight group: Q2_K, Q3_K, Q6_K.
 bool group_scales(int64_t fmt) { return fmt == 10 || fmt == 11 || fmt == 14; }
 
+bool lattice(int64_t fmt) { return ggml::is_lattice(static_cast<ggml::QuantType>(fmt)); }
+
+// The sign bytes of a lattice format's 8-weight groups as byte masks: entry
+// i holds 0xFF in byte j where bit j of sign byte i is set (sign7: i is a
+// 7-bit index completed by parity).
+std::vector<int64_t> sign_masks(bool sign7) {
+  std::vector<int64_t> t;
+  for (int i = 0; i < (sign7 ? 128 : 256); ++i) {
+    const int bits = sign7 ? ggml::lattice_signs(i) : i;
+    uint64_t m = 0;
+    for (int j = 0; j < 8; ++j)
+      if (bits >> j & 1) m |= uint64_t{0xFF} << (8 * j);
+    t.push_back(static_cast<int64_t>(m));
+  }
+  return t;
+}
+
 // Decodes a format's blocks into sub-blocks. Two shapes of code, chosen by
 // how many tokens share the decoded weights:
 // - one token (decode's GEMV, bandwidth-bound): a whole block per loop
@@ -64,7 +89,9 @@ int64_t code_piece_bytes(int64_t fmt, bool stepped) {
   // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4: weight j, j + 16 share a byte.
   const bool nibbles =
       fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7 || fmt == 20 || fmt == 23 || fmt == 39;
-  // 16-weight group scales take 4 lanes each of a 32-byte piece.
+  // 16-weight group scales take 4 lanes each of a 32-byte piece; a lattice
+  // sub-block is one 32-byte piece.
+  if (lattice(fmt)) return 32;
   return nibbles || (stepped && !group_scales(fmt)) ? 16 : 32;
 }
 
@@ -102,6 +129,7 @@ class Decoder {
 
   int64_t steps_per_block() const {
     if (!stepped) return 1;
+    if (lattice(FMT)) return 8;        // 32 weights a step
     if (scale_min_k(FMT)) return 4;    // 64 weights a step
     return group_scales(FMT) ? 2 : 1;  // 128
   }
@@ -121,6 +149,17 @@ class Decoder {
       case 39: return {lookup_nibbles(blk + 1, e8m0_half_value(bytes(blk, 1)), xb0)};
       case 12:
       case 13: return stepped ? k_step(blk, step, xb0) : k_block(blk, xb0);
+      case 16:
+      case 17:
+      case 18:
+      case 21:
+      case 22: {
+        if (stepped) return {lattice_sub(blk, step, xb0 + step)};
+        std::vector<SubBlock> out;
+        for (int s = 0; s < 8; ++s)
+          out.push_back(lattice_sub(blk, full({}, s, DType::i32), xb0 + s));
+        return out;
+      }
       default: {  // 128-weight halves: Q2_K, Q3_K, Q6_K
         if (stepped) return half(blk, step, xb0);
         auto out = half(blk, full({}, 0, DType::i32), xb0);
@@ -212,6 +251,77 @@ class Decoder {
                                    xb0 + static_cast<int>(s)));
     }
     return out;
+  }
+
+  // Sub-block s of a lattice block (layouts in ggml_blocks.h).
+  SubBlock lattice_sub(const Value& blk, const Value& s, const Value& xb) {
+    auto s64 = s.to(DType::i64);
+    auto d = f16_at(blk);
+    // The 4 sign7 indices and the scale step ls of IQ2_XXS/IQ3_XXS's u32.
+    auto sign7_word = [&](const Value& four_bytes, double step, Value* scale) {
+      auto a = four_bytes.bitcast(DType::u32);  // [BM,1]
+      auto at = (arange(4) * 7).to(DType::u32);
+      *scale = d * ((a >> 28).to(DType::f32) + 0.5) * step;
+      return (broadcast_to(a, {BM, 4}) >> broadcast_to(at, {BM, 4})) & 127;
+    };
+    // IQ2_XS/IQ2_S's two 16-weight scales in a byte, as [BM,8] lane scales.
+    auto nibble_scales = [&](const Value& byte) {
+      auto low = broadcast_to(arange(8) < 4, {BM, 8});
+      auto b = broadcast_to(byte, {BM, 8});
+      return d * (where(low, b & 15, b >> 4).to(DType::f32) + 0.5) * 0.25;
+    };
+    Value points, signs, scale;
+    bool sign7 = true;
+    switch (FMT) {
+      case 16: {  // IQ2_XXS
+        auto q = bytes(blk + 2 + s64 * 8, 8);
+        points = slice(q, {0, 0}, {BM, 4});
+        signs = sign7_word(slice(q, {0, 4}, {BM, 4}), 0.25, &scale);
+        break;
+      }
+      case 17: {                                                   // IQ2_XS
+        auto q = bytes(blk + 2 + s64 * 8, 8).bitcast(DType::u16);  // [BM,4]
+        points = q & 511;
+        signs = q >> 9;
+        scale = nibble_scales(bytes(blk + 66 + s64, 1));
+        break;
+      }
+      case 22: {  // IQ2_S
+        auto high = (broadcast_to(bytes(blk + 66 + s64, 1), {BM, 4}).to(DType::i32) >>
+                     broadcast_to(arange(4) * 2, {BM, 4})) &
+                    3;
+        points = bytes(blk + 2 + s64 * 4, 4).to(DType::i32) | (high << 8);
+        signs = bytes(blk + 34 + s64 * 4, 4);
+        sign7 = false;
+        scale = nibble_scales(bytes(blk + 74 + s64, 1));
+        break;
+      }
+      case 18: {  // IQ3_XXS
+        points = bytes(blk + 2 + s64 * 8, 8);
+        signs = sign7_word(bytes(blk + 66 + s64 * 4, 4), 0.5, &scale);
+        break;
+      }
+      default: {  // IQ3_S
+        auto high = (broadcast_to(bytes(blk + 66 + s64, 1), {BM, 8}).to(DType::i32) >>
+                     broadcast_to(arange(8), {BM, 8})) &
+                    1;
+        points = bytes(blk + 2 + s64 * 8, 8).to(DType::i32) | (high << 8);
+        signs = bytes(blk + 74 + s64 * 4, 4);
+        sign7 = false;
+        auto ls = shr(bytes(blk + 106 + s64 / 2, 1), (s % 2) * 4) & 15;
+        scale = d * (ls.to(DType::i32) * 2 + 1).to(DType::f32);
+      }
+    }
+    const bool iq3 = FMT == 18 || FMT == 21;
+    const auto& grid = ggml::lattice_grid(static_cast<ggml::QuantType>(FMT));
+    auto mag =
+        lookup(grid, iq3 ? DType::i32 : DType::i64, points.to(DType::i32)).bitcast(DType::u8);
+    auto neg = lookup(sign_masks(sign7), DType::i64, signs.to(DType::i32)).bitcast(DType::u8);
+    auto mid = full({BM, 32}, 128, DType::u8);
+    auto codes = where(neg != full({BM, 32}, 0, DType::u8), mid - mag, mid + mag);
+    SubBlock sb{{{codes, 0}}, scale, {}, xb};
+    sb.lane_offset = 128;
+    return sb;
   }
 
   SubBlock q8_0(const Value& blk, const Value& xb) {
@@ -489,8 +599,9 @@ KILN_REGISTER_KERNEL((KernelDef{
     .name = "qgemv",
     .family = "qgemv",
     .summary = "y[i] = W x[i] for t tokens, W in ggml blocks (FMT = type id: Q4_0 2, Q4_1 3, "
-               "Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14, IQ4_NL 20, "
-               "IQ4_XS 23, MXFP4 39), x from quantize_q8",
+               "Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14, IQ2_XXS 16, "
+               "IQ2_XS 17, IQ3_XXS 18, IQ4_NL 20, IQ3_S 21, IQ2_S 22, IQ4_XS 23, MXFP4 39), x from "
+               "quantize_q8",
     .dtype_roles = {},
     .constexpr_defaults = {{"FMT", 8}, {"BLOCK_M", 8}, {"BLOCK_T", 1}},
     .build = build_qgemv,

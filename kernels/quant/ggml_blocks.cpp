@@ -7,19 +7,22 @@
 
 #include "ir/dtype.h"
 #include "ir/error.h"
+#include "kernels/quant/iq_grids.h"
 
 namespace kiln::ggml {
 
 namespace {
 
 constexpr BlockFormat kFormats[] = {
-    {QuantType::Q4_0, "q4_0", 32, 18},     {QuantType::Q4_1, "q4_1", 32, 20},
-    {QuantType::Q5_0, "q5_0", 32, 22},     {QuantType::Q5_1, "q5_1", 32, 24},
-    {QuantType::Q8_0, "q8_0", 32, 34},     {QuantType::Q2_K, "q2_K", 256, 84},
-    {QuantType::Q3_K, "q3_K", 256, 110},   {QuantType::Q4_K, "q4_K", 256, 144},
-    {QuantType::Q5_K, "q5_K", 256, 176},   {QuantType::Q6_K, "q6_K", 256, 210},
-    {QuantType::IQ4_NL, "iq4_nl", 32, 18}, {QuantType::IQ4_XS, "iq4_xs", 256, 136},
-    {QuantType::MXFP4, "mxfp4", 32, 17},
+    {QuantType::Q4_0, "q4_0", 32, 18},        {QuantType::Q4_1, "q4_1", 32, 20},
+    {QuantType::Q5_0, "q5_0", 32, 22},        {QuantType::Q5_1, "q5_1", 32, 24},
+    {QuantType::Q8_0, "q8_0", 32, 34},        {QuantType::Q2_K, "q2_K", 256, 84},
+    {QuantType::Q3_K, "q3_K", 256, 110},      {QuantType::Q4_K, "q4_K", 256, 144},
+    {QuantType::Q5_K, "q5_K", 256, 176},      {QuantType::Q6_K, "q6_K", 256, 210},
+    {QuantType::IQ2_XXS, "iq2_xxs", 256, 66}, {QuantType::IQ2_XS, "iq2_xs", 256, 74},
+    {QuantType::IQ3_XXS, "iq3_xxs", 256, 98}, {QuantType::IQ4_NL, "iq4_nl", 32, 18},
+    {QuantType::IQ3_S, "iq3_s", 256, 110},    {QuantType::IQ2_S, "iq2_s", 256, 82},
+    {QuantType::IQ4_XS, "iq4_xs", 256, 136},  {QuantType::MXFP4, "mxfp4", 32, 17},
 };
 
 float f16_at(const uint8_t* p) {
@@ -163,6 +166,69 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
     }
   }
   return scale;
+}
+
+// Sub-block s (32 weights) of a lattice block, unpacked as ggml's
+// dequantize_row_iq* reads it (layouts in ggml_blocks.h): its grid points
+// (4 of 8 weights for IQ2, 8 of 4 for IQ3), the sign byte of each 8
+// weights, and the scale of each 16.
+struct LatticeSub {
+  int points[8];
+  uint8_t signs[4];
+  float db[2];
+};
+
+LatticeSub lattice_sub_block(QuantType t, const uint8_t* blk, int s) {
+  LatticeSub L{};
+  const float d = f16_at(blk);
+  auto u32_at = [](const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  };
+  // IQ2_XXS and IQ3_XXS: a u32 of four 7-bit sign indices and the scale.
+  auto sign7_and_scale = [&](uint32_t a, float step) {
+    for (int l = 0; l < 4; ++l) L.signs[l] = lattice_signs((a >> (7 * l)) & 127);
+    L.db[0] = L.db[1] = d * (0.5f + static_cast<float>(a >> 28)) * step;
+  };
+  auto nibble_scales = [&](uint8_t sc) {
+    L.db[0] = d * (0.5f + static_cast<float>(sc & 0xF)) * 0.25f;
+    L.db[1] = d * (0.5f + static_cast<float>(sc >> 4)) * 0.25f;
+  };
+  switch (t) {
+    case QuantType::IQ2_XXS:
+      for (int l = 0; l < 4; ++l) L.points[l] = blk[2 + 8 * s + l];
+      sign7_and_scale(u32_at(blk + 2 + 8 * s + 4), 0.25f);
+      break;
+    case QuantType::IQ2_XS:
+      for (int l = 0; l < 4; ++l) {
+        const int q = blk[2 + 8 * s + 2 * l] | (blk[3 + 8 * s + 2 * l] << 8);
+        L.points[l] = q & 511;
+        L.signs[l] = lattice_signs(q >> 9);
+      }
+      nibble_scales(blk[66 + s]);
+      break;
+    case QuantType::IQ2_S:
+      for (int l = 0; l < 4; ++l) {
+        L.points[l] = blk[2 + 4 * s + l] | (((blk[66 + s] >> (2 * l)) & 3) << 8);
+        L.signs[l] = blk[34 + 4 * s + l];
+      }
+      nibble_scales(blk[74 + s]);
+      break;
+    case QuantType::IQ3_XXS:
+      for (int k = 0; k < 8; ++k) L.points[k] = blk[2 + 8 * s + k];
+      sign7_and_scale(u32_at(blk + 66 + 4 * s), 0.5f);
+      break;
+    case QuantType::IQ3_S:
+      for (int k = 0; k < 8; ++k)
+        L.points[k] = blk[2 + 8 * s + k] | (((blk[66 + s] >> k) & 1) << 8);
+      for (int l = 0; l < 4; ++l) L.signs[l] = blk[74 + 4 * s + l];
+      L.db[0] = L.db[1] =
+          d * static_cast<float>(1 + 2 * ((blk[106 + s / 2] >> (4 * (s % 2))) & 0xF));
+      break;
+    default: throw Error("not a lattice format: " + std::string(block_format(t).name));
+  }
+  return L;
 }
 
 }  // namespace
@@ -687,8 +753,17 @@ void quantize(QuantType t, const float* x, int64_t n, uint8_t* out) {
     case QuantType::IQ4_NL: return quantize_iq4_nl(x, n, out);
     case QuantType::IQ4_XS: return quantize_iq4_xs(x, n, out);
     case QuantType::MXFP4: return quantize_mxfp4(x, n, out);
+    case QuantType::IQ2_XXS:
+    case QuantType::IQ2_XS:
+    case QuantType::IQ2_S:
+    case QuantType::IQ3_XXS:
+    case QuantType::IQ3_S: break;
   }
+  throw Error("quantize: Kiln has no quantiser for " + std::string(block_format(t).name) +
+              " (ggml's needs an importance matrix; llama-quantize writes these files)");
 }
+
+bool has_quantizer(QuantType t) { return !is_lattice(t); }
 
 void dequantize(QuantType t, const uint8_t* blk, int64_t n, float* y) {
   const BlockFormat& f = block_format(t);
@@ -798,6 +873,25 @@ void dequantize(QuantType t, const uint8_t* blk, int64_t n, float* y) {
           for (int j = 0; j < 16; ++j) y[j] = dl * kIq4nlValues[qs[j] & 0xF];
           for (int j = 0; j < 16; ++j) y[16 + j] = dl * kIq4nlValues[qs[j] >> 4];
           y += 32;
+        }
+        break;
+      }
+      case QuantType::IQ2_XXS:
+      case QuantType::IQ2_XS:
+      case QuantType::IQ2_S:
+      case QuantType::IQ3_XXS:
+      case QuantType::IQ3_S: {
+        const std::vector<int64_t>& grid = lattice_grid(t);
+        const int per_point = t == QuantType::IQ3_XXS || t == QuantType::IQ3_S ? 4 : 8;
+        for (int s = 0; s < 8; ++s) {
+          const LatticeSub L = lattice_sub_block(t, blk, s);
+          for (int e = 0; e < 32; ++e) {
+            const auto mag = static_cast<float>(
+                (static_cast<uint64_t>(grid[L.points[e / per_point]]) >> (8 * (e % per_point))) &
+                255);
+            const bool neg = (L.signs[e / 8] >> (e % 8)) & 1;
+            *y++ = L.db[e / 16] * mag * (neg ? -1.f : 1.f);
+          }
         }
         break;
       }

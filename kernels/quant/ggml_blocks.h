@@ -50,6 +50,26 @@ namespace kiln::ggml {
 //   MXFP4   17 B: u8 e @0 (e8m0), qs[16] @1;      w = 2^(e - 128) kMxfp4Values[q]
 //                 (the table holds twice the e2m1 values: 0, 0.5, 1, 1.5, 2,
 //                 3, 4, 6 and their negatives)
+// The lattice formats hold 256 weights as 8 sub-blocks s of 32 with f16 d
+// @0. Each 8 (IQ2) or 4 (IQ3) weights are the byte magnitudes of one point
+// of the format's grid (iq_grids.h); weight j of an 8-weight group l is
+// negated where bit j of the group's sign byte is set. sign7 is a 7-bit
+// index completed by parity (lattice_signs); ls a 4-bit scale:
+//   IQ2_XXS  66 B: 8 bytes @2 + 8s: 4 point indices, then a u32 a holding
+//                  group l's sign7 at bits 7l and ls = a >> 28;
+//                  w = d (0.5 + ls) / 4 mag
+//   IQ2_XS   74 B: u16 q[32] @2 (group 4s + l: point q & 511, sign7
+//                  q >> 9), scales[8] @66 (ls of weights 0-15 of sub-block s
+//                  in the low nibble of scales[s], 16-31 high); as IQ2_XXS
+//   IQ2_S    82 B: point bytes[32] @2, sign bytes[32] @34, qh[8] @66 (bits
+//                  2l..2l+1 of qh[s]: bits 8-9 of group 4s + l's point),
+//                  scales[8] @74 as IQ2_XS;  w = d (0.5 + ls) / 4 mag
+//   IQ3_XXS  98 B: point bytes[64] @2 (8 per sub-block), u32 a[8] @66 as
+//                  IQ2_XXS's;                 w = d (0.5 + ls) / 2 mag
+//   IQ3_S   110 B: point bytes[64] @2, qh[8] @66 (bit k of qh[s]: bit 8 of
+//                  point 8s + k), sign bytes[32] @74, scales[4] @106 (ls of
+//                  sub-block s: nibble s % 2 of scales[s / 2], low first);
+//                  w = d (1 + 2 ls) mag
 // ggml's type ids, as stored in GGUF tensor infos.
 enum class QuantType : int {
   Q4_0 = 2,
@@ -62,7 +82,12 @@ enum class QuantType : int {
   Q4_K = 12,
   Q5_K = 13,
   Q6_K = 14,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
   IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
   IQ4_XS = 23,
   MXFP4 = 39
 };
@@ -140,7 +165,11 @@ void quantize_iq4_xs(const float* x, int64_t n, uint8_t* out);
 void quantize_mxfp4(const float* x, int64_t n, uint8_t* out);
 
 // Any of the quantisers above by type; n a multiple of the type's block size.
+// Throws for the lattice formats: Kiln has no quantiser for them (ggml's
+// needs an importance matrix; llama-quantize writes such files).
 void quantize(QuantType t, const float* x, int64_t n, uint8_t* out);
+// Whether quantize() handles t.
+bool has_quantizer(QuantType t);
 
 // n must be a multiple of the type's block size.
 void dequantize(QuantType t, const uint8_t* blocks, int64_t n, float* out);

@@ -4,7 +4,8 @@
 // gathers the rows routed to an MoE expert (scale 1, exact). The table is
 // f32/f16/bf16 (W, FMT 0) or ggml blocks (W = u8, FMT = the ggml type id:
 // 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 10 Q2_K, 11 Q3_K, 12 Q4_K,
-// 13 Q5_K, 14 Q6_K, 20 IQ4_NL, 23 IQ4_XS, 39 MXFP4; layouts in
+// 13 Q5_K, 14 Q6_K, 16 IQ2_XXS, 17 IQ2_XS, 18 IQ3_XXS, 20 IQ4_NL, 21 IQ3_S,
+// 22 IQ2_S, 23 IQ4_XS, 39 MXFP4; layouts in
 // kernels/quant/ggml_blocks.h), dequantised
 // element by element exactly as ggml's dequantize_row does (same products
 // in the same order), so a quantized embedding matches llama.cpp's lookup
@@ -15,6 +16,7 @@
 #include "ir/error.h"
 #include "kernels/quant/e8m0.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/iq_grids.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -97,11 +99,73 @@ class BlockDecoder {
         Value v = codebook(ggml::kIq4nlValues, nibble(byte(blk + 8 + s * 16 + e % 16), e % 32));
         return f16(blk) * ((low | (high << 4)) - 32).to(DType::f32) * v.to(DType::f32);
       }
+      case 16:
+      case 17:
+      case 18:
+      case 21:
+      case 22: return lattice(fmt, blk, e);
       default: throw Error("get_rows: FMT " + std::to_string(fmt) + " is not a ggml block format");
     }
   }
 
  private:
+  // A lattice format (ggml_blocks.h): element e's grid point (point k of
+  // its sub-block s, 8-weight group l), sign byte and scale db, and
+  // w = db mag (-1 where the sign bit is set), ggml's products in its order.
+  Value lattice(int64_t fmt, const Value& blk, const Value& e) {
+    const auto t = static_cast<ggml::QuantType>(fmt);
+    const bool iq3 = fmt == 18 || fmt == 21;
+    Value s = e / 32, w = e % 32, l = w / 8, k = w / (iq3 ? 4 : 8);
+    Value d = f16(blk), point, sign, db;
+    auto ksigns = [](const Value& index7) {
+      std::vector<int64_t> table;
+      for (int i = 0; i < 128; ++i) table.push_back(ggml::lattice_signs(i));
+      return lookup(table, DType::i32, index7);
+    };
+    // IQ2_XXS/IQ3_XXS: the u32 at `off` holds group l's sign7 and the scale.
+    auto sign7_word = [&](const Value& off, double step) {
+      Value a = byte(off).to(DType::i64) | (byte(off + 1).to(DType::i64) << 8) |
+                (byte(off + 2).to(DType::i64) << 16) | (byte(off + 3).to(DType::i64) << 24);
+      sign = ksigns(((a >> (l * 7)) & 127).to(DType::i32));
+      db = d * ((a >> 28).to(DType::f32) + 0.5) * step;
+    };
+    // IQ2_XS/IQ2_S: the scale nibble of e's 16 weights.
+    auto nibble_scale = [&](const Value& off) {
+      db = d * (((byte(off) >> ((w / 16) * 4).to(DType::i32)) & 15).to(DType::f32) + 0.5) * 0.25;
+    };
+    switch (fmt) {
+      case 16:
+        point = byte(blk + 2 + s * 8 + l);
+        sign7_word(blk + 6 + s * 8, 0.25);
+        break;
+      case 17: {
+        Value q = byte(blk + 2 + s * 8 + l * 2) | (byte(blk + 3 + s * 8 + l * 2) << 8);
+        point = q & 511;
+        sign = ksigns(q >> 9);
+        nibble_scale(blk + 66 + s);
+        break;
+      }
+      case 22:
+        point =
+            byte(blk + 2 + s * 4 + l) | (((byte(blk + 66 + s) >> (l * 2).to(DType::i32)) & 3) << 8);
+        sign = byte(blk + 34 + s * 4 + l);
+        nibble_scale(blk + 74 + s);
+        break;
+      case 18:
+        point = byte(blk + 2 + s * 8 + k);
+        sign7_word(blk + 66 + s * 4, 0.5);
+        break;
+      default:  // 21, IQ3_S
+        point = byte(blk + 2 + s * 8 + k) | (((byte(blk + 66 + s) >> k.to(DType::i32)) & 1) << 8);
+        sign = byte(blk + 74 + s * 4 + l);
+        db = d * (((byte(blk + 106 + s / 2) >> ((s % 2) * 4).to(DType::i32)) & 15) * 2 + 1)
+                     .to(DType::f32);
+    }
+    Value grid = lookup(ggml::lattice_grid(t), DType::i64, point);
+    Value mag = ((grid >> ((w % (iq3 ? 4 : 8)) * 8)) & 255).to(DType::f32);
+    Value v = db * mag;
+    return where(((sign >> (w % 8).to(DType::i32)) & 1) != 0, -v, v);
+  }
   // Element e's 5-bit code: its nibble (low for e < 16, high for the rest)
   // and bit e of the little-endian u32 at qh.
   Value code_5bit(const Value& qh, const Value& qs, const Value& e) {

@@ -20,6 +20,7 @@
 #include "ir/passes.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "kernels/quant/int4w.h"
+#include "kernels/quant/iq_grids.h"
 #include "kernels/quant/rows16.h"
 #include "kernels/registry.h"
 #include "runtime/host_memory.h"
@@ -182,7 +183,8 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(spec.constexpr_("FMT")));
       std::vector<float> w(static_cast<size_t>(n / f.block_bytes * f.block_elems));
       for (float& x : w) x = static_cast<float>(unit(rng));
-      ggml::quantize(f.type, w.data(), static_cast<int64_t>(w.size()), static_cast<uint8_t*>(m));
+      ggml::sample_blocks(f.type, w.data(), static_cast<int64_t>(w.size()), 3,
+                          static_cast<uint8_t*>(m));
     } else if (c.kernel == "qgemv_rows16" && p.name == "w") {
       int64_t rows = c.sizes.at("m"), cols = c.sizes.at("k");
       std::vector<float> w(static_cast<size_t>(rows * cols));
@@ -197,7 +199,7 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       int64_t elems = c.sizes.at("table_rows") * c.sizes.at("n");
       std::vector<float> w(static_cast<size_t>(elems));
       for (float& x : w) x = static_cast<float>(unit(rng));
-      ggml::quantize(qt, w.data(), elems, static_cast<uint8_t*>(m));
+      ggml::sample_blocks(qt, w.data(), elems, 3, static_cast<uint8_t*>(m));
     } else if (((c.kernel == "get_rows" || c.kernel == "moe_group") && p.name == "ids") ||
                (c.kernel == "moe_scatter" && p.name == "rows")) {
       // Indices in range: table rows, experts (distinct within a token's k),

@@ -12,6 +12,7 @@
 
 #include "ir/dtype.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/iq_grids.h"
 #include "kernels/quant/split_sums.h"
 #include "support/quantized_x.h"
 #include "support/runtime_fixture.h"
@@ -132,7 +133,7 @@ std::vector<uint8_t> random_weights(int fmt, int64_t m, int64_t k) {
     }
   } else {
     std::vector<float> wf = kiln::test::normal_floats(static_cast<size_t>(m * k), 2, 1.0f);
-    ggml::quantize(qt, wf.data(), m * k, w.data());
+    ggml::sample_blocks(qt, wf.data(), m * k, 5, w.data());
   }
   return w;
 }

@@ -60,8 +60,18 @@ mx = rng.integers(0, 256, size=(256, 17), dtype=np.uint8)
 mx[:, 0] = np.arange(256, dtype=np.uint8)
 mx = mx[mx[:, 0] != 255]  # e = 255 is NaN in the spec; ggml does not treat it
 blocks[T.MXFP4] = (mx.reshape(-1), quants.dequantize(mx.reshape(1, -1), T.MXFP4).reshape(-1).astype(np.float32))
+# The lattice formats: random blocks (every code is a valid grid point)
+# with sane f16 scales d at byte 0.
+lattice = ((T.IQ2_XXS, "IQ2_XXS", 66), (T.IQ2_XS, "IQ2_XS", 74), (T.IQ2_S, "IQ2_S", 82),
+           (T.IQ3_XXS, "IQ3_XXS", 98), (T.IQ3_S, "IQ3_S", 110))
+for t, _, size in lattice:
+    b = rng.integers(0, 256, size=(4, size), dtype=np.uint8)
+    for i in range(4):
+        b[i, 0:2] = np.array([0.01 * (i + 1)], dtype=np.float16).view(np.uint8)
+    blocks[t] = (b.reshape(-1), quants.dequantize(b.reshape(1, -1), t).reshape(-1).astype(np.float32))
 for t, name in ((T.Q4_K, "Q4_K"), (T.Q6_K, "Q6_K"), (T.Q2_K, "Q2_K"), (T.Q3_K, "Q3_K"), (T.Q5_K, "Q5_K"),
-                (T.IQ4_NL, "IQ4_NL"), (T.IQ4_XS, "IQ4_XS"), (T.MXFP4, "MXFP4")):
+                (T.IQ4_NL, "IQ4_NL"), (T.IQ4_XS, "IQ4_XS"), (T.MXFP4, "MXFP4")) + tuple(
+                    (t, name) for t, name, _ in lattice):
     raw, deq = blocks[t]
     print("inline constexpr uint8_t k%sBlocks[] = {%s};" % (name, hex_u8(raw)))
     print("inline constexpr uint32_t k%sValues[] = {%s};" % (name, hex_u32(deq)))

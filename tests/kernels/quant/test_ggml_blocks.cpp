@@ -62,7 +62,7 @@ TEST_CASE("Q4_1, Q5_0 and Q5_1 quantise and dequantise bit-exactly like ggml",
   }
 }
 
-TEST_CASE("the K and codebook formats dequantise like ggml", "[kernels][quant]") {
+TEST_CASE("the K, codebook and lattice formats dequantise like ggml", "[kernels][quant]") {
   // Random blocks (MXFP4: one per scale byte 0-254, some overflowing to inf).
   const struct {
     QuantType t;
@@ -76,7 +76,14 @@ TEST_CASE("the K and codebook formats dequantise like ggml", "[kernels][quant]")
                {QuantType::Q6_K, v::kQ6_KBlocks, v::kQ6_KValues, std::size(v::kQ6_KValues)},
                {QuantType::IQ4_NL, v::kIQ4_NLBlocks, v::kIQ4_NLValues, std::size(v::kIQ4_NLValues)},
                {QuantType::IQ4_XS, v::kIQ4_XSBlocks, v::kIQ4_XSValues, std::size(v::kIQ4_XSValues)},
-               {QuantType::MXFP4, v::kMXFP4Blocks, v::kMXFP4Values, std::size(v::kMXFP4Values)}};
+               {QuantType::MXFP4, v::kMXFP4Blocks, v::kMXFP4Values, std::size(v::kMXFP4Values)},
+               {QuantType::IQ2_XXS, v::kIQ2_XXSBlocks, v::kIQ2_XXSValues,
+                std::size(v::kIQ2_XXSValues)},
+               {QuantType::IQ2_XS, v::kIQ2_XSBlocks, v::kIQ2_XSValues, std::size(v::kIQ2_XSValues)},
+               {QuantType::IQ2_S, v::kIQ2_SBlocks, v::kIQ2_SValues, std::size(v::kIQ2_SValues)},
+               {QuantType::IQ3_XXS, v::kIQ3_XXSBlocks, v::kIQ3_XXSValues,
+                std::size(v::kIQ3_XXSValues)},
+               {QuantType::IQ3_S, v::kIQ3_SBlocks, v::kIQ3_SValues, std::size(v::kIQ3_SValues)}};
   for (const auto& c : cases) {
     INFO(block_format(c.t).name);
     std::vector<float> y(c.n);
@@ -117,6 +124,8 @@ TEST_CASE("block formats reject bad sizes and unknown type ids", "[kernels][quan
   REQUIRE_THROWS_WITH(quantize_q8_0(x.data(), 33, q.data()),
                       Catch::Contains("33 elements is not a multiple of the 32-element block"));
   REQUIRE_THROWS_WITH(block_format(9), Catch::Contains("ggml type id 9 is not a quantized format"));
+  REQUIRE_THROWS_WITH(quantize(QuantType::IQ2_XS, x.data(), 0, q.data()),
+                      Catch::Contains("no quantiser for iq2_xs"));
   CHECK(block_format(12).block_bytes == 144);
 }
 

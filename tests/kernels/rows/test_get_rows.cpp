@@ -10,6 +10,7 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/iq_grids.h"
 #include "support/runtime_fixture.h"
 
 using namespace kiln;
@@ -88,7 +89,7 @@ TEST_CASE("get_rows dequantises ggml blocks as ggml does", "[kernels][rows]") {
     const int64_t V = 6, n = 512, row_bytes = n / f.block_elems * f.block_bytes;
     std::vector<float> w = random_floats(V * n, 2);
     std::vector<uint8_t> blocks(V * row_bytes);
-    ggml::quantize(qt, w.data(), V * n, blocks.data());
+    ggml::sample_blocks(qt, w.data(), V * n, 4, blocks.data());
     std::vector<int32_t> ids = {5, 1, 1, 0};
     auto [jit, ref] =
         lookup(DType::u8, static_cast<int64_t>(qt), blocks.data(), V * row_bytes, V, ids, n);
