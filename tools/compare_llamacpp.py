@@ -32,8 +32,10 @@ import numpy as np
 
 COLD_BYTES = 256 << 20  # as kiln bench's cold GEMVs (tools/cmd_bench.cpp)
 GGML_TYPES = {"f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "q2_K": 10,
-              "q3_K": 11, "q4_K": 12, "q5_K": 13, "q6_K": 14, "iq4_nl": 20, "iq4_xs": 23,
-              "mxfp4": 39}
+              "q3_K": 11, "q4_K": 12, "q5_K": 13, "q6_K": 14, "iq2_xxs": 16, "iq2_xs": 17,
+              "iq3_xxs": 18, "iq4_nl": 20, "iq3_s": 21, "iq2_s": 22, "iq4_xs": 23, "mxfp4": 39}
+# ggml quantises these only with an importance matrix: a uniform one.
+IMATRIX_TYPES = {16, 17, 18, 21, 22}
 # Kiln formats that are a load-time layout of a ggml type: llama.cpp runs the
 # ggml type itself.
 for _base in ("q4_0", "q8_0", "q4_K", "q6_K"):
@@ -101,8 +103,10 @@ class Ggml:
         for _ in range(copies):
             w = b.ggml_new_tensor_2d(ctx, GGML_TYPES[fmt], k, m)
             if w0 is None:
+                imatrix = np.ones(k, dtype=np.float32)
                 b.ggml_quantize_chunk(GGML_TYPES[fmt], weights.ctypes.data, b.ggml_get_data(w), 0,
-                                      m, k, None)
+                                      m, k, imatrix.ctypes.data
+                                      if GGML_TYPES[fmt] in IMATRIX_TYPES else None)
                 w0 = w
             else:
                 ctypes.memmove(b.ggml_get_data(w), b.ggml_get_data(w0), wbytes)

@@ -30,9 +30,12 @@ SmolLM-shaped model, whose 576-wide rows make it fall back from K-quants
 (Q5_0, Q5_1, Q8_0) as it does for the small models people download, and
 Q5_K_M, Q5_K_S, Q3_K_M, Q2_K, IQ4_XS and IQ4_NL of llama/tiny (256 wide),
 where every matrix keeps its type (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
-IQ4_NL between them), IQ4_XS of SmolLM (IQ4_NL fallbacks) and MXFP4_MOE of
-qwen3moe/tiny (MXFP4 experts, Q8_0 elsewhere); they take the quantized bar. Exit code 77 (ctest's skip) when
-llama-cpp-python is not installed.
+IQ4_NL between them), IQ4_XS of SmolLM (IQ4_NL fallbacks), MXFP4_MOE of
+qwen3moe/tiny (MXFP4 experts, Q8_0 elsewhere), and the lattice mixes IQ2_XXS,
+IQ2_XS, IQ2_S, IQ2_M, IQ3_XXS, IQ3_S and IQ3_M of llama/tiny (every lattice
+type among them, with Q2_K, Q4_K, Q5_K, Q6_K), which llama.cpp writes only
+with an importance matrix: a uniform one (all ones). They take the quantized
+bar. Exit code 77 (ctest's skip) when llama-cpp-python is not installed.
 
   python3 tests/models/parity_llamacpp.py --kiln build/tools/kiln [--arch gemma3] [--type f16]
 """
@@ -62,13 +65,47 @@ LLAMA_QUANTIZED = (("smollm", "Q4_K_M", 15), ("smollm", "Q5_K_M", 17), ("smollm"
                    ("smollm", "Q5_0", 8), ("smollm", "Q5_1", 9), ("smollm", "IQ4_XS", 30),
                    ("tiny", "Q5_K_M", 17), ("tiny", "Q5_K_S", 16), ("tiny", "Q3_K_M", 12),
                    ("tiny", "Q2_K", 10), ("tiny", "IQ4_XS", 30), ("tiny", "IQ4_NL", 25),
-                   ("moe", "MXFP4_MOE", 38))
+                   ("moe", "MXFP4_MOE", 38),
+                   ("tiny", "IQ2_XXS", 19), ("tiny", "IQ2_XS", 20), ("tiny", "IQ2_S", 28),
+                   ("tiny", "IQ2_M", 29), ("tiny", "IQ3_XXS", 23), ("tiny", "IQ3_S", 26),
+                   ("tiny", "IQ3_M", 27))
+# The lattice mixes (IQ2_*, IQ3_*), which llama.cpp quantises only with an
+# importance matrix.
+NEEDS_IMATRIX = {19, 20, 23, 26, 27, 28, 29}
+
+
+def uniform_imatrix(src):
+    """A uniform importance matrix (all ones) for every matrix of the GGUF
+    at `src`: llama.cpp's quantizer then weighs every column alike, as it
+    would for activations of equal energy. Returns the ctypes array (None
+    terminated) and the buffers it points into."""
+    from gguf import GGUFReader
+    entries, keep = [], []
+    for t in GGUFReader(src).tensors:
+        ne = [int(v) for v in t.shape]  # ggml order: ne[0] = row length
+        if len(ne) < 2 or not t.name.endswith(".weight"):
+            continue
+        ones = (ctypes.c_float * (ne[0] * (ne[2] if len(ne) > 2 else 1)))(
+            *([1.0] * (ne[0] * (ne[2] if len(ne) > 2 else 1))))
+        keep.append(ones)
+        entries.append((t.name.encode(), ones))
+        keep.append(entries[-1][0])
+    arr = (llama_cpp.llama_model_imatrix_data * (len(entries) + 1))()
+    for i, (name, ones) in enumerate(entries):
+        arr[i].name = name
+        arr[i].data = ctypes.cast(ones, ctypes.POINTER(ctypes.c_float))
+        arr[i].size = len(ones)
+    arr[len(entries)].name = None
+    return arr, keep
 
 
 def llama_quantize(src, dst, ftype):
     p = llama_cpp.llama_model_quantize_default_params()
     p.ftype = ftype
     p.nthread = 2
+    if ftype in NEEDS_IMATRIX:
+        imatrix, _keep = uniform_imatrix(src)
+        p.imatrix = ctypes.cast(imatrix, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
     if llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(p)) != 0:
         raise RuntimeError(f"llama_model_quantize failed for ftype {ftype}")
 

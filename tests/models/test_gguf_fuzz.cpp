@@ -44,6 +44,11 @@ std::string seed_file() {
   w.add_tensor("blk.1.ffn_down.weight", GgmlType::iq4_xs, {256, 1}, std::string(136, '\x09'));
   w.add_tensor("blk.1.ffn_gate.weight", GgmlType::iq4_nl, {32, 1}, std::string(18, '\x0a'));
   w.add_tensor("blk.1.attn_q.weight", GgmlType::mxfp4, {32, 2}, std::string(34, '\x0b'));
+  w.add_tensor("blk.1.attn_k.weight", GgmlType::iq2_xxs, {256, 1}, std::string(66, '\x0c'));
+  w.add_tensor("blk.1.attn_v.weight", GgmlType::iq2_xs, {256, 1}, std::string(74, '\x0d'));
+  w.add_tensor("blk.1.attn_output.weight", GgmlType::iq2_s, {256, 1}, std::string(82, '\x0e'));
+  w.add_tensor("blk.2.ffn_up.weight", GgmlType::iq3_xxs, {256, 1}, std::string(98, '\x0f'));
+  w.add_tensor("blk.2.ffn_down.weight", GgmlType::iq3_s, {256, 1}, std::string(110, '\x10'));
   w.add_tensor("output_norm.weight", GgmlType::f16, {4}, std::string(8, '\x02'));
   return w.bytes();
 }

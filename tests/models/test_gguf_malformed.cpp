@@ -159,6 +159,13 @@ TEST_CASE("gguf: rows that are not whole blocks", "[models][gguf][error]") {
                    "tensor 't' row size 48 is not a multiple of the MXFP4 block size 32");
   CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {64}, 20, 0).data(35).b,
                    "tensor 't' data out of bounds: 36 bytes at offset 0");
+  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {320}, 16, 0).data(160).b,
+                   "tensor 't' row size 320 is not a multiple of the IQ2_XXS block size 256");
+  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {256, 2}, 21, 0).data(219).b,
+                   "tensor 't' data out of bounds: 220 bytes at offset 0");
+  // IQ1_S: a ggml type Kiln does not read, named as ggml names it.
+  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {256}, 19, 0).data(64).b,
+                   "IQ1_S");
 }
 
 TEST_CASE("gguf: tensor data out of bounds, misaligned or overlapping", "[models][gguf][error]") {
