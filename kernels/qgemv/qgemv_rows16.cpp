@@ -1,6 +1,6 @@
 // Quantized GEMV/GEMM over 16-row interleaved weights (kernels/quant/rows16.h):
-// y[i] = W x[i] for t tokens, W in Q4_0 (FMT=2), Q8_0 (8), Q4_K (12) or Q6_K
-// (14), x from quantize_q8 (QBLOCK=32 for Q4_0/Q8_0, 256 (Q8_K) for the
+// y[i] = W x[i] for t tokens, W in Q4_0 (FMT=2), Q8_0 (8), Q4_K (12), Q5_K
+// (13) or Q6_K (14), x from quantize_q8 (QBLOCK=32 for Q4_0/Q8_0, 256 (Q8_K) for the
 // K-quants, as llama.cpp pairs them): buffers w, xq, xd, xs, xs8, y.
 //
 // Why a second kernel for these formats: qgemv reads ggml's row-major
@@ -10,7 +10,7 @@
 // sub-block and 16 rows, not per 4 weights.
 //
 // Per super-block b and token, dx the token's Q8_K scale:
-// - Q4_K (w = d sc_j q - dmin m_j, 32-weight sub-blocks j):
+// - Q4_K and Q5_K (w = d sc_j q - dmin m_j, 32-weight sub-blocks j):
 //     y += dx (sum_j d sc_j dot_j(q, xq) - dmin sum_j m_j bsum_j),
 //   bsum_j the sum of the token's 32 x codes in sub-block j (quantize_q8's s);
 // - Q6_K (w = d sc_s (q - 32), 16-weight groups s, signed sc):
@@ -29,8 +29,9 @@ namespace {
 constexpr int64_t R = kRows16;
 
 // Sets acc to the super-block's terms, in units of each token's dx.
-void q4_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
-  using L = ggml::Q4KRows16;
+template <bool Q5>
+void k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
+  using L = ggml::KRows16<Q5>;
   const size_t BT = acc.size();
   auto d = x.f16s(x.at(L::kD)), neg_dmin = -x.f16s(x.at(L::kDmin));
   // The min terms sum_j m_j bsum_j, exactly in i32, as byte dots: m_j is
@@ -51,7 +52,7 @@ void q4_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>&
   // overlaps pairs and their accumulators spill.
   k.for_(0, 4, 1, [&](Value p) {
     auto p64 = p.to(DType::i64);
-    NibblePairDots dots = nibble_pair_dots(x, p64, L::kCodes, BT);
+    NibblePairDots dots = nibble_pair_dots(x, p64, L::kCodes, BT, Q5 ? L::kHigh : -1);
     auto scale = [&](int64_t half) {
       return x.bytes(p64 * (2 * R) + static_cast<int>(L::kScales + half * R), R).to(DType::f32) * d;
     };
@@ -174,16 +175,18 @@ Kernel build_qgemv_rows16(const Spec& s) {
   auto qt = static_cast<ggml::QuantType>(FMT);
   if (!ggml::has_rows16(qt))
     throw Error(
-        "kernel 'qgemv_rows16': FMT must be 2 (Q4_0), 8 (Q8_0), 12 (Q4_K) or 14 (Q6_K), "
-        "got " +
+        "kernel 'qgemv_rows16': FMT must be 2 (Q4_0), 8 (Q8_0), 12 (Q4_K), 13 (Q5_K) or 14 "
+        "(Q6_K), got " +
         std::to_string(FMT));
   // Every FMT takes xs8 (Q4_K reads it), so that one call signature serves all.
   Rows16Format f{.chunk_bytes = ggml::rows16_bytes(qt, R, 256),
-                 .superblock_scaled = FMT == 12 || FMT == 14,
+                 .superblock_scaled = FMT == 12 || FMT == 13 || FMT == 14,
                  .split_sums = true,
                  .chunk = nullptr};
   if (FMT == 12)
-    f.chunk = q4_k_superblock;
+    f.chunk = k_superblock<false>;
+  else if (FMT == 13)
+    f.chunk = k_superblock<true>;
   else if (FMT == 14)
     f.chunk = q6_k_superblock;
   else
@@ -197,8 +200,8 @@ Kernel build_qgemv_rows16(const Spec& s) {
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "qgemv_rows16",
     .family = "qgemv",
-    .summary = "y[i] = W x[i] for t tokens, W in Q4_0/Q8_0/Q4_K/Q6_K (FMT=2/8/12/14) interleaved "
-               "across 16 rows (rows16.h), x from quantize_q8",
+    .summary = "y[i] = W x[i] for t tokens, W in Q4_0/Q8_0/Q4_K/Q5_K/Q6_K (FMT=2/8/12/13/14) "
+               "interleaved across 16 rows (rows16.h), x from quantize_q8",
     .dtype_roles = {},
     .constexpr_defaults = {{"FMT", 12}, {"BLOCK_T", 1}},
     .build = build_qgemv_rows16,
@@ -215,9 +218,12 @@ KILN_REGISTER_KERNEL((KernelDef{
     // Q4_K: 6 tokens share each decoded code vector; 12 i32 accumulators
     // plus the codes fit the 32 vector registers with no spill (8 spills).
     // kiln bench, 2 threads, 4096x14336, n = 512: 1086 / 1080 / 1127
-    // GFLOP/s at BLOCK_T 4 / 6 / 8, within noise.
+    // GFLOP/s at BLOCK_T 4 / 6 / 8, within noise. Q5_K: 8 (its 5th bits
+    // add work per decoded code vector, so more tokens share it): 574 / 609
+    // and 594 / 684 GFLOP/s at 6 / 8 in two runs.
     .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
-      return rows16_block_t(a.i("t"), s.constexpr_("FMT") == 14 ? 4 : 6);
+      const int64_t fmt = s.constexpr_("FMT");
+      return rows16_block_t(a.i("t"), fmt == 14 ? 4 : fmt == 13 ? 8 : 6);
     },
     .tunables = {{"BLOCK_T", {1, 2, 4, 6, 8}}},
     .shape_keys = {"m", "k", "t"},

@@ -51,12 +51,20 @@ Value Rows16Context::split_sums16_4(size_t i, int64_t quad, bool high) const {
 Value dot4(const Value& codes, const Value& x) { return sum(codes.to(DType::i32) * x, 1); }
 
 NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_t codes,
-                                size_t tokens) {
+                                size_t tokens, int64_t high) {
   NibblePairDots d{std::vector<Value>(tokens), std::vector<Value>(tokens)};
   for (int64_t g = 0; g < 8; ++g) {
     auto c =
         reshape(x.bytes(p64 * (8 * R * 4) + static_cast<int>(codes + g * R * 4), R * 4), {R, 4});
     auto lo = c & 15, hi = c >> 4;
+    if (high >= 0) {
+      // Bit 2p of each qh byte to bit 4 of the low code, bit 2p + 1 of the high.
+      auto qh = reshape(x.bytes(x.at(high + g * R * 4), R * 4), {R, 4});
+      auto down = broadcast_to(p64.to(DType::u8) * 2, {R, 4});
+      auto bits = qh >> down;
+      lo = lo | ((bits & 1) << 4);
+      hi = hi | ((bits & 2) << 3);
+    }
     for (size_t i = 0; i < tokens; ++i) {
       auto dlo = dot4(lo, x.x4(i, p64 * 64 + static_cast<int>(4 * g)));
       auto dhi = dot4(hi, x.x4(i, p64 * 64 + static_cast<int>(32 + 4 * g)));

@@ -59,12 +59,14 @@ Value dot4(const Value& codes, const Value& x);
 // u8 [8 groups][16 rows][4] at `codes + 512 p`, where byte i of group g of a
 // row holds weight 64 p + 4 g + i in its low nibble and 64 p + 32 + 4 g + i
 // in its high one (rows16.h's Q4_K codes, int4w_rows16.h's): for each token,
-// the dots of the low and high halves with its x, i32 [16].
+// the dots of the low and high halves with its x, i32 [16]. With `high`
+// >= 0, u8 [8][16][4] at `high` holds a 5th bit per code (Q5_K's qh: bit
+// 2 p of byte i of group g for the low nibble, 2 p + 1 for the high).
 struct NibblePairDots {
   std::vector<Value> lo, hi;
 };
 NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_t codes,
-                                size_t tokens);
+                                size_t tokens, int64_t high = -1);
 
 // How one format adds a 256-weight chunk of 16 rows to each token's [16]
 // f32 accumulator in `acc`. With `superblock_scaled`, the terms are in

@@ -10,8 +10,6 @@
 namespace kiln::ggml {
 
 namespace {
-constexpr int64_t kBlockBytes = 144;
-using L = Q4KRows16;
 
 void check_shape(const char* format, int64_t m, int64_t k) {
   if (m <= 0 || m % 16 || k <= 0 || k % 256)
@@ -39,11 +37,16 @@ float f16(const uint8_t* p) {
   return f16_bits_to_f32(h);
 }
 
-void interleave_q4_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
-  check_shape("Q4_K", m, k);
+// Q4_K (144-byte blocks: d, dmin, scales[12], qs[128]) and Q5_K (176:
+// qh[32] before qs).
+template <bool Q5>
+void interleave_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
+  using L = KRows16<Q5>;
+  const int64_t block_bytes = Q5 ? 176 : 144, qs = Q5 ? 48 : 16;
+  check_shape(Q5 ? "Q5_K" : "Q4_K", m, k);
   each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
     uint8_t* c = out + chunk * L::kChunkBytes;
-    const uint8_t* blk = blocks + (row * (k / 256) + b) * kBlockBytes;
+    const uint8_t* blk = blocks + (row * (k / 256) + b) * block_bytes;
     std::memcpy(c + L::kD + 2 * r, blk, 2);
     std::memcpy(c + L::kDmin + 2 * r, blk + 2, 2);
     for (int j = 0; j < 8; ++j) {
@@ -52,13 +55,17 @@ void interleave_q4_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t
       c[L::kScales + 16 * j + r] = static_cast<uint8_t>(sc);
       c[L::min_at(j, r)] = static_cast<uint8_t>(mn);
     }
+    if constexpr (Q5)
+      for (int64_t g = 0; g < 8; ++g) std::memcpy(c + L::high_at(g, r), blk + 16 + 4 * g, 4);
     for (int64_t p = 0; p < 4; ++p)
       for (int64_t q = 0; q < 8; ++q)
-        std::memcpy(c + L::kCodes + L::code_at(p, q, r, 0), blk + 16 + 32 * p + 4 * q, 4);
+        std::memcpy(c + L::kCodes + L::code_at(p, q, r, 0), blk + qs + 32 * p + 4 * q, 4);
   });
 }
 
-std::vector<float> dequantize_q4_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
+template <bool Q5>
+std::vector<float> dequantize_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
+  using L = KRows16<Q5>;
   std::vector<float> w(static_cast<size_t>(m * k));
   each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
     const uint8_t* c = rows16 + chunk * L::kChunkBytes;
@@ -71,6 +78,7 @@ std::vector<float> dequantize_q4_k_rows16(const uint8_t* rows16, int64_t m, int6
           for (int64_t half = 0; half < 2; ++half) {
             int64_t j = 2 * p + half;
             int code = half ? byte >> 4 : byte & 15;
+            if constexpr (Q5) code |= ((c[L::high_at(q, r) + i] >> j) & 1) << 4;
             row[32 * j + 4 * q + i] =
                 d * c[L::kScales + 16 * j + r] * code - dmin * c[L::min_at(j, r)];
           }
@@ -172,21 +180,23 @@ std::vector<float> dequantize_blocks32_rows16(const uint8_t* rows16, int64_t m, 
 
 bool has_rows16(QuantType t) {
   return t == QuantType::Q4_0 || t == QuantType::Q8_0 || t == QuantType::Q4_K ||
-         t == QuantType::Q6_K;
+         t == QuantType::Q5_K || t == QuantType::Q6_K;
 }
 
 int64_t rows16_bytes(QuantType t, int64_t m, int64_t k) {
   switch (t) {
     case QuantType::Q4_0: return Q40Rows16::bytes(m, k);
     case QuantType::Q8_0: return Q80Rows16::bytes(m, k);
+    case QuantType::Q5_K: return Q5KRows16::bytes(m, k);
     case QuantType::Q6_K: return L6::bytes(m, k);
-    default: return L::bytes(m, k);
+    default: return Q4KRows16::bytes(m, k);
   }
 }
 
 void interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   switch (t) {
-    case QuantType::Q4_K: return interleave_q4_k_rows16(blocks, m, k, out);
+    case QuantType::Q4_K: return interleave_k_rows16<false>(blocks, m, k, out);
+    case QuantType::Q5_K: return interleave_k_rows16<true>(blocks, m, k, out);
     case QuantType::Q6_K: return interleave_q6_k_rows16(blocks, m, k, out);
     case QuantType::Q4_0: return interleave_blocks32_rows16<Q40Rows16>("Q4_0", blocks, m, k, out);
     case QuantType::Q8_0: return interleave_blocks32_rows16<Q80Rows16>("Q8_0", blocks, m, k, out);
@@ -202,7 +212,8 @@ std::vector<uint8_t> interleave_rows16(QuantType t, const uint8_t* blocks, int64
 
 std::vector<float> dequantize_rows16(QuantType t, const uint8_t* rows16, int64_t m, int64_t k) {
   switch (t) {
-    case QuantType::Q4_K: return dequantize_q4_k_rows16(rows16, m, k);
+    case QuantType::Q4_K: return dequantize_k_rows16<false>(rows16, m, k);
+    case QuantType::Q5_K: return dequantize_k_rows16<true>(rows16, m, k);
     case QuantType::Q6_K: return dequantize_q6_k_rows16(rows16, m, k);
     case QuantType::Q4_0: return dequantize_blocks32_rows16<Q40Rows16>(rows16, m, k);
     case QuantType::Q8_0: return dequantize_blocks32_rows16<Q80Rows16>(rows16, m, k);

@@ -1,4 +1,4 @@
-// ggml weights (Q4_0, Q8_0, Q4_K, Q6_K) interleaved across 16 rows: the
+// ggml weights (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) interleaved across 16 rows: the
 // layouts qgemv_rows16 reads.
 //
 // ggml keeps each row's blocks contiguous, so the 4 codes of one row that a
@@ -23,6 +23,14 @@
 //                             qs[32 p + 4 g + i] of row r, whose low nibble is
 //                             weight 64 p + 4 g + i and high nibble weight
 //                             64 p + 32 + 4 g + i
+//
+// Q5_K: Q4_K's chunk with the 5th bits between the mins and the codes, one
+// 2880-byte chunk:
+//   ...   as Q4_K up to the mins
+//   qh    u8  [8][16][4]      [group g][row r][i] is ggml's qh[4 g + i] of
+//                             row r: bit j is the 5th bit of weight
+//                             32 j + 4 g + i
+//   qs    u8  [4][8][16][4]   as Q4_K's
 //
 // Q6_K: per 16 rows and super-block, one 3360-byte chunk (exactly 16 of
 // ggml's 210-byte blocks):
@@ -54,10 +62,15 @@
 
 namespace kiln::ggml {
 
-struct Q4KRows16 {
+// Q4_K (Q5 = false) and Q5_K.
+template <bool Q5>
+struct KRows16 {
   static constexpr int64_t kRows = 16;
-  static constexpr int64_t kD = 0, kDmin = 32, kScales = 64, kMins = 192, kCodes = 320;
-  static constexpr int64_t kChunkBytes = 2368;
+  static constexpr int64_t kD = 0, kDmin = 32, kScales = 64, kMins = 192, kHigh = 320;
+  static constexpr int64_t kCodes = Q5 ? kHigh + 512 : kHigh;
+  static constexpr int64_t kChunkBytes = kCodes + 2048;
+  // Where the 5th bits of group g for row r are.
+  static constexpr int64_t high_at(int64_t g, int64_t r) { return kHigh + (g * kRows + r) * 4; }
   // Where byte i of code group g of pair p is for row r, from the codes'
   // start (int4w's 16-row layout shares this order).
   static constexpr int64_t code_at(int64_t p, int64_t g, int64_t r, int64_t i) {
@@ -70,6 +83,8 @@ struct Q4KRows16 {
   // Bytes of an [m, k] matrix in this layout.
   static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
 };
+using Q4KRows16 = KRows16<false>;
+using Q5KRows16 = KRows16<true>;
 
 struct Q6KRows16 {
   static constexpr int64_t kRows = 16;
@@ -93,7 +108,7 @@ struct Blocks32Rows16 {
 using Q40Rows16 = Blocks32Rows16<16>;
 using Q80Rows16 = Blocks32Rows16<32>;
 
-// Whether Kiln has a 16-row layout for type t (Q4_0, Q8_0, Q4_K, Q6_K).
+// Whether Kiln has a 16-row layout for type t (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K).
 bool has_rows16(QuantType t);
 // Bytes of an [m, k] matrix of type t in its 16-row layout.
 int64_t rows16_bytes(QuantType t, int64_t m, int64_t k);

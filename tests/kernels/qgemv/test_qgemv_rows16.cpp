@@ -1,4 +1,4 @@
-// The 16-row interleaved Q4_0, Q8_0, Q4_K and Q6_K layouts (kernels/quant/rows16.h) and
+// The 16-row interleaved Q4_0, Q8_0, Q4_K, Q5_K and Q6_K layouts (kernels/quant/rows16.h) and
 // qgemv_rows16 over them.
 //
 // Layout: interleaving keeps every weight's value: its dequantisation
@@ -22,7 +22,8 @@ using kiln::test::QuantizedX;
 namespace {
 
 using ggml::QuantType;
-const QuantType kFormats[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q6_K};
+const QuantType kFormats[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q5_K,
+                              QuantType::Q6_K};
 
 // Blocks of m x k weights of type t from ggml's reference quantiser.
 std::vector<uint8_t> weights(QuantType t, int64_t m, int64_t k, uint64_t seed) {
@@ -39,7 +40,7 @@ void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
   std::vector<float> wd = ggml::dequantize_rows16(f, w.data(), m, k);
   std::vector<float> x = kiln::test::normal_floats(static_cast<size_t>(t * k), 6);
   // Activations as forwards pair them: Q8_0-style for Q4_0/Q8_0, Q8_K for the K-quants.
-  bool kquant = f == QuantType::Q4_K || f == QuantType::Q6_K;
+  bool kquant = ggml::block_format(f).block_elems == 256;
   QuantizedX xq = quantize_x(x, false, kquant ? 256 : 32);
   Spec spec = find_kernel("qgemv_rows16")
                   .make_spec({}, {{"FMT", static_cast<int64_t>(f)}, {"BLOCK_T", bt}});
