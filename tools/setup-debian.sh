@@ -5,11 +5,14 @@
 # the CUDA target is built, without it it is simply absent.
 #
 # --test also installs the independent references the tests compare with:
-# numpy and a pinned llama-cpp-python (llama.cpp built from source by pip),
-# so the llama.cpp parity test runs instead of skipping.
+# numpy, a pinned llama-cpp-python (llama.cpp built from source by pip) and
+# the pinned gguf and safetensors packages, so the llama.cpp parity tests
+# run instead of skipping.
 set -euo pipefail
 
 LLAMA_CPP_PYTHON=0.3.36
+GGUF=0.17.1
+SAFETENSORS=0.8.0
 test_deps=0
 [ "${1:-}" = "--test" ] && test_deps=1
 
@@ -42,6 +45,21 @@ ok = llama_cpp.__version__ == sys.argv[1] and b"AMX_INT8 = 1" not in llama_cpp.l
 sys.exit(0 if ok else 1)
 PY
 }
+have_python_refs() {
+  python3 - "$GGUF" "$SAFETENSORS" <<'PY' 2>/dev/null
+import sys, importlib.metadata as m
+sys.exit(0 if [m.version("gguf"), m.version("safetensors")] == sys.argv[1:] else 1)
+PY
+}
+pip_install() {
+  run env CMAKE_ARGS="${cmake_args:-}" python3 -m pip install -q --no-cache-dir --break-system-packages "$@"
+}
+if have_python_refs; then
+  echo "setup: gguf $GGUF and safetensors $SAFETENSORS present"
+else
+  pip_install "gguf==$GGUF" "safetensors==$SAFETENSORS"
+  have_python_refs || { echo "setup: gguf or safetensors did not install" >&2; exit 1; }
+fi
 if have_llama_cpp; then
   echo "setup: numpy and llama-cpp-python $LLAMA_CPP_PYTHON present"
   exit 0
@@ -50,9 +68,6 @@ echo "setup: building llama-cpp-python $LLAMA_CPP_PYTHON (llama.cpp from source,
 flags=""
 [ "$(uname -m)" = "x86_64" ] && flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 cmake_args="-DCMAKE_C_FLAGS='$flags' -DCMAKE_CXX_FLAGS='$flags'"
-pip_install() {
-  run env CMAKE_ARGS="$cmake_args" python3 -m pip install -q --no-cache-dir --break-system-packages "$@"
-}
 pip_install numpy
 pip_install --force-reinstall --no-deps "llama-cpp-python==$LLAMA_CPP_PYTHON"
 pip_install "llama-cpp-python==$LLAMA_CPP_PYTHON"  # its remaining dependencies
