@@ -38,7 +38,8 @@ GGML_TYPES = {"f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "
 IMATRIX_TYPES = {16, 17, 18, 21, 22}
 # Kiln formats that are a load-time layout of a ggml type: llama.cpp runs the
 # ggml type itself.
-for _base in ("q4_0", "q8_0", "q4_K", "q5_K", "q6_K"):
+for _base in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K",
+              "iq4_nl", "iq4_xs", "mxfp4"):
     GGML_TYPES[_base + "-rows16"] = GGML_TYPES[_base]
 
 

@@ -48,14 +48,6 @@
 namespace kiln {
 namespace {
 
-// The signed codebook of IQ4_NL/IQ4_XS or MXFP4, + 128: unsigned codes.
-std::vector<int64_t> unsigned_codebook(int64_t fmt) {
-  const int8_t* v = fmt == 39 ? ggml::kMxfp4Values : ggml::kIq4nlValues;
-  std::vector<int64_t> t;
-  for (int i = 0; i < 16; ++i) t.push_back(v[i] + 128);
-  return t;
-}
-
 // Formats with a scale per 16-weight group: Q2_K, Q3_K, Q6_K.
 bool group_scales(int64_t fmt) { return fmt == 10 || fmt == 11 || fmt == 14; }
 
@@ -229,7 +221,7 @@ class Decoder {
   // (weights 0-15 low nibbles, 16-31 high), scale d, offset 128 d.
   SubBlock lookup_nibbles(const Value& qs_at, const Value& d, const Value& xb) {
     auto qs = bytes(qs_at, 16);
-    auto table = unsigned_codebook(FMT);
+    auto table = ggml::unsigned_codebook(static_cast<ggml::QuantType>(FMT));
     return {{{lookup(table, DType::u8, qs & 15), 0}, {lookup(table, DType::u8, qs >> 4), 16}},
             d,
             {{d * 128.0, 0, 32}},

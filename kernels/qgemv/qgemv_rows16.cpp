@@ -1,7 +1,8 @@
 // Quantized GEMV/GEMM over 16-row interleaved weights (kernels/quant/rows16.h):
-// y[i] = W x[i] for t tokens, W in Q4_0 (FMT=2), Q8_0 (8), Q4_K (12), Q5_K
-// (13) or Q6_K (14), x from quantize_q8 (QBLOCK=32 for Q4_0/Q8_0, 256 (Q8_K) for the
-// K-quants, as llama.cpp pairs them): buffers w, xq, xd, xs, xs8, y.
+// y[i] = W x[i] for t tokens, W in a 32-weight block format (FMT = Q4_0 2,
+// Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, IQ4_NL 20, MXFP4 39), Q2_K (10), Q3_K
+// (11), Q4_K (12), Q5_K (13), Q6_K (14) or IQ4_XS (23), x from quantize_q8 (QBLOCK=32 for
+// Q4_0/Q8_0, 256 (Q8_K) for the K-quants, as llama.cpp pairs them): buffers w, xq, xd, xs, xs8, y.
 //
 // Why a second kernel for these formats: qgemv reads ggml's row-major
 // blocks, where a 32-bit lane of the int8 dot holds 4 codes of one row, so
@@ -13,13 +14,20 @@
 // - Q4_K and Q5_K (w = d sc_j q - dmin m_j, 32-weight sub-blocks j):
 //     y += dx (sum_j d sc_j dot_j(q, xq) - dmin sum_j m_j bsum_j),
 //   bsum_j the sum of the token's 32 x codes in sub-block j (quantize_q8's s);
-// - Q6_K (w = d sc_s (q - 32), 16-weight groups s, signed sc):
-//     y += dx d sum_s sc_s (dot_s(q, xq) - 32 bsum16_s),
+// - Q6_K and Q3_K (w = d sc_s (q - o), 16-weight groups s, signed sc, o 32
+//   or 4), Q2_K (w = d sc_s q - dmin m_s):
+//     y += dx d sum_s sc_s (dot_s(q, xq) - o bsum16_s) [- dx dmin sum_s m_s bsum16_s],
 //   exactly in i32, bsum16_s the sum of the token's 16 x codes of group s
-//   (quantize_q8's split s8).
+//   (quantize_q8's split s8);
+// - IQ4_XS (w = d (ls_s - 32) table[q], 32-weight sub-blocks s), codes
+//   looked up as table[q] + 128 (unsigned, a byte shuffle):
+//     y += dx d sum_s (ls_s - 32) (dot_s(u, xq) - 128 bsum_s).
+#include <array>
+
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/qgemv/rows16_program.h"
+#include "kernels/quant/e8m0.h"
 #include "kernels/quant/rows16.h"
 #include "kernels/registry.h"
 
@@ -64,107 +72,217 @@ void k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& ac
   });
 }
 
-void q6_k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
-  using L = ggml::Q6KRows16;
+// The formats of 16-weight groups s (Q2_K, Q3_K, Q6_K): per half h of the
+// super-block and group g (weights 128 h + 32 j + 4 g + i, j and i < 4),
+// the 4 code vectors ([16, 4] u8, j = 0..3), and the group bytes (4 per
+// lane at `scales`, rows16.h's group16_at).
+struct Groups16 {
+  int64_t scales = 0;
+  // Q6_K 32, Q3_K 4: w = d sc_s (q - offset), the byte sc_s + 128.
+  int offset = 0;
+  // Q2_K (w = d sc_s q - dmin m_s): the byte is sc_s | m_s << 4, dmin at this offset.
+  int64_t dmin = -1;
+  std::function<std::array<Value, 4>(const Rows16Context&, const Value& h64, int64_t g)> codes;
+};
+
+// Sets acc to d sum_s sc_s (dot_s(q, xq) - offset bsum16_s) [- dmin sum_s
+// m_s bsum16_s], exact in i32 up to the f32 scaling; bsum16_s is the sum
+// of the token's 16 x codes of group s (quantize_q8's split s8).
+void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc,
+                         const Groups16& f) {
   const size_t BT = acc.size();
-  // The offsets -32 sum_s sc_s b_s (b_s the token's sum of the x codes of
-  // 16-weight group s) start each token's sum, as byte dots: the layout
-  // keeps sc_s + 128 (u8, 4 groups per lane) and quantize_q8 splits b_s =
-  // low + 64 high into i8 (s8), so with B = sum_s b_s (the 8 block sums)
-  //   sum_s sc_s b_s = sum_s (sc_s + 128) low_s + 64 sum_s (sc_s + 128) high_s - 128 B:
-  // 8 vpdpbusd per token, instead of a broadcast and subtraction per group.
-  std::vector<Value> biased(4);
-  for (int64_t q = 0; q < 4; ++q)
-    biased[q] = reshape(x.bytes(x.at(L::kScales + 64 * q), 4 * R), {R, 4});
+  const bool mins = f.dmin >= 0;
+  // sum_s u_s bsum16_s for a u8 u_s per group (4 groups per i32 lane), as
+  // byte dots: quantize_q8 splits bsum16_s = low + 64 high into i8, so it is
+  // sum_s u_s low_s + 64 sum_s u_s high_s: 8 vpdpbusd per token. u_s is the
+  // min (Q2_K) or sc_s + 128, when the offsets' sum_s sc_s bsum16_s is that
+  // minus 128 B, B the token's sum of the chunk's 8 block sums.
+  std::vector<Value> u(4);
+  for (int64_t q = 0; q < 4; ++q) {
+    u[q] = reshape(x.bytes(x.at(f.scales + 64 * q), 4 * R), {R, 4});
+    if (mins) u[q] = u[q] >> 4;
+  }
   std::vector<Var> isum;
+  std::vector<Value> min_sum(BT);
   for (size_t i = 0; i < BT; ++i) {
     Value low, high;
     for (int64_t q = 0; q < 4; ++q) {
-      auto l = dot4(biased[q], x.split_sums16_4(i, q, false).to(DType::i32));
-      auto h = dot4(biased[q], x.split_sums16_4(i, q, true).to(DType::i32));
+      auto l = dot4(u[q], x.split_sums16_4(i, q, false).to(DType::i32));
+      auto h = dot4(u[q], x.split_sums16_4(i, q, true).to(DType::i32));
       low = q == 0 ? l : low + l;
       high = q == 0 ? h : high + h;
     }
-    auto total = sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64))));
-    isum.push_back(k.var((low + (high << 6) - broadcast_to(total << 7, {R})) * -32));
+    if (mins) {
+      min_sum[i] = low + (high << 6);
+      isum.push_back(k.var(zeros(DType::i32, {R})));
+    } else {
+      auto total = sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64))));
+      isum.push_back(
+          k.var((low + (high << 6) - broadcast_to(total << 7, {R})) * static_cast<int>(-f.offset)));
+    }
   }
-  // Half h: weights 128 h .. 128 h + 127, 16-weight groups 8 h .. 8 h + 7.
+  // Half h: weights 128 h .. 128 h + 127, groups 8 h .. 8 h + 7.
   k.for_(0, 2, 1, [&](Value h) {
     auto h64 = h.to(DType::i64);
-    // The half's 8 biased scales, 4 per i32 lane.
+    // The half's 8 group bytes, 4 per i32 lane.
     Value quads[2];
     for (int64_t j = 0; j < 2; ++j)
       quads[j] =
-          reshape(reshape(x.bytes(h64 * 128 + static_cast<int>(L::kScales + 64 * j), 4 * R), {R, 4})
+          reshape(reshape(x.bytes(h64 * 128 + static_cast<int>(f.scales + 64 * j), 4 * R), {R, 4})
                       .bitcast(DType::i32),
                   {R});
-    for (int64_t quarter = 0; quarter < 2; ++quarter) {  // groups 8h + quarter + 2 kind
-      // dots[i][kind]: codes of kind 0-3 are weights 32 kind + 16 quarter + 0..15.
-      std::vector<std::vector<Value>> dots(BT, std::vector<Value>(4));
-      for (int64_t g = 4 * quarter; g < 4 * quarter + 4; ++g) {
-        auto piece = [&](int64_t part) {
-          return reshape(x.bytes(h64 * (8 * L::kGroupBytes) +
-                                     static_cast<int>(L::kCodes + g * L::kGroupBytes + part * 64),
-                                 R * 4),
-                         {R, 4});
-        };
-        auto a = piece(0), b = piece(1), hb = piece(2);
-        const Value codes[4] = {(a & 15) | ((hb & 3) << 4), (b & 15) | ((hb & 12) << 2),
-                                (a >> 4) | (hb & 48), (b >> 4) | ((hb >> 2) & 48)};
-        for (size_t i = 0; i < BT; ++i)
-          for (int64_t kind = 0; kind < 4; ++kind) {
-            auto dd = dot4(codes[kind], x.x4(i, h64 * 128 + static_cast<int>(32 * kind + 4 * g)));
-            dots[i][kind] = g == 4 * quarter ? dd : dots[i][kind] + dd;
+    for (int64_t quarter = 0; quarter < 2; ++quarter) {  // groups 8h + quarter + 2 j
+      // The quarter's 16 code vectors, decoded once for all tokens; codes
+      // j of group g are weights 32 j + 4 g .. 32 j + 4 g + 3 of the half.
+      std::vector<std::array<Value, 4>> codes;
+      for (int64_t g = 4 * quarter; g < 4 * quarter + 4; ++g) codes.push_back(f.codes(x, h64, g));
+      // One group (one scale) at a time, so a token holds one dot, not 4,
+      // and 8 tokens' sums fit the registers beside the codes.
+      for (int64_t j = 0; j < 4; ++j) {
+        int64_t s = quarter + 2 * j;  // group within the half
+        auto byte = (quads[s / 4] >> static_cast<int>(8 * (s % 4)));
+        auto sc = mins ? byte & 15 : (byte & 255) - 128;
+        for (size_t i = 0; i < BT; ++i) {
+          Value dot;
+          for (int64_t g = 0; g < 4; ++g) {
+            auto dd = dot4(codes[g][j],
+                           x.x4(i, h64 * 128 + static_cast<int>(32 * j + 4 * (4 * quarter + g))));
+            dot = g == 0 ? dd : dot + dd;
           }
-      }
-      for (int64_t kind = 0; kind < 4; ++kind) {
-        int64_t s = quarter + 2 * kind;  // group within the half
-        auto sc = ((quads[s / 4] >> static_cast<int>(8 * (s % 4))) & 255) - 128;
-        for (size_t i = 0; i < BT; ++i) isum[i] = Value(isum[i]) + dots[i][kind] * sc;
-      }
-    }
-  });
-  auto d = x.f16s(x.at(L::kD));
-  for (size_t i = 0; i < BT; ++i) acc[i] = Value(isum[i]).to(DType::f32) * d;
-}
-
-// Q4_0 / Q8_0: 8 blocks of 32 per chunk, each with its own weight and
-// activation scale, so each block's dot is scaled into `out` directly:
-//   y += d dx (dot(code, xq) - offset * bsum),
-// code = Q4_0's nibble (offset 8) or Q8_0's byte ^ 0x80 (offset 128), bsum
-// the token's x block sum (quantize_q8's s).
-void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, int64_t fmt, std::vector<Var>& out) {
-  using B4 = ggml::Q40Rows16;  // Q8_0's layout differs only in kCodeBytes
-  using B8 = ggml::Q80Rows16;
-  const size_t BT = out.size();
-  const int64_t groups = (fmt == 2 ? B4::kCodeBytes : B8::kCodeBytes) / 4;
-  const int offset = fmt == 2 ? 8 : 128;
-  k.for_(0, 8, 1, [&](Value j) {
-    auto j64 = j.to(DType::i64);
-    std::vector<Value> dot(BT);
-    auto accumulate = [&](const Value& codes, size_t i, int64_t first) {
-      auto dd = dot4(codes, x.x4(i, j64 * 32 + static_cast<int>(first)));
-      dot[i] = dot[i].valid() ? dot[i] + dd : dd;
-    };
-    for (int64_t g = 0; g < groups; ++g) {
-      auto raw =
-          reshape(x.bytes(j64 * (groups * R * 4) + static_cast<int>(B4::kCodes + g * R * 4), R * 4),
-                  {R, 4});
-      for (size_t i = 0; i < BT; ++i) {
-        if (fmt == 2) {
-          accumulate(raw & 15, i, 4 * g);
-          accumulate(raw >> 4, i, 16 + 4 * g);
-        } else {
-          accumulate(raw ^ 128, i, 4 * g);
+          isum[i] = Value(isum[i]) + dot * sc;
         }
       }
     }
-    auto d = x.f16s(j64 * (2 * R) + static_cast<int>(B4::kD));
+  });
+  auto d = x.f16s(x.at(0));
+  for (size_t i = 0; i < BT; ++i) {
+    acc[i] = Value(isum[i]).to(DType::f32) * d;
+    if (mins) acc[i] = fma(min_sum[i].to(DType::f32), -x.f16s(x.at(f.dmin)), Value(acc[i]));
+  }
+}
+
+Groups16 q6_k_groups() {
+  using L = ggml::Q6KRows16;
+  return {L::kScales, 32, -1, [](const Rows16Context& x, const Value& h64, int64_t g) {
+            auto piece = [&](int64_t part) {
+              return reshape(
+                  x.bytes(h64 * (8 * L::kGroupBytes) +
+                              static_cast<int>(L::kCodes + g * L::kGroupBytes + part * 64),
+                          R * 4),
+                  {R, 4});
+            };
+            auto a = piece(0), b = piece(1), hb = piece(2);
+            return std::array<Value, 4>{(a & 15) | ((hb & 3) << 4), (b & 15) | ((hb & 12) << 2),
+                                        (a >> 4) | (hb & 48), (b >> 4) | ((hb >> 2) & 48)};
+          }};
+}
+
+// Q3_K's 3-bit codes q = low 2 bits | the hmask bit << 2, offset 4; Q2_K's
+// 2-bit codes with mins.
+template <bool Q2>
+Groups16 bits2_groups() {
+  using L = ggml::Bits2Rows16<Q2>;
+  return {L::kScales, Q2 ? 0 : 4, Q2 ? L::kDmin : -1,
+          [](const Rows16Context& x, const Value& h64, int64_t g) {
+            auto a = reshape(
+                x.bytes(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0)), R * 4), {R, 4});
+            std::array<Value, 4> c;
+            for (int j = 0; j < 4; ++j) c[j] = j ? (a >> (2 * j)) & 3 : a & 3;
+            if constexpr (!Q2) {
+              // Bits 4h .. 4h + 3 of the hmask bytes to bit 2 of codes 0-3.
+              auto hm = reshape(x.bytes(x.at(L::high_at(g, 0)), R * 4), {R, 4});
+              auto bits = hm >> broadcast_to(h64.to(DType::u8) * 4, {R, 4});
+              c[0] = c[0] | ((bits & 1) << 2);
+              c[1] = c[1] | ((bits & 2) << 1);
+              c[2] = c[2] | (bits & 4);
+              c[3] = c[3] | ((bits >> 1) & 4);
+            }
+            return c;
+          }};
+}
+
+void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
+  using L = ggml::IQ4XSRows16;
+  const size_t BT = acc.size();
+  const std::vector<int64_t> table = ggml::unsigned_codebook(ggml::QuantType::IQ4_XS);
+  auto d = x.f16s(x.at(L::kD));
+  k.for_(0, 8, 1, [&](Value s) {
+    auto s64 = s.to(DType::i64);
+    std::vector<Value> dot(BT);
+    for (int64_t g = 0; g < 4; ++g) {
+      auto c = reshape(x.bytes(s64 * (4 * R * 4) + static_cast<int>(L::code_at(0, g, 0)), R * 4),
+                       {R, 4});
+      auto lo = lookup(table, DType::u8, c & 15), hi = lookup(table, DType::u8, c >> 4);
+      for (size_t i = 0; i < BT; ++i) {
+        auto dd = dot4(lo, x.x4(i, s64 * 32 + static_cast<int>(4 * g))) +
+                  dot4(hi, x.x4(i, s64 * 32 + static_cast<int>(16 + 4 * g)));
+        dot[i] = g == 0 ? dd : dot[i] + dd;
+      }
+    }
+    auto ls = x.bytes(s64 * R + static_cast<int>(L::kScales), R).to(DType::i32);
+    auto scale = (ls - 32).to(DType::f32) * d;
+    for (size_t i = 0; i < BT; ++i)
+      acc[i] = fma((dot[i] - x.block_sum(i, s64) * 128).to(DType::f32), scale, Value(acc[i]));
+  });
+}
+
+// The 32-weight-block formats: 8 blocks per chunk, each with its own weight
+// and activation scale, so each block's dot is scaled into `out` directly:
+//   y += d dx (dot(code, xq) - offset bsum) [+ m dx bsum],
+// bsum the token's x block sum (quantize_q8's s); code the nibble (Q4_0
+// offset 8, Q4_1 0), with its 5th bit (Q5_0 16, Q5_1 0), Q8_0's byte ^ 0x80
+// (128), or IQ4_NL's and MXFP4's table entry + 128 (128, a byte shuffle).
+void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
+                    std::vector<Var>& out) {
+  using ggml::QuantType;
+  const ggml::Blocks32Rows16 L = ggml::Blocks32Rows16::of(t);
+  const size_t BT = out.size();
+  const bool table = t == QuantType::IQ4_NL || t == QuantType::MXFP4;
+  const int offset = t == QuantType::Q4_0 ? 8 : t == QuantType::Q5_0 ? 16 : L.min >= 0 ? 0 : 128;
+  const std::vector<int64_t> codebook = table ? ggml::unsigned_codebook(t) : std::vector<int64_t>{};
+  const int64_t groups = L.code_bytes / 4;
+  k.for_(0, 8, 1, [&](Value j) {
+    auto j64 = j.to(DType::i64);
+    // Two sums per token (groups' even and odd halves), so a decode's
+    // chain of dependent dots is half as long.
+    std::vector<Value> dot(2 * BT);
+    auto accumulate = [&](const Value& codes, size_t i, int64_t first) {
+      auto dd = dot4(codes, x.x4(i, j64 * 32 + static_cast<int>(first)));
+      Value& to = dot[2 * i + (first / 4) % 2];
+      to = to.valid() ? to + dd : dd;
+    };
+    Value qh;
+    if (L.high >= 0) qh = reshape(x.bytes(j64 * (R * 4) + static_cast<int>(L.high), R * 4), {R, 4});
+    for (int64_t g = 0; g < groups; ++g) {
+      auto raw = reshape(
+          x.bytes(j64 * (groups * R * 4) + static_cast<int>(L.code_at(0, g, 0)), R * 4), {R, 4});
+      if (L.code_bytes == 32) {
+        for (size_t i = 0; i < BT; ++i) accumulate(raw ^ 128, i, 4 * g);
+        continue;
+      }
+      auto lo = raw & 15, hi = raw >> 4;
+      if (qh.valid()) {
+        lo = lo | ((qh << static_cast<int>(4 - g)) & 16);
+        hi = hi | (g == 0 ? qh & 16 : (qh >> static_cast<int>(g)) & 16);
+      }
+      if (table) lo = lookup(codebook, DType::u8, lo), hi = lookup(codebook, DType::u8, hi);
+      for (size_t i = 0; i < BT; ++i) {
+        accumulate(lo, i, 4 * g);
+        accumulate(hi, i, 16 + 4 * g);
+      }
+    }
+    Value d = t == QuantType::MXFP4 ? e8m0_half_value(x.bytes(j64 * R + static_cast<int>(L.d), R))
+                                    : x.f16s(j64 * (2 * R) + static_cast<int>(L.d));
+    Value m;
+    if (L.min >= 0) m = x.f16s(j64 * (2 * R) + static_cast<int>(L.min));
     for (size_t i = 0; i < BT; ++i) {
       auto blk = x.xblk[i] + x.b64 * 8 + j64;
-      auto bsum = broadcast_to(load(x.xs + blk), {R}) * offset;
-      auto scale = d * load(x.xd + blk);
-      out[i] = fma((dot[i] - bsum).to(DType::f32), scale, Value(out[i]));
+      auto bsum = broadcast_to(load(x.xs + blk), {R});
+      auto dx = load(x.xd + blk);
+      auto total = dot[2 * i] + dot[2 * i + 1];
+      auto term = offset ? total - bsum * offset : total;
+      out[i] = fma(term.to(DType::f32), d * dx, Value(out[i]));
+      if (m.valid()) out[i] = fma(bsum.to(DType::f32), m * dx, Value(out[i]));
     }
   });
 }
@@ -175,23 +293,30 @@ Kernel build_qgemv_rows16(const Spec& s) {
   auto qt = static_cast<ggml::QuantType>(FMT);
   if (!ggml::has_rows16(qt))
     throw Error(
-        "kernel 'qgemv_rows16': FMT must be 2 (Q4_0), 8 (Q8_0), 12 (Q4_K), 13 (Q5_K) or 14 "
-        "(Q6_K), got " +
+        "kernel 'qgemv_rows16': FMT must be a ggml type with a 16-row layout (2, 3, 6, 7, 8, "
+        "10-14, 20, 23, 39), got " +
         std::to_string(FMT));
   // Every FMT takes xs8 (Q4_K reads it), so that one call signature serves all.
   Rows16Format f{.chunk_bytes = ggml::rows16_bytes(qt, R, 256),
-                 .superblock_scaled = FMT == 12 || FMT == 13 || FMT == 14,
+                 .superblock_scaled = !ggml::is_blocks32(qt),
                  .split_sums = true,
                  .chunk = nullptr};
   if (FMT == 12)
     f.chunk = k_superblock<false>;
   else if (FMT == 13)
     f.chunk = k_superblock<true>;
-  else if (FMT == 14)
-    f.chunk = q6_k_superblock;
+  else if (FMT == 14 || FMT == 11 || FMT == 10)
+    f.chunk = [g = FMT == 14   ? q6_k_groups()
+                   : FMT == 11 ? bits2_groups<false>()
+                               : bits2_groups<true>()](KernelBuilder& kb, const Rows16Context& x,
+                                                       std::vector<Var>& acc) {
+      groups16_superblock(kb, x, acc, g);
+    };
+  else if (FMT == 23)
+    f.chunk = iq4_xs_superblock;
   else
-    f.chunk = [FMT](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& out) {
-      blocks32_chunk(kb, x, FMT, out);
+    f.chunk = [qt](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& out) {
+      blocks32_chunk(kb, x, qt, out);
     };
   build_rows16_program(k, BT, f);
   return k.finish();
@@ -200,8 +325,9 @@ Kernel build_qgemv_rows16(const Spec& s) {
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "qgemv_rows16",
     .family = "qgemv",
-    .summary = "y[i] = W x[i] for t tokens, W in Q4_0/Q8_0/Q4_K/Q5_K/Q6_K (FMT=2/8/12/13/14) "
-               "interleaved across 16 rows (rows16.h), x from quantize_q8",
+    .summary =
+        "y[i] = W x[i] for t tokens, W in Q4_0/Q8_0/Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_XS "
+        "(FMT=2/8/10/11/12/13/14/23) interleaved across 16 rows (rows16.h), x from quantize_q8",
     .dtype_roles = {},
     .constexpr_defaults = {{"FMT", 12}, {"BLOCK_T", 1}},
     .build = build_qgemv_rows16,
@@ -218,12 +344,13 @@ KILN_REGISTER_KERNEL((KernelDef{
     // Q4_K: 6 tokens share each decoded code vector; 12 i32 accumulators
     // plus the codes fit the 32 vector registers with no spill (8 spills).
     // kiln bench, 2 threads, 4096x14336, n = 512: 1086 / 1080 / 1127
-    // GFLOP/s at BLOCK_T 4 / 6 / 8, within noise. Q5_K: 8 (its 5th bits
-    // add work per decoded code vector, so more tokens share it): 574 / 609
-    // and 594 / 684 GFLOP/s at 6 / 8 in two runs.
+    // GFLOP/s at BLOCK_T 4 / 6 / 8, within noise. The others: 8, their
+    // decoding costs more per code vector, so more tokens share it: Q5_K
+    // 574 / 609 and 594 / 684 GFLOP/s at 6 / 8 in two runs, Q6_K 477 / 521
+    // and Q3_K 427 / 481 at 4 / 8; Q4_1, Q5_0, MXFP4 and IQ4_XS equal at 6
+    // and 8 within noise.
     .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
-      const int64_t fmt = s.constexpr_("FMT");
-      return rows16_block_t(a.i("t"), fmt == 14 ? 4 : fmt == 13 ? 8 : 6);
+      return rows16_block_t(a.i("t"), s.constexpr_("FMT") == 12 ? 6 : 8);
     },
     .tunables = {{"BLOCK_T", {1, 2, 4, 6, 8}}},
     .shape_keys = {"m", "k", "t"},

@@ -97,6 +97,12 @@ void build_rows16_program(KernelBuilder& k, int64_t block_t, const Rows16Format&
   k.for_(0, nb, 1, [&](Value b) {
     x.b64 = b.to(DType::i64);
     x.c = (chunk0 + x.b64) * f.chunk_bytes;
+    // The chunk two ahead, every line: a 16-row group's chunks are
+    // contiguous, but the hardware prefetchers stop at each 4 KiB page,
+    // about every second chunk, and decode (one token) has too little work
+    // per chunk to hide a DRAM miss. kiln bench, 4096x14336, 2 threads:
+    // Q4_1 decode 20-23 -> 30-33 GB/s.
+    prefetch(w + (x.c + 2 * f.chunk_bytes + arange(f.chunk_bytes / 64).to(DType::i64) * 64));
     if (!f.superblock_scaled) {
       f.chunk(k, x, out);
       return;

@@ -243,6 +243,13 @@ void q4k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
   }
 }
 
+std::vector<int64_t> unsigned_codebook(QuantType t) {
+  const int8_t* v = t == QuantType::MXFP4 ? kMxfp4Values : kIq4nlValues;
+  std::vector<int64_t> out;
+  for (int i = 0; i < 16; ++i) out.push_back(v[i] + 128);
+  return out;
+}
+
 const BlockFormat& block_format(QuantType t) { return block_format(static_cast<int>(t)); }
 
 std::span<const BlockFormat> block_formats() { return kFormats; }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace kiln::ggml {
 
@@ -107,6 +108,9 @@ inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
                                             0, -1, -2, -3, -4, -6, -8, -12};
+// The codebook of IQ4_NL/IQ4_XS (or MXFP4) + 128, as a lookup table of
+// unsigned codes: the kernels' byte dots take unsigned weights.
+std::vector<int64_t> unsigned_codebook(QuantType t);
 // MXFP4's scale for e8m0 byte e, halved as the doubled table wants: 2^(e - 128).
 float e8m0_half(uint8_t e);
 

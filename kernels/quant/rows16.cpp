@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "ir/dtype.h"
 #include "ir/error.h"
@@ -11,7 +12,7 @@ namespace kiln::ggml {
 
 namespace {
 
-void check_shape(const char* format, int64_t m, int64_t k) {
+void check_shape(std::string_view format, int64_t m, int64_t k) {
   if (m <= 0 || m % 16 || k <= 0 || k % 256)
     throw Error(std::string(format) + " 16-row interleave: [" + std::to_string(m) + ", " +
                 std::to_string(k) + "] needs rows a multiple of 16 and columns a multiple of 256");
@@ -87,6 +88,44 @@ std::vector<float> dequantize_k_rows16(const uint8_t* rows16, int64_t m, int64_t
   return w;
 }
 
+void interleave_iq4_xs_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
+  using L = IQ4XSRows16;
+  check_shape("IQ4_XS", m, k);
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
+    uint8_t* c = out + chunk * L::kChunkBytes;
+    // ggml's block_iq4_xs: d (f16), scales_h (u16), scales_l[4], qs[128].
+    const uint8_t* blk = blocks + (row * (k / 256) + b) * 136;
+    std::memcpy(c + L::kD + 2 * r, blk, 2);
+    const int scales_h = blk[2] | (blk[3] << 8);
+    for (int64_t s = 0; s < 8; ++s) {
+      c[L::kScales + 16 * s + r] = static_cast<uint8_t>(((blk[4 + s / 2] >> (4 * (s % 2))) & 15) |
+                                                        (((scales_h >> (2 * s)) & 3) << 4));
+      for (int64_t g = 0; g < 4; ++g)
+        std::memcpy(c + L::code_at(s, g, r), blk + 8 + 16 * s + 4 * g, 4);
+    }
+  });
+}
+
+std::vector<float> dequantize_iq4_xs_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
+  using L = IQ4XSRows16;
+  std::vector<float> w(static_cast<size_t>(m * k));
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
+    const uint8_t* c = rows16 + chunk * L::kChunkBytes;
+    const float d = f16(c + L::kD + 2 * r);
+    float* row = w.data() + row_index * k + b * 256;
+    for (int64_t s = 0; s < 8; ++s) {
+      const float dl = d * static_cast<float>(c[L::kScales + 16 * s + r] - 32);
+      for (int64_t g = 0; g < 4; ++g)
+        for (int64_t i = 0; i < 4; ++i) {
+          const uint8_t byte = c[L::code_at(s, g, r) + i];
+          row[32 * s + 4 * g + i] = dl * kIq4nlValues[byte & 15];
+          row[32 * s + 16 + 4 * g + i] = dl * kIq4nlValues[byte >> 4];
+        }
+    }
+  });
+  return w;
+}
+
 using L6 = Q6KRows16;
 constexpr int64_t kQ6BlockBytes = 210;
 // Byte offset in a chunk of group (h, g)'s piece `part` (0: a, 1: b, 2: hb)
@@ -135,42 +174,125 @@ std::vector<float> dequantize_q6_k_rows16(const uint8_t* rows16, int64_t m, int6
   return w;
 }
 
-// Q4_0 / Q8_0: 16 rows x 8 blocks of 32 per chunk.
-template <class B>
-void interleave_blocks32_rows16(const char* format, const uint8_t* blocks, int64_t m, int64_t k,
-                                uint8_t* out) {
-  check_shape(format, m, k);
-  const int64_t block_bytes = 2 + B::kCodeBytes, groups = B::kCodeBytes / 4;
+// Q3_K (110-byte blocks: hmask[32], qs[64], scales[12], d) and Q2_K (84:
+// scales[16], qs[64], d, dmin).
+template <bool Q2>
+void interleave_bits2_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
+  using L = Bits2Rows16<Q2>;
+  const int64_t block_bytes = Q2 ? 84 : 110, qs = Q2 ? 16 : 32;
+  check_shape(Q2 ? "Q2_K" : "Q3_K", m, k);
   each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
-    uint8_t* c = out + chunk * B::kChunkBytes;
-    for (int64_t j = 0; j < 8; ++j) {
-      const uint8_t* blk = blocks + (row * (k / 32) + b * 8 + j) * block_bytes;
-      std::memcpy(c + B::kD + 2 * (16 * j + r), blk, 2);
-      for (int64_t g = 0; g < groups; ++g)
-        std::memcpy(c + B::kCodes + ((j * groups + g) * B::kRows + r) * 4, blk + 2 + 4 * g, 4);
+    uint8_t* c = out + chunk * L::kChunkBytes;
+    const uint8_t* blk = blocks + (row * (k / 256) + b) * block_bytes;
+    if constexpr (Q2) {
+      std::memcpy(c + L::kD + 2 * r, blk + 80, 2);
+      std::memcpy(c + L::kDmin + 2 * r, blk + 82, 2);
+    } else {
+      std::memcpy(c + L::kD + 2 * r, blk + 108, 2);
+    }
+    for (int s = 0; s < 16; ++s)
+      c[L::scale_at(s, r)] = Q2 ? blk[s] : static_cast<uint8_t>(q3k_scale(blk + 96, s) + 128);
+    for (int64_t g = 0; g < 8; ++g) {
+      for (int64_t h = 0; h < 2; ++h)
+        std::memcpy(c + L::code_at(h, g, r), blk + qs + 32 * h + 4 * g, 4);
+      if constexpr (!Q2) std::memcpy(c + L::high_at(g, r), blk + 4 * g, 4);
     }
   });
 }
 
-template <class B>
-std::vector<float> dequantize_blocks32_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
+template <bool Q2>
+std::vector<float> dequantize_bits2_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
+  using L = Bits2Rows16<Q2>;
   std::vector<float> w(static_cast<size_t>(m * k));
-  const int64_t groups = B::kCodeBytes / 4;
   each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
-    const uint8_t* c = rows16 + chunk * B::kChunkBytes;
-    for (int64_t j = 0; j < 8; ++j) {
-      float d = f16(c + B::kD + 2 * (16 * j + r));
-      float* row = w.data() + row_index * k + b * 256 + j * 32;
-      for (int64_t g = 0; g < groups; ++g)
-        for (int64_t i = 0; i < 4; ++i) {
-          uint8_t byte = c[B::kCodes + ((j * groups + g) * B::kRows + r) * 4 + i];
-          if (B::kCodeBytes == 32) {
-            row[4 * g + i] = d * static_cast<float>(static_cast<int8_t>(byte));
-          } else {
-            row[4 * g + i] = d * static_cast<float>((byte & 15) - 8);
-            row[16 + 4 * g + i] = d * static_cast<float>((byte >> 4) - 8);
+    const uint8_t* c = rows16 + chunk * L::kChunkBytes;
+    const float d = f16(c + L::kD + 2 * r);
+    float* row = w.data() + row_index * k + b * 256;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t g = 0; g < 8; ++g)
+        for (int64_t i = 0; i < 4; ++i)
+          for (int64_t j = 0; j < 4; ++j) {
+            const int64_t at = 128 * h + 32 * j + 4 * g + i;
+            const uint8_t sc = c[L::scale_at(at / 16, r)];
+            const int low = (c[L::code_at(h, g, r) + i] >> (2 * j)) & 3;
+            if constexpr (Q2) {
+              row[at] = d * (sc & 15) * low - f16(c + L::kDmin + 2 * r) * (sc >> 4);
+            } else {
+              const int q = low - ((c[L::high_at(g, r) + i] >> (4 * h + j)) & 1 ? 0 : 4);
+              row[at] = d * (sc - 128) * q;
+            }
           }
-        }
+  });
+  return w;
+}
+
+// Row r's block j of a chunk of a 32-weight-block format, in ggml's bytes
+// and back.
+void put_block32(const Blocks32Rows16& L, const uint8_t* blk, int64_t j, int64_t r, uint8_t* c) {
+  const int64_t at = 16 * j + r;
+  std::memcpy(c + L.d + L.scale_bytes * at, blk, static_cast<size_t>(L.scale_bytes));
+  int64_t qs = L.scale_bytes;
+  if (L.min >= 0) std::memcpy(c + L.min + 2 * at, blk + 2, 2), qs += 2;
+  if (L.high >= 0) {
+    uint32_t qh;
+    std::memcpy(&qh, blk + qs, 4);
+    qs += 4;
+    for (int64_t i = 0; i < 4; ++i) {
+      uint8_t byte = 0;
+      for (int64_t g = 0; g < 4; ++g)
+        byte |= static_cast<uint8_t>(((qh >> (4 * g + i)) & 1) << g | ((qh >> (16 + 4 * g + i)) & 1)
+                                                                          << (4 + g));
+      c[L.high + 4 * at + i] = byte;
+    }
+  }
+  for (int64_t g = 0; g < L.code_bytes / 4; ++g)
+    std::memcpy(c + L.code_at(j, g, r), blk + qs + 4 * g, 4);
+}
+
+void get_block32(const Blocks32Rows16& L, const uint8_t* c, int64_t j, int64_t r, uint8_t* blk) {
+  const int64_t at = 16 * j + r;
+  std::memcpy(blk, c + L.d + L.scale_bytes * at, static_cast<size_t>(L.scale_bytes));
+  int64_t qs = L.scale_bytes;
+  if (L.min >= 0) std::memcpy(blk + 2, c + L.min + 2 * at, 2), qs += 2;
+  if (L.high >= 0) {
+    uint32_t qh = 0;
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t g = 0; g < 4; ++g) {
+        const uint8_t byte = c[L.high + 4 * at + i];
+        qh |= static_cast<uint32_t>((byte >> g) & 1) << (4 * g + i);
+        qh |= static_cast<uint32_t>((byte >> (4 + g)) & 1) << (16 + 4 * g + i);
+      }
+    std::memcpy(blk + qs, &qh, 4);
+    qs += 4;
+  }
+  for (int64_t g = 0; g < L.code_bytes / 4; ++g)
+    std::memcpy(blk + qs + 4 * g, c + L.code_at(j, g, r), 4);
+}
+
+void interleave_blocks32_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k,
+                                uint8_t* out) {
+  const BlockFormat& f = block_format(t);
+  const Blocks32Rows16 L = Blocks32Rows16::of(t);
+  check_shape(f.name, m, k);
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
+    for (int64_t j = 0; j < 8; ++j)
+      put_block32(L, blocks + (row * (k / 32) + b * 8 + j) * f.block_bytes, j, r,
+                  out + chunk * L.chunk_bytes);
+  });
+}
+
+// Through ggml's own dequantiser: the block is rebuilt from the chunk, so a
+// field the interleave misplaces shows as a wrong weight.
+std::vector<float> dequantize_blocks32_rows16(QuantType t, const uint8_t* rows16, int64_t m,
+                                              int64_t k) {
+  const BlockFormat& f = block_format(t);
+  const Blocks32Rows16 L = Blocks32Rows16::of(t);
+  std::vector<float> w(static_cast<size_t>(m * k));
+  std::vector<uint8_t> blk(static_cast<size_t>(f.block_bytes));
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
+    for (int64_t j = 0; j < 8; ++j) {
+      get_block32(L, rows16 + chunk * L.chunk_bytes, j, r, blk.data());
+      dequantize(t, blk.data(), 32, w.data() + row_index * k + b * 256 + j * 32);
     }
   });
   return w;
@@ -178,18 +300,41 @@ std::vector<float> dequantize_blocks32_rows16(const uint8_t* rows16, int64_t m, 
 
 }  // namespace
 
+bool is_blocks32(QuantType t) {
+  return t == QuantType::Q4_0 || t == QuantType::Q4_1 || t == QuantType::Q5_0 ||
+         t == QuantType::Q5_1 || t == QuantType::Q8_0 || t == QuantType::IQ4_NL ||
+         t == QuantType::MXFP4;
+}
+
+Blocks32Rows16 Blocks32Rows16::of(QuantType t) {
+  if (!is_blocks32(t))
+    throw Error("16-row interleave: " + std::string(block_format(t).name) +
+                " is not a 32-weight block format");
+  Blocks32Rows16 L;
+  L.scale_bytes = t == QuantType::MXFP4 ? 1 : 2;
+  int64_t at = 8 * kRows * L.scale_bytes;
+  if (t == QuantType::Q4_1 || t == QuantType::Q5_1) L.min = at, at += 8 * kRows * 2;
+  if (t == QuantType::Q5_0 || t == QuantType::Q5_1) L.high = at, at += 8 * kRows * 4;
+  L.codes = at;
+  L.code_bytes = t == QuantType::Q8_0 ? 32 : 16;
+  L.chunk_bytes = at + 8 * kRows * L.code_bytes;
+  return L;
+}
+
 bool has_rows16(QuantType t) {
-  return t == QuantType::Q4_0 || t == QuantType::Q8_0 || t == QuantType::Q4_K ||
-         t == QuantType::Q5_K || t == QuantType::Q6_K;
+  return is_blocks32(t) || t == QuantType::Q2_K || t == QuantType::Q3_K || t == QuantType::Q4_K ||
+         t == QuantType::Q5_K || t == QuantType::Q6_K || t == QuantType::IQ4_XS;
 }
 
 int64_t rows16_bytes(QuantType t, int64_t m, int64_t k) {
   switch (t) {
-    case QuantType::Q4_0: return Q40Rows16::bytes(m, k);
-    case QuantType::Q8_0: return Q80Rows16::bytes(m, k);
+    case QuantType::Q2_K: return Q2KRows16::bytes(m, k);
+    case QuantType::Q3_K: return Q3KRows16::bytes(m, k);
     case QuantType::Q5_K: return Q5KRows16::bytes(m, k);
     case QuantType::Q6_K: return L6::bytes(m, k);
-    default: return Q4KRows16::bytes(m, k);
+    case QuantType::IQ4_XS: return IQ4XSRows16::bytes(m, k);
+    case QuantType::Q4_K: return Q4KRows16::bytes(m, k);
+    default: return Blocks32Rows16::of(t).bytes(m, k);
   }
 }
 
@@ -197,10 +342,13 @@ void interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k,
   switch (t) {
     case QuantType::Q4_K: return interleave_k_rows16<false>(blocks, m, k, out);
     case QuantType::Q5_K: return interleave_k_rows16<true>(blocks, m, k, out);
+    case QuantType::Q2_K: return interleave_bits2_rows16<true>(blocks, m, k, out);
+    case QuantType::Q3_K: return interleave_bits2_rows16<false>(blocks, m, k, out);
     case QuantType::Q6_K: return interleave_q6_k_rows16(blocks, m, k, out);
-    case QuantType::Q4_0: return interleave_blocks32_rows16<Q40Rows16>("Q4_0", blocks, m, k, out);
-    case QuantType::Q8_0: return interleave_blocks32_rows16<Q80Rows16>("Q8_0", blocks, m, k, out);
-    default: throw Error("16-row interleave: no layout for " + std::string(block_format(t).name));
+    case QuantType::IQ4_XS: return interleave_iq4_xs_rows16(blocks, m, k, out);
+    default:
+      if (is_blocks32(t)) return interleave_blocks32_rows16(t, blocks, m, k, out);
+      throw Error("16-row interleave: no layout for " + std::string(block_format(t).name));
   }
 }
 
@@ -214,10 +362,13 @@ std::vector<float> dequantize_rows16(QuantType t, const uint8_t* rows16, int64_t
   switch (t) {
     case QuantType::Q4_K: return dequantize_k_rows16<false>(rows16, m, k);
     case QuantType::Q5_K: return dequantize_k_rows16<true>(rows16, m, k);
+    case QuantType::Q2_K: return dequantize_bits2_rows16<true>(rows16, m, k);
+    case QuantType::Q3_K: return dequantize_bits2_rows16<false>(rows16, m, k);
     case QuantType::Q6_K: return dequantize_q6_k_rows16(rows16, m, k);
-    case QuantType::Q4_0: return dequantize_blocks32_rows16<Q40Rows16>(rows16, m, k);
-    case QuantType::Q8_0: return dequantize_blocks32_rows16<Q80Rows16>(rows16, m, k);
-    default: throw Error("16-row interleave: no layout for " + std::string(block_format(t).name));
+    case QuantType::IQ4_XS: return dequantize_iq4_xs_rows16(rows16, m, k);
+    default:
+      if (is_blocks32(t)) return dequantize_blocks32_rows16(t, rows16, m, k);
+      throw Error("16-row interleave: no layout for " + std::string(block_format(t).name));
   }
 }
 

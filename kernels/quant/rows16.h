@@ -1,4 +1,4 @@
-// ggml weights (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) interleaved across 16 rows: the
+// ggml weights (every 32-weight block format, Q2_K-Q6_K, IQ4_XS) interleaved across 16 rows: the
 // layouts qgemv_rows16 reads.
 //
 // ggml keeps each row's blocks contiguous, so the 4 codes of one row that a
@@ -32,6 +32,32 @@
 //                             32 j + 4 g + i
 //   qs    u8  [4][8][16][4]   as Q4_K's
 //
+// IQ4_XS: per 16 rows and super-block, one 2208-byte chunk:
+//   d     f16 [16]
+//   ls    u8  [8][16]         sub-block s's 6-bit scale (w = d (ls - 32)
+//                             table[q]) for row r at 16 s + r
+//   qs    u8  [8][4][16][4]   [sub-block s][group g][row r][i] is ggml's
+//                             qs[16 s + 4 g + i] of row r: low nibble weight
+//                             32 s + 4 g + i, high nibble 32 s + 16 + 4 g + i
+//
+// Q3_K: per 16 rows and super-block, one 1824-byte chunk (exactly 16 of
+// ggml's 110-byte blocks):
+//   d     f16 [16]
+//   sc    u8  [4][16][4]      16-weight group s's signed scale (s_g - 32) +
+//                             128 for row r at 64 (s / 4) + 4 r + s % 4, as Q6_K's
+//   qs    u8  [2][8][16][4]   [half h][group g][row r][i] is ggml's
+//                             qs[32 h + 4 g + i]: bits 2j..2j+1 the low code
+//                             bits of weight 128 h + 32 j + 4 g + i
+//   hm    u8  [8][16][4]      [group g][row r][i] is ggml's hmask[4 g + i]:
+//                             bit 4 h + j the third bit of that weight
+//
+// Q2_K: per 16 rows and super-block, one 1344-byte chunk (16 x 84):
+//   d     f16 [16]
+//   dmin  f16 [16]
+//   sc    u8  [4][16][4]      ggml's scales[s] (scale in the low nibble, min
+//                             in the high) of row r at 64 (s / 4) + 4 r + s % 4
+//   qs    u8  [2][8][16][4]   as Q3_K's
+//
 // Q6_K: per 16 rows and super-block, one 3360-byte chunk (exactly 16 of
 // ggml's 210-byte blocks):
 //   d     f16 [16]
@@ -47,12 +73,20 @@
 //           hb u8 [16][4]       qh[32 h + l]: the top 2 bits of weights
 //                               128 h + l, +32, +64, +96 (bits 0-1, 2-3, 4-5, 6-7)
 //
-// Q4_0 and Q8_0 (32-weight blocks): per 16 rows and 8 consecutive blocks
-// (256 weights), one chunk of exactly 16 x 8 ggml blocks:
+// The 32-weight-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL,
+// MXFP4): per 16 rows and 8 consecutive blocks (256 weights), one chunk of
+// exactly 16 x 8 ggml blocks, its fields in this order (Blocks32Rows16
+// holds the offsets):
 //   d     f16 [8][16]           block j's scale for row r at 16 j + r
+//                               (MXFP4: its e8m0 byte, u8 [8][16])
+//   m     f16 [8][16]           Q4_1, Q5_1: the block's min
+//   qh    u8  [8][16][4]        Q5_0, Q5_1: ggml's qh transposed so a byte
+//                               serves a code byte's lane: byte i holds the
+//                               5th bit of weight 4 g + i at bit g and of
+//                               weight 16 + 4 g + i at bit 4 + g (g < 4)
 //   codes [8][g][16][4]         block j, group g, row r: ggml's qs[4 g + i]
-//         Q4_0: g < 4, low nibble weight 4 g + i, high nibble 16 + 4 g + i
-//         Q8_0: g < 8, weight 4 g + i (signed byte)
+//         nibbles (g < 4): low nibble weight 4 g + i, high 16 + 4 g + i
+//         Q8_0 (g < 8): weight 4 g + i (signed byte)
 #pragma once
 
 #include <cstdint>
@@ -86,29 +120,64 @@ struct KRows16 {
 using Q4KRows16 = KRows16<false>;
 using Q5KRows16 = KRows16<true>;
 
+struct IQ4XSRows16 {
+  static constexpr int64_t kRows = 16;
+  static constexpr int64_t kD = 0, kScales = 32, kCodes = 160, kChunkBytes = 2208;
+  static constexpr int64_t code_at(int64_t s, int64_t g, int64_t r) {
+    return kCodes + ((s * 4 + g) * kRows + r) * 4;
+  }
+  static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
+};
+
+// Where the byte of 16-weight group s (0-15) of row r is among the 256
+// group bytes of a Q2_K, Q3_K or Q6_K chunk: 4 groups per i32 lane.
+constexpr int64_t group16_at(int64_t s, int64_t r) { return 64 * (s / 4) + 4 * r + s % 4; }
+
 struct Q6KRows16 {
   static constexpr int64_t kRows = 16;
   static constexpr int64_t kD = 0, kScales = 32, kCodes = 288, kGroupBytes = 192;
   static constexpr int64_t kChunkBytes = 3360;
   // Where group s's biased scale for row r is.
-  static constexpr int64_t scale_at(int64_t s, int64_t r) {
-    return kScales + 64 * (s / 4) + 4 * r + s % 4;
-  }
+  static constexpr int64_t scale_at(int64_t s, int64_t r) { return kScales + group16_at(s, r); }
   static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
 };
 
-// Q4_0 (code bytes 16 per block) and Q8_0 (32).
-template <int64_t CodeBytes>
+// Q3_K (Q2 = false) and Q2_K: 2-bit codes in ggml's order, [half][group][row][4].
+template <bool Q2>
+struct Bits2Rows16 {
+  static constexpr int64_t kRows = 16;
+  static constexpr int64_t kD = 0, kDmin = 32;  // kDmin: Q2_K only
+  static constexpr int64_t kScales = Q2 ? 64 : 32, kCodes = kScales + 256;
+  static constexpr int64_t kHigh = kCodes + 1024;  // Q3_K only
+  static constexpr int64_t kChunkBytes = Q2 ? kHigh : kHigh + 512;
+  static constexpr int64_t scale_at(int64_t s, int64_t r) { return kScales + group16_at(s, r); }
+  static constexpr int64_t code_at(int64_t h, int64_t g, int64_t r) {
+    return kCodes + ((h * 8 + g) * kRows + r) * 4;
+  }
+  static constexpr int64_t high_at(int64_t g, int64_t r) { return kHigh + (g * kRows + r) * 4; }
+  static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
+};
+using Q3KRows16 = Bits2Rows16<false>;
+using Q2KRows16 = Bits2Rows16<true>;
+
+// The offsets of a 32-weight-block format's fields in its chunk (-1: absent).
 struct Blocks32Rows16 {
   static constexpr int64_t kRows = 16;
-  static constexpr int64_t kD = 0, kCodes = 256, kCodeBytes = CodeBytes;
-  static constexpr int64_t kChunkBytes = kCodes + 8 * 16 * CodeBytes;
-  static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
+  int64_t scale_bytes = 2;  // f16, or MXFP4's e8m0 byte
+  int64_t d = 0, min = -1, high = -1, codes = 0;
+  int64_t code_bytes = 16;  // per block: 16 nibble bytes or Q8_0's 32
+  int64_t chunk_bytes = 0;
+  static Blocks32Rows16 of(QuantType t);
+  // Where byte 0 of group g of block j is for row r.
+  int64_t code_at(int64_t j, int64_t g, int64_t r) const {
+    return codes + ((j * (code_bytes / 4) + g) * kRows + r) * 4;
+  }
+  int64_t bytes(int64_t m, int64_t k) const { return m / kRows * (k / 256) * chunk_bytes; }
 };
-using Q40Rows16 = Blocks32Rows16<16>;
-using Q80Rows16 = Blocks32Rows16<32>;
+// Whether t is one of the 32-weight-block formats above.
+bool is_blocks32(QuantType t);
 
-// Whether Kiln has a 16-row layout for type t (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K).
+// Whether Kiln has a 16-row layout for type t (the 32-weight blocks, Q2_K-Q6_K, IQ4_XS).
 bool has_rows16(QuantType t);
 // Bytes of an [m, k] matrix of type t in its 16-row layout.
 int64_t rows16_bytes(QuantType t, int64_t m, int64_t k);

@@ -97,7 +97,7 @@ std::vector<Case> cases() {
   }
   cs.push_back(
       {"qgemv", {}, {{"FMT", 8}, {"BLOCK_M", 1}, {"BLOCK_T", 1}}, {{"m", 3}, {"k", 96}, {"t", 1}}});
-  for (int64_t fmt : {2, 8, 12, 13, 14})
+  for (int64_t fmt : {2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 39})
     for (int64_t bt : {1, 4})
       cs.push_back(
           {"qgemv_rows16", {}, {{"FMT", fmt}, {"BLOCK_T", bt}}, {{"m", 32}, {"k", 512}, {"t", 5}}});

@@ -1,5 +1,5 @@
-// The 16-row interleaved Q4_0, Q8_0, Q4_K, Q5_K and Q6_K layouts (kernels/quant/rows16.h) and
-// qgemv_rows16 over them.
+// The 16-row interleaved layouts (every 32-weight block format, Q2_K-Q6_K, IQ4_XS)
+// (kernels/quant/rows16.h) and qgemv_rows16 over them.
 //
 // Layout: interleaving keeps every weight's value: its dequantisation
 // equals ggml's dequantiser on the original blocks bit for bit.
@@ -22,8 +22,8 @@ using kiln::test::QuantizedX;
 namespace {
 
 using ggml::QuantType;
-const QuantType kFormats[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q4_K, QuantType::Q5_K,
-                              QuantType::Q6_K};
+const QuantType kFormats[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q2_K, QuantType::Q3_K,
+                              QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K, QuantType::IQ4_XS};
 
 // Blocks of m x k weights of type t from ggml's reference quantiser.
 std::vector<uint8_t> weights(QuantType t, int64_t m, int64_t k, uint64_t seed) {
