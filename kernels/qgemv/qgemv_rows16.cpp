@@ -229,7 +229,8 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
 // The 32-weight-block formats: 8 blocks per chunk, each with its own weight
 // and activation scale, so each block's dot is scaled into `out` directly:
 //   y += d dx (dot(code, xq) - offset bsum) [+ m dx bsum],
-// bsum the token's x block sum (quantize_q8's s); code the nibble (Q4_0
+// bsum the token's x block sum (quantize_q8's s; the min's dx bsum rounded
+// to f16 as llama.cpp's Q8_1 holds it); code the nibble (Q4_0
 // offset 8, Q4_1 0), with its 5th bit (Q5_0 16, Q5_1 0), Q8_0's byte ^ 0x80
 // (128), or IQ4_NL's and MXFP4's table entry + 128 (128, a byte shuffle).
 void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
@@ -277,12 +278,15 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
     if (L.min >= 0) m = x.f16s(j64 * (2 * R) + static_cast<int>(L.min));
     for (size_t i = 0; i < BT; ++i) {
       auto blk = x.xblk[i] + x.b64 * 8 + j64;
-      auto bsum = broadcast_to(load(x.xs + blk), {R});
+      auto s = load(x.xs + blk);
       auto dx = load(x.xd + blk);
       auto total = dot[2 * i] + dot[2 * i + 1];
-      auto term = offset ? total - bsum * offset : total;
+      auto term = offset ? total - broadcast_to(s, {R}) * offset : total;
       out[i] = fma(term.to(DType::f32), d * dx, Value(out[i]));
-      if (m.valid()) out[i] = fma(bsum.to(DType::f32), m * dx, Value(out[i]));
+      // The min takes dx * s rounded to f16, as llama.cpp's Q8_1 activations hold it.
+      if (m.valid())
+        out[i] = fma(m, broadcast_to((s.to(DType::f32) * dx).to(DType::f16).to(DType::f32), {R}),
+                     Value(out[i]));
     }
   });
 }
