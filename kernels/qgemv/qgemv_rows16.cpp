@@ -47,7 +47,7 @@ void k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& ac
   // [-64, 63], both i8 and stored so by quantize_q8 (s8). So the 8
   // sub-blocks take 4 vpdpbusd per token with x straight from memory (the
   // 4 mins of a row in a lane) instead of 8 widening multiplies.
-  auto mins = [&](int64_t h) { return reshape(x.bytes(x.at(L::min_at(4 * h, 0)), 4 * R), {R, 4}); };
+  auto mins = [&](int64_t h) { return x.lanes4(x.at(L::min_at(4 * h, 0))); };
   auto mins_lo = mins(0), mins_hi = mins(1);
   for (size_t i = 0; i < BT; ++i) {
     auto low = dot4(mins_lo, x.split_sums4(i, 0).to(DType::i32)) +
@@ -99,7 +99,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
   // minus 128 B, B the token's sum of the chunk's 8 block sums.
   std::vector<Value> u(4);
   for (int64_t q = 0; q < 4; ++q) {
-    u[q] = reshape(x.bytes(x.at(f.scales + 64 * q), 4 * R), {R, 4});
+    u[q] = x.lanes4(x.at(f.scales + 64 * q));
     if (mins) u[q] = u[q] >> 4;
   }
   std::vector<Var> isum;
@@ -127,10 +127,8 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
     // The half's 8 group bytes, 4 per i32 lane.
     Value quads[2];
     for (int64_t j = 0; j < 2; ++j)
-      quads[j] =
-          reshape(reshape(x.bytes(h64 * 128 + static_cast<int>(f.scales + 64 * j), 4 * R), {R, 4})
-                      .bitcast(DType::i32),
-                  {R});
+      quads[j] = reshape(
+          x.lanes4(h64 * 128 + static_cast<int>(f.scales + 64 * j)).bitcast(DType::i32), {R});
     for (int64_t quarter = 0; quarter < 2; ++quarter) {  // groups 8h + quarter + 2 j
       // The quarter's 16 code vectors, decoded once for all tokens; codes
       // j of group g are weights 32 j + 4 g .. 32 j + 4 g + 3 of the half.
@@ -140,7 +138,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
       // and 8 tokens' sums fit the registers beside the codes.
       for (int64_t j = 0; j < 4; ++j) {
         int64_t s = quarter + 2 * j;  // group within the half
-        auto byte = (quads[s / 4] >> static_cast<int>(8 * (s % 4)));
+        auto byte = quads[s / 4] >> static_cast<int>(8 * (s % 4));
         auto sc = mins ? byte & 15 : (byte & 255) - 128;
         for (size_t i = 0; i < BT; ++i) {
           Value dot;
@@ -165,11 +163,8 @@ Groups16 q6_k_groups() {
   using L = ggml::Q6KRows16;
   return {L::kScales, 32, -1, [](const Rows16Context& x, const Value& h64, int64_t g) {
             auto piece = [&](int64_t part) {
-              return reshape(
-                  x.bytes(h64 * (8 * L::kGroupBytes) +
-                              static_cast<int>(L::kCodes + g * L::kGroupBytes + part * 64),
-                          R * 4),
-                  {R, 4});
+              return x.lanes4(h64 * (8 * L::kGroupBytes) +
+                              static_cast<int>(L::kCodes + g * L::kGroupBytes + part * 64));
             };
             auto a = piece(0), b = piece(1), hb = piece(2);
             return std::array<Value, 4>{(a & 15) | ((hb & 3) << 4), (b & 15) | ((hb & 12) << 2),
@@ -184,13 +179,12 @@ Groups16 bits2_groups() {
   using L = ggml::Bits2Rows16<Q2>;
   return {L::kScales, Q2 ? 0 : 4, Q2 ? L::kDmin : -1,
           [](const Rows16Context& x, const Value& h64, int64_t g) {
-            auto a = reshape(
-                x.bytes(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0)), R * 4), {R, 4});
+            auto a = x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0)));
             std::array<Value, 4> c;
             for (int j = 0; j < 4; ++j) c[j] = j ? (a >> (2 * j)) & 3 : a & 3;
             if constexpr (!Q2) {
               // Bits 4h .. 4h + 3 of the hmask bytes to bit 2 of codes 0-3.
-              auto hm = reshape(x.bytes(x.at(L::high_at(g, 0)), R * 4), {R, 4});
+              auto hm = x.lanes4(x.at(L::high_at(g, 0)));
               auto bits = hm >> broadcast_to(h64.to(DType::u8) * 4, {R, 4});
               c[0] = c[0] | ((bits & 1) << 2);
               c[1] = c[1] | ((bits & 2) << 1);
@@ -210,8 +204,7 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
     auto s64 = s.to(DType::i64);
     std::vector<Value> dot(BT);
     for (int64_t g = 0; g < 4; ++g) {
-      auto c = reshape(x.bytes(s64 * (4 * R * 4) + static_cast<int>(L::code_at(0, g, 0)), R * 4),
-                       {R, 4});
+      auto c = x.lanes4(s64 * (4 * R * 4) + static_cast<int>(L::code_at(0, g, 0)));
       auto lo = lookup(table, DType::u8, c & 15), hi = lookup(table, DType::u8, c >> 4);
       for (size_t i = 0; i < BT; ++i) {
         auto dd = dot4(lo, x.x4(i, s64 * 32 + static_cast<int>(4 * g))) +
@@ -253,10 +246,9 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
       to = to.valid() ? to + dd : dd;
     };
     Value qh;
-    if (L.high >= 0) qh = reshape(x.bytes(j64 * (R * 4) + static_cast<int>(L.high), R * 4), {R, 4});
+    if (L.high >= 0) qh = x.lanes4(j64 * (R * 4) + static_cast<int>(L.high));
     for (int64_t g = 0; g < groups; ++g) {
-      auto raw = reshape(
-          x.bytes(j64 * (groups * R * 4) + static_cast<int>(L.code_at(0, g, 0)), R * 4), {R, 4});
+      auto raw = x.lanes4(j64 * (groups * R * 4) + static_cast<int>(L.code_at(0, g, 0)));
       if (L.code_bytes == 32) {
         for (size_t i = 0; i < BT; ++i) accumulate(raw ^ 128, i, 4 * g);
         continue;
@@ -305,23 +297,27 @@ Kernel build_qgemv_rows16(const Spec& s) {
                  .superblock_scaled = !ggml::is_blocks32(qt),
                  .split_sums = true,
                  .chunk = nullptr};
-  if (FMT == 12)
-    f.chunk = k_superblock<false>;
-  else if (FMT == 13)
-    f.chunk = k_superblock<true>;
-  else if (FMT == 14 || FMT == 11 || FMT == 10)
-    f.chunk = [g = FMT == 14   ? q6_k_groups()
-                   : FMT == 11 ? bits2_groups<false>()
-                               : bits2_groups<true>()](KernelBuilder& kb, const Rows16Context& x,
-                                                       std::vector<Var>& acc) {
-      groups16_superblock(kb, x, acc, g);
-    };
-  else if (FMT == 23)
-    f.chunk = iq4_xs_superblock;
-  else
-    f.chunk = [qt](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& out) {
-      blocks32_chunk(kb, x, qt, out);
-    };
+  using ggml::QuantType;
+  switch (qt) {
+    case QuantType::Q4_K: f.chunk = k_superblock<false>; break;
+    case QuantType::Q5_K: f.chunk = k_superblock<true>; break;
+    case QuantType::IQ4_XS: f.chunk = iq4_xs_superblock; break;
+    case QuantType::Q2_K:
+    case QuantType::Q3_K:
+    case QuantType::Q6_K: {
+      Groups16 g = qt == QuantType::Q6_K   ? q6_k_groups()
+                   : qt == QuantType::Q3_K ? bits2_groups<false>()
+                                           : bits2_groups<true>();
+      f.chunk = [g](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
+        groups16_superblock(kb, x, acc, g);
+      };
+      break;
+    }
+    default:
+      f.chunk = [qt](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& out) {
+        blocks32_chunk(kb, x, qt, out);
+      };
+  }
   build_rows16_program(k, BT, f);
   return k.finish();
 }

@@ -12,6 +12,8 @@ Value Rows16Context::bytes(const Value& off, int64_t n) const {
   return load(w + (c + off + arange(n).to(DType::i64)));
 }
 
+Value Rows16Context::lanes4(const Value& off) const { return reshape(bytes(off, 4 * R), {R, 4}); }
+
 Value Rows16Context::at(int64_t off) const {
   return full({}, static_cast<double>(off), DType::i64);
 }
@@ -54,12 +56,11 @@ NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_
                                 size_t tokens, int64_t high) {
   NibblePairDots d{std::vector<Value>(tokens), std::vector<Value>(tokens)};
   for (int64_t g = 0; g < 8; ++g) {
-    auto c =
-        reshape(x.bytes(p64 * (8 * R * 4) + static_cast<int>(codes + g * R * 4), R * 4), {R, 4});
+    auto c = x.lanes4(p64 * (8 * R * 4) + static_cast<int>(codes + g * R * 4));
     auto lo = c & 15, hi = c >> 4;
     if (high >= 0) {
       // Bit 2p of each qh byte to bit 4 of the low code, bit 2p + 1 of the high.
-      auto qh = reshape(x.bytes(x.at(high + g * R * 4), R * 4), {R, 4});
+      auto qh = x.lanes4(x.at(high + g * R * 4));
       auto down = broadcast_to(p64.to(DType::u8) * 2, {R, 4});
       auto bits = qh >> down;
       lo = lo | ((bits & 1) << 4);

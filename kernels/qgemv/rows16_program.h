@@ -35,6 +35,9 @@ struct Rows16Context {
   Value c, b64;                    // the chunk's first byte, the chunk index (i64)
 
   Value bytes(const Value& off, int64_t n) const;
+  // 4 bytes per row from off ([16, 4] u8): the codes or group bytes of one
+  // 64-byte line, a dot4 operand.
+  Value lanes4(const Value& off) const;
   Value at(int64_t off) const;
   // 16 little-endian f16 at off, as f32 [16].
   Value f16s(const Value& off) const;

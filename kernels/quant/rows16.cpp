@@ -232,7 +232,10 @@ void put_block32(const Blocks32Rows16& L, const uint8_t* blk, int64_t j, int64_t
   const int64_t at = 16 * j + r;
   std::memcpy(c + L.d + L.scale_bytes * at, blk, static_cast<size_t>(L.scale_bytes));
   int64_t qs = L.scale_bytes;
-  if (L.min >= 0) std::memcpy(c + L.min + 2 * at, blk + 2, 2), qs += 2;
+  if (L.min >= 0) {
+    std::memcpy(c + L.min + 2 * at, blk + 2, 2);
+    qs += 2;
+  }
   if (L.high >= 0) {
     uint32_t qh;
     std::memcpy(&qh, blk + qs, 4);
@@ -253,7 +256,10 @@ void get_block32(const Blocks32Rows16& L, const uint8_t* c, int64_t j, int64_t r
   const int64_t at = 16 * j + r;
   std::memcpy(blk, c + L.d + L.scale_bytes * at, static_cast<size_t>(L.scale_bytes));
   int64_t qs = L.scale_bytes;
-  if (L.min >= 0) std::memcpy(blk + 2, c + L.min + 2 * at, 2), qs += 2;
+  if (L.min >= 0) {
+    std::memcpy(blk + 2, c + L.min + 2 * at, 2);
+    qs += 2;
+  }
   if (L.high >= 0) {
     uint32_t qh = 0;
     for (int64_t i = 0; i < 4; ++i)

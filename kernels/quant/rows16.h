@@ -187,7 +187,9 @@ int64_t rows16_bytes(QuantType t, int64_t m, int64_t k);
 void interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out);
 std::vector<uint8_t> interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k);
 // The weights [m, k] of the interleaved form, as f32 (the reference of the
-// kernel's tests; independent of ggml's dequantiser).
+// kernel's tests). The K and IQ4_XS layouts are decoded here, independently
+// of ggml's dequantiser; the 32-weight blocks are rebuilt into ggml's bytes
+// and go through it, so a field the interleave misplaces still shows.
 std::vector<float> dequantize_rows16(QuantType t, const uint8_t* rows16, int64_t m, int64_t k);
 
 }  // namespace kiln::ggml

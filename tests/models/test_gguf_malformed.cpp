@@ -164,8 +164,7 @@ TEST_CASE("gguf: rows that are not whole blocks", "[models][gguf][error]") {
   CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {256, 2}, 21, 0).data(219).b,
                    "tensor 't' data out of bounds: 220 bytes at offset 0");
   // IQ1_S: a ggml type Kiln does not read, named as ggml names it.
-  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {256}, 19, 0).data(64).b,
-                   "IQ1_S");
+  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {256}, 19, 0).data(64).b, "IQ1_S");
 }
 
 TEST_CASE("gguf: tensor data out of bounds, misaligned or overlapping", "[models][gguf][error]") {
