@@ -40,22 +40,42 @@ llvm::Value* Lowering::argmax_vector(DType t, llvm::Value* v) {
   return b_.CreateSelect(b_.CreateICmpEQ(first, b_.getInt32(INT32_MAX)), b_.getInt32(0), first);
 }
 
-// c + dot_groups (through reshapes), where the dot's only use is this add:
-// the dot accumulates into c (vpdpbusd's accumulator operand) instead of
-// into zero followed by an add. Returns nullptr when the pattern does not fit.
+// c + e, e a dot_groups or an i32 sum of them (through reshapes), each used
+// only here: every dot accumulates into the running sum (vpdpbusd's
+// accumulator operand), so c + (dot_a + dot_b) is two chained dots, not
+// dots into zero and adds. The dots lowered on their own before are left
+// unused and deleted by LLVM. Integer adds reassociate exactly. Returns
+// nullptr when no dot fits.
 llvm::Value* Lowering::accumulated_dot_groups(const Op& op) {
   if (op.kind != OpKind::Add || ty(op.result).dtype != DType::i32) return nullptr;
-  for (int side = 0; side < 2; ++side) {
-    int id = op.args[side];
-    const Op* d = def_op_[id];
-    while (d && d->kind == OpKind::Reshape && uses_[id] == 1) {
-      id = d->args[0];
-      d = def_op_[id];
-    }
-    if (!d || d->kind != OpKind::DotGroups || uses_[id] != 1) continue;
-    return dot_groups(*d, v(op.args[1 - side]));
+  // The right side first: in acc = acc + term the term is the new dot tree.
+  for (int side = 1; side >= 0; --side) {
+    bool any_dot = false;
+    llvm::Value* r = accumulate_dots(v(op.args[1 - side]), op.args[side], any_dot);
+    if (any_dot) return r;
   }
   return nullptr;
+}
+
+// acc + value id, with each single-use dot_groups in id's tree of i32 adds
+// accumulating into acc in turn.
+llvm::Value* Lowering::accumulate_dots(llvm::Value* acc, int id, bool& any_dot) {
+  const Op* d = def_op_[id];
+  int through = id;
+  while (d && d->kind == OpKind::Reshape && uses_[through] == 1) {
+    through = d->args[0];
+    d = def_op_[through];
+  }
+  if (d && uses_[through] == 1) {
+    if (d->kind == OpKind::DotGroups) {
+      any_dot = true;
+      return dot_groups(*d, acc);
+    }
+    if (d->kind == OpKind::Add && through == id && ty(id).dtype == DType::i32 &&
+        ty(d->args[0]).shape == ty(id).shape && ty(d->args[1]).shape == ty(id).shape)
+      return accumulate_dots(accumulate_dots(acc, d->args[0], any_dot), d->args[1], any_dot);
+  }
+  return b_.CreateAdd(acc, v(id));
 }
 
 // The grouped 8-bit dot. With VNNI and u8 a, exactly what x86 vpdpbusd

@@ -171,6 +171,7 @@ class Lowering {
   llvm::Value* row_of(int value, int64_t row, int depth);
   llvm::Value* dot_groups(const Op& op, llvm::Value* acc = nullptr);
   llvm::Value* accumulated_dot_groups(const Op& op);
+  llvm::Value* accumulate_dots(llvm::Value* acc, int id, bool& any_dot);
   llvm::Value* load(const Op& op);
   void store(const Op& op);
   llvm::Value* atomic(const Op& op);

@@ -21,7 +21,8 @@
 //   (quantize_q8's split s8);
 // - IQ4_XS (w = d (ls_s - 32) table[q], 32-weight sub-blocks s), codes
 //   looked up as table[q] + 128 (unsigned, a byte shuffle):
-//     y += dx d sum_s (ls_s - 32) (dot_s(u, xq) - 128 bsum_s).
+//     y += dx d (sum_s (ls_s - 32) dot_s(u, xq) - 128 sum_s (ls_s - 32) bsum_s),
+//   exactly in i32.
 #include <array>
 
 #include "ir/builder.h"
@@ -199,7 +200,20 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
   using L = ggml::IQ4XSRows16;
   const size_t BT = acc.size();
   const std::vector<int64_t> table = ggml::unsigned_codebook(ggml::QuantType::IQ4_XS);
-  auto d = x.f16s(x.at(L::kD));
+  // The codes' offset, -128 sum_s (ls_s - 32) bsum_s, once per super-block
+  // and exactly in i32: sum_s ls_s bsum_s as Q4_K's mins (4 byte dots
+  // against the split sums), 32 sum_s bsum_s from the block sums. Per
+  // sub-block only the dot of the unsigned codes remains.
+  auto ls_lo = x.lanes4(x.at(L::kScales)), ls_hi = x.lanes4(x.at(L::kScales + 64));
+  std::vector<Var> isum;
+  for (size_t i = 0; i < BT; ++i) {
+    auto low = dot4(ls_lo, x.split_sums4(i, 0).to(DType::i32)) +
+               dot4(ls_hi, x.split_sums4(i, 1).to(DType::i32));
+    auto high = dot4(ls_lo, x.split_sums4(i, 2).to(DType::i32)) +
+                dot4(ls_hi, x.split_sums4(i, 3).to(DType::i32));
+    auto total = sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64))));
+    isum.push_back(k.var((low + (high << 6) - broadcast_to(total << 5, {R})) * -128));
+  }
   k.for_(0, 8, 1, [&](Value s) {
     auto s64 = s.to(DType::i64);
     std::vector<Value> dot(BT);
@@ -212,11 +226,14 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
         dot[i] = g == 0 ? dd : dot[i] + dd;
       }
     }
-    auto ls = x.bytes(s64 * R + static_cast<int>(L::kScales), R).to(DType::i32);
-    auto scale = (ls - 32).to(DType::f32) * d;
-    for (size_t i = 0; i < BT; ++i)
-      acc[i] = fma((dot[i] - x.block_sum(i, s64) * 128).to(DType::f32), scale, Value(acc[i]));
+    // ls_s: byte s % 4 of the row's lane in its half.
+    auto quad =
+        reshape(x.lanes4((s64 >> 2) * 64 + static_cast<int>(L::kScales)).bitcast(DType::i32), {R});
+    auto ls = (quad >> broadcast_to((s & 3) * 8, {R})) & 255;
+    for (size_t i = 0; i < BT; ++i) isum[i] = Value(isum[i]) + dot[i] * (ls - 32);
   });
+  auto d = x.f16s(x.at(L::kD));
+  for (size_t i = 0; i < BT; ++i) acc[i] = Value(isum[i]).to(DType::f32) * d;
 }
 
 // The 32-weight-block formats: 8 blocks per chunk, each with its own weight

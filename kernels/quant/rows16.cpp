@@ -98,8 +98,8 @@ void interleave_iq4_xs_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8
     std::memcpy(c + L::kD + 2 * r, blk, 2);
     const int scales_h = blk[2] | (blk[3] << 8);
     for (int64_t s = 0; s < 8; ++s) {
-      c[L::kScales + 16 * s + r] = static_cast<uint8_t>(((blk[4 + s / 2] >> (4 * (s % 2))) & 15) |
-                                                        (((scales_h >> (2 * s)) & 3) << 4));
+      c[L::scale_at(s, r)] = static_cast<uint8_t>(((blk[4 + s / 2] >> (4 * (s % 2))) & 15) |
+                                                  (((scales_h >> (2 * s)) & 3) << 4));
       for (int64_t g = 0; g < 4; ++g)
         std::memcpy(c + L::code_at(s, g, r), blk + 8 + 16 * s + 4 * g, 4);
     }
@@ -114,7 +114,7 @@ std::vector<float> dequantize_iq4_xs_rows16(const uint8_t* rows16, int64_t m, in
     const float d = f16(c + L::kD + 2 * r);
     float* row = w.data() + row_index * k + b * 256;
     for (int64_t s = 0; s < 8; ++s) {
-      const float dl = d * static_cast<float>(c[L::kScales + 16 * s + r] - 32);
+      const float dl = d * static_cast<float>(c[L::scale_at(s, r)] - 32);
       for (int64_t g = 0; g < 4; ++g)
         for (int64_t i = 0; i < 4; ++i) {
           const uint8_t byte = c[L::code_at(s, g, r) + i];

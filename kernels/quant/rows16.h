@@ -34,8 +34,9 @@
 //
 // IQ4_XS: per 16 rows and super-block, one 2208-byte chunk:
 //   d     f16 [16]
-//   ls    u8  [8][16]         sub-block s's 6-bit scale (w = d (ls - 32)
-//                             table[q]) for row r at 16 s + r
+//   ls    u8  [2][16][4]      sub-block 4 h + i's 6-bit scale (w = d (ls - 32)
+//                             table[q]) for row r at 64 h + 4 r + i (as
+//                             Q4_K's mins: the operand of a byte dot per row)
 //   qs    u8  [8][4][16][4]   [sub-block s][group g][row r][i] is ggml's
 //                             qs[16 s + 4 g + i] of row r: low nibble weight
 //                             32 s + 4 g + i, high nibble 32 s + 16 + 4 g + i
@@ -125,6 +126,9 @@ struct IQ4XSRows16 {
   static constexpr int64_t kD = 0, kScales = 32, kCodes = 160, kChunkBytes = 2208;
   static constexpr int64_t code_at(int64_t s, int64_t g, int64_t r) {
     return kCodes + ((s * 4 + g) * kRows + r) * 4;
+  }
+  static constexpr int64_t scale_at(int64_t s, int64_t r) {
+    return kScales + 64 * (s / 4) + 4 * r + s % 4;
   }
   static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
 };
