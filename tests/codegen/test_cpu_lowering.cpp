@@ -448,6 +448,34 @@ TEST_CASE("dot_groups (vpdpbusd, and the portable form) are exact", "[codegen][c
         }
 }
 
+TEST_CASE("sums of byte dots chained into one accumulator stay exact", "[codegen][cpu]") {
+  // c + (dot_a + (x + dot_b)) lowers to dots accumulating into c in turn;
+  // a dot with a second use (stored too) must still be computed on its own.
+  for (bool reused : {false, true}) {
+    INFO((reused ? "dot_a also stored" : "single-use dots"));
+    Spec s{"chain", {}, {}};
+    KernelBuilder k("chain", s);
+    auto a = k.buffer("a", DType::u8), b = k.buffer("b", DType::i8);
+    auto c = k.buffer("c", DType::i32), e = k.buffer("e", DType::i32);
+    auto off = arange(64);
+    auto va = load(a + off), vb = load(b + off);
+    auto vb2 = load(b + (off + 64));
+    auto dot_a = dot_groups(va, vb), dot_b = dot_groups(va, vb2);
+    auto x = load(e + arange(16));
+    store(c + arange(16), load(c + arange(16)) + (dot_a + (x + dot_b)));
+    if (reused) store(e + (arange(16) + 16), dot_a);
+    Kernel kern = k.finish();
+    HostBuffer as = HostBuffer::random(DType::u8, 64, 31, 0, 255);
+    HostBuffer bs = HostBuffer::random(DType::i8, 128, 32, -128, 127);
+    HostBuffer ci = HostBuffer::random(DType::i32, 16, 33, -100000, 100000), cj = ci;
+    HostBuffer ei = HostBuffer::random(DType::i32, 32, 34, -100000, 100000), ej = ei;
+    interpret(kern, {as.arg(), bs.arg(), ci.arg(), ei.arg()}, {1, 1, 1});
+    run_jit(kern, {as.arg(), bs.arg(), cj.arg(), ej.arg()}, {1, 1, 1});
+    CHECK(same_bits(cj, ci));
+    CHECK(same_bits(ej, ei));
+  }
+}
+
 TEST_CASE("byte lookups match the interpreter with each byte shuffle", "[codegen][cpu]") {
   // Every byte value as an index (16 and up, 128 and up, negative i8 ones
   // all read 0), over tiles that are one shuffle, several of mixed widths,
