@@ -32,6 +32,35 @@ std::vector<Arg> AttentionWorkload::args() {
           Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_)))};
 }
 
+int64_t AttentionWorkload::partial_rows(int64_t split) {
+  const int64_t rows = h_ * ((len_ + split - 1) / split);
+  if (part_o_.size() < static_cast<size_t>(rows * d_ * 4)) {
+    part_o_ = HostMemory(static_cast<size_t>(rows * d_ * 4));
+    part_ml_ = HostMemory(static_cast<size_t>(rows * 2 * 4));
+  }
+  return rows;
+}
+
+std::vector<Arg> AttentionWorkload::split_args(int64_t split) {
+  std::vector<Arg> a = args();
+  const int64_t rows = partial_rows(split);
+  a[3] = Arg::buffer(part_o_.data(), rows * d_);
+  a.insert(a.begin() + 4, Arg::buffer(part_ml_.data(), rows * 2));
+  return a;
+}
+
+std::vector<Arg> AttentionWorkload::merge_args(int64_t split) {
+  const int64_t rows = partial_rows(split);
+  return {Arg::buffer(part_o_.data(), rows * d_),
+          Arg::buffer(part_ml_.data(), rows * 2),
+          Arg::buffer(out_.data(), h_ * d_),
+          Arg::scalar_int(1),
+          Arg::scalar_int(h_),
+          Arg::scalar_int(len_),
+          Arg::scalar_int(len_),
+          Arg::scalar_int(len_ - 1)};
+}
+
 int64_t AttentionWorkload::cache_bytes() const {
   return 2 * len_ * kvh_ * d_ * dtype_bytes(DType::f16);
 }

@@ -20,12 +20,17 @@ class AttentionWorkload {
                     int64_t key_block, uint64_t seed = 1);
 
   std::vector<Arg> args();
+  // The split-K pair's arguments (attention_decode_split, then
+  // attention_decode_merge), slices of `split` keys; partials owned here.
+  std::vector<Arg> split_args(int64_t split);
+  std::vector<Arg> merge_args(int64_t split);
   int64_t cache_bytes() const;  // the K and V rows one launch reads
   int64_t head_dim() const { return d_; }
 
  private:
   int64_t h_, kvh_, d_, len_, kb_;
-  HostMemory q_, k_, v_, out_;
+  HostMemory q_, k_, v_, out_, part_o_, part_ml_;
+  int64_t partial_rows(int64_t split);
 };
 
 }  // namespace kiln

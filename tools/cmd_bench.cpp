@@ -95,6 +95,42 @@ void register_streaming(const std::string& name, Runtime* rt, const BandwidthPro
       ->Unit(benchmark::kMillisecond);
 }
 
+// Split-K decode attention (attention_decode_split, then
+// attention_decode_merge, slices of the SPLIT --const gives or the
+// kernel's default), in GB/s of cache read as register_streaming's rows.
+void register_split_attention(const std::string& name, Runtime* rt, const BandwidthProbe& probe,
+                              std::shared_ptr<AttentionWorkload> work,
+                              std::map<std::string, int64_t> split_fixed, bool cold) {
+  split_fixed["HEAD_DIM"] = work->head_dim();
+  if (!split_fixed.count("SPLIT"))
+    split_fixed["SPLIT"] =
+        find_kernel("attention_decode_split").make_spec({{"KV", DType::f16}}).constexpr_("SPLIT");
+  const int64_t keys = split_fixed.at("SPLIT");
+  benchmark::RegisterBenchmark(
+      name.c_str(),
+      [=, &probe](benchmark::State& st) {
+        std::vector<Arg> args = work->split_args(keys), merge = work->merge_args(keys);
+        Spec split =
+            rt->select("attention_decode_split", {{"KV", DType::f16}}, args, {}, split_fixed);
+        Spec reduce = rt->select("attention_decode_merge", {}, merge, {},
+                                 {{"HEAD_DIM", work->head_dim()}, {"SPLIT", keys}});
+        ColdCopies copies =
+            cold ? ColdCopies(find_kernel(split.kernel).build(split), args, work->cache_bytes() / 4)
+                 : ColdCopies(args);
+        double roof = probe.measure_gbps(rt->pool(), 3);
+        double s = timed(st, [&] {
+          rt->launch(split, copies.next());
+          rt->launch(reduce, merge);
+        });
+        double gbps = static_cast<double>(work->cache_bytes()) * st.iterations() / s / 1e9;
+        st.counters["GB/s"] = gbps;
+        st.counters["probe_GB/s"] = roof;
+        st.counters["frac_of_probe"] = gbps / roof;
+      })
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+}
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& argv) {
@@ -348,6 +384,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
             },
             // Copy K and V (half of the cache bytes each), not q and out.
             cold, work->cache_bytes() / 4);
+        register_split_attention("attention_decode_split/f16/" + hs + "/ctx:" +
+                                     std::to_string(ctx) + "/threads:" + std::to_string(t),
+                                 rt, probe, work, declared_consts("attention_decode_split"), cold);
       }
     }
   }

@@ -3,34 +3,26 @@
 //
 // Every token streams the whole cache, and all query heads of a GQA group
 // read the same K/V rows, so a program owns one KV head, one token and
-// BLOCK_G of the heads that share it, and walks the cache one K block
-// (KB keys, kv_cache.h) at a time with the state of all its heads in
-// registers: the scores S [BLOCK_G, KB] are `dot`s of the heads' q
-// with the block's transposed keys, 16 dims at a time (keys in the lanes, so
-// no per-key reduction, and each K row is loaded once for all heads); then
-// an online softmax per head (running max m and sum l, exp2 with log2(e)
-// folded into the scale) and acc = acc * alpha + P V, a
-// [BLOCK_G, KB] x [KB, HEAD_DIM] `dot` over whole V rows. The
-// accumulator is [BLOCK_G, HEAD_DIM]: BLOCK_G * HEAD_DIM / 16 registers on
-// AVX-512, which bounds BLOCK_G (the heuristic keeps it within 16 of 32).
+// BLOCK_G of the heads that share it, and walks the cache once with the
+// state of all its heads in registers (decode_walk.h). The accumulators are
+// BLOCK_G * HEAD_DIM / 16 registers on AVX-512, which bounds BLOCK_G (the
+// heuristic keeps it within 16 of 32). With few programs for the threads
+// (few KV heads) or a long cache, attention_decode_split (flash-decoding)
+// divides the walk instead.
 //
-// Blocks inside the causal limit use plain vector loads; only the last,
-// partial block is masked. Each full block first prefetches the block
-// PREFETCH blocks ahead (kv_cache.h's prefetch_kv_block): the cache comes
-// from DRAM, evicted by the weights since the last token, and a block's
-// compute is too long for the hardware prefetchers to run ahead of it
-// (kiln bench, 32x4x64 heads, 2048 keys, 2 threads: 0.33 -> 0.17-0.23 ms).
-// Token t sees keys [0, min(pos0 + t + 1, kv_len)),
-// so n_tokens > 1 works, each token on its own. Heads past the group (the
-// last program's padding) read zeros and are not stored.
+// Each full block first prefetches the block PREFETCH blocks ahead
+// (kv_cache.h's prefetch_kv_block): the cache comes from DRAM, evicted by
+// the weights since the last token. Token t sees keys [0, min(pos0 + t + 1,
+// kv_len)), so n_tokens > 1 works, each token on its own. Heads past the
+// group (the last program's padding) read their group's last q row and are
+// not stored.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "ir/builder.h"
 #include "kernels/attention/attention_shape.h"
+#include "kernels/attention/decode_walk.h"
 #include "kernels/attention/kv_cache.h"
-#include "kernels/attention/lane_fold.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -39,11 +31,8 @@ namespace {
 Kernel build_attention_decode(const Spec& s) {
   KernelBuilder k("attention_decode", s);
   DType KV = s.dtype("KV");
-  const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G"),
-                KB = kv_key_block(s.target), PF = s.constexpr_("PREFETCH"),
-                kLanes = attention_lanes(s.target);
-  check_attention_constexprs("attention_decode", D, kLanes, {{"BLOCK_G", BG}});
-  const double neg_inf = -std::numeric_limits<double>::infinity();
+  const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G");
+  check_attention_constexprs("attention_decode", D, attention_lanes(s.target), {{"BLOCK_G", BG}});
   auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
        out = k.buffer("out", DType::f32);
   k.scalar("n_tokens", DType::i32);
@@ -57,58 +46,29 @@ Kernel build_attention_decode(const Spec& s) {
   auto kvh = k.program_id(1), t = k.program_id(2);
   auto group = n_heads / n_kv;
   auto g0 = k.program_id(0) * static_cast<int>(BG);
-  auto heads = arange(BG);
-  auto hmask = expand_dims(heads < group - g0, 1);  // [BG, 1]: heads of this program
-  auto qrow = expand_dims((t * n_heads + kvh * group + g0 + heads).to(DType::i64) * D, 1);
-  auto cols = [&](int64_t c0, int64_t n) {  // [1, n]
-    return expand_dims(arange(n).to(DType::i64) + c0, 0);
-  };
-  auto limit = minimum(pos0 + t + 1, kv_len);  // keys [0, limit)
-  auto qscale = scale * static_cast<float>(M_LOG2E);
-
-  auto m = k.var(full({BG}, neg_inf, DType::f32));
-  auto l = k.var(zeros(DType::f32, {BG}));
-  auto acc = k.var(zeros(DType::f32, {BG, D}));
-
-  auto key_block = [&](const Value& j0, bool masked) {
-    auto keys = j0 + arange(KB);
-    auto kmask = keys < limit;
-    auto block = j0 / static_cast<int>(KB);
-    Value sc = zeros(DType::f32, {BG, KB});
-    const Value key_mask = masked ? kmask : Value();
-    for (int64_t c = 0; c < D; c += kLanes) {
-      auto kt = load_k_tile(kc, kvh, max_ctx, block, D, KB, c, kLanes, zeros(DType::i32, {}), KB,
-                            key_mask);
-      sc = dot(load(q + qrow + cols(c, kLanes), broadcast_to(hmask, {BG, kLanes}), 0.0), kt, sc);
-    }
-    sc = sc * qscale;  // log2-scaled scores
-    if (masked)
-      sc = where(broadcast_to(expand_dims(kmask, 0), {BG, KB}), sc,
-                 full({BG, KB}, neg_inf, DType::f32));
-    Value m_old = m;
-    auto m_new = maximum(m_old, fold_last_axis(sc, Fold::Max));
-    // A head that has seen only masked keys keeps m = -inf; subtracting 0
-    // instead keeps exp2 away from -inf - -inf (NaN).
-    auto m_sub = where(m_new > neg_inf, m_new, zeros(DType::f32, {BG}));
-    auto alpha = exp2(m_old - m_sub);
-    auto p = exp2(sc - expand_dims(m_sub, 1));
-    l = l * alpha + fold_last_axis(p, Fold::Sum);
-    m = m_new;
-    auto vt = load_v_rows(vc, kvh, max_ctx, keys, D, key_mask);
-    acc = dot(p, vt, acc * expand_dims(alpha, 1));
-  };
-  auto full_end = limit - limit % static_cast<int>(KB);
-  k.for_(0, full_end, KB, [&](Value j0) {
-    if (PF > 0)
-      prefetch_kv_block(kc, vc, kvh, max_ctx, j0 / static_cast<int>(KB) + static_cast<int>(PF), D,
-                        KB);
-    key_block(j0, false);
-  });
-  k.if_(full_end < limit, [&] { key_block(full_end, true); });
-
-  Value lv = l;
-  auto inv = expand_dims(where(lv > 0.0f, 1.0f / lv, zeros(DType::f32, {BG})), 1);
-  store(out + qrow + cols(0, D), acc * inv, broadcast_to(hmask, {BG, D}));
+  DecodeInputs in{q,
+                  kc,
+                  vc,
+                  kvh,
+                  max_ctx,
+                  {},
+                  scale * static_cast<float>(M_LOG2E),
+                  D,
+                  kv_key_block(s.target),
+                  s.constexpr_("PREFETCH")};
+  std::vector<Value> head;
+  for (int64_t h = 0; h < BG; ++h) {
+    head.push_back(kvh * group + minimum(g0 + static_cast<int>(h), group - 1));
+    in.qrow.push_back((t * n_heads + head.back()).to(DType::i64) * D);
+  }
+  DecodeState st = decode_start(k, BG, D);
+  decode_keys(k, in, zeros(DType::i32, {}), minimum(pos0 + t + 1, kv_len), st);
+  for (int64_t h = 0; h < BG; ++h) {
+    Value l = st.l[h];
+    auto inv = where(l > 0.0f, 1.0f / l, zeros(DType::f32, {}));
+    store(out + (in.qrow[h] + arange(D).to(DType::i64)), Value(st.acc[h]) * broadcast_to(inv, {D}),
+          broadcast_to(g0 + static_cast<int>(h) < group, {D}));
+  }
   return k.finish();
 }
 

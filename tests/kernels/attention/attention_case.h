@@ -137,6 +137,52 @@ inline HostBuffer run_attention(const Spec& spec, const AttentionCase& c, Attent
   return out;
 }
 
+// Split-K decode: attention_decode_split with `constexprs`, then
+// attention_decode_merge with its SPLIT. The partials start as NaN, so a
+// slice the merge reads but the split never wrote fails the comparison.
+inline HostBuffer run_split_attention(const AttentionCase& c, AttentionData& d, bool interpret,
+                                      const std::map<std::string, int64_t>& constexprs = {}) {
+  Spec split = attention_spec("attention_decode_split", c, constexprs);
+  const int64_t keys = split.constexpr_("SPLIT");
+  Spec merge = find_kernel("attention_decode_merge")
+                   .make_spec({}, {{"HEAD_DIM", c.head_dim}, {"SPLIT", keys}});
+  merge.target = c.target;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const int64_t rows = c.n_tokens * c.n_heads * ((c.rows() + keys - 1) / keys);
+  HostBuffer part_o(DType::f32, rows * c.head_dim), part_ml(DType::f32, rows * 2),
+      out(DType::f32, c.n_tokens * c.n_heads * c.head_dim);
+  for (HostBuffer* b : {&part_o, &part_ml, &out})
+    for (int64_t i = 0; i < b->size(); ++i) b->set(i, nan);
+  std::vector<Arg> split_args = {d.q.arg(),
+                                 d.k.arg(),
+                                 d.v.arg(),
+                                 part_o.arg(),
+                                 part_ml.arg(),
+                                 Arg::scalar_int(c.n_tokens),
+                                 Arg::scalar_int(c.n_heads),
+                                 Arg::scalar_int(c.n_kv_heads),
+                                 Arg::scalar_int(c.rows()),
+                                 Arg::scalar_int(c.kv_len),
+                                 Arg::scalar_int(c.pos0),
+                                 Arg::scalar_float(c.scale())};
+  std::vector<Arg> merge_args = {part_o.arg(),
+                                 part_ml.arg(),
+                                 out.arg(),
+                                 Arg::scalar_int(c.n_tokens),
+                                 Arg::scalar_int(c.n_heads),
+                                 Arg::scalar_int(c.rows()),
+                                 Arg::scalar_int(c.kv_len),
+                                 Arg::scalar_int(c.pos0)};
+  if (interpret) {
+    runtime().interpret(split, split_args);
+    runtime().interpret(merge, merge_args);
+  } else {
+    runtime().launch(split, split_args);
+    runtime().launch(merge, merge_args);
+  }
+  return out;
+}
+
 // Compiled kernel vs the double reference, within an absolute tolerance.
 inline void check_attention(const std::string& kernel, const AttentionCase& c, double atol,
                             const std::map<std::string, int64_t>& constexprs = {}) {

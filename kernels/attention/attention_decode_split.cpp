@@ -1,0 +1,201 @@
+// Split-K decode attention (flash-decoding): the causal range of each query
+// token is cut into slices of SPLIT keys, a program per (BLOCK_G heads,
+// slice, KV head, token) walks its slice (decode_walk.h) and writes the
+// slice's unnormalised state, and attention_decode_merge combines the
+// slices of each head: with M = max_s m_s,
+//   out = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s.
+//
+// Why: attention_decode gives a program a whole KV head, so a model with
+// few KV heads leaves threads (and a GPU's SMs) idle, and when BLOCK_G is
+// smaller than the group the group's programs each stream the whole cache
+// from DRAM. Here the programs of one slice's heads are adjacent in the
+// grid, so the slice (SPLIT keys, 128 KiB at HEAD_DIM 128 in f16 at 256
+// keys) is read from DRAM once and from cache by the rest of its group,
+// and there are as many programs as slices.
+//
+// Partials, f32, for token t, head h (0..n_heads) and slice s of
+// S = ceil(max_ctx / SPLIT) (the stride does not move with kv_len):
+//   part_o  [n_tokens][n_heads][S][HEAD_DIM]  sum_j 2^(x_j - m) v_j
+//   part_ml [n_tokens][n_heads][S][2]         m (log2-scaled scores), l
+// A slice past a token's causal limit (a token before the last, n_tokens
+// > 1) stores m = -inf, l = 0 and O = 0.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "kernels/attention/attention_shape.h"
+#include "kernels/attention/decode_walk.h"
+#include "kernels/attention/kv_cache.h"
+#include "kernels/registry.h"
+
+namespace kiln {
+namespace {
+
+void check_split(const std::string& kernel, int64_t split, int64_t key_block) {
+  if (split < key_block || split % key_block)
+    throw Error("kernel '" + kernel + "': SPLIT must be a positive multiple of the key block (" +
+                std::to_string(key_block) + "), got " + std::to_string(split));
+}
+
+Kernel build_attention_decode_split(const Spec& s) {
+  KernelBuilder k("attention_decode_split", s);
+  DType KV = s.dtype("KV");
+  const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G"),
+                SPLIT = s.constexpr_("SPLIT"), KB = kv_key_block(s.target);
+  check_attention_constexprs("attention_decode_split", D, attention_lanes(s.target),
+                             {{"BLOCK_G", BG}});
+  check_split("attention_decode_split", SPLIT, KB);
+  auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
+  auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
+  k.scalar("n_tokens", DType::i32);
+  auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
+  auto max_ctx = k.scalar("max_ctx", DType::i32);
+  auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
+  auto scale = k.scalar("scale", DType::f32);
+
+  auto slice_id = k.program_id(1), kvh = k.program_id(2) % n_kv, t = k.program_id(2) / n_kv;
+  auto group = n_heads / n_kv;
+  auto g0 = k.program_id(0) * static_cast<int>(BG);
+  auto slices = (max_ctx + static_cast<int>(SPLIT - 1)) / static_cast<int>(SPLIT);
+  DecodeInputs in{q,
+                  kc,
+                  vc,
+                  kvh,
+                  max_ctx,
+                  {},
+                  scale * static_cast<float>(M_LOG2E),
+                  D,
+                  KB,
+                  s.constexpr_("PREFETCH")};
+  std::vector<Value> part;  // each head's partial row (i64)
+  for (int64_t h = 0; h < BG; ++h) {
+    auto head = kvh * group + minimum(g0 + static_cast<int>(h), group - 1);
+    in.qrow.push_back((t * n_heads + head).to(DType::i64) * D);
+    part.push_back((t * n_heads + head).to(DType::i64) * slices.to(DType::i64) +
+                   slice_id.to(DType::i64));
+  }
+  DecodeState st = decode_start(k, BG, D);
+  auto begin = slice_id * static_cast<int>(SPLIT);
+  auto end = minimum(begin + static_cast<int>(SPLIT), minimum(pos0 + t + 1, kv_len));
+  decode_keys(k, in, begin, end, st);
+  for (int64_t h = 0; h < BG; ++h) {
+    auto valid = g0 + static_cast<int>(h) < group;
+    store(part_o + (part[h] * D + arange(D).to(DType::i64)), Value(st.acc[h]),
+          broadcast_to(valid, {D}));
+    auto ml =
+        where(arange(2) == 0, broadcast_to(Value(st.m[h]), {2}), broadcast_to(Value(st.l[h]), {2}));
+    store(part_ml + (part[h] * 2 + arange(2).to(DType::i64)), ml, broadcast_to(valid, {2}));
+  }
+  return k.finish();
+}
+
+// One program per (head, token): the slices that token's causal range
+// covers, merged in slice order (so the result does not depend on the
+// thread count).
+Kernel build_attention_decode_merge(const Spec& s) {
+  KernelBuilder k("attention_decode_merge", s);
+  const int64_t D = s.constexpr_("HEAD_DIM"), SPLIT = s.constexpr_("SPLIT");
+  check_attention_constexprs("attention_decode_merge", D, attention_lanes(s.target), {});
+  check_split("attention_decode_merge", SPLIT, kv_key_block(s.target));
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
+  auto out = k.buffer("out", DType::f32);
+  k.scalar("n_tokens", DType::i32);
+  auto n_heads = k.scalar("n_heads", DType::i32);
+  auto max_ctx = k.scalar("max_ctx", DType::i32);
+  auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
+  auto head = k.program_id(0), t = k.program_id(1);
+  const int sp = static_cast<int>(SPLIT);
+  auto slices = (max_ctx + (sp - 1)) / sp;
+  auto used = (minimum(pos0 + t + 1, kv_len) + (sp - 1)) / sp;
+  auto row = (t * n_heads + head).to(DType::i64) * slices.to(DType::i64);
+  auto m_at = [&](const Value& sl) { return load(part_ml + ((row + sl.to(DType::i64)) * 2)); };
+  auto mx = k.var(full({}, neg_inf, DType::f32));
+  k.for_(0, used, 1, [&](Value sl) { mx = maximum(Value(mx), m_at(sl)); });
+  // Every token sees key 0, so slice 0 is never empty and mx is finite.
+  auto acc = k.var(zeros(DType::f32, {D}));
+  auto l = k.var(zeros(DType::f32, {}));
+  k.for_(0, used, 1, [&](Value sl) {
+    auto at = row + sl.to(DType::i64);
+    auto w = exp2(m_at(sl) - Value(mx));
+    l = fma(w, load(part_ml + (at * 2 + 1)), Value(l));
+    acc = fma(broadcast_to(w, {D}), load(part_o + (at * D + arange(D).to(DType::i64))), Value(acc));
+  });
+  Value lv = l;
+  auto inv = where(lv > 0.0f, 1.0f / lv, zeros(DType::f32, {}));
+  store(out + ((t * n_heads + head).to(DType::i64) * D + arange(D).to(DType::i64)),
+        Value(acc) * broadcast_to(inv, {D}));
+  return k.finish();
+}
+
+int64_t partial_rows(const AttentionSizes& z, int64_t split) {
+  return z.n_tokens * z.n_heads * cdiv(z.max_ctx, split);
+}
+
+KILN_REGISTER_KERNEL((KernelDef{
+    .name = "attention_decode_split",
+    .family = "attention",
+    .summary = "split-K decode attention, pass 1: each slice of SPLIT keys of a KV head's cache "
+               "into unnormalised partial states (m, l, O) of its group's heads",
+    .dtype_roles = {{"KV", {DType::f16, DType::f32}}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"SPLIT", 256}, {"PREFETCH", 1}},
+    .build = build_attention_decode_split,
+    .launch_shape =
+        [](const Spec& s, const ScalarArgs& a) {
+          AttentionSizes z = attention_sizes("attention_decode_split", s, a);
+          const int64_t split = s.constexpr_("SPLIT");
+          auto elems = z.buffer_elems();
+          elems.erase("out");
+          elems["part_o"] = partial_rows(z, split) * z.head_dim;
+          elems["part_ml"] = partial_rows(z, split) * 2;
+          return LaunchShape{{cdiv(z.group, s.constexpr_("BLOCK_G")), cdiv(z.kv_len, split),
+                              z.n_kv_heads * z.n_tokens},
+                             elems};
+        },
+    // As attention_decode's: BLOCK_G heads' accumulators within half the
+    // vector registers, no wider than the group.
+    .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
+      const int64_t regs = s.target.vector_registers / 2 * s.target.lanes(DType::f32);
+      int64_t bg = std::max<int64_t>(1, regs / s.constexpr_("HEAD_DIM")), group = 1;
+      while (group < a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads"))) group *= 2;
+      return {{"BLOCK_G", std::min(bg, group)}};
+    },
+    .tunables = {{"BLOCK_G", {1, 2, 4, 8}}, {"PREFETCH", {0, 1, 2}}},
+    .shape_keys = {"kv_len", "n_heads", "n_kv_heads"},
+    // As attention_decode (f32 sums of exp2-weighted rows), per slice.
+    .rtol = 1e-4,
+    .atol = 1e-5,
+}));
+
+KILN_REGISTER_KERNEL((KernelDef{
+    .name = "attention_decode_merge",
+    .family = "attention",
+    .summary = "split-K decode attention, pass 2: out = the partial states of each head's slices "
+               "merged and normalised",
+    .dtype_roles = {},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"SPLIT", 256}},
+    .build = build_attention_decode_merge,
+    .launch_shape =
+        [](const Spec& s, const ScalarArgs& a) {
+          const int64_t t = a.i("n_tokens"), h = a.i("n_heads"), ctx = a.i("max_ctx");
+          const int64_t kv_len = a.i("kv_len"), pos0 = a.i("pos0"), d = s.constexpr_("HEAD_DIM");
+          const std::string who = "kernel 'attention_decode_merge': ";
+          if (t < 1 || h < 1) throw Error(who + "n_tokens and n_heads must be >= 1");
+          if (pos0 < 0 || pos0 + t > kv_len || kv_len > ctx)
+            throw Error(who + "pos0 + n_tokens = " + std::to_string(pos0 + t) +
+                        " must lie within kv_len = " + std::to_string(kv_len) +
+                        " <= max_ctx = " + std::to_string(ctx));
+          const int64_t rows = t * h * cdiv(ctx, s.constexpr_("SPLIT"));
+          return LaunchShape{{h, t, 1},
+                             {{"part_o", rows * d}, {"part_ml", rows * 2}, {"out", t * h * d}}};
+        },
+    .shape_keys = {"kv_len", "n_heads"},
+    // exp2 weights and f32 sums over the slices.
+    .rtol = 1e-5,
+    .atol = 1e-6,
+}));
+
+}  // namespace
+}  // namespace kiln

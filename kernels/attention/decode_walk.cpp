@@ -1,0 +1,112 @@
+#include "kernels/attention/decode_walk.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "kernels/attention/kv_cache.h"
+#include "kernels/attention/lane_fold.h"
+
+namespace kiln {
+
+namespace {
+
+// Independent partial sums of each head's scores.
+constexpr int64_t kScoreParts = 4;
+// Dims per step of the score loop.
+constexpr int64_t kDimChunk = 16;
+
+// K row d (runtime) of a block: [1, KB] at offset block's base + d * KB.
+Value load_k_tile_at(const DecodeInputs& in, const Value& block, const Value& d,
+                     const Value& key_mask) {
+  const int64_t KB = in.key_block;
+  auto base =
+      k_tile_offsets(in.kvh, in.max_ctx, block, in.head_dim, KB, 0, 1, zeros(DType::i32, {}), KB);
+  auto p = in.k + (base + d.to(DType::i64) * KB);
+  if (!key_mask.valid()) return load(p).to(DType::f32);
+  return load(p, reshape(key_mask, {1, KB}), 0.0).to(DType::f32);
+}
+
+void key_block(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const Value& end,
+               bool masked, DecodeState& st) {
+  const int64_t D = in.head_dim, KB = in.key_block;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  const size_t heads = st.m.size();
+  auto keys = j0 + arange(KB);
+  auto kmask = keys < end;
+  const Value key_mask = masked ? kmask : Value();
+  auto block = j0 / static_cast<int>(KB);
+  const int64_t parts = std::min<int64_t>(kScoreParts, D);
+  std::vector<std::vector<Var>> part(heads);
+  for (auto& ph : part)
+    for (int64_t i = 0; i < parts; ++i) ph.push_back(k.var(zeros(DType::f32, {KB})));
+  // A runtime loop over chunks of dims: its q addresses move with it, where
+  // unrolled over HEAD_DIM each q element's address would be a loop
+  // invariant of the key loop, hoisted and spilled.
+  const int64_t chunk = std::min<int64_t>(kDimChunk, D);
+  k.for_(0, static_cast<int>(D), static_cast<int>(chunk), [&](Value c) {
+    for (int64_t dd = 0; dd < chunk; ++dd) {
+      auto d = c + static_cast<int>(dd);
+      auto krow = reshape(load_k_tile_at(in, block, d, key_mask), {KB});
+      for (size_t h = 0; h < heads; ++h) {
+        auto qd = broadcast_to(load(in.q + (in.qrow[h] + d.to(DType::i64))), {KB});
+        Var& to = part[h][dd % parts];
+        to = fma(qd, krow, Value(to));
+      }
+    }
+  });
+  std::vector<Value> p(heads);
+  for (size_t h = 0; h < heads; ++h) {
+    Value sc = part[h][0];
+    for (int64_t i = 1; i < parts; ++i) sc = sc + Value(part[h][i]);
+    sc = sc * in.qscale;
+    if (masked) sc = where(kmask, sc, full({KB}, neg_inf, DType::f32));
+    Value m_old = st.m[h];
+    auto m_new = maximum(m_old, fold_last_axis(sc, Fold::Max));
+    // A head that has seen only masked keys keeps m = -inf; subtracting 0
+    // instead keeps exp2 away from -inf - -inf (NaN).
+    auto m_sub = where(m_new > neg_inf, m_new, zeros(DType::f32, {}));
+    auto alpha = exp2(m_old - m_sub);
+    p[h] = exp2(sc - broadcast_to(m_sub, {KB}));
+    st.l[h] = Value(st.l[h]) * alpha + fold_last_axis(p[h], Fold::Sum);
+    st.m[h] = m_new;
+    st.acc[h] = Value(st.acc[h]) * broadcast_to(alpha, {D});
+  }
+  for (int64_t j = 0; j < KB; ++j) {
+    // The key from the scalar j0 (not a slice of `keys`), so its row's
+    // offsets stay one contiguous run to the lowering.
+    auto key = reshape(j0 + static_cast<int>(j), {1});
+    auto vrow = reshape(
+        load_v_rows(in.v, in.kvh, in.max_ctx, key, D, masked ? reshape(key < end, {1}) : Value()),
+        {D});
+    for (size_t h = 0; h < heads; ++h)
+      st.acc[h] = fma(broadcast_to(slice(p[h], {j}, {1}), {D}), vrow, Value(st.acc[h]));
+  }
+}
+
+}  // namespace
+
+DecodeState decode_start(KernelBuilder& k, size_t heads, int64_t head_dim) {
+  DecodeState st;
+  for (size_t h = 0; h < heads; ++h) {
+    st.m.push_back(k.var(full({}, -std::numeric_limits<double>::infinity(), DType::f32)));
+    st.l.push_back(k.var(zeros(DType::f32, {})));
+    st.acc.push_back(k.var(zeros(DType::f32, {head_dim})));
+  }
+  return st;
+}
+
+void decode_keys(KernelBuilder& k, const DecodeInputs& in, const Value& begin, const Value& end,
+                 DecodeState& st) {
+  const int kb = static_cast<int>(in.key_block);
+  auto stop = maximum(end, begin);
+  auto full_end = stop - (stop - begin) % kb;
+  k.for_(begin, full_end, kb, [&](Value j0) {
+    if (in.prefetch > 0)
+      prefetch_kv_block(in.k, in.v, in.kvh, in.max_ctx, j0 / kb + static_cast<int>(in.prefetch),
+                        in.head_dim, in.key_block);
+    key_block(k, in, j0, stop, false, st);
+  });
+  k.if_(full_end < stop, [&] { key_block(k, in, full_end, stop, true, st); });
+}
+
+}  // namespace kiln

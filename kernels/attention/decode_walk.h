@@ -1,0 +1,50 @@
+// The key loop every decode attention kernel shares: BLOCK_G query heads of
+// one GQA group, their online-softmax state in registers, walking a range
+// of one KV head's cache (kv_cache.h) one K block (KB keys) at a time.
+//
+// attention_decode walks the whole causal range in one program;
+// attention_decode_split (flash-decoding) gives each program one slice of it
+// and merges the slices' states afterwards. Both are this loop, so a change
+// to how a block is computed reaches both.
+//
+// Per block and head: scores against the KB keys are FMAs of the head's q
+// (one element at a time, broadcast from memory, so no shuffle) with the
+// block's K rows (keys in the lanes), summed in kScoreParts independent
+// chains so HEAD_DIM dependent FMAs do not serialise on their latency; then
+// the online softmax (log2-scaled scores, exp2, running max m and sum l)
+// and acc = acc * alpha + sum_j p_j V_j, each V row loaded once for all the
+// heads. Blocks wholly inside the range use plain loads; only a last partial
+// block is masked, so cache rows past the range are never read.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/builder.h"
+
+namespace kiln {
+
+// What the walk reads.
+struct DecodeInputs {
+  Buffer q, k, v;
+  Value kvh, max_ctx;  // i32 scalars
+  // Each head's q row offset (i64 scalars). A head past its group reads a
+  // valid row (its caller clamps it) and is simply not stored.
+  std::vector<Value> qrow;
+  Value qscale;  // f32 scalar: the softmax scale times log2(e)
+  int64_t head_dim = 0, key_block = 0, prefetch = 0;
+};
+
+// The heads' running state: m (log2 units) and l f32 scalars, acc f32 [HEAD_DIM].
+struct DecodeState {
+  std::vector<Var> m, l, acc;
+};
+
+DecodeState decode_start(KernelBuilder& k, size_t heads, int64_t head_dim);
+
+// Adds keys [begin, end) of the KV head to the state; begin is a multiple
+// of the key block, and an empty range (end <= begin) adds nothing.
+void decode_keys(KernelBuilder& k, const DecodeInputs& in, const Value& begin, const Value& end,
+                 DecodeState& st);
+
+}  // namespace kiln
