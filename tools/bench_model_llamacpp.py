@@ -13,7 +13,7 @@ starts). llama.cpp (llama-cpp-python): eval() of the same ids after a
 warm-up.
 
   python3 tools/bench_model_llamacpp.py --kiln build/tools/kiln MODEL.gguf [...] \\
-      --prompt 512 --gen 128 --threads 2
+      --prompt 512 --gen 128 --threads 2 [--decode-after C] [--flash-attn]
 """
 import argparse
 import json
@@ -44,10 +44,10 @@ def kiln_speed(kiln, model, prompt, gen, threads, after):
     return prefill, decode
 
 
-def llamacpp_speed(model, prompt, gen, threads, after):
+def llamacpp_speed(model, prompt, gen, threads, after, flash_attn):
     m = llama_cpp.Llama(model_path=model, n_ctx=len(prompt) + gen + 8, n_batch=len(prompt),
                         n_ubatch=len(prompt), n_threads=threads, n_threads_batch=threads,
-                        verbose=False)
+                        flash_attn=flash_attn, verbose=False)
     m.eval(prompt[:8])  # warm-up
     m.reset()
     t0 = time.perf_counter()
@@ -74,6 +74,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--decode-after", type=int, default=0,
                     help="prompt ids in the cache before decode starts (<= --prompt)")
+    ap.add_argument("--flash-attn", action="store_true",
+                    help="llama.cpp with flash attention (llama-bench -fa 1)")
     a = ap.parse_args()
     if not 0 <= a.decode_after <= a.prompt:
         ap.error("--decode-after must be in 0..--prompt")
@@ -84,7 +86,7 @@ def main():
         prompt = [int(t) for t in np.random.default_rng(0).integers(3, n_vocab, a.prompt)]
         for _ in range(a.repeat):
             kp, kd = kiln_speed(a.kiln, model, prompt, a.gen, a.threads, a.decode_after)
-            lp, ld = llamacpp_speed(model, prompt, a.gen, a.threads, a.decode_after)
+            lp, ld = llamacpp_speed(model, prompt, a.gen, a.threads, a.decode_after, a.flash_attn)
             name = model.rsplit("/", 1)[-1]
             print(f"| {name} | Kiln | {kp:.1f} | {kd:.1f} |")
             print(f"| {name} | llama.cpp | {lp:.1f} | {ld:.1f} |")

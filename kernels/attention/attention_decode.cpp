@@ -10,9 +10,8 @@
 // (few KV heads) or a long cache, attention_decode_split (flash-decoding)
 // divides the walk instead.
 //
-// Each full block first prefetches the block PREFETCH blocks ahead
-// (kv_cache.h's prefetch_kv_block): the cache comes from DRAM, evicted by
-// the weights since the last token. Token t sees keys [0, min(pos0 + t + 1,
+// With PREFETCH > 0 each full block first prefetches the block PREFETCH
+// blocks ahead (kv_cache.h's prefetch_kv_block). Token t sees keys [0, min(pos0 + t + 1,
 // kv_len)), so n_tokens > 1 works, each token on its own. Heads past the
 // group (the last program's padding) read their group's last q row and are
 // not stored.
@@ -77,7 +76,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "causal GQA attention of few tokens over a KV cache, K/V blocks shared by a group",
     .dtype_roles = {{"KV", {DType::f16, DType::f32}}},
-    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"PREFETCH", 1}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"PREFETCH", 0}},
     .build = build_attention_decode,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
@@ -94,10 +93,11 @@ KILN_REGISTER_KERNEL((KernelDef{
       while (group < a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads"))) group *= 2;
       return {{"BLOCK_G", std::min(bg, group)}};
     },
-    // PREFETCH pays only when the cache comes from DRAM, as in a forward
-    // and in kiln tune's cold timing (kiln bench, 32x4x64 heads, 2048
-    // keys: 0.347 ms without, 0.177 with); on a warm cache it only costs
-    // (0.127 ms without, 0.149 with).
+    // PREFETCH paid when a block's scores were one latency-bound chain;
+    // with the walk's independent chains the hardware prefetchers keep up
+    // with the two contiguous streams and the 128 prefetches per block only
+    // cost issue slots (kiln bench, cold, 2 threads, 32x8x128 heads, 16384
+    // keys, split kernel: 3.5 ms at 0, 4.5-5.2 ms at 1, 2, 4 and 8).
     .tunables = {{"BLOCK_G", {1, 2, 4, 8}}, {"PREFETCH", {0, 1, 2}}},
     .shape_keys = {"kv_len", "n_heads", "n_kv_heads"},
     // f32 dot products over HEAD_DIM, the vector exp2 (~2.5e-7 relative) and

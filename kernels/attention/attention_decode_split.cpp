@@ -140,7 +140,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .summary = "split-K decode attention, pass 1: each slice of SPLIT keys of a KV head's cache "
                "into unnormalised partial states (m, l, O) of its group's heads",
     .dtype_roles = {{"KV", {DType::f16, DType::f32}}},
-    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"SPLIT", 256}, {"PREFETCH", 1}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"SPLIT", 512}, {"PREFETCH", 0}},
     .build = build_attention_decode_split,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
@@ -175,7 +175,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .summary = "split-K decode attention, pass 2: out = the partial states of each head's slices "
                "merged and normalised",
     .dtype_roles = {},
-    .constexpr_defaults = {{"HEAD_DIM", 128}, {"SPLIT", 256}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"SPLIT", 512}},
     .build = build_attention_decode_merge,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {

@@ -79,11 +79,19 @@ std::vector<Case> cases() {
                  {"max_ctx", 24}, {"kv_len", 21}, {"pos0", 18}};
     cs.push_back({"attention_decode", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"BLOCK_G", 2}}, att});
     cs.push_back({"attention_prefill", {{"KV", kv}}, {{"HEAD_DIM", 64}}, att});
+    cs.push_back({"attention_decode_split",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"SPLIT", 16}},
+                  att});
     cs.push_back({"kv_cache_store",
                   {{"KV", kv}},
                   {{"HEAD_DIM", 32}},
                   {{"n_tokens", 3}, {"n_kv_heads", 2}, {"max_ctx", 20}, {"pos0", 14}}});
   }
+  cs.push_back({"attention_decode_merge",
+                {},
+                {{"HEAD_DIM", 64}, {"SPLIT", 16}},
+                {{"n_tokens", 3}, {"n_heads", 4}, {"max_ctx", 40}, {"kv_len", 37}, {"pos0", 34}}});
   for (const ggml::BlockFormat& f : ggml::block_formats()) {
     const int64_t fmt = static_cast<int64_t>(f.type);
     cs.push_back({"qgemv",
