@@ -21,13 +21,17 @@ struct Llm::Step {
   std::vector<float> logits;               // host, written or downloaded per replay
 };
 
-Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx)
+Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv)
     : file_(GgufFile::open(path)),
       cfg_(ModelConfig::from_gguf(file_)),
       tok_(Tokenizer::from_gguf(file_)),
       rt_(rt),
       weights_(file_, rt) {
   arch_builder(cfg_.arch);  // an unknown architecture fails at load, not at the first forward
+  if (kv != DType::f16 && kv != DType::bf16 && kv != DType::f32)
+    throw Error("KV cache dtype " + std::string(dtype_name(kv)) +
+                " is not supported (f16, bf16 or f32)");
+  kv_ = kv;
   const int64_t window = cfg_.sliding_window;
   n_ctx_ = n_ctx > 0 ? n_ctx : std::min<int64_t>(cfg_.n_ctx_train, 4096);
   if (window > 0) {
@@ -38,12 +42,12 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx)
     n_ctx_ = std::min(n_ctx_, window);
   }
   Backend& b = rt.backend();
-  const size_t f16 = dtype_bytes(DType::f16);
+  const size_t elem = dtype_bytes(kv_);
   key_block_ = kv_key_block(b.target_desc());  // the cache is laid out for this backend's kernels
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
     k_cache_.emplace_back(b,
-                          f16 * k_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim, key_block_));
-    v_cache_.emplace_back(b, f16 * v_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim));
+                          elem * k_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim, key_block_));
+    v_cache_.emplace_back(b, elem * v_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim));
     std::pair<double, double> rope{cfg_.rope_base_for(l), cfg_.rope_scale_for(l)};
     auto it = rope_tables_.find(rope);
     if (it == rope_tables_.end()) {
@@ -117,9 +121,8 @@ void Llm::record(Step& s) {
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const DeviceBuffer &k = k_cache_[l], &v = v_cache_[l], &rope = *layer_rope_[l];
     f.cache.push_back(
-        {g.external(k.data(), DType::f16,
-                    {k_cache_elems(n_ctx_, c.n_head_kv, c.head_dim, key_block_)}),
-         g.external(v.data(), DType::f16, {v_cache_elems(n_ctx_, c.n_head_kv, c.head_dim)}), n_ctx_,
+        {g.external(k.data(), kv_, {k_cache_elems(n_ctx_, c.n_head_kv, c.head_dim, key_block_)}),
+         g.external(v.data(), kv_, {v_cache_elems(n_ctx_, c.n_head_kv, c.head_dim)}), n_ctx_,
          c.n_head_kv, c.head_dim});
     f.rope_table.push_back(
         g.external(rope.data(), DType::f32,

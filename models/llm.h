@@ -31,13 +31,15 @@ class Llm {
   // n_ctx: the KV cache's capacity in tokens (0: the model's training
   // context, capped at 4096, and at the sliding window of models that
   // have one: their windowed layers attend to the whole context).
-  Llm(const std::string& path, Runtime& rt, int64_t n_ctx = 0);
+  // kv: the cache's element type, f16 (llama.cpp's default), bf16 or f32.
+  Llm(const std::string& path, Runtime& rt, int64_t n_ctx = 0, DType kv = DType::f16);
   ~Llm();
 
   const ModelConfig& config() const { return cfg_; }
   const Tokenizer& tokenizer() const { return *tok_; }
   const GgufFile& file() const { return file_; }
   int64_t n_ctx() const { return n_ctx_; }
+  DType kv_dtype() const { return kv_; }
   int64_t pos() const { return pos_; }  // tokens in the KV cache
   void reset() { pos_ = 0; }
 
@@ -70,6 +72,7 @@ class Llm {
   Runtime& rt_;
   ModelWeights weights_;
   int64_t n_ctx_ = 0, pos_ = 0, key_block_ = 0;
+  DType kv_ = DType::f16;
 
   // Per layer, f16; huge-page backed on the CPU: every decode step reads all of them.
   std::vector<DeviceBuffer> k_cache_, v_cache_;

@@ -107,17 +107,18 @@ int cmd_run(const std::vector<std::string>& argv_in) {
   CliArgs a(argv, {"help", "profile", "ignore-eos", "no-bos"});
   a.allow_only({"help", "profile", "ignore-eos", "no-bos", "model", "prompt", "n-predict",
                 "threads", "seed", "temp", "top-k", "top-p", "repeat-penalty", "stop", "tokens",
-                "logits-out", "ctx", "device"});
+                "logits-out", "ctx", "kv", "device"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln run [-m MODEL.gguf] [-p PROMPT | --tokens 1,2,3] [-n 64] [--threads N]\n"
         "                [--temp 0] [--top-k 40] [--top-p 0.95] [--repeat-penalty 1.0] "
         "[--seed 0]\n"
-        "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N]\n"
+        "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N] [--kv f16|bf16|f32]\n"
         "                [--logits-out FILE.npy] [--profile] [--device cpu|cuda|cuda-sim]\n"
         "Streams the generated text, then prints one JSON line of metrics. Without -m, runs a\n"
         "small generated llama (written once under the cache directory). --device cuda-sim runs\n"
-        "the CUDA kernels on the CPU simulator: a correctness check, slow.");
+        "the CUDA kernels on the CPU simulator: a correctness check, slow. --kv sets the KV\n"
+        "cache's element type (f16 as llama.cpp's default).");
     return 0;
   }
   RuntimeOptions ro;
@@ -132,7 +133,11 @@ int cmd_run(const std::vector<std::string>& argv_in) {
   }
   Runtime& rt = *runtime;
   std::string model_path = a.has("model") ? a.get("model") : default_model();
-  Llm model(model_path, rt, a.get_int("ctx", 0));
+  DType kv = DType::f16;
+  const std::string kv_name = a.get("kv", "f16");
+  if (!try_parse_dtype(kv_name, &kv) || (kv != DType::f16 && kv != DType::bf16 && kv != DType::f32))
+    throw Error("--kv: expected f16, bf16 or f32, got '" + kv_name + "'");
+  Llm model(model_path, rt, a.get_int("ctx", 0), kv);
   GenerationOptions o;
   o.n_predict = a.get_int("n-predict", 64);
   if (o.n_predict < 0) throw Error("-n expects a count >= 0");
@@ -184,13 +189,15 @@ int cmd_run(const std::vector<std::string>& argv_in) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
   std::printf(
       "{\"model\": \"%s\", \"arch\": \"%s\", \"device\": \"%s\", \"threads\": %d, "
-      "\"prompt_tokens\": %zu, "
+      "\"ctx\": %lld, \"kv\": \"%s\", \"prompt_tokens\": %zu, "
       "\"generated_tokens\": %zu, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
       "\"token_latency_ms_p50\": %.3f, \"token_latency_ms_p95\": %.3f, \"peak_rss_mib\": %.1f, "
       "\"jit_compile_ms\": %.1f, \"kernels_compiled\": %lld, \"cache_hits\": %d, "
       "\"cache_misses\": %d, \"kernels_per_token\": %lld, \"stop\": \"%s\", \"wall_ms\": %.1f}\n",
       json_escape(model_path).c_str(), model.config().arch.c_str(), rt.backend().name().c_str(),
-      rt.threads(), r.prompt.size(), r.generated.size(), r.prompt.size() / (r.prefill_ms / 1e3),
+      rt.threads(), static_cast<long long>(model.n_ctx()),
+      std::string(dtype_name(model.kv_dtype())).c_str(), r.prompt.size(), r.generated.size(),
+      r.prompt.size() / (r.prefill_ms / 1e3),
       r.token_ms.empty() ? 0.0 : r.token_ms.size() / (decode_ms / 1e3), percentile(r.token_ms, 0.5),
       percentile(r.token_ms, 0.95), peak_rss_mib(), cs.ms, static_cast<long long>(cs.kernels),
       rt.cache().hits, rt.cache().misses, static_cast<long long>(r.launches_per_token),

@@ -75,7 +75,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .name = "attention_decode",
     .family = "attention",
     .summary = "causal GQA attention of few tokens over a KV cache, K/V blocks shared by a group",
-    .dtype_roles = {{"KV", {DType::f16, DType::f32}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
     .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"PREFETCH", 0}},
     .build = build_attention_decode,
     .launch_shape =

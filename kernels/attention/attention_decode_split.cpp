@@ -139,7 +139,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "split-K decode attention, pass 1: each slice of SPLIT keys of a KV head's cache "
                "into unnormalised partial states (m, l, O) of its group's heads",
-    .dtype_roles = {{"KV", {DType::f16, DType::f32}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
     .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"SPLIT", 512}, {"PREFETCH", 0}},
     .build = build_attention_decode_split,
     .launch_shape =

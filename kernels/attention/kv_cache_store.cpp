@@ -37,7 +37,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .name = "kv_cache_store",
     .family = "attention",
     .summary = "new keys and values (f32) into the KV cache at rows pos0..",
-    .dtype_roles = {{"KV", {DType::f16, DType::f32}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
     .constexpr_defaults = {{"HEAD_DIM", 128}},
     .build = build_kv_cache_store,
     .launch_shape =

@@ -74,7 +74,7 @@ std::vector<Case> cases() {
                 {{"W", DType::bf16}, {"X", DType::bf16}},
                 {{"BLOCK_M", 2}, {"BLOCK_K", 64}},
                 {{"m", 5}, {"k", 100}}});
-  for (DType kv : {DType::f16, DType::f32}) {
+  for (DType kv : {DType::f16, DType::bf16, DType::f32}) {
     Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2},
                  {"max_ctx", 24}, {"kv_len", 21}, {"pos0", 18}};
     cs.push_back({"attention_decode", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"BLOCK_G", 2}}, att});

@@ -170,14 +170,23 @@ TEST_CASE("greedy generation is deterministic and stops on stop strings", "[mode
 
 TEST_CASE("a decode step over more than one 512-key slice matches prefill", "[models][llm]") {
   // ctx 1024 puts decode on split-K attention (ops::attention), and 700
-  // cached tokens give it two slices, the second partial.
+  // cached tokens give it two slices, the second partial; for each KV
+  // cache dtype (prefill and decode read the same rounded cache).
   std::string path = tiny_model("llama", WeightFormat::f16);
   std::vector<int32_t> prompt;
   for (int i = 0; i < 701; ++i) prompt.push_back(1 + (i * 37) % 250);
-  Llm whole(path, test::runtime(), 1024), split(path, test::runtime(), 1024);
-  std::vector<float> a = whole.forward(prompt, true);
-  split.forward(std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
-  std::vector<float> last = split.forward({prompt.back()});
-  std::vector<float> want(a.end() - static_cast<long>(last.size()), a.end());
-  compare(last, want, whole.config().n_vocab, spread(want), 2e-3, 2e-3, 0);
+  for (DType kv : {DType::f16, DType::bf16, DType::f32}) {
+    INFO("KV cache " << dtype_name(kv));
+    Llm whole(path, test::runtime(), 1024, kv), split(path, test::runtime(), 1024, kv);
+    std::vector<float> a = whole.forward(prompt, true);
+    split.forward(std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
+    std::vector<float> last = split.forward({prompt.back()});
+    std::vector<float> want(a.end() - static_cast<long>(last.size()), a.end());
+    compare(last, want, whole.config().n_vocab, spread(want), 2e-3, 2e-3, 0);
+  }
+}
+
+TEST_CASE("a KV cache dtype without kernels is refused", "[models][llm][error]") {
+  CHECK_THROWS_WITH(Llm(tiny_model("llama", WeightFormat::f16), test::runtime(), 64, DType::i8),
+                    Catch::Contains("KV cache dtype i8 is not supported"));
 }

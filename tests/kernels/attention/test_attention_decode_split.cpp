@@ -28,7 +28,7 @@ void check_split(const AttentionCase& c, const std::map<std::string, int64_t>& c
 }  // namespace
 
 TEST_CASE("split-K decode attention matches a double-precision reference", "[kernels][attention]") {
-  for (DType kv : {DType::f16, DType::f32})
+  for (DType kv : {DType::f16, DType::bf16, DType::f32})
     for (int64_t D : {64, 128, 256})
       for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{8, 2}, std::pair{14, 2}})
         for (int64_t split : {16, 64})

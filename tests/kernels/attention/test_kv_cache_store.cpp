@@ -34,7 +34,7 @@ std::vector<Arg> store_args(HostBuffer& xk, HostBuffer& xv, HostBuffer& k, HostB
 
 TEST_CASE("kv_cache_store writes keys and values at their positions", "[kernels][attention]") {
   const int64_t D = 32;
-  for (DType kv : {DType::f16, DType::f32})
+  for (DType kv : {DType::f16, DType::bf16, DType::f32})
     for (StoreCase c : {StoreCase{1, 3, 20, 0}, StoreCase{1, 3, 16, 15}, StoreCase{5, 2, 37, 14},
                         StoreCase{40, 1, 43, 3}}) {
       INFO(dtype_name(kv) << " n_tokens=" << c.n_tokens << " n_kv=" << c.n_kv
