@@ -54,21 +54,32 @@ void key_block(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const 
       }
     }
   });
-  std::vector<Value> p(heads);
+  // Scores and running maxima per head; the heads' rescale factors
+  // alpha = 2^(m_old - m_new) as one vector exp2, not one scalar exp2
+  // (a polynomial of ~40 instructions) per head.
+  std::vector<Value> sc(heads), m_sub(heads);
+  Value diff = zeros(DType::f32, {static_cast<int64_t>(heads)});
+  auto lane = arange(static_cast<int64_t>(heads));
   for (size_t h = 0; h < heads; ++h) {
-    Value sc = part[h][0];
-    for (int64_t i = 1; i < parts; ++i) sc = sc + Value(part[h][i]);
-    sc = sc * in.qscale;
-    if (masked) sc = where(kmask, sc, full({KB}, neg_inf, DType::f32));
+    sc[h] = part[h][0];
+    for (int64_t i = 1; i < parts; ++i) sc[h] = sc[h] + Value(part[h][i]);
+    sc[h] = sc[h] * in.qscale;
+    if (masked) sc[h] = where(kmask, sc[h], full({KB}, neg_inf, DType::f32));
     Value m_old = st.m[h];
-    auto m_new = maximum(m_old, fold_last_axis(sc, Fold::Max));
+    auto m_new = maximum(m_old, fold_last_axis(sc[h], Fold::Max));
     // A head that has seen only masked keys keeps m = -inf; subtracting 0
     // instead keeps exp2 away from -inf - -inf (NaN).
-    auto m_sub = where(m_new > neg_inf, m_new, zeros(DType::f32, {}));
-    auto alpha = exp2(m_old - m_sub);
-    p[h] = exp2(sc - broadcast_to(m_sub, {KB}));
-    st.l[h] = Value(st.l[h]) * alpha + fold_last_axis(p[h], Fold::Sum);
+    m_sub[h] = where(m_new > neg_inf, m_new, zeros(DType::f32, {}));
+    diff = where(lane == static_cast<int>(h),
+                 broadcast_to(m_old - m_sub[h], {static_cast<int64_t>(heads)}), diff);
     st.m[h] = m_new;
+  }
+  auto alphas = exp2(diff);
+  std::vector<Value> p(heads);
+  for (size_t h = 0; h < heads; ++h) {
+    auto alpha = reshape(slice(alphas, {static_cast<int64_t>(h)}, {1}), {});
+    p[h] = exp2(sc[h] - broadcast_to(m_sub[h], {KB}));
+    st.l[h] = Value(st.l[h]) * alpha + fold_last_axis(p[h], Fold::Sum);
     st.acc[h] = Value(st.acc[h]) * broadcast_to(alpha, {D});
   }
   for (int64_t j = 0; j < KB; ++j) {
