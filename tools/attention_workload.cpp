@@ -9,12 +9,12 @@
 namespace kiln {
 
 AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                                     int64_t kv_len, int64_t key_block, uint64_t seed)
-    : h_(n_heads), kvh_(n_kv_heads), d_(head_dim), len_(kv_len), kb_(key_block) {
+                                     int64_t kv_len, int64_t key_block, DType kv, uint64_t seed)
+    : h_(n_heads), kvh_(n_kv_heads), d_(head_dim), len_(kv_len), kb_(key_block), kv_(kv) {
   std::mt19937_64 rng(seed);
   q_ = random_buffer(h_ * d_, DType::f32, rng);
-  k_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_), DType::f16, rng);
-  v_ = random_buffer(v_cache_elems(len_, kvh_, d_), DType::f16, rng);
+  k_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_), kv_, rng);
+  v_ = random_buffer(v_cache_elems(len_, kvh_, d_), kv_, rng);
   out_ = HostMemory(static_cast<size_t>(h_ * d_ * 4));
 }
 
@@ -61,8 +61,6 @@ std::vector<Arg> AttentionWorkload::merge_args(int64_t split) {
           Arg::scalar_int(len_ - 1)};
 }
 
-int64_t AttentionWorkload::cache_bytes() const {
-  return 2 * len_ * kvh_ * d_ * dtype_bytes(DType::f16);
-}
+int64_t AttentionWorkload::cache_bytes() const { return 2 * len_ * kvh_ * d_ * dtype_bytes(kv_); }
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // A decode-attention problem for `kiln bench`: one query token of n_heads
-// heads against a KV cache of kv_len random f16 keys and values (the cache
+// heads against a KV cache of kv_len random keys and values (f16, bf16 or f32) (the cache
 // layout of kv_cache.h in blocks of key_block keys, max_ctx = kv_len), as a
 // forward's attention_decode
 // launch at that context. Its traffic is the cache rows it must read, which
@@ -17,7 +17,7 @@ namespace kiln {
 class AttentionWorkload {
  public:
   AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t kv_len,
-                    int64_t key_block, uint64_t seed = 1);
+                    int64_t key_block, DType kv = DType::f16, uint64_t seed = 1);
 
   std::vector<Arg> args();
   // The split-K pair's arguments (attention_decode_split, then
@@ -26,9 +26,11 @@ class AttentionWorkload {
   std::vector<Arg> merge_args(int64_t split);
   int64_t cache_bytes() const;  // the K and V rows one launch reads
   int64_t head_dim() const { return d_; }
+  DType kv() const { return kv_; }
 
  private:
   int64_t h_, kvh_, d_, len_, kb_;
+  DType kv_;
   HostMemory q_, k_, v_, out_, part_o_, part_ml_;
   int64_t partial_rows(int64_t split);
 };

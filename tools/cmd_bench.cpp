@@ -104,14 +104,14 @@ void register_split_attention(const std::string& name, Runtime* rt, const Bandwi
   split_fixed["HEAD_DIM"] = work->head_dim();
   if (!split_fixed.count("SPLIT"))
     split_fixed["SPLIT"] =
-        find_kernel("attention_decode_split").make_spec({{"KV", DType::f16}}).constexpr_("SPLIT");
+        find_kernel("attention_decode_split").make_spec({{"KV", work->kv()}}).constexpr_("SPLIT");
   const int64_t keys = split_fixed.at("SPLIT");
   benchmark::RegisterBenchmark(
       name.c_str(),
       [=, &probe](benchmark::State& st) {
         std::vector<Arg> args = work->split_args(keys), merge = work->merge_args(keys);
         Spec split =
-            rt->select("attention_decode_split", {{"KV", DType::f16}}, args, {}, split_fixed);
+            rt->select("attention_decode_split", {{"KV", work->kv()}}, args, {}, split_fixed);
         Spec reduce = rt->select("attention_decode_merge", {}, merge, {},
                                  {{"HEAD_DIM", work->head_dim()}, {"SPLIT", keys}});
         ColdCopies copies =
@@ -138,13 +138,13 @@ int cmd_bench(const std::vector<std::string>& argv) {
   for (const auto& s : argv) (s.rfind("--benchmark_", 0) == 0 ? gbench : ours).push_back(s);
   CliArgs a(ours, {"help", "warm"});
   a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats", "tokens", "warm",
-                "contexts", "heads"});
+                "contexts", "heads", "kv"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln bench [--threads 1,2] [--shapes 4096x4096,4096x14336] [--dtypes "
         "f32,f16,bf16]\n"
         "                  [--formats q4_K-rows16,int4w-rows16,...] [--tokens 512] [--warm]\n"
-        "                  [--contexts 2048] [--heads 32x4x64,32x8x128]\n"
+        "                  [--contexts 2048] [--heads 32x4x64,32x8x128] [--kv f16,bf16,f32]\n"
         "                  [--const BLOCK_K=128] [--benchmark_* Google Benchmark options]\n"
         "Benchmarks gemv (y = W x) for each weight dtype or format, shape and thread count,\n"
         "next to a memory-bandwidth probe measured in the same run (frac_of_probe = GB/s /\n"
@@ -154,9 +154,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "Prompt GEMMs (--tokens rows of x; 0 or 1 skips them) report GFLOP/s next to the\n"
         "compute roofline re-measured before each (frac_of_peak): dot_peak/u8 (byte dots)\n"
         "for quantized formats, dot_peak/f32 (f32 FMAs) for gemm over f32/f16/bf16.\n"
-        "Decode attention (attention_decode, one token against an f16 KV cache of each\n"
-        "--contexts length; 0 skips it) for each --heads n_heads x n_kv_heads x head_dim\n"
-        "reports GB/s of cache rows read, cold as the GEMVs, next to the probe.");
+        "Decode attention (attention_decode, and the split-K pair attention_decode_split +\n"
+        "merge: one token against a KV cache of each --contexts length and --kv dtype; 0\n"
+        "skips it) for each --heads n_heads x n_kv_heads x head_dim reports GB/s of cache\n"
+        "rows read, cold as the GEMVs, next to the probe.");
     return 0;
   }
   const bool cold = !a.flag("warm");
@@ -360,36 +361,44 @@ int cmd_bench(const std::vector<std::string>& argv) {
     }
   }
   // Decode attention: the KV cache rows a token reads, against the probe.
-  for (const auto& c : split(a.get("contexts", "2048"), ',')) {
-    if (c == "0") continue;
-    int64_t ctx = parse_positive(c, "--contexts");
-    for (const auto& hs : split(a.get("heads", "32x4x64,32x8x128"), ',')) {
-      auto hd = split(hs, 'x');
-      if (hd.size() != 3)
-        throw Error("--heads: expected n_heads x n_kv_heads x head_dim, got '" + hs + "'");
-      auto work = std::make_shared<AttentionWorkload>(
-          parse_positive(hd[0], "--heads"), parse_positive(hd[1], "--heads"),
-          parse_positive(hd[2], "--heads"), ctx,
-          kv_key_block(runtimes.begin()->second->backend().target_desc()));
-      std::map<std::string, int64_t> fixed = declared_consts("attention_decode");
-      fixed["HEAD_DIM"] = work->head_dim();
-      for (int t : threads) {
-        Runtime* rt = runtimes[t].get();
-        std::string name = "attention_decode/f16/" + hs + "/ctx:" + std::to_string(ctx) +
-                           "/threads:" + std::to_string(t);
-        register_streaming(
-            name, rt, probe, work->cache_bytes(), work->args(), work,
-            [rt, fixed](const std::vector<Arg>& args) {
-              return rt->select("attention_decode", {{"KV", DType::f16}}, args, {}, fixed);
-            },
-            // Copy K and V (half of the cache bytes each), not q and out.
-            cold, work->cache_bytes() / 4);
-        register_split_attention("attention_decode_split/f16/" + hs + "/ctx:" +
-                                     std::to_string(ctx) + "/threads:" + std::to_string(t),
-                                 rt, probe, work, declared_consts("attention_decode_split"), cold);
+  std::vector<DType> kv_dtypes;
+  for (const auto& name : split(a.get("kv", "f16"), ',')) {
+    DType kv;
+    if (!try_parse_dtype(name, &kv) || (kv != DType::f16 && kv != DType::bf16 && kv != DType::f32))
+      throw Error("--kv: expected f16, bf16 or f32, got '" + name + "'");
+    kv_dtypes.push_back(kv);
+  }
+  for (const auto& c : split(a.get("contexts", "2048"), ','))
+    for (DType kv : kv_dtypes) {
+      if (c == "0") continue;
+      int64_t ctx = parse_positive(c, "--contexts");
+      const std::string kv_name(dtype_name(kv));
+      for (const auto& hs : split(a.get("heads", "32x4x64,32x8x128"), ',')) {
+        auto hd = split(hs, 'x');
+        if (hd.size() != 3)
+          throw Error("--heads: expected n_heads x n_kv_heads x head_dim, got '" + hs + "'");
+        auto work = std::make_shared<AttentionWorkload>(
+            parse_positive(hd[0], "--heads"), parse_positive(hd[1], "--heads"),
+            parse_positive(hd[2], "--heads"), ctx,
+            kv_key_block(runtimes.begin()->second->backend().target_desc()), kv);
+        std::map<std::string, int64_t> fixed = declared_consts("attention_decode");
+        fixed["HEAD_DIM"] = work->head_dim();
+        for (int t : threads) {
+          Runtime* rt = runtimes[t].get();
+          const std::string tail = "/" + kv_name + "/" + hs + "/ctx:" + std::to_string(ctx) +
+                                   "/threads:" + std::to_string(t);
+          register_streaming(
+              "attention_decode" + tail, rt, probe, work->cache_bytes(), work->args(), work,
+              [rt, fixed, kv](const std::vector<Arg>& args) {
+                return rt->select("attention_decode", {{"KV", kv}}, args, {}, fixed);
+              },
+              // Copy K and V (half of the cache bytes each), not q and out.
+              cold, work->cache_bytes() / 4);
+          register_split_attention("attention_decode_split" + tail, rt, probe, work,
+                                   declared_consts("attention_decode_split"), cold);
+        }
       }
     }
-  }
   int gargc = static_cast<int>(gbench.size());
   std::vector<char*> gargv;
   for (auto& s : gbench) gargv.push_back(s.data());
