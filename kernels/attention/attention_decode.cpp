@@ -84,15 +84,7 @@ KILN_REGISTER_KERNEL((KernelDef{
           return LaunchShape{{cdiv(z.group, s.constexpr_("BLOCK_G")), z.n_kv_heads, z.n_tokens},
                              z.buffer_elems()};
         },
-    // The accumulator of BLOCK_G heads stays within half the vector
-    // registers (on AVX-512, BLOCK_G * HEAD_DIM <= 16 x 16 f32), and no
-    // wider than the group.
-    .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
-      const int64_t regs = s.target.vector_registers / 2 * s.target.lanes(DType::f32);
-      int64_t bg = std::max<int64_t>(1, regs / s.constexpr_("HEAD_DIM")), group = 1;
-      while (group < a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads"))) group *= 2;
-      return {{"BLOCK_G", std::min(bg, group)}};
-    },
+    .shape_heuristic = decode_block_g,
     // PREFETCH paid when a block's scores were one latency-bound chain;
     // with the walk's independent chains the hardware prefetchers keep up
     // with the two contiguous streams and the 128 prefetches per block only

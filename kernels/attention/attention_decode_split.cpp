@@ -154,14 +154,7 @@ KILN_REGISTER_KERNEL((KernelDef{
                               z.n_kv_heads * z.n_tokens},
                              elems};
         },
-    // As attention_decode's: BLOCK_G heads' accumulators within half the
-    // vector registers, no wider than the group.
-    .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
-      const int64_t regs = s.target.vector_registers / 2 * s.target.lanes(DType::f32);
-      int64_t bg = std::max<int64_t>(1, regs / s.constexpr_("HEAD_DIM")), group = 1;
-      while (group < a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads"))) group *= 2;
-      return {{"BLOCK_G", std::min(bg, group)}};
-    },
+    .shape_heuristic = decode_block_g,
     .tunables = {{"BLOCK_G", {1, 2, 4, 8}}, {"PREFETCH", {0, 1, 2}}},
     .shape_keys = {"kv_len", "n_heads", "n_kv_heads"},
     // As attention_decode (f32 sums of exp2-weighted rows), per slice.

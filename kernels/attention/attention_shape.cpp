@@ -45,6 +45,13 @@ AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const S
   return z;
 }
 
+std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a) {
+  const int64_t regs = s.target.vector_registers / 2 * s.target.lanes(DType::f32);
+  int64_t bg = std::max<int64_t>(1, regs / s.constexpr_("HEAD_DIM")), group = 1;
+  while (group < a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads"))) group *= 2;
+  return {{"BLOCK_G", std::min(bg, group)}};
+}
+
 int64_t attention_lanes(const TargetDesc& t) {
   return std::clamp<int64_t>(t.lanes(DType::f32), 8, 16);
 }

@@ -36,6 +36,12 @@ struct AttentionSizes {
 // Reads and checks the launch's sizes; throws kiln::Error naming `kernel`.
 AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a);
 
+// BLOCK_G of the decode kernels for a launch: the accumulators of BLOCK_G
+// heads (BLOCK_G * HEAD_DIM f32) within half the target's vector registers
+// (on AVX-512, 16 x 16 f32), and no wider than the group rounded up to a
+// power of two.
+std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a);
+
 // HEAD_DIM a positive multiple of `lanes`, every block size a power of two
 // (the lane folds halve the tile).
 void check_attention_constexprs(const std::string& kernel, int64_t head_dim, int64_t lanes,
