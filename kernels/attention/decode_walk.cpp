@@ -11,7 +11,7 @@ namespace kiln {
 namespace {
 
 // Independent partial sums of each head's scores.
-constexpr int64_t kScoreParts = 4;
+constexpr int64_t kScoreChains = 8;
 // Dims per step of the score loop.
 constexpr int64_t kDimChunk = 16;
 
@@ -35,7 +35,8 @@ void key_block(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const 
   auto kmask = keys < end;
   const Value key_mask = masked ? kmask : Value();
   auto block = j0 / static_cast<int>(KB);
-  const int64_t parts = std::min<int64_t>(kScoreParts, D);
+  const int64_t parts =
+      std::clamp<int64_t>(kScoreChains / static_cast<int64_t>(heads), 1, std::min<int64_t>(4, D));
   std::vector<std::vector<Var>> part(heads);
   for (auto& ph : part)
     for (int64_t i = 0; i < parts; ++i) ph.push_back(k.var(zeros(DType::f32, {KB})));
