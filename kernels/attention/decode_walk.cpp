@@ -14,6 +14,9 @@ namespace {
 constexpr int64_t kScoreChains = 8;
 // Dims per step of the score loop.
 constexpr int64_t kDimChunk = 16;
+// K blocks per softmax step: the lane folds, the rescale factors' exp2 and
+// the accumulators' rescale are paid once per this many blocks.
+constexpr int64_t kSoftmaxBlocks = 2;
 
 // K row d (runtime) of a block: [1, KB] at offset block's base + d * KB.
 Value load_k_tile_at(const DecodeInputs& in, const Value& block, const Value& d,
@@ -26,15 +29,11 @@ Value load_k_tile_at(const DecodeInputs& in, const Value& block, const Value& d,
   return load(p, reshape(key_mask, {1, KB}), 0.0).to(DType::f32);
 }
 
-void key_block(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const Value& end,
-               bool masked, DecodeState& st) {
+// Each head's log2-scaled scores against K block `block`, [KB]; keys outside
+// key_mask (when given) read as 0.
+std::vector<Value> block_scores(KernelBuilder& k, const DecodeInputs& in, const Value& block,
+                                const Value& key_mask, size_t heads) {
   const int64_t D = in.head_dim, KB = in.key_block;
-  const double neg_inf = -std::numeric_limits<double>::infinity();
-  const size_t heads = st.m.size();
-  auto keys = j0 + arange(KB);
-  auto kmask = keys < end;
-  const Value key_mask = masked ? kmask : Value();
-  auto block = j0 / static_cast<int>(KB);
   const int64_t parts =
       std::clamp<int64_t>(kScoreChains / static_cast<int64_t>(heads), 1, std::min<int64_t>(4, D));
   std::vector<std::vector<Var>> part(heads);
@@ -55,19 +54,42 @@ void key_block(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const 
       }
     }
   });
-  // Scores and running maxima per head; the heads' rescale factors
-  // alpha = 2^(m_old - m_new) as one vector exp2, not one scalar exp2
-  // (a polynomial of ~40 instructions) per head.
-  std::vector<Value> sc(heads), m_sub(heads);
-  Value diff = zeros(DType::f32, {static_cast<int64_t>(heads)});
-  auto lane = arange(static_cast<int64_t>(heads));
+  std::vector<Value> sc(heads);
   for (size_t h = 0; h < heads; ++h) {
     sc[h] = part[h][0];
     for (int64_t i = 1; i < parts; ++i) sc[h] = sc[h] + Value(part[h][i]);
     sc[h] = sc[h] * in.qscale;
-    if (masked) sc[h] = where(kmask, sc[h], full({KB}, neg_inf, DType::f32));
+  }
+  return sc;
+}
+
+// Adds keys j0 .. j0 + nb * KB - 1 (nb whole K blocks, or with `masked`
+// one block whose keys from `end` on are masked) to the state: one softmax
+// step (running max, rescale) for all nb blocks.
+void key_blocks(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const Value& end,
+                int64_t nb, bool masked, DecodeState& st) {
+  const int64_t D = in.head_dim, KB = in.key_block;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  const size_t heads = st.m.size();
+  auto kmask = j0 + arange(KB) < end;
+  std::vector<std::vector<Value>> sc;  // [block][head]
+  for (int64_t b = 0; b < nb; ++b) {
+    sc.push_back(block_scores(k, in, j0 / static_cast<int>(KB) + static_cast<int>(b),
+                              masked ? kmask : Value(), heads));
+    if (masked)
+      for (Value& x : sc.back()) x = where(kmask, x, full({KB}, neg_inf, DType::f32));
+  }
+  // Running maxima per head; the heads' rescale factors alpha =
+  // 2^(m_old - m_new) as one vector exp2, not one scalar exp2 (a polynomial
+  // of ~40 instructions) per head.
+  std::vector<Value> m_sub(heads);
+  Value diff = zeros(DType::f32, {static_cast<int64_t>(heads)});
+  auto lane = arange(static_cast<int64_t>(heads));
+  for (size_t h = 0; h < heads; ++h) {
+    Value top = sc[0][h];
+    for (int64_t b = 1; b < nb; ++b) top = maximum(top, sc[b][h]);
     Value m_old = st.m[h];
-    auto m_new = maximum(m_old, fold_last_axis(sc[h], Fold::Max));
+    auto m_new = maximum(m_old, fold_last_axis(top, Fold::Max));
     // A head that has seen only masked keys keeps m = -inf; subtracting 0
     // instead keeps exp2 away from -inf - -inf (NaN).
     m_sub[h] = where(m_new > neg_inf, m_new, zeros(DType::f32, {}));
@@ -76,23 +98,28 @@ void key_block(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const 
     st.m[h] = m_new;
   }
   auto alphas = exp2(diff);
-  std::vector<Value> p(heads);
+  std::vector<std::vector<Value>> p(nb, std::vector<Value>(heads));
   for (size_t h = 0; h < heads; ++h) {
     auto alpha = reshape(slice(alphas, {static_cast<int64_t>(h)}, {1}), {});
-    p[h] = exp2(sc[h] - broadcast_to(m_sub[h], {KB}));
-    st.l[h] = Value(st.l[h]) * alpha + fold_last_axis(p[h], Fold::Sum);
+    Value total;
+    for (int64_t b = 0; b < nb; ++b) {
+      p[b][h] = exp2(sc[b][h] - broadcast_to(m_sub[h], {KB}));
+      total = b ? total + p[b][h] : p[b][h];
+    }
+    st.l[h] = Value(st.l[h]) * alpha + fold_last_axis(total, Fold::Sum);
     st.acc[h] = Value(st.acc[h]) * broadcast_to(alpha, {D});
   }
-  for (int64_t j = 0; j < KB; ++j) {
-    // The key from the scalar j0 (not a slice of `keys`), so its row's
-    // offsets stay one contiguous run to the lowering.
-    auto key = reshape(j0 + static_cast<int>(j), {1});
-    auto vrow = reshape(
-        load_v_rows(in.v, in.kvh, in.max_ctx, key, D, masked ? reshape(key < end, {1}) : Value()),
-        {D});
-    for (size_t h = 0; h < heads; ++h)
-      st.acc[h] = fma(broadcast_to(slice(p[h], {j}, {1}), {D}), vrow, Value(st.acc[h]));
-  }
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t j = 0; j < KB; ++j) {
+      // The key from the scalar j0 (not a slice of a keys vector), so its
+      // row's offsets stay one contiguous run to the lowering.
+      auto key = reshape(j0 + static_cast<int>(b * KB + j), {1});
+      auto vrow = reshape(
+          load_v_rows(in.v, in.kvh, in.max_ctx, key, D, masked ? reshape(key < end, {1}) : Value()),
+          {D});
+      for (size_t h = 0; h < heads; ++h)
+        st.acc[h] = fma(broadcast_to(slice(p[b][h], {j}, {1}), {D}), vrow, Value(st.acc[h]));
+    }
 }
 
 }  // namespace
@@ -112,13 +139,24 @@ void decode_keys(KernelBuilder& k, const DecodeInputs& in, const Value& begin, c
   const int kb = static_cast<int>(in.key_block);
   auto stop = maximum(end, begin);
   auto full_end = stop - (stop - begin) % kb;
-  k.for_(begin, full_end, kb, [&](Value j0) {
+  // Whole blocks kSoftmaxBlocks at a time (one softmax step each), then
+  // one, then the masked tail.
+  const int step = kb * static_cast<int>(kSoftmaxBlocks);
+  auto multi_end = full_end - (full_end - begin) % step;
+  auto prefetch_at = [&](const Value& j0) {
     if (in.prefetch > 0)
       prefetch_kv_block(in.k, in.v, in.kvh, in.max_ctx, j0 / kb + static_cast<int>(in.prefetch),
                         in.head_dim, in.key_block);
-    key_block(k, in, j0, stop, false, st);
+  };
+  k.for_(begin, multi_end, step, [&](Value j0) {
+    prefetch_at(j0);
+    key_blocks(k, in, j0, stop, kSoftmaxBlocks, false, st);
   });
-  k.if_(full_end < stop, [&] { key_block(k, in, full_end, stop, true, st); });
+  k.for_(multi_end, full_end, kb, [&](Value j0) {
+    prefetch_at(j0);
+    key_blocks(k, in, j0, stop, 1, false, st);
+  });
+  k.if_(full_end < stop, [&] { key_blocks(k, in, full_end, stop, 1, true, st); });
 }
 
 }  // namespace kiln
