@@ -28,7 +28,7 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv)
       rt_(rt),
       weights_(file_, rt) {
   arch_builder(cfg_.arch);  // an unknown architecture fails at load, not at the first forward
-  if (kv != DType::f16 && kv != DType::bf16 && kv != DType::f32)
+  if (!is_kv_cache_dtype(kv))
     throw Error("KV cache dtype " + std::string(dtype_name(kv)) +
                 " is not supported (f16, bf16 or f32)");
   kv_ = kv;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/error.h"
+#include "kernels/attention/kv_cache.h"
 
 namespace kiln {
 
@@ -61,6 +62,13 @@ double parse_double(const std::string& text, const std::string& what) {
   } catch (const std::exception&) {
   }
   throw Error(what + " expects a number, got '" + text + "'");
+}
+
+DType parse_kv_dtype(const std::string& text) {
+  DType kv;
+  if (!try_parse_dtype(text, &kv) || !is_kv_cache_dtype(kv))
+    throw Error("--kv: expected f16, bf16 or f32, got '" + text + "'");
+  return kv;
 }
 
 int64_t CliArgs::get_int(const std::string& name, int64_t def) const {

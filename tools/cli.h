@@ -37,6 +37,8 @@ class CliArgs {
 // (a number), got '<text>'".
 int64_t parse_int(const std::string& text, const std::string& what);
 double parse_double(const std::string& text, const std::string& what);
+// A KV cache dtype (kv_cache.h's is_kv_cache_dtype) named by `--kv`.
+DType parse_kv_dtype(const std::string& text);
 
 int cmd_run(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);

@@ -68,6 +68,15 @@ void gemm_counters(benchmark::State& st, double seconds, int64_t t, int64_t m, i
   st.counters["frac_of_peak"] = gflops / peak;
 }
 
+// A memory-bound row's counters: `bytes` per iteration in `seconds` over the
+// state's iterations, against the probe's GB/s `roof` measured right before.
+void streaming_counters(benchmark::State& st, double seconds, int64_t bytes, double roof) {
+  double gbps = static_cast<double>(bytes) * st.iterations() / seconds / 1e9;
+  st.counters["GB/s"] = gbps;
+  st.counters["probe_GB/s"] = roof;
+  st.counters["frac_of_probe"] = gbps / roof;
+}
+
 // One memory-bound kernel, in GB/s of `bytes` and as a fraction of the probe
 // re-measured right before it (on a shared machine bandwidth drifts within
 // a run). `keep` owns the memory `args` point into; `pick` chooses the spec.
@@ -86,10 +95,7 @@ void register_streaming(const std::string& name, Runtime* rt, const BandwidthPro
             cold ? ColdCopies(find_kernel(spec.kernel).build(spec), args, large) : ColdCopies(args);
         double roof = probe.measure_gbps(rt->pool(), 3);
         double s = timed(st, [&] { rt->launch(spec, copies.next()); });
-        double gbps = static_cast<double>(bytes) * st.iterations() / s / 1e9;
-        st.counters["GB/s"] = gbps;
-        st.counters["probe_GB/s"] = roof;
-        st.counters["frac_of_probe"] = gbps / roof;
+        streaming_counters(st, s, bytes, roof);
       })
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
@@ -122,10 +128,7 @@ void register_split_attention(const std::string& name, Runtime* rt, const Bandwi
           rt->launch(split, copies.next());
           rt->launch(reduce, merge);
         });
-        double gbps = static_cast<double>(work->cache_bytes()) * st.iterations() / s / 1e9;
-        st.counters["GB/s"] = gbps;
-        st.counters["probe_GB/s"] = roof;
-        st.counters["frac_of_probe"] = gbps / roof;
+        streaming_counters(st, s, work->cache_bytes(), roof);
       })
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
@@ -362,12 +365,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   }
   // Decode attention: the KV cache rows a token reads, against the probe.
   std::vector<DType> kv_dtypes;
-  for (const auto& name : split(a.get("kv", "f16"), ',')) {
-    DType kv;
-    if (!try_parse_dtype(name, &kv) || (kv != DType::f16 && kv != DType::bf16 && kv != DType::f32))
-      throw Error("--kv: expected f16, bf16 or f32, got '" + name + "'");
-    kv_dtypes.push_back(kv);
-  }
+  for (const auto& name : split(a.get("kv", "f16"), ',')) kv_dtypes.push_back(parse_kv_dtype(name));
   for (const auto& c : split(a.get("contexts", "2048"), ','))
     for (DType kv : kv_dtypes) {
       if (c == "0") continue;

@@ -133,11 +133,7 @@ int cmd_run(const std::vector<std::string>& argv_in) {
   }
   Runtime& rt = *runtime;
   std::string model_path = a.has("model") ? a.get("model") : default_model();
-  DType kv = DType::f16;
-  const std::string kv_name = a.get("kv", "f16");
-  if (!try_parse_dtype(kv_name, &kv) || (kv != DType::f16 && kv != DType::bf16 && kv != DType::f32))
-    throw Error("--kv: expected f16, bf16 or f32, got '" + kv_name + "'");
-  Llm model(model_path, rt, a.get_int("ctx", 0), kv);
+  Llm model(model_path, rt, a.get_int("ctx", 0), parse_kv_dtype(a.get("kv", "f16")));
   GenerationOptions o;
   o.n_predict = a.get_int("n-predict", 64);
   if (o.n_predict < 0) throw Error("-n expects a count >= 0");

@@ -34,34 +34,17 @@ Kernel build_attention_decode(const Spec& s) {
   check_attention_constexprs("attention_decode", D, attention_lanes(s.target), {{"BLOCK_G", BG}});
   auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
        out = k.buffer("out", DType::f32);
-  k.scalar("n_tokens", DType::i32);
-  auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
-  auto max_ctx = k.scalar("max_ctx", DType::i32);
-  auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
-  auto scale = k.scalar("scale", DType::f32);
+  DecodeScalars sc = declare_decode_scalars(k);
 
   // The programs of one KV head are adjacent in the grid, so its cache comes
   // from DRAM once and is still in cache for the next of them.
   auto kvh = k.program_id(1), t = k.program_id(2);
-  auto group = n_heads / n_kv;
+  auto group = sc.n_heads / sc.n_kv;
   auto g0 = k.program_id(0) * static_cast<int>(BG);
-  DecodeInputs in{q,
-                  kc,
-                  vc,
-                  kvh,
-                  max_ctx,
-                  {},
-                  scale * static_cast<float>(M_LOG2E),
-                  D,
-                  kv_key_block(s.target),
-                  s.constexpr_("PREFETCH")};
-  std::vector<Value> head;
-  for (int64_t h = 0; h < BG; ++h) {
-    head.push_back(kvh * group + minimum(g0 + static_cast<int>(h), group - 1));
-    in.qrow.push_back((t * n_heads + head.back()).to(DType::i64) * D);
-  }
+  std::vector<Value> heads;
+  DecodeInputs in = decode_inputs(s, q, kc, vc, sc, kvh, t, g0, heads);
   DecodeState st = decode_start(k, BG, D);
-  decode_keys(k, in, zeros(DType::i32, {}), minimum(pos0 + t + 1, kv_len), st);
+  decode_keys(k, in, zeros(DType::i32, {}), minimum(sc.pos0 + t + 1, sc.kv_len), st);
   for (int64_t h = 0; h < BG; ++h) {
     Value l = st.l[h];
     auto inv = where(l > 0.0f, 1.0f / l, zeros(DType::f32, {}));

@@ -49,36 +49,21 @@ Kernel build_attention_decode_split(const Spec& s) {
   check_split("attention_decode_split", SPLIT, KB);
   auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
   auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
-  k.scalar("n_tokens", DType::i32);
-  auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
-  auto max_ctx = k.scalar("max_ctx", DType::i32);
-  auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
-  auto scale = k.scalar("scale", DType::f32);
+  DecodeScalars sc = declare_decode_scalars(k);
 
-  auto slice_id = k.program_id(1), kvh = k.program_id(2) % n_kv, t = k.program_id(2) / n_kv;
-  auto group = n_heads / n_kv;
+  auto slice_id = k.program_id(1), kvh = k.program_id(2) % sc.n_kv, t = k.program_id(2) / sc.n_kv;
+  auto group = sc.n_heads / sc.n_kv;
   auto g0 = k.program_id(0) * static_cast<int>(BG);
-  auto slices = (max_ctx + static_cast<int>(SPLIT - 1)) / static_cast<int>(SPLIT);
-  DecodeInputs in{q,
-                  kc,
-                  vc,
-                  kvh,
-                  max_ctx,
-                  {},
-                  scale * static_cast<float>(M_LOG2E),
-                  D,
-                  KB,
-                  s.constexpr_("PREFETCH")};
+  auto slices = (sc.max_ctx + static_cast<int>(SPLIT - 1)) / static_cast<int>(SPLIT);
+  std::vector<Value> heads;
+  DecodeInputs in = decode_inputs(s, q, kc, vc, sc, kvh, t, g0, heads);
   std::vector<Value> part;  // each head's partial row (i64)
-  for (int64_t h = 0; h < BG; ++h) {
-    auto head = kvh * group + minimum(g0 + static_cast<int>(h), group - 1);
-    in.qrow.push_back((t * n_heads + head).to(DType::i64) * D);
-    part.push_back((t * n_heads + head).to(DType::i64) * slices.to(DType::i64) +
+  for (const Value& head : heads)
+    part.push_back((t * sc.n_heads + head).to(DType::i64) * slices.to(DType::i64) +
                    slice_id.to(DType::i64));
-  }
   DecodeState st = decode_start(k, BG, D);
   auto begin = slice_id * static_cast<int>(SPLIT);
-  auto end = minimum(begin + static_cast<int>(SPLIT), minimum(pos0 + t + 1, kv_len));
+  auto end = minimum(begin + static_cast<int>(SPLIT), minimum(sc.pos0 + t + 1, sc.kv_len));
   decode_keys(k, in, begin, end, st);
   for (int64_t h = 0; h < BG; ++h) {
     auto valid = g0 + static_cast<int>(h) < group;

@@ -1,6 +1,7 @@
 #include "kernels/attention/decode_walk.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "kernels/attention/kv_cache.h"
@@ -10,7 +11,9 @@ namespace kiln {
 
 namespace {
 
-// Independent partial sums of each head's scores.
+// Independent partial sums of the scores, over all the block's heads: 8
+// FMA chains hide the FMA latency, and more would take the accumulators'
+// registers.
 constexpr int64_t kScoreChains = 8;
 // Dims per step of the score loop.
 constexpr int64_t kDimChunk = 16;
@@ -123,6 +126,41 @@ void key_blocks(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const
 }
 
 }  // namespace
+
+DecodeScalars declare_decode_scalars(KernelBuilder& k) {
+  k.scalar("n_tokens", DType::i32);
+  DecodeScalars sc;
+  sc.n_heads = k.scalar("n_heads", DType::i32);
+  sc.n_kv = k.scalar("n_kv_heads", DType::i32);
+  sc.max_ctx = k.scalar("max_ctx", DType::i32);
+  sc.kv_len = k.scalar("kv_len", DType::i32);
+  sc.pos0 = k.scalar("pos0", DType::i32);
+  sc.scale = k.scalar("scale", DType::f32);
+  return sc;
+}
+
+DecodeInputs decode_inputs(const Spec& s, const Buffer& q, const Buffer& k, const Buffer& v,
+                           const DecodeScalars& sc, const Value& kvh, const Value& t,
+                           const Value& g0, std::vector<Value>& heads) {
+  const int64_t D = s.constexpr_("HEAD_DIM");
+  DecodeInputs in{q,
+                  k,
+                  v,
+                  kvh,
+                  sc.max_ctx,
+                  {},
+                  sc.scale * static_cast<float>(M_LOG2E),
+                  D,
+                  kv_key_block(s.target),
+                  s.constexpr_("PREFETCH")};
+  auto group = sc.n_heads / sc.n_kv;
+  heads.clear();
+  for (int64_t h = 0; h < s.constexpr_("BLOCK_G"); ++h) {
+    heads.push_back(kvh * group + minimum(g0 + static_cast<int>(h), group - 1));
+    in.qrow.push_back((t * sc.n_heads + heads.back()).to(DType::i64) * D);
+  }
+  return in;
+}
 
 DecodeState decode_start(KernelBuilder& k, size_t heads, int64_t head_dim) {
   DecodeState st;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "ir/spec.h"
 
 namespace kiln {
 
@@ -34,6 +35,21 @@ struct DecodeInputs {
   Value qscale;  // f32 scalar: the softmax scale times log2(e)
   int64_t head_dim = 0, key_block = 0, prefetch = 0;
 };
+
+// The scalars every decode kernel declares after its buffers, in this
+// order: n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale.
+struct DecodeScalars {
+  Value n_heads, n_kv, max_ctx, kv_len, pos0, scale;
+};
+DecodeScalars declare_decode_scalars(KernelBuilder& k);
+
+// The walk's inputs for the BLOCK_G heads g0, g0 + 1, .. of KV head kvh's
+// group at query token t (HEAD_DIM, BLOCK_G and PREFETCH from the spec);
+// `heads` receives their head indices, those past the group clamped to its
+// last head.
+DecodeInputs decode_inputs(const Spec& s, const Buffer& q, const Buffer& k, const Buffer& v,
+                           const DecodeScalars& sc, const Value& kvh, const Value& t,
+                           const Value& g0, std::vector<Value>& heads);
 
 // The heads' running state: m (log2 units) and l f32 scalars, acc f32 [HEAD_DIM].
 struct DecodeState {

@@ -10,6 +10,8 @@ int64_t key_blocks(int64_t max_ctx, int64_t kb) { return (max_ctx + kb - 1) / kb
 
 int64_t kv_key_block(const TargetDesc& t) { return attention_lanes(t); }
 
+bool is_kv_cache_dtype(DType t) { return t == DType::f16 || t == DType::bf16 || t == DType::f32; }
+
 int64_t k_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim, int64_t kb) {
   return n_kv_heads * key_blocks(max_ctx, kb) * kb * head_dim;
 }

@@ -30,6 +30,10 @@ namespace kiln {
 // backend whose kernels write it.
 int64_t kv_key_block(const TargetDesc& t);
 
+// Whether a cache may hold t: the KV dtypes every attention kernel and
+// kv_cache_store declare (f16, bf16, f32).
+bool is_kv_cache_dtype(DType t);
+
 int64_t k_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim, int64_t key_block);
 int64_t v_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim);
 

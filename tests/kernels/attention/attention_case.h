@@ -153,18 +153,9 @@ inline HostBuffer run_split_attention(const AttentionCase& c, AttentionData& d, 
       out(DType::f32, c.n_tokens * c.n_heads * c.head_dim);
   for (HostBuffer* b : {&part_o, &part_ml, &out})
     for (int64_t i = 0; i < b->size(); ++i) b->set(i, nan);
-  std::vector<Arg> split_args = {d.q.arg(),
-                                 d.k.arg(),
-                                 d.v.arg(),
-                                 part_o.arg(),
-                                 part_ml.arg(),
-                                 Arg::scalar_int(c.n_tokens),
-                                 Arg::scalar_int(c.n_heads),
-                                 Arg::scalar_int(c.n_kv_heads),
-                                 Arg::scalar_int(c.rows()),
-                                 Arg::scalar_int(c.kv_len),
-                                 Arg::scalar_int(c.pos0),
-                                 Arg::scalar_float(c.scale())};
+  // attention_args with out replaced by the two partials.
+  std::vector<Arg> split_args = attention_args(c, d, part_o);
+  split_args.insert(split_args.begin() + 4, part_ml.arg());
   std::vector<Arg> merge_args = {part_o.arg(),
                                  part_ml.arg(),
                                  out.arg(),
