@@ -49,7 +49,8 @@ Tensor Forward::attention(int64_t l, const Tensor& h) {
   k = ops::rope(g, k, table, positions, D, c.rope_neox);
   KvCache& kv = cache.at(static_cast<size_t>(l));
   ops::kv_append(g, kv, k, v, pos0());
-  Tensor o = ops::attention(g, q, kv, c.attn_scale, kv_len(), pos0());
+  ops::AttentionMask mask{c.sliding(l) ? c.sliding_window : 0, {}};
+  Tensor o = ops::attention(g, q, kv, c.attn_scale, kv_len(), pos0(), mask);
   return linear(blk(l, "attn_output.weight"), "output", o);
 }
 

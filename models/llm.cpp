@@ -32,15 +32,7 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv)
     throw Error("KV cache dtype " + std::string(dtype_name(kv)) +
                 " is not supported (f16, bf16 or f32)");
   kv_ = kv;
-  const int64_t window = cfg_.sliding_window;
   n_ctx_ = n_ctx > 0 ? n_ctx : std::min<int64_t>(cfg_.n_ctx_train, 4096);
-  if (window > 0) {
-    if (n_ctx > window)
-      throw Error("'" + path + "': a context of " + std::to_string(n_ctx) +
-                  " tokens exceeds the sliding window of " + std::to_string(window) +
-                  ", and Kiln's attention does not window yet");
-    n_ctx_ = std::min(n_ctx_, window);
-  }
   Backend& b = rt.backend();
   const size_t elem = dtype_bytes(kv_);
   key_block_ = kv_key_block(b.target_desc());  // the cache is laid out for this backend's kernels

@@ -29,8 +29,7 @@ namespace kiln {
 class Llm {
  public:
   // n_ctx: the KV cache's capacity in tokens (0: the model's training
-  // context, capped at 4096, and at the sliding window of models that
-  // have one: their windowed layers attend to the whole context).
+  // context, capped at 4096).
   // kv: the cache's element type, f16 (llama.cpp's default), bf16 or f32.
   Llm(const std::string& path, Runtime& rt, int64_t n_ctx = 0, DType kv = DType::f16);
   ~Llm();

@@ -266,12 +266,21 @@ Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
 constexpr int64_t kDecodeSplitKeys = 512;
 
 Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
-                 const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0) {
+                 const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
+                 const AttentionMask& mask) {
   const int64_t d = cache.head_dim;
   if (q.rank() != 2 || q.dim(1) % d || (q.dim(1) / d) % cache.n_kv_heads)
     mismatch("attention", "q " + q.str() + " is not [t, heads * " + std::to_string(d) +
                               "] with heads a multiple of " + std::to_string(cache.n_kv_heads));
   const int64_t t = q.dim(0), heads = q.dim(1) / d;
+  if (mask.window < 0) mismatch("attention", "window " + std::to_string(mask.window) + " < 0");
+  if (mask.sinks) {
+    need_dtype("attention", *mask.sinks, DType::f32, "sinks");
+    if (mask.sinks->numel() != heads)
+      mismatch("attention",
+               "sinks " + mask.sinks->str() + " for " + std::to_string(heads) + " heads");
+  }
+  const int64_t sinks = mask.sinks ? 1 : 0;
   Tensor out = g.scratch(q.dtype, q.shape);
   Graph::Operands args = {{"q", q},
                           {"k", cache.k},
@@ -283,8 +292,12 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                           {"max_ctx", Arg::scalar_int(cache.max_ctx)},
                           {"kv_len", kv_len},
                           {"pos0", pos0},
-                          {"scale", Arg::scalar_float(scale)}};
-  if (t == 1 && cache.max_ctx > kDecodeSplitKeys) {
+                          {"scale", Arg::scalar_float(scale)},
+                          {"window", Arg::scalar_int(mask.window)}};
+  if (mask.sinks) args["sinks"] = *mask.sinks;
+  // The keys a decode step may walk: a window's at most.
+  const int64_t span = mask.window ? std::min(mask.window, cache.max_ctx) : cache.max_ctx;
+  if (t == 1 && span > kDecodeSplitKeys) {
     // Split-K (flash-decoding) once the cache can outgrow one slice: each
     // slice is read once for all its heads, and the programs grow with the
     // context instead of staying at the KV heads (kiln bench, 2 threads,
@@ -296,16 +309,20 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
     Tensor part_o = g.scratch(DType::f32, {rows, d}), part_ml = g.scratch(DType::f32, {rows, 2});
     Graph::Operands split = args;
     split.erase("out");
+    split.erase("sinks");  // they join in the merge
     split["part_o"] = part_o;
     split["part_ml"] = part_ml;
     g.launch("attention", "attention_decode_split", {{"KV", cache.k.dtype}}, split, {}, fixed);
     Graph::Operands merge = {{"part_o", part_o}, {"part_ml", part_ml}, {"out", out}};
-    for (const char* s : {"n_tokens", "n_heads", "max_ctx", "kv_len", "pos0"}) merge[s] = args[s];
-    g.launch("attention", "attention_decode_merge", {}, merge, {}, fixed);
+    for (const char* s : {"n_tokens", "n_heads", "max_ctx", "kv_len", "pos0", "window", "sinks"})
+      if (args.count(s)) merge[s] = args[s];
+    auto merge_fixed = fixed;
+    merge_fixed["SINKS"] = sinks;
+    g.launch("attention", "attention_decode_merge", {}, merge, {}, merge_fixed);
     return out;
   }
   const std::string kernel = t == 1 ? "attention_decode" : "attention_prefill";
-  g.launch(kernel, kernel, {{"KV", cache.k.dtype}}, args, {}, {{"HEAD_DIM", d}});
+  g.launch(kernel, kernel, {{"KV", cache.k.dtype}}, args, {}, {{"HEAD_DIM", d}, {"SINKS", sinks}});
   return out;
 }
 

@@ -76,10 +76,18 @@ Tensor rope(Graph& g, const Tensor& x, const Tensor& cos_sin, const Tensor& posi
 // Appends keys and values [t, n_kv_heads * head_dim] at positions pos0..
 Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
                  const Plan::Dynamic& pos0);
+// What a layer's attention adds to the causal mask: a sliding window of
+// `window` keys (0: none) and per-head sink logits f32 [n_heads]
+// (kernels/attention/attention_window.h, attention_sinks.h).
+struct AttentionMask {
+  int64_t window = 0;
+  std::optional<Tensor> sinks;
+};
 // Causal attention of q [t, n_heads * head_dim] at positions pos0.. over the
 // cache's first kv_len entries; decode (t = 1) or prefill kernels.
 Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
-                 const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0);
+                 const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
+                 const AttentionMask& mask = {});
 
 // MoE routing: each token's top-k experts by softmaxed router logits
 // [t, n_expert], then each expert's tokens.

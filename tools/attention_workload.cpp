@@ -29,7 +29,8 @@ std::vector<Arg> AttentionWorkload::args() {
           Arg::scalar_int(len_),
           Arg::scalar_int(len_),
           Arg::scalar_int(len_ - 1),
-          Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_)))};
+          Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_))),
+          Arg::scalar_int(0)};  // no sliding window
 }
 
 int64_t AttentionWorkload::partial_rows(int64_t split) {
@@ -58,7 +59,8 @@ std::vector<Arg> AttentionWorkload::merge_args(int64_t split) {
           Arg::scalar_int(h_),
           Arg::scalar_int(len_),
           Arg::scalar_int(len_),
-          Arg::scalar_int(len_ - 1)};
+          Arg::scalar_int(len_ - 1),
+          Arg::scalar_int(0)};
 }
 
 int64_t AttentionWorkload::cache_bytes() const { return 2 * len_ * kvh_ * d_ * dtype_bytes(kv_); }

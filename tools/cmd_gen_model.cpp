@@ -49,11 +49,12 @@ std::string output_path(const CliArgs& a) {
 int cmd_gen_model(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "list", "tie-embeddings"});
   a.allow_only({"help", "list", "tie-embeddings", "arch", "preset", "out", "type", "vocab", "seed",
-                "layers", "ctx", "threads"});
+                "layers", "ctx", "window", "threads"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln gen-model --arch ARCH --preset NAME -o OUT.gguf [--type f16]\n"
-        "                      [--vocab VOCAB.gguf] [--seed 0] [--layers N] [--ctx N]\n"
+        "                      [--vocab VOCAB.gguf] [--seed 0] [--layers N] [--ctx N] [--window "
+        "N]\n"
         "                      [--threads N] [--tie-embeddings]\n"
         "       kiln gen-model --list\n"
         "Writes a GGUF model with random weights (normal, std 0.02; norms 1) and llama.cpp's\n"
@@ -68,6 +69,7 @@ int cmd_gen_model(const std::vector<std::string>& argv) {
         "            default: a byte-level BPE vocabulary, padded to the preset's size\n"
         "  --seed    the same seed writes the same bytes, on any thread count\n"
         "  --layers, --ctx  override the preset's block count and context length\n"
+        "  --window  override the sliding window of an architecture that has one (gemma3)\n"
         "  --tie-embeddings  no output.weight: the output reuses token_embd");
     return 0;
   }
@@ -85,6 +87,12 @@ int cmd_gen_model(const std::vector<std::string>& argv) {
   if (a.has("ctx")) {
     p.n_ctx = a.get_int("ctx", 0);
     if (p.n_ctx <= 0) throw Error("--ctx must be positive");
+  }
+  if (a.has("window")) {
+    if (!p.sliding_window)
+      throw Error("--window: architecture '" + p.arch + "' has no sliding window");
+    p.sliding_window = a.get_int("window", 0);
+    if (p.sliding_window <= 0) throw Error("--window must be positive");
   }
   if (a.flag("tie-embeddings")) p.tied_embeddings = true;
   GenModelOptions o;

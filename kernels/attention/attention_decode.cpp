@@ -11,15 +11,18 @@
 // divides the walk instead.
 //
 // With PREFETCH > 0 each full block first prefetches the block PREFETCH
-// blocks ahead (kv_cache.h's prefetch_kv_block). Token t sees keys [0, min(pos0 + t + 1,
-// kv_len)), so n_tokens > 1 works, each token on its own. Heads past the
-// group (the last program's padding) read their group's last q row and are
-// not stored.
+// blocks ahead (kv_cache.h's prefetch_kv_block). Token t sees keys
+// [window_begin(pos0 + t), min(pos0 + t + 1, kv_len)) (attention_window.h),
+// so n_tokens > 1 works, each token on its own; with SINKS the heads' sinks
+// join the normalisation (attention_sinks.h). Heads past the group (the
+// last program's padding) read their group's last q row and are not stored.
 #include <algorithm>
 #include <cmath>
 
 #include "ir/builder.h"
 #include "kernels/attention/attention_shape.h"
+#include "kernels/attention/attention_sinks.h"
+#include "kernels/attention/attention_window.h"
 #include "kernels/attention/decode_walk.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/registry.h"
@@ -35,6 +38,7 @@ Kernel build_attention_decode(const Spec& s) {
   auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
        out = k.buffer("out", DType::f32);
   DecodeScalars sc = declare_decode_scalars(k);
+  auto sinks = declare_sinks(k, s);
 
   // The programs of one KV head are adjacent in the grid, so its cache comes
   // from DRAM once and is still in cache for the next of them.
@@ -44,10 +48,10 @@ Kernel build_attention_decode(const Spec& s) {
   std::vector<Value> heads;
   DecodeInputs in = decode_inputs(s, q, kc, vc, sc, kvh, t, g0, heads);
   DecodeState st = decode_start(k, BG, D);
-  decode_keys(k, in, zeros(DType::i32, {}), minimum(sc.pos0 + t + 1, sc.kv_len), st);
+  auto pos = sc.pos0 + t;
+  decode_keys(k, in, window_begin(pos, sc.window), minimum(pos + 1, sc.kv_len), st);
   for (int64_t h = 0; h < BG; ++h) {
-    Value l = st.l[h];
-    auto inv = where(l > 0.0f, 1.0f / l, zeros(DType::f32, {}));
+    auto inv = softmax_normaliser(st.m[h], st.l[h], sink_logit(sinks, heads[h]));
     store(out + (in.qrow[h] + arange(D).to(DType::i64)), Value(st.acc[h]) * broadcast_to(inv, {D}),
           broadcast_to(g0 + static_cast<int>(h) < group, {D}));
   }
@@ -59,7 +63,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "causal GQA attention of few tokens over a KV cache, K/V blocks shared by a group",
     .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
-    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"PREFETCH", 0}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"PREFETCH", 0}, {"SINKS", 0}},
     .build = build_attention_decode,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {

@@ -17,8 +17,9 @@
 // S = ceil(max_ctx / SPLIT) (the stride does not move with kv_len):
 //   part_o  [n_tokens][n_heads][S][HEAD_DIM]  sum_j 2^(x_j - m) v_j
 //   part_ml [n_tokens][n_heads][S][2]         m (log2-scaled scores), l
-// A slice past a token's causal limit (a token before the last, n_tokens
-// > 1) stores m = -inf, l = 0 and O = 0.
+// A slice outside a token's range (past its causal limit, for a token
+// before the last, or before its sliding window) stores m = -inf, l = 0
+// and O = 0. Sinks (attention_sinks.h) join in the merge.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,6 +27,8 @@
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/attention/attention_shape.h"
+#include "kernels/attention/attention_sinks.h"
+#include "kernels/attention/attention_window.h"
 #include "kernels/attention/decode_walk.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/registry.h"
@@ -62,9 +65,10 @@ Kernel build_attention_decode_split(const Spec& s) {
     part.push_back((t * sc.n_heads + head).to(DType::i64) * slices.to(DType::i64) +
                    slice_id.to(DType::i64));
   DecodeState st = decode_start(k, BG, D);
-  auto begin = slice_id * static_cast<int>(SPLIT);
-  auto end = minimum(begin + static_cast<int>(SPLIT), minimum(sc.pos0 + t + 1, sc.kv_len));
-  decode_keys(k, in, begin, end, st);
+  auto pos = sc.pos0 + t;
+  auto first = slice_id * static_cast<int>(SPLIT);
+  auto end = minimum(first + static_cast<int>(SPLIT), minimum(pos + 1, sc.kv_len));
+  decode_keys(k, in, maximum(first, window_begin(pos, sc.window)), end, st);
   for (int64_t h = 0; h < BG; ++h) {
     auto valid = g0 + static_cast<int>(h) < group;
     store(part_o + (part[h] * D + arange(D).to(DType::i64)), Value(st.acc[h]),
@@ -76,9 +80,9 @@ Kernel build_attention_decode_split(const Spec& s) {
   return k.finish();
 }
 
-// One program per (head, token): the slices that token's causal range
-// covers, merged in slice order (so the result does not depend on the
-// thread count).
+// One program per (head, token): the slices that token's range covers,
+// merged in slice order (so the result does not depend on the thread
+// count), then normalised with the head's sink if any.
 Kernel build_attention_decode_merge(const Spec& s) {
   KernelBuilder k("attention_decode_merge", s);
   const int64_t D = s.constexpr_("HEAD_DIM"), SPLIT = s.constexpr_("SPLIT");
@@ -91,25 +95,28 @@ Kernel build_attention_decode_merge(const Spec& s) {
   auto n_heads = k.scalar("n_heads", DType::i32);
   auto max_ctx = k.scalar("max_ctx", DType::i32);
   auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
+  auto window = k.scalar("window", DType::i32);
+  auto sinks = declare_sinks(k, s);
   auto head = k.program_id(0), t = k.program_id(1);
   const int sp = static_cast<int>(SPLIT);
   auto slices = (max_ctx + (sp - 1)) / sp;
-  auto used = (minimum(pos0 + t + 1, kv_len) + (sp - 1)) / sp;
+  auto pos = pos0 + t;
+  auto first = window_begin(pos, window) / sp;
+  auto used = (minimum(pos + 1, kv_len) + (sp - 1)) / sp;
   auto row = (t * n_heads + head).to(DType::i64) * slices.to(DType::i64);
   auto m_at = [&](const Value& sl) { return load(part_ml + ((row + sl.to(DType::i64)) * 2)); };
   auto mx = k.var(full({}, neg_inf, DType::f32));
-  k.for_(0, used, 1, [&](Value sl) { mx = maximum(Value(mx), m_at(sl)); });
-  // Every token sees key 0, so slice 0 is never empty and mx is finite.
+  k.for_(first, used, 1, [&](Value sl) { mx = maximum(Value(mx), m_at(sl)); });
+  // Every token sees its own key, so its slice is not empty and mx is finite.
   auto acc = k.var(zeros(DType::f32, {D}));
   auto l = k.var(zeros(DType::f32, {}));
-  k.for_(0, used, 1, [&](Value sl) {
+  k.for_(first, used, 1, [&](Value sl) {
     auto at = row + sl.to(DType::i64);
     auto w = exp2(m_at(sl) - Value(mx));
     l = fma(w, load(part_ml + (at * 2 + 1)), Value(l));
     acc = fma(broadcast_to(w, {D}), load(part_o + (at * D + arange(D).to(DType::i64))), Value(acc));
   });
-  Value lv = l;
-  auto inv = where(lv > 0.0f, 1.0f / lv, zeros(DType::f32, {}));
+  auto inv = softmax_normaliser(mx, l, sink_logit(sinks, head));
   store(out + ((t * n_heads + head).to(DType::i64) * D + arange(D).to(DType::i64)),
         Value(acc) * broadcast_to(inv, {D}));
   return k.finish();
@@ -153,12 +160,13 @@ KILN_REGISTER_KERNEL((KernelDef{
     .summary = "split-K decode attention, pass 2: out = the partial states of each head's slices "
                "merged and normalised",
     .dtype_roles = {},
-    .constexpr_defaults = {{"HEAD_DIM", 128}, {"SPLIT", 512}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"SPLIT", 512}, {"SINKS", 0}},
     .build = build_attention_decode_merge,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
           const int64_t t = a.i("n_tokens"), h = a.i("n_heads"), ctx = a.i("max_ctx");
           const int64_t kv_len = a.i("kv_len"), pos0 = a.i("pos0"), d = s.constexpr_("HEAD_DIM");
+          check_window("attention_decode_merge", a.i("window"));
           const std::string who = "kernel 'attention_decode_merge': ";
           if (t < 1 || h < 1) throw Error(who + "n_tokens and n_heads must be >= 1");
           if (pos0 < 0 || pos0 + t > kv_len || kv_len > ctx)
@@ -166,8 +174,9 @@ KILN_REGISTER_KERNEL((KernelDef{
                         " must lie within kv_len = " + std::to_string(kv_len) +
                         " <= max_ctx = " + std::to_string(ctx));
           const int64_t rows = t * h * cdiv(ctx, s.constexpr_("SPLIT"));
-          return LaunchShape{{h, t, 1},
-                             {{"part_o", rows * d}, {"part_ml", rows * 2}, {"out", t * h * d}}};
+          return LaunchShape{
+              {h, t, 1},
+              {{"part_o", rows * d}, {"part_ml", rows * 2}, {"out", t * h * d}, {"sinks", h}}};
         },
     .shape_keys = {"kv_len", "n_heads"},
     // exp2 weights and f32 sums over the slices.

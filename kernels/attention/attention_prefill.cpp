@@ -13,12 +13,15 @@
 // accumulator as one tile spills on every key. Row max and row sum fold the
 // key axis by halving (lane_fold.h) instead of reducing row by row.
 //
-// Key blocks that end at or before the first query's position are visible
-// to every row and use plain vector loads; the blocks after that, up to the
-// last query's position (never past kv_len), are masked per row and key.
-// A row that has seen only masked keys keeps m = -inf and subtracts 0
-// instead, so it never computes -inf - -inf (NaN); rows past n_tokens (the
-// last block's padding) read zeros and are not stored.
+// Key blocks visible to every row (after the last row's window start, at
+// or before the first row's position) use plain vector loads; the blocks
+// before them, from the first row's window start (attention_window.h), and
+// after them, up to the last row's position (never past kv_len), are
+// masked per row and key, and keys outside the program's range are not
+// read. A row that has seen only masked keys keeps m = -inf and subtracts
+// 0 instead, so it never computes -inf - -inf (NaN); rows past n_tokens
+// (the last block's padding) read zeros and are not stored. With SINKS the
+// head's sink joins each row's normalisation (attention_sinks.h).
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -26,6 +29,8 @@
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/attention/attention_shape.h"
+#include "kernels/attention/attention_sinks.h"
+#include "kernels/attention/attention_window.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/attention/lane_fold.h"
 #include "kernels/registry.h"
@@ -52,12 +57,15 @@ Kernel build_attention_prefill(const Spec& s) {
   auto max_ctx = k.scalar("max_ctx", DType::i32);
   auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
   auto scale = k.scalar("scale", DType::f32);
+  auto window = k.scalar("window", DType::i32);
+  auto sinks = declare_sinks(k, s);
 
   auto t0 = k.program_id(0) * static_cast<int>(BM), h = k.program_id(1);
   auto kvh = h / (n_heads / n_kv);
   auto toks = t0 + arange(BM);
   auto tmask = expand_dims(toks < n_tokens, 1);  // [BM, 1]
   auto qpos = expand_dims(pos0 + toks, 1);       // [BM, 1]
+  auto qlo = window_begin(qpos, window);         // [BM, 1]
   auto qrow = expand_dims((toks * n_heads + h).to(DType::i64) * D, 1);
   auto chunk_off = [&](int64_t c) {  // [BM, kLanes]: q / out columns c*kLanes + 0..kLanes-1
     return qrow + (arange(kLanes) + static_cast<int>(c * kLanes)).to(DType::i64);
@@ -70,15 +78,19 @@ Kernel build_attention_prefill(const Spec& s) {
     acc.push_back(k.var(zeros(DType::f32, {BM, kLanes})));
   }
 
-  // Keys [0, first) are visible to every row; keys [first, last) to some.
+  // Keys [lo_last, first) are visible to every row; keys [lo_first, last) to some.
+  const int bn = static_cast<int>(BN);
+  auto rows_end = minimum(t0 + static_cast<int>(BM), n_tokens);
+  auto lo_first = window_begin(pos0 + t0, window);
+  auto lo_last = window_begin(pos0 + rows_end - 1, window);
   auto first = minimum(pos0 + t0 + 1, kv_len);
-  auto last = minimum(pos0 + minimum(t0 + static_cast<int>(BM), n_tokens), kv_len);
+  auto last = minimum(pos0 + rows_end, kv_len);
   auto m = k.var(full({BM}, neg_inf, DType::f32));
   auto l = k.var(zeros(DType::f32, {BM}));
 
   auto key_block = [&](const Value& j0, bool masked) {
     auto keys = j0 + arange(BN);
-    auto kmask = keys < last;
+    auto kmask = (keys >= lo_first) & (keys < last);
     const Value key_mask = masked ? kmask : Value();
     Value sc = zeros(DType::f32, {BM, BN});
     for (int64_t c = 0; c < NC; ++c)  // the keys lie in one K block: BN divides KB
@@ -87,7 +99,8 @@ Kernel build_attention_prefill(const Spec& s) {
                            j0 % static_cast<int>(KB), BN, key_mask),
                sc);
     if (masked) {
-      auto visible = (expand_dims(keys, 0) <= qpos) & expand_dims(kmask, 0);  // [BM, BN]
+      auto k2 = expand_dims(keys, 0);
+      auto visible = (k2 <= qpos) & (k2 >= qlo) & expand_dims(kmask, 0);  // [BM, BN]
       sc = where(visible, sc, full({BM, BN}, neg_inf, DType::f32));
     }
     Value m_old = m;
@@ -101,12 +114,16 @@ Kernel build_attention_prefill(const Spec& s) {
     for (int64_t c = 0; c < NC; ++c)
       acc[c] = dot(p, slice(vt, {0, c * kLanes}, {BN, kLanes}), acc[c] * alpha);
   };
-  auto full_end = first - first % static_cast<int>(BN);
-  k.for_(0, full_end, BN, [&](Value j0) { key_block(j0, false); });
-  k.for_(full_end, last, BN, [&](Value j0) { key_block(j0, true); });
+  // Masked from lo_first's block up to the first block wholly after
+  // lo_last, plain up to first's block, masked from there to last.
+  auto start = lo_first - lo_first % bn;
+  auto plain = lo_last + (bn - lo_last % bn) % bn;
+  auto full_end = first - first % bn;
+  k.for_(start, minimum(plain, last), BN, [&](Value j0) { key_block(j0, true); });
+  k.for_(plain, full_end, BN, [&](Value j0) { key_block(j0, false); });
+  k.for_(maximum(full_end, plain), last, BN, [&](Value j0) { key_block(j0, true); });
 
-  Value lv = l;
-  auto inv = expand_dims(where(lv > 0.0f, 1.0f / lv, zeros(DType::f32, {BM})), 1);
+  auto inv = expand_dims(softmax_normaliser(m, l, sink_logit(sinks, h)), 1);
   for (int64_t c = 0; c < NC; ++c) store(out + chunk_off(c), acc[c] * inv, tmask);
   return k.finish();
 }
@@ -116,7 +133,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "causal GQA flash attention of a block of query tokens over a KV cache",
     .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
-    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"BLOCK_N", 8}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"BLOCK_N", 8}, {"SINKS", 0}},
     .build = build_attention_prefill,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ir/error.h"
+#include "kernels/attention/attention_window.h"
 #include "kernels/attention/kv_cache.h"
 
 namespace kiln {
@@ -13,7 +14,8 @@ std::map<std::string, int64_t> AttentionSizes::buffer_elems() const {
   return {{"q", qn},
           {"out", qn},
           {"k", k_cache_elems(max_ctx, n_kv_heads, head_dim, key_block)},
-          {"v", v_cache_elems(max_ctx, n_kv_heads, head_dim)}};
+          {"v", v_cache_elems(max_ctx, n_kv_heads, head_dim)},
+          {"sinks", n_heads}};
 }
 
 AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a) {
@@ -21,6 +23,7 @@ AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const S
       a.i("n_tokens"),       a.i("n_heads"), a.i("n_kv_heads"), 0,
       a.i("max_ctx"),        a.i("kv_len"),  a.i("pos0"),       s.constexpr_("HEAD_DIM"),
       kv_key_block(s.target)};
+  check_window(kernel, a.i("window"));
   const std::string who = "kernel '" + kernel + "': ";
   auto str = [](int64_t v) { return std::to_string(v); };
   if (z.n_tokens < 1) throw Error(who + "n_tokens = " + str(z.n_tokens) + " (need >= 1)");

@@ -4,8 +4,9 @@
 //
 // Layouts: q and out are f32 [n_tokens, n_heads, HEAD_DIM]; the cache
 // tensors k and v hold max_ctx rows per KV head (kv_cache.h), of which rows
-// 0 .. kv_len-1 are valid. Query token i sits at position pos0 + i and attends
-// to cache rows 0 .. pos0 + i; query head h reads KV head
+// 0 .. kv_len-1 are valid; sinks (with SINKS) is f32 [n_heads]. Query token
+// i sits at position pos0 + i and attends to cache rows 0 .. pos0 + i (the
+// last `window` of them with a sliding window); query head h reads KV head
 // h / (n_heads / n_kv_heads).
 #pragma once
 

@@ -67,14 +67,15 @@ std::vector<Value> block_scores(KernelBuilder& k, const DecodeInputs& in, const 
 }
 
 // Adds keys j0 .. j0 + nb * KB - 1 (nb whole K blocks, or with `masked`
-// one block whose keys from `end` on are masked) to the state: one softmax
-// step (running max, rescale) for all nb blocks.
-void key_blocks(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const Value& end,
-                int64_t nb, bool masked, DecodeState& st) {
+// one block whose keys outside [begin, end) are masked) to the state: one
+// softmax step (running max, rescale) for all nb blocks.
+void key_blocks(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const Value& begin,
+                const Value& end, int64_t nb, bool masked, DecodeState& st) {
   const int64_t D = in.head_dim, KB = in.key_block;
   const double neg_inf = -std::numeric_limits<double>::infinity();
   const size_t heads = st.m.size();
-  auto kmask = j0 + arange(KB) < end;
+  auto keys = j0 + arange(KB);
+  auto kmask = (keys >= begin) & (keys < end);
   std::vector<std::vector<Value>> sc;  // [block][head]
   for (int64_t b = 0; b < nb; ++b) {
     sc.push_back(block_scores(k, in, j0 / static_cast<int>(KB) + static_cast<int>(b),
@@ -117,9 +118,9 @@ void key_blocks(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const
       // The key from the scalar j0 (not a slice of a keys vector), so its
       // row's offsets stay one contiguous run to the lowering.
       auto key = reshape(j0 + static_cast<int>(b * KB + j), {1});
-      auto vrow = reshape(
-          load_v_rows(in.v, in.kvh, in.max_ctx, key, D, masked ? reshape(key < end, {1}) : Value()),
-          {D});
+      auto vrow = reshape(load_v_rows(in.v, in.kvh, in.max_ctx, key, D,
+                                      masked ? (key >= begin) & (key < end) : Value()),
+                          {D});
       for (size_t h = 0; h < heads; ++h)
         st.acc[h] = fma(broadcast_to(slice(p[b][h], {j}, {1}), {D}), vrow, Value(st.acc[h]));
     }
@@ -136,6 +137,7 @@ DecodeScalars declare_decode_scalars(KernelBuilder& k) {
   sc.kv_len = k.scalar("kv_len", DType::i32);
   sc.pos0 = k.scalar("pos0", DType::i32);
   sc.scale = k.scalar("scale", DType::f32);
+  sc.window = k.scalar("window", DType::i32);
   return sc;
 }
 
@@ -175,26 +177,32 @@ DecodeState decode_start(KernelBuilder& k, size_t heads, int64_t head_dim) {
 void decode_keys(KernelBuilder& k, const DecodeInputs& in, const Value& begin, const Value& end,
                  DecodeState& st) {
   const int kb = static_cast<int>(in.key_block);
-  auto stop = maximum(end, begin);
-  auto full_end = stop - (stop - begin) % kb;
+  // A begin off the blocks (a sliding window's) starts with one masked
+  // block, which also takes the end when it lies in the same block.
+  auto head_cut = begin % kb != 0;
+  auto body = where(head_cut, begin - begin % kb + kb, begin);
+  k.if_(head_cut & (begin < end),
+        [&] { key_blocks(k, in, begin - begin % kb, begin, end, 1, true, st); });
+  auto stop = maximum(end, body);
+  auto full_end = stop - (stop - body) % kb;
   // Whole blocks kSoftmaxBlocks at a time (one softmax step each), then
   // one, then the masked tail.
   const int step = kb * static_cast<int>(kSoftmaxBlocks);
-  auto multi_end = full_end - (full_end - begin) % step;
+  auto multi_end = full_end - (full_end - body) % step;
   auto prefetch_at = [&](const Value& j0) {
     if (in.prefetch > 0)
       prefetch_kv_block(in.k, in.v, in.kvh, in.max_ctx, j0 / kb + static_cast<int>(in.prefetch),
                         in.head_dim, in.key_block);
   };
-  k.for_(begin, multi_end, step, [&](Value j0) {
+  k.for_(body, multi_end, step, [&](Value j0) {
     prefetch_at(j0);
-    key_blocks(k, in, j0, stop, kSoftmaxBlocks, false, st);
+    key_blocks(k, in, j0, body, stop, kSoftmaxBlocks, false, st);
   });
   k.for_(multi_end, full_end, kb, [&](Value j0) {
     prefetch_at(j0);
-    key_blocks(k, in, j0, stop, 1, false, st);
+    key_blocks(k, in, j0, body, stop, 1, false, st);
   });
-  k.if_(full_end < stop, [&] { key_blocks(k, in, full_end, stop, 1, true, st); });
+  k.if_(full_end < stop, [&] { key_blocks(k, in, full_end, body, stop, 1, true, st); });
 }
 
 }  // namespace kiln

@@ -13,8 +13,8 @@
 // chains so HEAD_DIM dependent FMAs do not serialise on their latency; then
 // the online softmax (log2-scaled scores, exp2, running max m and sum l)
 // and acc = acc * alpha + sum_j p_j V_j, each V row loaded once for all the
-// heads. Blocks wholly inside the range use plain loads; only a last partial
-// block is masked, so cache rows past the range are never read.
+// heads. Blocks wholly inside the range use plain loads; only the partial
+// blocks at its ends are masked, so cache rows outside it are never read.
 #pragma once
 
 #include <cstdint>
@@ -37,9 +37,10 @@ struct DecodeInputs {
 };
 
 // The scalars every decode kernel declares after its buffers, in this
-// order: n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale.
+// order: n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale,
+// window (attention_window.h).
 struct DecodeScalars {
-  Value n_heads, n_kv, max_ctx, kv_len, pos0, scale;
+  Value n_heads, n_kv, max_ctx, kv_len, pos0, scale, window;
 };
 DecodeScalars declare_decode_scalars(KernelBuilder& k);
 
@@ -58,8 +59,8 @@ struct DecodeState {
 
 DecodeState decode_start(KernelBuilder& k, size_t heads, int64_t head_dim);
 
-// Adds keys [begin, end) of the KV head to the state; begin is a multiple
-// of the key block, and an empty range (end <= begin) adds nothing.
+// Adds keys [begin, end) of the KV head to the state; an empty range (end
+// <= begin) adds nothing. Only the blocks holding begin and end are masked.
 void decode_keys(KernelBuilder& k, const DecodeInputs& in, const Value& begin, const Value& end,
                  DecodeState& st);
 

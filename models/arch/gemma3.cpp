@@ -3,8 +3,7 @@
 // q/k norms, per-layer rope bases and the attention scale come from the
 // ModelConfig. The GGUF converter stores the norms' weights with Gemma's +1
 // already added, so they are plain RMSNorms here. Sliding-window layers
-// attend to the whole context: the model refuses contexts longer than the
-// window (models/llm.cpp), where the two differ.
+// attend to the last ModelConfig::sliding_window positions (Forward::attention).
 #include <cmath>
 
 #include "models/arch/arch.h"

@@ -75,23 +75,36 @@ std::vector<Case> cases() {
                 {{"BLOCK_M", 2}, {"BLOCK_K", 64}},
                 {{"m", 5}, {"k", 100}}});
   for (DType kv : {DType::f16, DType::bf16, DType::f32}) {
-    Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2},
-                 {"max_ctx", 24}, {"kv_len", 21}, {"pos0", 18}};
+    Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2}, {"max_ctx", 24},
+                 {"kv_len", 21},  {"pos0", 18},   {"window", 0}};
+    Sizes windowed = att;
+    windowed["window"] = 5;
     cs.push_back({"attention_decode", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"BLOCK_G", 2}}, att});
+    cs.push_back({"attention_decode",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"SINKS", 1}},
+                  windowed});
     cs.push_back({"attention_prefill", {{"KV", kv}}, {{"HEAD_DIM", 64}}, att});
+    cs.push_back({"attention_prefill", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"SINKS", 1}}, windowed});
     cs.push_back({"attention_decode_split",
                   {{"KV", kv}},
                   {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"SPLIT", 16}},
-                  att});
+                  windowed});
     cs.push_back({"kv_cache_store",
                   {{"KV", kv}},
                   {{"HEAD_DIM", 32}},
                   {{"n_tokens", 3}, {"n_kv_heads", 2}, {"max_ctx", 20}, {"pos0", 14}}});
   }
-  cs.push_back({"attention_decode_merge",
-                {},
-                {{"HEAD_DIM", 64}, {"SPLIT", 16}},
-                {{"n_tokens", 3}, {"n_heads", 4}, {"max_ctx", 40}, {"kv_len", 37}, {"pos0", 34}}});
+  for (int64_t sinks : {0, 1})
+    cs.push_back({"attention_decode_merge",
+                  {},
+                  {{"HEAD_DIM", 64}, {"SPLIT", 16}, {"SINKS", sinks}},
+                  {{"n_tokens", 3},
+                   {"n_heads", 4},
+                   {"max_ctx", 40},
+                   {"kv_len", 37},
+                   {"pos0", 34},
+                   {"window", sinks ? 20 : 0}}});
   for (const ggml::BlockFormat& f : ggml::block_formats()) {
     const int64_t fmt = static_cast<int64_t>(f.type);
     cs.push_back({"qgemv",

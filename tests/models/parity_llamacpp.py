@@ -22,7 +22,8 @@ a token's choice between two experts whose router logits nearly tie, which
 moves that position's logits far (llama.cpp against itself shows it in some
 cases and not in others); for them the bar applies to the third-largest
 position difference, so up to 2 of the positions may differ by a flip.
-Each case draws its own tokens.
+Each case draws its own tokens. gemma3-swa is gemma3 with a sliding window
+of 24 positions, shorter than the prompt.
 
 Real mixes: llama.cpp's own quantizer (llama_model_quantize) also writes
 files from gen-model f16 models: Q4_K_M, Q5_K_M, Q4_1, Q5_0 and Q5_1 of a
@@ -57,6 +58,9 @@ except ImportError as e:
 ARCHES = ("llama", "qwen3", "qwen2", "qwen3moe", "llama-moe", "gemma3")
 TYPES = ("f16", "q8_0", "q4_k_m", "q3_k_m", "q4_1", "q5_0", "q5_1")
 CASES = [(arch, qtype) for arch in ARCHES for qtype in TYPES]
+# gemma3 with a sliding window of 24 positions under the 96-token prompt, so
+# its windowed layers mask by window (`gemma3-swa` in --arch).
+WINDOWED = (("gemma3", "f16", 24), ("gemma3", "q8_0", 24))
 # (source, name, llama_ftype) for llama.cpp's quantizer; the sources are
 # gen-model f16 models of these (arch, preset).
 MIX_SOURCES = {"smollm": ("llama", "smollm"), "tiny": ("llama", "tiny"),
@@ -131,9 +135,10 @@ def main():
                                                    "shared", "data", "vocab",
                                                    "ggml-vocab-llama-spm.gguf"))
     ap.add_argument("--tokens", type=int, default=96)
-    ap.add_argument("--arch", nargs="*", choices=ARCHES + tuple(MIX_SOURCES),
-                    default=ARCHES + tuple(MIX_SOURCES),
-                    help="only these (smollm, tiny, moe: llama.cpp's mixes)")
+    ap.add_argument("--arch", nargs="*", choices=ARCHES + ("gemma3-swa",) + tuple(MIX_SOURCES),
+                    default=ARCHES + ("gemma3-swa",) + tuple(MIX_SOURCES),
+                    help="only these (gemma3-swa: a window under the prompt; smollm, tiny, moe: "
+                         "llama.cpp's mixes)")
     ap.add_argument("--type", nargs="*", choices=TYPES, default=TYPES, help="only these")
     a = ap.parse_args()
     failed = 0
@@ -175,6 +180,14 @@ def main():
             subprocess.run(gen, check=True, capture_output=True)
             spare = 2 if arch.endswith("moe") and qtype != "f16" else 0
             failed += not check(arch, qtype, path, spare)
+        for arch, qtype, window in WINDOWED:
+            if arch + "-swa" not in a.arch or qtype not in a.type:
+                continue
+            path = os.path.join(tmp, f"{arch}-swa-{qtype}.gguf")
+            subprocess.run([a.kiln, "gen-model", "--arch", arch, "--preset", "tiny", "--type", qtype,
+                            "--window", str(window), "-o", path, "--seed", "1"],
+                           check=True, capture_output=True)
+            failed += not check(arch + "-swa", qtype, path, 0)
         for preset, (arch, size) in MIX_SOURCES.items():
             if preset not in a.arch:
                 continue

@@ -4,11 +4,13 @@
 //
 // The cache is in the kernels' layout (kv_cache.h). Cache rows no query may
 // see (rows >= pos0 + n_tokens, including rows past kv_len up to max_ctx and
-// the last K block's padding) hold NaN, so a kernel that reads or weights
-// one produces NaN and fails the comparison. The reference reads the K/V values
+// the last K block's padding, and with a sliding window the rows before the
+// first query's window) hold NaN, so a kernel that reads or weights one
+// produces NaN and fails the comparison. The reference reads the K/V values
 // through the cache dtype, so f16 inputs are exact on both sides.
 #pragma once
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -35,16 +37,23 @@ struct AttentionCase {
   int64_t head_dim = 64, n_heads = 8, n_kv_heads = 2, n_tokens = 1, pos0 = 0, kv_len = 1;
   int64_t max_ctx = 0;  // cache rows allocated; 0: kv_len (exact, so overreads fault)
   double q_range = 3;   // q uniform in [-q_range, q_range]: scores spread over ~e^10
+  int64_t window = 0;   // sliding window (attention_window.h); 0: none
+  bool sinks = false;   // per-head sink logits, uniform in [-1, 3] (SINKS = 1)
   uint64_t seed = 1;
 
   int64_t rows() const { return max_ctx ? max_ctx : kv_len; }
   int64_t key_block() const { return kv_key_block(target); }
+  // The first key the query at pos sees.
+  int64_t window_begin(int64_t pos) const {
+    return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+  }
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
   std::string describe() const {
     std::ostringstream os;
     os << dtype_name(kv) << " D=" << head_dim << " heads=" << n_heads << "/" << n_kv_heads
        << " n_tokens=" << n_tokens << " pos0=" << pos0 << " kv_len=" << kv_len
-       << " max_ctx=" << rows() << " target=" << target.str();
+       << " max_ctx=" << rows() << " window=" << window << " sinks=" << sinks
+       << " target=" << target.str();
     return os.str();
   }
 };
@@ -55,33 +64,42 @@ struct AttentionData {
                              c.q_range)),
         k(HostBuffer::random(c.kv, k_cache_elems(c.rows(), c.n_kv_heads, c.head_dim, c.key_block()),
                              c.seed + 1)),
-        v(HostBuffer::random(c.kv, v_cache_elems(c.rows(), c.n_kv_heads, c.head_dim), c.seed + 2)) {
+        v(HostBuffer::random(c.kv, v_cache_elems(c.rows(), c.n_kv_heads, c.head_dim), c.seed + 2)),
+        sinks(HostBuffer::random(DType::f32, c.n_heads, c.seed + 3, -1, 3)) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    // Every row past the last query, the last K block's padding included.
+    // Every row past the last query, the last K block's padding included,
+    // and every row before the first query's window.
     const int64_t padded = k_cache_elems(c.rows(), 1, 1, c.key_block());
+    const int64_t unseen = c.window_begin(c.pos0);
     for (int64_t h = 0; h < c.n_kv_heads; ++h)
-      for (int64_t j = c.pos0 + c.n_tokens; j < padded; ++j)
+      for (int64_t j = 0; j < padded; ++j) {
+        if (j >= unseen && j < c.pos0 + c.n_tokens) continue;
         for (int64_t i = 0; i < c.head_dim; ++i) {
           k.set(k_cache_index(j, h, i, c.rows(), c.head_dim, c.key_block()), nan);
           if (j < c.rows()) v.set(v_cache_index(j, h, i, c.rows(), c.head_dim), nan);
         }
+      }
   }
-  HostBuffer q, k, v;
+  HostBuffer q, k, v, sinks;
 };
 
-// q, k, v, out, n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale.
+// q, k, v, out, n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale,
+// window, and sinks when the case has them.
 inline std::vector<Arg> attention_args(const AttentionCase& c, AttentionData& d, HostBuffer& out) {
-  return {d.q.arg(),
-          d.k.arg(),
-          d.v.arg(),
-          out.arg(),
-          Arg::scalar_int(c.n_tokens),
-          Arg::scalar_int(c.n_heads),
-          Arg::scalar_int(c.n_kv_heads),
-          Arg::scalar_int(c.rows()),
-          Arg::scalar_int(c.kv_len),
-          Arg::scalar_int(c.pos0),
-          Arg::scalar_float(c.scale())};
+  std::vector<Arg> a = {d.q.arg(),
+                        d.k.arg(),
+                        d.v.arg(),
+                        out.arg(),
+                        Arg::scalar_int(c.n_tokens),
+                        Arg::scalar_int(c.n_heads),
+                        Arg::scalar_int(c.n_kv_heads),
+                        Arg::scalar_int(c.rows()),
+                        Arg::scalar_int(c.kv_len),
+                        Arg::scalar_int(c.pos0),
+                        Arg::scalar_float(c.scale()),
+                        Arg::scalar_int(c.window)};
+  if (c.sinks) a.push_back(d.sinks.arg());
+  return a;
 }
 
 inline std::vector<double> attention_reference(const AttentionCase& c, const AttentionData& d) {
@@ -91,16 +109,19 @@ inline std::vector<double> attention_reference(const AttentionCase& c, const Att
   for (int64_t t = 0; t < c.n_tokens; ++t)
     for (int64_t h = 0; h < c.n_heads; ++h) {
       const int64_t kvh = h / group, n = c.pos0 + t + 1, qb = (t * c.n_heads + h) * D;
+      const int64_t j0 = c.window_begin(c.pos0 + t);
       s.assign(n, 0);
-      double mx = -INFINITY, total = 0;
-      for (int64_t j = 0; j < n; ++j) {
+      const double sink = c.sinks ? d.sinks.get(h) : -INFINITY;
+      double mx = sink, total = 0;
+      for (int64_t j = j0; j < n; ++j) {
         for (int64_t i = 0; i < D; ++i)
           s[j] += d.q.get(qb + i) * d.k.get(k_cache_index(j, kvh, i, c.rows(), D, c.key_block()));
         s[j] *= c.scale();
         mx = std::max(mx, s[j]);
       }
-      for (int64_t j = 0; j < n; ++j) total += s[j] = std::exp(s[j] - mx);
-      for (int64_t j = 0; j < n; ++j) {
+      if (c.sinks) total = std::exp(sink - mx);
+      for (int64_t j = j0; j < n; ++j) total += s[j] = std::exp(s[j] - mx);
+      for (int64_t j = j0; j < n; ++j) {
         for (int64_t i = 0; i < D; ++i)
           out[qb + i] += s[j] / total * d.v.get(v_cache_index(j, kvh, i, c.rows(), D));
       }
@@ -118,6 +139,7 @@ inline std::vector<double> as_doubles(const HostBuffer& b) {
 inline Spec attention_spec(const std::string& kernel, const AttentionCase& c,
                            std::map<std::string, int64_t> constexprs = {}) {
   constexprs["HEAD_DIM"] = c.head_dim;
+  if (c.sinks) constexprs["SINKS"] = 1;
   Spec s = find_kernel(kernel).make_spec({{"KV", c.kv}}, constexprs);
   s.target = c.target;
   return s;
@@ -142,10 +164,13 @@ inline HostBuffer run_attention(const Spec& spec, const AttentionCase& c, Attent
 // slice the merge reads but the split never wrote fails the comparison.
 inline HostBuffer run_split_attention(const AttentionCase& c, AttentionData& d, bool interpret,
                                       const std::map<std::string, int64_t>& constexprs = {}) {
-  Spec split = attention_spec("attention_decode_split", c, constexprs);
+  AttentionCase no_sinks = c;  // the sinks join in the merge
+  no_sinks.sinks = false;
+  Spec split = attention_spec("attention_decode_split", no_sinks, constexprs);
   const int64_t keys = split.constexpr_("SPLIT");
-  Spec merge = find_kernel("attention_decode_merge")
-                   .make_spec({}, {{"HEAD_DIM", c.head_dim}, {"SPLIT", keys}});
+  Spec merge =
+      find_kernel("attention_decode_merge")
+          .make_spec({}, {{"HEAD_DIM", c.head_dim}, {"SPLIT", keys}, {"SINKS", c.sinks ? 1 : 0}});
   merge.target = c.target;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const int64_t rows = c.n_tokens * c.n_heads * ((c.rows() + keys - 1) / keys);
@@ -154,7 +179,7 @@ inline HostBuffer run_split_attention(const AttentionCase& c, AttentionData& d, 
   for (HostBuffer* b : {&part_o, &part_ml, &out})
     for (int64_t i = 0; i < b->size(); ++i) b->set(i, nan);
   // attention_args with out replaced by the two partials.
-  std::vector<Arg> split_args = attention_args(c, d, part_o);
+  std::vector<Arg> split_args = attention_args(no_sinks, d, part_o);
   split_args.insert(split_args.begin() + 4, part_ml.arg());
   std::vector<Arg> merge_args = {part_o.arg(),
                                  part_ml.arg(),
@@ -163,7 +188,9 @@ inline HostBuffer run_split_attention(const AttentionCase& c, AttentionData& d, 
                                  Arg::scalar_int(c.n_heads),
                                  Arg::scalar_int(c.rows()),
                                  Arg::scalar_int(c.kv_len),
-                                 Arg::scalar_int(c.pos0)};
+                                 Arg::scalar_int(c.pos0),
+                                 Arg::scalar_int(c.window)};
+  if (c.sinks) merge_args.push_back(d.sinks.arg());
   if (interpret) {
     runtime().interpret(split, split_args);
     runtime().interpret(merge, merge_args);
