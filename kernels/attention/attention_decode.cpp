@@ -35,9 +35,10 @@ Kernel build_attention_decode(const Spec& s) {
   DType KV = s.dtype("KV");
   const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G");
   check_attention_constexprs("attention_decode", D, attention_lanes(s.target), {{"BLOCK_G", BG}});
+  check_kv_page("attention_decode", s);
   auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
        out = k.buffer("out", DType::f32);
-  DecodeScalars sc = declare_decode_scalars(k);
+  DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
   auto sinks = declare_sinks(k, s);
 
   // The programs of one KV head are adjacent in the grid, so its cache comes
@@ -46,7 +47,7 @@ Kernel build_attention_decode(const Spec& s) {
   auto group = sc.n_heads / sc.n_kv;
   auto g0 = k.program_id(0) * static_cast<int>(BG);
   std::vector<Value> heads;
-  DecodeInputs in = decode_inputs(s, q, kc, vc, sc, kvh, t, g0, heads);
+  DecodeInputs in = decode_inputs(s, q, sc, kvh, t, g0, heads);
   DecodeState st = decode_start(k, BG, D);
   auto pos = sc.pos0 + t;
   decode_keys(k, in, window_begin(pos, sc.window), minimum(pos + 1, sc.kv_len), st);
@@ -63,7 +64,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "causal GQA attention of few tokens over a KV cache, K/V blocks shared by a group",
     .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
-    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"PREFETCH", 0}, {"SINKS", 0}},
+    .constexpr_defaults =
+        {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"PREFETCH", 0}, {"SINKS", 0}, {"PAGE", 0}},
     .build = build_attention_decode,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {

@@ -50,16 +50,17 @@ Kernel build_attention_decode_split(const Spec& s) {
   check_attention_constexprs("attention_decode_split", D, attention_lanes(s.target),
                              {{"BLOCK_G", BG}});
   check_split("attention_decode_split", SPLIT, KB);
+  check_kv_page("attention_decode_split", s);
   auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
   auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
-  DecodeScalars sc = declare_decode_scalars(k);
+  DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
 
   auto slice_id = k.program_id(1), kvh = k.program_id(2) % sc.n_kv, t = k.program_id(2) / sc.n_kv;
   auto group = sc.n_heads / sc.n_kv;
   auto g0 = k.program_id(0) * static_cast<int>(BG);
   auto slices = (sc.max_ctx + static_cast<int>(SPLIT - 1)) / static_cast<int>(SPLIT);
   std::vector<Value> heads;
-  DecodeInputs in = decode_inputs(s, q, kc, vc, sc, kvh, t, g0, heads);
+  DecodeInputs in = decode_inputs(s, q, sc, kvh, t, g0, heads);
   std::vector<Value> part;  // each head's partial row (i64)
   for (const Value& head : heads)
     part.push_back((t * sc.n_heads + head).to(DType::i64) * slices.to(DType::i64) +
@@ -132,7 +133,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     .summary = "split-K decode attention, pass 1: each slice of SPLIT keys of a KV head's cache "
                "into unnormalised partial states (m, l, O) of its group's heads",
     .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
-    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"SPLIT", 512}, {"PREFETCH", 0}},
+    .constexpr_defaults =
+        {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"SPLIT", 512}, {"PREFETCH", 0}, {"PAGE", 0}},
     .build = build_attention_decode_split,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {

@@ -45,6 +45,7 @@ Kernel build_attention_prefill(const Spec& s) {
                 BN = s.constexpr_("BLOCK_N");
   const int64_t kLanes = attention_lanes(s.target), KB = kv_key_block(s.target);
   check_attention_constexprs("attention_prefill", D, kLanes, {{"BLOCK_M", BM}, {"BLOCK_N", BN}});
+  check_kv_page("attention_prefill", s);
   if (BN > KB)
     throw Error("kernel 'attention_prefill': BLOCK_N must divide the K cache block of " +
                 std::to_string(KB) + " keys, got " + std::to_string(BN));
@@ -58,10 +59,12 @@ Kernel build_attention_prefill(const Spec& s) {
   auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
   auto scale = k.scalar("scale", DType::f32);
   auto window = k.scalar("window", DType::i32);
+  KvView kv = declare_kv_view(k, s, kc, vc, n_kv, max_ctx);
   auto sinks = declare_sinks(k, s);
 
   auto t0 = k.program_id(0) * static_cast<int>(BM), h = k.program_id(1);
   auto kvh = h / (n_heads / n_kv);
+  kv.kvh = kvh;
   auto toks = t0 + arange(BM);
   auto tmask = expand_dims(toks < n_tokens, 1);  // [BM, 1]
   auto qpos = expand_dims(pos0 + toks, 1);       // [BM, 1]
@@ -95,7 +98,7 @@ Kernel build_attention_prefill(const Spec& s) {
     Value sc = zeros(DType::f32, {BM, BN});
     for (int64_t c = 0; c < NC; ++c)  // the keys lie in one K block: BN divides KB
       sc = dot(qc[c],
-               load_k_tile(kc, kvh, max_ctx, j0 / static_cast<int>(KB), D, KB, c * kLanes, kLanes,
+               load_k_tile(kv, j0 / static_cast<int>(KB), c * kLanes, kLanes,
                            j0 % static_cast<int>(KB), BN, key_mask),
                sc);
     if (masked) {
@@ -110,7 +113,7 @@ Kernel build_attention_prefill(const Spec& s) {
     auto p = exp2(sc - expand_dims(m_sub, 1));
     l = l * reshape(alpha, {BM}) + fold_last_axis(p, Fold::Sum);
     m = m_new;
-    auto vt = load_v_rows(vc, kvh, max_ctx, keys, D, key_mask);
+    auto vt = load_v_rows(kv, keys, key_mask);
     for (int64_t c = 0; c < NC; ++c)
       acc[c] = dot(p, slice(vt, {0, c * kLanes}, {BN, kLanes}), acc[c] * alpha);
   };
@@ -133,7 +136,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "causal GQA flash attention of a block of query tokens over a KV cache",
     .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
-    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"BLOCK_N", 8}, {"SINKS", 0}},
+    .constexpr_defaults =
+        {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"BLOCK_N", 8}, {"SINKS", 0}, {"PAGE", 0}},
     .build = build_attention_prefill,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {

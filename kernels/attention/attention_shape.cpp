@@ -11,6 +11,13 @@ namespace kiln {
 
 std::map<std::string, int64_t> AttentionSizes::buffer_elems() const {
   int64_t qn = n_tokens * n_heads * head_dim;
+  if (page > 0)
+    return {{"q", qn},
+            {"out", qn},
+            {"k", k_pool_elems(n_pages, n_kv_heads, head_dim, page)},
+            {"v", v_pool_elems(n_pages, n_kv_heads, head_dim, page)},
+            {"block_table", (max_ctx + page - 1) / page},
+            {"sinks", n_heads}};
   return {{"q", qn},
           {"out", qn},
           {"k", k_cache_elems(max_ctx, n_kv_heads, head_dim, key_block)},
@@ -24,6 +31,14 @@ AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const S
       a.i("max_ctx"),        a.i("kv_len"),  a.i("pos0"),       s.constexpr_("HEAD_DIM"),
       kv_key_block(s.target)};
   check_window(kernel, a.i("window"));
+  check_kv_page(kernel, s);
+  z.page = s.constexpr_("PAGE");
+  if (z.page > 0) {
+    z.n_pages = a.i("n_pages");
+    if (z.n_pages < 1)
+      throw Error("kernel '" + kernel + "': n_pages = " + std::to_string(z.n_pages) +
+                  " (a paged cache needs a pool of >= 1 page)");
+  }
   const std::string who = "kernel '" + kernel + "': ";
   auto str = [](int64_t v) { return std::to_string(v); };
   if (z.n_tokens < 1) throw Error(who + "n_tokens = " + str(z.n_tokens) + " (need >= 1)");
@@ -43,7 +58,8 @@ AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const S
                 " (the rows the cache holds)");
   // Element offsets are i64 in the kernels, but row indices are i32.
   const int64_t i32_max = std::numeric_limits<int32_t>::max();
-  if (z.n_tokens * z.n_heads > i32_max || z.max_ctx * z.n_kv_heads > i32_max)
+  if (z.n_tokens * z.n_heads > i32_max || z.max_ctx * z.n_kv_heads > i32_max ||
+      z.n_pages * z.n_kv_heads * z.page > i32_max)
     throw Error(who + "more than 2^31 rows of q or of the cache");
   return z;
 }

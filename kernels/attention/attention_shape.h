@@ -3,8 +3,9 @@
 // buffer sizes a launch needs.
 //
 // Layouts: q and out are f32 [n_tokens, n_heads, HEAD_DIM]; the cache
-// tensors k and v hold max_ctx rows per KV head (kv_cache.h), of which rows
-// 0 .. kv_len-1 are valid; sinks (with SINKS) is f32 [n_heads]. Query token
+// tensors k and v hold max_ctx rows per KV head (kv_cache.h), or with PAGE
+// > 0 are a pool of n_pages pages and block_table lists the sequence's,
+// of which rows 0 .. kv_len-1 are valid; sinks (with SINKS) is f32 [n_heads]. Query token
 // i sits at position pos0 + i and attends to cache rows 0 .. pos0 + i (the
 // last `window` of them with a sliding window); query head h reads KV head
 // h / (n_heads / n_kv_heads).
@@ -31,6 +32,7 @@ int64_t attention_lanes(const TargetDesc& t);
 
 struct AttentionSizes {
   int64_t n_tokens, n_heads, n_kv_heads, group, max_ctx, kv_len, pos0, head_dim, key_block;
+  int64_t page = 0, n_pages = 0;  // a paged cache (kv_cache.h): PAGE and the pool's pages
   std::map<std::string, int64_t> buffer_elems() const;
 };
 

@@ -25,9 +25,8 @@ constexpr int64_t kSoftmaxBlocks = 2;
 Value load_k_tile_at(const DecodeInputs& in, const Value& block, const Value& d,
                      const Value& key_mask) {
   const int64_t KB = in.key_block;
-  auto base =
-      k_tile_offsets(in.kvh, in.max_ctx, block, in.head_dim, KB, 0, 1, zeros(DType::i32, {}), KB);
-  auto p = in.k + (base + d.to(DType::i64) * KB);
+  auto base = k_tile_offsets(in.kv, block, 0, 1, zeros(DType::i32, {}), KB);
+  auto p = in.kv.k + (base + d.to(DType::i64) * KB);
   if (!key_mask.valid()) return load(p).to(DType::f32);
   return load(p, reshape(key_mask, {1, KB}), 0.0).to(DType::f32);
 }
@@ -118,9 +117,8 @@ void key_blocks(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const
       // The key from the scalar j0 (not a slice of a keys vector), so its
       // row's offsets stay one contiguous run to the lowering.
       auto key = reshape(j0 + static_cast<int>(b * KB + j), {1});
-      auto vrow = reshape(load_v_rows(in.v, in.kvh, in.max_ctx, key, D,
-                                      masked ? (key >= begin) & (key < end) : Value()),
-                          {D});
+      auto vrow =
+          reshape(load_v_rows(in.kv, key, masked ? (key >= begin) & (key < end) : Value()), {D});
       for (size_t h = 0; h < heads; ++h)
         st.acc[h] = fma(broadcast_to(slice(p[b][h], {j}, {1}), {D}), vrow, Value(st.acc[h]));
     }
@@ -128,33 +126,30 @@ void key_blocks(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const
 
 }  // namespace
 
-DecodeScalars declare_decode_scalars(KernelBuilder& k) {
+DecodeScalars declare_decode_scalars(KernelBuilder& k, const Spec& s, const Buffer& kc,
+                                     const Buffer& vc) {
   k.scalar("n_tokens", DType::i32);
-  DecodeScalars sc;
-  sc.n_heads = k.scalar("n_heads", DType::i32);
-  sc.n_kv = k.scalar("n_kv_heads", DType::i32);
-  sc.max_ctx = k.scalar("max_ctx", DType::i32);
-  sc.kv_len = k.scalar("kv_len", DType::i32);
-  sc.pos0 = k.scalar("pos0", DType::i32);
-  sc.scale = k.scalar("scale", DType::f32);
-  sc.window = k.scalar("window", DType::i32);
-  return sc;
+  auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
+  auto max_ctx = k.scalar("max_ctx", DType::i32), kv_len = k.scalar("kv_len", DType::i32);
+  auto pos0 = k.scalar("pos0", DType::i32);
+  auto scale = k.scalar("scale", DType::f32);
+  auto window = k.scalar("window", DType::i32);
+  return {n_heads, n_kv,  max_ctx, kv_len,
+          pos0,    scale, window,  declare_kv_view(k, s, kc, vc, n_kv, max_ctx)};
 }
 
-DecodeInputs decode_inputs(const Spec& s, const Buffer& q, const Buffer& k, const Buffer& v,
-                           const DecodeScalars& sc, const Value& kvh, const Value& t,
-                           const Value& g0, std::vector<Value>& heads) {
+DecodeInputs decode_inputs(const Spec& s, const Buffer& q, const DecodeScalars& sc,
+                           const Value& kvh, const Value& t, const Value& g0,
+                           std::vector<Value>& heads) {
   const int64_t D = s.constexpr_("HEAD_DIM");
   DecodeInputs in{q,
-                  k,
-                  v,
-                  kvh,
-                  sc.max_ctx,
+                  sc.kv,
                   {},
                   sc.scale * static_cast<float>(M_LOG2E),
                   D,
                   kv_key_block(s.target),
                   s.constexpr_("PREFETCH")};
+  in.kv.kvh = kvh;
   auto group = sc.n_heads / sc.n_kv;
   heads.clear();
   for (int64_t h = 0; h < s.constexpr_("BLOCK_G"); ++h) {
@@ -190,9 +185,7 @@ void decode_keys(KernelBuilder& k, const DecodeInputs& in, const Value& begin, c
   const int step = kb * static_cast<int>(kSoftmaxBlocks);
   auto multi_end = full_end - (full_end - body) % step;
   auto prefetch_at = [&](const Value& j0) {
-    if (in.prefetch > 0)
-      prefetch_kv_block(in.k, in.v, in.kvh, in.max_ctx, j0 / kb + static_cast<int>(in.prefetch),
-                        in.head_dim, in.key_block);
+    if (in.prefetch > 0) prefetch_kv_block(in.kv, j0 / kb + static_cast<int>(in.prefetch));
   };
   k.for_(body, multi_end, step, [&](Value j0) {
     prefetch_at(j0);

@@ -22,13 +22,14 @@
 
 #include "ir/builder.h"
 #include "ir/spec.h"
+#include "kernels/attention/kv_cache.h"
 
 namespace kiln {
 
 // What the walk reads.
 struct DecodeInputs {
-  Buffer q, k, v;
-  Value kvh, max_ctx;  // i32 scalars
+  Buffer q;
+  KvView kv;  // the cache, its kvh the walk's KV head
   // Each head's q row offset (i64 scalars). A head past its group reads a
   // valid row (its caller clamps it) and is simply not stored.
   std::vector<Value> qrow;
@@ -38,19 +39,22 @@ struct DecodeInputs {
 
 // The scalars every decode kernel declares after its buffers, in this
 // order: n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale,
-// window (attention_window.h).
+// window (attention_window.h); then a paged cache's parameters
+// (kv_cache.h's declare_kv_view).
 struct DecodeScalars {
   Value n_heads, n_kv, max_ctx, kv_len, pos0, scale, window;
+  KvView kv;
 };
-DecodeScalars declare_decode_scalars(KernelBuilder& k);
+DecodeScalars declare_decode_scalars(KernelBuilder& k, const Spec& s, const Buffer& kc,
+                                     const Buffer& vc);
 
 // The walk's inputs for the BLOCK_G heads g0, g0 + 1, .. of KV head kvh's
 // group at query token t (HEAD_DIM, BLOCK_G and PREFETCH from the spec);
 // `heads` receives their head indices, those past the group clamped to its
 // last head.
-DecodeInputs decode_inputs(const Spec& s, const Buffer& q, const Buffer& k, const Buffer& v,
-                           const DecodeScalars& sc, const Value& kvh, const Value& t,
-                           const Value& g0, std::vector<Value>& heads);
+DecodeInputs decode_inputs(const Spec& s, const Buffer& q, const DecodeScalars& sc,
+                           const Value& kvh, const Value& t, const Value& g0,
+                           std::vector<Value>& heads);
 
 // The heads' running state: m (log2 units) and l f32 scalars, acc f32 [HEAD_DIM].
 struct DecodeState {

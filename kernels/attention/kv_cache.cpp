@@ -1,5 +1,8 @@
 #include "kernels/attention/kv_cache.h"
 
+#include <algorithm>
+
+#include "ir/error.h"
 #include "kernels/attention/attention_shape.h"
 
 namespace kiln {
@@ -29,53 +32,114 @@ int64_t v_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t 
   return (h * max_ctx + j) * head_dim + d;
 }
 
-Value k_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& block, int64_t head_dim,
-                     int64_t key_block, int64_t d0, int64_t nd, const Value& lane0, int64_t nk) {
-  const int kb = static_cast<int>(key_block);
-  auto blocks = ((max_ctx + (kb - 1)) / kb).to(DType::i64);
-  auto base = ((kvh.to(DType::i64) * blocks + block.to(DType::i64)) * head_dim + d0) * key_block +
-              lane0.to(DType::i64);
-  auto dims = expand_dims(arange(nd).to(DType::i64) * key_block, 1);  // [nd, 1]
-  auto lanes = expand_dims(arange(nk).to(DType::i64), 0);             // [1, nk]
+int64_t k_pool_elems(int64_t n_pages, int64_t n_kv_heads, int64_t head_dim, int64_t page) {
+  return n_pages * n_kv_heads * page * head_dim;
+}
+
+int64_t v_pool_elems(int64_t n_pages, int64_t n_kv_heads, int64_t head_dim, int64_t page) {
+  return n_pages * n_kv_heads * page * head_dim;
+}
+
+int64_t k_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_kv_heads,
+                     int64_t head_dim, int64_t page, int64_t kb) {
+  return (((page_id * n_kv_heads + h) * (page / kb) + j / kb) * head_dim + d) * kb + j % kb;
+}
+
+int64_t v_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_kv_heads,
+                     int64_t head_dim, int64_t page) {
+  return ((page_id * n_kv_heads + h) * page + j) * head_dim + d;
+}
+
+void check_kv_page(const std::string& kernel, const Spec& s) {
+  const int64_t page = s.constexpr_("PAGE"), kb = kv_key_block(s.target);
+  if (page < 0 || page % kb)
+    throw Error("kernel '" + kernel + "': PAGE must be 0 (a contiguous cache) or a multiple of " +
+                "the key block (" + std::to_string(kb) + "), got " + std::to_string(page));
+}
+
+KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const Buffer& v,
+                       const Value& n_kv_heads, const Value& max_ctx) {
+  KvView kv{k, v, {}, max_ctx, s.constexpr_("HEAD_DIM"), kv_key_block(s.target), 0, {}, {}, {}};
+  kv.page = s.constexpr_("PAGE");
+  if (kv.page > 0) {
+    kv.table = kb.buffer("block_table", DType::i32);
+    kv.n_pages = kb.scalar("n_pages", DType::i32);
+    kv.n_kv = n_kv_heads;
+  }
+  return kv;
+}
+
+namespace {
+
+// The pool page holding keys `key` (i32, any shape), clamped into the pool.
+Value page_of(const KvView& kv, const Value& key) {
+  auto id = load(*kv.table + (key / static_cast<int>(kv.page)).to(DType::i64));
+  return minimum(maximum(id, zeros(DType::i32, id.shape())), kv.n_pages - 1).to(DType::i64);
+}
+
+}  // namespace
+
+Value k_tile_offsets(const KvView& kv, const Value& block, int64_t d0, int64_t nd,
+                     const Value& lane0, int64_t nk) {
+  const int64_t D = kv.head_dim, KB = kv.key_block;
+  Value first;  // the block's first element
+  if (kv.page == 0) {
+    const int kb = static_cast<int>(KB);
+    auto blocks = ((kv.max_ctx + (kb - 1)) / kb).to(DType::i64);
+    first = (kv.kvh.to(DType::i64) * blocks + block.to(DType::i64)) * (D * KB);
+  } else {
+    const int per_page = static_cast<int>(kv.page / KB);
+    auto page = page_of(kv, block * static_cast<int>(KB));
+    first = ((page * kv.n_kv.to(DType::i64) + kv.kvh.to(DType::i64)) * per_page +
+             (block % per_page).to(DType::i64)) *
+            (D * KB);
+  }
+  auto base = first + d0 * KB + lane0.to(DType::i64);
+  auto dims = expand_dims(arange(nd).to(DType::i64) * KB, 1);  // [nd, 1]
+  auto lanes = expand_dims(arange(nk).to(DType::i64), 0);      // [1, nk]
   return base + dims + lanes;
 }
 
-Value v_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& keys, int64_t head_dim) {
-  auto rows = kvh.to(DType::i64) * max_ctx.to(DType::i64) + keys.to(DType::i64);
-  return expand_dims(rows * head_dim, 1) + expand_dims(arange(head_dim).to(DType::i64), 0);
+Value v_tile_offsets(const KvView& kv, const Value& keys) {
+  Value rows;
+  if (kv.page == 0) {
+    rows = kv.kvh.to(DType::i64) * kv.max_ctx.to(DType::i64) + keys.to(DType::i64);
+  } else {
+    const int page = static_cast<int>(kv.page);
+    rows = (page_of(kv, keys) * kv.n_kv.to(DType::i64) + kv.kvh.to(DType::i64)) * kv.page +
+           (keys % page).to(DType::i64);
+  }
+  return expand_dims(rows * kv.head_dim, 1) + expand_dims(arange(kv.head_dim).to(DType::i64), 0);
 }
 
-Value load_k_tile(const Buffer& k, const Value& kvh, const Value& max_ctx, const Value& block,
-                  int64_t head_dim, int64_t key_block, int64_t d0, int64_t nd, const Value& lane0,
+Value load_k_tile(const KvView& kv, const Value& block, int64_t d0, int64_t nd, const Value& lane0,
                   int64_t nk, const Value& key_mask) {
-  auto p = k + k_tile_offsets(kvh, max_ctx, block, head_dim, key_block, d0, nd, lane0, nk);
+  auto p = kv.k + k_tile_offsets(kv, block, d0, nd, lane0, nk);
   if (!key_mask.valid()) return load(p).to(DType::f32);
   return load(p, broadcast_to(expand_dims(key_mask, 0), {nd, nk}), 0.0).to(DType::f32);
 }
 
-Value load_v_rows(const Buffer& v, const Value& kvh, const Value& max_ctx, const Value& keys,
-                  int64_t head_dim, const Value& key_mask) {
-  auto p = v + v_tile_offsets(kvh, max_ctx, keys, head_dim);
+Value load_v_rows(const KvView& kv, const Value& keys, const Value& key_mask) {
+  auto p = kv.v + v_tile_offsets(kv, keys);
   if (!key_mask.valid()) return load(p).to(DType::f32);
   const int64_t n = keys.shape()[0];
-  return load(p, broadcast_to(expand_dims(key_mask, 1), {n, head_dim}), 0.0).to(DType::f32);
+  return load(p, broadcast_to(expand_dims(key_mask, 1), {n, kv.head_dim}), 0.0).to(DType::f32);
 }
 
-void prefetch_kv_block(const Buffer& k, const Buffer& v, const Value& kvh, const Value& max_ctx,
-                       const Value& block, int64_t head_dim, int64_t key_block) {
+void prefetch_kv_block(const KvView& kv, const Value& block) {
+  if (kv.page > 0) return;
   // A K block and its V rows are each key_block * head_dim contiguous
   // elements: one offset per 64-byte line from the first.
   constexpr int64_t kLineBytes = 64;
-  const int64_t elem = dtype_bytes(k.dtype());
+  const int64_t elem = dtype_bytes(kv.k.dtype());
   auto lines =
-      arange(std::max<int64_t>(1, key_block * head_dim * elem / kLineBytes)).to(DType::i64) *
+      arange(std::max<int64_t>(1, kv.key_block * kv.head_dim * elem / kLineBytes)).to(DType::i64) *
       (kLineBytes / elem);
-  auto first_k =
-      k_tile_offsets(kvh, max_ctx, block, head_dim, key_block, 0, 1, zeros(DType::i32, {}), 1);
-  auto first_key = reshape(block * static_cast<int>(key_block), {1});
-  auto first_v = slice(v_tile_offsets(kvh, max_ctx, first_key, head_dim), {0, 0}, {1, 1});
-  prefetch(k + (reshape(first_k, {}) + lines));
-  prefetch(v + (reshape(first_v, {}) + lines));
+  auto first_k = k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), 1);
+  auto first_key = reshape(block * static_cast<int>(kv.key_block), {1});
+  auto first_v = slice(v_tile_offsets(kv, first_key), {0, 0}, {1, 1});
+  prefetch(kv.k + (reshape(first_k, {}) + lines));
+  prefetch(kv.v + (reshape(first_v, {}) + lines));
 }
 
 }  // namespace kiln

@@ -19,6 +19,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "ir/builder.h"
 #include "ir/spec.h"
@@ -42,31 +44,66 @@ int64_t k_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t 
                       int64_t key_block);
 int64_t v_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t head_dim);
 
-// IR offsets [nd, nk] into K of dims d0 .. d0+nd-1 of keys block*key_block +
-// lane0 .. + nk-1 of KV head kvh; the keys must lie in one block (lane0 + nk
-// <= key_block). The tile's rows are contiguous, so loads are plain vectors.
-Value k_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& block, int64_t head_dim,
-                     int64_t key_block, int64_t d0, int64_t nd, const Value& lane0, int64_t nk);
+// A paged pool (PAGE > 0 keys per page, a multiple of the key block) holds
+// many sequences' rows in fixed pages, each sequence's in the pages its
+// block table lists (table[i] holds its keys i*PAGE .. i*PAGE + PAGE-1):
+//   K: [n_pages][n_kv_heads][PAGE / KB][HEAD_DIM][KB]
+//   V: [n_pages][n_kv_heads][PAGE][HEAD_DIM]
+// A page is one sequence's rows of every head, so sharing a prefix is
+// sharing whole pages and copying one on write is one contiguous run; within
+// a page each head's K blocks and V rows keep the layout above.
+int64_t k_pool_elems(int64_t n_pages, int64_t n_kv_heads, int64_t head_dim, int64_t page);
+int64_t v_pool_elems(int64_t n_pages, int64_t n_kv_heads, int64_t head_dim, int64_t page);
+int64_t k_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_kv_heads,
+                     int64_t head_dim, int64_t page, int64_t key_block);
+int64_t v_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_kv_heads,
+                     int64_t head_dim, int64_t page);
 
-// IR offsets [keys, head_dim] into V of the rows `keys` ([n] i32) of KV head kvh.
-Value v_tile_offsets(const Value& kvh, const Value& max_ctx, const Value& keys, int64_t head_dim);
+// One KV head's rows as a kernel addresses them: the contiguous cache, or
+// with page > 0 a sequence's pages of the pool.
+struct KvView {
+  Buffer k, v;
+  Value kvh, max_ctx;  // i32 scalars; max_ctx: the rows a sequence may hold
+  int64_t head_dim = 0, key_block = 0;
+  int64_t page = 0;
+  std::optional<Buffer> table;  // i32 [ceil(max_ctx / page)]
+  Value n_kv, n_pages;          // i32 scalars, paged only
+};
+
+// The view of a kernel's cache buffers k and v for its spec (HEAD_DIM and
+// PAGE; PAGE = 0 by default): with PAGE > 0 this declares the paged
+// parameters, the buffer `block_table` and the scalar `n_pages`, in that
+// order. kvh is left for the caller to set.
+KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const Buffer& v,
+                       const Value& n_kv_heads, const Value& max_ctx);
+// Throws kiln::Error naming `kernel` when PAGE is not 0 or a multiple of the key block.
+void check_kv_page(const std::string& kernel, const Spec& s);
+
+// IR offsets [nd, nk] into K of dims d0 .. d0+nd-1 of keys block*key_block +
+// lane0 .. + nk-1; the keys must lie in one block (lane0 + nk <= key_block).
+// The tile's rows are contiguous, so loads are plain vectors. A page id
+// outside the pool is clamped into it: a bad table never reads out of
+// bounds (the host checks tables, kv_page_pool.h).
+Value k_tile_offsets(const KvView& kv, const Value& block, int64_t d0, int64_t nd,
+                     const Value& lane0, int64_t nk);
+
+// IR offsets [n, head_dim] into V of the rows `keys` ([n] i32, in one page).
+Value v_tile_offsets(const KvView& kv, const Value& keys);
 
 // The same tiles loaded and widened to f32. With a key_mask ([nk] or [n]
 // bool), keys outside it are not read and load as 0; without one the loads
 // are plain vectors.
-Value load_k_tile(const Buffer& k, const Value& kvh, const Value& max_ctx, const Value& block,
-                  int64_t head_dim, int64_t key_block, int64_t d0, int64_t nd, const Value& lane0,
+Value load_k_tile(const KvView& kv, const Value& block, int64_t d0, int64_t nd, const Value& lane0,
                   int64_t nk, const Value& key_mask = {});
-Value load_v_rows(const Buffer& v, const Value& kvh, const Value& max_ctx, const Value& keys,
-                  int64_t head_dim, const Value& key_mask = {});
+Value load_v_rows(const KvView& kv, const Value& keys, const Value& key_mask = {});
 
-// Prefetches K block `block` of KV head kvh and the V rows of its keys, one
-// 64-byte line at a time. Each is a contiguous run, but a program computes
-// on a block for far longer than a DRAM miss takes, so the hardware
-// prefetchers (which also stop at every 4 KiB page) leave each block's
-// loads to wait on DRAM; prefetching blocks ahead overlaps them. Blocks
-// past the cache are harmless (a prefetch never faults).
-void prefetch_kv_block(const Buffer& k, const Buffer& v, const Value& kvh, const Value& max_ctx,
-                       const Value& block, int64_t head_dim, int64_t key_block);
+// Prefetches K block `block` and the V rows of its keys, one 64-byte line
+// at a time. Each is a contiguous run, but a program computes on a block
+// for far longer than a DRAM miss takes, so the hardware prefetchers (which
+// also stop at every 4 KiB page) leave each block's loads to wait on DRAM;
+// prefetching blocks ahead overlaps them. Blocks past the cache are
+// harmless (a prefetch never faults); a paged view prefetches nothing, as
+// a block past the sequence has no table entry to read.
+void prefetch_kv_block(const KvView& kv, const Value& block);
 
 }  // namespace kiln

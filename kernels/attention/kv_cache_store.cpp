@@ -2,7 +2,8 @@
 // rows pos0 .. pos0 + n_tokens - 1, rounded to KV: xk and xv are f32
 // [n_tokens, n_kv_heads, HEAD_DIM] (keys after RoPE). One program per
 // (KV head, token); a key's elements land a key block apart, a value's
-// contiguously.
+// contiguously. With PAGE > 0 the rows are the sequence's, in the pool
+// pages its block_table lists (n_pages in the pool).
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/attention/attention_shape.h"
@@ -18,18 +19,21 @@ Kernel build_kv_cache_store(const Spec& s) {
   const int64_t D = s.constexpr_("HEAD_DIM");
   const int64_t KB = kv_key_block(s.target);
   check_attention_constexprs("kv_cache_store", D, attention_lanes(s.target), {});
+  check_kv_page("kv_cache_store", s);
   auto xk = k.buffer("xk", DType::f32), xv = k.buffer("xv", DType::f32);
   auto kc = k.buffer("k", KV), vc = k.buffer("v", KV);
   k.scalar("n_tokens", DType::i32);
   auto n_kv = k.scalar("n_kv_heads", DType::i32), max_ctx = k.scalar("max_ctx", DType::i32);
   auto pos0 = k.scalar("pos0", DType::i32);
+  KvView kv = declare_kv_view(k, s, kc, vc, n_kv, max_ctx);
   auto h = k.program_id(0), t = k.program_id(1);
+  kv.kvh = h;
   auto row = (t * n_kv + h).to(DType::i64) * D + arange(D).to(DType::i64);
   auto j = pos0 + t;
   const int kb = static_cast<int>(KB);
-  auto koff = k_tile_offsets(h, max_ctx, j / kb, D, KB, 0, D, j % kb, 1);
+  auto koff = k_tile_offsets(kv, j / kb, 0, D, j % kb, 1);
   store(kc + reshape(koff, {D}), load(xk + row).to(KV));
-  store(vc + reshape(v_tile_offsets(h, max_ctx, reshape(j, {1}), D), {D}), load(xv + row).to(KV));
+  store(vc + reshape(v_tile_offsets(kv, reshape(j, {1})), {D}), load(xv + row).to(KV));
   return k.finish();
 }
 
@@ -38,7 +42,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "new keys and values (f32) into the KV cache at rows pos0..",
     .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
-    .constexpr_defaults = {{"HEAD_DIM", 128}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"PAGE", 0}},
     .build = build_kv_cache_store,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
@@ -52,7 +56,19 @@ KILN_REGISTER_KERNEL((KernelDef{
           if (pos0 + n_tokens > max_ctx)
             throw Error(who + "pos0 + n_tokens = " + std::to_string(pos0) + " + " +
                         std::to_string(n_tokens) + " exceeds max_ctx = " + std::to_string(max_ctx));
-          const int64_t x = n_tokens * n_kv * D;
+          const int64_t x = n_tokens * n_kv * D, page = s.constexpr_("PAGE");
+          if (page > 0) {
+            const int64_t n_pages = a.i("n_pages");
+            if (n_pages < 1)
+              throw Error(who + "n_pages = " + std::to_string(n_pages) +
+                          " (a paged cache needs a pool of >= 1 page)");
+            return LaunchShape{{n_kv, n_tokens, 1},
+                               {{"xk", x},
+                                {"xv", x},
+                                {"k", k_pool_elems(n_pages, n_kv, D, page)},
+                                {"v", v_pool_elems(n_pages, n_kv, D, page)},
+                                {"block_table", (max_ctx + page - 1) / page}}};
+          }
           return LaunchShape{{n_kv, n_tokens, 1},
                              {{"xk", x},
                               {"xv", x},

@@ -90,6 +90,22 @@ std::vector<Case> cases() {
                   {{"KV", kv}},
                   {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"SPLIT", 16}},
                   windowed});
+    Sizes paged = windowed;
+    paged["n_pages"] = 4;
+    cs.push_back({"attention_decode",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"PAGE", 16}},
+                  paged});
+    cs.push_back({"attention_prefill", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"PAGE", 16}}, paged});
+    cs.push_back({"attention_decode_split",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"SPLIT", 16}, {"PAGE", 16}},
+                  paged});
+    cs.push_back(
+        {"kv_cache_store",
+         {{"KV", kv}},
+         {{"HEAD_DIM", 32}, {"PAGE", 16}},
+         {{"n_tokens", 3}, {"n_kv_heads", 2}, {"max_ctx", 40}, {"pos0", 14}, {"n_pages", 5}}});
     cs.push_back({"kv_cache_store",
                   {{"KV", kv}},
                   {{"HEAD_DIM", 32}},
@@ -221,6 +237,11 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       std::vector<float> w(static_cast<size_t>(elems));
       for (float& x : w) x = static_cast<float>(unit(rng));
       ggml::sample_blocks(qt, w.data(), elems, 3, static_cast<uint8_t*>(m));
+    } else if (p.name == "block_table") {
+      // Distinct pages of the pool, out of order.
+      auto* idx = static_cast<int32_t*>(m);
+      for (int64_t j = 0; j < n; ++j)
+        idx[j] = static_cast<int32_t>((n - 1 - j) % c.sizes.at("n_pages"));
     } else if (((c.kernel == "get_rows" || c.kernel == "moe_group") && p.name == "ids") ||
                (c.kernel == "moe_scatter" && p.name == "rows")) {
       // Indices in range: table rows, experts (distinct within a token's k),

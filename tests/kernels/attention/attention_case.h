@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ struct AttentionCase {
   double q_range = 3;   // q uniform in [-q_range, q_range]: scores spread over ~e^10
   int64_t window = 0;   // sliding window (attention_window.h); 0: none
   bool sinks = false;   // per-head sink logits, uniform in [-1, 3] (SINKS = 1)
+  // > 0: the cache is a paged pool of pages of this many rows (PAGE), the
+  // sequence's pages in shuffled order among 3 spare pages of NaN.
+  int64_t page = 0;
   uint64_t seed = 1;
 
   int64_t rows() const { return max_ctx ? max_ctx : kv_len; }
@@ -52,7 +56,7 @@ struct AttentionCase {
     std::ostringstream os;
     os << dtype_name(kv) << " D=" << head_dim << " heads=" << n_heads << "/" << n_kv_heads
        << " n_tokens=" << n_tokens << " pos0=" << pos0 << " kv_len=" << kv_len
-       << " max_ctx=" << rows() << " window=" << window << " sinks=" << sinks
+       << " max_ctx=" << rows() << " window=" << window << " sinks=" << sinks << " page=" << page
        << " target=" << target.str();
     return os.str();
   }
@@ -79,12 +83,44 @@ struct AttentionData {
           if (j < c.rows()) v.set(v_cache_index(j, h, i, c.rows(), c.head_dim), nan);
         }
       }
+    if (c.page) page_out(c);
   }
+
+  // The paged pool holding the same rows: pages of NaN, then the sequence's
+  // rows written through a shuffled table.
+  void page_out(const AttentionCase& c) {
+    const int64_t used = (c.rows() + c.page - 1) / c.page, D = c.head_dim, nkv = c.n_kv_heads;
+    n_pages = used + 3;
+    std::vector<int32_t> perm(static_cast<size_t>(n_pages));
+    for (int64_t i = 0; i < n_pages; ++i) perm[i] = static_cast<int32_t>(i);
+    std::mt19937_64 rng(c.seed + 4);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    table = HostBuffer(DType::i32, used);
+    for (int64_t i = 0; i < used; ++i) table.set(i, perm[i]);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    pool_k = HostBuffer(c.kv, k_pool_elems(n_pages, nkv, D, c.page));
+    pool_v = HostBuffer(c.kv, v_pool_elems(n_pages, nkv, D, c.page));
+    for (int64_t i = 0; i < pool_k.size(); ++i) pool_k.set(i, nan), pool_v.set(i, nan);
+    for (int64_t j = 0; j < c.rows(); ++j)
+      for (int64_t h = 0; h < nkv; ++h)
+        for (int64_t i = 0; i < D; ++i) {
+          const int64_t pg = perm[j / c.page];
+          pool_k.set(k_page_index(pg, j % c.page, h, i, nkv, D, c.page, c.key_block()),
+                     k.get(k_cache_index(j, h, i, c.rows(), D, c.key_block())));
+          pool_v.set(v_page_index(pg, j % c.page, h, i, nkv, D, c.page),
+                     v.get(v_cache_index(j, h, i, c.rows(), D)));
+        }
+  }
+
   HostBuffer q, k, v, sinks;
+  // Paged cases: the pool and the sequence's block table.
+  HostBuffer pool_k{DType::f16, 0}, pool_v{DType::f16, 0}, table{DType::i32, 0};
+  int64_t n_pages = 0;
 };
 
 // q, k, v, out, n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale,
-// window, and sinks when the case has them.
+// window, then block_table and n_pages when paged (k and v the pool), then
+// sinks when the case has them.
 inline std::vector<Arg> attention_args(const AttentionCase& c, AttentionData& d, HostBuffer& out) {
   std::vector<Arg> a = {d.q.arg(),
                         d.k.arg(),
@@ -98,6 +134,12 @@ inline std::vector<Arg> attention_args(const AttentionCase& c, AttentionData& d,
                         Arg::scalar_int(c.pos0),
                         Arg::scalar_float(c.scale()),
                         Arg::scalar_int(c.window)};
+  if (c.page) {
+    a[1] = d.pool_k.arg();
+    a[2] = d.pool_v.arg();
+    a.push_back(d.table.arg());
+    a.push_back(Arg::scalar_int(d.n_pages));
+  }
   if (c.sinks) a.push_back(d.sinks.arg());
   return a;
 }
@@ -140,6 +182,7 @@ inline Spec attention_spec(const std::string& kernel, const AttentionCase& c,
                            std::map<std::string, int64_t> constexprs = {}) {
   constexprs["HEAD_DIM"] = c.head_dim;
   if (c.sinks) constexprs["SINKS"] = 1;
+  if (c.page) constexprs["PAGE"] = c.page;
   Spec s = find_kernel(kernel).make_spec({{"KV", c.kv}}, constexprs);
   s.target = c.target;
   return s;

@@ -1,0 +1,201 @@
+// Attention over a paged KV cache (kv_cache.h's pool, PAGE > 0) against the
+// double-precision reference and the interpreter: every attention kernel,
+// pages of 16 and 32 rows in shuffled pool order among spare pages of NaN,
+// one page and many, with windows and sinks; two sequences sharing a forked
+// prefix (KvPagePool's tables, a copied-on-write page among them); and
+// kv_cache_store writing through a table.
+//
+// Tolerance: as the kernels' own tests (2e-5 absolute): paging changes only
+// where a block's rows are read from.
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "attention_case.h"
+#include "runtime/kv_page_pool.h"
+
+using namespace kiln;
+using kiln::test::AttentionCase;
+using kiln::test::HostBuffer;
+
+namespace {
+constexpr double kAtol = 2e-5;
+
+HostBuffer run(const std::string& kernel, const AttentionCase& c, kiln::test::AttentionData& d,
+               bool interpret = false) {
+  if (kernel == "split") return kiln::test::run_split_attention(c, d, interpret, {{"SPLIT", 32}});
+  return kiln::test::run_attention(kiln::test::attention_spec(kernel, c), c, d, interpret);
+}
+
+const char* const kKernels[] = {"attention_decode", "split", "attention_prefill"};
+
+void check(const std::string& kernel, const AttentionCase& c) {
+  INFO(kernel << " " << c.describe());
+  kiln::test::AttentionData d(c);
+  CHECK(kiln::test::worst_error(run(kernel, c, d), kiln::test::attention_reference(c, d), kAtol,
+                                0) <= 1.0);
+}
+}  // namespace
+
+TEST_CASE("attention over a paged cache matches a double-precision reference",
+          "[kernels][attention]") {
+  for (const char* kernel : kKernels)
+    for (int64_t page : {16, 32})
+      for (auto [nt, pos0] : {std::pair{1, 0}, std::pair{1, 100}, std::pair{9, 37}}) {
+        AttentionCase c{.kv = DType::f16, .head_dim = 64, .n_heads = 8, .n_kv_heads = 2};
+        c.page = page;
+        c.n_tokens = nt;
+        c.pos0 = pos0;
+        c.kv_len = pos0 + nt + 2;
+        c.max_ctx = c.kv_len + 21;
+        check(kernel, c);
+        c.window = 11;
+        c.sinks = true;
+        check(kernel, c);
+      }
+}
+
+TEST_CASE("paged attention over dtypes and head sizes", "[kernels][attention]") {
+  for (DType kv : {DType::bf16, DType::f32})
+    for (int64_t D : {128, 256})
+      for (const char* kernel : kKernels) {
+        AttentionCase c{.kv = kv, .head_dim = D, .n_heads = 4, .n_kv_heads = 4};
+        c.page = 16;
+        c.n_tokens = std::string(kernel) == "attention_prefill" ? 5 : 1;
+        c.pos0 = 70;
+        c.kv_len = 76;
+        check(kernel, c);
+      }
+}
+
+TEST_CASE("paged attention matches the interpreter", "[kernels][attention]") {
+  AttentionCase c{.kv = DType::f16, .head_dim = 64, .n_heads = 8, .n_kv_heads = 2};
+  c.page = 16;
+  c.n_tokens = 3;
+  c.pos0 = 30;
+  c.kv_len = 33;
+  for (const char* kernel : kKernels) {
+    INFO(kernel);
+    kiln::test::AttentionData d(c);
+    HostBuffer out = run(kernel, c, d), outi = run(kernel, c, d, true);
+    CHECK(kiln::test::worst_error(out, kiln::test::as_doubles(outi), kAtol, 0) <= 1.0);
+  }
+}
+
+TEST_CASE("two sequences sharing a forked prefix read their own rows", "[kernels][attention]") {
+  // a holds 40 rows; b forks a at 40 (inside its third page of 16) and
+  // appends 13 rows of its own, a then 20 of its own: b's write copies
+  // the shared half page, a's goes into it in place.
+  const int64_t P = 16, D = 64;
+  KvPagePool pool(12, P);
+  auto a = pool.create();
+  pool.append(a, 40);
+  auto b = pool.fork(a);
+  auto copies = pool.append(b, 13);
+  REQUIRE(copies.size() == 1);
+  pool.append(a, 20);
+  CHECK(pool.table(a)[0] == pool.table(b)[0]);
+  CHECK(pool.table(a)[1] == pool.table(b)[1]);
+
+  AttentionCase ca{.kv = DType::f16, .head_dim = D, .n_heads = 8, .n_kv_heads = 2};
+  ca.n_tokens = 4;  // the last 4 rows of each sequence as queries
+  ca.kv_len = ca.max_ctx = 60;
+  ca.pos0 = 56;
+  AttentionCase cb = ca;
+  cb.kv_len = cb.max_ctx = 53;
+  cb.pos0 = 49;
+  cb.seed = 9;
+  kiln::test::AttentionData da(ca), db(cb);
+  // b's first 40 rows are a's (the prefix both computed once).
+  for (int64_t j = 0; j < 40; ++j)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t i = 0; i < D; ++i) {
+        db.k.set(k_cache_index(j, h, i, cb.rows(), D, cb.key_block()),
+                 da.k.get(k_cache_index(j, h, i, ca.rows(), D, ca.key_block())));
+        db.v.set(v_cache_index(j, h, i, cb.rows(), D),
+                 da.v.get(v_cache_index(j, h, i, ca.rows(), D)));
+      }
+  // One pool holding both: a's rows, then b's (the shared pages twice, with
+  // the same values).
+  HostBuffer pk(DType::f16, k_pool_elems(12, 2, D, P)), pv(DType::f16, v_pool_elems(12, 2, D, P));
+  for (int64_t i = 0; i < pk.size(); ++i) pk.set(i, NAN), pv.set(i, NAN);
+  auto write = [&](const AttentionCase& c, const kiln::test::AttentionData& d,
+                   KvPagePool::SeqId s) {
+    for (int64_t j = 0; j < c.kv_len; ++j)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t i = 0; i < D; ++i) {
+          const int64_t pg = pool.table(s)[j / P];
+          pk.set(k_page_index(pg, j % P, h, i, 2, D, P, c.key_block()),
+                 d.k.get(k_cache_index(j, h, i, c.rows(), D, c.key_block())));
+          pv.set(v_page_index(pg, j % P, h, i, 2, D, P),
+                 d.v.get(v_cache_index(j, h, i, c.rows(), D)));
+        }
+  };
+  write(ca, da, a);
+  write(cb, db, b);
+  for (auto [c, d, s] : {std::tuple{&ca, &da, a}, std::tuple{&cb, &db, b}})
+    for (const char* kernel : {"attention_decode", "attention_prefill"}) {
+      INFO(kernel << " sequence " << s);
+      AttentionCase paged = *c;
+      paged.page = P;
+      HostBuffer table(DType::i32, (c->max_ctx + P - 1) / P);
+      std::vector<int32_t> t = pool.padded_table(s, table.size());
+      check_block_table(t, (c->kv_len + P - 1) / P, 12);
+      for (int64_t i = 0; i < table.size(); ++i) table.set(i, t[i]);
+      HostBuffer out(DType::f32, c->n_tokens * c->n_heads * D);
+      std::vector<Arg> args = kiln::test::attention_args(*c, *d, out);
+      args[1] = pk.arg();
+      args[2] = pv.arg();
+      args.push_back(table.arg());
+      args.push_back(Arg::scalar_int(12));
+      test::runtime().launch(kiln::test::attention_spec(kernel, paged), args);
+      CHECK(kiln::test::worst_error(out, kiln::test::attention_reference(*c, *d), kAtol, 0) <= 1.0);
+    }
+}
+
+TEST_CASE("kv_cache_store writes through a block table", "[kernels][attention]") {
+  const int64_t P = 16, D = 32, nkv = 2, n_pages = 5, nt = 7, pos0 = 13, max_ctx = 48;
+  const std::vector<int32_t> pages = {3, 0, 4};
+  HostBuffer xk = HostBuffer::random(DType::f32, nt * nkv * D, 1),
+             xv = HostBuffer::random(DType::f32, nt * nkv * D, 2);
+  HostBuffer k(DType::f16, k_pool_elems(n_pages, nkv, D, P)),
+      v(DType::f16, v_pool_elems(n_pages, nkv, D, P)), table(DType::i32, 3);
+  for (int64_t i = 0; i < 3; ++i) table.set(i, pages[i]);
+  Spec s =
+      find_kernel("kv_cache_store").make_spec({{"KV", DType::f16}}, {{"HEAD_DIM", D}, {"PAGE", P}});
+  test::runtime().launch(
+      s, {xk.arg(), xv.arg(), k.arg(), v.arg(), Arg::scalar_int(nt), Arg::scalar_int(nkv),
+          Arg::scalar_int(max_ctx), Arg::scalar_int(pos0), table.arg(), Arg::scalar_int(n_pages)});
+  const int64_t kb = kiln::test::kTestKeyBlock;
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t h = 0; h < nkv; ++h)
+      for (int64_t i = 0; i < D; ++i) {
+        const int64_t j = pos0 + t, pg = pages[j / P], x = (t * nkv + h) * D + i;
+        INFO("token " << t << " head " << h << " dim " << i);
+        CHECK(k.get(k_page_index(pg, j % P, h, i, nkv, D, P, kb)) ==
+              static_cast<double>(static_cast<_Float16>(xk.get(x))));
+        CHECK(v.get(v_page_index(pg, j % P, h, i, nkv, D, P)) ==
+              static_cast<double>(static_cast<_Float16>(xv.get(x))));
+      }
+}
+
+TEST_CASE("attention kernels refuse a page off the key blocks and an empty pool",
+          "[kernels][attention][error]") {
+  AttentionCase c{.kv = DType::f16, .head_dim = 64, .n_heads = 8, .n_kv_heads = 2};
+  c.kv_len = 4;
+  c.page = 16;
+  kiln::test::AttentionData d(c);
+  CHECK_THROWS_WITH(
+      run(
+          "attention_decode",
+          [&] {
+            AttentionCase x = c;
+            x.page = 24;
+            return x;
+          }(),
+          d),
+      Catch::Contains("kernel 'attention_decode': PAGE must be 0 (a contiguous cache) or a "
+                      "multiple of the key block"));
+  d.n_pages = 0;
+  CHECK_THROWS_WITH(run("attention_prefill", c, d),
+                    Catch::Contains("n_pages = 0 (a paged cache needs a pool of >= 1 page)"));
+}
