@@ -7,6 +7,7 @@
 #include "kernels/attention/kv_cache.h"
 #include "kernels/rope/rope.h"
 #include "models/arch/arch.h"
+#include "runtime/kv_page_pool.h"
 
 namespace kiln {
 
@@ -21,7 +22,7 @@ struct Llm::Step {
   std::vector<float> logits;               // host, written or downloaded per replay
 };
 
-Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv)
+Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv, int64_t kv_page)
     : file_(GgufFile::open(path)),
       cfg_(ModelConfig::from_gguf(file_)),
       tok_(Tokenizer::from_gguf(file_)),
@@ -36,10 +37,29 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv)
   Backend& b = rt.backend();
   const size_t elem = dtype_bytes(kv_);
   key_block_ = kv_key_block(b.target_desc());  // the cache is laid out for this backend's kernels
+  if (kv_page < 0 || kv_page % key_block_)
+    throw Error("KV page of " + std::to_string(kv_page) + " rows: must be a multiple of " +
+                std::to_string(key_block_) + " (the key block)");
+  page_ = kv_page;
+  if (page_ > 0) {
+    // One sequence holding the whole context; every layer's pool numbers
+    // its pages alike, so one table serves them all.
+    KvPagePool pool((n_ctx_ + page_ - 1) / page_, page_);
+    auto seq = pool.create();
+    pool.append(seq, n_ctx_);
+    n_pages_ = pool.n_pages();
+    const std::vector<int32_t>& table = pool.table(seq);
+    block_table_.emplace(b, table.size() * sizeof(int32_t));
+    b.upload(block_table_->data(), table.data(), block_table_->bytes());
+  }
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
-    k_cache_.emplace_back(b,
-                          elem * k_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim, key_block_));
-    v_cache_.emplace_back(b, elem * v_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim));
+    const int64_t k_elems = page_
+                                ? k_pool_elems(n_pages_, cfg_.n_head_kv, cfg_.head_dim, page_)
+                                : k_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim, key_block_);
+    const int64_t v_elems = page_ ? v_pool_elems(n_pages_, cfg_.n_head_kv, cfg_.head_dim, page_)
+                                  : v_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim);
+    k_cache_.emplace_back(b, elem * k_elems);
+    v_cache_.emplace_back(b, elem * v_elems);
     std::pair<double, double> rope{cfg_.rope_base_for(l), cfg_.rope_scale_for(l)};
     auto it = rope_tables_.find(rope);
     if (it == rope_tables_.end()) {
@@ -112,10 +132,19 @@ void Llm::record(Step& s) {
   f.positions = g.input("input", s.positions.data(), DType::i32, {T});
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const DeviceBuffer &k = k_cache_[l], &v = v_cache_[l], &rope = *layer_rope_[l];
-    f.cache.push_back(
-        {g.external(k.data(), kv_, {k_cache_elems(n_ctx_, c.n_head_kv, c.head_dim, key_block_)}),
-         g.external(v.data(), kv_, {v_cache_elems(n_ctx_, c.n_head_kv, c.head_dim)}), n_ctx_,
-         c.n_head_kv, c.head_dim});
+    const int64_t esize = static_cast<int64_t>(dtype_bytes(kv_));
+    KvCache cache{g.external(k.data(), kv_, {static_cast<int64_t>(k.bytes()) / esize}),
+                  g.external(v.data(), kv_, {static_cast<int64_t>(v.bytes()) / esize}),
+                  n_ctx_,
+                  c.n_head_kv,
+                  c.head_dim,
+                  page_,
+                  n_pages_,
+                  {}};
+    if (page_)
+      cache.table = g.external(block_table_->data(), DType::i32,
+                               {static_cast<int64_t>(block_table_->bytes() / sizeof(int32_t))});
+    f.cache.push_back(cache);
     f.rope_table.push_back(
         g.external(rope.data(), DType::f32,
                    {static_cast<int64_t>(rope.bytes() / sizeof(float)) / c.rope_dim, c.rope_dim}));

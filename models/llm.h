@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,11 @@ class Llm {
   // n_ctx: the KV cache's capacity in tokens (0: the model's training
   // context, capped at 4096).
   // kv: the cache's element type, f16 (llama.cpp's default), bf16 or f32.
-  Llm(const std::string& path, Runtime& rt, int64_t n_ctx = 0, DType kv = DType::f16);
+  // kv_page > 0: each layer's cache is a paged pool (kv_cache.h) of pages
+  // of kv_page rows, the sequence's pages listed by a block table
+  // (KvPagePool), as a server holds many sequences.
+  Llm(const std::string& path, Runtime& rt, int64_t n_ctx = 0, DType kv = DType::f16,
+      int64_t kv_page = 0);
   ~Llm();
 
   const ModelConfig& config() const { return cfg_; }
@@ -70,11 +75,12 @@ class Llm {
   std::unique_ptr<Tokenizer> tok_;
   Runtime& rt_;
   ModelWeights weights_;
-  int64_t n_ctx_ = 0, pos_ = 0, key_block_ = 0;
+  int64_t n_ctx_ = 0, pos_ = 0, key_block_ = 0, page_ = 0, n_pages_ = 0;
   DType kv_ = DType::f16;
 
   // Per layer, f16; huge-page backed on the CPU: every decode step reads all of them.
   std::vector<DeviceBuffer> k_cache_, v_cache_;
+  std::optional<DeviceBuffer> block_table_;  // paged: i32, the pages of every layer's pool
   // cos/sin tables by (base, freq_scale), and each layer's.
   std::map<std::pair<double, double>, DeviceBuffer> rope_tables_;
   std::vector<const DeviceBuffer*> layer_rope_;

@@ -238,6 +238,17 @@ Tensor rope(Graph& g, const Tensor& x, const Tensor& cos_sin, const Tensor& posi
   return y;
 }
 
+namespace {
+// A paged cache's kernel operands (kv_cache.h): its table and pool size.
+void add_pages(Graph::Operands& args, const KvCache& cache) {
+  if (cache.page == 0) return;
+  if (!cache.table) mismatch("attention", "a paged KV cache without a block table");
+  need_dtype("attention", *cache.table, DType::i32, "block table");
+  args["block_table"] = *cache.table;
+  args["n_pages"] = Arg::scalar_int(cache.n_pages);
+}
+}  // namespace
+
 Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
                  const Plan::Dynamic& pos0) {
   const int64_t kd = cache.n_kv_heads * cache.head_dim;
@@ -246,16 +257,17 @@ Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
                               std::to_string(kd) + "]");
   cache.k = g.overwrite(cache.k);
   cache.v = g.overwrite(cache.v);
-  g.launch("kv_store", "kv_cache_store", {{"KV", cache.k.dtype}},
-           {{"xk", k},
-            {"xv", v},
-            {"k", cache.k},
-            {"v", cache.v},
-            {"n_tokens", Arg::scalar_int(k.dim(0))},
-            {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
-            {"max_ctx", Arg::scalar_int(cache.max_ctx)},
-            {"pos0", pos0}},
-           {}, {{"HEAD_DIM", cache.head_dim}});
+  Graph::Operands args = {{"xk", k},
+                          {"xv", v},
+                          {"k", cache.k},
+                          {"v", cache.v},
+                          {"n_tokens", Arg::scalar_int(k.dim(0))},
+                          {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
+                          {"max_ctx", Arg::scalar_int(cache.max_ctx)},
+                          {"pos0", pos0}};
+  add_pages(args, cache);
+  g.launch("kv_store", "kv_cache_store", {{"KV", cache.k.dtype}}, args, {},
+           {{"HEAD_DIM", cache.head_dim}, {"PAGE", cache.page}});
   return cache.k;
 }
 
@@ -295,6 +307,7 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                           {"scale", Arg::scalar_float(scale)},
                           {"window", Arg::scalar_int(mask.window)}};
   if (mask.sinks) args["sinks"] = *mask.sinks;
+  add_pages(args, cache);
   // The keys a decode step may walk: a window's at most.
   const int64_t span = mask.window ? std::min(mask.window, cache.max_ctx) : cache.max_ctx;
   if (t == 1 && span > kDecodeSplitKeys) {
@@ -305,6 +318,8 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
     // keys against 19-24 for attention_decode; equal within noise at 512
     // keys and at 32x4x64).
     const std::map<std::string, int64_t> fixed = {{"HEAD_DIM", d}, {"SPLIT", kDecodeSplitKeys}};
+    auto split_fixed = fixed;
+    split_fixed["PAGE"] = cache.page;
     const int64_t rows = t * heads * ((cache.max_ctx + kDecodeSplitKeys - 1) / kDecodeSplitKeys);
     Tensor part_o = g.scratch(DType::f32, {rows, d}), part_ml = g.scratch(DType::f32, {rows, 2});
     Graph::Operands split = args;
@@ -312,7 +327,8 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
     split.erase("sinks");  // they join in the merge
     split["part_o"] = part_o;
     split["part_ml"] = part_ml;
-    g.launch("attention", "attention_decode_split", {{"KV", cache.k.dtype}}, split, {}, fixed);
+    g.launch("attention", "attention_decode_split", {{"KV", cache.k.dtype}}, split, {},
+             split_fixed);
     Graph::Operands merge = {{"part_o", part_o}, {"part_ml", part_ml}, {"out", out}};
     for (const char* s : {"n_tokens", "n_heads", "max_ctx", "kv_len", "pos0", "window", "sinks"})
       if (args.count(s)) merge[s] = args[s];
@@ -322,7 +338,8 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
     return out;
   }
   const std::string kernel = t == 1 ? "attention_decode" : "attention_prefill";
-  g.launch(kernel, kernel, {{"KV", cache.k.dtype}}, args, {}, {{"HEAD_DIM", d}, {"SINKS", sinks}});
+  g.launch(kernel, kernel, {{"KV", cache.k.dtype}}, args, {},
+           {{"HEAD_DIM", d}, {"SINKS", sinks}, {"PAGE", cache.page}});
   return out;
 }
 

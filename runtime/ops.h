@@ -37,10 +37,14 @@ struct Weight {
   std::optional<Tensor> rows16;
 };
 
-// The KV cache of one layer, in kernels/attention/kv_cache.h's layout (f16).
+// The KV cache of one layer, in kernels/attention/kv_cache.h's layout: one
+// sequence's max_ctx rows, or with page > 0 a pool of n_pages pages of
+// which `table` (i32 [ceil(max_ctx / page)]) lists the sequence's.
 struct KvCache {
   Tensor k, v;
   int64_t max_ctx = 0, n_kv_heads = 0, head_dim = 0;
+  int64_t page = 0, n_pages = 0;
+  std::optional<Tensor> table;
 };
 
 enum class Activation { silu, gelu_tanh };

@@ -105,20 +105,23 @@ int cmd_run(const std::vector<std::string>& argv_in) {
     argv.push_back(it == alias.end() ? s : it->second);
   }
   CliArgs a(argv, {"help", "profile", "ignore-eos", "no-bos"});
-  a.allow_only({"help", "profile", "ignore-eos", "no-bos", "model", "prompt", "n-predict",
-                "threads", "seed", "temp", "top-k", "top-p", "repeat-penalty", "stop", "tokens",
-                "logits-out", "ctx", "kv", "device"});
+  a.allow_only({"help",           "profile", "ignore-eos", "no-bos",     "model", "prompt",
+                "n-predict",      "threads", "seed",       "temp",       "top-k", "top-p",
+                "repeat-penalty", "stop",    "tokens",     "logits-out", "ctx",   "kv",
+                "kv-page",        "device"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln run [-m MODEL.gguf] [-p PROMPT | --tokens 1,2,3] [-n 64] [--threads N]\n"
         "                [--temp 0] [--top-k 40] [--top-p 0.95] [--repeat-penalty 1.0] "
         "[--seed 0]\n"
         "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N] [--kv f16|bf16|f32]\n"
-        "                [--logits-out FILE.npy] [--profile] [--device cpu|cuda|cuda-sim]\n"
+        "                [--kv-page N] [--logits-out FILE.npy] [--profile]\n"
+        "                [--device cpu|cuda|cuda-sim]\n"
         "Streams the generated text, then prints one JSON line of metrics. Without -m, runs a\n"
         "small generated llama (written once under the cache directory). --device cuda-sim runs\n"
         "the CUDA kernels on the CPU simulator: a correctness check, slow. --kv sets the KV\n"
-        "cache's element type (f16 as llama.cpp's default).");
+        "cache's element type (f16 as llama.cpp's default); --kv-page N keeps it in a pool of\n"
+        "pages of N rows addressed through a block table (a multiple of the key block).");
     return 0;
   }
   RuntimeOptions ro;
@@ -133,7 +136,8 @@ int cmd_run(const std::vector<std::string>& argv_in) {
   }
   Runtime& rt = *runtime;
   std::string model_path = a.has("model") ? a.get("model") : default_model();
-  Llm model(model_path, rt, a.get_int("ctx", 0), parse_kv_dtype(a.get("kv", "f16")));
+  Llm model(model_path, rt, a.get_int("ctx", 0), parse_kv_dtype(a.get("kv", "f16")),
+            a.get_int("kv-page", 0));
   GenerationOptions o;
   o.n_predict = a.get_int("n-predict", 64);
   if (o.n_predict < 0) throw Error("-n expects a count >= 0");

@@ -64,6 +64,65 @@ AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const S
   return z;
 }
 
+std::map<std::string, int64_t> VarlenSizes::buffer_elems() const {
+  const int64_t qn = n_tokens * n_heads * head_dim;
+  return {{"q", qn},
+          {"out", qn},
+          {"k", k_pool_elems(n_pages, n_kv_heads, head_dim, page)},
+          {"v", v_pool_elems(n_pages, n_kv_heads, head_dim, page)},
+          {"cu_seqlens", n_seqs + 1},
+          {"seq_pos0", n_seqs},
+          {"block_table", n_seqs * ((max_ctx + page - 1) / page)},
+          {"sinks", n_heads}};
+}
+
+VarlenSizes varlen_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a) {
+  check_window(kernel, a.i("window"));
+  VarlenSizes z{a.i("n_tokens"),          a.i("n_heads"),       a.i("n_kv_heads"),
+                a.i("max_ctx"),           a.i("n_seqs"),        a.i("max_seq_tokens"),
+                s.constexpr_("HEAD_DIM"), s.constexpr_("PAGE"), a.i("n_pages")};
+  const std::string who = "kernel '" + kernel + "': ";
+  auto str = [](int64_t v) { return std::to_string(v); };
+  if (z.n_tokens < 1 || z.n_seqs < 1 || z.max_seq_tokens < 1 || z.max_ctx < 1)
+    throw Error(who + "n_tokens = " + str(z.n_tokens) + ", n_seqs = " + str(z.n_seqs) +
+                ", max_seq_tokens = " + str(z.max_seq_tokens) + " and max_ctx = " + str(z.max_ctx) +
+                " must all be >= 1");
+  if (z.max_seq_tokens > z.n_tokens || z.max_seq_tokens > z.max_ctx)
+    throw Error(who + "max_seq_tokens = " + str(z.max_seq_tokens) +
+                " exceeds n_tokens = " + str(z.n_tokens) + " or max_ctx = " + str(z.max_ctx));
+  if (z.n_heads < 1 || z.n_kv_heads < 1 || z.n_heads % z.n_kv_heads)
+    throw Error(who + "n_heads = " + str(z.n_heads) +
+                " is not a positive multiple of n_kv_heads = " + str(z.n_kv_heads));
+  if (z.n_pages < 1)
+    throw Error(who + "n_pages = " + str(z.n_pages) + " (a paged cache needs a pool of >= 1 page)");
+  const int64_t i32_max = std::numeric_limits<int32_t>::max();
+  if (z.n_tokens * z.n_heads > i32_max || z.n_pages * z.n_kv_heads * z.page > i32_max)
+    throw Error(who + "more than 2^31 rows of q or of the pool");
+  return z;
+}
+
+int64_t check_varlen_batch(const std::vector<int32_t>& cu, const std::vector<int32_t>& pos0,
+                           int64_t n_tokens, int64_t max_ctx) {
+  auto str = [](int64_t v) { return std::to_string(v); };
+  if (cu.size() != pos0.size() + 1 || pos0.empty())
+    throw Error("varlen batch: cu_seqlens has " + str(static_cast<int64_t>(cu.size())) +
+                " entries for " + str(static_cast<int64_t>(pos0.size())) +
+                " sequences (need one more, and >= 1 sequence)");
+  if (cu.front() != 0 || cu.back() != n_tokens)
+    throw Error("varlen batch: cu_seqlens runs from " + str(cu.front()) + " to " + str(cu.back()) +
+                ", not from 0 to n_tokens = " + str(n_tokens));
+  int64_t longest = 0;
+  for (size_t i = 0; i < pos0.size(); ++i) {
+    const int64_t n = cu[i + 1] - cu[i];
+    if (n < 0 || pos0[i] < 0 || pos0[i] + n > max_ctx)
+      throw Error("varlen batch: sequence " + str(static_cast<int64_t>(i)) + " has " + str(n) +
+                  " tokens at position " + str(pos0[i]) +
+                  " (need >= 0 tokens within max_ctx = " + str(max_ctx) + ")");
+    longest = std::max(longest, n);
+  }
+  return std::max<int64_t>(longest, 1);
+}
+
 std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a) {
   const int64_t regs = s.target.vector_registers / 2 * s.target.lanes(DType::f32);
   int64_t bg = std::max<int64_t>(1, regs / s.constexpr_("HEAD_DIM")), group = 1;

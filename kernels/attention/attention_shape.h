@@ -39,6 +39,21 @@ struct AttentionSizes {
 // Reads and checks the launch's sizes; throws kiln::Error naming `kernel`.
 AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a);
 
+// A packed batch of sequences (attention_prefill_varlen): n_tokens rows of
+// q and out in all, n_seqs sequences of at most max_seq_tokens each, over a
+// paged pool of n_pages pages of PAGE rows, each sequence up to max_ctx.
+struct VarlenSizes {
+  int64_t n_tokens, n_heads, n_kv_heads, max_ctx, n_seqs, max_seq_tokens, head_dim, page, n_pages;
+  std::map<std::string, int64_t> buffer_elems() const;
+};
+VarlenSizes varlen_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a);
+
+// Checks a batch's cu_seqlens ([n_seqs + 1], from 0, non-decreasing, ending
+// at n_tokens) and seq_pos0 ([n_seqs], each sequence's rows within max_ctx)
+// and returns max_seq_tokens; throws kiln::Error naming the sequence.
+int64_t check_varlen_batch(const std::vector<int32_t>& cu_seqlens,
+                           const std::vector<int32_t>& seq_pos0, int64_t n_tokens, int64_t max_ctx);
+
 // BLOCK_G of the decode kernels for a launch: the accumulators of BLOCK_G
 // heads (BLOCK_G * HEAD_DIM f32) within half the target's vector registers
 // (on AVX-512, 16 x 16 f32), and no wider than the group rounded up to a

@@ -116,9 +116,10 @@ void key_blocks(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const
     for (int64_t j = 0; j < KB; ++j) {
       // The key from the scalar j0 (not a slice of a keys vector), so its
       // row's offsets stay one contiguous run to the lowering.
-      auto key = reshape(j0 + static_cast<int>(b * KB + j), {1});
-      auto vrow =
-          reshape(load_v_rows(in.kv, key, masked ? (key >= begin) & (key < end) : Value()), {D});
+      auto key = j0 + static_cast<int>(b * KB + j);
+      auto vrow = reshape(
+          load_v_rows(in.kv, key, 1, masked ? reshape((key >= begin) & (key < end), {1}) : Value()),
+          {D});
       for (size_t h = 0; h < heads; ++h)
         st.acc[h] = fma(broadcast_to(slice(p[b][h], {j}, {1}), {D}), vrow, Value(st.acc[h]));
     }

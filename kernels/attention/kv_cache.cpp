@@ -59,7 +59,7 @@ void check_kv_page(const std::string& kernel, const Spec& s) {
 
 KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const Buffer& v,
                        const Value& n_kv_heads, const Value& max_ctx) {
-  KvView kv{k, v, {}, max_ctx, s.constexpr_("HEAD_DIM"), kv_key_block(s.target), 0, {}, {}, {}};
+  KvView kv{k, v, {}, max_ctx, s.constexpr_("HEAD_DIM"), kv_key_block(s.target), 0, {}, {}, {}, {}};
   kv.page = s.constexpr_("PAGE");
   if (kv.page > 0) {
     kv.table = kb.buffer("block_table", DType::i32);
@@ -73,7 +73,9 @@ namespace {
 
 // The pool page holding keys `key` (i32, any shape), clamped into the pool.
 Value page_of(const KvView& kv, const Value& key) {
-  auto id = load(*kv.table + (key / static_cast<int>(kv.page)).to(DType::i64));
+  auto entry = (key / static_cast<int>(kv.page)).to(DType::i64);
+  if (kv.table_row.valid()) entry = entry + kv.table_row;
+  auto id = load(*kv.table + entry);
   return minimum(maximum(id, zeros(DType::i32, id.shape())), kv.n_pages - 1).to(DType::i64);
 }
 
@@ -100,15 +102,16 @@ Value k_tile_offsets(const KvView& kv, const Value& block, int64_t d0, int64_t n
   return base + dims + lanes;
 }
 
-Value v_tile_offsets(const KvView& kv, const Value& keys) {
-  Value rows;
+Value v_tile_offsets(const KvView& kv, const Value& first, int64_t n) {
+  Value row;  // the first key's row
   if (kv.page == 0) {
-    rows = kv.kvh.to(DType::i64) * kv.max_ctx.to(DType::i64) + keys.to(DType::i64);
+    row = kv.kvh.to(DType::i64) * kv.max_ctx.to(DType::i64) + first.to(DType::i64);
   } else {
     const int page = static_cast<int>(kv.page);
-    rows = (page_of(kv, keys) * kv.n_kv.to(DType::i64) + kv.kvh.to(DType::i64)) * kv.page +
-           (keys % page).to(DType::i64);
+    row = (page_of(kv, first) * kv.n_kv.to(DType::i64) + kv.kvh.to(DType::i64)) * kv.page +
+          (first % page).to(DType::i64);
   }
+  auto rows = row + arange(n).to(DType::i64);
   return expand_dims(rows * kv.head_dim, 1) + expand_dims(arange(kv.head_dim).to(DType::i64), 0);
 }
 
@@ -119,10 +122,9 @@ Value load_k_tile(const KvView& kv, const Value& block, int64_t d0, int64_t nd, 
   return load(p, broadcast_to(expand_dims(key_mask, 0), {nd, nk}), 0.0).to(DType::f32);
 }
 
-Value load_v_rows(const KvView& kv, const Value& keys, const Value& key_mask) {
-  auto p = kv.v + v_tile_offsets(kv, keys);
+Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask) {
+  auto p = kv.v + v_tile_offsets(kv, first, n);
   if (!key_mask.valid()) return load(p).to(DType::f32);
-  const int64_t n = keys.shape()[0];
   return load(p, broadcast_to(expand_dims(key_mask, 1), {n, kv.head_dim}), 0.0).to(DType::f32);
 }
 
@@ -136,10 +138,9 @@ void prefetch_kv_block(const KvView& kv, const Value& block) {
       arange(std::max<int64_t>(1, kv.key_block * kv.head_dim * elem / kLineBytes)).to(DType::i64) *
       (kLineBytes / elem);
   auto first_k = k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), 1);
-  auto first_key = reshape(block * static_cast<int>(kv.key_block), {1});
-  auto first_v = slice(v_tile_offsets(kv, first_key), {0, 0}, {1, 1});
+  auto first_v = v_tile_offsets(kv, block * static_cast<int>(kv.key_block), 1);
   prefetch(kv.k + (reshape(first_k, {}) + lines));
-  prefetch(kv.v + (reshape(first_v, {}) + lines));
+  prefetch(kv.v + (reshape(slice(first_v, {0, 0}, {1, 1}), {}) + lines));
 }
 
 }  // namespace kiln

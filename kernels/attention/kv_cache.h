@@ -66,8 +66,9 @@ struct KvView {
   Value kvh, max_ctx;  // i32 scalars; max_ctx: the rows a sequence may hold
   int64_t head_dim = 0, key_block = 0;
   int64_t page = 0;
-  std::optional<Buffer> table;  // i32 [ceil(max_ctx / page)]
+  std::optional<Buffer> table;  // i32 [ceil(max_ctx / page)] from table_row on
   Value n_kv, n_pages;          // i32 scalars, paged only
+  Value table_row;              // i64: the sequence's first entry (invalid: 0)
 };
 
 // The view of a kernel's cache buffers k and v for its spec (HEAD_DIM and
@@ -87,15 +88,17 @@ void check_kv_page(const std::string& kernel, const Spec& s);
 Value k_tile_offsets(const KvView& kv, const Value& block, int64_t d0, int64_t nd,
                      const Value& lane0, int64_t nk);
 
-// IR offsets [n, head_dim] into V of the rows `keys` ([n] i32, in one page).
-Value v_tile_offsets(const KvView& kv, const Value& keys);
+// IR offsets [n, head_dim] into V of the rows of keys first .. first + n - 1
+// (first an i32 scalar; the keys in one K block, so in one page): one
+// contiguous run in either layout, which the lowering loads as vectors.
+Value v_tile_offsets(const KvView& kv, const Value& first, int64_t n);
 
 // The same tiles loaded and widened to f32. With a key_mask ([nk] or [n]
 // bool), keys outside it are not read and load as 0; without one the loads
 // are plain vectors.
 Value load_k_tile(const KvView& kv, const Value& block, int64_t d0, int64_t nd, const Value& lane0,
                   int64_t nk, const Value& key_mask = {});
-Value load_v_rows(const KvView& kv, const Value& keys, const Value& key_mask = {});
+Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask = {});
 
 // Prefetches K block `block` and the V rows of its keys, one 64-byte line
 // at a time. Each is a contiguous run, but a program computes on a block

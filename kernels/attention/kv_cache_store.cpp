@@ -33,7 +33,7 @@ Kernel build_kv_cache_store(const Spec& s) {
   const int kb = static_cast<int>(KB);
   auto koff = k_tile_offsets(kv, j / kb, 0, D, j % kb, 1);
   store(kc + reshape(koff, {D}), load(xk + row).to(KV));
-  store(vc + reshape(v_tile_offsets(kv, reshape(j, {1})), {D}), load(xv + row).to(KV));
+  store(vc + reshape(v_tile_offsets(kv, j, 1), {D}), load(xv + row).to(KV));
   return k.finish();
 }
 

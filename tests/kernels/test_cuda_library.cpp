@@ -237,6 +237,11 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       std::vector<float> w(static_cast<size_t>(elems));
       for (float& x : w) x = static_cast<float>(unit(rng));
       ggml::sample_blocks(qt, w.data(), elems, 3, static_cast<uint8_t*>(m));
+    } else if (p.name == "cu_seqlens" || p.name == "seq_pos0") {
+      // Two sequences of 3 and 4 tokens, at positions 5 and 16.
+      const int32_t cu[] = {0, 3, 7}, pos[] = {5, 16};
+      for (int64_t j = 0; j < n; ++j)
+        static_cast<int32_t*>(m)[j] = p.name == "cu_seqlens" ? cu[j] : pos[j];
     } else if (p.name == "block_table") {
       // Distinct pages of the pool, out of order.
       auto* idx = static_cast<int32_t*>(m);

@@ -17,6 +17,7 @@ TEST_CASE("every registered kernel builds for every declared dtype", "[kernels][
                                           "attention_decode_merge",
                                           "attention_decode_split",
                                           "attention_prefill",
+                                          "attention_prefill_varlen",
                                           "convert",
                                           "dot_peak",
                                           "fill",
