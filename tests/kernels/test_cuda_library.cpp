@@ -106,6 +106,17 @@ std::vector<Case> cases() {
          {{"KV", kv}},
          {{"HEAD_DIM", 32}, {"PAGE", 16}},
          {{"n_tokens", 3}, {"n_kv_heads", 2}, {"max_ctx", 40}, {"pos0", 14}, {"n_pages", 5}}});
+    cs.push_back({"attention_prefill_varlen",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 64}, {"PAGE", 16}, {"SINKS", 1}},
+                  {{"n_tokens", 7},
+                   {"n_heads", 4},
+                   {"n_kv_heads", 2},
+                   {"max_ctx", 24},
+                   {"n_seqs", 2},
+                   {"max_seq_tokens", 4},
+                   {"window", 5},
+                   {"n_pages", 4}}});
     cs.push_back({"kv_cache_store",
                   {{"KV", kv}},
                   {{"HEAD_DIM", 32}},
