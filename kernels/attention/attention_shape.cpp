@@ -33,12 +33,7 @@ AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const S
   check_window(kernel, a.i("window"));
   check_kv_page(kernel, s);
   z.page = s.constexpr_("PAGE");
-  if (z.page > 0) {
-    z.n_pages = a.i("n_pages");
-    if (z.n_pages < 1)
-      throw Error("kernel '" + kernel + "': n_pages = " + std::to_string(z.n_pages) +
-                  " (a paged cache needs a pool of >= 1 page)");
-  }
+  if (z.page > 0) z.n_pages = pool_pages(kernel, a);
   const std::string who = "kernel '" + kernel + "': ";
   auto str = [](int64_t v) { return std::to_string(v); };
   if (z.n_tokens < 1) throw Error(who + "n_tokens = " + str(z.n_tokens) + " (need >= 1)");
@@ -80,7 +75,7 @@ VarlenSizes varlen_sizes(const std::string& kernel, const Spec& s, const ScalarA
   check_window(kernel, a.i("window"));
   VarlenSizes z{a.i("n_tokens"),          a.i("n_heads"),       a.i("n_kv_heads"),
                 a.i("max_ctx"),           a.i("n_seqs"),        a.i("max_seq_tokens"),
-                s.constexpr_("HEAD_DIM"), s.constexpr_("PAGE"), a.i("n_pages")};
+                s.constexpr_("HEAD_DIM"), s.constexpr_("PAGE"), pool_pages(kernel, a)};
   const std::string who = "kernel '" + kernel + "': ";
   auto str = [](int64_t v) { return std::to_string(v); };
   if (z.n_tokens < 1 || z.n_seqs < 1 || z.max_seq_tokens < 1 || z.max_ctx < 1)
@@ -93,8 +88,6 @@ VarlenSizes varlen_sizes(const std::string& kernel, const Spec& s, const ScalarA
   if (z.n_heads < 1 || z.n_kv_heads < 1 || z.n_heads % z.n_kv_heads)
     throw Error(who + "n_heads = " + str(z.n_heads) +
                 " is not a positive multiple of n_kv_heads = " + str(z.n_kv_heads));
-  if (z.n_pages < 1)
-    throw Error(who + "n_pages = " + str(z.n_pages) + " (a paged cache needs a pool of >= 1 page)");
   const int64_t i32_max = std::numeric_limits<int32_t>::max();
   if (z.n_tokens * z.n_heads > i32_max || z.n_pages * z.n_kv_heads * z.page > i32_max)
     throw Error(who + "more than 2^31 rows of q or of the pool");

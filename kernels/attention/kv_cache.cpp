@@ -57,10 +57,22 @@ void check_kv_page(const std::string& kernel, const Spec& s) {
                 "the key block (" + std::to_string(kb) + "), got " + std::to_string(page));
 }
 
+int64_t pool_pages(const std::string& kernel, const ScalarArgs& a) {
+  const int64_t n = a.i("n_pages");
+  if (n < 1)
+    throw Error("kernel '" + kernel + "': n_pages = " + std::to_string(n) +
+                " (a paged cache needs a pool of >= 1 page)");
+  return n;
+}
+
 KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const Buffer& v,
                        const Value& n_kv_heads, const Value& max_ctx) {
-  KvView kv{k, v, {}, max_ctx, s.constexpr_("HEAD_DIM"), kv_key_block(s.target), 0, {}, {}, {}, {}};
-  kv.page = s.constexpr_("PAGE");
+  KvView kv{.k = k,
+            .v = v,
+            .max_ctx = max_ctx,
+            .head_dim = s.constexpr_("HEAD_DIM"),
+            .key_block = kv_key_block(s.target),
+            .page = s.constexpr_("PAGE")};
   if (kv.page > 0) {
     kv.table = kb.buffer("block_table", DType::i32);
     kv.n_pages = kb.scalar("n_pages", DType::i32);

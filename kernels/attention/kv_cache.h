@@ -24,6 +24,7 @@
 
 #include "ir/builder.h"
 #include "ir/spec.h"
+#include "kernels/registry.h"
 
 namespace kiln {
 
@@ -63,12 +64,12 @@ int64_t v_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n
 // with page > 0 a sequence's pages of the pool.
 struct KvView {
   Buffer k, v;
-  Value kvh, max_ctx;  // i32 scalars; max_ctx: the rows a sequence may hold
+  Value kvh{}, max_ctx{};  // i32 scalars; max_ctx: the rows a sequence may hold
   int64_t head_dim = 0, key_block = 0;
   int64_t page = 0;
-  std::optional<Buffer> table;  // i32 [ceil(max_ctx / page)] from table_row on
-  Value n_kv, n_pages;          // i32 scalars, paged only
-  Value table_row;              // i64: the sequence's first entry (invalid: 0)
+  std::optional<Buffer> table{};  // i32 [ceil(max_ctx / page)] from table_row on
+  Value n_kv{}, n_pages{};        // i32 scalars, paged only
+  Value table_row{};              // i64: the sequence's first entry (invalid: 0)
 };
 
 // The view of a kernel's cache buffers k and v for its spec (HEAD_DIM and
@@ -79,6 +80,9 @@ KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const 
                        const Value& n_kv_heads, const Value& max_ctx);
 // Throws kiln::Error naming `kernel` when PAGE is not 0 or a multiple of the key block.
 void check_kv_page(const std::string& kernel, const Spec& s);
+// A launch's n_pages (the pool's pages) with PAGE > 0; throws kiln::Error
+// naming `kernel` unless it is >= 1.
+int64_t pool_pages(const std::string& kernel, const ScalarArgs& a);
 
 // IR offsets [nd, nk] into K of dims d0 .. d0+nd-1 of keys block*key_block +
 // lane0 .. + nk-1; the keys must lie in one block (lane0 + nk <= key_block).

@@ -58,10 +58,7 @@ KILN_REGISTER_KERNEL((KernelDef{
                         std::to_string(n_tokens) + " exceeds max_ctx = " + std::to_string(max_ctx));
           const int64_t x = n_tokens * n_kv * D, page = s.constexpr_("PAGE");
           if (page > 0) {
-            const int64_t n_pages = a.i("n_pages");
-            if (n_pages < 1)
-              throw Error(who + "n_pages = " + std::to_string(n_pages) +
-                          " (a paged cache needs a pool of >= 1 page)");
+            const int64_t n_pages = pool_pages("kv_cache_store", a);
             return LaunchShape{{n_kv, n_tokens, 1},
                                {{"xk", x},
                                 {"xv", x},

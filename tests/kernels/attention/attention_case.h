@@ -101,14 +101,22 @@ struct AttentionData {
     pool_k = HostBuffer(c.kv, k_pool_elems(n_pages, nkv, D, c.page));
     pool_v = HostBuffer(c.kv, v_pool_elems(n_pages, nkv, D, c.page));
     for (int64_t i = 0; i < pool_k.size(); ++i) pool_k.set(i, nan), pool_v.set(i, nan);
-    for (int64_t j = 0; j < c.rows(); ++j)
+    write_pages(c, c.rows(), perm, c.page, pool_k, pool_v);
+  }
+
+  // Copies rows 0 .. rows-1 of this cache into a pool of pages of `page`
+  // rows (kv_cache.h) through `table` (the sequence's pages).
+  void write_pages(const AttentionCase& c, int64_t rows, const std::vector<int32_t>& table,
+                   int64_t page, HostBuffer& pk, HostBuffer& pv) const {
+    const int64_t D = c.head_dim, nkv = c.n_kv_heads;
+    for (int64_t j = 0; j < rows; ++j)
       for (int64_t h = 0; h < nkv; ++h)
         for (int64_t i = 0; i < D; ++i) {
-          const int64_t pg = perm[j / c.page];
-          pool_k.set(k_page_index(pg, j % c.page, h, i, nkv, D, c.page, c.key_block()),
-                     k.get(k_cache_index(j, h, i, c.rows(), D, c.key_block())));
-          pool_v.set(v_page_index(pg, j % c.page, h, i, nkv, D, c.page),
-                     v.get(v_cache_index(j, h, i, c.rows(), D)));
+          const int64_t pg = table[static_cast<size_t>(j / page)];
+          pk.set(k_page_index(pg, j % page, h, i, nkv, D, page, c.key_block()),
+                 k.get(k_cache_index(j, h, i, c.rows(), D, c.key_block())));
+          pv.set(v_page_index(pg, j % page, h, i, nkv, D, page),
+                 v.get(v_cache_index(j, h, i, c.rows(), D)));
         }
   }
 
@@ -242,6 +250,15 @@ inline HostBuffer run_split_attention(const AttentionCase& c, AttentionData& d, 
     runtime().launch(merge, merge_args);
   }
   return out;
+}
+
+// `kernel` (attention_decode or attention_prefill) with `constexprs`, or
+// with kernel "split" the split-K pair (run_split_attention).
+inline HostBuffer run_any_attention(const std::string& kernel, const AttentionCase& c,
+                                    AttentionData& d, bool interpret = false,
+                                    const std::map<std::string, int64_t>& constexprs = {}) {
+  if (kernel == "split") return run_split_attention(c, d, interpret, constexprs);
+  return run_attention(attention_spec(kernel, c, constexprs), c, d, interpret);
 }
 
 // Compiled kernel vs the double reference, within an absolute tolerance.

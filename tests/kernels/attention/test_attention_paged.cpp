@@ -19,11 +19,12 @@ using kiln::test::HostBuffer;
 
 namespace {
 constexpr double kAtol = 2e-5;
+const std::map<std::string, int64_t> kSplit32 = {{"SPLIT", 32}}, kNone;
 
 HostBuffer run(const std::string& kernel, const AttentionCase& c, kiln::test::AttentionData& d,
                bool interpret = false) {
-  if (kernel == "split") return kiln::test::run_split_attention(c, d, interpret, {{"SPLIT", 32}});
-  return kiln::test::run_attention(kiln::test::attention_spec(kernel, c), c, d, interpret);
+  return kiln::test::run_any_attention(kernel, c, d, interpret,
+                                       kernel == "split" ? kSplit32 : kNone);
 }
 
 const char* const kKernels[] = {"attention_decode", "split", "attention_prefill"};
@@ -118,20 +119,8 @@ TEST_CASE("two sequences sharing a forked prefix read their own rows", "[kernels
   // the same values).
   HostBuffer pk(DType::f16, k_pool_elems(12, 2, D, P)), pv(DType::f16, v_pool_elems(12, 2, D, P));
   for (int64_t i = 0; i < pk.size(); ++i) pk.set(i, NAN), pv.set(i, NAN);
-  auto write = [&](const AttentionCase& c, const kiln::test::AttentionData& d,
-                   KvPagePool::SeqId s) {
-    for (int64_t j = 0; j < c.kv_len; ++j)
-      for (int64_t h = 0; h < 2; ++h)
-        for (int64_t i = 0; i < D; ++i) {
-          const int64_t pg = pool.table(s)[j / P];
-          pk.set(k_page_index(pg, j % P, h, i, 2, D, P, c.key_block()),
-                 d.k.get(k_cache_index(j, h, i, c.rows(), D, c.key_block())));
-          pv.set(v_page_index(pg, j % P, h, i, 2, D, P),
-                 d.v.get(v_cache_index(j, h, i, c.rows(), D)));
-        }
-  };
-  write(ca, da, a);
-  write(cb, db, b);
+  da.write_pages(ca, ca.kv_len, pool.table(a), P, pk, pv);
+  db.write_pages(cb, cb.kv_len, pool.table(b), P, pk, pv);
   for (auto [c, d, s] : {std::tuple{&ca, &da, a}, std::tuple{&cb, &db, b}})
     for (const char* kernel : {"attention_decode", "attention_prefill"}) {
       INFO(kernel << " sequence " << s);

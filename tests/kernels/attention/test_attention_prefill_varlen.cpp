@@ -69,14 +69,7 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
     const AttentionCase& c = cs[i];
     std::vector<int32_t> t = pool.padded_table(ids[i], per_seq);
     for (int64_t e = 0; e < per_seq; ++e) table.set(i * per_seq + e, t[e]);
-    for (int64_t j = 0; j < c.kv_len; ++j)
-      for (int64_t h = 0; h < KVH; ++h)
-        for (int64_t d = 0; d < D; ++d) {
-          pk.set(k_page_index(t[j / kPage], j % kPage, h, d, KVH, D, kPage, c.key_block()),
-                 ds[i].k.get(k_cache_index(j, h, d, c.rows(), D, c.key_block())));
-          pv.set(v_page_index(t[j / kPage], j % kPage, h, d, KVH, D, kPage),
-                 ds[i].v.get(v_cache_index(j, h, d, c.rows(), D)));
-        }
+    ds[i].write_pages(c, c.kv_len, t, kPage, pk, pv);
     std::vector<double> ref = kiln::test::attention_reference(c, ds[i]);
     for (int64_t x = 0; x < n[i] * H * D; ++x) {
       q.set(cu[i] * H * D + x, ds[i].q.get(x));

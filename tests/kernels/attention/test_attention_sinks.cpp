@@ -17,11 +17,12 @@ using kiln::test::HostBuffer;
 
 namespace {
 constexpr double kAtol = 2e-5;
+const std::map<std::string, int64_t> kSplit16 = {{"SPLIT", 16}}, kNone;
 
 HostBuffer run(const std::string& kernel, const AttentionCase& c, kiln::test::AttentionData& d,
                bool interpret = false) {
-  if (kernel == "split") return kiln::test::run_split_attention(c, d, interpret, {{"SPLIT", 16}});
-  return kiln::test::run_attention(kiln::test::attention_spec(kernel, c), c, d, interpret);
+  return kiln::test::run_any_attention(kernel, c, d, interpret,
+                                       kernel == "split" ? kSplit16 : kNone);
 }
 
 AttentionCase with_sinks(int64_t n_tokens, int64_t pos0, int64_t window) {
