@@ -31,7 +31,11 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv, int64_t 
   arch_builder(cfg_.arch);  // an unknown architecture fails at load, not at the first forward
   if (!is_kv_cache_dtype(kv))
     throw Error("KV cache dtype " + std::string(dtype_name(kv)) +
-                " is not supported (f16, bf16 or f32)");
+                " is not supported (f16, bf16, f32 or q8_0)");
+  if (is_quantized_kv(kv) && cfg_.head_dim % kKvQuantBlock)
+    throw Error("a q8_0 KV cache needs a head size that is a multiple of " +
+                std::to_string(kKvQuantBlock) + "; this model's is " +
+                std::to_string(cfg_.head_dim));
   kv_ = kv;
   n_ctx_ = n_ctx > 0 ? n_ctx : std::min<int64_t>(cfg_.n_ctx_train, 4096);
   Backend& b = rt.backend();
@@ -60,6 +64,10 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv, int64_t 
                                   : v_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim);
     k_cache_.emplace_back(b, elem * k_elems);
     v_cache_.emplace_back(b, elem * v_elems);
+    if (is_quantized_kv(kv_)) {
+      k_scale_.emplace_back(b, sizeof(uint16_t) * (k_elems / kKvQuantBlock));
+      v_scale_.emplace_back(b, sizeof(uint16_t) * (v_elems / kKvQuantBlock));
+    }
     std::pair<double, double> rope{cfg_.rope_base_for(l), cfg_.rope_scale_for(l)};
     auto it = rope_tables_.find(rope);
     if (it == rope_tables_.end()) {
@@ -73,6 +81,13 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv, int64_t 
 }
 
 Llm::~Llm() = default;
+
+size_t Llm::kv_cache_bytes() const {
+  size_t n = 0;
+  for (const auto* v : {&k_cache_, &v_cache_, &k_scale_, &v_scale_})
+    for (const DeviceBuffer& b : *v) n += b.bytes();
+  return n;
+}
 
 std::map<std::string, std::pair<double, int64_t>> Llm::profile_ms() const {
   std::map<std::string, std::pair<double, int64_t>> all;
@@ -133,14 +148,20 @@ void Llm::record(Step& s) {
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const DeviceBuffer &k = k_cache_[l], &v = v_cache_[l], &rope = *layer_rope_[l];
     const int64_t esize = static_cast<int64_t>(dtype_bytes(kv_));
-    KvCache cache{g.external(k.data(), kv_, {static_cast<int64_t>(k.bytes()) / esize}),
-                  g.external(v.data(), kv_, {static_cast<int64_t>(v.bytes()) / esize}),
-                  n_ctx_,
-                  c.n_head_kv,
-                  c.head_dim,
-                  page_,
-                  n_pages_,
-                  {}};
+    KvCache cache{.k = g.external(k.data(), kv_, {static_cast<int64_t>(k.bytes()) / esize}),
+                  .v = g.external(v.data(), kv_, {static_cast<int64_t>(v.bytes()) / esize}),
+                  .max_ctx = n_ctx_,
+                  .n_kv_heads = c.n_head_kv,
+                  .head_dim = c.head_dim,
+                  .page = page_,
+                  .n_pages = n_pages_};
+    auto f16s = [&](const DeviceBuffer& d) {
+      return g.external(d.data(), DType::f16, {static_cast<int64_t>(d.bytes() / 2)});
+    };
+    if (is_quantized_kv(kv_)) {
+      cache.k_scale = f16s(k_scale_[l]);
+      cache.v_scale = f16s(v_scale_[l]);
+    }
     if (page_)
       cache.table = g.external(block_table_->data(), DType::i32,
                                {static_cast<int64_t>(block_table_->bytes() / sizeof(int32_t))});

@@ -44,6 +44,8 @@ class Llm {
   const GgufFile& file() const { return file_; }
   int64_t n_ctx() const { return n_ctx_; }
   DType kv_dtype() const { return kv_; }
+  // Bytes of every layer's KV cache, a q8_0 cache's scales included.
+  size_t kv_cache_bytes() const;
   int64_t pos() const { return pos_; }  // tokens in the KV cache
   void reset() { pos_ = 0; }
 
@@ -78,8 +80,9 @@ class Llm {
   int64_t n_ctx_ = 0, pos_ = 0, key_block_ = 0, page_ = 0, n_pages_ = 0;
   DType kv_ = DType::f16;
 
-  // Per layer, f16; huge-page backed on the CPU: every decode step reads all of them.
-  std::vector<DeviceBuffer> k_cache_, v_cache_;
+  // Per layer, of kv_; huge-page backed on the CPU: every decode step reads
+  // all of them. A q8_0 cache's f16 scales beside (kv_cache.h).
+  std::vector<DeviceBuffer> k_cache_, v_cache_, k_scale_, v_scale_;
   std::optional<DeviceBuffer> block_table_;  // paged: i32, the pages of every layer's pool
   // cos/sin tables by (base, freq_scale), and each layer's.
   std::map<std::pair<double, double>, DeviceBuffer> rope_tables_;

@@ -239,8 +239,17 @@ Tensor rope(Graph& g, const Tensor& x, const Tensor& cos_sin, const Tensor& posi
 }
 
 namespace {
-// A paged cache's kernel operands (kv_cache.h): its table and pool size.
-void add_pages(Graph::Operands& args, const KvCache& cache) {
+// A cache's operands besides k and v (kv_cache.h): a paged cache's table
+// and pool size, a q8_0 cache's scales.
+void add_cache_operands(Graph::Operands& args, const KvCache& cache) {
+  if (is_quantized_kv(cache.k.dtype)) {
+    if (!cache.k_scale || !cache.v_scale)
+      mismatch("attention", "a q8_0 KV cache without its scales");
+    need_dtype("attention", *cache.k_scale, DType::f16, "K scales");
+    need_dtype("attention", *cache.v_scale, DType::f16, "V scales");
+    args["k_scale"] = *cache.k_scale;
+    args["v_scale"] = *cache.v_scale;
+  }
   if (cache.page == 0) return;
   if (!cache.table) mismatch("attention", "a paged KV cache without a block table");
   need_dtype("attention", *cache.table, DType::i32, "block table");
@@ -257,6 +266,8 @@ Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
                               std::to_string(kd) + "]");
   cache.k = g.overwrite(cache.k);
   cache.v = g.overwrite(cache.v);
+  if (cache.k_scale) cache.k_scale = g.overwrite(*cache.k_scale);
+  if (cache.v_scale) cache.v_scale = g.overwrite(*cache.v_scale);
   Graph::Operands args = {{"xk", k},
                           {"xv", v},
                           {"k", cache.k},
@@ -265,7 +276,7 @@ Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
                           {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
                           {"max_ctx", Arg::scalar_int(cache.max_ctx)},
                           {"pos0", pos0}};
-  add_pages(args, cache);
+  add_cache_operands(args, cache);
   g.launch("kv_store", "kv_cache_store", {{"KV", cache.k.dtype}}, args, {},
            {{"HEAD_DIM", cache.head_dim}, {"PAGE", cache.page}});
   return cache.k;
@@ -307,7 +318,7 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                           {"scale", Arg::scalar_float(scale)},
                           {"window", Arg::scalar_int(mask.window)}};
   if (mask.sinks) args["sinks"] = *mask.sinks;
-  add_pages(args, cache);
+  add_cache_operands(args, cache);
   // The keys a decode step may walk: a window's at most.
   const int64_t span = mask.window ? std::min(mask.window, cache.max_ctx) : cache.max_ctx;
   if (t == 1 && span > kDecodeSplitKeys) {

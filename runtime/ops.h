@@ -44,7 +44,8 @@ struct KvCache {
   Tensor k, v;
   int64_t max_ctx = 0, n_kv_heads = 0, head_dim = 0;
   int64_t page = 0, n_pages = 0;
-  std::optional<Tensor> table;
+  std::optional<Tensor> table{};
+  std::optional<Tensor> k_scale{}, v_scale{};  // a q8_0 cache's (k and v i8), f16
 };
 
 enum class Activation { silu, gelu_tanh };

@@ -65,10 +65,11 @@ double parse_double(const std::string& text, const std::string& what) {
 }
 
 DType parse_kv_dtype(const std::string& text) {
-  DType kv;
-  if (!try_parse_dtype(text, &kv) || !is_kv_cache_dtype(kv))
-    throw Error("--kv: expected f16, bf16 or f32, got '" + text + "'");
-  return kv;
+  try {
+    return parse_kv_cache_type(text);
+  } catch (const Error& e) {
+    throw Error(std::string("--kv: ") + e.what());
+  }
 }
 
 int64_t CliArgs::get_int(const std::string& name, int64_t def) const {

@@ -37,7 +37,7 @@ class CliArgs {
 // (a number), got '<text>'".
 int64_t parse_int(const std::string& text, const std::string& what);
 double parse_double(const std::string& text, const std::string& what);
-// A KV cache dtype (kv_cache.h's is_kv_cache_dtype) named by `--kv`.
+// A KV cache type (kv_cache.h's parse_kv_cache_type: f16, bf16, f32, q8_0) named by `--kv`.
 DType parse_kv_dtype(const std::string& text);
 
 int cmd_run(const std::vector<std::string>& args);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "kernels/attention/kv_cache.h"
 #include "models/generation.h"
 #include "models/model_generator.h"
 #include "runtime/compile_cache.h"
@@ -120,7 +121,7 @@ int cmd_run(const std::vector<std::string>& argv_in) {
         "Streams the generated text, then prints one JSON line of metrics. Without -m, runs a\n"
         "small generated llama (written once under the cache directory). --device cuda-sim runs\n"
         "the CUDA kernels on the CPU simulator: a correctness check, slow. --kv sets the KV\n"
-        "cache's element type (f16 as llama.cpp's default); --kv-page N keeps it in a pool of\n"
+        "cache's element type (f16 as llama.cpp's default; q8_0 as llama.cpp's -ctk/-ctv q8_0); --kv-page N keeps it in a pool of\n"
         "pages of N rows addressed through a block table (a multiple of the key block).");
     return 0;
   }
@@ -189,14 +190,15 @@ int cmd_run(const std::vector<std::string>& argv_in) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
   std::printf(
       "{\"model\": \"%s\", \"arch\": \"%s\", \"device\": \"%s\", \"threads\": %d, "
-      "\"ctx\": %lld, \"kv\": \"%s\", \"prompt_tokens\": %zu, "
+      "\"ctx\": %lld, \"kv\": \"%s\", \"kv_cache_mib\": %.1f, \"prompt_tokens\": %zu, "
       "\"generated_tokens\": %zu, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
       "\"token_latency_ms_p50\": %.3f, \"token_latency_ms_p95\": %.3f, \"peak_rss_mib\": %.1f, "
       "\"jit_compile_ms\": %.1f, \"kernels_compiled\": %lld, \"cache_hits\": %d, "
       "\"cache_misses\": %d, \"kernels_per_token\": %lld, \"stop\": \"%s\", \"wall_ms\": %.1f}\n",
       json_escape(model_path).c_str(), model.config().arch.c_str(), rt.backend().name().c_str(),
       rt.threads(), static_cast<long long>(model.n_ctx()),
-      std::string(dtype_name(model.kv_dtype())).c_str(), r.prompt.size(), r.generated.size(),
+      kv_cache_type_name(model.kv_dtype()).c_str(), model.kv_cache_bytes() / 1048576.0,
+      r.prompt.size(), r.generated.size(),
       r.prompt.size() / (r.prefill_ms / 1e3),
       r.token_ms.empty() ? 0.0 : r.token_ms.size() / (decode_ms / 1e3), percentile(r.token_ms, 0.5),
       percentile(r.token_ms, 0.95), peak_rss_mib(), cs.ms, static_cast<long long>(cs.kernels),

@@ -35,7 +35,7 @@ Kernel build_attention_decode(const Spec& s) {
   DType KV = s.dtype("KV");
   const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G");
   check_attention_constexprs("attention_decode", D, attention_lanes(s.target), {{"BLOCK_G", BG}});
-  check_kv_page("attention_decode", s);
+  check_kv_layout("attention_decode", s);
   auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
        out = k.buffer("out", DType::f32);
   DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
@@ -63,7 +63,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .name = "attention_decode",
     .family = "attention",
     .summary = "causal GQA attention of few tokens over a KV cache, K/V blocks shared by a group",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}},
     .constexpr_defaults =
         {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"PREFETCH", 0}, {"SINKS", 0}, {"PAGE", 0}},
     .build = build_attention_decode,

@@ -50,7 +50,7 @@ Kernel build_attention_decode_split(const Spec& s) {
   check_attention_constexprs("attention_decode_split", D, attention_lanes(s.target),
                              {{"BLOCK_G", BG}});
   check_split("attention_decode_split", SPLIT, KB);
-  check_kv_page("attention_decode_split", s);
+  check_kv_layout("attention_decode_split", s);
   auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
   auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
   DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
@@ -132,7 +132,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "split-K decode attention, pass 1: each slice of SPLIT keys of a KV head's cache "
                "into unnormalised partial states (m, l, O) of its group's heads",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}},
     .constexpr_defaults =
         {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"SPLIT", 512}, {"PREFETCH", 0}, {"PAGE", 0}},
     .build = build_attention_decode_split,

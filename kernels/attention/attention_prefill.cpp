@@ -37,7 +37,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .name = "attention_prefill",
     .family = "attention",
     .summary = "causal GQA flash attention of a block of query tokens over a KV cache",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}},
     .constexpr_defaults =
         {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"BLOCK_N", 8}, {"SINKS", 0}, {"PAGE", 0}},
     .build = build_attention_prefill,

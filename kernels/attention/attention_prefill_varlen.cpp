@@ -66,7 +66,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "causal GQA flash attention of a packed batch of sequences (cu_seqlens), each "
                "over its pages of a paged KV cache",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}},
     .constexpr_defaults =
         {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"BLOCK_N", 8}, {"SINKS", 0}, {"PAGE", 16}},
     .build = build_attention_prefill_varlen,

@@ -12,17 +12,17 @@ namespace kiln {
 std::map<std::string, int64_t> AttentionSizes::buffer_elems() const {
   int64_t qn = n_tokens * n_heads * head_dim;
   if (page > 0)
-    return {{"q", qn},
-            {"out", qn},
-            {"k", k_pool_elems(n_pages, n_kv_heads, head_dim, page)},
-            {"v", v_pool_elems(n_pages, n_kv_heads, head_dim, page)},
-            {"block_table", (max_ctx + page - 1) / page},
-            {"sinks", n_heads}};
-  return {{"q", qn},
-          {"out", qn},
-          {"k", k_cache_elems(max_ctx, n_kv_heads, head_dim, key_block)},
-          {"v", v_cache_elems(max_ctx, n_kv_heads, head_dim)},
-          {"sinks", n_heads}};
+    return with_kv_scales({{"q", qn},
+                           {"out", qn},
+                           {"k", k_pool_elems(n_pages, n_kv_heads, head_dim, page)},
+                           {"v", v_pool_elems(n_pages, n_kv_heads, head_dim, page)},
+                           {"block_table", (max_ctx + page - 1) / page},
+                           {"sinks", n_heads}});
+  return with_kv_scales({{"q", qn},
+                         {"out", qn},
+                         {"k", k_cache_elems(max_ctx, n_kv_heads, head_dim, key_block)},
+                         {"v", v_cache_elems(max_ctx, n_kv_heads, head_dim)},
+                         {"sinks", n_heads}});
 }
 
 AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a) {
@@ -31,7 +31,7 @@ AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const S
       a.i("max_ctx"),        a.i("kv_len"),  a.i("pos0"),       s.constexpr_("HEAD_DIM"),
       kv_key_block(s.target)};
   check_window(kernel, a.i("window"));
-  check_kv_page(kernel, s);
+  check_kv_layout(kernel, s);
   z.page = s.constexpr_("PAGE");
   if (z.page > 0) z.n_pages = pool_pages(kernel, a);
   const std::string who = "kernel '" + kernel + "': ";
@@ -61,14 +61,14 @@ AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const S
 
 std::map<std::string, int64_t> VarlenSizes::buffer_elems() const {
   const int64_t qn = n_tokens * n_heads * head_dim;
-  return {{"q", qn},
-          {"out", qn},
-          {"k", k_pool_elems(n_pages, n_kv_heads, head_dim, page)},
-          {"v", v_pool_elems(n_pages, n_kv_heads, head_dim, page)},
-          {"cu_seqlens", n_seqs + 1},
-          {"seq_pos0", n_seqs},
-          {"block_table", n_seqs * ((max_ctx + page - 1) / page)},
-          {"sinks", n_heads}};
+  return with_kv_scales({{"q", qn},
+                         {"out", qn},
+                         {"k", k_pool_elems(n_pages, n_kv_heads, head_dim, page)},
+                         {"v", v_pool_elems(n_pages, n_kv_heads, head_dim, page)},
+                         {"cu_seqlens", n_seqs + 1},
+                         {"seq_pos0", n_seqs},
+                         {"block_table", n_seqs * ((max_ctx + page - 1) / page)},
+                         {"sinks", n_heads}});
 }
 
 VarlenSizes varlen_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a) {

@@ -21,16 +21,6 @@ constexpr int64_t kDimChunk = 16;
 // the accumulators' rescale are paid once per this many blocks.
 constexpr int64_t kSoftmaxBlocks = 2;
 
-// K row d (runtime) of a block: [1, KB] at offset block's base + d * KB.
-Value load_k_tile_at(const DecodeInputs& in, const Value& block, const Value& d,
-                     const Value& key_mask) {
-  const int64_t KB = in.key_block;
-  auto base = k_tile_offsets(in.kv, block, 0, 1, zeros(DType::i32, {}), KB);
-  auto p = in.kv.k + (base + d.to(DType::i64) * KB);
-  if (!key_mask.valid()) return load(p).to(DType::f32);
-  return load(p, reshape(key_mask, {1, KB}), 0.0).to(DType::f32);
-}
-
 // Each head's log2-scaled scores against K block `block`, [KB]; keys outside
 // key_mask (when given) read as 0.
 std::vector<Value> block_scores(KernelBuilder& k, const DecodeInputs& in, const Value& block,
@@ -43,18 +33,31 @@ std::vector<Value> block_scores(KernelBuilder& k, const DecodeInputs& in, const 
     for (int64_t i = 0; i < parts; ++i) ph.push_back(k.var(zeros(DType::f32, {KB})));
   // A runtime loop over chunks of dims: its q addresses move with it, where
   // unrolled over HEAD_DIM each q element's address would be a loop
-  // invariant of the key loop, hoisted and spilled.
-  const int64_t chunk = std::min<int64_t>(kDimChunk, D);
+  // invariant of the key loop, hoisted and spilled. A q8_0 cache's chunk
+  // is its 32-dim block: the chunk's sums of q times codes are scaled once
+  // (one FMA per chain) instead of every code row.
+  const bool quantized = in.kv.k_scale.has_value();
+  const int64_t chunk = quantized ? kKvQuantBlock : std::min<int64_t>(kDimChunk, D);
   k.for_(0, static_cast<int>(D), static_cast<int>(chunk), [&](Value c) {
+    std::vector<std::vector<Value>> sums(heads);
+    for (size_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < parts; ++i)
+        sums[h].push_back(quantized ? zeros(DType::f32, {KB}) : Value(part[h][i]));
     for (int64_t dd = 0; dd < chunk; ++dd) {
       auto d = c + static_cast<int>(dd);
-      auto krow = reshape(load_k_tile_at(in, block, d, key_mask), {KB});
+      auto krow = reshape(load_k_row(in.kv, block, d, key_mask), {KB});
       for (size_t h = 0; h < heads; ++h) {
         auto qd = broadcast_to(load(in.q + (in.qrow[h] + d.to(DType::i64))), {KB});
-        Var& to = part[h][dd % parts];
-        to = fma(qd, krow, Value(to));
+        Value& to = sums[h][dd % parts];
+        to = fma(qd, krow, to);
       }
     }
+    Value scales;
+    if (quantized)
+      scales = reshape(load_k_scales(in.kv, block, c / static_cast<int>(chunk), key_mask), {KB});
+    for (size_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < parts; ++i)
+        part[h][i] = quantized ? fma(sums[h][i], scales, Value(part[h][i])) : sums[h][i];
   });
   std::vector<Value> sc(heads);
   for (size_t h = 0; h < heads; ++h) {

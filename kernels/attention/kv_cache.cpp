@@ -13,7 +13,29 @@ int64_t key_blocks(int64_t max_ctx, int64_t kb) { return (max_ctx + kb - 1) / kb
 
 int64_t kv_key_block(const TargetDesc& t) { return attention_lanes(t); }
 
-bool is_kv_cache_dtype(DType t) { return t == DType::f16 || t == DType::bf16 || t == DType::f32; }
+bool is_kv_cache_dtype(DType t) {
+  return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::i8;
+}
+
+bool is_quantized_kv(DType t) { return t == DType::i8; }
+
+std::string kv_cache_type_name(DType t) {
+  return is_quantized_kv(t) ? "q8_0" : std::string(dtype_name(t));
+}
+
+DType parse_kv_cache_type(const std::string& text) {
+  if (text == "q8_0") return DType::i8;
+  DType t;
+  if (text == "i8" || !try_parse_dtype(text, &t) || !is_kv_cache_dtype(t))
+    throw Error("KV cache type '" + text + "': expected f16, bf16, f32 or q8_0");
+  return t;
+}
+
+std::map<std::string, int64_t> with_kv_scales(std::map<std::string, int64_t> elems) {
+  elems["k_scale"] = elems.at("k") / kKvQuantBlock;
+  elems["v_scale"] = elems.at("v") / kKvQuantBlock;
+  return elems;
+}
 
 int64_t k_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim, int64_t kb) {
   return n_kv_heads * key_blocks(max_ctx, kb) * kb * head_dim;
@@ -50,11 +72,15 @@ int64_t v_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n
   return ((page_id * n_kv_heads + h) * page + j) * head_dim + d;
 }
 
-void check_kv_page(const std::string& kernel, const Spec& s) {
+void check_kv_layout(const std::string& kernel, const Spec& s) {
   const int64_t page = s.constexpr_("PAGE"), kb = kv_key_block(s.target);
   if (page < 0 || page % kb)
     throw Error("kernel '" + kernel + "': PAGE must be 0 (a contiguous cache) or a multiple of " +
                 "the key block (" + std::to_string(kb) + "), got " + std::to_string(page));
+  const int64_t d = s.constexpr_("HEAD_DIM");
+  if (is_quantized_kv(s.dtype("KV")) && d % kKvQuantBlock)
+    throw Error("kernel '" + kernel + "': a q8_0 cache needs HEAD_DIM a multiple of " +
+                std::to_string(kKvQuantBlock) + ", got " + std::to_string(d));
 }
 
 int64_t pool_pages(const std::string& kernel, const ScalarArgs& a) {
@@ -77,6 +103,10 @@ KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const 
     kv.table = kb.buffer("block_table", DType::i32);
     kv.n_pages = kb.scalar("n_pages", DType::i32);
     kv.n_kv = n_kv_heads;
+  }
+  if (is_quantized_kv(k.dtype())) {
+    kv.k_scale = kb.buffer("k_scale", DType::f16);
+    kv.v_scale = kb.buffer("v_scale", DType::f16);
   }
   return kv;
 }
@@ -127,17 +157,76 @@ Value v_tile_offsets(const KvView& kv, const Value& first, int64_t n) {
   return expand_dims(rows * kv.head_dim, 1) + expand_dims(arange(kv.head_dim).to(DType::i64), 0);
 }
 
+namespace {
+
+// A q8_0 cache's scales, addressed as a cache of HEAD_DIM / 32 dims.
+KvView scale_view(const KvView& kv) {
+  KvView s = kv;
+  s.k = *kv.k_scale;
+  s.v = *kv.v_scale;
+  s.head_dim = kv.head_dim / kKvQuantBlock;
+  s.k_scale.reset();
+  s.v_scale.reset();
+  return s;
+}
+
+// p loaded and widened to f32; with a mask, elements outside it load as 0.
+Value load_f32(const Pointer& p, const Value& mask) {
+  if (!mask.valid()) return load(p).to(DType::f32);
+  return load(p, mask, 0.0).to(DType::f32);
+}
+
+Value lanes_mask(const Value& key_mask, int64_t rows, int64_t nk) {
+  if (!key_mask.valid()) return {};
+  return broadcast_to(expand_dims(key_mask, 0), {rows, nk});
+}
+
+}  // namespace
+
 Value load_k_tile(const KvView& kv, const Value& block, int64_t d0, int64_t nd, const Value& lane0,
                   int64_t nk, const Value& key_mask) {
-  auto p = kv.k + k_tile_offsets(kv, block, d0, nd, lane0, nk);
-  if (!key_mask.valid()) return load(p).to(DType::f32);
-  return load(p, broadcast_to(expand_dims(key_mask, 0), {nd, nk}), 0.0).to(DType::f32);
+  auto t =
+      load_f32(kv.k + k_tile_offsets(kv, block, d0, nd, lane0, nk), lanes_mask(key_mask, nd, nk));
+  if (!kv.k_scale) return t;
+  const int64_t QB = kKvQuantBlock, g0 = d0 / QB;
+  if (d0 / QB == (d0 + nd - 1) / QB) {  // one block's dims: one scale row
+    KvView sv = scale_view(kv);
+    auto sc =
+        load_f32(sv.k + k_tile_offsets(sv, block, g0, 1, lane0, nk), lanes_mask(key_mask, 1, nk));
+    return t * broadcast_to(sc, {nd, nk});
+  }
+  if (d0 % QB || nd % QB)
+    throw Error("load_k_tile: dims " + std::to_string(d0) + " .. " + std::to_string(d0 + nd - 1) +
+                " are neither within one q8_0 block nor whole blocks");
+  KvView sv = scale_view(kv);
+  auto sc = load_f32(sv.k + k_tile_offsets(sv, block, g0, nd / QB, lane0, nk),
+                     lanes_mask(key_mask, nd / QB, nk));
+  return reshape(reshape(t, {nd / QB, QB, nk}) * expand_dims(sc, 1), {nd, nk});
 }
 
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask) {
-  auto p = kv.v + v_tile_offsets(kv, first, n);
-  if (!key_mask.valid()) return load(p).to(DType::f32);
-  return load(p, broadcast_to(expand_dims(key_mask, 1), {n, kv.head_dim}), 0.0).to(DType::f32);
+  auto rows_mask = [&](int64_t width) {
+    return key_mask.valid() ? broadcast_to(expand_dims(key_mask, 1), {n, width}) : Value();
+  };
+  const int64_t D = kv.head_dim;
+  auto t = load_f32(kv.v + v_tile_offsets(kv, first, n), rows_mask(D));
+  if (!kv.v_scale) return t;
+  KvView sv = scale_view(kv);
+  const int64_t QB = kKvQuantBlock;
+  auto sc = load_f32(sv.v + v_tile_offsets(sv, first, n), rows_mask(D / QB));  // [n, D/32]
+  return reshape(reshape(t, {n, D / QB, QB}) * expand_dims(sc, 2), {n, D});
+}
+
+Value load_k_row(const KvView& kv, const Value& block, const Value& d, const Value& key_mask) {
+  const int64_t KB = kv.key_block;
+  auto base = k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), KB);
+  return load_f32(kv.k + (base + d.to(DType::i64) * KB),
+                  key_mask.valid() ? reshape(key_mask, {1, KB}) : Value());
+}
+
+Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
+                    const Value& key_mask) {
+  return load_k_row(scale_view(kv), block, group, key_mask);
 }
 
 void prefetch_kv_block(const KvView& kv, const Value& block) {
@@ -153,6 +242,7 @@ void prefetch_kv_block(const KvView& kv, const Value& block) {
   auto first_v = v_tile_offsets(kv, block * static_cast<int>(kv.key_block), 1);
   prefetch(kv.k + (reshape(first_k, {}) + lines));
   prefetch(kv.v + (reshape(slice(first_v, {0, 0}, {1, 1}), {}) + lines));
+  if (kv.k_scale) prefetch_kv_block(scale_view(kv), block);
 }
 
 }  // namespace kiln

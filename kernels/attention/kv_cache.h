@@ -16,9 +16,20 @@
 // lanes, every head of a GQA group shares each K load, and no key ends in a
 // horizontal sum over HEAD_DIM. P V reads whole V rows, so V stays
 // row-major. max_ctx, the rows the cache holds, is a launch argument.
+//
+// A q8_0 cache (KV = i8) holds each key and value as ggml's Q8_0 does
+// (llama.cpp's `-ctk q8_0 -ctv q8_0`): blocks of 32 consecutive elements of
+// a head vector, each an i8 code per element and one f16 scale, the element
+// being code * scale, rounded as llama.cpp rounds its cache rows
+// (kernels/quant/q8_0_rounding.h). The codes keep the layouts above; the
+// scales lie in two more buffers, k_scale and v_scale, in the same layouts
+// with HEAD_DIM / 32 in place of HEAD_DIM (a K block's scales transposed
+// too). Separate scales keep every code row a plain vector load, which
+// ggml's interleaved 34-byte blocks would not in a transposed K.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -34,11 +45,22 @@ namespace kiln {
 int64_t kv_key_block(const TargetDesc& t);
 
 // Whether a cache may hold t: the KV dtypes every attention kernel and
-// kv_cache_store declare (f16, bf16, f32).
+// kv_cache_store declare (f16, bf16, f32, and i8 for q8_0).
 bool is_kv_cache_dtype(DType t);
+// Elements per scale of a q8_0 cache.
+constexpr int64_t kKvQuantBlock = 32;
+bool is_quantized_kv(DType t);  // i8: codes with scales
+// A cache type as users name it (`--kv`): f16, bf16, f32 or q8_0 (i8).
+std::string kv_cache_type_name(DType t);
+// Throws kiln::Error naming the text and the accepted names.
+DType parse_kv_cache_type(const std::string& text);
 
 int64_t k_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim, int64_t key_block);
 int64_t v_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim);
+
+// `elems` (buffer name -> elements) with a q8_0 cache's k_scale and
+// v_scale, one per 32 elements of k and v (unused by other caches).
+std::map<std::string, int64_t> with_kv_scales(std::map<std::string, int64_t> elems);
 
 // Index of element d of key (or value) j of KV head h.
 int64_t k_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t head_dim,
@@ -67,19 +89,22 @@ struct KvView {
   Value kvh{}, max_ctx{};  // i32 scalars; max_ctx: the rows a sequence may hold
   int64_t head_dim = 0, key_block = 0;
   int64_t page = 0;
-  std::optional<Buffer> table{};  // i32 [ceil(max_ctx / page)] from table_row on
-  Value n_kv{}, n_pages{};        // i32 scalars, paged only
-  Value table_row{};              // i64: the sequence's first entry (invalid: 0)
+  std::optional<Buffer> table{};               // i32 [ceil(max_ctx / page)] from table_row on
+  Value n_kv{}, n_pages{};                     // i32 scalars, paged only
+  Value table_row{};                           // i64: the sequence's first entry (invalid: 0)
+  std::optional<Buffer> k_scale{}, v_scale{};  // f16, a q8_0 cache's
 };
 
 // The view of a kernel's cache buffers k and v for its spec (HEAD_DIM and
 // PAGE; PAGE = 0 by default): with PAGE > 0 this declares the paged
 // parameters, the buffer `block_table` and the scalar `n_pages`, in that
-// order. kvh is left for the caller to set.
+// order; then for a q8_0 cache (k and v i8) the buffers `k_scale` and
+// `v_scale`. kvh is left for the caller to set.
 KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const Buffer& v,
                        const Value& n_kv_heads, const Value& max_ctx);
-// Throws kiln::Error naming `kernel` when PAGE is not 0 or a multiple of the key block.
-void check_kv_page(const std::string& kernel, const Spec& s);
+// Throws kiln::Error naming `kernel` when PAGE is not 0 or a multiple of the
+// key block, or a q8_0 cache's HEAD_DIM is not a multiple of 32.
+void check_kv_layout(const std::string& kernel, const Spec& s);
 // A launch's n_pages (the pool's pages) with PAGE > 0; throws kiln::Error
 // naming `kernel` unless it is >= 1.
 int64_t pool_pages(const std::string& kernel, const ScalarArgs& a);
@@ -97,12 +122,21 @@ Value k_tile_offsets(const KvView& kv, const Value& block, int64_t d0, int64_t n
 // contiguous run in either layout, which the lowering loads as vectors.
 Value v_tile_offsets(const KvView& kv, const Value& first, int64_t n);
 
-// The same tiles loaded and widened to f32. With a key_mask ([nk] or [n]
-// bool), keys outside it are not read and load as 0; without one the loads
-// are plain vectors.
+// The same tiles loaded and widened to f32 (a q8_0 cache's codes times
+// their scales; a K tile's dims lie in one 32-dim block or are whole
+// blocks). With a key_mask ([nk] or [n] bool), keys outside it are not read
+// and load as 0; without one the loads are plain vectors.
 Value load_k_tile(const KvView& kv, const Value& block, int64_t d0, int64_t nd, const Value& lane0,
                   int64_t nk, const Value& key_mask = {});
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask = {});
+
+// Row d (an i32 scalar) of K block `block`, [1, KB] f32: every key's
+// element d, as stored (a q8_0 cache's codes, unscaled), and the scales of
+// the keys' 32-dim block `group` (i32 scalar), [1, KB] f32. Decode sums
+// codes times q over a block's 32 dims first and scales the sum once.
+Value load_k_row(const KvView& kv, const Value& block, const Value& d, const Value& key_mask = {});
+Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
+                    const Value& key_mask = {});
 
 // Prefetches K block `block` and the V rows of its keys, one 64-byte line
 // at a time. Each is a contiguous run, but a program computes on a block

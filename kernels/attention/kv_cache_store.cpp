@@ -3,11 +3,14 @@
 // [n_tokens, n_kv_heads, HEAD_DIM] (keys after RoPE). One program per
 // (KV head, token); a key's elements land a key block apart, a value's
 // contiguously. With PAGE > 0 the rows are the sequence's, in the pool
-// pages its block_table lists (n_pages in the pool).
+// pages its block_table lists (n_pages in the pool). A q8_0 cache (KV = i8)
+// gets each 32-element block's codes and its scale in k_scale / v_scale,
+// rounded as llama.cpp rounds its q8_0 cache (q8_0_rounding.h).
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/attention/attention_shape.h"
 #include "kernels/attention/kv_cache.h"
+#include "kernels/quant/q8_0_rounding.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -19,7 +22,7 @@ Kernel build_kv_cache_store(const Spec& s) {
   const int64_t D = s.constexpr_("HEAD_DIM");
   const int64_t KB = kv_key_block(s.target);
   check_attention_constexprs("kv_cache_store", D, attention_lanes(s.target), {});
-  check_kv_page("kv_cache_store", s);
+  check_kv_layout("kv_cache_store", s);
   auto xk = k.buffer("xk", DType::f32), xv = k.buffer("xv", DType::f32);
   auto kc = k.buffer("k", KV), vc = k.buffer("v", KV);
   k.scalar("n_tokens", DType::i32);
@@ -31,9 +34,25 @@ Kernel build_kv_cache_store(const Spec& s) {
   auto row = (t * n_kv + h).to(DType::i64) * D + arange(D).to(DType::i64);
   auto j = pos0 + t;
   const int kb = static_cast<int>(KB);
-  auto koff = k_tile_offsets(kv, j / kb, 0, D, j % kb, 1);
-  store(kc + reshape(koff, {D}), load(xk + row).to(KV));
-  store(vc + reshape(v_tile_offsets(kv, j, 1), {D}), load(xv + row).to(KV));
+  auto koff = reshape(k_tile_offsets(kv, j / kb, 0, D, j % kb, 1), {D});
+  auto voff = reshape(v_tile_offsets(kv, j, 1), {D});
+  if (!kv.k_scale) {
+    store(kc + koff, load(xk + row).to(KV));
+    store(vc + voff, load(xv + row).to(KV));
+    return k.finish();
+  }
+  const int64_t groups = D / kKvQuantBlock;
+  KvView sv = kv;  // the scales, addressed as a cache of D / 32 dims
+  sv.head_dim = groups;
+  auto quantize = [&](const Buffer& x, const Buffer& codes, const Value& off, const Buffer& scales,
+                      const Value& scale_off) {
+    auto r = round_q8_0(reshape(load(x + row), {groups, kKvQuantBlock}));
+    store(codes + off, reshape(r.codes, {D}).to(DType::i8));
+    store(scales + scale_off, r.scale.to(DType::f16));
+  };
+  quantize(xk, kc, koff, *kv.k_scale,
+           reshape(k_tile_offsets(sv, j / kb, 0, groups, j % kb, 1), {groups}));
+  quantize(xv, vc, voff, *kv.v_scale, reshape(v_tile_offsets(sv, j, 1), {groups}));
   return k.finish();
 }
 
@@ -41,7 +60,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .name = "kv_cache_store",
     .family = "attention",
     .summary = "new keys and values (f32) into the KV cache at rows pos0..",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}},
     .constexpr_defaults = {{"HEAD_DIM", 128}, {"PAGE", 0}},
     .build = build_kv_cache_store,
     .launch_shape =
@@ -60,20 +79,22 @@ KILN_REGISTER_KERNEL((KernelDef{
           if (page > 0) {
             const int64_t n_pages = pool_pages("kv_cache_store", a);
             return LaunchShape{{n_kv, n_tokens, 1},
-                               {{"xk", x},
-                                {"xv", x},
-                                {"k", k_pool_elems(n_pages, n_kv, D, page)},
-                                {"v", v_pool_elems(n_pages, n_kv, D, page)},
-                                {"block_table", (max_ctx + page - 1) / page}}};
+                               with_kv_scales({{"xk", x},
+                                               {"xv", x},
+                                               {"k", k_pool_elems(n_pages, n_kv, D, page)},
+                                               {"v", v_pool_elems(n_pages, n_kv, D, page)},
+                                               {"block_table", (max_ctx + page - 1) / page}})};
           }
-          return LaunchShape{{n_kv, n_tokens, 1},
-                             {{"xk", x},
+          return LaunchShape{
+              {n_kv, n_tokens, 1},
+              with_kv_scales({{"xk", x},
                               {"xv", x},
                               {"k", k_cache_elems(max_ctx, n_kv, D, kv_key_block(s.target))},
-                              {"v", v_cache_elems(max_ctx, n_kv, D)}}};
+                              {"v", v_cache_elems(max_ctx, n_kv, D)}})};
         },
     .shape_keys = {"n_tokens", "n_kv_heads"},
-    // Exact: one rounding of each element to KV.
+    // Exact: one rounding of each element to KV (a q8_0 block's: one scale
+    // and one division, as the host reference).
     .rtol = 0,
     .atol = 0,
 }));

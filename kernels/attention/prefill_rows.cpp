@@ -16,7 +16,7 @@ void check_prefill_constexprs(const std::string& kernel, const Spec& s) {
   const int64_t BN = s.constexpr_("BLOCK_N"), KB = kv_key_block(s.target);
   check_attention_constexprs(kernel, s.constexpr_("HEAD_DIM"), attention_lanes(s.target),
                              {{"BLOCK_M", s.constexpr_("BLOCK_M")}, {"BLOCK_N", BN}});
-  check_kv_page(kernel, s);
+  check_kv_layout(kernel, s);
   if (BN > KB)
     throw Error("kernel '" + kernel + "': BLOCK_N must divide the K cache block of " +
                 std::to_string(KB) + " keys, got " + std::to_string(BN));

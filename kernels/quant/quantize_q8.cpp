@@ -6,13 +6,10 @@
 //
 // The rounding is llama.cpp's, so that a quantized matmul sees the same
 // 8-bit activations in both (QBLOCK, the elements that share one scale):
-// - 32, as ggml's Q8_0 on x86 (for Q4_0/Q8_0 weights): d = amax/127 kept
-//   as f16, q = round-half-even(x * 127/amax);
+// - 32, as ggml's Q8_0 on x86 (for Q4_0/Q8_0 weights; q8_0_rounding.h);
 // - 256, as ggml's Q8_K (for K-quant weights): with m the element of
 //   largest magnitude (the first one), q = round-half-even(-127/m * x)
 //   capped at 127, d = -m/127 (repeated in the 8 slots of the block).
-// Half-even rounding is the f32 add-and-subtract of 1.5 * 2^23, exact for
-// |v| <= 2^22.
 //
 // s8 holds the sums again, of 32 and of 16 codes, split into bytes
 // (kernels/quant/split_sums.h): a GEMV whose rows weight each block sum by
@@ -24,13 +21,12 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/quant/q8_0_rounding.h"
 #include "kernels/quant/split_sums.h"
 #include "kernels/registry.h"
 
 namespace kiln {
 namespace {
-
-Value round_half_even(const Value& v) { return (v + 12582912.0) - 12582912.0; }
 
 Kernel build_quantize_q8(const Spec& s) {
   KernelBuilder k("quantize_q8", s);
@@ -46,13 +42,13 @@ Kernel build_quantize_q8(const Spec& s) {
   auto bmask = blk * static_cast<int>(sub) < nblocks;
   auto off = expand_dims(blk * static_cast<int>(QB), 1) + arange(QB);  // [NB, QB]
   auto v = load(x + off, expand_dims(bmask, 1), 0.0);
-  auto amax = max(abs(v), 1);  // [NB]
   Value scale, qv;
   if (QB == 32) {
-    scale = (amax / 127.0).to(DType::f16).to(DType::f32);
-    auto id = where(amax != 0.0, 127.0 / amax, zeros(DType::f32, {NB}));
-    qv = round_half_even(v * expand_dims(id, 1));
+    auto r = round_q8_0(v);
+    scale = r.scale;
+    qv = r.codes;
   } else {
+    auto amax = max(abs(v), 1);   // [NB]
     auto at = argmax(abs(v), 1);  // [NB], the first of the largest
     auto m = sum(where(expand_dims(at, 1) == arange(QB), v, zeros(DType::f32, {NB, QB})), 1);
     auto iscale = where(amax != 0.0, -127.0 / m, zeros(DType::f32, {NB}));

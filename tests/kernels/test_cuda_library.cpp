@@ -74,7 +74,7 @@ std::vector<Case> cases() {
                 {{"W", DType::bf16}, {"X", DType::bf16}},
                 {{"BLOCK_M", 2}, {"BLOCK_K", 64}},
                 {{"m", 5}, {"k", 100}}});
-  for (DType kv : {DType::f16, DType::bf16, DType::f32}) {
+  for (DType kv : {DType::f16, DType::bf16, DType::f32, DType::i8}) {
     Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2}, {"max_ctx", 24},
                  {"kv_len", 21},  {"pos0", 18},   {"window", 0}};
     Sizes windowed = att;
@@ -278,7 +278,9 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       for (int64_t j = 0; j < n; ++j) {
         ScalarValue v;
         double u = unit(rng);
-        if (is_float(p.dtype))
+        if (p.name == "k_scale" || p.name == "v_scale")  // q8_0 values in [-1, 1]
+          v.f = round_to_float_dtype(static_cast<float>((u + 3) / 4 / 127), p.dtype);
+        else if (is_float(p.dtype))
           v.f = round_to_float_dtype(static_cast<float>(u), p.dtype);
         else if (p.name == "pos")
           v.i = static_cast<int64_t>((u + 1) / 2 * static_cast<double>(c.sizes.at("n_pos") - 1));

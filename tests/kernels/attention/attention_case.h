@@ -7,7 +7,10 @@
 // the last K block's padding, and with a sliding window the rows before the
 // first query's window) hold NaN, so a kernel that reads or weights one
 // produces NaN and fails the comparison. The reference reads the K/V values
-// through the cache dtype, so f16 inputs are exact on both sides.
+// through the cache dtype, so f16 inputs are exact on both sides. A q8_0
+// cache (kv i8) holds random codes in [-127, 127] and f16 scales in
+// [0.5/127, 1/127], so its values lie in [-1, 1] as the float caches'; the
+// unseen rows' scales are NaN.
 #pragma once
 
 #include <algorithm>
@@ -54,7 +57,7 @@ struct AttentionCase {
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
   std::string describe() const {
     std::ostringstream os;
-    os << dtype_name(kv) << " D=" << head_dim << " heads=" << n_heads << "/" << n_kv_heads
+    os << kv_cache_type_name(kv) << " D=" << head_dim << " heads=" << n_heads << "/" << n_kv_heads
        << " n_tokens=" << n_tokens << " pos0=" << pos0 << " kv_len=" << kv_len
        << " max_ctx=" << rows() << " window=" << window << " sinks=" << sinks << " page=" << page
        << " target=" << target.str();
@@ -62,14 +65,48 @@ struct AttentionCase {
   }
 };
 
+// A cache's tensors: k and v, and a q8_0 cache's scales (kv_cache.h) in the
+// same layout with head_dim / 32 dims.
+struct KvTensors {
+  HostBuffer k, v, ks{DType::f16, 0}, vs{DType::f16, 0};
+
+  // A paged pool of n_pages pages for the case's cache, every element NaN.
+  static KvTensors nan_pool(const AttentionCase& c, int64_t n_pages, int64_t page) {
+    const int64_t D = c.head_dim, nkv = c.n_kv_heads;
+    KvTensors p{HostBuffer(c.kv, k_pool_elems(n_pages, nkv, D, page)),
+                HostBuffer(c.kv, v_pool_elems(n_pages, nkv, D, page))};
+    if (is_quantized_kv(c.kv)) {
+      p.ks = HostBuffer(DType::f16, p.k.size() / kKvQuantBlock);
+      p.vs = HostBuffer(DType::f16, p.v.size() / kKvQuantBlock);
+    }
+    for (HostBuffer* b : {&p.k, &p.v, &p.ks, &p.vs})
+      if (is_float(b->dtype()))
+        for (int64_t i = 0; i < b->size(); ++i) b->set(i, NAN);
+    return p;
+  }
+  // The q8_0 scales as the kernels' arguments k_scale, v_scale.
+  void add_scale_args(std::vector<Arg>& a) {
+    if (ks.size()) a.push_back(ks.arg()), a.push_back(vs.arg());
+  }
+};
+
 struct AttentionData {
   explicit AttentionData(const AttentionCase& c)
       : q(HostBuffer::random(DType::f32, c.n_tokens * c.n_heads * c.head_dim, c.seed, -c.q_range,
                              c.q_range)),
-        k(HostBuffer::random(c.kv, k_cache_elems(c.rows(), c.n_kv_heads, c.head_dim, c.key_block()),
-                             c.seed + 1)),
-        v(HostBuffer::random(c.kv, v_cache_elems(c.rows(), c.n_kv_heads, c.head_dim), c.seed + 2)),
         sinks(HostBuffer::random(DType::f32, c.n_heads, c.seed + 3, -1, 3)) {
+    const int64_t k_elems = k_cache_elems(c.rows(), c.n_kv_heads, c.head_dim, c.key_block()),
+                  v_elems = v_cache_elems(c.rows(), c.n_kv_heads, c.head_dim);
+    const bool q8 = is_quantized_kv(c.kv);
+    const double code = q8 ? 127 : 1;
+    cache.k = HostBuffer::random(c.kv, k_elems, c.seed + 1, -code, code);
+    cache.v = HostBuffer::random(c.kv, v_elems, c.seed + 2, -code, code);
+    if (q8) {
+      cache.ks =
+          HostBuffer::random(DType::f16, k_elems / kKvQuantBlock, c.seed + 5, 0.5 / 127, 1.0 / 127);
+      cache.vs =
+          HostBuffer::random(DType::f16, v_elems / kKvQuantBlock, c.seed + 6, 0.5 / 127, 1.0 / 127);
+    }
     const double nan = std::numeric_limits<double>::quiet_NaN();
     // Every row past the last query, the last K block's padding included,
     // and every row before the first query's window.
@@ -79,17 +116,38 @@ struct AttentionData {
       for (int64_t j = 0; j < padded; ++j) {
         if (j >= unseen && j < c.pos0 + c.n_tokens) continue;
         for (int64_t i = 0; i < c.head_dim; ++i) {
-          k.set(k_cache_index(j, h, i, c.rows(), c.head_dim, c.key_block()), nan);
-          if (j < c.rows()) v.set(v_cache_index(j, h, i, c.rows(), c.head_dim), nan);
+          if (q8) {
+            if (i % kKvQuantBlock) continue;
+            const int64_t g = i / kKvQuantBlock, dg = c.head_dim / kKvQuantBlock;
+            cache.ks.set(k_cache_index(j, h, g, c.rows(), dg, c.key_block()), nan);
+            if (j < c.rows()) cache.vs.set(v_cache_index(j, h, g, c.rows(), dg), nan);
+            continue;
+          }
+          cache.k.set(k_cache_index(j, h, i, c.rows(), c.head_dim, c.key_block()), nan);
+          if (j < c.rows()) cache.v.set(v_cache_index(j, h, i, c.rows(), c.head_dim), nan);
         }
       }
     if (c.page) page_out(c);
   }
 
+  // Element i of key (value) j of KV head h, as the kernels read it.
+  double key(const AttentionCase& c, int64_t j, int64_t h, int64_t i) const {
+    const double e = cache.k.get(k_cache_index(j, h, i, c.rows(), c.head_dim, c.key_block()));
+    if (!is_quantized_kv(c.kv)) return e;
+    return e * cache.ks.get(k_cache_index(j, h, i / kKvQuantBlock, c.rows(),
+                                          c.head_dim / kKvQuantBlock, c.key_block()));
+  }
+  double value(const AttentionCase& c, int64_t j, int64_t h, int64_t i) const {
+    const double e = cache.v.get(v_cache_index(j, h, i, c.rows(), c.head_dim));
+    if (!is_quantized_kv(c.kv)) return e;
+    return e * cache.vs.get(
+                   v_cache_index(j, h, i / kKvQuantBlock, c.rows(), c.head_dim / kKvQuantBlock));
+  }
+
   // The paged pool holding the same rows: pages of NaN, then the sequence's
   // rows written through a shuffled table.
   void page_out(const AttentionCase& c) {
-    const int64_t used = (c.rows() + c.page - 1) / c.page, D = c.head_dim, nkv = c.n_kv_heads;
+    const int64_t used = (c.rows() + c.page - 1) / c.page;
     n_pages = used + 3;
     std::vector<int32_t> perm(static_cast<size_t>(n_pages));
     for (int64_t i = 0; i < n_pages; ++i) perm[i] = static_cast<int32_t>(i);
@@ -97,42 +155,51 @@ struct AttentionData {
     std::shuffle(perm.begin(), perm.end(), rng);
     table = HostBuffer(DType::i32, used);
     for (int64_t i = 0; i < used; ++i) table.set(i, perm[i]);
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    pool_k = HostBuffer(c.kv, k_pool_elems(n_pages, nkv, D, c.page));
-    pool_v = HostBuffer(c.kv, v_pool_elems(n_pages, nkv, D, c.page));
-    for (int64_t i = 0; i < pool_k.size(); ++i) pool_k.set(i, nan), pool_v.set(i, nan);
-    write_pages(c, c.rows(), perm, c.page, pool_k, pool_v);
+    pool = KvTensors::nan_pool(c, n_pages, c.page);
+    write_pages(c, c.rows(), perm, c.page, pool);
   }
 
   // Copies rows 0 .. rows-1 of this cache into a pool of pages of `page`
   // rows (kv_cache.h) through `table` (the sequence's pages).
   void write_pages(const AttentionCase& c, int64_t rows, const std::vector<int32_t>& table,
-                   int64_t page, HostBuffer& pk, HostBuffer& pv) const {
-    const int64_t D = c.head_dim, nkv = c.n_kv_heads;
+                   int64_t page, KvTensors& to) const {
+    const int64_t D = c.head_dim, nkv = c.n_kv_heads, kb = c.key_block();
+    const bool q8 = is_quantized_kv(c.kv);
+    const int64_t dg = D / kKvQuantBlock;
     for (int64_t j = 0; j < rows; ++j)
-      for (int64_t h = 0; h < nkv; ++h)
+      for (int64_t h = 0; h < nkv; ++h) {
+        const int64_t pg = table[static_cast<size_t>(j / page)];
         for (int64_t i = 0; i < D; ++i) {
-          const int64_t pg = table[static_cast<size_t>(j / page)];
-          pk.set(k_page_index(pg, j % page, h, i, nkv, D, page, c.key_block()),
-                 k.get(k_cache_index(j, h, i, c.rows(), D, c.key_block())));
-          pv.set(v_page_index(pg, j % page, h, i, nkv, D, page),
-                 v.get(v_cache_index(j, h, i, c.rows(), D)));
+          to.k.set(k_page_index(pg, j % page, h, i, nkv, D, page, kb),
+                   cache.k.get(k_cache_index(j, h, i, c.rows(), D, kb)));
+          to.v.set(v_page_index(pg, j % page, h, i, nkv, D, page),
+                   cache.v.get(v_cache_index(j, h, i, c.rows(), D)));
         }
+        for (int64_t g = 0; q8 && g < dg; ++g) {
+          to.ks.set(k_page_index(pg, j % page, h, g, nkv, dg, page, kb),
+                    cache.ks.get(k_cache_index(j, h, g, c.rows(), dg, kb)));
+          to.vs.set(v_page_index(pg, j % page, h, g, nkv, dg, page),
+                    cache.vs.get(v_cache_index(j, h, g, c.rows(), dg)));
+        }
+      }
   }
 
-  HostBuffer q, k, v, sinks;
+  HostBuffer q, sinks;
+  KvTensors cache{HostBuffer(DType::f16, 0), HostBuffer(DType::f16, 0)};  // contiguous
   // Paged cases: the pool and the sequence's block table.
-  HostBuffer pool_k{DType::f16, 0}, pool_v{DType::f16, 0}, table{DType::i32, 0};
+  KvTensors pool{HostBuffer(DType::f16, 0), HostBuffer(DType::f16, 0)};
+  HostBuffer table{DType::i32, 0};
   int64_t n_pages = 0;
 };
 
 // q, k, v, out, n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale,
 // window, then block_table and n_pages when paged (k and v the pool), then
-// sinks when the case has them.
+// a q8_0 cache's k_scale and v_scale, then sinks when the case has them.
 inline std::vector<Arg> attention_args(const AttentionCase& c, AttentionData& d, HostBuffer& out) {
+  KvTensors& cache = c.page ? d.pool : d.cache;
   std::vector<Arg> a = {d.q.arg(),
-                        d.k.arg(),
-                        d.v.arg(),
+                        cache.k.arg(),
+                        cache.v.arg(),
                         out.arg(),
                         Arg::scalar_int(c.n_tokens),
                         Arg::scalar_int(c.n_heads),
@@ -143,11 +210,10 @@ inline std::vector<Arg> attention_args(const AttentionCase& c, AttentionData& d,
                         Arg::scalar_float(c.scale()),
                         Arg::scalar_int(c.window)};
   if (c.page) {
-    a[1] = d.pool_k.arg();
-    a[2] = d.pool_v.arg();
     a.push_back(d.table.arg());
     a.push_back(Arg::scalar_int(d.n_pages));
   }
+  cache.add_scale_args(a);
   if (c.sinks) a.push_back(d.sinks.arg());
   return a;
 }
@@ -164,16 +230,14 @@ inline std::vector<double> attention_reference(const AttentionCase& c, const Att
       const double sink = c.sinks ? d.sinks.get(h) : -INFINITY;
       double mx = sink, total = 0;
       for (int64_t j = j0; j < n; ++j) {
-        for (int64_t i = 0; i < D; ++i)
-          s[j] += d.q.get(qb + i) * d.k.get(k_cache_index(j, kvh, i, c.rows(), D, c.key_block()));
+        for (int64_t i = 0; i < D; ++i) s[j] += d.q.get(qb + i) * d.key(c, j, kvh, i);
         s[j] *= c.scale();
         mx = std::max(mx, s[j]);
       }
       if (c.sinks) total = std::exp(sink - mx);
       for (int64_t j = j0; j < n; ++j) total += s[j] = std::exp(s[j] - mx);
       for (int64_t j = j0; j < n; ++j) {
-        for (int64_t i = 0; i < D; ++i)
-          out[qb + i] += s[j] / total * d.v.get(v_cache_index(j, kvh, i, c.rows(), D));
+        for (int64_t i = 0; i < D; ++i) out[qb + i] += s[j] / total * d.value(c, j, kvh, i);
       }
     }
   return out;
@@ -282,13 +346,13 @@ inline void check_attention_interpreted(const std::string& kernel, const Attenti
   CHECK(worst_error(outi, attention_reference(c, d), atol, 0) <= 1.0);
 }
 
-// The reference sweep both kernels pass: KV f16/bf16/f32, HEAD_DIM 64/128,
+// The reference sweep both kernels pass: KV f16/bf16/f32/q8_0, HEAD_DIM 64/128,
 // GQA ratios 1 and 4, 1/7/33 tokens after an empty or a 45-token cache. The
 // cache holds rows past the last query (kv_len > pos0 + n_tokens) and is
 // allocated past kv_len; neither may be read. kv_len is off the key blocks.
 inline void check_attention_sweep(const std::string& kernel, double atol,
                                   const TargetDesc& target = {}) {
-  for (DType kv : {DType::f16, DType::bf16, DType::f32})
+  for (DType kv : {DType::f16, DType::bf16, DType::f32, DType::i8})
     for (int64_t D : {64, 128})
       for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{8, 2}})
         for (int64_t nt : {1, 7, 33})

@@ -34,7 +34,7 @@ TEST_CASE("attention_decode built for a 256-bit target (8 lanes, 8-key cache blo
 
 TEST_CASE("attention_decode rescales over a long cache", "[kernels][attention]") {
   // Many key blocks, and scores spread wide enough that the running max keeps moving.
-  for (DType kv : {DType::f16, DType::f32}) {
+  for (DType kv : {DType::f16, DType::f32, DType::i8}) {
     AttentionCase c{.kv = kv, .head_dim = 128, .n_heads = 8, .n_kv_heads = 2};
     c.pos0 = 1000;
     c.kv_len = 1001;
@@ -60,7 +60,7 @@ TEST_CASE("attention_decode with other block sizes", "[kernels][attention]") {
 TEST_CASE("attention_decode matches the interpreter", "[kernels][attention]") {
   // Small, as the interpreter runs element by element. V holds exactly kv_len rows, so an
   // unmasked read past them is an interpreter error; K's block padding holds NaN.
-  for (DType kv : {DType::f16, DType::f32})
+  for (DType kv : {DType::f16, DType::f32, DType::i8})
     for (int64_t nt : {1, 3}) {
       AttentionCase c{.kv = kv, .head_dim = 64, .n_heads = 8, .n_kv_heads = 2};
       c.n_tokens = nt;

@@ -28,7 +28,7 @@ void check_split(const AttentionCase& c, const std::map<std::string, int64_t>& c
 }  // namespace
 
 TEST_CASE("split-K decode attention matches a double-precision reference", "[kernels][attention]") {
-  for (DType kv : {DType::f16, DType::bf16, DType::f32})
+  for (DType kv : {DType::f16, DType::bf16, DType::f32, DType::i8})
     for (int64_t D : {64, 128, 256})
       for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{8, 2}, std::pair{14, 2}})
         for (int64_t split : {16, 64})
@@ -58,16 +58,19 @@ TEST_CASE("split-K decode attention with other head blocks", "[kernels][attentio
 TEST_CASE("split-K decode attention matches the interpreter", "[kernels][attention]") {
   // V holds exactly kv_len rows, so an unmasked read past them is an
   // interpreter error.
-  AttentionCase c{.kv = DType::f16, .head_dim = 64, .n_heads = 8, .n_kv_heads = 2};
-  c.n_tokens = 2;
-  c.pos0 = 40;
-  c.kv_len = 42;
-  kiln::test::AttentionData d(c);
-  const std::map<std::string, int64_t> consts = {{"SPLIT", 16}, {"BLOCK_G", 4}};
-  HostBuffer out = kiln::test::run_split_attention(c, d, false, consts);
-  HostBuffer outi = kiln::test::run_split_attention(c, d, true, consts);
-  CHECK(kiln::test::worst_error(out, kiln::test::as_doubles(outi), kAtol, 0) <= 1.0);
-  CHECK(kiln::test::worst_error(outi, kiln::test::attention_reference(c, d), kAtol, 0) <= 1.0);
+  for (DType kv : {DType::f16, DType::i8}) {
+    AttentionCase c{.kv = kv, .head_dim = 64, .n_heads = 8, .n_kv_heads = 2};
+    c.n_tokens = 2;
+    c.pos0 = 40;
+    c.kv_len = 42;
+    INFO(c.describe());
+    kiln::test::AttentionData d(c);
+    const std::map<std::string, int64_t> consts = {{"SPLIT", 16}, {"BLOCK_G", 4}};
+    HostBuffer out = kiln::test::run_split_attention(c, d, false, consts);
+    HostBuffer outi = kiln::test::run_split_attention(c, d, true, consts);
+    CHECK(kiln::test::worst_error(out, kiln::test::as_doubles(outi), kAtol, 0) <= 1.0);
+    CHECK(kiln::test::worst_error(outi, kiln::test::attention_reference(c, d), kAtol, 0) <= 1.0);
+  }
 }
 
 TEST_CASE("split-K decode attention refuses a slice off the key blocks",

@@ -56,7 +56,7 @@ TEST_CASE("attention over a paged cache matches a double-precision reference",
 }
 
 TEST_CASE("paged attention over dtypes and head sizes", "[kernels][attention]") {
-  for (DType kv : {DType::bf16, DType::f32})
+  for (DType kv : {DType::bf16, DType::f32, DType::i8})
     for (int64_t D : {128, 256})
       for (const char* kernel : kKernels) {
         AttentionCase c{.kv = kv, .head_dim = D, .n_heads = 4, .n_kv_heads = 4};
@@ -75,7 +75,8 @@ TEST_CASE("paged attention matches the interpreter", "[kernels][attention]") {
   c.pos0 = 30;
   c.kv_len = 33;
   for (const char* kernel : kKernels) {
-    INFO(kernel);
+    c.kv = c.kv == DType::f16 ? DType::i8 : DType::f16;  // each kernel once paged q8_0
+    INFO(kernel << " " << c.describe());
     kiln::test::AttentionData d(c);
     HostBuffer out = run(kernel, c, d), outi = run(kernel, c, d, true);
     CHECK(kiln::test::worst_error(out, kiln::test::as_doubles(outi), kAtol, 0) <= 1.0);
@@ -110,17 +111,16 @@ TEST_CASE("two sequences sharing a forked prefix read their own rows", "[kernels
   for (int64_t j = 0; j < 40; ++j)
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t i = 0; i < D; ++i) {
-        db.k.set(k_cache_index(j, h, i, cb.rows(), D, cb.key_block()),
-                 da.k.get(k_cache_index(j, h, i, ca.rows(), D, ca.key_block())));
-        db.v.set(v_cache_index(j, h, i, cb.rows(), D),
-                 da.v.get(v_cache_index(j, h, i, ca.rows(), D)));
+        db.cache.k.set(k_cache_index(j, h, i, cb.rows(), D, cb.key_block()),
+                       da.cache.k.get(k_cache_index(j, h, i, ca.rows(), D, ca.key_block())));
+        db.cache.v.set(v_cache_index(j, h, i, cb.rows(), D),
+                       da.cache.v.get(v_cache_index(j, h, i, ca.rows(), D)));
       }
   // One pool holding both: a's rows, then b's (the shared pages twice, with
   // the same values).
-  HostBuffer pk(DType::f16, k_pool_elems(12, 2, D, P)), pv(DType::f16, v_pool_elems(12, 2, D, P));
-  for (int64_t i = 0; i < pk.size(); ++i) pk.set(i, NAN), pv.set(i, NAN);
-  da.write_pages(ca, ca.kv_len, pool.table(a), P, pk, pv);
-  db.write_pages(cb, cb.kv_len, pool.table(b), P, pk, pv);
+  auto shared = kiln::test::KvTensors::nan_pool(ca, 12, P);
+  da.write_pages(ca, ca.kv_len, pool.table(a), P, shared);
+  db.write_pages(cb, cb.kv_len, pool.table(b), P, shared);
   for (auto [c, d, s] : {std::tuple{&ca, &da, a}, std::tuple{&cb, &db, b}})
     for (const char* kernel : {"attention_decode", "attention_prefill"}) {
       INFO(kernel << " sequence " << s);
@@ -132,8 +132,8 @@ TEST_CASE("two sequences sharing a forked prefix read their own rows", "[kernels
       for (int64_t i = 0; i < table.size(); ++i) table.set(i, t[i]);
       HostBuffer out(DType::f32, c->n_tokens * c->n_heads * D);
       std::vector<Arg> args = kiln::test::attention_args(*c, *d, out);
-      args[1] = pk.arg();
-      args[2] = pv.arg();
+      args[1] = shared.k.arg();
+      args[2] = shared.v.arg();
       args.push_back(table.arg());
       args.push_back(Arg::scalar_int(12));
       test::runtime().launch(kiln::test::attention_spec(kernel, paged), args);

@@ -58,7 +58,7 @@ TEST_CASE("attention_prefill with other block sizes", "[kernels][attention]") {
 TEST_CASE("attention_prefill matches the interpreter", "[kernels][attention]") {
   // Small, as the interpreter runs element by element. V holds exactly kv_len rows, so an
   // unmasked read past them is an interpreter error; K's block padding holds NaN.
-  for (DType kv : {DType::f16, DType::f32})
+  for (DType kv : {DType::f16, DType::f32, DType::i8})
     for (auto [nt, pos0] : {std::pair{7, 0}, std::pair{6, 11}}) {
       AttentionCase c{.kv = kv, .head_dim = 64, .n_heads = 4, .n_kv_heads = 1};
       c.n_tokens = nt;

@@ -23,7 +23,8 @@ constexpr int64_t kPage = 16;
 
 // Sequence i: n[i] new tokens at position pos0[i], its own random q, K, V.
 void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0, int64_t window,
-                 bool sinks, bool interpret = false, std::map<std::string, int64_t> consts = {}) {
+                 bool sinks, bool interpret = false, std::map<std::string, int64_t> consts = {},
+                 DType kv = DType::f16) {
   const int64_t D = 64, H = 8, KVH = 2, S = static_cast<int64_t>(n.size());
   std::vector<AttentionCase> cs;
   std::vector<AttentionData> ds;
@@ -31,7 +32,7 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
   int64_t max_ctx = 0;
   for (int64_t i = 0; i < S; ++i) max_ctx = std::max<int64_t>(max_ctx, pos0[i] + n[i] + 5);
   for (int64_t i = 0; i < S; ++i) {
-    AttentionCase c{.kv = DType::f16, .head_dim = D, .n_heads = H, .n_kv_heads = KVH};
+    AttentionCase c{.kv = kv, .head_dim = D, .n_heads = H, .n_kv_heads = KVH};
     c.n_tokens = n[i];
     c.pos0 = pos0[i];
     c.kv_len = c.max_ctx = pos0[i] + n[i];
@@ -58,18 +59,16 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
       }
   }
   const int64_t n_pages = pool.n_pages(), per_seq = (max_ctx + kPage - 1) / kPage;
-  HostBuffer pk(DType::f16, k_pool_elems(n_pages, KVH, D, kPage)),
-      pv(DType::f16, v_pool_elems(n_pages, KVH, D, kPage)), q(DType::f32, T * H * D),
-      out(DType::f32, T * H * D), table(DType::i32, S * per_seq), cu_b(DType::i32, S + 1),
-      pos_b(DType::i32, S);
-  for (int64_t i = 0; i < pk.size(); ++i) pk.set(i, NAN), pv.set(i, NAN);
+  auto kvpool = kiln::test::KvTensors::nan_pool(cs[0], n_pages, kPage);
+  HostBuffer q(DType::f32, T * H * D), out(DType::f32, T * H * D), table(DType::i32, S * per_seq),
+      cu_b(DType::i32, S + 1), pos_b(DType::i32, S);
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, NAN);
   std::vector<double> want(static_cast<size_t>(T * H * D));
   for (int64_t i = 0; i < S; ++i) {
     const AttentionCase& c = cs[i];
     std::vector<int32_t> t = pool.padded_table(ids[i], per_seq);
     for (int64_t e = 0; e < per_seq; ++e) table.set(i * per_seq + e, t[e]);
-    ds[i].write_pages(c, c.kv_len, t, kPage, pk, pv);
+    ds[i].write_pages(c, c.kv_len, t, kPage, kvpool);
     std::vector<double> ref = kiln::test::attention_reference(c, ds[i]);
     for (int64_t x = 0; x < n[i] * H * D; ++x) {
       q.set(cu[i] * H * D + x, ds[i].q.get(x));
@@ -82,10 +81,10 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
   consts["HEAD_DIM"] = D;
   consts["PAGE"] = kPage;
   consts["SINKS"] = sinks;
-  Spec spec = find_kernel("attention_prefill_varlen").make_spec({{"KV", DType::f16}}, consts);
+  Spec spec = find_kernel("attention_prefill_varlen").make_spec({{"KV", kv}}, consts);
   std::vector<Arg> args = {q.arg(),
-                           pk.arg(),
-                           pv.arg(),
+                           kvpool.k.arg(),
+                           kvpool.v.arg(),
                            out.arg(),
                            cu_b.arg(),
                            pos_b.arg(),
@@ -99,6 +98,7 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
                            Arg::scalar_int(window),
                            table.arg(),
                            Arg::scalar_int(n_pages)};
+  kvpool.add_scale_args(args);
   if (sinks) args.push_back(ds[0].sinks.arg());
   if (interpret)
     test::runtime().interpret(spec, args);
@@ -123,10 +123,12 @@ TEST_CASE("varlen prefill of a ragged batch matches each sequence's reference",
     check_batch({7, 40, 1}, {20, 0, 64}, 9, true);
     check_batch({30, 5}, {0, 17}, 100, false);
   }
+  SECTION("a q8_0 cache") { check_batch({7, 40, 1}, {20, 0, 64}, 9, true, false, {}, DType::i8); }
 }
 
 TEST_CASE("varlen prefill matches the interpreter", "[kernels][attention]") {
   check_batch({3, 1, 5}, {4, 0, 18}, 0, true, true);
+  check_batch({3, 1, 5}, {4, 0, 18}, 0, false, true, {}, DType::i8);
 }
 
 TEST_CASE("varlen batches that do not add up are refused", "[kernels][attention][error]") {

@@ -66,7 +66,7 @@ TEST_CASE("prefill attention with a sliding window matches a double-precision re
 }
 
 TEST_CASE("windowed attention over dtypes and head sizes", "[kernels][attention]") {
-  for (DType kv : {DType::bf16, DType::f32})
+  for (DType kv : {DType::bf16, DType::f32, DType::i8})
     for (int64_t D : {128, 256}) {
       AttentionCase c = windowed(24, 1, 300);
       c.kv = kv;

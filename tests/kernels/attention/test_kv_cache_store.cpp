@@ -3,6 +3,9 @@
 // positions, and every other element stays as it was; in the JIT and the
 // interpreter.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
+#include <tuple>
 
 #include "attention_case.h"
 #include "kernels/attention/attention_shape.h"
@@ -62,6 +65,77 @@ TEST_CASE("kv_cache_store writes keys and values at their positions", "[kernels]
     }
 }
 
+TEST_CASE("kv_cache_store rounds a q8_0 cache as llama.cpp's x86 Q8_0", "[kernels][attention]") {
+  // Scalar reference (q8_0_rounding.h): per 32 elements d = f16(amax / 127),
+  // code = nearest-even(x * (127 / amax)) in f32, 0 for an all-zero block.
+  // Contiguous and paged, JIT and interpreter; blocks that are all zero,
+  // hold ties (x * 127 / amax = k + 0.5) or have tiny magnitudes included.
+  const int64_t D = 64, nkv = 2, nt = 5, pos0 = 14, max_ctx = 40, P = 16, n_pages = 4;
+  const std::vector<int32_t> pages = {2, 0, 3};  // rows 0-15, 16-31, 32-39
+  auto xk = HostBuffer::random(DType::f32, nt * nkv * D, 3, -70, 70);
+  auto xv = HostBuffer::random(DType::f32, nt * nkv * D, 4, -1e-3, 1e-3);
+  for (int64_t i = 0; i < 32; ++i) xk.set(i, 0);  // token 0, head 0: zeros
+  for (int64_t i = 32; i < 64; ++i) xk.set(i, i % 2 ? 127.0 : 0.5 + (i % 7));  // ties
+  for (int64_t page : {int64_t{0}, P}) {
+    INFO("PAGE=" << page);
+    Spec spec = find_kernel("kv_cache_store")
+                    .make_spec({{"KV", DType::i8}}, {{"HEAD_DIM", D}, {"PAGE", page}});
+    const int64_t ke = page ? k_pool_elems(n_pages, nkv, D, P)
+                            : k_cache_elems(max_ctx, nkv, D, kTestKeyBlock),
+                  ve = page ? v_pool_elems(n_pages, nkv, D, P) : v_cache_elems(max_ctx, nkv, D);
+    HostBuffer table(DType::i32, 3);
+    for (int64_t i = 0; i < 3; ++i) table.set(i, pages[i]);
+    for (bool interpret : {false, true}) {
+      INFO("interpret=" << interpret);
+      HostBuffer k(DType::i8, ke), v(DType::i8, ve), ks(DType::f16, ke / 32),
+          vs(DType::f16, ve / 32);
+      std::vector<Arg> args = {xk.arg(),
+                               xv.arg(),
+                               k.arg(),
+                               v.arg(),
+                               Arg::scalar_int(nt),
+                               Arg::scalar_int(nkv),
+                               Arg::scalar_int(max_ctx),
+                               Arg::scalar_int(pos0)};
+      if (page) args.push_back(table.arg()), args.push_back(Arg::scalar_int(n_pages));
+      args.push_back(ks.arg());
+      args.push_back(vs.arg());
+      if (interpret)
+        kiln::test::runtime().interpret(spec, args);
+      else
+        kiln::test::runtime().launch(spec, args);
+      auto k_at = [&](int64_t j, int64_t h, int64_t d, int64_t dims) {
+        return page ? k_page_index(pages[j / P], j % P, h, d, nkv, dims, P, kTestKeyBlock)
+                    : k_cache_index(j, h, d, max_ctx, dims, kTestKeyBlock);
+      };
+      auto v_at = [&](int64_t j, int64_t h, int64_t d, int64_t dims) {
+        return page ? v_page_index(pages[j / P], j % P, h, d, nkv, dims, P)
+                    : v_cache_index(j, h, d, max_ctx, dims);
+      };
+      for (int64_t t = 0; t < nt; ++t)
+        for (int64_t h = 0; h < nkv; ++h)
+          for (int64_t g = 0; g < D / 32; ++g)
+            for (auto [x, codes, scales, at] :
+                 {std::tuple{&xk, &k, &ks,
+                             std::function<int64_t(int64_t, int64_t, int64_t, int64_t)>(k_at)},
+                  std::tuple{&xv, &v, &vs,
+                             std::function<int64_t(int64_t, int64_t, int64_t, int64_t)>(v_at)}}) {
+              const int64_t x0 = (t * nkv + h) * D + g * 32, j = pos0 + t;
+              float amax = 0;
+              for (int64_t i = 0; i < 32; ++i)
+                amax = std::max(amax, std::fabs(static_cast<float>(x->get(x0 + i))));
+              const float id = amax != 0 ? 127.0f / amax : 0.0f;
+              INFO("token " << t << " head " << h << " block " << g << (x == &xk ? " K" : " V"));
+              CHECK(scales->get(at(j, h, g, D / 32)) ==
+                    static_cast<double>(static_cast<_Float16>(amax / 127.0f)));
+              for (int64_t i = 0; i < 32; ++i)
+                CHECK(codes->get(at(j, h, g * 32 + i, D)) ==
+                      std::nearbyint(static_cast<float>(x->get(x0 + i)) * id));
+            }
+    }
+  }
+}
+
 TEST_CASE("kv_cache_store refuses rows past the cache and bad sizes",
           "[kernels][attention][error]") {
   Spec spec = find_kernel("kv_cache_store").make_spec({{"KV", DType::f16}}, {{"HEAD_DIM", 32}});
@@ -78,6 +152,8 @@ TEST_CASE("kv_cache_store refuses rows past the cache and bad sizes",
                       Catch::Contains("buffer 'k' holds 512 elements, the launch needs 1024"));
   refused(find_kernel("kv_cache_store").make_spec({{"KV", DType::f16}}, {{"HEAD_DIM", 40}}),
           {1, 1, 16, 0}, "HEAD_DIM must be a positive multiple of 16, got 40");
+  refused(find_kernel("kv_cache_store").make_spec({{"KV", DType::i8}}, {{"HEAD_DIM", 48}}),
+          {1, 1, 16, 0}, "a q8_0 cache needs HEAD_DIM a multiple of 32, got 48");
 }
 
 TEST_CASE("attention lanes and the K cache block follow the target", "[kernels][attention]") {
