@@ -15,22 +15,31 @@ AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_
   q_ = random_buffer(h_ * d_, DType::f32, rng);
   k_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_), kv_, rng);
   v_ = random_buffer(v_cache_elems(len_, kvh_, d_), kv_, rng);
+  if (is_quantized_kv(kv_)) {
+    k_scale_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_) / kKvQuantBlock, DType::f16, rng);
+    v_scale_ = random_buffer(v_cache_elems(len_, kvh_, d_) / kKvQuantBlock, DType::f16, rng);
+  }
   out_ = HostMemory(static_cast<size_t>(h_ * d_ * 4));
 }
 
 std::vector<Arg> AttentionWorkload::args() {
-  return {Arg::buffer(q_.data(), h_ * d_),
-          Arg::buffer(k_.data(), k_cache_elems(len_, kvh_, d_, kb_)),
-          Arg::buffer(v_.data(), v_cache_elems(len_, kvh_, d_)),
-          Arg::buffer(out_.data(), h_ * d_),
-          Arg::scalar_int(1),
-          Arg::scalar_int(h_),
-          Arg::scalar_int(kvh_),
-          Arg::scalar_int(len_),
-          Arg::scalar_int(len_),
-          Arg::scalar_int(len_ - 1),
-          Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_))),
-          Arg::scalar_int(0)};  // no sliding window
+  std::vector<Arg> a = {Arg::buffer(q_.data(), h_ * d_),
+                        Arg::buffer(k_.data(), k_cache_elems(len_, kvh_, d_, kb_)),
+                        Arg::buffer(v_.data(), v_cache_elems(len_, kvh_, d_)),
+                        Arg::buffer(out_.data(), h_ * d_),
+                        Arg::scalar_int(1),
+                        Arg::scalar_int(h_),
+                        Arg::scalar_int(kvh_),
+                        Arg::scalar_int(len_),
+                        Arg::scalar_int(len_),
+                        Arg::scalar_int(len_ - 1),
+                        Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_))),
+                        Arg::scalar_int(0)};  // no sliding window
+  if (is_quantized_kv(kv_)) {
+    a.push_back(Arg::buffer(k_scale_.data(), k_cache_elems(len_, kvh_, d_, kb_) / kKvQuantBlock));
+    a.push_back(Arg::buffer(v_scale_.data(), v_cache_elems(len_, kvh_, d_) / kKvQuantBlock));
+  }
+  return a;
 }
 
 int64_t AttentionWorkload::partial_rows(int64_t split) {
@@ -63,6 +72,14 @@ std::vector<Arg> AttentionWorkload::merge_args(int64_t split) {
           Arg::scalar_int(0)};
 }
 
-int64_t AttentionWorkload::cache_bytes() const { return 2 * len_ * kvh_ * d_ * dtype_bytes(kv_); }
+int64_t AttentionWorkload::cache_bytes() const {
+  const int64_t codes = 2 * len_ * kvh_ * d_ * dtype_bytes(kv_);
+  return is_quantized_kv(kv_) ? codes + codes / kKvQuantBlock * 2 : codes;
+}
+
+int64_t AttentionWorkload::cache_buffer_bytes() const {
+  const int64_t v = len_ * kvh_ * d_ * dtype_bytes(kv_);
+  return is_quantized_kv(kv_) ? v / kKvQuantBlock * 2 : v;
+}
 
 }  // namespace kiln

@@ -1,9 +1,9 @@
 // A decode-attention problem for `kiln bench`: one query token of n_heads
-// heads against a KV cache of kv_len random keys and values (f16, bf16 or f32) (the cache
-// layout of kv_cache.h in blocks of key_block keys, max_ctx = kv_len), as a
-// forward's attention_decode
-// launch at that context. Its traffic is the cache rows it must read, which
-// at long contexts rival a layer's weights.
+// heads against a KV cache of kv_len random keys and values (f16, bf16, f32,
+// or q8_0: i8 codes with f16 scales; the layout of kv_cache.h in blocks of
+// key_block keys, max_ctx = kv_len), as a forward's attention_decode launch
+// at that context. Its traffic is the cache rows it must read, which at
+// long contexts rival a layer's weights.
 #pragma once
 
 #include <cstdint>
@@ -24,14 +24,16 @@ class AttentionWorkload {
   // attention_decode_merge), slices of `split` keys; partials owned here.
   std::vector<Arg> split_args(int64_t split);
   std::vector<Arg> merge_args(int64_t split);
-  int64_t cache_bytes() const;  // the K and V rows one launch reads
+  int64_t cache_bytes() const;  // the K and V rows one launch reads, scales included
+  // The smallest of the cache's buffers: what a cold benchmark copies.
+  int64_t cache_buffer_bytes() const;
   int64_t head_dim() const { return d_; }
   DType kv() const { return kv_; }
 
  private:
   int64_t h_, kvh_, d_, len_, kb_;
   DType kv_;
-  HostMemory q_, k_, v_, out_, part_o_, part_ml_;
+  HostMemory q_, k_, v_, k_scale_, v_scale_, out_, part_o_, part_ml_;
   int64_t partial_rows(int64_t split);
 };
 

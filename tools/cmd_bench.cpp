@@ -120,9 +120,9 @@ void register_split_attention(const std::string& name, Runtime* rt, const Bandwi
             rt->select("attention_decode_split", {{"KV", work->kv()}}, args, {}, split_fixed);
         Spec reduce = rt->select("attention_decode_merge", {}, merge, {},
                                  {{"HEAD_DIM", work->head_dim()}, {"SPLIT", keys}});
-        ColdCopies copies =
-            cold ? ColdCopies(find_kernel(split.kernel).build(split), args, work->cache_bytes() / 4)
-                 : ColdCopies(args);
+        ColdCopies copies = cold ? ColdCopies(find_kernel(split.kernel).build(split), args,
+                                              work->cache_buffer_bytes())
+                                 : ColdCopies(args);
         double roof = probe.measure_gbps(rt->pool(), 3);
         double s = timed(st, [&] {
           rt->launch(split, copies.next());
@@ -370,7 +370,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     for (DType kv : kv_dtypes) {
       if (c == "0") continue;
       int64_t ctx = parse_positive(c, "--contexts");
-      const std::string kv_name(dtype_name(kv));
+      const std::string kv_name = kv_cache_type_name(kv);
       for (const auto& hs : split(a.get("heads", "32x4x64,32x8x128"), ',')) {
         auto hd = split(hs, 'x');
         if (hd.size() != 3)
@@ -390,8 +390,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
               [rt, fixed, kv](const std::vector<Arg>& args) {
                 return rt->select("attention_decode", {{"KV", kv}}, args, {}, fixed);
               },
-              // Copy K and V (half of the cache bytes each), not q and out.
-              cold, work->cache_bytes() / 4);
+              // Copy the cache's buffers, not q and out.
+              cold, work->cache_buffer_bytes());
           register_split_attention("attention_decode_split" + tail, rt, probe, work,
                                    declared_consts("attention_decode_split"), cold);
         }

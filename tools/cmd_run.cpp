@@ -121,7 +121,8 @@ int cmd_run(const std::vector<std::string>& argv_in) {
         "Streams the generated text, then prints one JSON line of metrics. Without -m, runs a\n"
         "small generated llama (written once under the cache directory). --device cuda-sim runs\n"
         "the CUDA kernels on the CPU simulator: a correctness check, slow. --kv sets the KV\n"
-        "cache's element type (f16 as llama.cpp's default; q8_0 as llama.cpp's -ctk/-ctv q8_0); --kv-page N keeps it in a pool of\n"
+        "cache's element type (f16 as llama.cpp's default; q8_0 as llama.cpp's -ctk/-ctv q8_0); "
+        "--kv-page N keeps it in a pool of\n"
         "pages of N rows addressed through a block table (a multiple of the key block).");
     return 0;
   }
@@ -198,8 +199,7 @@ int cmd_run(const std::vector<std::string>& argv_in) {
       json_escape(model_path).c_str(), model.config().arch.c_str(), rt.backend().name().c_str(),
       rt.threads(), static_cast<long long>(model.n_ctx()),
       kv_cache_type_name(model.kv_dtype()).c_str(), model.kv_cache_bytes() / 1048576.0,
-      r.prompt.size(), r.generated.size(),
-      r.prompt.size() / (r.prefill_ms / 1e3),
+      r.prompt.size(), r.generated.size(), r.prompt.size() / (r.prefill_ms / 1e3),
       r.token_ms.empty() ? 0.0 : r.token_ms.size() / (decode_ms / 1e3), percentile(r.token_ms, 0.5),
       percentile(r.token_ms, 0.95), peak_rss_mib(), cs.ms, static_cast<long long>(cs.kernels),
       rt.cache().hits, rt.cache().misses, static_cast<long long>(r.launches_per_token),

@@ -25,6 +25,13 @@ position difference, so up to 2 of the positions may differ by a flip.
 Each case draws its own tokens. gemma3-swa is gemma3 with a sliding window
 of 24 positions, shorter than the prompt.
 
+KV cache types: `kiln run --kv q8_0` against llama.cpp with type_k = type_v
+= Q8_0 (which needs its flash-attention path), on llama and gemma3-swa.
+Kiln rounds the cache rows as llama.cpp does, but llama.cpp also rounds q
+to Q8_0 for its K dot products where Kiln keeps q in f32, so they take the
+quantized bar, the yardstick being llama.cpp's q8_0 cache against its f16
+one (flash attention both).
+
 Real mixes: llama.cpp's own quantizer (llama_model_quantize) also writes
 files from gen-model f16 models: Q4_K_M, Q5_K_M, Q4_1, Q5_0 and Q5_1 of a
 SmolLM-shaped model, whose 576-wide rows make it fall back from K-quants
@@ -61,6 +68,9 @@ CASES = [(arch, qtype) for arch in ARCHES for qtype in TYPES]
 # gemma3 with a sliding window of 24 positions under the 96-token prompt, so
 # its windowed layers mask by window (`gemma3-swa` in --arch).
 WINDOWED = (("gemma3", "f16", 24), ("gemma3", "q8_0", 24))
+# (arch, weight type, cache type): a quantized KV cache (`kv-q8_0` in --arch).
+KV_CACHES = (("llama", "f16", "q8_0"), ("gemma3-swa", "f16", "q8_0"), ("qwen3", "q4_k_m", "q8_0"))
+GGML_KV_TYPES = {"q8_0": 8}
 # (source, name, llama_ftype) for llama.cpp's quantizer; the sources are
 # gen-model f16 models of these (arch, preset).
 MIX_SOURCES = {"smollm": ("llama", "smollm"), "tiny": ("llama", "tiny"),
@@ -114,9 +124,11 @@ def llama_quantize(src, dst, ftype):
         raise RuntimeError(f"llama_model_quantize failed for ftype {ftype}")
 
 
-def llamacpp_logits(path, tokens, flash_attn=False):
+def llamacpp_logits(path, tokens, flash_attn=False, kv=None):
+    cache = {"type_k": GGML_KV_TYPES[kv], "type_v": GGML_KV_TYPES[kv]} if kv else {}
     m = llama_cpp.Llama(model_path=path, logits_all=True, n_ctx=len(tokens) + 8, n_threads=2,
-                        n_batch=len(tokens), flash_attn=flash_attn, verbose=False)
+                        n_batch=len(tokens), flash_attn=flash_attn or kv is not None,
+                        verbose=False, **cache)
     m.eval(tokens)
     return np.array(m.scores[: len(tokens)], dtype=np.float32)
 
@@ -135,35 +147,40 @@ def main():
                                                    "shared", "data", "vocab",
                                                    "ggml-vocab-llama-spm.gguf"))
     ap.add_argument("--tokens", type=int, default=96)
-    ap.add_argument("--arch", nargs="*", choices=ARCHES + ("gemma3-swa",) + tuple(MIX_SOURCES),
-                    default=ARCHES + ("gemma3-swa",) + tuple(MIX_SOURCES),
-                    help="only these (gemma3-swa: a window under the prompt; smollm, tiny, moe: "
-                         "llama.cpp's mixes)")
+    extra = ("gemma3-swa", "kv-q8_0") + tuple(MIX_SOURCES)
+    ap.add_argument("--arch", nargs="*", choices=ARCHES + extra, default=ARCHES + extra,
+                    help="only these (gemma3-swa: a window under the prompt; kv-q8_0: a q8_0 KV "
+                         "cache; smollm, tiny, moe: llama.cpp's mixes)")
     ap.add_argument("--type", nargs="*", choices=TYPES, default=TYPES, help="only these")
     a = ap.parse_args()
     failed = 0
 
-    def check(name, qtype, path, spare):
-        """Kiln's logits against llama.cpp's on `path`; True when within the bar."""
+    def check(name, qtype, path, spare, kv=None):
+        """Kiln's logits against llama.cpp's on `path` (with a `kv` cache type);
+        True when within the bar."""
         n_vocab = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False).n_vocab()
         # Each case draws its own tokens, so adding a case changes no other's.
         rng = np.random.default_rng(zlib.crc32(f"{name}-{qtype}".encode()))
         tokens = [int(t) for t in rng.integers(3, min(n_vocab, 256), a.tokens)]
         npy = path + ".npy"
         subprocess.run([a.kiln, "run", "-m", path, "--tokens", ",".join(map(str, tokens)),
-                        "-n", "0", "--threads", "2", "--logits-out", npy],
+                        "-n", "0", "--threads", "2", "--logits-out", npy, "--kv", kv or "f16"],
                        check=True, capture_output=True)
         ours = np.load(npy)
-        theirs = llamacpp_logits(path, tokens)
+        theirs = llamacpp_logits(path, tokens, kv=kv)
         agree, rel = compare(ours, theirs, spare)
-        if qtype == "f16":
+        if qtype == "f16" and not kv:
             ok = agree >= 0.99 and rel <= 0.02
             bar = "needs top-1 >= 99.00 %, max|d|/std <= 0.0200"
         else:
-            self_agree, self_rel = compare(llamacpp_logits(path, tokens, True), theirs, spare)
+            # The other flash-attention run: with the f16 cache for a kv case.
+            other = llamacpp_logits(path, tokens, True)
+            self_agree, self_rel = compare(other, theirs, spare)
             ok = agree >= self_agree - 0.04 and rel <= max(2 * self_rel, 0.01)
             bar = (f"llama.cpp vs itself: top-1 {self_agree * 100:6.2f} %, "
                    f"max|d|/std {self_rel:.4f}")
+        if kv:
+            name, qtype = f"{name}/kv", f"{qtype}/{kv}"
         print(f"{name:9s} {qtype:7s} top-1 agreement {agree * 100:6.2f} %   "
               f"max|d|/std {rel:.4f}   ({bar})  {'ok' if ok else 'FAIL'}", flush=True)
         return ok
@@ -188,6 +205,14 @@ def main():
                             "--window", str(window), "-o", path, "--seed", "1"],
                            check=True, capture_output=True)
             failed += not check(arch + "-swa", qtype, path, 0)
+        for arch, qtype, kv in KV_CACHES:
+            if "kv-" + kv not in a.arch:
+                continue
+            base, window = (arch[:-4], ["--window", "24"]) if arch.endswith("-swa") else (arch, [])
+            path = os.path.join(tmp, f"{arch}-{qtype}-kv-{kv}.gguf")
+            subprocess.run([a.kiln, "gen-model", "--arch", base, "--preset", "tiny", "--type", qtype,
+                            "-o", path, "--seed", "1"] + window, check=True, capture_output=True)
+            failed += not check(arch, qtype, path, 0, kv)
         for preset, (arch, size) in MIX_SOURCES.items():
             if preset not in a.arch:
                 continue
