@@ -116,6 +116,38 @@ int64_t check_varlen_batch(const std::vector<int32_t>& cu, const std::vector<int
   return std::max<int64_t>(longest, 1);
 }
 
+std::map<std::string, int64_t> DecodeBatchSizes::buffer_elems() const {
+  const int64_t qn = n_seqs * n_heads * head_dim;
+  return with_kv_scales({{"q", qn},
+                         {"out", qn},
+                         {"k", k_pool_elems(n_pages, n_kv_heads, head_dim, page)},
+                         {"v", v_pool_elems(n_pages, n_kv_heads, head_dim, page)},
+                         {"seq_len", n_seqs},
+                         {"block_table", n_seqs * ((max_ctx + page - 1) / page)},
+                         {"sinks", n_heads}});
+}
+
+DecodeBatchSizes decode_batch_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a) {
+  check_window(kernel, a.i("window"));
+  check_kv_layout(kernel, s);
+  DecodeBatchSizes z{
+      a.i("n_seqs"),  a.i("n_heads"),           a.i("n_kv_heads"),    0,
+      a.i("max_ctx"), s.constexpr_("HEAD_DIM"), s.constexpr_("PAGE"), pool_pages(kernel, a)};
+  const std::string who = "kernel '" + kernel + "': ";
+  auto str = [](int64_t v) { return std::to_string(v); };
+  if (z.n_seqs < 1 || z.max_ctx < 1)
+    throw Error(who + "n_seqs = " + str(z.n_seqs) + " and max_ctx = " + str(z.max_ctx) +
+                " must both be >= 1");
+  if (z.n_heads < 1 || z.n_kv_heads < 1 || z.n_heads % z.n_kv_heads)
+    throw Error(who + "n_heads = " + str(z.n_heads) +
+                " is not a positive multiple of n_kv_heads = " + str(z.n_kv_heads));
+  z.group = z.n_heads / z.n_kv_heads;
+  const int64_t i32_max = std::numeric_limits<int32_t>::max();
+  if (z.n_seqs * z.n_heads > i32_max || z.n_pages * z.n_kv_heads * z.page > i32_max)
+    throw Error(who + "more than 2^31 rows of q or of the pool");
+  return z;
+}
+
 std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a) {
   const int64_t regs = s.target.vector_registers / 2 * s.target.lanes(DType::f32);
   int64_t bg = std::max<int64_t>(1, regs / s.constexpr_("HEAD_DIM")), group = 1;

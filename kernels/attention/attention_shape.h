@@ -54,6 +54,15 @@ VarlenSizes varlen_sizes(const std::string& kernel, const Spec& s, const ScalarA
 int64_t check_varlen_batch(const std::vector<int32_t>& cu_seqlens,
                            const std::vector<int32_t>& seq_pos0, int64_t n_tokens, int64_t max_ctx);
 
+// A decode step of a batch of sequences (attention_decode_batch): one query
+// token per sequence, over a paged pool of n_pages pages of PAGE rows,
+// each sequence up to max_ctx.
+struct DecodeBatchSizes {
+  int64_t n_seqs, n_heads, n_kv_heads, group, max_ctx, head_dim, page, n_pages;
+  std::map<std::string, int64_t> buffer_elems() const;
+};
+DecodeBatchSizes decode_batch_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a);
+
 // BLOCK_G of the decode kernels for a launch: the accumulators of BLOCK_G
 // heads (BLOCK_G * HEAD_DIM f32) within half the target's vector registers
 // (on AVX-512, 16 x 16 f32), and no wider than the group rounded up to a

@@ -121,6 +121,15 @@ std::vector<Case> cases() {
                   {{"KV", kv}},
                   {{"HEAD_DIM", 32}},
                   {{"n_tokens", 3}, {"n_kv_heads", 2}, {"max_ctx", 20}, {"pos0", 14}}});
+    cs.push_back({"attention_decode_batch",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"PAGE", 16}, {"SINKS", 1}},
+                  {{"n_seqs", 3},
+                   {"n_heads", 4},
+                   {"n_kv_heads", 2},
+                   {"max_ctx", 40},
+                   {"window", 9},
+                   {"n_pages", 9}}});
   }
   for (int64_t sinks : {0, 1})
     cs.push_back({"attention_decode_merge",
@@ -253,6 +262,10 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       const int32_t cu[] = {0, 3, 7}, pos[] = {5, 16};
       for (int64_t j = 0; j < n; ++j)
         static_cast<int32_t*>(m)[j] = p.name == "cu_seqlens" ? cu[j] : pos[j];
+    } else if (p.name == "seq_len") {
+      // Sequences of 1, 18 and 35 keys.
+      for (int64_t j = 0; j < n; ++j)
+        static_cast<int32_t*>(m)[j] = static_cast<int32_t>(1 + 17 * j);
     } else if (p.name == "block_table") {
       // Distinct pages of the pool, out of order.
       auto* idx = static_cast<int32_t*>(m);

@@ -14,6 +14,7 @@ TEST_CASE("every registered kernel builds for every declared dtype", "[kernels][
   CHECK(names == std::vector<std::string>{"add",
                                           "add_rows",
                                           "attention_decode",
+                                          "attention_decode_batch",
                                           "attention_decode_merge",
                                           "attention_decode_split",
                                           "attention_prefill",
