@@ -41,9 +41,13 @@ int64_t parse_positive(const std::string& s, const std::string& what) {
   return v;
 }
 
-// Runs the benchmark loop and returns its wall time in seconds.
+// Runs the benchmark loop and returns its wall time in seconds. One untimed
+// run first takes what only the first launch pays (a lazy compile, first
+// touches) out of the figure, which a slow row would otherwise report as
+// its only iteration.
 template <class F>
 double timed(benchmark::State& st, F&& body) {
+  body();
   auto t0 = std::chrono::steady_clock::now();
   for (auto _ : st) body();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
