@@ -9,30 +9,37 @@
 namespace kiln {
 
 AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                                     int64_t kv_len, int64_t key_block, DType kv, uint64_t seed)
-    : h_(n_heads), kvh_(n_kv_heads), d_(head_dim), len_(kv_len), kb_(key_block), kv_(kv) {
+                                     int64_t kv_len, int64_t key_block, DType kv, int64_t n_tokens,
+                                     uint64_t seed)
+    : h_(n_heads),
+      kvh_(n_kv_heads),
+      d_(head_dim),
+      len_(kv_len),
+      kb_(key_block),
+      t_(n_tokens),
+      kv_(kv) {
   std::mt19937_64 rng(seed);
-  q_ = random_buffer(h_ * d_, DType::f32, rng);
+  q_ = random_buffer(t_ * h_ * d_, DType::f32, rng);
   k_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_), kv_, rng);
   v_ = random_buffer(v_cache_elems(len_, kvh_, d_), kv_, rng);
   if (is_quantized_kv(kv_)) {
     k_scale_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_) / kKvQuantBlock, DType::f16, rng);
     v_scale_ = random_buffer(v_cache_elems(len_, kvh_, d_) / kKvQuantBlock, DType::f16, rng);
   }
-  out_ = HostMemory(static_cast<size_t>(h_ * d_ * 4));
+  out_ = HostMemory(static_cast<size_t>(t_ * h_ * d_ * 4));
 }
 
 std::vector<Arg> AttentionWorkload::args() {
-  std::vector<Arg> a = {Arg::buffer(q_.data(), h_ * d_),
+  std::vector<Arg> a = {Arg::buffer(q_.data(), t_ * h_ * d_),
                         Arg::buffer(k_.data(), k_cache_elems(len_, kvh_, d_, kb_)),
                         Arg::buffer(v_.data(), v_cache_elems(len_, kvh_, d_)),
-                        Arg::buffer(out_.data(), h_ * d_),
-                        Arg::scalar_int(1),
+                        Arg::buffer(out_.data(), t_ * h_ * d_),
+                        Arg::scalar_int(t_),
                         Arg::scalar_int(h_),
                         Arg::scalar_int(kvh_),
                         Arg::scalar_int(len_),
                         Arg::scalar_int(len_),
-                        Arg::scalar_int(len_ - 1),
+                        Arg::scalar_int(len_ - t_),
                         Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_))),
                         Arg::scalar_int(0)};  // no sliding window
   if (is_quantized_kv(kv_)) {
@@ -70,6 +77,12 @@ std::vector<Arg> AttentionWorkload::merge_args(int64_t split) {
           Arg::scalar_int(len_),
           Arg::scalar_int(len_ - 1),
           Arg::scalar_int(0)};
+}
+
+double AttentionWorkload::causal_macs() const {
+  // Token i of the t_ newest sees len_ - t_ + i + 1 keys.
+  const double first = static_cast<double>(len_ - t_ + 1), last = static_cast<double>(len_);
+  return 2.0 * static_cast<double>(h_ * d_) * (first + last) / 2 * static_cast<double>(t_);
 }
 
 int64_t AttentionWorkload::cache_bytes() const {

@@ -3,7 +3,9 @@
 // or q8_0: i8 codes with f16 scales; the layout of kv_cache.h in blocks of
 // key_block keys, max_ctx = kv_len), as a forward's attention_decode launch
 // at that context. Its traffic is the cache rows it must read, which at
-// long contexts rival a layer's weights.
+// long contexts rival a layer's weights. With n_tokens = kv_len it is a
+// prompt's attention_prefill launch instead: every token of a kv_len-token
+// prompt against the prompt's keys, bound by arithmetic.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,8 @@ namespace kiln {
 class AttentionWorkload {
  public:
   AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t kv_len,
-                    int64_t key_block, DType kv = DType::f16, uint64_t seed = 1);
+                    int64_t key_block, DType kv = DType::f16, int64_t n_tokens = 1,
+                    uint64_t seed = 1);
 
   std::vector<Arg> args();
   // The split-K pair's arguments (attention_decode_split, then
@@ -28,10 +31,12 @@ class AttentionWorkload {
   // The smallest of the cache's buffers: what a cold benchmark copies.
   int64_t cache_buffer_bytes() const;
   int64_t head_dim() const { return d_; }
+  // Multiply-adds of the causal scores and P V: 2 H D per visible key.
+  double causal_macs() const;
   DType kv() const { return kv_; }
 
  private:
-  int64_t h_, kvh_, d_, len_, kb_;
+  int64_t h_, kvh_, d_, len_, kb_, t_;
   DType kv_;
   HostMemory q_, k_, v_, k_scale_, v_scale_, out_, part_o_, part_ml_;
   int64_t partial_rows(int64_t split);

@@ -151,7 +151,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "usage: kiln bench [--threads 1,2] [--shapes 4096x4096,4096x14336] [--dtypes "
         "f32,f16,bf16]\n"
         "                  [--formats q4_K-rows16,int4w-rows16,...] [--tokens 512] [--warm]\n"
-        "                  [--contexts 2048] [--heads 32x4x64,32x8x128] [--kv f16,bf16,f32]\n"
+        "                  [--contexts 2048] [--heads 32x4x64,32x8x128] [--kv f16,bf16,f32,q8_0]\n"
         "                  [--const BLOCK_K=128] [--benchmark_* Google Benchmark options]\n"
         "Benchmarks gemv (y = W x) for each weight dtype or format, shape and thread count,\n"
         "next to a memory-bandwidth probe measured in the same run (frac_of_probe = GB/s /\n"
@@ -164,7 +164,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "Decode attention (attention_decode, and the split-K pair attention_decode_split +\n"
         "merge: one token against a KV cache of each --contexts length and --kv dtype; 0\n"
         "skips it) for each --heads n_heads x n_kv_heads x head_dim reports GB/s of cache\n"
-        "rows read, cold as the GEMVs, next to the probe.");
+        "rows read, cold as the GEMVs, next to the probe. Prefill attention (attention_prefill:\n"
+        "a --tokens prompt over its own keys, each --heads and --kv) reports GFLOP/s against\n"
+        "dot_peak/f32.");
     return 0;
   }
   const bool cold = !a.flag("warm");
@@ -401,6 +403,42 @@ int cmd_bench(const std::vector<std::string>& argv) {
         }
       }
     }
+  // Prefill attention: a --tokens prompt's causal attention over its own
+  // keys, bound by arithmetic: GFLOP/s (2 per multiply-add of the visible
+  // scores and P V) against the f32 FMA roofline.
+  if (tokens > 1)
+    for (DType kv : kv_dtypes)
+      for (const auto& hs : split(a.get("heads", "32x4x64,32x8x128"), ',')) {
+        auto hd = split(hs, 'x');
+        if (hd.size() != 3)
+          throw Error("--heads: expected n_heads x n_kv_heads x head_dim, got '" + hs + "'");
+        auto work = std::make_shared<AttentionWorkload>(
+            parse_positive(hd[0], "--heads"), parse_positive(hd[1], "--heads"),
+            parse_positive(hd[2], "--heads"), tokens,
+            kv_key_block(runtimes.begin()->second->backend().target_desc()), kv, tokens);
+        for (int t : threads) {
+          Runtime* rt = runtimes[t].get();
+          DotProbe* fma = fma_probes[t].get();
+          const std::string name = "attention_prefill/" + kv_cache_type_name(kv) + "/" + hs +
+                                   "/tokens:" + std::to_string(tokens) +
+                                   "/threads:" + std::to_string(t);
+          benchmark::RegisterBenchmark(
+              name.c_str(),
+              [=](benchmark::State& st) {
+                std::vector<Arg> args = work->args();
+                Spec spec = rt->select("attention_prefill", {{"KV", kv}}, args, {},
+                                       {{"HEAD_DIM", work->head_dim()}});
+                double peak = fma->measure_gops();
+                double s = timed(st, [&] { rt->launch(spec, args); });
+                double gflops = 2 * work->causal_macs() * st.iterations() / s / 1e9;
+                st.counters["GFLOP/s"] = gflops;
+                st.counters["peak_GOP/s"] = peak;
+                st.counters["frac_of_peak"] = gflops / peak;
+              })
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
   int gargc = static_cast<int>(gbench.size());
   std::vector<char*> gargv;
   for (auto& s : gbench) gargv.push_back(s.data());
