@@ -338,18 +338,18 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
     split.erase("sinks");  // they join in the merge
     split["part_o"] = part_o;
     split["part_ml"] = part_ml;
-    g.launch("attention", "attention_decode_split", {{"KV", cache.k.dtype}}, split, {},
-             split_fixed);
+    g.launch("attention", "attention_decode_split", {{"KV", cache.k.dtype}, {"T", q.dtype}}, split,
+             {}, split_fixed);
     Graph::Operands merge = {{"part_o", part_o}, {"part_ml", part_ml}, {"out", out}};
     for (const char* s : {"n_tokens", "n_heads", "max_ctx", "kv_len", "pos0", "window", "sinks"})
       if (args.count(s)) merge[s] = args[s];
     auto merge_fixed = fixed;
     merge_fixed["SINKS"] = sinks;
-    g.launch("attention", "attention_decode_merge", {}, merge, {}, merge_fixed);
+    g.launch("attention", "attention_decode_merge", {{"T", q.dtype}}, merge, {}, merge_fixed);
     return out;
   }
   const std::string kernel = t == 1 ? "attention_decode" : "attention_prefill";
-  g.launch(kernel, kernel, {{"KV", cache.k.dtype}}, args, {},
+  g.launch(kernel, kernel, {{"KV", cache.k.dtype}, {"T", q.dtype}}, args, {},
            {{"HEAD_DIM", d}, {"SINKS", sinks}, {"PAGE", cache.page}});
   return out;
 }

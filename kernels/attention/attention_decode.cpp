@@ -36,8 +36,8 @@ Kernel build_attention_decode(const Spec& s) {
   const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G");
   check_attention_constexprs("attention_decode", D, attention_lanes(s.target), {{"BLOCK_G", BG}});
   check_kv_layout("attention_decode", s);
-  auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
-       out = k.buffer("out", DType::f32);
+  auto q = k.buffer("q", s.dtype("T")), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
+       out = k.buffer("out", s.dtype("T"));
   DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
   auto sinks = declare_sinks(k, s);
 
@@ -53,7 +53,8 @@ Kernel build_attention_decode(const Spec& s) {
   decode_keys(k, in, window_begin(pos, sc.window), minimum(pos + 1, sc.kv_len), st);
   for (int64_t h = 0; h < BG; ++h) {
     auto inv = softmax_normaliser(st.m[h], st.l[h], sink_logit(sinks, heads[h]));
-    store(out + (in.qrow[h] + arange(D).to(DType::i64)), Value(st.acc[h]) * broadcast_to(inv, {D}),
+    store(out + (in.qrow[h] + arange(D).to(DType::i64)),
+          (Value(st.acc[h]) * broadcast_to(inv, {D})).to(out.dtype()),
           broadcast_to(g0 + static_cast<int>(h) < group, {D}));
   }
   return k.finish();
@@ -63,7 +64,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .name = "attention_decode",
     .family = "attention",
     .summary = "causal GQA attention of few tokens over a KV cache, K/V blocks shared by a group",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}, kActivationRole},
     .constexpr_defaults =
         {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"PREFETCH", 0}, {"SINKS", 0}, {"PAGE", 0}},
     .build = build_attention_decode,

@@ -33,8 +33,8 @@ Kernel build_attention_decode_batch(const Spec& s) {
   const int page = static_cast<int>(s.constexpr_("PAGE"));
   if (page <= 0)
     throw Error(std::string("kernel '") + kName + "' reads a paged cache: PAGE must be > 0");
-  auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
-       out = k.buffer("out", DType::f32), seq_len = k.buffer("seq_len", DType::i32);
+  auto q = k.buffer("q", s.dtype("T")), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
+       out = k.buffer("out", s.dtype("T")), seq_len = k.buffer("seq_len", DType::i32);
   k.scalar("n_seqs", DType::i32);
   auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
   auto max_ctx = k.scalar("max_ctx", DType::i32);
@@ -57,7 +57,8 @@ Kernel build_attention_decode_batch(const Spec& s) {
   decode_keys(k, in, window_begin(len - 1, sc.window), len, st);
   for (int64_t h = 0; h < BG; ++h) {
     auto inv = softmax_normaliser(st.m[h], st.l[h], sink_logit(sinks, heads[h]));
-    store(out + (in.qrow[h] + arange(D).to(DType::i64)), Value(st.acc[h]) * broadcast_to(inv, {D}),
+    store(out + (in.qrow[h] + arange(D).to(DType::i64)),
+          (Value(st.acc[h]) * broadcast_to(inv, {D})).to(out.dtype()),
           broadcast_to(g0 + static_cast<int>(h) < group, {D}));
   }
   return k.finish();
@@ -68,7 +69,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "one decode step of a batch of sequences, each token over its own pages of a "
                "paged KV cache",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}, kActivationRole},
     .constexpr_defaults =
         {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"PREFETCH", 0}, {"SINKS", 0}, {"PAGE", 16}},
     .build = build_attention_decode_batch,

@@ -51,7 +51,7 @@ Kernel build_attention_decode_split(const Spec& s) {
                              {{"BLOCK_G", BG}});
   check_split("attention_decode_split", SPLIT, KB);
   check_kv_layout("attention_decode_split", s);
-  auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
+  auto q = k.buffer("q", s.dtype("T")), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
   auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
   DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
 
@@ -91,7 +91,7 @@ Kernel build_attention_decode_merge(const Spec& s) {
   check_split("attention_decode_merge", SPLIT, kv_key_block(s.target));
   const double neg_inf = -std::numeric_limits<double>::infinity();
   auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
-  auto out = k.buffer("out", DType::f32);
+  auto out = k.buffer("out", s.dtype("T"));
   k.scalar("n_tokens", DType::i32);
   auto n_heads = k.scalar("n_heads", DType::i32);
   auto max_ctx = k.scalar("max_ctx", DType::i32);
@@ -119,7 +119,7 @@ Kernel build_attention_decode_merge(const Spec& s) {
   });
   auto inv = softmax_normaliser(mx, l, sink_logit(sinks, head));
   store(out + ((t * n_heads + head).to(DType::i64) * D + arange(D).to(DType::i64)),
-        Value(acc) * broadcast_to(inv, {D}));
+        (Value(acc) * broadcast_to(inv, {D})).to(out.dtype()));
   return k.finish();
 }
 
@@ -132,7 +132,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "split-K decode attention, pass 1: each slice of SPLIT keys of a KV head's cache "
                "into unnormalised partial states (m, l, O) of its group's heads",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}, kActivationRole},
     .constexpr_defaults =
         {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"SPLIT", 512}, {"PREFETCH", 0}, {"PAGE", 0}},
     .build = build_attention_decode_split,
@@ -161,7 +161,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "split-K decode attention, pass 2: out = the partial states of each head's slices "
                "merged and normalised",
-    .dtype_roles = {},
+    .dtype_roles = {kActivationRole},
     .constexpr_defaults = {{"HEAD_DIM", 128}, {"SPLIT", 512}, {"SINKS", 0}},
     .build = build_attention_decode_merge,
     .launch_shape =

@@ -15,8 +15,8 @@ Kernel build_attention_prefill(const Spec& s) {
   KernelBuilder k("attention_prefill", s);
   check_prefill_constexprs("attention_prefill", s);
   DType KV = s.dtype("KV");
-  auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
-       out = k.buffer("out", DType::f32);
+  auto q = k.buffer("q", s.dtype("T")), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
+       out = k.buffer("out", s.dtype("T"));
   auto n_tokens = k.scalar("n_tokens", DType::i32);
   auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
   auto max_ctx = k.scalar("max_ctx", DType::i32);
@@ -37,7 +37,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .name = "attention_prefill",
     .family = "attention",
     .summary = "causal GQA flash attention of a block of query tokens over a KV cache",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}, kActivationRole},
     .constexpr_defaults =
         {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"BLOCK_N", 8}, {"SINKS", 0}, {"PAGE", 0}},
     .build = build_attention_prefill,

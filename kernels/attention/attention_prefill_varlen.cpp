@@ -32,8 +32,8 @@ Kernel build_attention_prefill_varlen(const Spec& s) {
   if (s.constexpr_("PAGE") <= 0)
     throw Error(std::string("kernel '") + kName + "' reads a paged cache: PAGE must be > 0");
   DType KV = s.dtype("KV");
-  auto q = k.buffer("q", DType::f32), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
-       out = k.buffer("out", DType::f32);
+  auto q = k.buffer("q", s.dtype("T")), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
+       out = k.buffer("out", s.dtype("T"));
   auto cu = k.buffer("cu_seqlens", DType::i32), seq_pos0 = k.buffer("seq_pos0", DType::i32);
   k.scalar("n_tokens", DType::i32);
   auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
@@ -66,7 +66,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "causal GQA flash attention of a packed batch of sequences (cu_seqlens), each "
                "over its pages of a paged KV cache",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}, kActivationRole},
     .constexpr_defaults =
         {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"BLOCK_N", 8}, {"SINKS", 0}, {"PAGE", 16}},
     .build = build_attention_prefill_varlen,

@@ -22,6 +22,11 @@
 
 namespace kiln {
 
+// The dtype role of q and out ("T"): the activations a forward runs in.
+// The kernels compute in f32 whatever T is.
+inline const std::pair<std::string, std::vector<DType>> kActivationRole = {
+    "T", {DType::f32, DType::f16, DType::bf16}};
+
 // The f32 lanes the attention kernels work in: a head's dims in chunks of
 // this many, the keys of a K cache block. One vector register's, between 8
 // and 16: 16 on AVX-512 (measured, Zen 4) and CUDA (where 16 is the

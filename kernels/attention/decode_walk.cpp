@@ -47,7 +47,7 @@ std::vector<Value> block_scores(KernelBuilder& k, const DecodeInputs& in, const 
       auto d = c + static_cast<int>(dd);
       auto krow = reshape(load_k_row(in.kv, block, d, key_mask), {KB});
       for (size_t h = 0; h < heads; ++h) {
-        auto qd = broadcast_to(load(in.q + (in.qrow[h] + d.to(DType::i64))), {KB});
+        auto qd = broadcast_to(load(in.q + (in.qrow[h] + d.to(DType::i64))).to(DType::f32), {KB});
         Value& to = sums[h][dd % parts];
         to = fma(qd, krow, to);
       }

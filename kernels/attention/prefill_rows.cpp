@@ -43,7 +43,7 @@ void prefill_rows(KernelBuilder& k, const Spec& s, const PrefillInputs& in) {
   std::vector<Value> qc;
   std::vector<Var> acc;
   for (int64_t c = 0; c < NC; ++c) {
-    qc.push_back(load(in.q + chunk_off(c), tmask, 0.0) * qscale);
+    qc.push_back(load(in.q + chunk_off(c), tmask, 0.0).to(DType::f32) * qscale);
     acc.push_back(k.var(zeros(DType::f32, {BM, kLanes})));
   }
 
@@ -93,7 +93,8 @@ void prefill_rows(KernelBuilder& k, const Spec& s, const PrefillInputs& in) {
   k.for_(maximum(full_end, plain), last, BN, [&](Value j0) { key_block(j0, true); });
 
   auto inv = expand_dims(softmax_normaliser(m, l, in.sink), 1);
-  for (int64_t c = 0; c < NC; ++c) store(in.out + chunk_off(c), acc[c] * inv, tmask);
+  for (int64_t c = 0; c < NC; ++c)
+    store(in.out + chunk_off(c), (acc[c] * inv).to(in.out.dtype()), tmask);
 }
 
 }  // namespace kiln

@@ -131,6 +131,25 @@ std::vector<Case> cases() {
                    {"window", 9},
                    {"n_pages", 9}}});
   }
+  // q and out in f16 and bf16 (T).
+  for (DType t : {DType::f16, DType::bf16}) {
+    Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2}, {"max_ctx", 24},
+                 {"kv_len", 21},  {"pos0", 18},   {"window", 0}};
+    cs.push_back({"attention_decode",
+                  {{"KV", DType::f16}, {"T", t}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_G", 2}},
+                  att});
+    cs.push_back({"attention_prefill", {{"KV", DType::i8}, {"T", t}}, {{"HEAD_DIM", 64}}, att});
+    cs.push_back({"attention_decode_merge",
+                  {{"T", t}},
+                  {{"HEAD_DIM", 64}, {"SPLIT", 16}, {"SINKS", 0}},
+                  {{"n_tokens", 3},
+                   {"n_heads", 4},
+                   {"max_ctx", 40},
+                   {"kv_len", 37},
+                   {"pos0", 34},
+                   {"window", 0}}});
+  }
   for (int64_t sinks : {0, 1})
     cs.push_back({"attention_decode_merge",
                   {},

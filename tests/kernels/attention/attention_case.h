@@ -37,6 +37,7 @@ inline const int64_t kTestKeyBlock = kv_key_block(TargetDesc{});
 
 struct AttentionCase {
   DType kv = DType::f16;
+  DType act = DType::f32;  // q and out (the kernels' T)
   TargetDesc target = {};  // what the kernels are built for: their lanes and key blocks
   int64_t head_dim = 64, n_heads = 8, n_kv_heads = 2, n_tokens = 1, pos0 = 0, kv_len = 1;
   int64_t max_ctx = 0;  // cache rows allocated; 0: kv_len (exact, so overreads fault)
@@ -57,10 +58,10 @@ struct AttentionCase {
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
   std::string describe() const {
     std::ostringstream os;
-    os << kv_cache_type_name(kv) << " D=" << head_dim << " heads=" << n_heads << "/" << n_kv_heads
-       << " n_tokens=" << n_tokens << " pos0=" << pos0 << " kv_len=" << kv_len
-       << " max_ctx=" << rows() << " window=" << window << " sinks=" << sinks << " page=" << page
-       << " target=" << target.str();
+    os << kv_cache_type_name(kv) << " T=" << dtype_name(act) << " D=" << head_dim
+       << " heads=" << n_heads << "/" << n_kv_heads << " n_tokens=" << n_tokens << " pos0=" << pos0
+       << " kv_len=" << kv_len << " max_ctx=" << rows() << " window=" << window
+       << " sinks=" << sinks << " page=" << page << " target=" << target.str();
     return os.str();
   }
 };
@@ -92,7 +93,7 @@ struct KvTensors {
 
 struct AttentionData {
   explicit AttentionData(const AttentionCase& c)
-      : q(HostBuffer::random(DType::f32, c.n_tokens * c.n_heads * c.head_dim, c.seed, -c.q_range,
+      : q(HostBuffer::random(c.act, c.n_tokens * c.n_heads * c.head_dim, c.seed, -c.q_range,
                              c.q_range)),
         sinks(HostBuffer::random(DType::f32, c.n_heads, c.seed + 3, -1, 3)) {
     const int64_t k_elems = k_cache_elems(c.rows(), c.n_kv_heads, c.head_dim, c.key_block()),
@@ -255,7 +256,7 @@ inline Spec attention_spec(const std::string& kernel, const AttentionCase& c,
   constexprs["HEAD_DIM"] = c.head_dim;
   if (c.sinks) constexprs["SINKS"] = 1;
   if (c.page) constexprs["PAGE"] = c.page;
-  Spec s = find_kernel(kernel).make_spec({{"KV", c.kv}}, constexprs);
+  Spec s = find_kernel(kernel).make_spec({{"KV", c.kv}, {"T", c.act}}, constexprs);
   s.target = c.target;
   return s;
 }
@@ -264,7 +265,7 @@ inline Spec attention_spec(const std::string& kernel, const AttentionCase& c,
 // element the kernel never writes fails any comparison.
 inline HostBuffer run_attention(const Spec& spec, const AttentionCase& c, AttentionData& d,
                                 bool interpret) {
-  HostBuffer out(DType::f32, c.n_tokens * c.n_heads * c.head_dim);
+  HostBuffer out(c.act, c.n_tokens * c.n_heads * c.head_dim);
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, std::numeric_limits<double>::quiet_NaN());
   std::vector<Arg> args = attention_args(c, d, out);
   if (interpret)
@@ -285,12 +286,13 @@ inline HostBuffer run_split_attention(const AttentionCase& c, AttentionData& d, 
   const int64_t keys = split.constexpr_("SPLIT");
   Spec merge =
       find_kernel("attention_decode_merge")
-          .make_spec({}, {{"HEAD_DIM", c.head_dim}, {"SPLIT", keys}, {"SINKS", c.sinks ? 1 : 0}});
+          .make_spec({{"T", c.act}},
+                     {{"HEAD_DIM", c.head_dim}, {"SPLIT", keys}, {"SINKS", c.sinks ? 1 : 0}});
   merge.target = c.target;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const int64_t rows = c.n_tokens * c.n_heads * ((c.rows() + keys - 1) / keys);
   HostBuffer part_o(DType::f32, rows * c.head_dim), part_ml(DType::f32, rows * 2),
-      out(DType::f32, c.n_tokens * c.n_heads * c.head_dim);
+      out(c.act, c.n_tokens * c.n_heads * c.head_dim);
   for (HostBuffer* b : {&part_o, &part_ml, &out})
     for (int64_t i = 0; i < b->size(); ++i) b->set(i, nan);
   // attention_args with out replaced by the two partials.
@@ -325,13 +327,20 @@ inline HostBuffer run_any_attention(const std::string& kernel, const AttentionCa
   return run_attention(attention_spec(kernel, c, constexprs), c, d, interpret);
 }
 
+// An absolute tolerance `atol` of f32 outputs widened by one unit in the
+// last place (at 1) of narrower outputs: the results, in [-1, 1], are
+// rounded to the activations' dtype once.
+inline double output_atol(const AttentionCase& c, double atol) {
+  return atol + (c.act == DType::f16 ? 0x1p-10 : c.act == DType::bf16 ? 0x1p-7 : 0);
+}
+
 // Compiled kernel vs the double reference, within an absolute tolerance.
 inline void check_attention(const std::string& kernel, const AttentionCase& c, double atol,
                             const std::map<std::string, int64_t>& constexprs = {}) {
   INFO(kernel << " " << c.describe());
   AttentionData d(c);
   HostBuffer out = run_attention(attention_spec(kernel, c, constexprs), c, d, false);
-  CHECK(worst_error(out, attention_reference(c, d), atol, 0) <= 1.0);
+  CHECK(worst_error(out, attention_reference(c, d), output_atol(c, atol), 0) <= 1.0);
 }
 
 // Compiled kernel vs the interpreter vs the double reference.
@@ -342,8 +351,8 @@ inline void check_attention_interpreted(const std::string& kernel, const Attenti
   Spec spec = attention_spec(kernel, c, constexprs);
   AttentionData d(c);
   HostBuffer out = run_attention(spec, c, d, false), outi = run_attention(spec, c, d, true);
-  CHECK(worst_error(out, as_doubles(outi), atol, 0) <= 1.0);
-  CHECK(worst_error(outi, attention_reference(c, d), atol, 0) <= 1.0);
+  CHECK(worst_error(out, as_doubles(outi), output_atol(c, atol), 0) <= 1.0);
+  CHECK(worst_error(outi, attention_reference(c, d), output_atol(c, atol), 0) <= 1.0);
 }
 
 // The reference sweep both kernels pass: KV f16/bf16/f32/q8_0, HEAD_DIM 64/128,
