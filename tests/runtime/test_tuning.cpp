@@ -198,7 +198,7 @@ TEST_CASE("the shipped tuning databases are valid", "[runtime][tuning]") {
   REQUIRE(gemv);
   CHECK(gemv->at("BLOCK_M") == 8);
   auto prefill = db.find({"attention_prefill",
-                          {{"KV", DType::f16}},
+                          {{"KV", DType::f16}, {"T", DType::f32}},  // entries complete the roles
                           {{"n_tokens", 512}, {"kv_len", 512}, {"n_heads", 32}},
                           {{"HEAD_DIM", 64}}});
   REQUIRE(prefill);
