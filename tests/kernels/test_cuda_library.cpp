@@ -140,6 +140,30 @@ std::vector<Case> cases() {
                   {{"HEAD_DIM", 64}, {"BLOCK_G", 2}},
                   att});
     cs.push_back({"attention_prefill", {{"KV", DType::i8}, {"T", t}}, {{"HEAD_DIM", 64}}, att});
+    cs.push_back({"attention_decode_split",
+                  {{"KV", DType::f16}, {"T", t}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"SPLIT", 16}},
+                  att});
+    cs.push_back({"attention_decode_batch",
+                  {{"KV", DType::bf16}, {"T", t}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"PAGE", 16}},
+                  {{"n_seqs", 3},
+                   {"n_heads", 4},
+                   {"n_kv_heads", 2},
+                   {"max_ctx", 40},
+                   {"window", 0},
+                   {"n_pages", 9}}});
+    cs.push_back({"attention_prefill_varlen",
+                  {{"KV", DType::f16}, {"T", t}},
+                  {{"HEAD_DIM", 64}, {"PAGE", 16}},
+                  {{"n_tokens", 7},
+                   {"n_heads", 4},
+                   {"n_kv_heads", 2},
+                   {"max_ctx", 24},
+                   {"n_seqs", 2},
+                   {"max_seq_tokens", 4},
+                   {"window", 0},
+                   {"n_pages", 4}}});
     cs.push_back({"attention_decode_merge",
                   {{"T", t}},
                   {{"HEAD_DIM", 64}, {"SPLIT", 16}, {"SINKS", 0}},
