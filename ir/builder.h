@@ -35,9 +35,13 @@ class Value {
   Value() = default;
   Value(KernelBuilder* b, int id) : b_(b), id_(id) {}
 
+  // type() refers into the builder's table, which emitting an op may move:
+  // do not hold it across a call that builds ops. shape() is a copy, so an
+  // expression like broadcast_to(x.to(t), x.shape()) is safe in any
+  // evaluation order.
   const Type& type() const;
   DType dtype() const { return type().dtype; }
-  const Shape& shape() const { return type().shape; }
+  Shape shape() const { return type().shape; }
   int id() const { return id_; }
   KernelBuilder* builder() const { return b_; }
   bool valid() const { return b_ != nullptr; }
