@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <tuple>
 
 #include "ir/error.h"
 #include "kernels/attention/kv_cache.h"
@@ -39,6 +40,15 @@ int64_t parse_positive(const std::string& s, const std::string& what) {
   int64_t v = parse_int(s, what);
   if (v <= 0) throw Error(what + " expects a positive integer, got '" + s + "'");
   return v;
+}
+
+// "HxKVxD" of --heads: query heads, KV heads, head dimension.
+std::tuple<int64_t, int64_t, int64_t> parse_heads(const std::string& hs) {
+  auto hd = split(hs, 'x');
+  if (hd.size() != 3)
+    throw Error("--heads: expected n_heads x n_kv_heads x head_dim, got '" + hs + "'");
+  return {parse_positive(hd[0], "--heads"), parse_positive(hd[1], "--heads"),
+          parse_positive(hd[2], "--heads")};
 }
 
 // Runs the benchmark loop and returns its wall time in seconds. One untimed
@@ -378,13 +388,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
       int64_t ctx = parse_positive(c, "--contexts");
       const std::string kv_name = kv_cache_type_name(kv);
       for (const auto& hs : split(a.get("heads", "32x4x64,32x8x128"), ',')) {
-        auto hd = split(hs, 'x');
-        if (hd.size() != 3)
-          throw Error("--heads: expected n_heads x n_kv_heads x head_dim, got '" + hs + "'");
+        auto [nh, nkv, hdim] = parse_heads(hs);
         auto work = std::make_shared<AttentionWorkload>(
-            parse_positive(hd[0], "--heads"), parse_positive(hd[1], "--heads"),
-            parse_positive(hd[2], "--heads"), ctx,
-            kv_key_block(runtimes.begin()->second->backend().target_desc()), kv);
+            nh, nkv, hdim, ctx, kv_key_block(runtimes.begin()->second->backend().target_desc()),
+            kv);
         std::map<std::string, int64_t> fixed = declared_consts("attention_decode");
         fixed["HEAD_DIM"] = work->head_dim();
         for (int t : threads) {
@@ -409,13 +416,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
   if (tokens > 1)
     for (DType kv : kv_dtypes)
       for (const auto& hs : split(a.get("heads", "32x4x64,32x8x128"), ',')) {
-        auto hd = split(hs, 'x');
-        if (hd.size() != 3)
-          throw Error("--heads: expected n_heads x n_kv_heads x head_dim, got '" + hs + "'");
+        auto [nh, nkv, hdim] = parse_heads(hs);
         auto work = std::make_shared<AttentionWorkload>(
-            parse_positive(hd[0], "--heads"), parse_positive(hd[1], "--heads"),
-            parse_positive(hd[2], "--heads"), tokens,
-            kv_key_block(runtimes.begin()->second->backend().target_desc()), kv, tokens);
+            nh, nkv, hdim, tokens, kv_key_block(runtimes.begin()->second->backend().target_desc()),
+            kv, tokens);
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           DotProbe* fma = fma_probes[t].get();

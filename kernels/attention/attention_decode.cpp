@@ -51,12 +51,7 @@ Kernel build_attention_decode(const Spec& s) {
   DecodeState st = decode_start(k, BG, D);
   auto pos = sc.pos0 + t;
   decode_keys(k, in, window_begin(pos, sc.window), minimum(pos + 1, sc.kv_len), st);
-  for (int64_t h = 0; h < BG; ++h) {
-    auto inv = softmax_normaliser(st.m[h], st.l[h], sink_logit(sinks, heads[h]));
-    store(out + (in.qrow[h] + arange(D).to(DType::i64)),
-          (Value(st.acc[h]) * broadcast_to(inv, {D})).to(out.dtype()),
-          broadcast_to(g0 + static_cast<int>(h) < group, {D}));
-  }
+  decode_finish(in, st, out, sinks, heads, g0, group);
   return k.finish();
 }
 

@@ -55,12 +55,7 @@ Kernel build_attention_decode_batch(const Spec& s) {
       minimum(maximum(load(seq_len + seq.to(DType::i64)), full({}, 1, DType::i32)), sc.max_ctx);
   DecodeState st = decode_start(k, BG, D);
   decode_keys(k, in, window_begin(len - 1, sc.window), len, st);
-  for (int64_t h = 0; h < BG; ++h) {
-    auto inv = softmax_normaliser(st.m[h], st.l[h], sink_logit(sinks, heads[h]));
-    store(out + (in.qrow[h] + arange(D).to(DType::i64)),
-          (Value(st.acc[h]) * broadcast_to(inv, {D})).to(out.dtype()),
-          broadcast_to(g0 + static_cast<int>(h) < group, {D}));
-  }
+  decode_finish(in, st, out, sinks, heads, g0, group);
   return k.finish();
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/attention/attention_sinks.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/attention/lane_fold.h"
 
@@ -171,6 +172,18 @@ DecodeState decode_start(KernelBuilder& k, size_t heads, int64_t head_dim) {
     st.acc.push_back(k.var(zeros(DType::f32, {head_dim})));
   }
   return st;
+}
+
+void decode_finish(const DecodeInputs& in, const DecodeState& st, const Buffer& out,
+                   const std::optional<Buffer>& sinks, const std::vector<Value>& heads,
+                   const Value& g0, const Value& group) {
+  const int64_t D = in.head_dim;
+  for (size_t h = 0; h < st.m.size(); ++h) {
+    auto inv = softmax_normaliser(st.m[h], st.l[h], sink_logit(sinks, heads[h]));
+    store(out + (in.qrow[h] + arange(D).to(DType::i64)),
+          (Value(st.acc[h]) * broadcast_to(inv, {D})).to(out.dtype()),
+          broadcast_to(g0 + static_cast<int>(h) < group, {D}));
+  }
 }
 
 void decode_keys(KernelBuilder& k, const DecodeInputs& in, const Value& begin, const Value& end,

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ir/builder.h"
@@ -62,6 +63,13 @@ struct DecodeState {
 };
 
 DecodeState decode_start(KernelBuilder& k, size_t heads, int64_t head_dim);
+
+// Stores each head's normalised output (with its sink, attention_sinks.h)
+// into out at its q row, rounded to out's dtype; heads past the group
+// (g0 + h >= group) are not stored.
+void decode_finish(const DecodeInputs& in, const DecodeState& st, const Buffer& out,
+                   const std::optional<Buffer>& sinks, const std::vector<Value>& heads,
+                   const Value& g0, const Value& group);
 
 // Adds keys [begin, end) of the KV head to the state; an empty range (end
 // <= begin) adds nothing. Only the blocks holding begin and end are masked.

@@ -26,6 +26,7 @@
 
 #include "kernels/attention/kv_cache.h"
 #include "kernels/registry.h"
+#include "runtime/kv_page_pool.h"
 #include "support/runtime_fixture.h"
 #include "support/test_data.h"
 
@@ -191,6 +192,26 @@ struct AttentionData {
   KvTensors pool{HostBuffer(DType::f16, 0), HostBuffer(DType::f16, 0)};
   HostBuffer table{DType::i32, 0};
   int64_t n_pages = 0;
+};
+
+// A pool of sequences of `lens` rows each (up to max_ctx), its pages handed
+// out one at a time round the sequences so that theirs interleave, with 3
+// spare pages; `ids` in the order of lens.
+struct InterleavedPool {
+  InterleavedPool(const std::vector<int64_t>& lens, int64_t max_ctx, int64_t page)
+      : pool((max_ctx + page - 1) / page * static_cast<int64_t>(lens.size()) + 3, page) {
+    for (size_t i = 0; i < lens.size(); ++i) ids.push_back(pool.create());
+    for (bool more = true; more;) {
+      more = false;
+      for (size_t i = 0; i < lens.size(); ++i)
+        if (pool.length(ids[i]) < lens[i]) {
+          pool.append(ids[i], std::min<int64_t>(page, lens[i] - pool.length(ids[i])));
+          more = true;
+        }
+    }
+  }
+  KvPagePool pool;
+  std::vector<KvPagePool::SeqId> ids;
 };
 
 // q, k, v, out, n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale,

@@ -46,26 +46,15 @@ void check_batch(const Batch& b, bool interpret = false,
     ds.emplace_back(c);
     if (i) ds[i].sinks = ds[0].sinks;  // the heads' sinks, shared by the batch
   }
-  // Pages handed out a page at a time round the sequences, so theirs interleave.
-  KvPagePool pool((max_ctx + kPage - 1) / kPage * S + 3, kPage);
-  std::vector<KvPagePool::SeqId> ids;
-  for (int64_t i = 0; i < S; ++i) ids.push_back(pool.create());
-  for (bool more = true; more;) {
-    more = false;
-    for (int64_t i = 0; i < S; ++i)
-      if (pool.length(ids[i]) < b.lens[i]) {
-        pool.append(ids[i], std::min<int64_t>(kPage, b.lens[i] - pool.length(ids[i])));
-        more = true;
-      }
-  }
-  const int64_t n_pages = pool.n_pages(), per_seq = (max_ctx + kPage - 1) / kPage;
+  kiln::test::InterleavedPool pages(b.lens, max_ctx, kPage);
+  const int64_t n_pages = pages.pool.n_pages(), per_seq = (max_ctx + kPage - 1) / kPage;
   auto kvpool = kiln::test::KvTensors::nan_pool(cs[0], n_pages, kPage);
   HostBuffer q(DType::f32, S * H * D), out(DType::f32, S * H * D), table(DType::i32, S * per_seq),
       lens(DType::i32, S);
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, NAN);
   std::vector<double> want(static_cast<size_t>(S * H * D));
   for (int64_t i = 0; i < S; ++i) {
-    std::vector<int32_t> t = pool.padded_table(ids[i], per_seq);
+    std::vector<int32_t> t = pages.pool.padded_table(pages.ids[i], per_seq);
     for (int64_t e = 0; e < per_seq; ++e) table.set(i * per_seq + e, t[e]);
     ds[i].write_pages(cs[i], b.lens[i], t, kPage, kvpool);
     std::vector<double> ref = kiln::test::attention_reference(cs[i], ds[i]);

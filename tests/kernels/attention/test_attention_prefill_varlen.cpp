@@ -46,19 +46,10 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
   }
   const int64_t T = cu.back();
   const int64_t max_seq = check_varlen_batch(cu, pos0, T, max_ctx);
-  // Pages handed out 16 rows at a time round the sequences, so theirs interleave.
-  KvPagePool pool((max_ctx + kPage - 1) / kPage * S + 3, kPage);
-  std::vector<KvPagePool::SeqId> ids;
-  for (int64_t i = 0; i < S; ++i) ids.push_back(pool.create());
-  for (bool more = true; more;) {
-    more = false;
-    for (int64_t i = 0; i < S; ++i)
-      if (pool.length(ids[i]) < cs[i].kv_len) {
-        pool.append(ids[i], std::min<int64_t>(kPage, cs[i].kv_len - pool.length(ids[i])));
-        more = true;
-      }
-  }
-  const int64_t n_pages = pool.n_pages(), per_seq = (max_ctx + kPage - 1) / kPage;
+  std::vector<int64_t> lens;
+  for (const AttentionCase& c : cs) lens.push_back(c.kv_len);
+  kiln::test::InterleavedPool pages(lens, max_ctx, kPage);
+  const int64_t n_pages = pages.pool.n_pages(), per_seq = (max_ctx + kPage - 1) / kPage;
   auto kvpool = kiln::test::KvTensors::nan_pool(cs[0], n_pages, kPage);
   HostBuffer q(DType::f32, T * H * D), out(DType::f32, T * H * D), table(DType::i32, S * per_seq),
       cu_b(DType::i32, S + 1), pos_b(DType::i32, S);
@@ -66,7 +57,7 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
   std::vector<double> want(static_cast<size_t>(T * H * D));
   for (int64_t i = 0; i < S; ++i) {
     const AttentionCase& c = cs[i];
-    std::vector<int32_t> t = pool.padded_table(ids[i], per_seq);
+    std::vector<int32_t> t = pages.pool.padded_table(pages.ids[i], per_seq);
     for (int64_t e = 0; e < per_seq; ++e) table.set(i * per_seq + e, t[e]);
     ds[i].write_pages(c, c.kv_len, t, kPage, kvpool);
     std::vector<double> ref = kiln::test::attention_reference(c, ds[i]);
