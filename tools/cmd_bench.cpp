@@ -420,6 +420,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
         auto work = std::make_shared<AttentionWorkload>(
             nh, nkv, hdim, tokens, kv_key_block(runtimes.begin()->second->backend().target_desc()),
             kv, tokens);
+        std::map<std::string, int64_t> fixed = declared_consts("attention_prefill");
+        fixed["HEAD_DIM"] = work->head_dim();
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           DotProbe* fma = fma_probes[t].get();
@@ -430,8 +432,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
               name.c_str(),
               [=](benchmark::State& st) {
                 std::vector<Arg> args = work->args();
-                Spec spec = rt->select("attention_prefill", {{"KV", kv}}, args, {},
-                                       {{"HEAD_DIM", work->head_dim()}});
+                Spec spec = rt->select("attention_prefill", {{"KV", kv}}, args, {}, fixed);
                 double peak = fma->measure_gops();
                 double s = timed(st, [&] { rt->launch(spec, args); });
                 double gflops = 2 * work->causal_macs() * st.iterations() / s / 1e9;

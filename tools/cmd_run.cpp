@@ -115,7 +115,7 @@ int cmd_run(const std::vector<std::string>& argv_in) {
         "usage: kiln run [-m MODEL.gguf] [-p PROMPT | --tokens 1,2,3] [-n 64] [--threads N]\n"
         "                [--temp 0] [--top-k 40] [--top-p 0.95] [--repeat-penalty 1.0] "
         "[--seed 0]\n"
-        "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N] [--kv f16|bf16|f32]\n"
+        "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N] [--kv f16|bf16|f32|q8_0]\n"
         "                [--kv-page N] [--logits-out FILE.npy] [--profile]\n"
         "                [--device cpu|cuda|cuda-sim]\n"
         "Streams the generated text, then prints one JSON line of metrics. Without -m, runs a\n"

@@ -4,7 +4,7 @@
 // Every token streams the whole cache, and all query heads of a GQA group
 // read the same K/V rows, so a program owns one KV head, one token and
 // BLOCK_G of the heads that share it, and walks the cache once with the
-// state of all its heads in registers (decode_walk.h). The accumulators are
+// state of all its heads in registers (kv_walk.h). The accumulators are
 // BLOCK_G * HEAD_DIM / 16 registers on AVX-512, which bounds BLOCK_G (the
 // heuristic keeps it within 16 of 32). With few programs for the threads
 // (few KV heads) or a long cache, attention_decode_split (flash-decoding)
@@ -23,8 +23,8 @@
 #include "kernels/attention/attention_shape.h"
 #include "kernels/attention/attention_sinks.h"
 #include "kernels/attention/attention_window.h"
-#include "kernels/attention/decode_walk.h"
 #include "kernels/attention/kv_cache.h"
+#include "kernels/attention/kv_walk.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -47,10 +47,10 @@ Kernel build_attention_decode(const Spec& s) {
   auto group = sc.n_heads / sc.n_kv;
   auto g0 = k.program_id(0) * static_cast<int>(BG);
   std::vector<Value> heads;
-  DecodeInputs in = decode_inputs(s, q, sc, kvh, t, g0, heads);
-  DecodeState st = decode_start(k, BG, D);
+  WalkInputs in = decode_inputs(s, q, sc, kvh, t, g0, heads);
+  WalkState st = walk_start(k, BG, D);
   auto pos = sc.pos0 + t;
-  decode_keys(k, in, window_begin(pos, sc.window), minimum(pos + 1, sc.kv_len), st);
+  walk_keys(k, in, window_begin(pos, sc.window), minimum(pos + 1, sc.kv_len), st);
   decode_finish(in, st, out, sinks, heads, g0, group);
   return k.finish();
 }

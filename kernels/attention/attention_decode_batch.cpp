@@ -5,7 +5,7 @@
 // block_table [n_seqs][ceil(max_ctx / PAGE)], a row per sequence.
 //
 // attention_decode's program per (BLOCK_G heads, KV head, token) and its
-// walk (decode_walk.h), with the token's own table row and length: every
+// walk (kv_walk.h), with the token's own table row and length: every
 // head of a GQA group shares each K/V load, and the n_seqs * n_kv_heads
 // programs spread a batch over the threads without splitting the keys. A
 // length outside 1 .. max_ctx is clamped into it, so a bad batch cannot
@@ -15,8 +15,8 @@
 #include "kernels/attention/attention_shape.h"
 #include "kernels/attention/attention_sinks.h"
 #include "kernels/attention/attention_window.h"
-#include "kernels/attention/decode_walk.h"
 #include "kernels/attention/kv_cache.h"
+#include "kernels/attention/kv_walk.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -49,12 +49,12 @@ Kernel build_attention_decode_batch(const Spec& s) {
   auto group = sc.n_heads / sc.n_kv;
   auto g0 = k.program_id(0) * static_cast<int>(BG);
   std::vector<Value> heads;
-  DecodeInputs in = decode_inputs(s, q, sc, kvh, seq, g0, heads);
+  WalkInputs in = decode_inputs(s, q, sc, kvh, seq, g0, heads);
   in.kv.table_row = seq.to(DType::i64) * ((sc.max_ctx + (page - 1)) / page).to(DType::i64);
   auto len =
       minimum(maximum(load(seq_len + seq.to(DType::i64)), full({}, 1, DType::i32)), sc.max_ctx);
-  DecodeState st = decode_start(k, BG, D);
-  decode_keys(k, in, window_begin(len - 1, sc.window), len, st);
+  WalkState st = walk_start(k, BG, D);
+  walk_keys(k, in, window_begin(len - 1, sc.window), len, st);
   decode_finish(in, st, out, sinks, heads, g0, group);
   return k.finish();
 }

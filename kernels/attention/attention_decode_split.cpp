@@ -1,6 +1,6 @@
 // Split-K decode attention (flash-decoding): the causal range of each query
 // token is cut into slices of SPLIT keys, a program per (BLOCK_G heads,
-// slice, KV head, token) walks its slice (decode_walk.h) and writes the
+// slice, KV head, token) walks its slice (kv_walk.h) and writes the
 // slice's unnormalised state, and attention_decode_merge combines the
 // slices of each head: with M = max_s m_s,
 //   out = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s.
@@ -29,8 +29,8 @@
 #include "kernels/attention/attention_shape.h"
 #include "kernels/attention/attention_sinks.h"
 #include "kernels/attention/attention_window.h"
-#include "kernels/attention/decode_walk.h"
 #include "kernels/attention/kv_cache.h"
+#include "kernels/attention/kv_walk.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -60,16 +60,16 @@ Kernel build_attention_decode_split(const Spec& s) {
   auto g0 = k.program_id(0) * static_cast<int>(BG);
   auto slices = (sc.max_ctx + static_cast<int>(SPLIT - 1)) / static_cast<int>(SPLIT);
   std::vector<Value> heads;
-  DecodeInputs in = decode_inputs(s, q, sc, kvh, t, g0, heads);
+  WalkInputs in = decode_inputs(s, q, sc, kvh, t, g0, heads);
   std::vector<Value> part;  // each head's partial row (i64)
   for (const Value& head : heads)
     part.push_back((t * sc.n_heads + head).to(DType::i64) * slices.to(DType::i64) +
                    slice_id.to(DType::i64));
-  DecodeState st = decode_start(k, BG, D);
+  WalkState st = walk_start(k, BG, D);
   auto pos = sc.pos0 + t;
   auto first = slice_id * static_cast<int>(SPLIT);
   auto end = minimum(first + static_cast<int>(SPLIT), minimum(pos + 1, sc.kv_len));
-  decode_keys(k, in, maximum(first, window_begin(pos, sc.window)), end, st);
+  walk_keys(k, in, maximum(first, window_begin(pos, sc.window)), end, st);
   for (int64_t h = 0; h < BG; ++h) {
     auto valid = g0 + static_cast<int>(h) < group;
     store(part_o + (part[h] * D + arange(D).to(DType::i64)), Value(st.acc[h]),

@@ -38,8 +38,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "causal GQA flash attention of a block of query tokens over a KV cache",
     .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}, kActivationRole},
-    .constexpr_defaults =
-        {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"BLOCK_N", 8}, {"SINKS", 0}, {"PAGE", 0}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"SINKS", 0}, {"PAGE", 0}},
     .build = build_attention_prefill,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
@@ -47,10 +46,8 @@ KILN_REGISTER_KERNEL((KernelDef{
           return LaunchShape{{cdiv(z.n_tokens, s.constexpr_("BLOCK_M")), z.n_heads, 1},
                              z.buffer_elems()};
         },
-    // Measured defaults per target are in runtime/tuning/<class>.toml (on
-    // AVX-512, BLOCK_N 16 at HEAD_DIM 64); BLOCK_N 8 fits every target's
-    // key block.
-    .tunables = {{"BLOCK_M", {4, 8, 16, 32}}, {"BLOCK_N", {4, 8, 16}}},
+    .shape_heuristic = prefill_block_m,
+    .tunables = {{"BLOCK_M", {1, 2, 4, 8}}},
     .shape_keys = {"n_tokens", "kv_len", "n_heads"},
     // f32 dot products over HEAD_DIM, the vector exp2 (~2.5e-7 relative) and
     // f32 sums over kv_len, reassociated against the interpreter by FMA

@@ -67,8 +67,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .summary = "causal GQA flash attention of a packed batch of sequences (cu_seqlens), each "
                "over its pages of a paged KV cache",
     .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8}}, kActivationRole},
-    .constexpr_defaults =
-        {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"BLOCK_N", 8}, {"SINKS", 0}, {"PAGE", 16}},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"SINKS", 0}, {"PAGE", 16}},
     .build = build_attention_prefill_varlen,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
@@ -76,7 +75,8 @@ KILN_REGISTER_KERNEL((KernelDef{
           return LaunchShape{{cdiv(z.max_seq_tokens, s.constexpr_("BLOCK_M")), z.n_heads, z.n_seqs},
                              z.buffer_elems()};
         },
-    .tunables = {{"BLOCK_M", {4, 8, 16, 32}}, {"BLOCK_N", {4, 8, 16}}},
+    .shape_heuristic = prefill_block_m,
+    .tunables = {{"BLOCK_M", {1, 2, 4, 8}}},
     .shape_keys = {"n_tokens", "n_seqs", "n_heads"},
     // As attention_prefill: the same program per sequence.
     .rtol = 1e-4,

@@ -148,11 +148,25 @@ DecodeBatchSizes decode_batch_sizes(const std::string& kernel, const Spec& s, co
   return z;
 }
 
-std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a) {
+namespace {
+
+// Rows of kv_walk.h whose accumulators (HEAD_DIM f32 each) fit half the
+// target's vector registers, capped by `n` rounded up to a power of two.
+int64_t walk_rows(const Spec& s, int64_t n) {
   const int64_t regs = s.target.vector_registers / 2 * s.target.lanes(DType::f32);
-  int64_t bg = std::max<int64_t>(1, regs / s.constexpr_("HEAD_DIM")), group = 1;
-  while (group < a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads"))) group *= 2;
-  return {{"BLOCK_G", std::min(bg, group)}};
+  int64_t rows = std::max<int64_t>(1, regs / s.constexpr_("HEAD_DIM")), cap = 1;
+  while (cap < n) cap *= 2;
+  return std::min(rows, cap);
+}
+
+}  // namespace
+
+std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a) {
+  return {{"BLOCK_G", walk_rows(s, a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads")))}};
+}
+
+std::map<std::string, int64_t> prefill_block_m(const Spec& s, const ScalarArgs& a) {
+  return {{"BLOCK_M", walk_rows(s, a.i("n_tokens"))}};
 }
 
 int64_t attention_lanes(const TargetDesc& t) {

@@ -73,6 +73,9 @@ DecodeBatchSizes decode_batch_sizes(const std::string& kernel, const Spec& s, co
 // (on AVX-512, 16 x 16 f32), and no wider than the group rounded up to a
 // power of two.
 std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a);
+// BLOCK_M of the prefill kernels, the same bound on their rows (tokens),
+// and no wider than n_tokens rounded up to a power of two.
+std::map<std::string, int64_t> prefill_block_m(const Spec& s, const ScalarArgs& a);
 
 // HEAD_DIM a positive multiple of `lanes`, every block size a power of two
 // (the lane folds halve the tile).

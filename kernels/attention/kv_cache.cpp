@@ -176,33 +176,7 @@ Value load_f32(const Pointer& p, const Value& mask) {
   return load(p, mask, 0.0).to(DType::f32);
 }
 
-Value lanes_mask(const Value& key_mask, int64_t rows, int64_t nk) {
-  if (!key_mask.valid()) return {};
-  return broadcast_to(expand_dims(key_mask, 0), {rows, nk});
-}
-
 }  // namespace
-
-Value load_k_tile(const KvView& kv, const Value& block, int64_t d0, int64_t nd, const Value& lane0,
-                  int64_t nk, const Value& key_mask) {
-  auto t =
-      load_f32(kv.k + k_tile_offsets(kv, block, d0, nd, lane0, nk), lanes_mask(key_mask, nd, nk));
-  if (!kv.k_scale) return t;
-  const int64_t QB = kKvQuantBlock, g0 = d0 / QB;
-  if (d0 / QB == (d0 + nd - 1) / QB) {  // one block's dims: one scale row
-    KvView sv = scale_view(kv);
-    auto sc =
-        load_f32(sv.k + k_tile_offsets(sv, block, g0, 1, lane0, nk), lanes_mask(key_mask, 1, nk));
-    return t * broadcast_to(sc, {nd, nk});
-  }
-  if (d0 % QB || nd % QB)
-    throw Error("load_k_tile: dims " + std::to_string(d0) + " .. " + std::to_string(d0 + nd - 1) +
-                " are neither within one q8_0 block nor whole blocks");
-  KvView sv = scale_view(kv);
-  auto sc = load_f32(sv.k + k_tile_offsets(sv, block, g0, nd / QB, lane0, nk),
-                     lanes_mask(key_mask, nd / QB, nk));
-  return reshape(reshape(t, {nd / QB, QB, nk}) * expand_dims(sc, 1), {nd, nk});
-}
 
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask) {
   auto rows_mask = [&](int64_t width) {

@@ -9,12 +9,11 @@
 // owns one KV head then streams two sequential runs, which the hardware
 // prefetchers follow (token-major rows interleave the heads in 128-byte
 // pieces, and the streams stall on memory latency). Transposed K blocks make
-// a query's scores against KB keys a [heads, HEAD_DIM] x [HEAD_DIM, KB]
-// `dot` whose right operand is contiguous KB-key rows, KB the f32 lanes of
-// one vector register:
-// on the CPU a head's scores are FMAs into one register with the keys in its
-// lanes, every head of a GQA group shares each K load, and no key ends in a
-// horizontal sum over HEAD_DIM. P V reads whole V rows, so V stays
+// a query's scores against KB keys (KB the f32 lanes of one vector
+// register) FMAs of its q elements with contiguous KB-key rows: on the CPU
+// a query's scores accumulate in one register with the keys in its lanes,
+// every query of a program (kv_walk.h) shares each K load, and no key ends
+// in a horizontal sum over HEAD_DIM. P V reads whole V rows, so V stays
 // row-major. max_ctx, the rows the cache holds, is a launch argument.
 //
 // A q8_0 cache (KV = i8) holds each key and value as ggml's Q8_0 does
@@ -122,12 +121,9 @@ Value k_tile_offsets(const KvView& kv, const Value& block, int64_t d0, int64_t n
 // contiguous run in either layout, which the lowering loads as vectors.
 Value v_tile_offsets(const KvView& kv, const Value& first, int64_t n);
 
-// The same tiles loaded and widened to f32 (a q8_0 cache's codes times
-// their scales; a K tile's dims lie in one 32-dim block or are whole
-// blocks). With a key_mask ([nk] or [n] bool), keys outside it are not read
-// and load as 0; without one the loads are plain vectors.
-Value load_k_tile(const KvView& kv, const Value& block, int64_t d0, int64_t nd, const Value& lane0,
-                  int64_t nk, const Value& key_mask = {});
+// The V rows loaded and widened to f32 (a q8_0 cache's codes times their
+// scales). With a key_mask ([n] bool), keys outside it are not read and
+// load as 0; without one the loads are plain vectors.
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask = {});
 
 // Row d (an i32 scalar) of K block `block`, [1, KB] f32: every key's

@@ -7,25 +7,14 @@
 // each sequence of a packed batch, so a change to how a block is computed
 // reaches both.
 //
-// The program streams the cache in blocks of BLOCK_N keys (BLOCK_N divides
-// the K cache's block, kv_cache.h): S = Q K^T as `dot`s with 16-dim slices
-// of the transposed keys, an online softmax (running row max m and sum l;
-// the accumulator is rescaled by exp2(m_old - m_new) as the max grows, with
-// log2(e) folded into the scale so exp2 is the only transcendental), and
-// acc += P V as `dot`s into 16-column accumulators. Slicing HEAD_DIM keeps
-// each dot a tile the CPU holds in registers: a [BLOCK_M, HEAD_DIM]
-// accumulator as one tile spills on every key. Row max and row sum fold the
-// key axis by halving (lane_fold.h) instead of reducing row by row.
-//
-// Key blocks visible to every row (after the last row's window start, at
-// or before the first row's position) use plain vector loads; the blocks
-// before them, from the first row's window start (attention_window.h), and
-// after them, up to the last row's position (never past kv_len), are
-// masked per row and key, and keys outside the program's range are not
-// read. A row that has seen only masked keys keeps m = -inf and subtracts
-// 0 instead, so it never computes -inf - -inf (NaN); rows past n_tokens
-// (the last block's padding) read zeros and are not stored. A sink
-// (attention_sinks.h) joins each row's normalisation.
+// The program's rows are its tokens, walked over the cache by kv_walk.h
+// (the decode kernels' loop): token t sees keys [window_begin(pos0 + t),
+// min(pos0 + t + 1, kv_len)) (attention_window.h), so only the blocks on
+// the rows' causal diagonal and window edge are masked, per row and key,
+// and keys no row sees are not read. The rows share each K and V load; q is
+// broadcast from memory, so the score FMAs need no shuffles. Rows past
+// n_tokens (the last block's padding) repeat the last token and are not
+// stored. A sink (attention_sinks.h) joins each row's normalisation.
 #pragma once
 
 #include "ir/builder.h"
@@ -45,8 +34,8 @@ struct PrefillInputs {
   Value sink;   // the head's sink_logit, or invalid
 };
 
-// HEAD_DIM, BLOCK_M and BLOCK_N from the spec; throws kiln::Error naming
-// `kernel` for constexprs it cannot build.
+// HEAD_DIM and BLOCK_M from the spec; throws kiln::Error naming `kernel`
+// for constexprs it cannot build.
 void check_prefill_constexprs(const std::string& kernel, const Spec& s);
 
 // Attends the program's BLOCK_M tokens and stores their rows of out.

@@ -197,12 +197,6 @@ TEST_CASE("the shipped tuning databases are valid", "[runtime][tuning]") {
       db.find({"gemv", {{"W", DType::bf16}, {"X", DType::f32}}, {{"m", 2048}, {"k", 2048}}});
   REQUIRE(gemv);
   CHECK(gemv->at("BLOCK_M") == 8);
-  auto prefill = db.find({"attention_prefill",
-                          {{"KV", DType::f16}, {"T", DType::f32}},  // entries complete the roles
-                          {{"n_tokens", 512}, {"kv_len", 512}, {"n_heads", 32}},
-                          {{"HEAD_DIM", 64}}});
-  REQUIRE(prefill);
-  CHECK(prefill->at("BLOCK_N") == 16);
 }
 
 TEST_CASE("non-tunable constexprs key separate tuning variants", "[runtime][tuning]") {

@@ -45,13 +45,13 @@ TEST_CASE("attention_prefill rescales over a long cache", "[kernels][attention]"
 }
 
 TEST_CASE("attention_prefill with other block sizes", "[kernels][attention]") {
-  for (auto [bm, bn] : {std::pair{1, 16}, std::pair{16, 4}, std::pair{32, 8}}) {
-    INFO("BLOCK_M=" << bm << " BLOCK_N=" << bn);
+  for (int64_t bm : {1, 2, 8, 32}) {
+    INFO("BLOCK_M=" << bm);
     AttentionCase c{.kv = DType::f16, .head_dim = 64, .n_heads = 8, .n_kv_heads = 2};
     c.n_tokens = 37;
     c.pos0 = 30;
     c.kv_len = 70;
-    kiln::test::check_attention(kKernel, c, kAtol, {{"BLOCK_M", bm}, {"BLOCK_N", bn}});
+    kiln::test::check_attention(kKernel, c, kAtol, {{"BLOCK_M", bm}});
   }
 }
 
@@ -64,6 +64,6 @@ TEST_CASE("attention_prefill matches the interpreter", "[kernels][attention]") {
       c.n_tokens = nt;
       c.pos0 = pos0;
       c.kv_len = pos0 + nt;
-      kiln::test::check_attention_interpreted(kKernel, c, kAtol, {{"BLOCK_M", 4}, {"BLOCK_N", 8}});
+      kiln::test::check_attention_interpreted(kKernel, c, kAtol, {{"BLOCK_M", 4}});
     }
 }

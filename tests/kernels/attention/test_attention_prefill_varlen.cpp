@@ -105,9 +105,9 @@ TEST_CASE("varlen prefill of a ragged batch matches each sequence's reference",
     check_batch({1, 7, 128, 1000}, {0, 0, 0, 0}, 0, false);
   }
   SECTION("chunks after cached prefixes, other block sizes") {
-    for (auto [bm, bn] : {std::pair{4, 8}, std::pair{16, 16}}) {
-      INFO("BLOCK_M=" << bm << " BLOCK_N=" << bn);
-      check_batch({7, 33, 1}, {45, 3, 90}, 0, false, false, {{"BLOCK_M", bm}, {"BLOCK_N", bn}});
+    for (int64_t bm : {1, 4, 16}) {
+      INFO("BLOCK_M=" << bm);
+      check_batch({7, 33, 1}, {45, 3, 90}, 0, false, false, {{"BLOCK_M", bm}});
     }
   }
   SECTION("windows and sinks") {

@@ -59,9 +59,9 @@ TEST_CASE("prefill attention with a sliding window matches a double-precision re
           "[kernels][attention]") {
   for (int64_t w : {1, 5, 16, 17, 40, 1000})
     for (auto [nt, pos0] : {std::pair{7, 0}, std::pair{33, 0}, std::pair{37, 45}})
-      for (auto [bm, bn] : {std::pair{4, 8}, std::pair{16, 16}, std::pair{1, 4}}) {
-        INFO("BLOCK_M=" << bm << " BLOCK_N=" << bn);
-        check("attention_prefill", windowed(w, nt, pos0), {{"BLOCK_M", bm}, {"BLOCK_N", bn}});
+      for (int64_t bm : {1, 4, 16}) {
+        INFO("BLOCK_M=" << bm);
+        check("attention_prefill", windowed(w, nt, pos0), {{"BLOCK_M", bm}});
       }
 }
 

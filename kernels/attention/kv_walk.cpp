@@ -1,4 +1,4 @@
-#include "kernels/attention/decode_walk.h"
+#include "kernels/attention/kv_walk.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +24,7 @@ constexpr int64_t kSoftmaxBlocks = 2;
 
 // Each head's log2-scaled scores against K block `block`, [KB]; keys outside
 // key_mask (when given) read as 0.
-std::vector<Value> block_scores(KernelBuilder& k, const DecodeInputs& in, const Value& block,
+std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Value& block,
                                 const Value& key_mask, size_t heads) {
   const int64_t D = in.head_dim, KB = in.key_block;
   const int64_t parts =
@@ -72,8 +72,8 @@ std::vector<Value> block_scores(KernelBuilder& k, const DecodeInputs& in, const 
 // Adds keys j0 .. j0 + nb * KB - 1 (nb whole K blocks, or with `masked`
 // one block whose keys outside [begin, end) are masked) to the state: one
 // softmax step (running max, rescale) for all nb blocks.
-void key_blocks(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const Value& begin,
-                const Value& end, int64_t nb, bool masked, DecodeState& st) {
+void key_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const Value& begin,
+                const Value& end, int64_t nb, bool masked, WalkState& st) {
   const int64_t D = in.head_dim, KB = in.key_block;
   const double neg_inf = -std::numeric_limits<double>::infinity();
   const size_t heads = st.m.size();
@@ -84,7 +84,10 @@ void key_blocks(KernelBuilder& k, const DecodeInputs& in, const Value& j0, const
     sc.push_back(block_scores(k, in, j0 / static_cast<int>(KB) + static_cast<int>(b),
                               masked ? kmask : Value(), heads));
     if (masked)
-      for (Value& x : sc.back()) x = where(kmask, x, full({KB}, neg_inf, DType::f32));
+      for (size_t h = 0; h < heads; ++h) {
+        auto visible = in.lo.empty() ? kmask : kmask & (keys >= in.lo[h]) & (keys < in.hi[h]);
+        sc.back()[h] = where(visible, sc.back()[h], full({KB}, neg_inf, DType::f32));
+      }
   }
   // Running maxima per head; the heads' rescale factors alpha =
   // 2^(m_old - m_new) as one vector exp2, not one scalar exp2 (a polynomial
@@ -143,17 +146,15 @@ DecodeScalars declare_decode_scalars(KernelBuilder& k, const Spec& s, const Buff
           pos0,    scale, window,  declare_kv_view(k, s, kc, vc, n_kv, max_ctx)};
 }
 
-DecodeInputs decode_inputs(const Spec& s, const Buffer& q, const DecodeScalars& sc,
-                           const Value& kvh, const Value& t, const Value& g0,
-                           std::vector<Value>& heads) {
+WalkInputs decode_inputs(const Spec& s, const Buffer& q, const DecodeScalars& sc, const Value& kvh,
+                         const Value& t, const Value& g0, std::vector<Value>& heads) {
   const int64_t D = s.constexpr_("HEAD_DIM");
-  DecodeInputs in{q,
-                  sc.kv,
-                  {},
-                  sc.scale * static_cast<float>(M_LOG2E),
-                  D,
-                  kv_key_block(s.target),
-                  s.constexpr_("PREFETCH")};
+  WalkInputs in{.q = q,
+                .kv = sc.kv,
+                .qscale = sc.scale * static_cast<float>(M_LOG2E),
+                .head_dim = D,
+                .key_block = kv_key_block(s.target),
+                .prefetch = s.constexpr_("PREFETCH")};
   in.kv.kvh = kvh;
   auto group = sc.n_heads / sc.n_kv;
   heads.clear();
@@ -164,9 +165,9 @@ DecodeInputs decode_inputs(const Spec& s, const Buffer& q, const DecodeScalars& 
   return in;
 }
 
-DecodeState decode_start(KernelBuilder& k, size_t heads, int64_t head_dim) {
-  DecodeState st;
-  for (size_t h = 0; h < heads; ++h) {
+WalkState walk_start(KernelBuilder& k, size_t rows, int64_t head_dim) {
+  WalkState st;
+  for (size_t h = 0; h < rows; ++h) {
     st.m.push_back(k.var(full({}, -std::numeric_limits<double>::infinity(), DType::f32)));
     st.l.push_back(k.var(zeros(DType::f32, {})));
     st.acc.push_back(k.var(zeros(DType::f32, {head_dim})));
@@ -174,29 +175,32 @@ DecodeState decode_start(KernelBuilder& k, size_t heads, int64_t head_dim) {
   return st;
 }
 
-void decode_finish(const DecodeInputs& in, const DecodeState& st, const Buffer& out,
-                   const std::optional<Buffer>& sinks, const std::vector<Value>& heads,
-                   const Value& g0, const Value& group) {
+void walk_finish(const WalkInputs& in, const WalkState& st, const Buffer& out,
+                 const std::vector<Value>& sinks, const std::vector<Value>& live) {
   const int64_t D = in.head_dim;
   for (size_t h = 0; h < st.m.size(); ++h) {
-    auto inv = softmax_normaliser(st.m[h], st.l[h], sink_logit(sinks, heads[h]));
+    auto inv = softmax_normaliser(st.m[h], st.l[h], sinks[h]);
     store(out + (in.qrow[h] + arange(D).to(DType::i64)),
-          (Value(st.acc[h]) * broadcast_to(inv, {D})).to(out.dtype()),
-          broadcast_to(g0 + static_cast<int>(h) < group, {D}));
+          (Value(st.acc[h]) * broadcast_to(inv, {D})).to(out.dtype()), broadcast_to(live[h], {D}));
   }
 }
 
-void decode_keys(KernelBuilder& k, const DecodeInputs& in, const Value& begin, const Value& end,
-                 DecodeState& st) {
+void walk_keys(KernelBuilder& k, const WalkInputs& in, const Value& begin, const Value& end,
+               WalkState& st) {
   const int kb = static_cast<int>(in.key_block);
-  // A begin off the blocks (a sliding window's) starts with one masked
-  // block, which also takes the end when it lies in the same block.
-  auto head_cut = begin % kb != 0;
-  auto body = where(head_cut, begin - begin % kb + kb, begin);
-  k.if_(head_cut & (begin < end),
-        [&] { key_blocks(k, in, begin - begin % kb, begin, end, 1, true, st); });
-  auto stop = maximum(end, body);
-  auto full_end = stop - (stop - body) % kb;
+  // Keys [plain_lo, plain_hi) are seen by every row: the blocks wholly
+  // inside it need no mask. The blocks from begin's up to the first of
+  // them, and from the last of them to end, are masked.
+  Value plain_lo = begin, plain_hi = end;
+  for (size_t h = 0; h < in.lo.size(); ++h) {
+    plain_lo = maximum(plain_lo, in.lo[h]);
+    plain_hi = minimum(plain_hi, in.hi[h]);
+  }
+  auto start = begin - begin % kb;
+  auto body = maximum(start, plain_lo + (kb - plain_lo % kb) % kb);
+  auto full_end = maximum(body, plain_hi - plain_hi % kb);
+  k.for_(start, minimum(body, end), kb,
+         [&](Value j0) { key_blocks(k, in, j0, begin, end, 1, true, st); });
   // Whole blocks kSoftmaxBlocks at a time (one softmax step each), then
   // one, then the masked tail.
   const int step = kb * static_cast<int>(kSoftmaxBlocks);
@@ -206,13 +210,24 @@ void decode_keys(KernelBuilder& k, const DecodeInputs& in, const Value& begin, c
   };
   k.for_(body, multi_end, step, [&](Value j0) {
     prefetch_at(j0);
-    key_blocks(k, in, j0, body, stop, kSoftmaxBlocks, false, st);
+    key_blocks(k, in, j0, body, full_end, kSoftmaxBlocks, false, st);
   });
   k.for_(multi_end, full_end, kb, [&](Value j0) {
     prefetch_at(j0);
-    key_blocks(k, in, j0, body, stop, 1, false, st);
+    key_blocks(k, in, j0, body, full_end, 1, false, st);
   });
-  k.if_(full_end < stop, [&] { key_blocks(k, in, full_end, body, stop, 1, true, st); });
+  k.for_(full_end, end, kb, [&](Value j0) { key_blocks(k, in, j0, begin, end, 1, true, st); });
+}
+
+void decode_finish(const WalkInputs& in, const WalkState& st, const Buffer& out,
+                   const std::optional<Buffer>& sinks, const std::vector<Value>& heads,
+                   const Value& g0, const Value& group) {
+  std::vector<Value> sink, live;
+  for (size_t h = 0; h < heads.size(); ++h) {
+    sink.push_back(sink_logit(sinks, heads[h]));
+    live.push_back(g0 + static_cast<int>(h) < group);
+  }
+  walk_finish(in, st, out, sink, live);
 }
 
 }  // namespace kiln

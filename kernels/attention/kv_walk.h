@@ -1,0 +1,95 @@
+// The key loop every CPU-shaped attention kernel shares: a few query rows,
+// their online-softmax state in registers, walking a range of one KV
+// head's cache (kv_cache.h) one K block (KB keys) at a time. A row is one
+// query vector: a head of a GQA group at one token (the decode kernels),
+// or one token of a head (prefill, whose rows differ in the keys they see).
+//
+// attention_decode walks the whole causal range in one program;
+// attention_decode_split (flash-decoding) gives each program one slice of it
+// and merges the slices' states afterwards; the prefill kernels
+// (prefill_rows.h) walk a block of tokens. All are this loop, so a change to
+// how a block is computed reaches every one.
+//
+// Per block and row: scores against the KB keys are FMAs of the row's q
+// (one element at a time, broadcast from memory, so no shuffle) with the
+// block's K rows (keys in the lanes), summed in independent chains so
+// HEAD_DIM dependent FMAs do not serialise on their latency; then the online
+// softmax (log2-scaled scores, exp2, running max m and sum l) and acc = acc
+// * alpha + sum_j p_j V_j, each V row loaded once for all the rows. Blocks
+// every row sees whole use plain loads; only the blocks at the range's ends
+// (and, with per-row ranges, those some row sees only in part) are masked,
+// so cache rows outside the range are never read.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/spec.h"
+#include "kernels/attention/kv_cache.h"
+
+namespace kiln {
+
+// What the walk reads.
+struct WalkInputs {
+  Buffer q;
+  KvView kv;  // the cache, its kvh the walk's KV head
+  // Each row's q offset (i64 scalars). A padding row (a head past its
+  // group, a token past the prompt) reads a valid row (its caller clamps
+  // it) and is simply not stored.
+  std::vector<Value> qrow{};
+  // Each row's visible keys [lo, hi) (i32 scalars) within walk_keys' range
+  // when the rows see different keys (causal prefill); empty when every row
+  // sees the whole range.
+  std::vector<Value> lo{}, hi{};
+  Value qscale;  // f32 scalar: the softmax scale times log2(e)
+  int64_t head_dim = 0, key_block = 0, prefetch = 0;
+};
+
+// The rows' running state: m (log2 units) and l f32 scalars, acc f32 [HEAD_DIM].
+struct WalkState {
+  std::vector<Var> m, l, acc;
+};
+
+WalkState walk_start(KernelBuilder& k, size_t rows, int64_t head_dim);
+
+// Adds keys [begin, end) of the KV head to the state (each row only those
+// in its [lo, hi) when given, which must lie in [begin, end)); an empty
+// range adds nothing.
+void walk_keys(KernelBuilder& k, const WalkInputs& in, const Value& begin, const Value& end,
+               WalkState& st);
+
+// Stores each row's normalised output (with its sink logit, from
+// attention_sinks.h's sink_logit, or invalid) into out at its q row,
+// rounded to out's dtype, where live[row] (a bool scalar) holds.
+void walk_finish(const WalkInputs& in, const WalkState& st, const Buffer& out,
+                 const std::vector<Value>& sinks, const std::vector<Value>& live);
+
+// ---- the decode kernels' rows: heads of one GQA group at one token ----
+
+// The scalars every decode kernel declares after its buffers, in this
+// order: n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale,
+// window (attention_window.h); then a paged cache's parameters
+// (kv_cache.h's declare_kv_view).
+struct DecodeScalars {
+  Value n_heads, n_kv, max_ctx, kv_len, pos0, scale, window;
+  KvView kv;
+};
+DecodeScalars declare_decode_scalars(KernelBuilder& k, const Spec& s, const Buffer& kc,
+                                     const Buffer& vc);
+
+// The walk's inputs for the BLOCK_G heads g0, g0 + 1, .. of KV head kvh's
+// group at query token t (HEAD_DIM, BLOCK_G and PREFETCH from the spec);
+// `heads` receives their head indices, those past the group clamped to its
+// last head.
+WalkInputs decode_inputs(const Spec& s, const Buffer& q, const DecodeScalars& sc, const Value& kvh,
+                         const Value& t, const Value& g0, std::vector<Value>& heads);
+
+// walk_finish for decode_inputs' rows: each head with its sink (from
+// sinks, if given); heads past the group (g0 + h >= group) not stored.
+void decode_finish(const WalkInputs& in, const WalkState& st, const Buffer& out,
+                   const std::optional<Buffer>& sinks, const std::vector<Value>& heads,
+                   const Value& g0, const Value& group);
+
+}  // namespace kiln
