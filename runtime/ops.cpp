@@ -319,6 +319,15 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                           {"window", Arg::scalar_int(mask.window)}};
   if (mask.sinks) args["sinks"] = *mask.sinks;
   add_cache_operands(args, cache);
+  if (is_quantized_kv(cache.k.dtype)) {
+    // Scores against a q8_0 cache take q as Q8_0, as llama.cpp's do
+    // (kernels/attention/kv_walk.h).
+    need_dtype("attention", q, DType::f32, "q over a q8_0 cache");
+    std::vector<Tensor> q8 = quantize_q8(g, q, all_rows("attention", q, {}), kKvQuantBlock);
+    args["q"] = q8[0];
+    args["q_scale"] = q8[1];
+    args["q_sum"] = q8[2];
+  }
   // The keys a decode step may walk: a window's at most.
   const int64_t span = mask.window ? std::min(mask.window, cache.max_ctx) : cache.max_ctx;
   if (t == 1 && span > kDecodeSplitKeys) {

@@ -19,12 +19,15 @@ AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_
       t_(n_tokens),
       kv_(kv) {
   std::mt19937_64 rng(seed);
-  q_ = random_buffer(t_ * h_ * d_, DType::f32, rng);
+  // A q8_0 cache's kernels read q as Q8_0 codes with their scales and sums.
+  q_ = random_buffer(t_ * h_ * d_, is_quantized_kv(kv_) ? DType::i8 : DType::f32, rng);
   k_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_), kv_, rng);
   v_ = random_buffer(v_cache_elems(len_, kvh_, d_), kv_, rng);
   if (is_quantized_kv(kv_)) {
     k_scale_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_) / kKvQuantBlock, DType::f16, rng);
     v_scale_ = random_buffer(v_cache_elems(len_, kvh_, d_) / kKvQuantBlock, DType::f16, rng);
+    q_scale_ = random_buffer(t_ * h_ * d_ / kKvQuantBlock, DType::f32, rng);
+    q_sum_ = random_buffer(t_ * h_ * d_ / kKvQuantBlock, DType::i32, rng);
   }
   out_ = HostMemory(static_cast<size_t>(t_ * h_ * d_ * 4));
 }
@@ -45,6 +48,8 @@ std::vector<Arg> AttentionWorkload::args() {
   if (is_quantized_kv(kv_)) {
     a.push_back(Arg::buffer(k_scale_.data(), k_cache_elems(len_, kvh_, d_, kb_) / kKvQuantBlock));
     a.push_back(Arg::buffer(v_scale_.data(), v_cache_elems(len_, kvh_, d_) / kKvQuantBlock));
+    a.push_back(Arg::buffer(q_scale_.data(), t_ * h_ * d_ / kKvQuantBlock));
+    a.push_back(Arg::buffer(q_sum_.data(), t_ * h_ * d_ / kKvQuantBlock));
   }
   return a;
 }

@@ -38,7 +38,7 @@ class AttentionWorkload {
  private:
   int64_t h_, kvh_, d_, len_, kb_, t_;
   DType kv_;
-  HostMemory q_, k_, v_, k_scale_, v_scale_, out_, part_o_, part_ml_;
+  HostMemory q_, k_, v_, k_scale_, v_scale_, q_scale_, q_sum_, out_, part_o_, part_ml_;
   int64_t partial_rows(int64_t split);
 };
 

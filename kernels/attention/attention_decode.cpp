@@ -36,7 +36,7 @@ Kernel build_attention_decode(const Spec& s) {
   const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G");
   check_attention_constexprs("attention_decode", D, attention_lanes(s.target), {{"BLOCK_G", BG}});
   check_kv_layout("attention_decode", s);
-  auto q = k.buffer("q", s.dtype("T")), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
+  auto q = k.buffer("q", query_dtype(s)), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
        out = k.buffer("out", s.dtype("T"));
   DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
   auto sinks = declare_sinks(k, s);

@@ -33,7 +33,7 @@ Kernel build_attention_decode_batch(const Spec& s) {
   const int page = static_cast<int>(s.constexpr_("PAGE"));
   if (page <= 0)
     throw Error(std::string("kernel '") + kName + "' reads a paged cache: PAGE must be > 0");
-  auto q = k.buffer("q", s.dtype("T")), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
+  auto q = k.buffer("q", query_dtype(s)), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
        out = k.buffer("out", s.dtype("T")), seq_len = k.buffer("seq_len", DType::i32);
   k.scalar("n_seqs", DType::i32);
   auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
@@ -41,8 +41,8 @@ Kernel build_attention_decode_batch(const Spec& s) {
   auto scale = k.scalar("scale", DType::f32);
   auto window = k.scalar("window", DType::i32);
   // No kv_len or pos0: each sequence's come from seq_len.
-  DecodeScalars sc{n_heads, n_kv,  max_ctx, {},
-                   {},      scale, window,  declare_kv_view(k, s, kc, vc, n_kv, max_ctx)};
+  KvView kv = declare_kv_view(k, s, kc, vc, n_kv, max_ctx);
+  DecodeScalars sc{n_heads, n_kv, max_ctx, {}, {}, scale, window, kv, declare_query_scales(k, s)};
   auto sinks = declare_sinks(k, s);
 
   auto kvh = k.program_id(1), seq = k.program_id(2);

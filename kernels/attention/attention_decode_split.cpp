@@ -51,7 +51,7 @@ Kernel build_attention_decode_split(const Spec& s) {
                              {{"BLOCK_G", BG}});
   check_split("attention_decode_split", SPLIT, KB);
   check_kv_layout("attention_decode_split", s);
-  auto q = k.buffer("q", s.dtype("T")), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
+  auto q = k.buffer("q", query_dtype(s)), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
   auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
   DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
 

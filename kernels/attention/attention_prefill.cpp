@@ -15,7 +15,7 @@ Kernel build_attention_prefill(const Spec& s) {
   KernelBuilder k("attention_prefill", s);
   check_prefill_constexprs("attention_prefill", s);
   DType KV = s.dtype("KV");
-  auto q = k.buffer("q", s.dtype("T")), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
+  auto q = k.buffer("q", query_dtype(s)), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
        out = k.buffer("out", s.dtype("T"));
   auto n_tokens = k.scalar("n_tokens", DType::i32);
   auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
@@ -24,12 +24,13 @@ Kernel build_attention_prefill(const Spec& s) {
   auto scale = k.scalar("scale", DType::f32);
   auto window = k.scalar("window", DType::i32);
   KvView kv = declare_kv_view(k, s, kc, vc, n_kv, max_ctx);
+  QueryScales q8 = declare_query_scales(k, s);
   auto sinks = declare_sinks(k, s);
   auto h = k.program_id(1);
   kv.kvh = h / (n_heads / n_kv);
   prefill_rows(
       k, s,
-      {q, out, kv, zeros(DType::i32, {}), n_tokens, pos0, kv_len, window, h, n_heads,
+      {q, q8, out, kv, zeros(DType::i32, {}), n_tokens, pos0, kv_len, window, h, n_heads,
        k.program_id(0) * static_cast<int>(s.constexpr_("BLOCK_M")), scale, sink_logit(sinks, h)});
   return k.finish();
 }

@@ -32,7 +32,7 @@ Kernel build_attention_prefill_varlen(const Spec& s) {
   if (s.constexpr_("PAGE") <= 0)
     throw Error(std::string("kernel '") + kName + "' reads a paged cache: PAGE must be > 0");
   DType KV = s.dtype("KV");
-  auto q = k.buffer("q", s.dtype("T")), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
+  auto q = k.buffer("q", query_dtype(s)), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
        out = k.buffer("out", s.dtype("T"));
   auto cu = k.buffer("cu_seqlens", DType::i32), seq_pos0 = k.buffer("seq_pos0", DType::i32);
   k.scalar("n_tokens", DType::i32);
@@ -43,6 +43,7 @@ Kernel build_attention_prefill_varlen(const Spec& s) {
   auto scale = k.scalar("scale", DType::f32);
   auto window = k.scalar("window", DType::i32);
   KvView kv = declare_kv_view(k, s, kc, vc, n_kv, max_ctx);
+  QueryScales q8 = declare_query_scales(k, s);
   auto sinks = declare_sinks(k, s);
 
   auto h = k.program_id(1), seq = k.program_id(2);
@@ -55,7 +56,7 @@ Kernel build_attention_prefill_varlen(const Spec& s) {
   kv.table_row = seq.to(DType::i64) * ((max_ctx + (page - 1)) / page).to(DType::i64);
   k.if_(t0 < n, [&] {
     prefill_rows(k, s,
-                 {q, out, kv, row0, n, pos0, minimum(pos0 + n, max_ctx), window, h, n_heads, t0,
+                 {q, q8, out, kv, row0, n, pos0, minimum(pos0 + n, max_ctx), window, h, n_heads, t0,
                   scale, sink_logit(sinks, h)});
   });
   return k.finish();

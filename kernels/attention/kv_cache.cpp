@@ -34,6 +34,7 @@ DType parse_kv_cache_type(const std::string& text) {
 std::map<std::string, int64_t> with_kv_scales(std::map<std::string, int64_t> elems) {
   elems["k_scale"] = elems.at("k") / kKvQuantBlock;
   elems["v_scale"] = elems.at("v") / kKvQuantBlock;
+  if (elems.count("q")) elems["q_scale"] = elems["q_sum"] = elems.at("q") / kKvQuantBlock;
   return elems;
 }
 
@@ -196,6 +197,15 @@ Value load_k_row(const KvView& kv, const Value& block, const Value& d, const Val
   auto base = k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), KB);
   return load_f32(kv.k + (base + d.to(DType::i64) * KB),
                   key_mask.valid() ? reshape(key_mask, {1, KB}) : Value());
+}
+
+Value load_k_codes(const KvView& kv, const Value& block, const Value& d, int64_t n,
+                   const Value& key_mask) {
+  const int64_t KB = kv.key_block;
+  auto base = k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), KB);
+  auto off = base + expand_dims((d + arange(n)).to(DType::i64) * KB, 1);  // [n, KB]
+  if (!key_mask.valid()) return load(kv.k + off);
+  return load(kv.k + off, broadcast_to(reshape(key_mask, {1, KB}), {n, KB}), 0.0);
 }
 
 Value load_k_scales(const KvView& kv, const Value& block, const Value& group,

@@ -24,7 +24,11 @@
 // scales lie in two more buffers, k_scale and v_scale, in the same layouts
 // with HEAD_DIM / 32 in place of HEAD_DIM (a K block's scales transposed
 // too). Separate scales keep every code row a plain vector load, which
-// ggml's interleaved 34-byte blocks would not in a transposed K.
+// ggml's interleaved 34-byte blocks would not in a transposed K. The
+// attention kernels read q as Q8_0 against such a cache, as llama.cpp does
+// (kv_walk.h): 4 consecutive rows of a K block (64 bytes) are then the
+// codes of 4 dims of every key, one byte transpose from the operand of a
+// grouped 8-bit dot.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +62,9 @@ int64_t k_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim, int
 int64_t v_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim);
 
 // `elems` (buffer name -> elements) with a q8_0 cache's k_scale and
-// v_scale, one per 32 elements of k and v (unused by other caches).
+// v_scale, one per 32 elements of k and v, and where elems has q, the
+// attention kernels' q_scale and q_sum (kv_walk.h), one per 32 of q
+// (unused by other caches).
 std::map<std::string, int64_t> with_kv_scales(std::map<std::string, int64_t> elems);
 
 // Index of element d of key (or value) j of KV head h.
@@ -131,6 +137,10 @@ Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& 
 // the keys' 32-dim block `group` (i32 scalar), [1, KB] f32. Decode sums
 // codes times q over a block's 32 dims first and scales the sum once.
 Value load_k_row(const KvView& kv, const Value& block, const Value& d, const Value& key_mask = {});
+// Rows d .. d+n-1 of a q8_0 cache's K block `block` as stored, i8 [n, KB]
+// codes (masked keys 0): one contiguous run.
+Value load_k_codes(const KvView& kv, const Value& block, const Value& d, int64_t n,
+                   const Value& key_mask = {});
 Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
                     const Value& key_mask = {});
 

@@ -22,10 +22,51 @@ constexpr int64_t kDimChunk = 16;
 // the accumulators' rescale are paid once per this many blocks.
 constexpr int64_t kSoftmaxBlocks = 2;
 
-// Each head's log2-scaled scores against K block `block`, [KB]; keys outside
+// Each row's scores against K block `block` of a q8_0 cache, [KB] (before
+// the softmax scale): per 32-dim block, an i32 sum of u8 x i8 dots (4 dims
+// of 16 keys per instruction on AVX-512 VNNI) of the K codes, made unsigned
+// by adding 128, and the q codes broadcast from memory; minus 128 times the
+// block's q sum, then scaled by q's and the keys' scales. The loop over the
+// blocks runs at run time, so q's addresses move with it (see block_scores).
+std::vector<Value> q8_block_scores(KernelBuilder& k, const WalkInputs& in, const Value& block,
+                                   const Value& key_mask, size_t rows) {
+  const int64_t D = in.head_dim, KB = in.key_block, QB = kKvQuantBlock;
+  std::vector<Var> score;
+  for (size_t h = 0; h < rows; ++h) score.push_back(k.var(zeros(DType::f32, {KB})));
+  std::vector<Value> srow;  // each row's first scale/sum index (i64)
+  for (size_t h = 0; h < rows; ++h) srow.push_back(in.qrow[h] / QB);
+  k.for_(0, static_cast<int>(D / QB), 1, [&](Value b) {
+    auto bi = b.to(DType::i64);
+    std::vector<Value> dots(rows);
+    for (size_t h = 0; h < rows; ++h)
+      dots[h] = broadcast_to(load(*in.q8.sum + (srow[h] + bi)) * -128, {KB});
+    for (int64_t g = 0; g < QB; g += 4) {
+      auto d = b * static_cast<int>(QB) + static_cast<int>(g);
+      auto codes = load_k_codes(in.kv, block, d, 4, key_mask);  // [4, KB]
+      auto ku =
+          reshape(transpose(codes), {4 * KB}).bitcast(DType::u8) ^ full({4 * KB}, 128, DType::u8);
+      for (size_t h = 0; h < rows; ++h) {
+        auto q4 = load(in.q + (in.qrow[h] + d.to(DType::i64) + arange(4).to(DType::i64)));
+        auto qb = reshape(broadcast_to(expand_dims(q4, 0), {KB, 4}), {4 * KB});
+        dots[h] = dots[h] + dot_groups(ku, qb);
+      }
+    }
+    auto kscale = reshape(load_k_scales(in.kv, block, b, key_mask), {KB});
+    for (size_t h = 0; h < rows; ++h) {
+      auto qs = broadcast_to(load(*in.q8.scale + (srow[h] + bi)), {KB});
+      score[h] = fma(dots[h].to(DType::f32), kscale * qs, Value(score[h]));
+    }
+  });
+  std::vector<Value> sc;
+  for (size_t h = 0; h < rows; ++h) sc.push_back(Value(score[h]) * in.qscale);
+  return sc;
+}
+
+// Each row's log2-scaled scores against K block `block`, [KB]; keys outside
 // key_mask (when given) read as 0.
 std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Value& block,
                                 const Value& key_mask, size_t heads) {
+  if (in.q8.sum) return q8_block_scores(k, in, block, key_mask, heads);
   const int64_t D = in.head_dim, KB = in.key_block;
   const int64_t parts =
       std::clamp<int64_t>(kScoreChains / static_cast<int64_t>(heads), 1, std::min<int64_t>(4, D));
@@ -34,31 +75,17 @@ std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Va
     for (int64_t i = 0; i < parts; ++i) ph.push_back(k.var(zeros(DType::f32, {KB})));
   // A runtime loop over chunks of dims: its q addresses move with it, where
   // unrolled over HEAD_DIM each q element's address would be a loop
-  // invariant of the key loop, hoisted and spilled. A q8_0 cache's chunk
-  // is its 32-dim block: the chunk's sums of q times codes are scaled once
-  // (one FMA per chain) instead of every code row.
-  const bool quantized = in.kv.k_scale.has_value();
-  const int64_t chunk = quantized ? kKvQuantBlock : std::min<int64_t>(kDimChunk, D);
+  // invariant of the key loop, hoisted and spilled.
+  const int64_t chunk = std::min<int64_t>(kDimChunk, D);
   k.for_(0, static_cast<int>(D), static_cast<int>(chunk), [&](Value c) {
-    std::vector<std::vector<Value>> sums(heads);
-    for (size_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < parts; ++i)
-        sums[h].push_back(quantized ? zeros(DType::f32, {KB}) : Value(part[h][i]));
     for (int64_t dd = 0; dd < chunk; ++dd) {
       auto d = c + static_cast<int>(dd);
       auto krow = reshape(load_k_row(in.kv, block, d, key_mask), {KB});
       for (size_t h = 0; h < heads; ++h) {
         auto qd = broadcast_to(load(in.q + (in.qrow[h] + d.to(DType::i64))).to(DType::f32), {KB});
-        Value& to = sums[h][dd % parts];
-        to = fma(qd, krow, to);
+        part[h][dd % parts] = fma(qd, krow, Value(part[h][dd % parts]));
       }
     }
-    Value scales;
-    if (quantized)
-      scales = reshape(load_k_scales(in.kv, block, c / static_cast<int>(chunk), key_mask), {KB});
-    for (size_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < parts; ++i)
-        part[h][i] = quantized ? fma(sums[h][i], scales, Value(part[h][i])) : sums[h][i];
   });
   std::vector<Value> sc(heads);
   for (size_t h = 0; h < heads; ++h) {
@@ -134,6 +161,16 @@ void key_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
 
 }  // namespace
 
+DType query_dtype(const Spec& s) {
+  return is_quantized_kv(s.dtype("KV")) ? DType::i8 : s.dtype("T");
+}
+
+QueryScales declare_query_scales(KernelBuilder& k, const Spec& s) {
+  if (!is_quantized_kv(s.dtype("KV"))) return {};
+  auto scale = k.buffer("q_scale", DType::f32);
+  return {scale, k.buffer("q_sum", DType::i32)};
+}
+
 DecodeScalars declare_decode_scalars(KernelBuilder& k, const Spec& s, const Buffer& kc,
                                      const Buffer& vc) {
   k.scalar("n_tokens", DType::i32);
@@ -142,8 +179,8 @@ DecodeScalars declare_decode_scalars(KernelBuilder& k, const Spec& s, const Buff
   auto pos0 = k.scalar("pos0", DType::i32);
   auto scale = k.scalar("scale", DType::f32);
   auto window = k.scalar("window", DType::i32);
-  return {n_heads, n_kv,  max_ctx, kv_len,
-          pos0,    scale, window,  declare_kv_view(k, s, kc, vc, n_kv, max_ctx)};
+  KvView kv = declare_kv_view(k, s, kc, vc, n_kv, max_ctx);
+  return {n_heads, n_kv, max_ctx, kv_len, pos0, scale, window, kv, declare_query_scales(k, s)};
 }
 
 WalkInputs decode_inputs(const Spec& s, const Buffer& q, const DecodeScalars& sc, const Value& kvh,
@@ -151,6 +188,7 @@ WalkInputs decode_inputs(const Spec& s, const Buffer& q, const DecodeScalars& sc
   const int64_t D = s.constexpr_("HEAD_DIM");
   WalkInputs in{.q = q,
                 .kv = sc.kv,
+                .q8 = sc.q8,
                 .qscale = sc.scale * static_cast<float>(M_LOG2E),
                 .head_dim = D,
                 .key_block = kv_key_block(s.target),

@@ -1,4 +1,4 @@
-// The key loop every CPU-shaped attention kernel shares: a few query rows,
+// The key loop every attention kernel shares: a few query rows,
 // their online-softmax state in registers, walking a range of one KV
 // head's cache (kv_cache.h) one K block (KB keys) at a time. A row is one
 // query vector: a head of a GQA group at one token (the decode kernels),
@@ -13,7 +13,8 @@
 // Per block and row: scores against the KB keys are FMAs of the row's q
 // (one element at a time, broadcast from memory, so no shuffle) with the
 // block's K rows (keys in the lanes), summed in independent chains so
-// HEAD_DIM dependent FMAs do not serialise on their latency; then the online
+// HEAD_DIM dependent FMAs do not serialise on their latency (over a q8_0
+// cache, grouped 8-bit dots of the codes, below); then the online
 // softmax (log2-scaled scores, exp2, running max m and sum l) and acc = acc
 // * alpha + sum_j p_j V_j, each V row loaded once for all the rows. Blocks
 // every row sees whole use plain loads; only the blocks at the range's ends
@@ -31,10 +32,25 @@
 
 namespace kiln {
 
+// The query rows a kernel reads: q in its activation dtype T; with a q8_0
+// cache (KV = i8) q's Q8_0 codes instead (i8), llama.cpp's vec_dot pairing
+// (its flash attention converts q to the K type's dot type, Q8_0 for
+// Q8_0), with per 32 elements the scale q_scale (f32) and the codes' sum
+// q_sum (i32), as quantize_q8 (QBLOCK 32) writes them. Scores against a
+// q8_0 cache are then exact i32 dots of codes, scaled once per 32 dims.
+DType query_dtype(const Spec& s);
+struct QueryScales {
+  std::optional<Buffer> scale{}, sum{};
+};
+// For a q8_0 cache the buffers q_scale and q_sum, declared after the
+// cache's (declare_kv_view); nothing otherwise.
+QueryScales declare_query_scales(KernelBuilder& k, const Spec& s);
+
 // What the walk reads.
 struct WalkInputs {
   Buffer q;
-  KvView kv;  // the cache, its kvh the walk's KV head
+  KvView kv;         // the cache, its kvh the walk's KV head
+  QueryScales q8{};  // a q8_0 cache's
   // Each row's q offset (i64 scalars). A padding row (a head past its
   // group, a token past the prompt) reads a valid row (its caller clamps
   // it) and is simply not stored.
@@ -71,10 +87,11 @@ void walk_finish(const WalkInputs& in, const WalkState& st, const Buffer& out,
 // The scalars every decode kernel declares after its buffers, in this
 // order: n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale,
 // window (attention_window.h); then a paged cache's parameters
-// (kv_cache.h's declare_kv_view).
+// (kv_cache.h's declare_kv_view) and declare_query_scales'.
 struct DecodeScalars {
   Value n_heads, n_kv, max_ctx, kv_len, pos0, scale, window;
   KvView kv;
+  QueryScales q8{};
 };
 DecodeScalars declare_decode_scalars(KernelBuilder& k, const Spec& s, const Buffer& kc,
                                      const Buffer& vc);

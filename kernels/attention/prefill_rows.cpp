@@ -19,6 +19,7 @@ void prefill_rows(KernelBuilder& k, const Spec& s, const PrefillInputs& in) {
   const int64_t D = s.constexpr_("HEAD_DIM"), BM = s.constexpr_("BLOCK_M");
   WalkInputs w{.q = in.q,
                .kv = in.kv,
+               .q8 = in.q8,
                .qscale = in.scale * static_cast<float>(M_LOG2E),
                .head_dim = D,
                .key_block = kv_key_block(s.target)};

@@ -20,12 +20,15 @@
 #include "ir/builder.h"
 #include "ir/spec.h"
 #include "kernels/attention/kv_cache.h"
+#include "kernels/attention/kv_walk.h"
 
 namespace kiln {
 
 struct PrefillInputs {
-  Buffer q, out;  // f32 [rows, n_heads, HEAD_DIM]
-  KvView kv;      // the sequence's cache, kvh the head's KV head
+  Buffer q;        // [rows, n_heads, HEAD_DIM] (kv_walk.h's query_dtype)
+  QueryScales q8;  // a q8_0 cache's
+  Buffer out;      // [rows, n_heads, HEAD_DIM]
+  KvView kv;       // the sequence's cache, kvh the head's KV head
   // i32 scalars: the q/out row of the sequence's token 0, its query
   // tokens, the position of token 0, the rows its cache holds, the sliding
   // window, the head, the heads per row and the program's first token.

@@ -2,6 +2,8 @@
 
 #include <llvm/Config/llvm-config.h>
 
+#include <map>
+
 #include "ir/error.h"
 #include "runtime/cpu/cpu_launch.h"
 #include "runtime/host_backend.h"
@@ -38,10 +40,17 @@ class CpuBackend : public HostMemoryBackend {
   std::unique_ptr<Program> compile(const Kernel& k, const std::string& digest,
                                    CompileCache& cache) override {
     auto p = std::make_unique<CpuProgram>();
+    // Specs that differ only in what a kernel ignores (an unused dtype role)
+    // build the same IR, hence the same digest and symbol, which the JIT
+    // may define once: they share the loaded function.
+    if (auto it = loaded_.find(digest); it != loaded_.end()) {
+      p->fn = it->second;
+      return p;
+    }
     std::string symbol = "kiln_" + k.name + "_" + digest.substr(0, 24);
     if (auto obj = cache.load(digest)) {
       try {
-        p->fn = jit_.load_object(*obj, symbol).fn;
+        p->fn = loaded_[digest] = jit_.load_object(*obj, symbol).fn;
         p->from_cache = true;
         return p;
       } catch (const Error&) {
@@ -51,7 +60,7 @@ class CpuBackend : public HostMemoryBackend {
     }
     std::string obj = jit_.compile_to_object(k, symbol);
     cache.store(digest, k.name, obj);
-    p->fn = jit_.load_object(obj, symbol).fn;
+    p->fn = loaded_[digest] = jit_.load_object(obj, symbol).fn;
     return p;
   }
 
@@ -66,6 +75,7 @@ class CpuBackend : public HostMemoryBackend {
  private:
   ThreadPool& pool_;
   CpuJit jit_;
+  std::map<std::string, KernelRangeFn> loaded_;  // by digest
 };
 
 }  // namespace

@@ -27,10 +27,9 @@ of 24 positions, shorter than the prompt.
 
 KV cache types: `kiln run --kv q8_0` against llama.cpp with type_k = type_v
 = Q8_0 (which needs its flash-attention path), on llama and gemma3-swa.
-Kiln rounds the cache rows as llama.cpp does, but llama.cpp also rounds q
-to Q8_0 for its K dot products where Kiln keeps q in f32, so they take the
-quantized bar, the yardstick being llama.cpp's q8_0 cache against its f16
-one (flash attention both).
+Both round the cache rows, and q for the K dot products, to Q8_0 the same
+way, but sum in other orders, so they take the quantized bar, the yardstick
+being llama.cpp's q8_0 cache against its f16 one (flash attention both).
 
 Real mixes: llama.cpp's own quantizer (llama_model_quantize) also writes
 files from gen-model f16 models: Q4_K_M, Q5_K_M, Q4_1, Q5_0 and Q5_1 of a

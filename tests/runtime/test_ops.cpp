@@ -62,6 +62,18 @@ TEST_CASE("ops reject tensors that do not fit together", "[runtime][ops][error]"
   REQUIRE_THROWS_WITH(ops::get_rows(g, in(g, w, {8, 8}), in(g, ids, {2})),
                       Catch::Contains("op get_rows: ids must be i32, got f32[2]"));
   REQUIRE_THROWS_WITH(in(g, x, {8}).rows(6, 4), Catch::Contains("rows [6, 10) are outside f32[8]"));
+  // A q8_0 cache's kernels read q as Q8_0, quantised from f32.
+  HostBuffer codes(DType::i8, 64 * 32), scales(DType::f16, 64), qh(DType::f16, 64);
+  KvCache q8{.k = in(g, codes, {64 * 32}),
+             .v = in(g, codes, {64 * 32}),
+             .max_ctx = 32,
+             .n_kv_heads = 1,
+             .head_dim = 64,
+             .k_scale = in(g, scales, {64}),
+             .v_scale = in(g, scales, {64})};
+  REQUIRE_THROWS_WITH(
+      ops::attention(g, in(g, qh, {1, 64}), q8, 0.125, {"kv_len", 32}, {"pos0", 32}),
+      Catch::Contains("op attention: q over a q8_0 cache must be f32, got f16[1,64]"));
   HostBuffer wi(DType::i32, 64);
   Graph bad(rt());
   ops::linear(bad, Weight{"w", in(bad, wi, {8, 8}), 8, 8, 0, {}}, in(bad, x, {1, 8}));

@@ -92,10 +92,58 @@ struct KvTensors {
   }
 };
 
+// The kernels' query rows (kv_walk.h): q in the activation dtype, or with a
+// q8_0 cache Q8_0 codes in [-127, 127] with f32 scales in [0.5, 1] *
+// q_range / 127 (so q stays within [-q_range, q_range]) and the codes' sums.
+struct QueryTensors {
+  HostBuffer q, scale{DType::f32, 0}, sum{DType::i32, 0};
+
+  QueryTensors(const AttentionCase& c, int64_t elems) : q(query_dtype(c), elems) {
+    if (!q8(c)) return;
+    scale = HostBuffer(DType::f32, elems / kKvQuantBlock);
+    sum = HostBuffer(DType::i32, elems / kKvQuantBlock);
+  }
+  static QueryTensors random(const AttentionCase& c, int64_t elems, uint64_t seed) {
+    QueryTensors t(c, elems);
+    if (!q8(c)) {
+      t.q = HostBuffer::random(c.act, elems, seed, -c.q_range, c.q_range);
+      return t;
+    }
+    t.q = HostBuffer::random(DType::i8, elems, seed, -127.99, 127.99);
+    t.scale = HostBuffer::random(DType::f32, elems / kKvQuantBlock, seed + 7, 0.5 * c.q_range / 127,
+                                 c.q_range / 127);
+    for (int64_t b = 0; b < t.sum.size(); ++b) {
+      double s = 0;
+      for (int64_t i = 0; i < kKvQuantBlock; ++i) s += t.q.get(b * kKvQuantBlock + i);
+      t.sum.set(b, s);
+    }
+    return t;
+  }
+  static bool q8(const AttentionCase& c) { return is_quantized_kv(c.kv); }
+  static DType query_dtype(const AttentionCase& c) { return q8(c) ? DType::i8 : c.act; }
+
+  // Element i as the kernels read it.
+  double get(int64_t i) const {
+    return scale.size() ? q.get(i) * scale.get(i / kKvQuantBlock) : q.get(i);
+  }
+  // Copies elements [from, from + n) of src to [to, to + n) (whole 32-blocks
+  // with a q8_0 cache).
+  void copy(const QueryTensors& src, int64_t from, int64_t to, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) q.set(to + i, src.q.get(from + i));
+    for (int64_t b = 0; b < n / kKvQuantBlock && scale.size(); ++b) {
+      scale.set(to / kKvQuantBlock + b, src.scale.get(from / kKvQuantBlock + b));
+      sum.set(to / kKvQuantBlock + b, src.sum.get(from / kKvQuantBlock + b));
+    }
+  }
+  // A q8_0 cache's q_scale and q_sum arguments (after the cache's scales).
+  void add_scale_args(std::vector<Arg>& a) {
+    if (scale.size()) a.push_back(scale.arg()), a.push_back(sum.arg());
+  }
+};
+
 struct AttentionData {
   explicit AttentionData(const AttentionCase& c)
-      : q(HostBuffer::random(c.act, c.n_tokens * c.n_heads * c.head_dim, c.seed, -c.q_range,
-                             c.q_range)),
+      : q(QueryTensors::random(c, c.n_tokens * c.n_heads * c.head_dim, c.seed)),
         sinks(HostBuffer::random(DType::f32, c.n_heads, c.seed + 3, -1, 3)) {
     const int64_t k_elems = k_cache_elems(c.rows(), c.n_kv_heads, c.head_dim, c.key_block()),
                   v_elems = v_cache_elems(c.rows(), c.n_kv_heads, c.head_dim);
@@ -186,7 +234,8 @@ struct AttentionData {
       }
   }
 
-  HostBuffer q, sinks;
+  QueryTensors q;
+  HostBuffer sinks;
   KvTensors cache{HostBuffer(DType::f16, 0), HostBuffer(DType::f16, 0)};  // contiguous
   // Paged cases: the pool and the sequence's block table.
   KvTensors pool{HostBuffer(DType::f16, 0), HostBuffer(DType::f16, 0)};
@@ -216,10 +265,11 @@ struct InterleavedPool {
 
 // q, k, v, out, n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale,
 // window, then block_table and n_pages when paged (k and v the pool), then
-// a q8_0 cache's k_scale and v_scale, then sinks when the case has them.
+// a q8_0 cache's k_scale, v_scale, q_scale and q_sum, then sinks when the
+// case has them.
 inline std::vector<Arg> attention_args(const AttentionCase& c, AttentionData& d, HostBuffer& out) {
   KvTensors& cache = c.page ? d.pool : d.cache;
-  std::vector<Arg> a = {d.q.arg(),
+  std::vector<Arg> a = {d.q.q.arg(),
                         cache.k.arg(),
                         cache.v.arg(),
                         out.arg(),
@@ -236,6 +286,7 @@ inline std::vector<Arg> attention_args(const AttentionCase& c, AttentionData& d,
     a.push_back(Arg::scalar_int(d.n_pages));
   }
   cache.add_scale_args(a);
+  d.q.add_scale_args(a);
   if (c.sinks) a.push_back(d.sinks.arg());
   return a;
 }

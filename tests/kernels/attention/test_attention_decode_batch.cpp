@@ -49,8 +49,8 @@ void check_batch(const Batch& b, bool interpret = false,
   kiln::test::InterleavedPool pages(b.lens, max_ctx, kPage);
   const int64_t n_pages = pages.pool.n_pages(), per_seq = (max_ctx + kPage - 1) / kPage;
   auto kvpool = kiln::test::KvTensors::nan_pool(cs[0], n_pages, kPage);
-  HostBuffer q(DType::f32, S * H * D), out(DType::f32, S * H * D), table(DType::i32, S * per_seq),
-      lens(DType::i32, S);
+  kiln::test::QueryTensors q(cs[0], S * H * D);
+  HostBuffer out(DType::f32, S * H * D), table(DType::i32, S * per_seq), lens(DType::i32, S);
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, NAN);
   std::vector<double> want(static_cast<size_t>(S * H * D));
   for (int64_t i = 0; i < S; ++i) {
@@ -58,17 +58,15 @@ void check_batch(const Batch& b, bool interpret = false,
     for (int64_t e = 0; e < per_seq; ++e) table.set(i * per_seq + e, t[e]);
     ds[i].write_pages(cs[i], b.lens[i], t, kPage, kvpool);
     std::vector<double> ref = kiln::test::attention_reference(cs[i], ds[i]);
-    for (int64_t x = 0; x < H * D; ++x) {
-      q.set(i * H * D + x, ds[i].q.get(x));
-      want[i * H * D + x] = ref[x];
-    }
+    q.copy(ds[i].q, 0, i * H * D, H * D);
+    for (int64_t x = 0; x < H * D; ++x) want[i * H * D + x] = ref[x];
     lens.set(i, b.lens[i]);
   }
   consts["HEAD_DIM"] = D;
   consts["PAGE"] = kPage;
   consts["SINKS"] = b.sinks;
   Spec spec = find_kernel("attention_decode_batch").make_spec({{"KV", b.kv}}, consts);
-  std::vector<Arg> args = {q.arg(),
+  std::vector<Arg> args = {q.q.arg(),
                            kvpool.k.arg(),
                            kvpool.v.arg(),
                            out.arg(),
@@ -82,6 +80,7 @@ void check_batch(const Batch& b, bool interpret = false,
                            table.arg(),
                            Arg::scalar_int(n_pages)};
   kvpool.add_scale_args(args);
+  q.add_scale_args(args);
   if (b.sinks) args.push_back(ds[0].sinks.arg());
   if (interpret)
     test::runtime().interpret(spec, args);

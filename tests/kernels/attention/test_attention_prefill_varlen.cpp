@@ -51,8 +51,9 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
   kiln::test::InterleavedPool pages(lens, max_ctx, kPage);
   const int64_t n_pages = pages.pool.n_pages(), per_seq = (max_ctx + kPage - 1) / kPage;
   auto kvpool = kiln::test::KvTensors::nan_pool(cs[0], n_pages, kPage);
-  HostBuffer q(DType::f32, T * H * D), out(DType::f32, T * H * D), table(DType::i32, S * per_seq),
-      cu_b(DType::i32, S + 1), pos_b(DType::i32, S);
+  kiln::test::QueryTensors q(cs[0], T * H * D);
+  HostBuffer out(DType::f32, T * H * D), table(DType::i32, S * per_seq), cu_b(DType::i32, S + 1),
+      pos_b(DType::i32, S);
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, NAN);
   std::vector<double> want(static_cast<size_t>(T * H * D));
   for (int64_t i = 0; i < S; ++i) {
@@ -61,10 +62,8 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
     for (int64_t e = 0; e < per_seq; ++e) table.set(i * per_seq + e, t[e]);
     ds[i].write_pages(c, c.kv_len, t, kPage, kvpool);
     std::vector<double> ref = kiln::test::attention_reference(c, ds[i]);
-    for (int64_t x = 0; x < n[i] * H * D; ++x) {
-      q.set(cu[i] * H * D + x, ds[i].q.get(x));
-      want[cu[i] * H * D + x] = ref[x];
-    }
+    q.copy(ds[i].q, 0, cu[i] * H * D, n[i] * H * D);
+    for (int64_t x = 0; x < n[i] * H * D; ++x) want[cu[i] * H * D + x] = ref[x];
     cu_b.set(i, cu[i]);
     pos_b.set(i, pos0[i]);
   }
@@ -73,7 +72,7 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
   consts["PAGE"] = kPage;
   consts["SINKS"] = sinks;
   Spec spec = find_kernel("attention_prefill_varlen").make_spec({{"KV", kv}}, consts);
-  std::vector<Arg> args = {q.arg(),
+  std::vector<Arg> args = {q.q.arg(),
                            kvpool.k.arg(),
                            kvpool.v.arg(),
                            out.arg(),
@@ -90,6 +89,7 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
                            table.arg(),
                            Arg::scalar_int(n_pages)};
   kvpool.add_scale_args(args);
+  q.add_scale_args(args);
   if (sinks) args.push_back(ds[0].sinks.arg());
   if (interpret)
     test::runtime().interpret(spec, args);
