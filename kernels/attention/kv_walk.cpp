@@ -37,24 +37,25 @@ std::vector<Value> q8_block_scores(KernelBuilder& k, const WalkInputs& in, const
   for (size_t h = 0; h < rows; ++h) srow.push_back(in.qrow[h] / QB);
   k.for_(0, static_cast<int>(D / QB), 1, [&](Value b) {
     auto bi = b.to(DType::i64);
-    std::vector<Value> dots(rows);
+    std::vector<Var> dots;
     for (size_t h = 0; h < rows; ++h)
-      dots[h] = broadcast_to(load(*in.q8.sum + (srow[h] + bi)) * -128, {KB});
-    for (int64_t g = 0; g < QB; g += 4) {
-      auto d = b * static_cast<int>(QB) + static_cast<int>(g);
+      dots.push_back(k.var(broadcast_to(load(*in.q8.sum + (srow[h] + bi)) * -128, {KB})));
+    // The block's 8 groups of 4 dims, also a loop at run time: unrolled,
+    // the CUDA source grows 8-fold for no speed on the CPU.
+    k.for_(b * static_cast<int>(QB), (b + 1) * static_cast<int>(QB), 4, [&](Value d) {
       auto codes = load_k_codes(in.kv, block, d, 4, key_mask);  // [4, KB]
       auto ku =
           reshape(transpose(codes), {4 * KB}).bitcast(DType::u8) ^ full({4 * KB}, 128, DType::u8);
       for (size_t h = 0; h < rows; ++h) {
         auto q4 = load(in.q + (in.qrow[h] + d.to(DType::i64) + arange(4).to(DType::i64)));
         auto qb = reshape(broadcast_to(expand_dims(q4, 0), {KB, 4}), {4 * KB});
-        dots[h] = dots[h] + dot_groups(ku, qb);
+        dots[h] = Value(dots[h]) + dot_groups(ku, qb);
       }
-    }
+    });
     auto kscale = reshape(load_k_scales(in.kv, block, b, key_mask), {KB});
     for (size_t h = 0; h < rows; ++h) {
       auto qs = broadcast_to(load(*in.q8.scale + (srow[h] + bi)), {KB});
-      score[h] = fma(dots[h].to(DType::f32), kscale * qs, Value(score[h]));
+      score[h] = fma(Value(dots[h]).to(DType::f32), kscale * qs, Value(score[h]));
     }
   });
   std::vector<Value> sc;
@@ -227,8 +228,9 @@ void walk_keys(KernelBuilder& k, const WalkInputs& in, const Value& begin, const
                WalkState& st) {
   const int kb = static_cast<int>(in.key_block);
   // Keys [plain_lo, plain_hi) are seen by every row: the blocks wholly
-  // inside it need no mask. The blocks from begin's up to the first of
-  // them, and from the last of them to end, are masked.
+  // inside it need no mask, and run kSoftmaxBlocks at a time (one softmax
+  // step each). The rest, from begin's block up to the first of them and
+  // from the last pair of them to end, are masked.
   Value plain_lo = begin, plain_hi = end;
   for (size_t h = 0; h < in.lo.size(); ++h) {
     plain_lo = maximum(plain_lo, in.lo[h]);
@@ -237,24 +239,22 @@ void walk_keys(KernelBuilder& k, const WalkInputs& in, const Value& begin, const
   auto start = begin - begin % kb;
   auto body = maximum(start, plain_lo + (kb - plain_lo % kb) % kb);
   auto full_end = maximum(body, plain_hi - plain_hi % kb);
-  k.for_(start, minimum(body, end), kb,
-         [&](Value j0) { key_blocks(k, in, j0, begin, end, 1, true, st); });
-  // Whole blocks kSoftmaxBlocks at a time (one softmax step each), then
-  // one, then the masked tail.
   const int step = kb * static_cast<int>(kSoftmaxBlocks);
   auto multi_end = full_end - (full_end - body) % step;
-  auto prefetch_at = [&](const Value& j0) {
-    if (in.prefetch > 0) prefetch_kv_block(in.kv, j0 / kb + static_cast<int>(in.prefetch));
-  };
   k.for_(body, multi_end, step, [&](Value j0) {
-    prefetch_at(j0);
+    if (in.prefetch > 0) prefetch_kv_block(in.kv, j0 / kb + static_cast<int>(in.prefetch));
     key_blocks(k, in, j0, body, full_end, kSoftmaxBlocks, false, st);
   });
-  k.for_(multi_end, full_end, kb, [&](Value j0) {
-    prefetch_at(j0);
-    key_blocks(k, in, j0, body, full_end, 1, false, st);
+  // One loop (one copy of the masked block's code, which on CUDA is most
+  // of the kernel's source) over the blocks before body and from
+  // multi_end on.
+  auto zero = zeros(DType::i32, {});
+  auto heads = (maximum(minimum(body, end) - start, zero) + (kb - 1)) / kb;
+  auto tails = (maximum(end - multi_end, zero) + (kb - 1)) / kb;
+  k.for_(zero, heads + tails, 1, [&](Value i) {
+    auto j0 = where(i < heads, start + i * kb, multi_end + (i - heads) * kb);
+    key_blocks(k, in, j0, begin, end, 1, true, st);
   });
-  k.for_(full_end, end, kb, [&](Value j0) { key_blocks(k, in, j0, begin, end, 1, true, st); });
 }
 
 void decode_finish(const WalkInputs& in, const WalkState& st, const Buffer& out,

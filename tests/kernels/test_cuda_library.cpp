@@ -74,6 +74,8 @@ std::vector<Case> cases() {
                 {{"W", DType::bf16}, {"X", DType::bf16}},
                 {{"BLOCK_M", 2}, {"BLOCK_K", 64}},
                 {{"m", 5}, {"k", 100}}});
+  // Attention programs of two query rows (BLOCK_G, BLOCK_M 2) share their
+  // K/V loads as wider ones do; NVRTC's time grows with the rows.
   for (DType kv : {DType::f16, DType::bf16, DType::f32, DType::i8}) {
     Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2}, {"max_ctx", 24},
                  {"kv_len", 21},  {"pos0", 18},   {"window", 0}};
@@ -84,8 +86,11 @@ std::vector<Case> cases() {
                   {{"KV", kv}},
                   {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"SINKS", 1}},
                   windowed});
-    cs.push_back({"attention_prefill", {{"KV", kv}}, {{"HEAD_DIM", 64}}, att});
-    cs.push_back({"attention_prefill", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"SINKS", 1}}, windowed});
+    cs.push_back({"attention_prefill", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"BLOCK_M", 2}}, att});
+    cs.push_back({"attention_prefill",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_M", 2}, {"SINKS", 1}},
+                  windowed});
     cs.push_back({"attention_decode_split",
                   {{"KV", kv}},
                   {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"SPLIT", 16}},
@@ -96,7 +101,10 @@ std::vector<Case> cases() {
                   {{"KV", kv}},
                   {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"PAGE", 16}},
                   paged});
-    cs.push_back({"attention_prefill", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"PAGE", 16}}, paged});
+    cs.push_back({"attention_prefill",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_M", 2}, {"PAGE", 16}},
+                  paged});
     cs.push_back({"attention_decode_split",
                   {{"KV", kv}},
                   {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"SPLIT", 16}, {"PAGE", 16}},
@@ -108,7 +116,7 @@ std::vector<Case> cases() {
          {{"n_tokens", 3}, {"n_kv_heads", 2}, {"max_ctx", 40}, {"pos0", 14}, {"n_pages", 5}}});
     cs.push_back({"attention_prefill_varlen",
                   {{"KV", kv}},
-                  {{"HEAD_DIM", 64}, {"PAGE", 16}, {"SINKS", 1}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_M", 2}, {"PAGE", 16}, {"SINKS", 1}},
                   {{"n_tokens", 7},
                    {"n_heads", 4},
                    {"n_kv_heads", 2},
@@ -139,7 +147,10 @@ std::vector<Case> cases() {
                   {{"KV", DType::f16}, {"T", t}},
                   {{"HEAD_DIM", 64}, {"BLOCK_G", 2}},
                   att});
-    cs.push_back({"attention_prefill", {{"KV", DType::i8}, {"T", t}}, {{"HEAD_DIM", 64}}, att});
+    cs.push_back({"attention_prefill",
+                  {{"KV", DType::i8}, {"T", t}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_M", 2}},
+                  att});
     cs.push_back({"attention_decode_split",
                   {{"KV", DType::f16}, {"T", t}},
                   {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"SPLIT", 16}},
@@ -155,7 +166,7 @@ std::vector<Case> cases() {
                    {"n_pages", 9}}});
     cs.push_back({"attention_prefill_varlen",
                   {{"KV", DType::f16}, {"T", t}},
-                  {{"HEAD_DIM", 64}, {"PAGE", 16}},
+                  {{"HEAD_DIM", 64}, {"BLOCK_M", 2}, {"PAGE", 16}},
                   {{"n_tokens", 7},
                    {"n_heads", 4},
                    {"n_kv_heads", 2},
