@@ -19,15 +19,23 @@ AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_
       t_(n_tokens),
       kv_(kv) {
   std::mt19937_64 rng(seed);
-  // A q8_0 cache's kernels read q as Q8_0 codes with their scales and sums.
-  q_ = random_buffer(t_ * h_ * d_, is_quantized_kv(kv_) ? DType::i8 : DType::f32, rng);
+  q_ = random_buffer(t_ * h_ * d_, DType::f32, rng);
   k_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_), kv_, rng);
   v_ = random_buffer(v_cache_elems(len_, kvh_, d_), kv_, rng);
   if (is_quantized_kv(kv_)) {
     k_scale_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_) / kKvQuantBlock, DType::f16, rng);
     v_scale_ = random_buffer(v_cache_elems(len_, kvh_, d_) / kKvQuantBlock, DType::f16, rng);
-    q_scale_ = random_buffer(t_ * h_ * d_ / kKvQuantBlock, DType::f32, rng);
-    q_sum_ = random_buffer(t_ * h_ * d_ / kKvQuantBlock, DType::i32, rng);
+    // A q8_0 cache's kernels read q as Q8_0: codes, with their blocks'
+    // scales and sums.
+    const int64_t n = t_ * h_ * d_;
+    q_ = HostMemory(static_cast<size_t>(n));
+    q_sum_ = HostMemory(static_cast<size_t>(n / kKvQuantBlock * 4));
+    q_scale_ = random_buffer(n / kKvQuantBlock, DType::f32, rng);
+    std::uniform_int_distribution<int> code(-127, 127);
+    auto* codes = reinterpret_cast<int8_t*>(q_.data());
+    auto* sums = reinterpret_cast<int32_t*>(q_sum_.data());
+    for (int64_t i = 0; i < n; ++i)
+      sums[i / kKvQuantBlock] += codes[i] = static_cast<int8_t>(code(rng));
   }
   out_ = HostMemory(static_cast<size_t>(t_ * h_ * d_ * 4));
 }
