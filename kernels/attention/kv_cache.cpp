@@ -192,15 +192,8 @@ Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& 
   return reshape(reshape(t, {n, D / QB, QB}) * expand_dims(sc, 2), {n, D});
 }
 
-Value load_k_row(const KvView& kv, const Value& block, const Value& d, const Value& key_mask) {
-  const int64_t KB = kv.key_block;
-  auto base = k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), KB);
-  return load_f32(kv.k + (base + d.to(DType::i64) * KB),
-                  key_mask.valid() ? reshape(key_mask, {1, KB}) : Value());
-}
-
-Value load_k_codes(const KvView& kv, const Value& block, const Value& d, int64_t n,
-                   const Value& key_mask) {
+Value load_k_rows(const KvView& kv, const Value& block, const Value& d, int64_t n,
+                  const Value& key_mask) {
   const int64_t KB = kv.key_block;
   auto base = k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), KB);
   auto off = base + expand_dims((d + arange(n)).to(DType::i64) * KB, 1);  // [n, KB]
@@ -210,7 +203,7 @@ Value load_k_codes(const KvView& kv, const Value& block, const Value& d, int64_t
 
 Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
                     const Value& key_mask) {
-  return load_k_row(scale_view(kv), block, group, key_mask);
+  return load_k_rows(scale_view(kv), block, group, 1, key_mask).to(DType::f32);
 }
 
 void prefetch_kv_block(const KvView& kv, const Value& block) {

@@ -132,15 +132,12 @@ Value v_tile_offsets(const KvView& kv, const Value& first, int64_t n);
 // load as 0; without one the loads are plain vectors.
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask = {});
 
-// Row d (an i32 scalar) of K block `block`, [1, KB] f32: every key's
-// element d, as stored (a q8_0 cache's codes, unscaled), and the scales of
-// the keys' 32-dim block `group` (i32 scalar), [1, KB] f32. Decode sums
-// codes times q over a block's 32 dims first and scales the sum once.
-Value load_k_row(const KvView& kv, const Value& block, const Value& d, const Value& key_mask = {});
-// Rows d .. d+n-1 of a q8_0 cache's K block `block` as stored, i8 [n, KB]
-// codes (masked keys 0): one contiguous run.
-Value load_k_codes(const KvView& kv, const Value& block, const Value& d, int64_t n,
-                   const Value& key_mask = {});
+// Rows d .. d+n-1 (d an i32 scalar) of K block `block`, [n, KB]: every
+// key's elements d .. d+n-1 as stored (a q8_0 cache's codes, unscaled;
+// masked keys 0), one contiguous run. And the scales of the keys' 32-dim
+// block `group` (i32 scalar), [1, KB] f32.
+Value load_k_rows(const KvView& kv, const Value& block, const Value& d, int64_t n,
+                  const Value& key_mask = {});
 Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
                     const Value& key_mask = {});
 

@@ -43,7 +43,7 @@ std::vector<Value> q8_block_scores(KernelBuilder& k, const WalkInputs& in, const
     // The block's 8 groups of 4 dims, also a loop at run time: unrolled,
     // the CUDA source grows 8-fold for no speed on the CPU.
     k.for_(b * static_cast<int>(QB), (b + 1) * static_cast<int>(QB), 4, [&](Value d) {
-      auto codes = load_k_codes(in.kv, block, d, 4, key_mask);  // [4, KB]
+      auto codes = load_k_rows(in.kv, block, d, 4, key_mask);  // [4, KB]
       auto ku =
           reshape(transpose(codes), {4 * KB}).bitcast(DType::u8) ^ full({4 * KB}, 128, DType::u8);
       for (size_t h = 0; h < rows; ++h) {
@@ -66,12 +66,12 @@ std::vector<Value> q8_block_scores(KernelBuilder& k, const WalkInputs& in, const
 // Each row's log2-scaled scores against K block `block`, [KB]; keys outside
 // key_mask (when given) read as 0.
 std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Value& block,
-                                const Value& key_mask, size_t heads) {
-  if (in.q8.sum) return q8_block_scores(k, in, block, key_mask, heads);
+                                const Value& key_mask, size_t rows) {
+  if (in.q8.sum) return q8_block_scores(k, in, block, key_mask, rows);
   const int64_t D = in.head_dim, KB = in.key_block;
   const int64_t parts =
-      std::clamp<int64_t>(kScoreChains / static_cast<int64_t>(heads), 1, std::min<int64_t>(4, D));
-  std::vector<std::vector<Var>> part(heads);
+      std::clamp<int64_t>(kScoreChains / static_cast<int64_t>(rows), 1, std::min<int64_t>(4, D));
+  std::vector<std::vector<Var>> part(rows);
   for (auto& ph : part)
     for (int64_t i = 0; i < parts; ++i) ph.push_back(k.var(zeros(DType::f32, {KB})));
   // A runtime loop over chunks of dims: its q addresses move with it, where
@@ -81,15 +81,15 @@ std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Va
   k.for_(0, static_cast<int>(D), static_cast<int>(chunk), [&](Value c) {
     for (int64_t dd = 0; dd < chunk; ++dd) {
       auto d = c + static_cast<int>(dd);
-      auto krow = reshape(load_k_row(in.kv, block, d, key_mask), {KB});
-      for (size_t h = 0; h < heads; ++h) {
+      auto krow = reshape(load_k_rows(in.kv, block, d, 1, key_mask), {KB}).to(DType::f32);
+      for (size_t h = 0; h < rows; ++h) {
         auto qd = broadcast_to(load(in.q + (in.qrow[h] + d.to(DType::i64))).to(DType::f32), {KB});
         part[h][dd % parts] = fma(qd, krow, Value(part[h][dd % parts]));
       }
     }
   });
-  std::vector<Value> sc(heads);
-  for (size_t h = 0; h < heads; ++h) {
+  std::vector<Value> sc(rows);
+  for (size_t h = 0; h < rows; ++h) {
     sc[h] = part[h][0];
     for (int64_t i = 1; i < parts; ++i) sc[h] = sc[h] + Value(part[h][i]);
     sc[h] = sc[h] * in.qscale;
@@ -104,40 +104,40 @@ void key_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
                 const Value& end, int64_t nb, bool masked, WalkState& st) {
   const int64_t D = in.head_dim, KB = in.key_block;
   const double neg_inf = -std::numeric_limits<double>::infinity();
-  const size_t heads = st.m.size();
+  const size_t rows = st.m.size();
   auto keys = j0 + arange(KB);
   auto kmask = (keys >= begin) & (keys < end);
-  std::vector<std::vector<Value>> sc;  // [block][head]
+  std::vector<std::vector<Value>> sc;  // [block][row]
   for (int64_t b = 0; b < nb; ++b) {
     sc.push_back(block_scores(k, in, j0 / static_cast<int>(KB) + static_cast<int>(b),
-                              masked ? kmask : Value(), heads));
+                              masked ? kmask : Value(), rows));
     if (masked)
-      for (size_t h = 0; h < heads; ++h) {
+      for (size_t h = 0; h < rows; ++h) {
         auto visible = in.lo.empty() ? kmask : kmask & (keys >= in.lo[h]) & (keys < in.hi[h]);
         sc.back()[h] = where(visible, sc.back()[h], full({KB}, neg_inf, DType::f32));
       }
   }
-  // Running maxima per head; the heads' rescale factors alpha =
+  // Running maxima per head; the rows' rescale factors alpha =
   // 2^(m_old - m_new) as one vector exp2, not one scalar exp2 (a polynomial
-  // of ~40 instructions) per head.
-  std::vector<Value> m_sub(heads);
-  Value diff = zeros(DType::f32, {static_cast<int64_t>(heads)});
-  auto lane = arange(static_cast<int64_t>(heads));
-  for (size_t h = 0; h < heads; ++h) {
+  // of ~40 instructions) per row.
+  std::vector<Value> m_sub(rows);
+  Value diff = zeros(DType::f32, {static_cast<int64_t>(rows)});
+  auto lane = arange(static_cast<int64_t>(rows));
+  for (size_t h = 0; h < rows; ++h) {
     Value top = sc[0][h];
     for (int64_t b = 1; b < nb; ++b) top = maximum(top, sc[b][h]);
     Value m_old = st.m[h];
     auto m_new = maximum(m_old, fold_last_axis(top, Fold::Max));
-    // A head that has seen only masked keys keeps m = -inf; subtracting 0
+    // A row that has seen only masked keys keeps m = -inf; subtracting 0
     // instead keeps exp2 away from -inf - -inf (NaN).
     m_sub[h] = where(m_new > neg_inf, m_new, zeros(DType::f32, {}));
     diff = where(lane == static_cast<int>(h),
-                 broadcast_to(m_old - m_sub[h], {static_cast<int64_t>(heads)}), diff);
+                 broadcast_to(m_old - m_sub[h], {static_cast<int64_t>(rows)}), diff);
     st.m[h] = m_new;
   }
   auto alphas = exp2(diff);
-  std::vector<std::vector<Value>> p(nb, std::vector<Value>(heads));
-  for (size_t h = 0; h < heads; ++h) {
+  std::vector<std::vector<Value>> p(nb, std::vector<Value>(rows));
+  for (size_t h = 0; h < rows; ++h) {
     auto alpha = reshape(slice(alphas, {static_cast<int64_t>(h)}, {1}), {});
     Value total;
     for (int64_t b = 0; b < nb; ++b) {
@@ -155,7 +155,7 @@ void key_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
       auto vrow = reshape(
           load_v_rows(in.kv, key, 1, masked ? reshape((key >= begin) & (key < end), {1}) : Value()),
           {D});
-      for (size_t h = 0; h < heads; ++h)
+      for (size_t h = 0; h < rows; ++h)
         st.acc[h] = fma(broadcast_to(slice(p[b][h], {j}, {1}), {D}), vrow, Value(st.acc[h]));
     }
 }
