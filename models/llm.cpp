@@ -78,6 +78,13 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv, int64_t 
     }
     layer_rope_.push_back(&it->second);
   }
+  try {
+    for (const auto* bufs : {&k_cache_, &v_cache_, &k_scale_, &v_scale_})
+      for (const DeviceBuffer& buf : *bufs) b.commit(buf.data(), buf.bytes());
+  } catch (const Error& e) {
+    throw Error("KV cache of " + std::to_string(kv_cache_bytes() >> 20) + " MiB for a context of " +
+                std::to_string(n_ctx_) + " tokens: " + e.what());
+  }
 }
 
 Llm::~Llm() = default;

@@ -78,6 +78,15 @@ class Backend {
 
   // Device memory, zero-filled, aligned to 64 bytes at least.
   virtual void* alloc(size_t bytes) = 0;
+  // Makes an allocation resident now instead of at first touch. A KV cache
+  // is written a row per token: left to fault in, its pages (2 MiB zeroed at
+  // a time on a huge-page host) land in token latency, and a context the
+  // machine cannot hold would fail mid-generation. Throws kiln::Error when
+  // memory runs out. Device allocations are resident already.
+  virtual void commit(void* p, size_t bytes) {
+    (void)p;
+    (void)bytes;
+  }
   virtual void free(void* p) = 0;
   virtual void upload(void* dst, const void* src, size_t bytes) = 0;
   virtual void download(void* dst, const void* src, size_t bytes) = 0;

@@ -14,6 +14,7 @@ class HostMemoryBackend : public Backend {
  public:
   bool host_visible() const override { return true; }
   void* alloc(size_t bytes) override { return heap_.alloc(bytes); }
+  void commit(void* p, size_t bytes) override { HostHeap::commit(p, bytes); }
   void free(void* p) override { heap_.free(p); }
   void upload(void* dst, const void* src, size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);

@@ -1,7 +1,9 @@
 #include "runtime/host_memory.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +62,23 @@ void* HostHeap::alloc(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   blocks_.emplace(p, std::move(m));
   return p;
+}
+
+void HostHeap::commit(void* p, size_t bytes) {
+  if (bytes == 0) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return;
+  if (errno == ENOMEM || errno == EFAULT)
+    throw Error("out of host memory committing " + std::to_string(bytes) + " bytes");
+  // Kernels before Linux 5.14 lack MADV_POPULATE_WRITE: touch each page
+  // (its contents are zero, or already written).
+  auto* bytes_at = static_cast<volatile uint8_t*>(p);
+  for (uintptr_t a = reinterpret_cast<uintptr_t>(p); a < end; a = (a / page + 1) * page) {
+    const size_t i = a - reinterpret_cast<uintptr_t>(p);
+    bytes_at[i] = bytes_at[i];
+  }
 }
 
 void HostHeap::free(void* p) {

@@ -41,6 +41,8 @@ class HostMemory {
 class HostHeap {
  public:
   void* alloc(size_t bytes);
+  // Faults in the pages of [p, p + bytes) (Backend::commit).
+  static void commit(void* p, size_t bytes);
   void free(void* p);
 
  private:

@@ -1,10 +1,15 @@
 // HostMemory promises zero-filled buffers, 64-byte aligned, and 2 MiB-aligned
 // from 2 MiB up (mapped rather than filled, so the zeros come from the
 // kernel): checked on both sides of that size, after a move, and for a
-// large buffer allocated where a freed one of the same size was dirtied.
+// large buffer allocated where a freed one of the same size was dirtied;
+// HostHeap::commit faults a mapped buffer's pages in without changing them.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "runtime/host_memory.h"
 
@@ -42,4 +47,24 @@ TEST_CASE("host memory is zero-filled and aligned, small or mapped") {
     CHECK(all_zero(m));
     for (size_t i = 0; i < m.size(); i += 4096) m.data()[i] = 0xff;
   }
+}
+
+TEST_CASE("committed host memory is resident before it is touched, and still zero") {
+  const size_t bytes = (size_t{4} << 20) + 12345, page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  HostHeap heap;
+  auto* p = static_cast<uint8_t*>(heap.alloc(bytes));
+  auto resident = [&] {
+    std::vector<unsigned char> in((bytes + page - 1) / page);
+    REQUIRE(mincore(p, bytes, in.data()) == 0);
+    size_t n = 0;
+    for (unsigned char c : in) n += c & 1;
+    return n;
+  };
+  CHECK(resident() < (bytes + page - 1) / page);  // mapped, not yet faulted in
+  HostHeap::commit(p, bytes);
+  CHECK(resident() == (bytes + page - 1) / page);
+  size_t nonzero = 0;
+  for (size_t i = 0; i < bytes; ++i) nonzero += p[i] != 0;
+  CHECK(nonzero == 0);
+  heap.free(p);
 }
