@@ -574,9 +574,20 @@ Value dot_groups(const Value& a, const Value& b) {
   return k.emit(OpKind::DotGroups, {a, b}, Type{DType::i32, out});
 }
 
-Pointer operator+(const Buffer& b, const Value& offsets) { return Pointer{b, offsets}; }
+Buffer Buffer::at(const Value& base) const {
+  Buffer view = *this;
+  Value b = base.to(DType::i64);
+  view.base_ = base_.valid() ? base_ + b : b;
+  return view;
+}
+
+Pointer operator+(const Buffer& b, const Value& offsets) {
+  if (!b.base().valid()) return Pointer{b, offsets};
+  return Pointer{b, offsets.to(DType::i64) + b.base()};
+}
 Pointer operator+(const Pointer& p, const Value& offsets) {
-  return Pointer{p.buffer, p.offsets + offsets};
+  if (p.offsets.dtype() == offsets.dtype()) return Pointer{p.buffer, p.offsets + offsets};
+  return Pointer{p.buffer, p.offsets.to(DType::i64) + offsets.to(DType::i64)};  // a based view's
 }
 
 Value load(const Pointer& p) {

@@ -81,11 +81,18 @@ class Buffer {
   KernelBuilder* builder() const { return b_; }
   int param() const { return param_; }
   DType dtype() const { return dtype_; }
+  // The same buffer from element `base` on (a scalar): every offset taken
+  // from the view is shifted by it, in i64. What a grouped kernel uses to
+  // address one expert's slab of a stacked weight with the plain kernel's
+  // addressing.
+  Buffer at(const Value& base) const;
+  const Value& base() const { return base_; }  // invalid: none
 
  private:
   KernelBuilder* b_;
   int param_;
   DType dtype_;
+  Value base_;
 };
 
 // `buffer + offsets`: not an IR value, only what load/store/atomics take.

@@ -63,28 +63,15 @@ Tensor Forward::ffn(int64_t l, const Tensor& h, Activation act) {
 
 Tensor Forward::moe(int64_t l, const Tensor& h) {
   Graph::Scope s(g, "moe");
-  const int64_t T = n_tokens;
   ops::Routing r = ops::moe_route(g, linear(blk(l, "ffn_gate_inp.weight"), "router", h),
                                   c.n_expert_used, c.norm_topk);
-  // Each expert's token count comes back to size its launches; an expert
-  // no token chose launches nothing.
-  std::vector<std::string> slots;
-  for (int64_t e = 0; e < c.n_expert; ++e) slots.push_back("moe.count." + std::to_string(e));
-  g.read_slots("route", r.counts, slots);
-  Tensor out = ops::fill(g, {T, c.n_embd}, 0);
-  for (int64_t e = 0; e < c.n_expert; ++e) {
-    const TokenCount n{T, slots[e]};
-    Tensor rows = r.rows.rows(e, 1).reshape({T});
-    Tensor x = ops::get_rows(g, h, rows, n);
-    auto expert = [&](const char* name, const char* label, const Tensor& in) {
-      return ops::linear(g, w.expert(g, blk(l, name), e, label), in, n);
-    };
-    Tensor a = ops::glu(g, expert("ffn_gate_exps.weight", "gate", x),
-                        expert("ffn_up_exps.weight", "up", x), Activation::silu, n);
-    out = ops::moe_scatter(g, out, expert("ffn_down_exps.weight", "down", a), rows,
-                           r.row_weights.rows(e, 1).reshape({T}), n);
-  }
-  return out;
+  ops::ExpertRows rows = ops::moe_sort(g, r, c.n_expert);
+  auto experts = [&](const char* name, const char* label, const Tensor& x, Grouping mode) {
+    return ops::grouped_linear(g, w.experts(g, blk(l, name), label), x, rows, mode);
+  };
+  Tensor a = ops::glu(g, experts("ffn_gate_exps.weight", "gate", h, Grouping::gather),
+                      experts("ffn_up_exps.weight", "up", h, Grouping::gather), Activation::silu);
+  return ops::moe_combine(g, experts("ffn_down_exps.weight", "down", a, Grouping::sorted), r, rows);
 }
 
 Tensor Forward::logits(const Tensor& x) {

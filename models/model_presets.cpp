@@ -101,6 +101,11 @@ std::vector<ModelPreset> build() {
   v.push_back(with_experts(
       qwen3("qwen3moe", "small", "kiln qwen3moe small", 151936, 1024, 4, 16, 4, 128, 3072), 8, 2,
       768));
+  // Qwen3-30B-A3B's shapes: 48 layers of 128 experts, 8 used, 768 wide
+  // (pass --layers to write fewer of them).
+  v.push_back(with_experts(qwen3("qwen3moe", "30b-a3b", "kiln qwen3moe 30b-a3b", 151936, 2048, 48,
+                                 32, 4, 128, 6144),
+                           128, 8, 768));
   // llama-moe: Mixtral's layout (arch llama, feed_forward_length per expert).
   v.push_back(with_experts(dense("llama-moe", "tiny", "llama", "kiln llama-moe tiny", 0, 2048, 256,
                                  2, 4, 2, 64, 512, 1e4f, 1e-5f),

@@ -36,36 +36,36 @@ const uint8_t* ModelWeights::on_backend(const uint8_t* host, size_t bytes) {
 Weight ModelWeights::matrix(Graph& g, const std::string& name, const std::string& label) {
   const GgufTensor& t = file_.tensor(name);
   if (t.shape.size() != 2) throw Error("tensor '" + name + "' is not a matrix");
-  return slice(g, t, 0, label);
+  return stack(g, t, label);
 }
 
-Weight ModelWeights::expert(Graph& g, const std::string& name, int64_t e,
-                            const std::string& label) {
+Weight ModelWeights::experts(Graph& g, const std::string& name, const std::string& label) {
   const GgufTensor& t = file_.tensor(name);
-  if (t.shape.size() != 3 || e < 0 || e >= t.shape[2])
-    throw Error("tensor '" + name + "' has no expert " + std::to_string(e));
-  return slice(g, t, e, label);
+  if (t.shape.size() != 3)
+    throw Error("tensor '" + name + "' is not a stack of experts [k, m, n_expert]");
+  return stack(g, t, label);
 }
 
-Weight ModelWeights::slice(Graph& g, const GgufTensor& t, int64_t e, const std::string& label) {
+Weight ModelWeights::stack(Graph& g, const GgufTensor& t, const std::string& label) {
   const int64_t k = t.shape[0], m = t.shape[1];
   const int64_t mats = t.shape.size() > 2 ? t.shape[2] : 1;
   const int64_t row_bytes = ggml_row_bytes(t.type, k);
-  const uint8_t* data = on_backend(t.data, t.nbytes) + e * m * row_bytes;
+  const uint8_t* data = on_backend(t.data, t.nbytes);
   Weight w;
   w.label = label;
   w.m = m;
   w.k = k;
+  w.experts = t.shape.size() > 2 ? mats : 0;
   if (!is_block_quantized(t.type)) {
-    w.data = g.external(data, float_dtype(t), {m, k});
+    w.data = g.external(data, float_dtype(t), {mats * m, k});
     return w;
   }
   w.quant = static_cast<int64_t>(t.type);
-  w.data = g.external(data, DType::u8, {m, row_bytes});
+  w.data = g.external(data, DType::u8, {mats * m, row_bytes});
   if (const uint8_t* rows16 = packed_.rows16(t)) {
     int64_t bytes = ggml::rows16_bytes(static_cast<ggml::QuantType>(t.type), m, k);
-    rows16 = on_backend(rows16, static_cast<size_t>(bytes * mats)) + e * bytes;
-    w.rows16 = g.external(rows16, DType::u8, {bytes});
+    w.rows16 = g.external(on_backend(rows16, static_cast<size_t>(bytes * mats)), DType::u8,
+                          {bytes * mats});
   }
   return w;
 }

@@ -23,13 +23,13 @@ class ModelWeights {
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
   // The matrix `name` [m, k]; `label` names its matmuls in a profile.
   Weight matrix(Graph& g, const std::string& name, const std::string& label);
-  // Expert e of a 3-D expert tensor (ne = [k, m, n_expert]).
-  Weight expert(Graph& g, const std::string& name, int64_t e, const std::string& label);
+  // A 3-D expert tensor (ne = [k, m, n_expert]) as a stack of experts.
+  Weight experts(Graph& g, const std::string& name, const std::string& label);
   // An F32 vector (a norm's weight, a bias).
   Tensor vector(Graph& g, const std::string& name);
 
  private:
-  Weight slice(Graph& g, const GgufTensor& t, int64_t e, const std::string& label);
+  Weight stack(Graph& g, const GgufTensor& t, const std::string& label);
   const uint8_t* on_backend(const uint8_t* host, size_t bytes);
 
   const GgufFile& file_;

@@ -1,5 +1,7 @@
 #include "runtime/ops.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/quant/ggml_blocks.h"
@@ -136,56 +138,112 @@ Tensor glu(Graph& g, const Tensor& gate, const Tensor& up, Activation act, const
   return out;
 }
 
-Tensor linear(Graph& g, const Weight& w, const Tensor& x, const TokenCount& rows) {
-  if (x.rank() != 2 || x.dim(1) != w.k)
-    mismatch("linear", "the weight is [" + std::to_string(w.m) + ", " + std::to_string(w.k) +
-                           "] but x is " + x.str());
-  need_dtype("linear", x, DType::f32, "x");
-  const TokenCount tc = all_rows("linear", x, rows);
-  const int64_t t = x.dim(0);
-  Tensor y = g.scratch(DType::f32, {t, w.m});
+namespace {
+
+// What a matmul launch adds when it runs a stack of experts grouped
+// (kernels/moe/expert_tiles.h): y has `rows` rows, the tile's constexprs.
+struct Grouped {
+  const ExpertRows* rows = nullptr;  // null: a plain matmul
+  Grouping mode = Grouping::plain;
+};
+
+// y [t, m] = x W^T (x [t, k]) through the kernel for w's format: the
+// 16-row interleaved or plain ggml-block GEMV/GEMM, or the float GEMV/GEMM;
+// grouped, y [rows, m] takes every expert of the stack in one launch.
+Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const TokenCount& tc,
+              const Grouped& grouped = {}) {
+  const ExpertRows* er = grouped.rows;
+  const int64_t y_rows = er ? er->rows : x.dim(0);
+  Tensor y = g.scratch(DType::f32, {y_rows, w.m});
+  Graph::Operands args = {{"y", y}, {"t", er ? Arg::scalar_int(er->rows) : tc.times(1)}};
+  std::map<std::string, int64_t> fixed;
+  // One expert's matrix, in the elements of the operand the kernel reads.
+  auto grouped_operands = [&](int64_t w_stride) {
+    if (!er) return;
+    args["tile_expert"] = er->tile_expert;
+    args["n_expert"] = Arg::scalar_int(w.experts);
+    args["w_stride"] = Arg::scalar_int(w_stride);
+    if (grouped.mode == Grouping::gather) {
+      args["sorted"] = er->sorted;
+      args["tokens"] = Arg::scalar_int(x.dim(0));
+    }
+    fixed["GROUPED"] = static_cast<int64_t>(grouped.mode);
+  };
   if (w.quant) {
     std::vector<Tensor> q = quantize_q8(g, x, tc, activation_block(w.quant));
-    Graph::Operands args = {{"xq", q[0]},
-                            {"xd", q[1]},
-                            {"xs", q[2]},
-                            {"y", y},
-                            {"m", Arg::scalar_int(w.m)},
-                            {"k", Arg::scalar_int(w.k)},
-                            {"t", tc.times(1)}};
+    args["xq"] = q[0];
+    args["xd"] = q[1];
+    args["xs"] = q[2];
+    args["m"] = Arg::scalar_int(w.m);
+    args["k"] = Arg::scalar_int(w.k);
+    fixed["FMT"] = w.quant;
+    if (er) fixed["BLOCK_T"] = er->tile;
     if (w.rows16) {
       if (!has_rows16(w.quant))
         mismatch("linear", "no 16-row interleaved layout for ggml type " + std::to_string(w.quant));
       args["w"] = *w.rows16;
       args["xs8"] = q[3];
-      g.launch(w.label, "qgemv_rows16", {}, args, {}, {{"FMT", w.quant}});
+      grouped_operands(ggml::rows16_bytes(static_cast<ggml::QuantType>(w.quant), w.m, w.k));
+      g.launch(w.label, "qgemv_rows16", {}, args, {}, fixed);
     } else {
       args["w"] = w.data;
-      g.launch(w.label, "qgemv", {}, args, {}, {{"FMT", w.quant}});
+      grouped_operands(w.m * w.data.dim(-1));
+      g.launch(w.label, "qgemv", {}, args, {}, fixed);
     }
     return y;
   }
   if (w.rows16) mismatch("linear", "a float weight has no 16-row interleaved layout");
-  if (w.data.numel() != w.m * w.k)
-    mismatch("linear", "weight data " + w.data.str() + " is not [" + std::to_string(w.m) + ", " +
-                           std::to_string(w.k) + "]");
-  if (t == 1 && tc.slot.empty()) {
-    g.launch(w.label, "gemv", {{"W", w.data.dtype}, {"X", DType::f32}},
-             {{"w", w.data},
-              {"x", x},
-              {"y", y},
-              {"m", Arg::scalar_int(w.m)},
-              {"k", Arg::scalar_int(w.k)}});
+  if (w.data.numel() != std::max<int64_t>(w.experts, 1) * w.m * w.k)
+    mismatch("linear", "weight data " + w.data.str() + " is not " +
+                           (w.experts ? std::to_string(w.experts) + " x " : "") + "[" +
+                           std::to_string(w.m) + ", " + std::to_string(w.k) + "]");
+  args["w"] = w.data;
+  args["x"] = x;
+  args["k"] = Arg::scalar_int(w.k);
+  if (!er && x.dim(0) == 1 && tc.slot.empty()) {
+    args.erase("t");
+    args["m"] = Arg::scalar_int(w.m);
+    g.launch(w.label, "gemv", {{"W", w.data.dtype}, {"X", DType::f32}}, args);
     return y;
   }
-  g.launch(w.label, "gemm", {{"W", w.data.dtype}},
-           {{"w", w.data},
-            {"x", x},
-            {"y", y},
-            {"t", tc.times(1)},
-            {"n", Arg::scalar_int(w.m)},
-            {"k", Arg::scalar_int(w.k)}});
+  args["n"] = Arg::scalar_int(w.m);
+  if (er) {
+    // A panel is one tile of one expert's rows.
+    fixed["PANEL_T"] = er->tile;
+    fixed["BLOCK_T"] = std::min<int64_t>(er->tile, 4);
+  }
+  grouped_operands(w.m * w.k);
+  g.launch(w.label, "gemm", {{"W", w.data.dtype}}, args, {}, fixed);
   return y;
+}
+
+}  // namespace
+
+Tensor linear(Graph& g, const Weight& w, const Tensor& x, const TokenCount& rows) {
+  if (x.rank() != 2 || x.dim(1) != w.k)
+    mismatch("linear", "the weight is [" + std::to_string(w.m) + ", " + std::to_string(w.k) +
+                           "] but x is " + x.str());
+  need_dtype("linear", x, DType::f32, "x");
+  if (w.experts) mismatch("linear", "weight '" + w.label + "' is a stack of experts");
+  return matmul(g, w, x, all_rows("linear", x, rows));
+}
+
+Tensor grouped_linear(Graph& g, const Weight& experts, const Tensor& x, const ExpertRows& rows,
+                      Grouping mode) {
+  if (x.rank() != 2 || x.dim(1) != experts.k)
+    mismatch("grouped_linear", "the experts are [" + std::to_string(experts.m) + ", " +
+                                   std::to_string(experts.k) + "] but x is " + x.str());
+  need_dtype("grouped_linear", x, DType::f32, "x");
+  if (experts.experts != rows.n_expert)
+    mismatch("grouped_linear", "weight '" + experts.label + "' stacks " +
+                                   std::to_string(experts.experts) + " experts, the routing " +
+                                   std::to_string(rows.n_expert));
+  const int64_t want = mode == Grouping::gather ? rows.tokens : rows.rows;
+  if (mode == Grouping::plain || x.dim(0) != want)
+    mismatch("grouped_linear", std::string(mode == Grouping::gather ? "gathered" : "sorted") +
+                                   " x " + x.str() + " should have " + std::to_string(want) +
+                                   " rows");
+  return matmul(g, experts, x, {x.dim(0), ""}, {&rows, mode});
 }
 
 namespace {
@@ -370,44 +428,75 @@ Routing moe_route(Graph& g, const Tensor& logits, int64_t k, bool norm_topk) {
     mismatch("moe_route", "top-" + std::to_string(k) + " of " + std::to_string(ne) + " experts");
   int64_t block = 1;
   while (block < ne) block *= 2;
-  Tensor ids = g.scratch(DType::i32, {t, k}), weights = g.scratch(DType::f32, {t, k});
+  Routing r{g.scratch(DType::i32, {t, k}), g.scratch(DType::f32, {t, k})};
   g.launch("moe_route", "moe_topk", {},
            {{"logits", logits},
-            {"ids", ids},
-            {"weights", weights},
+            {"ids", r.ids},
+            {"weights", r.weights},
             {"n_expert", Arg::scalar_int(ne)},
             {"k", Arg::scalar_int(k)},
             {"norm", Arg::scalar_int(norm_topk ? 1 : 0)}},
            {{"tokens", t}}, {{"BLOCK", block}});
-  Routing r{g.scratch(DType::i32, {ne}), g.scratch(DType::i32, {ne, t}),
-            g.scratch(DType::f32, {ne, t})};
-  g.launch("moe_route", "moe_group", {},
-           {{"ids", ids},
-            {"weights", weights},
-            {"counts", r.counts},
-            {"rows", r.rows},
-            {"row_weights", r.row_weights},
-            {"tokens", Arg::scalar_int(t)},
-            {"k", Arg::scalar_int(k)},
-            {"n_expert", Arg::scalar_int(ne)}});
   return r;
 }
 
-Tensor moe_scatter(Graph& g, const Tensor& out, const Tensor& y, const Tensor& rows,
-                   const Tensor& row_weights, const TokenCount& count) {
-  if (out.rank() != 2 || y.rank() != 2 || y.dim(1) != out.dim(1))
-    mismatch("moe_scatter", "rows " + y.str() + " do not fit " + out.str());
-  need_dtype("moe_scatter", rows, DType::i32, "rows");
-  Tensor acc = g.overwrite(out);
-  g.launch("moe_scatter", "moe_scatter", {},
+// Rows per tile: about the tokens each expert gets, up to 4 (the token
+// block the quantized GEMMs reach most of their speed at), so that decode
+// (one token per expert) pads nothing.
+int64_t moe_tile(int64_t tokens, int64_t k, int64_t n_expert) {
+  const int64_t per_expert = tokens * k / n_expert;
+  return per_expert >= 4 ? 4 : per_expert >= 2 ? 2 : 1;
+}
+
+ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert) {
+  need_dtype("moe_sort", r.ids, DType::i32, "expert ids");
+  if (r.ids.rank() != 2 || n_expert < 1)
+    mismatch("moe_sort", "ids " + r.ids.str() + " over " + std::to_string(n_expert) + " experts");
+  ExpertRows e;
+  e.tokens = r.ids.dim(0);
+  e.k = r.ids.dim(1);
+  e.n_expert = n_expert;
+  e.tile = moe_tile(e.tokens, e.k, n_expert);
+  e.rows = moe_rows_bound(e.tokens, e.k, n_expert, e.tile);
+  e.counts = g.scratch(DType::i32, {n_expert});
+  e.offsets = g.scratch(DType::i32, {n_expert});
+  e.sorted = g.scratch(DType::i32, {e.rows});
+  e.pos = g.scratch(DType::i32, {e.tokens, e.k});
+  e.tile_expert = g.scratch(DType::i32, {e.rows / e.tile});
+  g.launch("moe_sort", "moe_sort", {},
+           {{"ids", r.ids},
+            {"counts", e.counts},
+            {"offsets", e.offsets},
+            {"sorted", e.sorted},
+            {"pos", e.pos},
+            {"tile_expert", e.tile_expert},
+            {"tokens", Arg::scalar_int(e.tokens)},
+            {"k", Arg::scalar_int(e.k)},
+            {"n_expert", Arg::scalar_int(n_expert)},
+            {"rows", Arg::scalar_int(e.rows)}},
+           {}, {{"TILE", e.tile}});
+  return e;
+}
+
+Tensor moe_combine(Graph& g, const Tensor& y, const Routing& r, const ExpertRows& rows,
+                   const std::optional<Tensor>& onto) {
+  need_dtype("moe_combine", y, DType::f32, "y");
+  if (y.rank() != 2 || y.dim(0) != rows.rows)
+    mismatch("moe_combine", "y " + y.str() + " is not [" + std::to_string(rows.rows) + ", n]");
+  const int64_t n = y.dim(1);
+  if (onto && (onto->dtype != DType::f32 || onto->numel() != rows.tokens * n))
+    mismatch("moe_combine", "onto " + onto->str() + " is not f32 [" + std::to_string(rows.tokens) +
+                                ", " + std::to_string(n) + "]");
+  Tensor out = onto ? g.overwrite(*onto) : g.scratch(DType::f32, {rows.tokens, n});
+  g.launch("moe_combine", "moe_combine", {},
            {{"y", y},
-            {"rows", rows},
-            {"row_weights", row_weights},
-            {"out", acc},
-            {"n", Arg::scalar_int(out.dim(1))},
-            {"count", all_rows("moe_scatter", y, count).times(1)}},
-           {{"out_rows", out.dim(0)}});
-  return acc;
+            {"pos", rows.pos},
+            {"weights", r.weights},
+            {"out", out},
+            {"n", Arg::scalar_int(n)},
+            {"k", Arg::scalar_int(rows.k)}},
+           {{"tokens", rows.tokens}, {"rows", rows.rows}}, {{"ADD", onto ? 1 : 0}});
+  return out;
 }
 
 }  // namespace ops

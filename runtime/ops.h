@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "kernels/moe/expert_tiles.h"
 #include "runtime/graph.h"
 
 namespace kiln {
@@ -35,6 +36,7 @@ struct Weight {
   // The same blocks interleaved across 16 rows (kernels/quant/rows16.h),
   // when the loader made that copy: linear then runs qgemv_rows16 on it.
   std::optional<Tensor> rows16;
+  int64_t experts = 0;  // a stack of this many [m, k] matrices (an MoE layer's); 0: one
 };
 
 // The KV cache of one layer, in kernels/attention/kv_cache.h's layout: one
@@ -94,18 +96,36 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                  const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
                  const AttentionMask& mask = {});
 
-// MoE routing: each token's top-k experts by softmaxed router logits
-// [t, n_expert], then each expert's tokens.
+// MoE, grouped (kernels/moe/): the router's choice per token, the pairs
+// sorted by expert, one launch per matmul for all experts, and the combine.
+// Nothing returns to the host: an expert no token chose costs nothing.
+//
+// Each token's top-k experts by softmaxed router logits [t, n_expert]
+// and their weights (normalised over the chosen with norm_topk).
 struct Routing {
-  Tensor counts;       // i32 [n_expert]
-  Tensor rows;         // i32 [n_expert, t]: the tokens routed to each expert
-  Tensor row_weights;  // f32 [n_expert, t]
+  Tensor ids;      // i32 [t, k]
+  Tensor weights;  // f32 [t, k]
 };
 Routing moe_route(Graph& g, const Tensor& logits, int64_t k, bool norm_topk);
-// out (in place) += the expert's rows y [count, n] times their weights,
-// scattered to the tokens `rows` [count].
-Tensor moe_scatter(Graph& g, const Tensor& out, const Tensor& y, const Tensor& rows,
-                   const Tensor& row_weights, const TokenCount& count);
+// The (token, slot) pairs sorted by expert into tiles (kernels/moe/moe_sort.cpp).
+struct ExpertRows {
+  Tensor counts, offsets;  // i32 [n_expert]
+  Tensor sorted;           // i32 [rows]: the token of each row, -1 padding
+  Tensor pos;              // i32 [tokens, k]: the row of each pair
+  Tensor tile_expert;      // i32 [rows / tile]
+  int64_t tokens = 0, k = 0, n_expert = 0, tile = 1;
+  int64_t rows = 0;  // the bound the grouped matmuls are sized for
+};
+ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert);
+// y [rows, m] = each row times its expert's matrix, for a stack of experts
+// (Weight::experts): x is the layer's input [tokens, k] (gather) or an
+// earlier grouped output [rows, k] (sorted).
+Tensor grouped_linear(Graph& g, const Weight& experts, const Tensor& x, const ExpertRows& rows,
+                      Grouping mode);
+// [tokens, n]: each token's weighted sum of its experts' rows of y, in slot
+// order; added onto `onto` in place when given.
+Tensor moe_combine(Graph& g, const Tensor& y, const Routing& r, const ExpertRows& rows,
+                   const std::optional<Tensor>& onto = {});
 
 }  // namespace ops
 }  // namespace kiln

@@ -21,26 +21,21 @@
 // in the main loop is unmasked; only the k tail and the stores are masked.
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/moe/expert_tiles.h"
 #include "kernels/registry.h"
 
 namespace kiln {
 namespace {
 
-Kernel build_gemm(const Spec& s) {
-  KernelBuilder k("gemm", s);
-  DType TW = s.dtype("W");
+// One program's panel: PANEL_T token rows (one expert's tile when
+// grouped) by PANEL_N weight rows, PANEL_K columns at a time.
+void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const Buffer& w,
+                const Buffer& x, const Buffer& y, const Value& T, const Value& N, const Value& K) {
   const int64_t BT = s.constexpr_("BLOCK_T"), BN = s.constexpr_("BLOCK_N"),
                 BK = s.constexpr_("BLOCK_K"), PT = s.constexpr_("PANEL_T"),
                 PN = s.constexpr_("PANEL_N"), PK = s.constexpr_("PANEL_K");
-  // A chunk's steps must end on its boundary (panels need not be multiples
-  // of their blocks: a last partial block repeats the panel's last row).
-  if (PK % BK)
-    throw Error("kernel 'gemm': PANEL_K (" + std::to_string(PK) +
-                ") must be a multiple of BLOCK_K (" + std::to_string(BK) + ")");
-  auto w = k.buffer("w", TW), x = k.buffer("x", DType::f32), y = k.buffer("y", DType::f32);
-  auto T = k.scalar("t", DType::i32), N = k.scalar("n", DType::i32), K = k.scalar("k", DType::i32);
   auto K64 = K.to(DType::i64), N64 = N.to(DType::i64);
-  auto tok_begin = k.program_id(0) * static_cast<int>(PT);
+  auto tok_begin = tiles.first();
   auto row_begin = k.program_id(1) * static_cast<int>(PN);
   auto tok_end = minimum(tok_begin + static_cast<int>(PT), T);
   auto row_end = minimum(row_begin + static_cast<int>(PN), N);
@@ -50,12 +45,15 @@ Kernel build_gemm(const Spec& s) {
   for (auto& a : acc)
     for (int64_t j = 0; j < BN; ++j) a.push_back(k.var(zeros(DType::f32, {BK})));
 
-  // The i64 start offsets of n rows from r0, rows past `last` repeating it;
-  // made once per block, so that each load's offset is one add.
-  auto row_starts = [&](const Value& r0, int64_t n, const Value& last) {
+  // The i64 start offsets of n rows from r0, rows past `last` repeating it
+  // (token rows: of x, which a grouped panel gathers); made once per
+  // block, so that each load's offset is one add.
+  auto row_starts = [&](const Value& r0, int64_t n, const Value& last, bool tokens) {
     std::vector<Value> starts;
-    for (int64_t i = 0; i < n; ++i)
-      starts.push_back(minimum(r0 + static_cast<int>(i), last).to(DType::i64) * K64);
+    for (int64_t i = 0; i < n; ++i) {
+      auto r = minimum(r0 + static_cast<int>(i), last);
+      starts.push_back((tokens ? tiles.x_row(r) : r).to(DType::i64) * K64);
+    }
     return starts;
   };
   // acc += the products of columns k0 .. k0 + BLOCK_K of the block's token
@@ -92,9 +90,9 @@ Kernel build_gemm(const Spec& s) {
     auto has_tail = (kc + static_cast<int>(PK) >= K) & (k_main < K);
     auto first_chunk = kc == 0;
     k.for_(tok_begin, tok_end, static_cast<int>(BT), [&](Value tb) {
-      auto xbase = row_starts(tb, BT, tok_end - 1);
+      auto xbase = row_starts(tb, BT, tok_end - 1, true);
       k.for_(row_begin, row_end, static_cast<int>(BN), [&](Value rb) {
-        auto wbase = row_starts(rb, BN, row_end - 1);
+        auto wbase = row_starts(rb, BN, row_end - 1, false);
         for (auto& a : acc)
           for (Var& v : a) v = zeros(DType::f32, {BK});
         k.for_(kc, chunk_main_end, static_cast<int>(BK),
@@ -104,6 +102,21 @@ Kernel build_gemm(const Spec& s) {
       });
     });
   });
+}
+
+Kernel build_gemm(const Spec& s) {
+  KernelBuilder k("gemm", s);
+  DType TW = s.dtype("W");
+  const int64_t BK = s.constexpr_("BLOCK_K"), PK = s.constexpr_("PANEL_K");
+  // A chunk's steps must end on its boundary (panels need not be multiples
+  // of their blocks: a last partial block repeats the panel's last row).
+  if (PK % BK)
+    throw Error("kernel 'gemm': PANEL_K (" + std::to_string(PK) +
+                ") must be a multiple of BLOCK_K (" + std::to_string(BK) + ")");
+  auto w = k.buffer("w", TW), x = k.buffer("x", DType::f32), y = k.buffer("y", DType::f32);
+  auto T = k.scalar("t", DType::i32), N = k.scalar("n", DType::i32), K = k.scalar("k", DType::i32);
+  ExpertTiles tiles(k, s, s.constexpr_("PANEL_T"), T);
+  tiles.run([&] { gemm_panel(k, s, tiles, tiles.weights(w), x, y, T, N, K); });
   return k.finish();
 }
 
@@ -124,14 +137,16 @@ KILN_REGISTER_KERNEL((KernelDef{
                            {"BLOCK_K", 16},
                            {"PANEL_T", 256},
                            {"PANEL_N", 48},
-                           {"PANEL_K", 4096}},
+                           {"PANEL_K", 4096},
+                           {"GROUPED", 0}},  // plain, or a layer's experts (expert_tiles.h)
     .build = build_gemm,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
           int64_t t = a.i("t"), n = a.i("n"), kk = a.i("k");
-          return LaunchShape{
-              {cdiv(t, s.constexpr_("PANEL_T")), cdiv(n, s.constexpr_("PANEL_N")), 1},
-              {{"w", n * kk}, {"x", t * kk}, {"y", t * n}}};
+          LaunchShape plain{{cdiv(t, s.constexpr_("PANEL_T")), cdiv(n, s.constexpr_("PANEL_N")), 1},
+                            {{"w", n * kk}, {"x", t * kk}, {"y", t * n}}};
+          return expert_tiles_launch("gemm", s, a, plain, s.constexpr_("PANEL_T"), "w",
+                                     {{"x", kk}});
         },
     // BLOCK_T * BLOCK_N * BLOCK_K / 16 zmm accumulators: the useful tiles
     // keep them under AVX-512's 32 registers.

@@ -77,7 +77,7 @@ Kernel build_gemv_int4w_rows16(const Spec& s) {
                  .chunk = [L](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
                    int4w_chunk(L, kb, x, acc);
                  }};
-  build_rows16_program(k, s.constexpr_("BLOCK_T"), f);
+  build_rows16_program(k, s, s.constexpr_("BLOCK_T"), f);
   return k.finish();
 }
 

@@ -38,6 +38,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/moe/expert_tiles.h"
 #include "kernels/qgemv/token_dots.h"
 #include "kernels/quant/e8m0.h"
 #include "kernels/quant/ggml_blocks.h"
@@ -547,43 +548,47 @@ Kernel build_qgemv(const Spec& s) {
   auto T = k.scalar("t", DType::i32);
   auto nb = K / f.block_elems;
   auto kb = K / 32;  // x blocks per token
-  if (BM == 1 && BT == 1 && (FMT == 2 || FMT == 8)) {
+  ExpertTiles tiles(k, s, BT, T);
+  if (BM == 1 && BT == 1 && (FMT == 2 || FMT == 8) && !tiles.grouped()) {
     one_row_pass(k, FMT, f, w, {xq, xd, xs}, y, M, nb, kb);
     return k.finish();
   }
   // Token blocks vary fastest (axis 0), so a row block's weights stay in
   // cache while every token block passes over them.
-  auto row0 = k.program_id(1) * static_cast<int>(BM);
-  auto tok0 = k.program_id(0) * static_cast<int>(BT);
-  auto toks = token_indices(tok0, BT, T);
-  // Full row blocks load unmasked (contiguous vector loads); only the last
-  // row block, whose rows run past m, takes the masked path.
-  auto rows_pass = [&](bool row_masked) {
-    auto rows = row0 + arange(BM);
-    auto rmask = expand_dims(rows < M, 1);
-    auto row_bytes = (nb * f.block_bytes).to(DType::i64);
-    auto row_base = expand_dims(rows.to(DType::i64) * row_bytes, 1);  // [BM,1]
-    const bool stepped = BT > 1;
-    TokenDots dots(k, {xq, xd, xs}, toks, kb, BM, code_piece_bytes(FMT, stepped) / 4,
-                   scale_min_k(FMT) && !stepped ? 8 : 0);
-    Decoder dec(
-        FMT, BM, stepped, w,
-        [&](const Pointer& p) { return row_masked ? load(p, rmask, 0.0) : load(p); }, {xq, xd, xs},
-        toks[0] * kb, dots);
-    auto step = [&](const Value& b, const Value& part) {
-      auto blk = row_base + (b * f.block_bytes).to(DType::i64);  // [BM,1]
-      for (const SubBlock& sb : dec.decode(blk, part, b * static_cast<int>(f.block_elems / 32)))
-        dots.add(sb);
+  tiles.run([&] {
+    auto row0 = k.program_id(1) * static_cast<int>(BM);
+    auto tok0 = tiles.first();
+    auto toks = tiles.x_rows(BT);
+    auto we = tiles.weights(w);
+    // Full row blocks load unmasked (contiguous vector loads); only the last
+    // row block, whose rows run past m, takes the masked path.
+    auto rows_pass = [&](bool row_masked) {
+      auto rows = row0 + arange(BM);
+      auto rmask = expand_dims(rows < M, 1);
+      auto row_bytes = (nb * f.block_bytes).to(DType::i64);
+      auto row_base = expand_dims(rows.to(DType::i64) * row_bytes, 1);  // [BM,1]
+      const bool stepped = BT > 1;
+      TokenDots dots(k, {xq, xd, xs}, toks, kb, BM, code_piece_bytes(FMT, stepped) / 4,
+                     scale_min_k(FMT) && !stepped ? 8 : 0);
+      Decoder dec(
+          FMT, BM, stepped, we,
+          [&](const Pointer& p) { return row_masked ? load(p, rmask, 0.0) : load(p); },
+          {xq, xd, xs}, toks[0] * kb, dots);
+      auto step = [&](const Value& b, const Value& part) {
+        auto blk = row_base + (b * f.block_bytes).to(DType::i64);  // [BM,1]
+        for (const SubBlock& sb : dec.decode(blk, part, b * static_cast<int>(f.block_elems / 32)))
+          dots.add(sb);
+      };
+      k.for_(0, nb, 1, [&](Value b) {
+        if (dec.steps_per_block() == 1)
+          step(b, b);
+        else
+          k.for_(0, static_cast<int>(dec.steps_per_block()), 1, [&](Value p) { step(b, p); });
+      });
+      dots.store_tokens(y, tok0, T, M, rows, row_masked);
     };
-    k.for_(0, nb, 1, [&](Value b) {
-      if (dec.steps_per_block() == 1)
-        step(b, b);
-      else
-        k.for_(0, static_cast<int>(dec.steps_per_block()), 1, [&](Value p) { step(b, p); });
-    });
-    dots.store_tokens(y, tok0, T, M, rows, row_masked);
-  };
-  split_row_block(k, row0, BM, M, rows_pass);
+    split_row_block(k, row0, BM, M, rows_pass);
+  });
   return k.finish();
 }
 
@@ -595,7 +600,8 @@ KILN_REGISTER_KERNEL((KernelDef{
                "IQ2_XS 17, IQ3_XXS 18, IQ4_NL 20, IQ3_S 21, IQ2_S 22, IQ4_XS 23, MXFP4 39), x from "
                "quantize_q8",
     .dtype_roles = {},
-    .constexpr_defaults = {{"FMT", 8}, {"BLOCK_M", 8}, {"BLOCK_T", 1}},
+    // GROUPED: plain or one launch for a layer's experts (expert_tiles.h).
+    .constexpr_defaults = {{"FMT", 8}, {"BLOCK_M", 8}, {"BLOCK_T", 1}, {"GROUPED", 0}},
     .build = build_qgemv,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
@@ -606,7 +612,8 @@ KILN_REGISTER_KERNEL((KernelDef{
                         std::to_string(f.block_elems) + "-weight block");
           LaunchShape shape = token_launch("qgemv", s, m, kk, t);
           shape.buffer_elems["w"] = m * (kk / f.block_elems) * f.block_bytes;
-          return shape;
+          return expert_tiles_launch("qgemv", s, a, shape, s.constexpr_("BLOCK_T"), "w",
+                                     {{"xq", kk}, {"xd", kk / 32}, {"xs", kk / 32}});
         },
     // Prompts share each decoded weight block among BLOCK_T tokens of 8
     // rows: 8 tokens for Q4_K and Q5_K (TinyLlama Q4_K_M prefill, mean of 3

@@ -27,9 +27,11 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/moe/expert_tiles.h"
 #include "kernels/qgemv/rows16_program.h"
 #include "kernels/quant/e8m0.h"
 #include "kernels/quant/rows16.h"
+#include "kernels/quant/split_sums.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -335,7 +337,7 @@ Kernel build_qgemv_rows16(const Spec& s) {
         blocks32_chunk(kb, x, qt, out);
       };
   }
-  build_rows16_program(k, BT, f);
+  build_rows16_program(k, s, BT, f);
   return k.finish();
 }
 
@@ -346,7 +348,8 @@ KILN_REGISTER_KERNEL((KernelDef{
         "y[i] = W x[i] for t tokens, W in Q4_0/Q8_0/Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_XS "
         "(FMT=2/8/10/11/12/13/14/23) interleaved across 16 rows (rows16.h), x from quantize_q8",
     .dtype_roles = {},
-    .constexpr_defaults = {{"FMT", 12}, {"BLOCK_T", 1}},
+    // GROUPED: plain or one launch for a layer's experts (expert_tiles.h).
+    .constexpr_defaults = {{"FMT", 12}, {"BLOCK_T", 1}, {"GROUPED", 0}},
     .build = build_qgemv_rows16,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
@@ -354,9 +357,13 @@ KILN_REGISTER_KERNEL((KernelDef{
           if (!ggml::has_rows16(qt))
             throw Error("kernel 'qgemv_rows16': no 16-row layout for FMT " +
                         std::to_string(s.constexpr_("FMT")));
-          int64_t m = a.i("m"), kk = a.i("k");
-          return rows16_launch("qgemv_rows16", s.constexpr_("BLOCK_T"), m, kk, a.i("t"),
-                               ggml::rows16_bytes(qt, m, kk), true);
+          int64_t m = a.i("m"), kk = a.i("k"), bt = s.constexpr_("BLOCK_T");
+          return expert_tiles_launch(
+              "qgemv_rows16", s, a,
+              rows16_launch("qgemv_rows16", bt, m, kk, a.i("t"), ggml::rows16_bytes(qt, m, kk),
+                            true),
+              bt, "w",
+              {{"xq", kk}, {"xd", kk / 32}, {"xs", kk / 32}, {"xs8", split_sum_bytes(kk / 32)}});
         },
     // Q4_K: 6 tokens share each decoded code vector; 12 i32 accumulators
     // plus the codes fit the 32 vector registers with no spill (8 spills).

@@ -1,6 +1,7 @@
 #include "kernels/qgemv/rows16_program.h"
 
 #include "ir/error.h"
+#include "kernels/moe/expert_tiles.h"
 #include "kernels/qgemv/token_dots.h"
 #include "kernels/quant/split_sums.h"
 
@@ -76,7 +77,7 @@ NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_
   return d;
 }
 
-void build_rows16_program(KernelBuilder& k, int64_t block_t, const Rows16Format& f) {
+void build_rows16_program(KernelBuilder& k, const Spec& s, int64_t block_t, const Rows16Format& f) {
   auto w = k.buffer("w", DType::u8), xq = k.buffer("xq", DType::i8);
   auto xd = k.buffer("xd", DType::f32), xs = k.buffer("xs", DType::i32);
   Rows16Context x{w, xq, xd, xs, {}, {}, {}, {}, {}};
@@ -84,43 +85,46 @@ void build_rows16_program(KernelBuilder& k, int64_t block_t, const Rows16Format&
   auto y = k.buffer("y", DType::f32);
   auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
   auto T = k.scalar("t", DType::i32);
-  auto nb = K / 256;
-  auto group = k.program_id(1);
-  auto tok0 = k.program_id(0) * static_cast<int>(block_t);
-  std::vector<Var> out, acc;
-  for (const Value& t : token_indices(tok0, block_t, T)) {
-    x.xbyte.push_back(t.to(DType::i64) * K.to(DType::i64));
-    x.xblk.push_back(t.to(DType::i64) * (K / 32).to(DType::i64));
-    out.push_back(k.var(zeros(DType::f32, {R})));
-    if (f.superblock_scaled) acc.push_back(k.var(zeros(DType::f32, {R})));
-  }
-  auto chunk0 = group.to(DType::i64) * nb.to(DType::i64);
-  k.for_(0, nb, 1, [&](Value b) {
-    x.b64 = b.to(DType::i64);
-    x.c = (chunk0 + x.b64) * f.chunk_bytes;
-    // The chunk two ahead, every line: a 16-row group's chunks are
-    // contiguous, but the hardware prefetchers stop at each 4 KiB page,
-    // about every second chunk, and decode (one token) has too little work
-    // per chunk to hide a DRAM miss. kiln bench, 4096x14336, 2 threads:
-    // Q4_1 decode 20-23 -> 30-33 GB/s.
-    prefetch(w + (x.c + 2 * f.chunk_bytes + arange(f.chunk_bytes / 64).to(DType::i64) * 64));
-    if (!f.superblock_scaled) {
-      f.chunk(k, x, out);
-      return;
+  ExpertTiles tiles(k, s, block_t, T);
+  tiles.run([&] {
+    x.w = tiles.weights(w);
+    auto nb = K / 256;
+    auto group = k.program_id(1);
+    std::vector<Var> out, acc;
+    for (const Value& t : tiles.x_rows(block_t)) {
+      x.xbyte.push_back(t.to(DType::i64) * K.to(DType::i64));
+      x.xblk.push_back(t.to(DType::i64) * (K / 32).to(DType::i64));
+      out.push_back(k.var(zeros(DType::f32, {R})));
+      if (f.superblock_scaled) acc.push_back(k.var(zeros(DType::f32, {R})));
     }
-    for (auto& a : acc) a = zeros(DType::f32, {R});
-    f.chunk(k, x, acc);
-    // Q8_K repeats the super-block's d in each of its 8 slots.
-    for (size_t i = 0; i < acc.size(); ++i)
-      out[i] = fma(Value(acc[i]), load(xd + (x.xblk[i] + x.b64 * 8)), Value(out[i]));
-  });
-  auto rows = group * static_cast<int>(R) + arange(R);
-  for (size_t i = 0; i < out.size(); ++i) {
-    auto tok = tok0 + static_cast<int>(i);
-    k.if_(tok < T, [&] {
-      store(y + (tok.to(DType::i64) * M.to(DType::i64) + rows.to(DType::i64)), Value(out[i]));
+    auto chunk0 = group.to(DType::i64) * nb.to(DType::i64);
+    k.for_(0, nb, 1, [&](Value b) {
+      x.b64 = b.to(DType::i64);
+      x.c = (chunk0 + x.b64) * f.chunk_bytes;
+      // The chunk two ahead, every line: a 16-row group's chunks are
+      // contiguous, but the hardware prefetchers stop at each 4 KiB page,
+      // about every second chunk, and decode (one token) has too little work
+      // per chunk to hide a DRAM miss. kiln bench, 4096x14336, 2 threads:
+      // Q4_1 decode 20-23 -> 30-33 GB/s.
+      prefetch(x.w + (x.c + 2 * f.chunk_bytes + arange(f.chunk_bytes / 64).to(DType::i64) * 64));
+      if (!f.superblock_scaled) {
+        f.chunk(k, x, out);
+        return;
+      }
+      for (auto& a : acc) a = zeros(DType::f32, {R});
+      f.chunk(k, x, acc);
+      // Q8_K repeats the super-block's d in each of its 8 slots.
+      for (size_t i = 0; i < acc.size(); ++i)
+        out[i] = fma(Value(acc[i]), load(xd + (x.xblk[i] + x.b64 * 8)), Value(out[i]));
     });
-  }
+    auto rows = group * static_cast<int>(R) + arange(R);
+    for (size_t i = 0; i < out.size(); ++i) {
+      auto pos = tiles.first() + static_cast<int>(i);
+      k.if_(pos < T, [&] {
+        store(y + (pos.to(DType::i64) * M.to(DType::i64) + rows.to(DType::i64)), Value(out[i]));
+      });
+    }
+  });
 }
 
 LaunchShape rows16_launch(const std::string& kernel, int64_t block_t, int64_t m, int64_t k,

@@ -84,8 +84,9 @@ struct Rows16Format {
 };
 
 // Emits the whole program: BLOCK_T tokens per program (axis 0), a 16-row
-// group per program (axis 1), k / 256 chunks.
-void build_rows16_program(KernelBuilder& k, int64_t block_t, const Rows16Format& f);
+// group per program (axis 1), k / 256 chunks; grouped by expert when the
+// spec says so (kernels/moe/expert_tiles.h).
+void build_rows16_program(KernelBuilder& k, const Spec& s, int64_t block_t, const Rows16Format& f);
 
 // The launch of such a kernel: checks m % 16, k % 256 and t >= 1 (errors
 // name `kernel`) and sizes the buffers, w being `w_bytes`.

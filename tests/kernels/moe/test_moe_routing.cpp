@@ -1,16 +1,18 @@
-// MoE routing kernels against a scalar double-precision reference: the
-// router softmax's top-k (ties to the lower expert, as a stable sort) and
-// its weights, normalised over the chosen experts or all of them (within
-// 1e-6 relative: f32 exp and sums against double); the per-expert token
-// lists in token order (exact); the weighted combine (exact: one f32
-// multiply-add per element, as the reference rounds it). JIT and
-// interpreter alike.
+// MoE routing kernels against scalar references: the router softmax's top-k
+// (ties to the lower expert, as a stable sort) and its weights, normalised
+// over the chosen experts or all of them (within 1e-6 relative: f32 exp and
+// sums against double); the sort by expert into padded tiles (exact); the
+// weighted combine (exact: one f32 fused multiply-add per slot in slot
+// order, as the reference rounds it). JIT and interpreter alike.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <numeric>
 #include <random>
 
+#include "kernels/moe/expert_tiles.h"
+#include "moe_reference.h"
+#include "support/quantized_x.h"
 #include "support/runtime_fixture.h"
 
 using namespace kiln;
@@ -76,52 +78,86 @@ TEST_CASE("moe_topk picks and weighs experts as a stable sort does", "[kernels][
   }
 }
 
-TEST_CASE("moe_group lists each expert's tokens in order; moe_scatter combines them",
+TEST_CASE("moe_sort groups pairs by expert into padded tiles, stable and dropping pruned slots",
           "[kernels][moe]") {
-  const int64_t T = 6, K = 2, NE = 5, n = 70;
-  // Token t goes to experts (t, t+2) mod 5 with weights 0.25 and 0.75.
-  std::vector<int32_t> ids;
-  std::vector<float> w;
-  for (int64_t t = 0; t < T; ++t) {
-    ids.insert(ids.end(), {static_cast<int32_t>(t % NE), static_cast<int32_t>((t + 2) % NE)});
-    w.insert(w.end(), {0.25f, 0.75f});
+  const int64_t T = 9, K = 3, NE = 6;
+  std::mt19937_64 rng(11);
+  std::vector<int32_t> ids(T * K);
+  // Experts 0-3 and -1 (a pruned expert's slot): 4 and 5 get no tokens.
+  for (int32_t& e : ids) e = static_cast<int32_t>(rng() % 5) - 1;
+  for (int64_t tile : {1, 2, 4}) {
+    const int64_t rows = moe_rows_bound(T, K, NE, tile) + tile;  // room to spare
+    test::SortedPairs want = test::sort_pairs(ids, K, NE, tile, rows);
+    Spec spec = find_kernel("moe_sort").make_spec({}, {{"TILE", tile}});
+    for (bool interpret : {false, true}) {
+      INFO("TILE " << tile << (interpret ? " interpreter" : " JIT"));
+      test::SortedPairs got{std::vector<int32_t>(NE, 99), std::vector<int32_t>(NE, 99),
+                            std::vector<int32_t>(rows, 99), std::vector<int32_t>(T * K, 99),
+                            std::vector<int32_t>(rows / tile, 99)};
+      std::vector<Arg> args = {Arg::buffer(ids.data(), T * K),
+                               Arg::buffer(got.counts.data(), NE),
+                               Arg::buffer(got.offsets.data(), NE),
+                               Arg::buffer(got.sorted.data(), rows),
+                               Arg::buffer(got.pos.data(), T * K),
+                               Arg::buffer(got.tile_expert.data(), rows / tile),
+                               Arg::scalar_int(T),
+                               Arg::scalar_int(K),
+                               Arg::scalar_int(NE),
+                               Arg::scalar_int(rows)};
+      if (interpret)
+        test::runtime().interpret(spec, args);
+      else
+        test::runtime().launch(spec, args);
+      CHECK(got.counts == want.counts);
+      CHECK(got.offsets == want.offsets);
+      CHECK(got.sorted == want.sorted);
+      CHECK(got.pos == want.pos);
+      CHECK(got.tile_expert == want.tile_expert);
+    }
   }
-  std::vector<int32_t> counts(NE, 99), rows(NE * T, -1);
-  std::vector<float> row_w(NE * T, -1);
-  Spec group = find_kernel("moe_group").make_spec();
-  test::runtime().launch(group, {Arg::buffer(ids.data(), T * K), Arg::buffer(w.data(), T * K),
-                                 Arg::buffer(counts.data(), NE), Arg::buffer(rows.data(), NE * T),
-                                 Arg::buffer(row_w.data(), NE * T), Arg::scalar_int(T),
-                                 Arg::scalar_int(K), Arg::scalar_int(NE)});
-  for (int64_t e = 0; e < NE; ++e) {
-    std::vector<int32_t> want_rows;
-    std::vector<float> want_w;
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t j = 0; j < K; ++j)
-        if (ids[t * K + j] == e) {
-          want_rows.push_back(static_cast<int32_t>(t));
-          want_w.push_back(w[t * K + j]);
-        }
-    INFO("expert " << e);
-    REQUIRE(counts[e] == static_cast<int32_t>(want_rows.size()));
-    CHECK(std::vector<int32_t>(rows.begin() + e * T, rows.begin() + e * T + counts[e]) ==
-          want_rows);
-    CHECK(std::vector<float>(row_w.begin() + e * T, row_w.begin() + e * T + counts[e]) == want_w);
+  Spec spec = find_kernel("moe_sort").make_spec({}, {{"TILE", 4}});
+  std::vector<int32_t> buf(1024);
+  std::vector<Arg> small = {Arg::buffer(ids.data(), T * K),
+                            Arg::buffer(buf.data(), NE),
+                            Arg::buffer(buf.data(), NE),
+                            Arg::buffer(buf.data(), 1024),
+                            Arg::buffer(buf.data(), T * K),
+                            Arg::buffer(buf.data(), 256),
+                            Arg::scalar_int(T),
+                            Arg::scalar_int(K),
+                            Arg::scalar_int(NE),
+                            Arg::scalar_int(T * K)};
+  REQUIRE_THROWS_WITH(test::runtime().launch(spec, small),
+                      Catch::Contains("moe_sort") && Catch::Contains("cannot hold"));
+}
+
+TEST_CASE("moe_combine sums each token's expert rows in slot order, bit for bit",
+          "[kernels][moe]") {
+  const int64_t T = 7, K = 3, NE = 4, n = 300, tile = 2;
+  std::mt19937_64 rng(5);
+  std::vector<int32_t> ids(T * K);
+  for (int32_t& e : ids) e = static_cast<int32_t>(rng() % (NE + 1)) - 1;
+  const int64_t rows = moe_rows_bound(T, K, NE, tile);
+  test::SortedPairs sp = test::sort_pairs(ids, K, NE, tile, rows);
+  std::vector<float> y = test::normal_floats(rows * n, 1), w = test::normal_floats(T * K, 2);
+  std::vector<float> base = test::normal_floats(T * n, 3);
+  for (int64_t add : {0, 1}) {
+    std::vector<float> want = test::combine(y, sp.pos, w, K, n, base, add);
+    Spec spec = find_kernel("moe_combine").make_spec({}, {{"BLOCK", 128}, {"ADD", add}});
+    for (bool interpret : {false, true}) {
+      INFO("ADD " << add << (interpret ? " interpreter" : " JIT"));
+      std::vector<float> out = base;
+      std::vector<Arg> args = {Arg::buffer(y.data(), rows * n),
+                               Arg::buffer(sp.pos.data(), T * K),
+                               Arg::buffer(w.data(), T * K),
+                               Arg::buffer(out.data(), T * n),
+                               Arg::scalar_int(n),
+                               Arg::scalar_int(K)};
+      if (interpret)
+        test::runtime().interpret(spec, args, {{"tokens", T}, {"rows", rows}});
+      else
+        test::runtime().launch(spec, args, {{"tokens", T}, {"rows", rows}});
+      CHECK(out == want);
+    }
   }
-  // Expert 2's outputs y [count, n] scattered into out [T, n].
-  const int64_t e = 2, count = counts[e];
-  std::vector<float> y(count * n), out(T * n), want;
-  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 13) - 6.5f;
-  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(i % 7);
-  want = out;
-  for (int64_t i = 0; i < count; ++i)
-    for (int64_t c = 0; c < n; ++c)
-      want[rows[e * T + i] * n + c] += row_w[e * T + i] * y[i * n + c];
-  Spec scatter = find_kernel("moe_scatter").make_spec({}, {{"BLOCK", 32}});
-  test::runtime().launch(scatter,
-                         {Arg::buffer(y.data(), count * n), Arg::buffer(&rows[e * T], count),
-                          Arg::buffer(&row_w[e * T], count), Arg::buffer(out.data(), T * n),
-                          Arg::scalar_int(n), Arg::scalar_int(count)},
-                         {{"out_rows", T}});
-  CHECK(out == want);
 }

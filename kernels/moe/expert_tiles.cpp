@@ -1,0 +1,81 @@
+#include "kernels/moe/expert_tiles.h"
+
+#include "ir/error.h"
+
+namespace kiln {
+
+Grouping grouping(const Spec& s) {
+  if (!s.has_constexpr("GROUPED")) return Grouping::plain;
+  const int64_t g = s.constexpr_("GROUPED");
+  if (g < 0 || g > 2)
+    throw Error("kernel '" + s.kernel + "': GROUPED = " + std::to_string(g) +
+                " (0 plain, 1 gather, 2 sorted)");
+  return static_cast<Grouping>(g);
+}
+
+ExpertTiles::ExpertTiles(KernelBuilder& k, const Spec& s, int64_t tile, const Value& t)
+    : k_(k), mode_(grouping(s)), t_(t), first_(k.program_id(0) * static_cast<int>(tile)) {
+  if (!grouped()) return;
+  tile_expert_.emplace(k.buffer("tile_expert", DType::i32));
+  if (mode_ == Grouping::gather) sorted_.emplace(k.buffer("sorted", DType::i32));
+  n_expert_ = k.scalar("n_expert", DType::i32);
+  w_stride_ = k.scalar("w_stride", DType::i32);
+  if (mode_ == Grouping::gather) k.scalar("tokens", DType::i32);
+  expert_ = load(*tile_expert_ + k.program_id(0));
+}
+
+Value ExpertTiles::x_row(const Value& pos) const {
+  if (mode_ != Grouping::gather) return pos;
+  auto row = load(*sorted_ + pos);
+  return where(row < 0, load(*sorted_ + first_), row);  // padding repeats the tile's first token
+}
+
+std::vector<Value> ExpertTiles::x_rows(int64_t n) const {
+  std::vector<Value> rows;
+  for (int64_t i = 0; i < n; ++i) {
+    auto pos = first_ + static_cast<int>(i);
+    rows.push_back(grouped() ? x_row(pos) : minimum(pos, t_ - 1));
+  }
+  return rows;
+}
+
+Buffer ExpertTiles::weights(const Buffer& w) const {
+  if (!grouped()) return w;
+  return w.at(expert_.to(DType::i64) * w_stride_.to(DType::i64));
+}
+
+void ExpertTiles::run(const std::function<void()>& body) const {
+  if (!grouped()) {
+    body();
+    return;
+  }
+  k_.if_((expert_ >= 0) & (expert_ < n_expert_), body);
+}
+
+LaunchShape expert_tiles_launch(const std::string& kernel, const Spec& s, const ScalarArgs& a,
+                                LaunchShape plain, int64_t tile, const std::string& w,
+                                const std::map<std::string, int64_t>& x_per_row) {
+  const Grouping mode = grouping(s);
+  if (mode == Grouping::plain) return plain;
+  const std::string who = "kernel '" + kernel + "' (grouped): ";
+  const int64_t t = a.i("t"), n_expert = a.i("n_expert"), stride = a.i("w_stride");
+  if (t % tile)
+    throw Error(who + "t = " + std::to_string(t) + " rows is not a multiple of the tile of " +
+                std::to_string(tile) + " (moe_sort's TILE must equal the kernel's)");
+  if (n_expert < 1) throw Error(who + "n_expert = " + std::to_string(n_expert) + " (need >= 1)");
+  const int64_t one = plain.buffer_elems.at(w);
+  if (stride < one)
+    throw Error(who + "w_stride = " + std::to_string(stride) +
+                " elements is less than one expert's matrix (" + std::to_string(one) + ")");
+  plain.buffer_elems[w] = n_expert * stride;
+  plain.buffer_elems["tile_expert"] = t / tile;
+  if (mode == Grouping::gather) {
+    const int64_t tokens = a.i("tokens");
+    if (tokens < 1) throw Error(who + "tokens = " + std::to_string(tokens) + " (need >= 1)");
+    plain.buffer_elems["sorted"] = t;
+    for (const auto& [name, per_row] : x_per_row) plain.buffer_elems[name] = tokens * per_row;
+  }
+  return plain;
+}
+
+}  // namespace kiln

@@ -1,0 +1,83 @@
+// Which x row each token slot of a matmul program reads and which y row it
+// writes: plain, or grouped by expert for MoE.
+//
+// A grouped matmul runs every active expert of a layer in one launch. Its
+// rows are moe_sort's padded positions: each expert's (token, slot) pairs
+// are contiguous and padded to a multiple of the tile, so that one program
+// (a tile of positions) multiplies by one expert's weights, decoded once for
+// all its tokens, exactly as the plain kernel decodes a weight block for its
+// token block. So the plain kernels take the grouped mode as a Spec
+// constexpr, GROUPED, instead of being copied:
+//   0  plain: slots tile * p .. of x [t, k] to y [t, m]; slots past t
+//      repeat the last token and are not stored.
+//   1  gather: x is the layer's input [tokens, k]; slot p reads row
+//      sorted[p] (the first slot's token for padding), writes y row p.
+//   2  sorted: x is an earlier grouped matmul's output [t, k], in position
+//      order; slot p reads and writes row p.
+// Grouped, t is moe_sort's row bound (a multiple of the tile), w holds
+// n_expert matrices w_stride elements apart, and a program reads its tile's
+// expert's through Buffer::at; a tile past the last expert's (tile_expert
+// -1) does nothing, so experts no token chose cost nothing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/builder.h"
+#include "kernels/registry.h"
+
+namespace kiln {
+
+enum class Grouping : int64_t { plain = 0, gather = 1, sorted = 2 };
+
+// The rows moe_sort may fill for tokens x k pairs over n_expert experts in
+// tiles of `tile`: every pair, plus each chosen expert's padding.
+inline int64_t moe_rows_bound(int64_t tokens, int64_t k, int64_t n_expert, int64_t tile) {
+  const int64_t pairs = tokens * k, experts = pairs < n_expert ? pairs : n_expert;
+  return (pairs + experts * (tile - 1) + tile - 1) / tile * tile;
+}
+
+// The GROUPED constexpr of a spec (plain for kernels without one).
+Grouping grouping(const Spec& s);
+
+class ExpertTiles {
+ public:
+  // Declares the grouped mode's buffers (tile_expert i32, and sorted i32
+  // for gather) and scalars (n_expert, w_stride, and tokens for gather);
+  // `tile` slots per program on axis 0, `t` the kernel's row count.
+  ExpertTiles(KernelBuilder& k, const Spec& s, int64_t tile, const Value& t);
+
+  bool grouped() const { return mode_ != Grouping::plain; }
+  // The program's first slot (i32).
+  const Value& first() const { return first_; }
+  // The x row of position `pos` (i32) of this program's tile.
+  Value x_row(const Value& pos) const;
+  // The x rows of the tile's `n` slots, in range.
+  std::vector<Value> x_rows(int64_t n) const;
+  // The weights of the program's expert: w itself when plain.
+  Buffer weights(const Buffer& w) const;
+  // Emits body, only for tiles of an expert when grouped.
+  void run(const std::function<void()>& body) const;
+
+ private:
+  KernelBuilder& k_;
+  Grouping mode_;
+  Value t_, first_, expert_, n_expert_, w_stride_;
+  std::optional<Buffer> tile_expert_, sorted_;
+};
+
+// The launch of a grouped kernel, from the plain kernel's `plain` (whose
+// axis-0 count the caller computed with `tile` slots per program): checks t
+// against the tile, sizes tile_expert and sorted, w as n_expert x w_stride
+// (at least the plain `w_elems`), and in gather mode the x buffers to
+// `tokens` rows (`x_per_row`: each x buffer's elements per row). Errors
+// name `kernel`. A plain spec's launch is returned unchanged.
+LaunchShape expert_tiles_launch(const std::string& kernel, const Spec& s, const ScalarArgs& a,
+                                LaunchShape plain, int64_t tile, const std::string& w,
+                                const std::map<std::string, int64_t>& x_per_row);
+
+}  // namespace kiln

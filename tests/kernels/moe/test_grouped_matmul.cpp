@@ -1,0 +1,193 @@
+// The grouped matmuls (kernels/moe/expert_tiles.h): qgemv, qgemv_rows16 and
+// gemm with GROUPED 1 (rows gathered from the layer's input) and 2 (rows in
+// sorted order), for tiles of 1, 2 and 4 rows, over a stack of experts some
+// of which no token chose. Each row must equal the plain kernel (BLOCK_T 1,
+// checked against scalar references in its own tests) run on its expert's
+// matrix and its x row: the same per-token arithmetic, so within 1e-5 of
+// the output's scale (only the accumulation order of a token block may
+// differ). Padding rows repeat their tile's first row; tiles past the last
+// expert's are not written. JIT and interpreter alike.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "kernels/moe/expert_tiles.h"
+#include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/rows16.h"
+#include "moe_reference.h"
+#include "support/quantized_x.h"
+#include "support/runtime_fixture.h"
+
+using namespace kiln;
+using ggml::QuantType;
+
+namespace {
+
+constexpr int64_t NE = 5, M = 32, K = 512, T = 6, TOP = 2;
+
+// A kernel's arguments in its parameter order, by name.
+std::vector<Arg> ordered(const Spec& spec, const std::map<std::string, Arg>& named) {
+  std::vector<Arg> args;
+  for (const Param& p : build_kernel(spec).params) {
+    auto it = named.find(p.name);
+    REQUIRE(it != named.end());
+    args.push_back(it->second);
+  }
+  return args;
+}
+
+// What one kernel needs: its name, constexprs, each expert's weight bytes
+// (as the kernel reads them) and its x operands for given float rows.
+struct Case {
+  std::string kernel;
+  std::map<std::string, int64_t> constexprs;
+  std::map<std::string, DType> dtypes;
+  QuantType quant = QuantType::Q8_0;
+  bool floats = false;  // gemm over f16 weights
+};
+
+std::vector<uint8_t> expert_bytes(const Case& c, int64_t e) {
+  std::vector<float> wf = test::normal_floats(static_cast<size_t>(M * K), 100 + e);
+  if (c.floats) {
+    std::vector<uint8_t> out(M * K * 2);
+    for (int64_t i = 0; i < M * K; ++i) {
+      uint16_t h = f32_to_f16_bits(wf[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+    return out;
+  }
+  const ggml::BlockFormat& f = ggml::block_format(c.quant);
+  std::vector<uint8_t> w(static_cast<size_t>(M * K / f.block_elems * f.block_bytes));
+  ggml::quantize(c.quant, wf.data(), M * K, w.data());
+  if (c.kernel == "qgemv_rows16") return ggml::interleave_rows16(c.quant, w.data(), M, K);
+  return w;
+}
+
+// y [rows, M] of the kernel over weights `w` (one matrix, or a stack with
+// `grouped`), x rows `x`, through the JIT or the interpreter.
+std::vector<float> run(const Case& c, std::map<std::string, int64_t> cx, std::vector<uint8_t>& w,
+                       std::vector<float>& x, int64_t t, int64_t y_rows,
+                       std::map<std::string, Arg> grouped, std::vector<float> y, bool interpret) {
+  for (const auto& [name, v] : c.constexprs) cx.emplace(name, v);
+  Spec spec = find_kernel(c.kernel).make_spec(c.dtypes, cx);
+  const int64_t x_rows = static_cast<int64_t>(x.size()) / K;
+  std::map<std::string, Arg> a = grouped;
+  a.emplace("y", Arg::buffer(y.data(), y_rows * M));
+  a.emplace("t", Arg::scalar_int(t));
+  a.emplace("k", Arg::scalar_int(K));
+  test::QuantizedX xq;
+  if (c.floats) {
+    a.emplace("w", Arg::buffer(w.data(), static_cast<int64_t>(w.size()) / 2));
+    a.emplace("x", Arg::buffer(x.data(), x_rows * K));
+    a.emplace("n", Arg::scalar_int(M));
+  } else {
+    xq = test::quantize_x(x, false, ggml::block_format(c.quant).block_elems == 256 ? 256 : 32);
+    a.emplace("w", Arg::buffer(w.data(), static_cast<int64_t>(w.size())));
+    a.emplace("xq", Arg::buffer(xq.q.data(), x_rows * K));
+    a.emplace("xd", Arg::buffer(xq.d.data(), x_rows * K / 32));
+    a.emplace("xs", Arg::buffer(xq.s.data(), x_rows * K / 32));
+    a.emplace("xs8", Arg::buffer(xq.s8.data(), static_cast<int64_t>(xq.s8.size())));
+    a.emplace("m", Arg::scalar_int(M));
+  }
+  std::vector<Arg> args = ordered(spec, a);
+  if (interpret)
+    test::runtime().interpret(spec, args);
+  else
+    test::runtime().launch(spec, args);
+  return y;
+}
+
+void check_grouped(const Case& c) {
+  std::mt19937_64 rng(7);
+  std::vector<int32_t> ids(T * TOP);
+  for (int32_t& e : ids) e = static_cast<int32_t>(rng() % 4) - 1;  // experts 0-2, some dropped
+  ids[0] = 0;
+  std::vector<std::vector<uint8_t>> per_expert;
+  std::vector<uint8_t> stack;
+  for (int64_t e = 0; e < NE; ++e) {
+    per_expert.push_back(expert_bytes(c, e));
+    stack.insert(stack.end(), per_expert.back().begin(), per_expert.back().end());
+  }
+  const int64_t stride = static_cast<int64_t>(per_expert[0].size()) / (c.floats ? 2 : 1);
+  for (int64_t tile : {1, 2, 4})
+    for (Grouping mode : {Grouping::gather, Grouping::sorted}) {
+      const int64_t rows = moe_rows_bound(T, TOP, NE, tile);
+      test::SortedPairs sp = test::sort_pairs(ids, TOP, NE, tile, rows);
+      const int64_t x_rows = mode == Grouping::gather ? T : rows;
+      std::vector<float> x = test::normal_floats(static_cast<size_t>(x_rows * K), 9);
+      std::map<std::string, Arg> g = {
+          {"tile_expert", Arg::buffer(sp.tile_expert.data(), rows / tile)},
+          {"sorted", Arg::buffer(sp.sorted.data(), rows)},
+          {"n_expert", Arg::scalar_int(NE)},
+          {"w_stride", Arg::scalar_int(stride)},
+          {"tokens", Arg::scalar_int(T)}};
+      std::map<std::string, int64_t> cx = {{"GROUPED", static_cast<int64_t>(mode)}};
+      if (c.floats)
+        cx.insert({{"PANEL_T", tile}, {"BLOCK_T", tile}});
+      else
+        cx["BLOCK_T"] = tile;
+      const float poison = -12345.0f;
+      // The plain kernel per expert over every x row.
+      std::vector<std::vector<float>> plain;
+      for (int64_t e = 0; e < NE; ++e)
+        plain.push_back(run(c, {{"BLOCK_T", 1}}, per_expert[e], x, x_rows, x_rows, {},
+                            std::vector<float>(x_rows * M), false));
+      for (bool interpret : {false, true}) {
+        INFO(c.kernel << " tile " << tile << " mode " << static_cast<int>(mode)
+                      << (interpret ? " interpreter" : " JIT"));
+        std::vector<float> y =
+            run(c, cx, stack, x, rows, rows, g, std::vector<float>(rows * M, poison), interpret);
+        double scale = 0, worst = 0;
+        int64_t written_past = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const int32_t e = sp.tile_expert[r / tile];
+          if (e < 0) {
+            for (int64_t i = 0; i < M; ++i) written_past += y[r * M + i] != poison;
+            continue;
+          }
+          int32_t xr = static_cast<int32_t>(r);
+          if (mode == Grouping::gather) {
+            xr = sp.sorted[r] >= 0 ? sp.sorted[r] : sp.sorted[r / tile * tile];
+          }
+          for (int64_t i = 0; i < M; ++i) {
+            const float want = plain[e][xr * M + i];
+            scale = std::max(scale, std::fabs(static_cast<double>(want)));
+            worst = std::max(worst, std::fabs(static_cast<double>(y[r * M + i]) - want));
+          }
+        }
+        CHECK(written_past == 0);
+        CHECK(scale > 0);
+        CHECK(worst <= 1e-5 * scale);
+      }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("grouped matmuls equal the plain kernel on each row's expert", "[kernels][moe]") {
+  check_grouped({"qgemv", {{"FMT", 12}, {"BLOCK_M", 8}}, {}, QuantType::Q4_K});
+  check_grouped({"qgemv", {{"FMT", 8}, {"BLOCK_M", 1}}, {}, QuantType::Q8_0});
+  check_grouped({"qgemv_rows16", {{"FMT", 12}}, {}, QuantType::Q4_K});
+  check_grouped({"qgemv_rows16", {{"FMT", 14}}, {}, QuantType::Q6_K});
+  check_grouped({"gemm", {}, {{"W", DType::f16}}, QuantType::Q8_0, true});
+}
+
+TEST_CASE("grouped matmuls refuse a row count off the tile and a short expert stride",
+          "[kernels][moe][error]") {
+  const KernelDef& d = find_kernel("qgemv");
+  Spec s = d.make_spec({}, {{"FMT", 8}, {"BLOCK_T", 4}, {"GROUPED", 2}});
+  ScalarArgs a;
+  for (auto [n, v] : std::map<std::string, int64_t>{
+           {"m", 32}, {"k", 256}, {"t", 6}, {"n_expert", 4}, {"w_stride", 32 * 8 * 34}})
+    a.set_int(n, v);
+  REQUIRE_THROWS_WITH(d.launch_shape(s, a), Catch::Contains("qgemv") && Catch::Contains("t = 6") &&
+                                                Catch::Contains("tile of 4"));
+  a.set_int("t", 8);
+  a.set_int("w_stride", 100);
+  REQUIRE_THROWS_WITH(d.launch_shape(s, a),
+                      Catch::Contains("w_stride = 100") && Catch::Contains("one expert"));
+  REQUIRE_THROWS_WITH(grouping(find_kernel("gemm").make_spec({}, {{"GROUPED", 3}})),
+                      Catch::Contains("GROUPED = 3"));
+}
