@@ -33,14 +33,12 @@ class Program {
 };
 
 // A launch whose arguments were checked and packed once: a plan replays it
-// with only its dynamic scalars (and, for data-dependent sizes, its grid)
-// changed.
+// with only its dynamic scalars changed.
 class BoundLaunch {
  public:
   virtual ~BoundLaunch() = default;
   // Sets argument `index` (an integer scalar parameter) to v.
   virtual void set_scalar(size_t index, int64_t v) = 0;
-  virtual void set_grid(const Grid& grid) = 0;
   virtual void run() = 0;
 };
 

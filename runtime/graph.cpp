@@ -138,20 +138,6 @@ void Graph::launch(const std::string& label, const std::string& kernel,
   nodes_.push_back(std::move(n));
 }
 
-void Graph::read_slots(const std::string& label, const Tensor& counts,
-                       std::vector<std::string> slots) {
-  if (counts.dtype != DType::i32 || counts.numel() != static_cast<int64_t>(slots.size()))
-    throw Error("graph step '" + label + "': " + std::to_string(slots.size()) +
-                " slots cannot be read from " + counts.str());
-  Node n;
-  n.label = prefix_ + label;
-  n.copy = Node::Copy::slots;
-  n.value = counts;
-  n.slots = std::move(slots);
-  use(counts, nodes_.size(), "step '" + label + "'");
-  nodes_.push_back(std::move(n));
-}
-
 std::string Graph::key(const Tensor& v) {
   return "b" + std::to_string(v.buf) + "v" + std::to_string(v.version) + "@" +
          std::to_string(v.offset) + v.str();
@@ -245,7 +231,6 @@ void Graph::record(Plan& plan) {
     switch (n.copy) {
       case Node::Copy::upload: plan.upload(n.label, address(n.value), n.host, bytes); break;
       case Node::Copy::download: plan.download(n.label, n.host, address(n.value), bytes); break;
-      case Node::Copy::slots: plan.read_slots(n.label, address(n.value), n.slots); break;
       case Node::Copy::none: {
         Plan::Args args;
         for (const auto& [name, a] : n.args) {

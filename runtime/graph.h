@@ -46,7 +46,7 @@ struct Tensor {
 class Graph {
  public:
   // A kernel argument: a value (a buffer parameter), a fixed scalar or a
-  // plan slot.
+  // plan slot (set per replay).
   using Operand = std::variant<Tensor, Arg, Plan::Dynamic>;
   using Operands = std::map<std::string, Operand>;
 
@@ -84,8 +84,6 @@ class Graph {
   void launch(const std::string& label, const std::string& kernel,
               const std::map<std::string, DType>& dtypes, const Operands& args,
               const Sizes& sizes = {}, const std::map<std::string, int64_t>& fixed = {});
-  // Reads int32 `counts` back into plan slots, for the launches after it.
-  void read_slots(const std::string& label, const Tensor& counts, std::vector<std::string> slots);
 
   // The values `make` returns for `key`, computed once: ops use it to share
   // work between consumers of the same input (key() names a value's
@@ -116,10 +114,9 @@ class Graph {
     Operands args;
     Sizes sizes;
     std::map<std::string, int64_t> fixed;
-    enum class Copy { none, upload, download, slots } copy = Copy::none;
+    enum class Copy { none, upload, download } copy = Copy::none;
     Tensor value;  // what a copy moves
     void* host = nullptr;
-    std::vector<std::string> slots;
   };
   int new_buffer(size_t bytes, void* external);
   void use(const Tensor& v, size_t node, const std::string& who);

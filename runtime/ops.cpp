@@ -10,11 +10,6 @@
 
 namespace kiln {
 
-Graph::Operand TokenCount::times(int64_t per_token) const {
-  if (slot.empty()) return Arg::scalar_int(t * per_token);
-  return Plan::Dynamic{slot, t, true, per_token};
-}
-
 namespace ops {
 
 namespace {
@@ -41,14 +36,6 @@ std::pair<int64_t, int64_t> rows_of(const std::string& op, const Tensor& t) {
   return {n ? t.numel() / n : 0, n};
 }
 
-// `rows` with an unset count standing for all rows of x.
-TokenCount all_rows(const std::string& op, const Tensor& x, const TokenCount& rows) {
-  int64_t have = x.rank() ? x.dim(0) : 1;
-  if (rows.t == 0 && rows.slot.empty()) return {have, ""};
-  if (rows.t > have) mismatch(op, std::to_string(rows.t) + " rows asked of " + x.str());
-  return rows;
-}
-
 bool has_rows16(int64_t quant) { return ggml::has_rows16(static_cast<ggml::QuantType>(quant)); }
 
 // The activation blocks llama.cpp pairs with a weight type, quantize_q8's
@@ -60,22 +47,19 @@ int64_t activation_block(int64_t quant) {
 
 // x [t, k] as 8-bit blocks for the matmuls of block-quantized weights:
 // q [t, k], scales d and sums s [t, k/32], and s split into bytes.
-std::vector<Tensor> quantize_q8(Graph& g, const Tensor& x, const TokenCount& rows, int64_t qblock) {
-  return g.memo(
-      "quantize_q8/" + std::to_string(qblock) + "/" + Graph::key(x) + "/" + rows.slot, [&] {
-        const int64_t t = x.dim(0), k = x.dim(1), nb = t * k / 32;
-        if (k % qblock)
-          mismatch("quantize_q8", "row length " + std::to_string(k) + " is not a multiple of " +
-                                      std::to_string(qblock));
-        Tensor q = g.scratch(DType::i8, {t, k}), d = g.scratch(DType::f32, {t, k / 32}),
-               s = g.scratch(DType::i32, {t, k / 32}),
-               s8 = g.scratch(DType::i8, {split_sum_bytes(nb)});
-        g.launch(
-            "quantize", "quantize_q8", {},
-            {{"x", x}, {"q", q}, {"d", d}, {"s", s}, {"s8", s8}, {"nblocks", rows.times(k / 32)}},
-            {}, {{"QBLOCK", qblock}});
-        return std::vector<Tensor>{q, d, s, s8};
-      });
+std::vector<Tensor> quantize_q8(Graph& g, const Tensor& x, int64_t qblock) {
+  return g.memo("quantize_q8/" + std::to_string(qblock) + "/" + Graph::key(x), [&] {
+    const int64_t t = x.dim(0), k = x.dim(1), nb = t * k / 32;
+    if (k % qblock)
+      mismatch("quantize_q8", "row length " + std::to_string(k) + " is not a multiple of " +
+                                  std::to_string(qblock));
+    Tensor q = g.scratch(DType::i8, {t, k}), d = g.scratch(DType::f32, {t, k / 32}),
+           s = g.scratch(DType::i32, {t, k / 32}), s8 = g.scratch(DType::i8, {split_sum_bytes(nb)});
+    g.launch("quantize", "quantize_q8", {},
+             {{"x", x}, {"q", q}, {"d", d}, {"s", s}, {"s8", s8}, {"nblocks", Arg::scalar_int(nb)}},
+             {}, {{"QBLOCK", qblock}});
+    return std::vector<Tensor>{q, d, s, s8};
+  });
 }
 
 }  // namespace
@@ -127,14 +111,13 @@ Tensor softmax(Graph& g, const Tensor& x) {
   return y;
 }
 
-Tensor glu(Graph& g, const Tensor& gate, const Tensor& up, Activation act, const TokenCount& rows) {
+Tensor glu(Graph& g, const Tensor& gate, const Tensor& up, Activation act) {
   same_dtype("glu", {&gate, &up});
   if (gate.shape != up.shape) mismatch("glu", "gate is " + gate.str() + " but up is " + up.str());
-  TokenCount r = all_rows("glu", gate, rows);
   Tensor out = g.scratch(gate.dtype, gate.shape);
   g.launch(act == Activation::silu ? "silu_mul" : "gelu_mul", "glu", {{"T", gate.dtype}},
-           {{"gate", gate}, {"up", up}, {"out", out}, {"n", r.times(gate.numel() / gate.dim(0))}},
-           {}, {{"ACT", static_cast<int64_t>(act)}});
+           {{"gate", gate}, {"up", up}, {"out", out}, {"n", Arg::scalar_int(gate.numel())}}, {},
+           {{"ACT", static_cast<int64_t>(act)}});
   return out;
 }
 
@@ -150,12 +133,11 @@ struct Grouped {
 // y [t, m] = x W^T (x [t, k]) through the kernel for w's format: the
 // 16-row interleaved or plain ggml-block GEMV/GEMM, or the float GEMV/GEMM;
 // grouped, y [rows, m] takes every expert of the stack in one launch.
-Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const TokenCount& tc,
-              const Grouped& grouped = {}) {
+Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped = {}) {
   const ExpertRows* er = grouped.rows;
   const int64_t y_rows = er ? er->rows : x.dim(0);
   Tensor y = g.scratch(DType::f32, {y_rows, w.m});
-  Graph::Operands args = {{"y", y}, {"t", er ? Arg::scalar_int(er->rows) : tc.times(1)}};
+  Graph::Operands args = {{"y", y}, {"t", Arg::scalar_int(y_rows)}};
   std::map<std::string, int64_t> fixed;
   // One expert's matrix, in the elements of the operand the kernel reads.
   auto grouped_operands = [&](int64_t w_stride) {
@@ -170,7 +152,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const TokenCount& tc,
     fixed["GROUPED"] = static_cast<int64_t>(grouped.mode);
   };
   if (w.quant) {
-    std::vector<Tensor> q = quantize_q8(g, x, tc, activation_block(w.quant));
+    std::vector<Tensor> q = quantize_q8(g, x, activation_block(w.quant));
     args["xq"] = q[0];
     args["xd"] = q[1];
     args["xs"] = q[2];
@@ -200,7 +182,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const TokenCount& tc,
   args["w"] = w.data;
   args["x"] = x;
   args["k"] = Arg::scalar_int(w.k);
-  if (!er && x.dim(0) == 1 && tc.slot.empty()) {
+  if (!er && x.dim(0) == 1) {
     args.erase("t");
     args["m"] = Arg::scalar_int(w.m);
     g.launch(w.label, "gemv", {{"W", w.data.dtype}, {"X", DType::f32}}, args);
@@ -219,13 +201,13 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const TokenCount& tc,
 
 }  // namespace
 
-Tensor linear(Graph& g, const Weight& w, const Tensor& x, const TokenCount& rows) {
+Tensor linear(Graph& g, const Weight& w, const Tensor& x) {
   if (x.rank() != 2 || x.dim(1) != w.k)
     mismatch("linear", "the weight is [" + std::to_string(w.m) + ", " + std::to_string(w.k) +
                            "] but x is " + x.str());
   need_dtype("linear", x, DType::f32, "x");
   if (w.experts) mismatch("linear", "weight '" + w.label + "' is a stack of experts");
-  return matmul(g, w, x, all_rows("linear", x, rows));
+  return matmul(g, w, x);
 }
 
 Tensor grouped_linear(Graph& g, const Weight& experts, const Tensor& x, const ExpertRows& rows,
@@ -243,22 +225,21 @@ Tensor grouped_linear(Graph& g, const Weight& experts, const Tensor& x, const Ex
     mismatch("grouped_linear", std::string(mode == Grouping::gather ? "gathered" : "sorted") +
                                    " x " + x.str() + " should have " + std::to_string(want) +
                                    " rows");
-  return matmul(g, experts, x, {x.dim(0), ""}, {&rows, mode});
+  return matmul(g, experts, x, {&rows, mode});
 }
 
 namespace {
 
 Tensor lookup(Graph& g, const Tensor& table, DType dtype, int64_t fmt, int64_t table_rows,
-              int64_t n, const Tensor& ids, const TokenCount& rows, double scale) {
+              int64_t n, const Tensor& ids, double scale) {
   need_dtype("get_rows", ids, DType::i32, "ids");
-  TokenCount r = all_rows("get_rows", ids, rows);
   Tensor out = g.scratch(DType::f32, {ids.numel(), n});
   g.launch("get_rows", "get_rows", {{"W", dtype}},
            {{"table", table},
             {"ids", ids},
             {"out", out},
             {"n", Arg::scalar_int(n)},
-            {"rows", r.times(1)},
+            {"rows", Arg::scalar_int(ids.numel())},
             {"scale", Arg::scalar_float(scale)}},
            {{"table_rows", table_rows}}, {{"FMT", fmt}});
   return out;
@@ -266,15 +247,14 @@ Tensor lookup(Graph& g, const Tensor& table, DType dtype, int64_t fmt, int64_t t
 
 }  // namespace
 
-Tensor get_rows(Graph& g, const Tensor& table, const Tensor& ids, const TokenCount& rows,
-                double scale) {
+Tensor get_rows(Graph& g, const Tensor& table, const Tensor& ids, double scale) {
   if (table.rank() != 2) mismatch("get_rows", "the table must be [rows, n], got " + table.str());
-  return lookup(g, table, table.dtype, 0, table.dim(0), table.dim(1), ids, rows, scale);
+  return lookup(g, table, table.dtype, 0, table.dim(0), table.dim(1), ids, scale);
 }
 
 Tensor get_rows(Graph& g, const Weight& table, const Tensor& ids, double scale) {
   return lookup(g, table.data, table.quant ? DType::u8 : table.data.dtype, table.quant, table.m,
-                table.k, ids, {}, scale);
+                table.k, ids, scale);
 }
 
 Tensor rope(Graph& g, const Tensor& x, const Tensor& cos_sin, const Tensor& positions,
@@ -381,7 +361,7 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
     // Scores against a q8_0 cache take q as Q8_0, as llama.cpp's do
     // (kernels/attention/kv_walk.h).
     need_dtype("attention", q, DType::f32, "q over a q8_0 cache");
-    std::vector<Tensor> q8 = quantize_q8(g, q, all_rows("attention", q, {}), kKvQuantBlock);
+    std::vector<Tensor> q8 = quantize_q8(g, q, kKvQuantBlock);
     args["q"] = q8[0];
     args["q_scale"] = q8[1];
     args["q_sum"] = q8[2];

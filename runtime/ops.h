@@ -5,9 +5,7 @@
 // tensors and their shapes), derives the kernel's dtypes, constexprs and
 // sizes from them, allocates its result and adds the launch to the graph;
 // the runtime's tuning database (or the kernel's heuristic) picks the
-// tunable constexprs when the graph is recorded. An op whose row count is
-// only known at run time (an MoE expert's tokens) takes a TokenCount: its
-// tensors are sized for the bound, and its launches follow the plan slot.
+// tunable constexprs when the graph is recorded.
 #pragma once
 
 #include <optional>
@@ -17,14 +15,6 @@
 #include "runtime/graph.h"
 
 namespace kiln {
-
-// A token count: fixed, or a plan slot (at most `t`, the recorded bound).
-struct TokenCount {
-  int64_t t = 0;
-  std::string slot;  // "": fixed
-  // The argument for a scalar of `per_token` * tokens.
-  Graph::Operand times(int64_t per_token) const;
-};
 
 // A weight matrix [m, k] in backend memory: a float tensor [m, k], or the
 // bytes of ggml blocks (kernels/quant/ggml_blocks.h) with their type.
@@ -64,16 +54,14 @@ Tensor fill(Graph& g, Shape shape, double value);
 Tensor rmsnorm(Graph& g, const Tensor& x, const Tensor& w, double eps);
 // softmax over the last axis.
 Tensor softmax(Graph& g, const Tensor& x);
-// act(gate) * up, elementwise over the first rows.t rows.
-Tensor glu(Graph& g, const Tensor& gate, const Tensor& up, Activation act,
-           const TokenCount& rows = {});
-// x [t, k] W^T -> f32 [t, m], over the first rows.t rows of x. Block-quantized
-// weights quantise x first; consumers of the same x share that.
-Tensor linear(Graph& g, const Weight& w, const Tensor& x, const TokenCount& rows = {});
+// act(gate) * up, elementwise.
+Tensor glu(Graph& g, const Tensor& gate, const Tensor& up, Activation act);
+// x [t, k] W^T -> f32 [t, m]. Block-quantized weights quantise x first;
+// consumers of the same x share that.
+Tensor linear(Graph& g, const Weight& w, const Tensor& x);
 // f32 [rows, n]: table[ids[i]] * scale for a float table [r, n] or the
 // ggml blocks of a Weight.
-Tensor get_rows(Graph& g, const Tensor& table, const Tensor& ids, const TokenCount& rows = {},
-                double scale = 1);
+Tensor get_rows(Graph& g, const Tensor& table, const Tensor& ids, double scale = 1);
 Tensor get_rows(Graph& g, const Weight& table, const Tensor& ids, double scale = 1);
 // RoPE on x [t, heads * head_dim] (in place) at positions [t] from a
 // cos/sin table [n_pos, rot] (kernels/rope/rope.h).

@@ -20,7 +20,6 @@ void Plan::launch(const std::string& label, const std::string& kernel,
   }
   Step st;
   st.label = label;
-  st.sizes = sizes;
   for (size_t i = 0; i < sig.params.size(); ++i) {
     auto it = args.find(sig.params[i].name);
     if (it == args.end())
@@ -30,13 +29,11 @@ void Plan::launch(const std::string& label, const std::string& kernel,
       continue;
     }
     const Dynamic& d = std::get<Dynamic>(it->second);
-    st.args.push_back(Arg::scalar_int(d.bound * d.scale));
-    st.dynamic.push_back({i, &slots_[d.slot], d.slot, d.grid, d.scale});
-    st.reshape |= d.grid;
+    st.args.push_back(Arg::scalar_int(d.bound));
+    st.dynamic.push_back({i, &slots_[d.slot], d.slot});
   }
   Spec spec = rt_.select(kernel, dtypes, st.args, sizes, fixed);
   st.kernel = &rt_.compile(spec);
-  st.def = &find_kernel(kernel);
   Runtime::CheckedLaunch checked = rt_.check_launch(spec, st.kernel->kernel, st.args, sizes);
   st.grid = checked.grid;
   st.bound =
@@ -63,16 +60,6 @@ void Plan::download(const std::string& label, void* dst, const void* src, size_t
   add_copy(label, Step::Copy::download, dst, src, bytes);
 }
 
-void Plan::read_slots(const std::string& label, const void* src, std::vector<std::string> slots) {
-  Step st;
-  st.label = label;
-  st.copy = Step::Copy::slots;
-  st.src = src;
-  st.bytes = slots.size() * sizeof(int32_t);
-  for (const std::string& s : slots) st.read_into.push_back(&slots_[s]);
-  steps_.push_back(std::move(st));
-}
-
 int64_t Plan::kernel_launches() const {
   int64_t n = 0;
   for (const Step& s : steps_) n += s.kernel != nullptr;
@@ -84,11 +71,6 @@ void Plan::run_copy(Step& st) {
   switch (st.copy) {
     case Step::Copy::upload: b.upload(st.dst, st.src, st.bytes); break;
     case Step::Copy::download: b.download(st.dst, st.src, st.bytes); break;
-    case Step::Copy::slots:
-      read_buffer_.resize(st.read_into.size());
-      b.download(read_buffer_.data(), st.src, st.bytes);
-      for (size_t i = 0; i < st.read_into.size(); ++i) *st.read_into[i] = read_buffer_[i];
-      break;
     case Step::Copy::none: break;
   }
 }
@@ -107,21 +89,11 @@ void Plan::run(Runtime& rt, bool interpret) {
     if (!st.kernel) {
       run_copy(st);
     } else {
-      bool empty = false;
       for (const Step::Dynamic& d : st.dynamic) {
         if (!d.value->has_value())
           throw Error("plan step '" + st.label + "': dynamic scalar '" + d.slot + "' was not set");
-        int64_t v = **d.value * d.scale;
-        empty |= d.grid && v == 0;
-        st.args[d.arg] = Arg::scalar_int(v);
-        st.bound->set_scalar(d.arg, v);
-      }
-      if (empty) continue;
-      if (st.reshape) {
-        st.grid =
-            st.def->launch_shape(st.kernel->spec, scalar_args(st.kernel->kernel, st.args, st.sizes))
-                .grid;
-        st.bound->set_grid(st.grid);
+        st.args[d.arg] = Arg::scalar_int(**d.value);
+        st.bound->set_scalar(d.arg, **d.value);
       }
       if (interpret)
         kiln::interpret(st.kernel->kernel, st.args, st.grid);

@@ -15,6 +15,15 @@ namespace kiln {
 
 namespace {
 
+// A variant lists only the constexprs that differ from the kernel's
+// defaults, so a constexpr added with a default (qgemv's GROUPED) keeps
+// the entries tuned before it.
+bool is_default(const KernelDef& def, const std::string& name, int64_t value) {
+  for (const auto& [c, v] : def.constexpr_defaults)
+    if (c == name) return v == value;
+  return false;
+}
+
 std::string join_map(const std::map<std::string, int64_t>& m) {
   std::string s;
   for (const auto& [k, v] : m) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
@@ -106,7 +115,8 @@ void TuningDb::load_text(const std::string& text, const std::string& source_name
                         "' must be an integer constexpr that is not a tunable";
               break;
             }
-            key.variant[std::string(c.str())] = *iv;
+            if (!is_default(*def, std::string(c.str()), *iv))
+              key.variant[std::string(c.str())] = *iv;
           }
         } else if (name == "bucket" && v.is_table()) {
           for (const auto& [dim, n] : *v.as_table()) {
@@ -233,7 +243,7 @@ void TuningDb::save_to(const std::string& path) const {
 std::map<std::string, int64_t> spec_variant(const KernelDef& def, const Spec& spec) {
   std::map<std::string, int64_t> v;
   for (const auto& [c, x] : spec.constexprs)
-    if (!def.tunable(c)) v[c] = x;
+    if (!def.tunable(c) && !is_default(def, c, x)) v[c] = x;
   return v;
 }
 

@@ -14,7 +14,7 @@
 //   [[gemv]]
 //   dtypes = { W = "f16", X = "f32" }
 //   bucket = { m = 4096, k = 16384 }
-//   variant = { }                 (non-tunable constexprs, e.g. qgemv's FMT)
+//   variant = { }                 (non-default non-tunable constexprs, e.g. qgemv's FMT)
 //   BLOCK_M = 1
 //   BLOCK_K = 256
 #pragma once
@@ -35,8 +35,9 @@ struct TuningKey {
   std::string kernel;
   std::map<std::string, DType> dtypes;
   std::map<std::string, int64_t> bucket;
-  // The constexprs that are not tunables (a format, a head size): they pick
-  // a kernel variant, so each variant is tuned on its own.
+  // The constexprs that are not tunables (a format, a head size) and differ
+  // from the kernel's defaults: they pick a kernel variant, so each variant
+  // is tuned on its own.
   std::map<std::string, int64_t> variant = {};
 
   bool operator<(const TuningKey& o) const;

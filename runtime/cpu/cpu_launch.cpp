@@ -32,11 +32,6 @@ CpuLaunch::CpuLaunch(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& 
     scalars_.push_back(scalar_slot(is_float(p.dtype), args[i]));
   }
   la_ = LaunchArgs{buffers_.data(), scalars_.data(), {0, 0, 0}};
-  set_grid(grid);
-  serial_ = bytes >= 0 && bytes < kSerialLaunchBytes;
-}
-
-void CpuLaunch::set_grid(const Grid& grid) {
   for (int a = 0; a < 3; ++a) {
     if (grid[a] < 0 || grid[a] > INT32_MAX)
       throw Error("kernel '" + name_ + "': grid axis " + std::to_string(a) + " has " +
@@ -45,6 +40,7 @@ void CpuLaunch::set_grid(const Grid& grid) {
     la_.grid[a] = static_cast<int32_t>(grid[a]);
   }
   programs_ = grid[0] * grid[1] * grid[2];
+  serial_ = bytes >= 0 && bytes < kSerialLaunchBytes;
 }
 
 void CpuLaunch::set_scalar(size_t index, int64_t v) {

@@ -38,7 +38,6 @@ class CpuLaunch : public BoundLaunch {
   CpuLaunch& operator=(const CpuLaunch&) = delete;
 
   void set_scalar(size_t index, int64_t v) override;
-  void set_grid(const Grid& grid) override;
   void run() override;
 
  private:

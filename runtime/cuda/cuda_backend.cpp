@@ -28,7 +28,6 @@ class CudaLaunch : public BoundLaunch {
     args_.at(index) = Arg::scalar_int(v);
     repack();
   }
-  void set_grid(const Grid& grid) override { grid_ = grid; }
   void run() override { dev_.launch(p_.src, p_.ptx, grid_, params_.ptrs.data()); }
 
  private:

@@ -22,7 +22,6 @@ class SimLaunch : public BoundLaunch {
   SimLaunch(const SimProgram& p, const Kernel& k, std::vector<Arg> args, const Grid& grid)
       : p_(p), k_(k), args_(std::move(args)), grid_(grid) {}
   void set_scalar(size_t index, int64_t v) override { args_.at(index) = Arg::scalar_int(v); }
-  void set_grid(const Grid& grid) override { grid_ = grid; }
   void run() override { p_.sim->launch(k_, args_, grid_); }
 
  private:

@@ -244,8 +244,38 @@ std::vector<Case> cases() {
                   {},
                   {{"BLOCK", 8}},
                   {{"tokens", 3}, {"n_expert", 6}, {"k", 2}, {"norm", norm}}});
-  cs.push_back({"moe_group", {}, {}, {{"tokens", 5}, {"k", 2}, {"n_expert", 6}}});
-  cs.push_back({"moe_scatter", {}, {{"BLOCK", 128}}, {{"count", 4}, {"n", 300}, {"out_rows", 7}}});
+  cs.push_back(
+      {"moe_sort", {}, {{"TILE", 2}}, {{"tokens", 5}, {"k", 2}, {"n_expert", 6}, {"rows", 20}}});
+  for (int64_t add : {0, 1})
+    cs.push_back({"moe_combine",
+                  {},
+                  {{"BLOCK", 128}, {"ADD", add}},
+                  {{"tokens", 4}, {"rows", 12}, {"n", 300}, {"k", 2}}});
+  // Grouped matmuls: 8 rows in tiles of 2 over 3 experts, gathered from 5
+  // tokens or in sorted order.
+  for (int64_t mode : {1, 2}) {
+    const Sizes grouped = {{"t", 8}, {"n_expert", 3}, {"tokens", 5}};
+    auto with = [&](Sizes s, int64_t stride) {
+      s.insert(grouped.begin(), grouped.end());
+      s["w_stride"] = stride;
+      return s;
+    };
+    for (int64_t fmt : {8, 12})
+      cs.push_back({"qgemv",
+                    {},
+                    {{"FMT", fmt}, {"BLOCK_M", 4}, {"BLOCK_T", 2}, {"GROUPED", mode}},
+                    with({{"m", 8}, {"k", 256}}, 8 * 256 / ggml::block_format(fmt).block_elems *
+                                                     ggml::block_format(fmt).block_bytes)});
+    cs.push_back(
+        {"qgemv_rows16",
+         {},
+         {{"FMT", 12}, {"BLOCK_T", 2}, {"GROUPED", mode}},
+         with({{"m", 32}, {"k", 512}}, ggml::rows16_bytes(ggml::QuantType::Q4_K, 32, 512))});
+    cs.push_back({"gemm",
+                  {{"W", DType::f16}},
+                  {{"BLOCK_T", 2}, {"PANEL_T", 2}, {"GROUPED", mode}},
+                  with({{"n", 20}, {"k", 70}}, 20 * 70)});
+  }
   return cs;
 }
 
@@ -298,13 +328,26 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
                           static_cast<uint8_t*>(m));
     } else if (c.kernel == "qgemv_rows16" && p.name == "w") {
       int64_t rows = c.sizes.at("m"), cols = c.sizes.at("k");
-      std::vector<float> w(static_cast<size_t>(rows * cols));
-      for (float& x : w) x = static_cast<float>(unit(rng));
       auto qt = static_cast<ggml::QuantType>(spec.constexpr_("FMT"));
       const ggml::BlockFormat& f = ggml::block_format(qt);
-      std::vector<uint8_t> blocks(static_cast<size_t>(rows * cols / f.block_elems * f.block_bytes));
-      ggml::quantize(qt, w.data(), rows * cols, blocks.data());
-      ggml::interleave_rows16(qt, blocks.data(), rows, cols, static_cast<uint8_t*>(m));
+      const int64_t one = ggml::rows16_bytes(qt, rows, cols);
+      for (int64_t e = 0; e < n / one; ++e) {  // each expert of a grouped stack
+        std::vector<float> w(static_cast<size_t>(rows * cols));
+        for (float& x : w) x = static_cast<float>(unit(rng));
+        std::vector<uint8_t> blocks(
+            static_cast<size_t>(rows * cols / f.block_elems * f.block_bytes));
+        ggml::quantize(qt, w.data(), rows * cols, blocks.data());
+        ggml::interleave_rows16(qt, blocks.data(), rows, cols, static_cast<uint8_t*>(m) + e * one);
+      }
+    } else if (p.name == "tile_expert" || p.name == "sorted" ||
+               (c.kernel == "moe_combine" && p.name == "pos")) {
+      // Tiles of experts 2, 0, 1, then none; the rows' tokens, some padding
+      // (never a tile's first); rows of y, some slots dropped.
+      auto* idx = static_cast<int32_t*>(m);
+      for (int64_t j = 0; j < n; ++j)
+        idx[j] = p.name == "tile_expert" ? static_cast<int32_t>(j < 3 ? (j + 2) % 3 : -1)
+                 : p.name == "sorted"    ? static_cast<int32_t>(j % 4 == 3 ? -1 : j % 5)
+                                         : static_cast<int32_t>(j % 5 == 4 ? -1 : j * 7 % 12);
     } else if (c.kernel == "get_rows" && p.name == "table" && p.dtype == DType::u8) {
       auto qt = static_cast<ggml::QuantType>(spec.constexpr_("FMT"));
       int64_t elems = c.sizes.at("table_rows") * c.sizes.at("n");
@@ -325,17 +368,15 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       auto* idx = static_cast<int32_t*>(m);
       for (int64_t j = 0; j < n; ++j)
         idx[j] = static_cast<int32_t>((n - 1 - j) % c.sizes.at("n_pages"));
-    } else if (((c.kernel == "get_rows" || c.kernel == "moe_group") && p.name == "ids") ||
-               (c.kernel == "moe_scatter" && p.name == "rows")) {
-      // Indices in range: table rows, experts (distinct within a token's k),
-      // destination rows (distinct).
+    } else if ((c.kernel == "get_rows" || c.kernel == "moe_sort") && p.name == "ids") {
+      // Indices in range: table rows; experts (distinct within a token's k,
+      // one slot dropped).
       auto* idx = static_cast<int32_t*>(m);
       for (int64_t j = 0; j < n; ++j)
         idx[j] = c.kernel == "get_rows" ? static_cast<int32_t>(j * 3 % c.sizes.at("table_rows"))
-                 : c.kernel == "moe_group"
-                     ? static_cast<int32_t>((j / c.sizes.at("k") * 5 + j % c.sizes.at("k")) %
-                                            c.sizes.at("n_expert"))
-                     : static_cast<int32_t>(j * 3 % c.sizes.at("out_rows"));
+                 : j == 3               ? -1
+                          : static_cast<int32_t>((j / c.sizes.at("k") * 5 + j % c.sizes.at("k")) %
+                                                 c.sizes.at("n_expert"));
     } else if (c.kernel == "gemv_int4w_rows16" && p.name == "w") {
       Int4wRows r = test::random_int4w(c.sizes.at("m"), c.sizes.at("k"), spec.constexpr_("GROUP"),
                                        spec.constexpr_("ZP") != 0, rng());
@@ -349,7 +390,7 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
           v.f = round_to_float_dtype(static_cast<float>((u + 3) / 4 / 127), p.dtype);
         else if (is_float(p.dtype))
           v.f = round_to_float_dtype(static_cast<float>(u), p.dtype);
-        else if (p.name == "pos")
+        else if (p.name == "pos" && c.sizes.count("n_pos"))
           v.i = static_cast<int64_t>((u + 1) / 2 * static_cast<double>(c.sizes.at("n_pos") - 1));
         else if (p.dtype == DType::i8)
           v.i = static_cast<int64_t>(u * 127);

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -76,6 +78,86 @@ TEST_CASE("moe_topk picks and weighs experts as a stable sort does", "[kernels][
       for (size_t i = 0; i < w.size(); ++i) CHECK(w[i] == Approx(want.weights[i]).epsilon(1e-6));
     }
   }
+}
+
+// DeepSeek-V3's routing: sigmoid scores, chosen by score + bias among the
+// topk_group groups with the best two-expert sums; ties to the lower id.
+Routing reference_sigmoid(const std::vector<float>& logits, const std::vector<float>& bias,
+                          int64_t T, int64_t NE, int64_t K, int64_t groups, int64_t kept, bool norm,
+                          double scale) {
+  Routing r;
+  const int64_t G = NE / groups;
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> p(NE), b(NE);
+    for (int64_t e = 0; e < NE; ++e) {
+      p[e] = 1 / (1 + std::exp(-static_cast<double>(logits[t * NE + e])));
+      b[e] = static_cast<double>(static_cast<float>(p[e]) + bias[e]);
+    }
+    std::vector<double> score(groups);
+    for (int64_t g = 0; g < groups; ++g) {
+      std::vector<double> in(b.begin() + g * G, b.begin() + (g + 1) * G);
+      std::stable_sort(in.begin(), in.end(), std::greater<double>());
+      score[g] = in[0] + in[1];
+    }
+    std::vector<int64_t> order(groups);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return score[x] > score[y]; });
+    std::vector<int64_t> cand;
+    for (int64_t e = 0; e < NE; ++e)
+      if (std::find(order.begin(), order.begin() + kept, e / G) != order.begin() + kept)
+        cand.push_back(e);
+    std::stable_sort(cand.begin(), cand.end(), [&](int64_t x, int64_t y) { return b[x] > b[y]; });
+    double chosen = 0;
+    for (int64_t j = 0; j < K; ++j) chosen += p[cand[j]];
+    for (int64_t j = 0; j < K; ++j) {
+      r.ids.push_back(static_cast<int32_t>(cand[j]));
+      r.weights.push_back(static_cast<float>(p[cand[j]] / (norm ? chosen : 1.0) * scale));
+    }
+  }
+  return r;
+}
+
+TEST_CASE("moe_topk's sigmoid gating chooses by biased score within the best groups",
+          "[kernels][moe]") {
+  const int64_t T = 6, NE = 16, K = 4;
+  std::vector<float> logits = test::normal_floats(T * NE, 21),
+                     bias = test::normal_floats(NE, 22, 0.3f);
+  logits[1 * NE + 3] = logits[1 * NE + 12] = 4.0f;  // tied scores; bias decides
+  bias[3] = bias[12] = 0.5f;                        // a full tie: 3 before 12
+  for (auto [groups, kept] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {4, 2}, {8, 3}})
+    for (bool norm : {false, true}) {
+      INFO(groups << " groups, " << kept << " kept, norm " << norm);
+      Routing want = reference_sigmoid(logits, bias, T, NE, K, groups, kept, norm, 2.5);
+      Spec spec = find_kernel("moe_topk").make_spec({}, {{"BLOCK", 16}, {"GATING", 1}});
+      for (bool interpret : {false, true}) {
+        std::vector<int32_t> ids(T * K, -1);
+        std::vector<float> w(T * K);
+        std::vector<Arg> args = {Arg::buffer(logits.data(), T * NE),
+                                 Arg::buffer(ids.data(), T * K),
+                                 Arg::buffer(w.data(), T * K),
+                                 Arg::scalar_int(NE),
+                                 Arg::scalar_int(K),
+                                 Arg::scalar_int(norm),
+                                 Arg::buffer(bias.data(), NE),
+                                 Arg::scalar_int(groups),
+                                 Arg::scalar_int(kept),
+                                 Arg::scalar_float(2.5)};
+        if (interpret)
+          test::runtime().interpret(spec, args, {{"tokens", T}});
+        else
+          test::runtime().launch(spec, args, {{"tokens", T}});
+        CHECK(ids == want.ids);
+        for (size_t i = 0; i < w.size(); ++i) CHECK(w[i] == Approx(want.weights[i]).epsilon(1e-6));
+      }
+    }
+  Spec spec = find_kernel("moe_topk").make_spec({}, {{"BLOCK", 16}, {"GATING", 1}});
+  ScalarArgs a;
+  for (auto [n, v] : std::map<std::string, int64_t>{
+           {"tokens", 1}, {"n_expert", 16}, {"k", 4}, {"n_group", 5}, {"topk_group", 1}})
+    a.set_int(n, v);
+  REQUIRE_THROWS_WITH(find_kernel("moe_topk").launch_shape(spec, a),
+                      Catch::Contains("16 experts in 5 groups"));
 }
 
 TEST_CASE("moe_sort groups pairs by expert into padded tiles, stable and dropping pruned slots",
