@@ -50,8 +50,10 @@ Tensor Forward::attention(int64_t l, const Tensor& h) {
   KvCache& kv = cache.at(static_cast<size_t>(l));
   ops::kv_append(g, kv, k, v, pos0());
   ops::AttentionMask mask{c.sliding(l) ? c.sliding_window : 0, {}};
+  if (c.attn_sinks) mask.sinks = w.vector(g, blk(l, "attn_sinks.weight"));
   Tensor o = ops::attention(g, q, kv, c.attn_scale, kv_len(), pos0(), mask);
-  return linear(blk(l, "attn_output.weight"), "output", o);
+  o = linear(blk(l, "attn_output.weight"), "output", o);
+  return c.out_bias ? ops::add_rows(g, o, w.vector(g, blk(l, "attn_output.bias"))) : o;
 }
 
 Tensor Forward::ffn(int64_t l, const Tensor& h, Activation act) {
@@ -63,15 +65,19 @@ Tensor Forward::ffn(int64_t l, const Tensor& h, Activation act) {
 
 Tensor Forward::moe(int64_t l, const Tensor& h) {
   Graph::Scope s(g, "moe");
-  ops::Routing r = ops::moe_route(g, linear(blk(l, "ffn_gate_inp.weight"), "router", h),
-                                  c.n_expert_used, c.norm_topk);
+  Tensor logits = linear(blk(l, "ffn_gate_inp.weight"), "router", h);
+  if (c.expert_bias) logits = ops::add_rows(g, logits, w.vector(g, blk(l, "ffn_gate_inp.bias")));
+  ops::Routing r = ops::moe_route(g, logits, c.n_expert_used, c.norm_topk);
   ops::ExpertRows rows = ops::moe_sort(g, r, c.n_expert);
-  auto experts = [&](const char* name, const char* label, const Tensor& x, Grouping mode) {
-    return ops::grouped_linear(g, w.experts(g, blk(l, name), label), x, rows, mode);
+  auto experts = [&](const std::string& name, const char* label, const Tensor& x, Grouping mode) {
+    Tensor y = ops::grouped_linear(g, w.experts(g, blk(l, name + ".weight"), label), x, rows, mode);
+    if (!c.expert_bias) return y;
+    return ops::add_expert_rows(g, y, w.expert_biases(g, blk(l, name + ".bias")), rows);
   };
-  Tensor a = ops::glu(g, experts("ffn_gate_exps.weight", "gate", h, Grouping::gather),
-                      experts("ffn_up_exps.weight", "up", h, Grouping::gather), Activation::silu);
-  return ops::moe_combine(g, experts("ffn_down_exps.weight", "down", a, Grouping::sorted), r, rows);
+  Tensor a = ops::glu(g, experts("ffn_gate_exps", "gate", h, Grouping::gather),
+                      experts("ffn_up_exps", "up", h, Grouping::gather),
+                      c.expert_bias ? Activation::swiglu_oai : Activation::silu);
+  return ops::moe_combine(g, experts("ffn_down_exps", "down", a, Grouping::sorted), r, rows);
 }
 
 Tensor Forward::logits(const Tensor& x) {

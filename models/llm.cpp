@@ -68,11 +68,10 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv, int64_t 
       k_scale_.emplace_back(b, sizeof(uint16_t) * (k_elems / kKvQuantBlock));
       v_scale_.emplace_back(b, sizeof(uint16_t) * (v_elems / kKvQuantBlock));
     }
-    std::pair<double, double> rope{cfg_.rope_base_for(l), cfg_.rope_scale_for(l)};
+    std::pair<double, RopeScaling> rope{cfg_.rope_base_for(l), cfg_.rope_scaling_for(l)};
     auto it = rope_tables_.find(rope);
     if (it == rope_tables_.end()) {
-      std::vector<float> table =
-          rope_cos_sin_table(rope.first, cfg_.rope_dim, n_ctx_, 1.0 / rope.second);
+      std::vector<float> table = rope_cos_sin_table(rope.first, cfg_.rope_dim, n_ctx_, rope.second);
       it = rope_tables_.emplace(rope, DeviceBuffer(b, table.size() * sizeof(float))).first;
       b.upload(it->second.data(), table.data(), it->second.bytes());
     }

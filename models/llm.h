@@ -85,7 +85,7 @@ class Llm {
   std::vector<DeviceBuffer> k_cache_, v_cache_, k_scale_, v_scale_;
   std::optional<DeviceBuffer> block_table_;  // paged: i32, the pages of every layer's pool
   // cos/sin tables by (base, freq_scale), and each layer's.
-  std::map<std::pair<double, double>, DeviceBuffer> rope_tables_;
+  std::map<std::pair<double, RopeScaling>, DeviceBuffer> rope_tables_;
   std::vector<const DeviceBuffer*> layer_rope_;
   std::map<std::pair<int64_t, bool>, std::unique_ptr<Step>> steps_;
   int64_t last_launches_ = 0;

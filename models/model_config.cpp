@@ -10,9 +10,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch = std::string(f.get_string("general.architecture"));
   if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" &&
-      c.arch != "gemma3")
+      c.arch != "gemma3" && c.arch != "gpt-oss")
     f.fail("architecture '" + c.arch +
-           "' is not supported (llama, qwen2, qwen3, qwen3moe, gemma3)");
+           "' is not supported (llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss)");
   auto key = [&](const std::string& k) { return c.arch + "." + k; };
   auto get = [&](const std::string& k) { return static_cast<int64_t>(f.get_u64(key(k))); };
   auto find = [&](const std::string& k, int64_t dflt) {
@@ -37,13 +37,21 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.rope_neox = c.arch != "llama";
   c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3";
   c.attn_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-  // Linear rope scaling divides positions by the factor. As llama.cpp: a
-  // missing scaling type means linear, and the factor may be under its old
-  // key. Other types (yarn) leave positions unscaled.
+  // As llama.cpp: a missing scaling type means linear, and the factor may
+  // be under its old key; "none" scales nothing.
   auto scaling = f.find_string(key("rope.scaling.type")).value_or("linear");
   auto factor = f.find_f32(key("rope.scaling.factor"));
   if (!factor) factor = f.find_f32(key("rope.scale_linear"));
-  if (scaling == "linear" && factor && *factor > 0) c.rope_scale = *factor;
+  if (scaling != "linear" && scaling != "yarn" && scaling != "none")
+    f.fail("key '" + key("rope.scaling.type") + "' is '" + std::string(scaling) +
+           "' (Kiln reads linear, yarn and none)");
+  if (scaling != "none" && factor && *factor > 0) c.rope_scaling.factor = *factor;
+  if (scaling == "yarn") {
+    c.rope_scaling.yarn = true;
+    c.rope_scaling.orig_ctx = static_cast<double>(
+        find("rope.scaling.original_context_length", find("context_length", 2048)));
+    if (auto a = f.find_f32(key("rope.scaling.attn_factor"))) c.rope_scaling.attn_factor = *a;
+  }
   if (c.arch == "gemma3") {
     // As llama.cpp: every 6th layer global, the others windowed with rope
     // base 10000 and no scaling; the 27B model (62 layers) scales q.k by
@@ -58,11 +66,20 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     if (auto cap = f.find_f32(key("final_logit_softcapping")); cap && *cap != 0)
       f.fail("key '" + key("final_logit_softcapping") + "' (logit soft-capping) is not supported");
   }
-  c.qkv_bias = c.arch == "qwen2";
+  if (c.arch == "gpt-oss") {
+    // As llama.cpp: even layers windowed, the same rope (YaRN) everywhere.
+    c.sliding_window = get("attention.sliding_window");
+    c.swa_pattern = 2;
+    c.rope_base_swa = c.rope_base;
+    c.swa_rope_scaled = true;
+  }
+  c.qkv_bias = c.arch == "qwen2" || c.arch == "gpt-oss";
+  c.out_bias = c.attn_sinks = c.expert_bias = c.arch == "gpt-oss";
   c.n_expert = find("expert_count", 0);
   c.n_expert_used = find("expert_used_count", 0);
   c.n_ff_exp = find("expert_feed_forward_length", c.n_ff);
-  c.norm_topk = c.arch == "qwen3moe" || c.arch == "llama";
+  // GPT-OSS takes the softmax of the chosen logits, the same quotient.
+  c.norm_topk = c.arch == "qwen3moe" || c.arch == "llama" || c.arch == "gpt-oss";
   if (c.moe() && (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert))
     f.fail(std::to_string(c.n_expert_used) + " experts used of " + std::to_string(c.n_expert));
   if (!c.moe() && c.n_ff <= 0) f.fail("missing key '" + key("feed_forward_length") + "'");

@@ -1,6 +1,7 @@
 // A model's hyper-parameters, read from GGUF metadata as llama.cpp names
 // them ("<arch>.embedding_length", ...), for the architectures Kiln runs:
-// llama (dense, and Mixtral-style experts), qwen2, qwen3, qwen3moe, gemma3.
+// llama (dense, and Mixtral-style experts), qwen2, qwen3, qwen3moe, gemma3,
+// gpt-oss.
 //
 // The forward reads only this struct, never the metadata, so what an
 // architecture means (NEOX rope, QK-norm, biases, expert routing) is decided
@@ -11,21 +12,27 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/rope/rope.h"
 #include "models/gguf.h"
 
 namespace kiln {
 
 struct ModelConfig {
-  std::string arch;  // "llama", "qwen2", "qwen3", "qwen3moe", "gemma3"
+  std::string arch;  // "llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss"
   int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
   int64_t n_ff = 0, n_vocab = 0, n_ctx_train = 0;
   int64_t rope_dim = 0;  // rotated dims per head
   double rope_base = 10000, rms_eps = 1e-5;
-  bool rope_neox = false;  // pairs (i, i + d/2) instead of (2i, 2i+1)
-  bool qk_norm = false;    // RMSNorm over each q and k head (qwen3, gemma3)
-  bool qkv_bias = false;   // q, k, v projections carry biases (qwen2)
+  bool rope_neox = false;   // pairs (i, i + d/2) instead of (2i, 2i+1)
+  bool qk_norm = false;     // RMSNorm over each q and k head (qwen3, gemma3)
+  bool qkv_bias = false;    // q, k, v projections carry biases (qwen2, gpt-oss)
+  bool out_bias = false;    // so does the attention output (gpt-oss)
+  bool attn_sinks = false;  // per-head sink logits in the softmax (gpt-oss)
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // MoE; n_expert 0: dense
   bool norm_topk = false;  // renormalise the chosen experts' weights to sum 1
+  // The router and every expert matrix carry biases, and the experts'
+  // activation is GPT-OSS's clamped SwiGLU (gpt-oss).
+  bool expert_bias = false;
   // Of q.k in the softmax: 1/sqrt(head_dim), but 1/sqrt(n_embd / n_head) in
   // Gemma 3 27B, as llama.cpp (which tells it by its 62 layers).
   double attn_scale = 0;
@@ -33,14 +40,17 @@ struct ModelConfig {
   // `sliding_window` tokens when swa_pattern > 0 and l % swa_pattern <
   // swa_pattern - 1 (every swa_pattern-th layer is global).
   int64_t sliding_window = 0, swa_pattern = 0;
-  double rope_base_swa = 0;  // rope base of sliding-window layers
-  double rope_scale = 1;     // linear rope scaling of the other layers: positions / rope_scale
+  double rope_base_swa = 0;      // rope base of sliding-window layers
+  RopeScaling rope_scaling;      // linear or YaRN, of the global layers
+  bool swa_rope_scaled = false;  // and of the sliding ones (gpt-oss; not gemma3)
 
   bool sliding(int64_t layer) const {
     return sliding_window > 0 && swa_pattern > 0 && layer % swa_pattern < swa_pattern - 1;
   }
   double rope_base_for(int64_t layer) const { return sliding(layer) ? rope_base_swa : rope_base; }
-  double rope_scale_for(int64_t layer) const { return sliding(layer) ? 1 : rope_scale; }
+  RopeScaling rope_scaling_for(int64_t layer) const {
+    return sliding(layer) && !swa_rope_scaled ? RopeScaling{} : rope_scaling;
+  }
 
   static ModelConfig from_gguf(const GgufFile& f);
   bool moe() const { return n_expert > 0; }

@@ -389,18 +389,29 @@ std::vector<PlannedTensor> plan_model_tensors(const ModelPreset& p, int64_t n_vo
     plan.add(b + "attn_v.weight", {e, kv}, Role::attn_v, i);
     if (p.qkv_bias) plan.add(b + "attn_v.bias", {kv}, Role::bias, i);
     plan.add(b + "attn_output.weight", {q, e}, Role::attn_output, i);
+    if (p.gpt_oss_layout) {
+      plan.add(b + "attn_output.bias", {e}, Role::bias, i);
+      plan.add(b + "attn_sinks.weight", {p.n_head}, Role::bias, i);
+    }
     if (p.qk_norm) {
       plan.add(b + "attn_q_norm.weight", {p.head_dim}, Role::norm, i);
       plan.add(b + "attn_k_norm.weight", {p.head_dim}, Role::norm, i);
     }
-    if (p.post_norms) plan.add(b + "post_attention_norm.weight", {e}, Role::norm, i);
-    plan.add(b + "ffn_norm.weight", {e}, Role::norm, i);
+    if (p.post_norms || p.gpt_oss_layout)
+      plan.add(b + "post_attention_norm.weight", {e}, Role::norm, i);
+    if (!p.gpt_oss_layout) plan.add(b + "ffn_norm.weight", {e}, Role::norm, i);
     if (p.moe()) {
       const int64_t f = p.expert_ff(), x = p.n_expert;
       plan.add(b + "ffn_gate_inp.weight", {e, x}, Role::router, i);
+      if (p.gpt_oss_layout) plan.add(b + "ffn_gate_inp.bias", {x}, Role::bias, i);
       plan.add(b + "ffn_gate_exps.weight", {e, f, x}, Role::ffn_gate, i);
       plan.add(b + "ffn_up_exps.weight", {e, f, x}, Role::ffn_up, i);
       plan.add(b + "ffn_down_exps.weight", {f, e, x}, Role::ffn_down, i);
+      if (p.gpt_oss_layout) {
+        plan.add(b + "ffn_gate_exps.bias", {f, x}, Role::bias, i);
+        plan.add(b + "ffn_up_exps.bias", {f, x}, Role::bias, i);
+        plan.add(b + "ffn_down_exps.bias", {e, x}, Role::bias, i);
+      }
     } else {
       plan.add(b + "ffn_gate.weight", {e, p.n_ff}, Role::ffn_gate, i);
       plan.add(b + "ffn_up.weight", {e, p.n_ff}, Role::ffn_up, i);
@@ -444,6 +455,11 @@ GenModelSummary generate_model(const ModelPreset& p, const GenModelOptions& o,
     w.add(a + ".attention.value_length", u32(p.head_dim));
   }
   if (p.sliding_window) w.add(a + ".attention.sliding_window", u32(p.sliding_window));
+  if (p.yarn_factor > 0) {
+    w.add(a + ".rope.scaling.type", GgufWriter::str("yarn"));
+    w.add(a + ".rope.scaling.factor", GgufWriter::f32(p.yarn_factor));
+    w.add(a + ".rope.scaling.original_context_length", u32(p.yarn_orig_ctx));
+  }
   if (p.moe()) {
     w.add(a + ".expert_count", u32(p.n_expert));
     w.add(a + ".expert_used_count", u32(p.n_expert_used));

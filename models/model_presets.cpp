@@ -73,6 +73,22 @@ ModelPreset with_experts(ModelPreset p, int64_t n_expert, int64_t n_used, int64_
   return p;
 }
 
+// GPT-OSS: biased attention with sinks, even layers windowed, YaRN rope,
+// experts with biases; no tied output.
+ModelPreset gpt_oss(std::string preset, std::string name, int64_t n_vocab, int64_t n_embd,
+                    int64_t n_layer, int64_t n_head, int64_t n_head_kv, int64_t n_expert,
+                    int64_t n_used, int64_t n_ff_exp, int64_t window) {
+  ModelPreset p = dense("gpt-oss", std::move(preset), "gpt-oss", std::move(name), n_vocab, 131072,
+                        n_embd, n_layer, n_head, n_head_kv, 64, n_ff_exp, 150000.0f, 1e-5f);
+  p.explicit_head_dim = true;
+  p.qkv_bias = true;
+  p.gpt_oss_layout = true;
+  p.sliding_window = window;
+  p.yarn_factor = 32;
+  p.yarn_orig_ctx = 4096;
+  return with_experts(p, n_expert, n_used, n_ff_exp);
+}
+
 std::vector<ModelPreset> build() {
   std::vector<ModelPreset> v;
   // llama: a toy block, and TinyLlama-1.1B's exact shapes.
@@ -103,9 +119,9 @@ std::vector<ModelPreset> build() {
       768));
   // Qwen3-30B-A3B's shapes: 48 layers of 128 experts, 8 used, 768 wide
   // (pass --layers to write fewer of them).
-  v.push_back(with_experts(qwen3("qwen3moe", "30b-a3b", "kiln qwen3moe 30b-a3b", 151936, 2048, 48,
-                                 32, 4, 128, 6144),
-                           128, 8, 768));
+  v.push_back(with_experts(
+      qwen3("qwen3moe", "30b-a3b", "kiln qwen3moe 30b-a3b", 151936, 2048, 48, 32, 4, 128, 6144),
+      128, 8, 768));
   // llama-moe: Mixtral's layout (arch llama, feed_forward_length per expert).
   v.push_back(with_experts(dense("llama-moe", "tiny", "llama", "kiln llama-moe tiny", 0, 2048, 256,
                                  2, 4, 2, 64, 512, 1e4f, 1e-5f),
@@ -113,6 +129,10 @@ std::vector<ModelPreset> build() {
   v.push_back(with_experts(dense("llama-moe", "small", "llama", "kiln llama-moe small", 32000,
                                  32768, 1024, 4, 16, 4, 64, 3584, 1e6f, 1e-5f),
                            8, 2, 0));
+  // gpt-oss: `tiny` has a windowed and a global layer; `20b` has
+  // GPT-OSS-20B's shapes (pass --layers to write fewer of them).
+  v.push_back(gpt_oss("tiny", "kiln gpt-oss tiny", 0, 256, 2, 4, 2, 8, 4, 256, 32));
+  v.push_back(gpt_oss("20b", "kiln gpt-oss 20b", 201088, 2880, 24, 64, 8, 32, 4, 2880, 128));
   // gemma3: `tiny` has 6 layers, so both windowed and global ones, and
   // n_head * head_dim wider than n_embd; `1b` is Gemma 3 1B's shapes.
   v.push_back(gemma3("tiny", "kiln gemma3 tiny", 0, 2048, 256, 6, 4, 2, 128, 768, 512));

@@ -18,9 +18,10 @@
 namespace kiln {
 
 struct ModelPreset {
-  std::string family;   // the CLI's --arch: llama, qwen2, qwen3, qwen3moe, llama-moe, gemma3
+  std::string
+      family;  // the CLI's --arch: llama, qwen2, qwen3, qwen3moe, llama-moe, gemma3, gpt-oss
   std::string preset;   // the CLI's --preset: tiny, small, tinyllama-1.1b, ...
-  std::string arch;     // general.architecture: llama, qwen2, qwen3, qwen3moe, gemma3
+  std::string arch;     // general.architecture: llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss
   std::string name;     // general.name
   int64_t n_vocab = 0;  // 0: the tokenizer's size; else the byte-level vocabulary is padded to it
   int64_t n_ctx = 0;    // context_length
@@ -40,7 +41,12 @@ struct ModelPreset {
   bool qk_norm = false;          // qwen3, qwen3moe: attn_{q,k}_norm over each head
   bool tied_embeddings = false;  // no output.weight: the output reuses token_embd
   bool post_norms = false;       // gemma3: post_attention_norm and post_ffw_norm per block
-  int64_t sliding_window = 0;    // gemma3: attention.sliding_window; 0: not written
+  int64_t sliding_window = 0;    // gemma3, gpt-oss: attention.sliding_window; 0: not written
+  // gpt-oss: attn_output.bias, attn_sinks, ffn_gate_inp.bias and the
+  // experts' biases; its FFN pre-norm is post_attention_norm (no ffn_norm).
+  bool gpt_oss_layout = false;
+  float yarn_factor = 0;      // rope.scaling.type yarn with this factor; 0: none
+  int64_t yarn_orig_ctx = 0;  // rope.scaling.original_context_length
 
   bool moe() const { return n_expert > 0; }
   // Each expert's FFN width (llama.cpp: n_ff_exp, else n_ff).

@@ -70,6 +70,13 @@ Weight ModelWeights::stack(Graph& g, const GgufTensor& t, const std::string& lab
   return w;
 }
 
+Tensor ModelWeights::expert_biases(Graph& g, const std::string& name) {
+  const GgufTensor& t = file_.tensor(name);
+  if (t.type != GgmlType::f32 || t.shape.size() != 2)
+    throw Error("tensor '" + name + "' must be an F32 matrix [n, n_expert] of expert biases");
+  return g.external(on_backend(t.data, t.nbytes), DType::f32, {t.shape[1], t.shape[0]});
+}
+
 Tensor ModelWeights::vector(Graph& g, const std::string& name) {
   const GgufTensor& t = file_.tensor(name);
   if (t.type != GgmlType::f32 || t.shape.size() != 1)

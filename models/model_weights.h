@@ -27,6 +27,8 @@ class ModelWeights {
   Weight experts(Graph& g, const std::string& name, const std::string& label);
   // An F32 vector (a norm's weight, a bias).
   Tensor vector(Graph& g, const std::string& name);
+  // An F32 matrix of one bias per expert (ne = [n, n_expert]).
+  Tensor expert_biases(Graph& g, const std::string& name);
 
  private:
   Weight stack(Graph& g, const GgufTensor& t, const std::string& label);

@@ -115,7 +115,8 @@ Tensor glu(Graph& g, const Tensor& gate, const Tensor& up, Activation act) {
   same_dtype("glu", {&gate, &up});
   if (gate.shape != up.shape) mismatch("glu", "gate is " + gate.str() + " but up is " + up.str());
   Tensor out = g.scratch(gate.dtype, gate.shape);
-  g.launch(act == Activation::silu ? "silu_mul" : "gelu_mul", "glu", {{"T", gate.dtype}},
+  static const char* const kLabels[] = {"silu_mul", "gelu_mul", "swiglu_oai"};
+  g.launch(kLabels[static_cast<int>(act)], "glu", {{"T", gate.dtype}},
            {{"gate", gate}, {"up", up}, {"out", out}, {"n", Arg::scalar_int(gate.numel())}}, {},
            {{"ACT", static_cast<int64_t>(act)}});
   return out;
@@ -456,6 +457,21 @@ ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert) {
             {"rows", Arg::scalar_int(e.rows)}},
            {}, {{"TILE", e.tile}});
   return e;
+}
+
+Tensor add_expert_rows(Graph& g, const Tensor& y, const Tensor& b, const ExpertRows& rows) {
+  need_dtype("add_expert_rows", y, DType::f32, "y");
+  need_dtype("add_expert_rows", b, DType::f32, "biases");
+  if (y.rank() != 2 || y.dim(0) != rows.rows || b.numel() != rows.n_expert * y.dim(1))
+    mismatch("add_expert_rows", "y " + y.str() + " with biases " + b.str() + " for " +
+                                    std::to_string(rows.n_expert) + " experts, " +
+                                    std::to_string(rows.rows) + " rows");
+  Tensor out = g.overwrite(y);
+  g.launch(
+      "bias", "add_rows", {{"T", DType::f32}},
+      {{"x", out}, {"b", b}, {"n", Arg::scalar_int(y.dim(1))}, {"tile_expert", rows.tile_expert}},
+      {{"rows", rows.rows}, {"n_expert", rows.n_expert}}, {{"TILE", rows.tile}});
+  return out;
 }
 
 Tensor moe_combine(Graph& g, const Tensor& y, const Routing& r, const ExpertRows& rows,

@@ -40,7 +40,8 @@ struct KvCache {
   std::optional<Tensor> k_scale{}, v_scale{};  // a q8_0 cache's (k and v i8), f16
 };
 
-enum class Activation { silu, gelu_tanh };
+// The glu kernel's ACT: SwiGLU, GeGLU, GPT-OSS's clamped SwiGLU.
+enum class Activation { silu, gelu_tanh, swiglu_oai };
 
 namespace ops {
 
@@ -110,6 +111,9 @@ ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert);
 // earlier grouped output [rows, k] (sorted).
 Tensor grouped_linear(Graph& g, const Weight& experts, const Tensor& x, const ExpertRows& rows,
                       Grouping mode);
+// y [rows, n] (a grouped matmul's output) plus each row's expert's bias,
+// b [n_expert, n], in place.
+Tensor add_expert_rows(Graph& g, const Tensor& y, const Tensor& b, const ExpertRows& rows);
 // [tokens, n]: each token's weighted sum of its experts' rows of y, in slot
 // order; added onto `onto` in place when given.
 Tensor moe_combine(Graph& g, const Tensor& y, const Routing& r, const ExpertRows& rows,

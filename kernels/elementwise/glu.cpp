@@ -1,7 +1,9 @@
 // Gated linear units: out = act(gate) * up, computed in f32 whatever the
 // storage dtype. ACT picks the activation: 0 SiLU (SwiGLU: llama, qwen),
 // 1 GELU with the tanh approximation (GeGLU: gemma), as llama.cpp's
-// ggml_gelu computes it.
+// ggml_gelu computes it, 2 GPT-OSS's clamped SwiGLU: g = min(gate, 7),
+// g * sigmoid(1.702 g) * (clamp(up, -7, 7) + 1), the constants of its
+// reference (llama.cpp hard-codes them too).
 #include <cmath>
 
 #include "ir/builder.h"
@@ -15,8 +17,9 @@ Kernel build_glu(const Spec& s) {
   KernelBuilder k("glu", s);
   DType T = s.dtype("T");
   const int64_t B = s.constexpr_("BLOCK"), act = s.constexpr_("ACT");
-  if (act != 0 && act != 1)
-    throw Error("glu: ACT must be 0 (silu) or 1 (gelu_tanh), got " + std::to_string(act));
+  if (act < 0 || act > 2)
+    throw Error("glu: ACT must be 0 (silu), 1 (gelu_tanh) or 2 (swiglu_oai), got " +
+                std::to_string(act));
   auto gate = k.buffer("gate", T), up = k.buffer("up", T), out = k.buffer("out", T);
   auto n = k.scalar("n", DType::i32);
   auto offs = k.program_id(0) * static_cast<int>(B) + arange(B);
@@ -26,6 +29,11 @@ Kernel build_glu(const Spec& s) {
   Value a;
   if (act == 0) {
     a = g * sigmoid(g);
+  } else if (act == 2) {
+    const double limit = 7.0, alpha = 1.702;
+    auto gc = minimum(g, full({B}, limit, DType::f32));
+    a = gc * sigmoid(alpha * gc);
+    u = minimum(maximum(u, full({B}, -limit, DType::f32)), full({B}, limit, DType::f32)) + 1.0;
   } else {
     const double sqrt_2_over_pi = std::sqrt(2.0 / M_PI);
     a = 0.5 * g * (1.0 + tanh(sqrt_2_over_pi * g * (1.0 + 0.044715 * g * g)));
@@ -37,7 +45,7 @@ Kernel build_glu(const Spec& s) {
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "glu",
     .family = "elementwise",
-    .summary = "out = act(gate) * up (ACT 0 silu, 1 gelu_tanh)",
+    .summary = "out = act(gate) * up (ACT 0 silu, 1 gelu_tanh, 2 swiglu_oai)",
     .dtype_roles = {{"T", {DType::f32, DType::f16, DType::bf16}}},
     .constexpr_defaults = {{"BLOCK", 512}, {"ACT", 0}},
     .build = build_glu,

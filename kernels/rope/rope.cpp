@@ -9,6 +9,7 @@
 // built for the model's context length, so this never triggers in a forward).
 #include "kernels/rope/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ir/builder.h"
@@ -17,15 +18,34 @@
 
 namespace kiln {
 
-std::vector<float> rope_cos_sin_table(double base, int64_t rot, int64_t n_pos, double freq_scale) {
+std::vector<float> rope_cos_sin_table(double base, int64_t rot, int64_t n_pos,
+                                      const RopeScaling& s) {
   std::vector<float> t(static_cast<size_t>(n_pos * rot));
-  int64_t half = rot / 2;
+  const int64_t half = rot / 2;
+  const double n = static_cast<double>(rot), scale = 1 / s.factor;
+  // Per pair: the share of the unscaled angle (YaRN's ramp, 0 for linear
+  // scaling) and the factor on cos and sin.
+  std::vector<double> keep(static_cast<size_t>(half), 0.0);
+  double mscale = 1;
+  if (s.yarn) {
+    // The pair whose wavelength fits orig_ctx `turns` times, as ggml's
+    // ggml_rope_yarn_corr_dims rounds it.
+    auto pair_of = [&](double turns) {
+      return n * std::log(s.orig_ctx / (turns * 2 * M_PI)) / (2 * std::log(base));
+    };
+    const double low = std::max(0.0, std::floor(pair_of(s.beta_fast)));
+    const double high = std::min(n - 1, std::ceil(pair_of(s.beta_slow)));
+    for (int64_t i = 0; i < half; ++i)
+      keep[i] =
+          1 - std::clamp((static_cast<double>(i) - low) / std::max(0.001, high - low), 0.0, 1.0);
+    mscale = s.attn_factor * (s.factor <= 1 ? 1 : 1 + 0.1 * std::log(s.factor));
+  }
   for (int64_t p = 0; p < n_pos; ++p)
     for (int64_t i = 0; i < half; ++i) {
-      double theta =
-          static_cast<double>(p) * freq_scale * std::pow(base, -2.0 * i / static_cast<double>(rot));
-      t[p * rot + i] = static_cast<float>(std::cos(theta));
-      t[p * rot + half + i] = static_cast<float>(std::sin(theta));
+      const double extrap = static_cast<double>(p) * std::pow(base, -2.0 * i / n);
+      const double theta = extrap * scale * (1 - keep[i]) + extrap * keep[i];
+      t[p * rot + i] = static_cast<float>(std::cos(theta) * mscale);
+      t[p * rot + half + i] = static_cast<float>(std::sin(theta) * mscale);
     }
   return t;
 }

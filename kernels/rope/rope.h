@@ -1,15 +1,28 @@
 // Host side of the RoPE kernel: the cos/sin table it reads.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <vector>
 
 namespace kiln {
 
-// [n_pos, rot] f32: row p = cos(p * freq_scale * base^(-2i/rot)) for
-// i < rot/2, then the sines. freq_scale < 1 is linear rope scaling (1 /
-// the factor), as llama.cpp's rope with ext_factor 0 applies it.
+// How positions become angles, as llama.cpp's rope_ext: linear scaling
+// divides positions by `factor`. YaRN interpolates only the low
+// frequencies by the factor: the pairs whose wavelength fits orig_ctx
+// fewer than beta_slow times are divided by it, those fitting more than
+// beta_fast times are kept, a linear ramp blends the pairs between, and
+// cos and sin are scaled by attn_factor * (1 + 0.1 ln factor).
+struct RopeScaling {
+  double factor = 1;  // 1: none
+  bool yarn = false;
+  double orig_ctx = 0, attn_factor = 1, beta_fast = 32, beta_slow = 1;
+  auto operator<=>(const RopeScaling&) const = default;
+};
+
+// [n_pos, rot] f32: row p = cos(theta_i(p)) for i < rot/2, then the sines,
+// theta_i(p) = p * base^(-2i/rot) under `scaling`.
 std::vector<float> rope_cos_sin_table(double base, int64_t rot, int64_t n_pos,
-                                      double freq_scale = 1);
+                                      const RopeScaling& scaling = {});
 
 }  // namespace kiln

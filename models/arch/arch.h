@@ -10,5 +10,7 @@ namespace kiln {
 Tensor build_llama(Forward& f);
 // gemma3: scaled embeddings, pre- and post-norms, GeGLU FFN.
 Tensor build_gemma3(Forward& f);
+// gpt-oss: biased attention with sinks, routed experts with biases.
+Tensor build_gpt_oss(Forward& f);
 
 }  // namespace kiln

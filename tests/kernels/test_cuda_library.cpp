@@ -51,7 +51,7 @@ std::vector<Case> cases() {
     cs.push_back({"convert", {{"Y", y}}, {{"BLOCK", 256}}, {{"n", 700}, {"row0", 2}, {"row", 64}}});
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     cs.push_back({"scaled_add", {{"T", t}}, {{"BLOCK", 256}}, {{"n", 600}}});
-    for (int64_t act : {0, 1})
+    for (int64_t act : {0, 1, 2})
       cs.push_back({"glu", {{"T", t}}, {{"BLOCK", 256}, {"ACT", act}}, {{"n", 600}}});
     cs.push_back({"rmsnorm", {{"T", t}}, {{"BLOCK", 128}}, {{"n", 300}, {"rows", 3}}});
     cs.push_back({"softmax", {{"T", t}}, {{"BLOCK", 128}}, {{"n", 300}, {"rows", 3}}});
@@ -232,6 +232,10 @@ std::vector<Case> cases() {
     cs.push_back(
         {"get_rows", {{"W", t}}, {{"BLOCK", 128}}, {{"n", 300}, {"rows", 3}, {"table_rows", 10}}});
     cs.push_back({"add_rows", {{"T", t}}, {{"BLOCK", 128}}, {{"n", 300}, {"rows", 3}}});
+    cs.push_back({"add_rows",
+                  {{"T", t}},
+                  {{"BLOCK", 128}, {"TILE", 2}},
+                  {{"n", 300}, {"rows", 8}, {"n_expert", 3}}});
     cs.push_back({"fill", {{"T", t}}, {{"BLOCK", 256}}, {{"n", 700}}});
   }
   for (const ggml::BlockFormat& f : ggml::block_formats())

@@ -61,9 +61,12 @@ except ImportError as e:
     print(f"skipped: {e.name} is not installed (pip install llama-cpp-python numpy)")
     sys.exit(77)
 
-ARCHES = ("llama", "qwen3", "qwen2", "qwen3moe", "llama-moe", "gemma3")
+ARCHES = ("llama", "qwen3", "qwen2", "qwen3moe", "llama-moe", "gemma3", "gpt-oss")
 TYPES = ("f16", "q8_0", "q4_k_m", "q3_k_m", "q4_1", "q5_0", "q5_1")
-CASES = [(arch, qtype) for arch in ARCHES for qtype in TYPES]
+# gpt-oss (its tiny preset windows its even layers to 32 positions) in the
+# types its releases use around MXFP4 experts (below, from llama.cpp's quantizer).
+CASES = [(arch, qtype) for arch in ARCHES if arch != "gpt-oss" for qtype in TYPES] + \
+    [("gpt-oss", "f16"), ("gpt-oss", "q8_0")]
 # gemma3 with a sliding window of 24 positions under the 96-token prompt, so
 # its windowed layers mask by window (`gemma3-swa` in --arch).
 WINDOWED = (("gemma3", "f16", 24), ("gemma3", "q8_0", 24))
@@ -73,12 +76,12 @@ GGML_KV_TYPES = {"q8_0": 8}
 # (source, name, llama_ftype) for llama.cpp's quantizer; the sources are
 # gen-model f16 models of these (arch, preset).
 MIX_SOURCES = {"smollm": ("llama", "smollm"), "tiny": ("llama", "tiny"),
-               "moe": ("qwen3moe", "tiny")}
+               "moe": ("qwen3moe", "tiny"), "gpt-oss-mix": ("gpt-oss", "tiny")}
 LLAMA_QUANTIZED = (("smollm", "Q4_K_M", 15), ("smollm", "Q5_K_M", 17), ("smollm", "Q4_1", 3),
                    ("smollm", "Q5_0", 8), ("smollm", "Q5_1", 9), ("smollm", "IQ4_XS", 30),
                    ("tiny", "Q5_K_M", 17), ("tiny", "Q5_K_S", 16), ("tiny", "Q3_K_M", 12),
                    ("tiny", "Q2_K", 10), ("tiny", "IQ4_XS", 30), ("tiny", "IQ4_NL", 25),
-                   ("moe", "MXFP4_MOE", 38),
+                   ("moe", "MXFP4_MOE", 38), ("gpt-oss-mix", "MXFP4_MOE", 38),
                    ("tiny", "IQ2_XXS", 19), ("tiny", "IQ2_XS", 20), ("tiny", "IQ2_S", 28),
                    ("tiny", "IQ2_M", 29), ("tiny", "IQ3_XXS", 23), ("tiny", "IQ3_S", 26),
                    ("tiny", "IQ3_M", 27))
@@ -194,7 +197,7 @@ def main():
             if arch == "llama" and os.path.exists(a.vocab):
                 gen += ["--vocab", a.vocab]  # a SentencePiece vocabulary for one of them
             subprocess.run(gen, check=True, capture_output=True)
-            spare = 2 if arch.endswith("moe") and qtype != "f16" else 0
+            spare = 2 if (arch.endswith("moe") or arch == "gpt-oss") and qtype != "f16" else 0
             failed += not check(arch, qtype, path, spare)
         for arch, qtype, window in WINDOWED:
             if arch + "-swa" not in a.arch or qtype not in a.type:
@@ -226,7 +229,7 @@ def main():
                     continue
                 path = os.path.join(tmp, f"{preset}-{name}.gguf")
                 llama_quantize(src, path, ftype)
-                failed += not check(preset, name, path, 2 if preset == "moe" else 0)
+                failed += not check(preset, name, path, 2 if preset.startswith(("moe", "gpt")) else 0)
                 os.remove(path)
     print("parity: ok" if not failed else f"parity: {failed} case(s) failed")
     return 1 if failed else 0

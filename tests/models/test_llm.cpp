@@ -103,7 +103,8 @@ void check_forward(const char* family, WeightFormat format, DType kv = DType::f1
 }  // namespace
 
 TEST_CASE("model forwards match the interpreter and decode matches prefill", "[models][llm]") {
-  for (const char* family : {"llama", "qwen2", "qwen3", "qwen3moe", "llama-moe", "gemma3"})
+  for (const char* family :
+       {"llama", "qwen2", "qwen3", "qwen3moe", "llama-moe", "gemma3", "gpt-oss"})
     for (WeightFormat format : {WeightFormat::f16, WeightFormat::q8_0, WeightFormat::q4_k_m})
       check_forward(family, format);
 }

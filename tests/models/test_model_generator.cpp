@@ -557,7 +557,7 @@ TEST_CASE("gen-model: gemma3 files read with llama.cpp's windows, rope bases and
     INFO("layer " << l);
     CHECK(c.sliding(l) == (l != 5));  // every 6th layer is global
     CHECK(c.rope_base_for(l) == (l == 5 ? 1e6 : 1e4));
-    CHECK(c.rope_scale_for(l) == 1);
+    CHECK(c.rope_scaling_for(l).factor == 1);
   }
   // The head size, not n_embd / n_head (64): n_head * head_dim is 512 here.
   CHECK(c.attn_scale == 1.0 / std::sqrt(128.0));
@@ -587,22 +587,32 @@ TEST_CASE("gen-model: gemma3 files read with llama.cpp's windows, rope bases and
                                  {{"gemma3.attention.sliding_window", GgufWriter::u32(1024)},
                                   {"gemma3.rope.scaling.type", GgufWriter::str("linear")},
                                   {"gemma3.rope.scaling.factor", GgufWriter::f32(8)}});
-  CHECK(b4.rope_scale == 8);
-  CHECK(b4.rope_scale_for(5) == 8);
+  CHECK(b4.rope_scaling.factor == 8);
+  CHECK(b4.rope_scaling_for(5).factor == 8);
   CHECK(b4.rope_base_for(5) == 1e6);
-  CHECK(b4.rope_scale_for(4) == 1);
+  CHECK(b4.rope_scaling_for(4).factor == 1);
   CHECK(b4.rope_base_for(4) == 1e4);
   CHECK(b4.attn_scale == 1.0 / 16);
-  // llama.cpp: a missing type is linear, the factor may be under its old key,
-  // and other types do not scale linearly.
+  // llama.cpp: a missing type is linear, the factor may be under its old key;
+  // YaRN reads its original context (default: the training context) and
+  // attention factor; an unknown type is refused.
   CHECK(gemma3_config(256, 6, 4, 128, {{"gemma3.rope.scaling.factor", GgufWriter::f32(4)}})
-            .rope_scale == 4);
+            .rope_scaling == RopeScaling{4});
   CHECK(gemma3_config(256, 6, 4, 128, {{"gemma3.rope.scale_linear", GgufWriter::f32(2)}})
-            .rope_scale == 2);
+            .rope_scaling == RopeScaling{2});
+  RopeScaling yarn = gemma3_config(256, 6, 4, 128,
+                                   {{"gemma3.rope.scaling.type", GgufWriter::str("yarn")},
+                                    {"gemma3.rope.scaling.factor", GgufWriter::f32(4)},
+                                    {"gemma3.rope.scaling.attn_factor", GgufWriter::f32(0.5)}})
+                         .rope_scaling;
+  CHECK(yarn == RopeScaling{4, true, 32768, 0.5});
   CHECK(gemma3_config(256, 6, 4, 128,
-                      {{"gemma3.rope.scaling.type", GgufWriter::str("yarn")},
+                      {{"gemma3.rope.scaling.type", GgufWriter::str("none")},
                        {"gemma3.rope.scaling.factor", GgufWriter::f32(4)}})
-            .rope_scale == 1);
+            .rope_scaling == RopeScaling{});
+  REQUIRE_THROWS_WITH(
+      gemma3_config(256, 6, 4, 128, {{"gemma3.rope.scaling.type", GgufWriter::str("longrope")}}),
+      Catch::Contains("gemma3.rope.scaling.type") && Catch::Contains("longrope"));
   // Logit soft-capping, which llama.cpp applies when the key is set, is refused.
   REQUIRE_THROWS_WITH(
       gemma3_config(256, 6, 4, 128, {{"gemma3.final_logit_softcapping", GgufWriter::f32(30)}}),

@@ -1,10 +1,12 @@
-// add, scaled_add, glu and convert against a double-precision reference and the
-// interpreter, over sizes that are not multiples of the block.
+// add, scaled_add, glu, convert and add_rows against a double-precision
+// reference and the interpreter, over sizes that are not multiples of the block.
 // Tolerance: the result's own rounding (half an ulp of T) plus, for glu,
 // 1e-6 relative for the vectorised sigmoid (5e-7) and tanh.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "support/quantized_x.h"
 #include "support/runtime_fixture.h"
 #include "support/test_data.h"
 
@@ -55,24 +57,32 @@ TEST_CASE("scaled_add matches y + alpha x in place", "[kernels][elementwise]") {
     }
 }
 
-TEST_CASE("glu matches silu(gate) * up and gelu_tanh(gate) * up", "[kernels][elementwise]") {
-  for (int64_t act : {0, 1})
+TEST_CASE("glu matches silu(gate) * up, gelu_tanh(gate) * up and GPT-OSS's clamped SwiGLU",
+          "[kernels][elementwise]") {
+  for (int64_t act : {0, 1, 2})
     for (DType t : {DType::f32, DType::f16, DType::bf16})
       for (int64_t n : kSizes) {
         INFO(dtype_name(t) << " n=" << n << " ACT=" << act);
         Spec spec = find_kernel("glu").make_spec({{"T", t}}, {{"ACT", act}});
-        auto g = HostBuffer::random(t, n, 5, -12, 12), u = HostBuffer::random(t, n, 6, -3, 3);
+        // up past +-7 too, which the clamped SwiGLU clips.
+        auto g = HostBuffer::random(t, n, 5, -12, 12), u = HostBuffer::random(t, n, 6, -9, 9);
         HostBuffer o(t, n), oi(t, n);
         kiln::test::runtime().launch(spec, {g.arg(), u.arg(), o.arg(), Arg::scalar_int(n)});
         kiln::test::runtime().interpret(spec, {g.arg(), u.arg(), oi.arg(), Arg::scalar_int(n)});
         std::vector<double> ref(n), refi(n);
         for (int64_t i = 0; i < n; ++i) {
-          double gv = g.get(i);
+          double gv = g.get(i), uv = u.get(i);
+          if (act == 2) {  // GPT-OSS: gate clipped above, up both ways, plus one
+            gv = std::min(gv, 7.0);
+            uv = std::clamp(uv, -7.0, 7.0) + 1;
+          }
           double a =
               act == 0 ? gv / (1 + std::exp(-gv))
-                       : 0.5 * gv *
-                             (1 + std::tanh(std::sqrt(2 / M_PI) * (gv + 0.044715 * gv * gv * gv)));
-          ref[i] = a * u.get(i);
+              : act == 2
+                  ? gv / (1 + std::exp(-1.702 * gv))
+                  : 0.5 * gv *
+                        (1 + std::tanh(std::sqrt(2 / M_PI) * (gv + 0.044715 * gv * gv * gv)));
+          ref[i] = a * uv;
           refi[i] = oi.get(i);
         }
         CHECK(kiln::test::worst_error(o, ref, 1e-6, ulp_rtol(t) + 1e-6) <= 1.0);
@@ -99,4 +109,34 @@ TEST_CASE("convert stores rows rounded to Y at a row offset", "[kernels][element
       CHECK(y.bytes() == want.bytes());
       CHECK(yi.bytes() == want.bytes());
     }
+}
+
+TEST_CASE("add_rows adds a bias to every row, or each row's expert's", "[kernels][elementwise]") {
+  // Exact: one f32 add per element. Grouped (TILE 2): rows 0-1 take expert
+  // 2's bias, 2-3 expert 0's, 4-5 none (a tile past the last expert's).
+  const int64_t n = 300, rows = 6, tile = 2, n_expert = 3;
+  std::vector<float> x = kiln::test::normal_floats(rows * n, 1),
+                     b = kiln::test::normal_floats(n_expert * n, 2);
+  std::vector<int32_t> tile_expert = {2, 0, -1};
+  for (int64_t t : {int64_t{0}, tile}) {
+    INFO("TILE " << t);
+    Spec spec = find_kernel("add_rows").make_spec({{"T", DType::f32}}, {{"TILE", t}});
+    std::vector<float> want = x;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t e = t ? tile_expert[r / t] : 0;
+      if (e < 0) continue;
+      for (int64_t c = 0; c < n; ++c) want[r * n + c] += b[e * n + c];
+    }
+    for (bool interpret : {false, true}) {
+      std::vector<float> y = x;
+      std::vector<Arg> args = {Arg::buffer(y.data(), rows * n), Arg::buffer(b.data(), n_expert * n),
+                               Arg::scalar_int(n)};
+      if (t) args.push_back(Arg::buffer(tile_expert.data(), 3));
+      if (interpret)
+        kiln::test::runtime().interpret(spec, args, {{"rows", rows}, {"n_expert", n_expert}});
+      else
+        kiln::test::runtime().launch(spec, args, {{"rows", rows}, {"n_expert", n_expert}});
+      CHECK(y == want);
+    }
+  }
 }

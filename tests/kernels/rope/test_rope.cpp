@@ -1,6 +1,8 @@
 // RoPE in both pairings against a double-precision rotation. The table is
 // f32, so the angle's cos/sin carry 2^-24 relative error; outputs are
-// within that plus the rounding of T.
+// within that plus the rounding of T. The YaRN table against llama.cpp's
+// published correction range and mscale for GPT-OSS's rope.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -50,4 +52,31 @@ TEST_CASE("rope rotates pairs like the reference, both pairings", "[kernels][rop
         CHECK(kiln::test::worst_error(x, ref, 1e-6, rtol) <= 1.0);
         CHECK(kiln::test::worst_error(x, refi, 1e-7, rtol) <= 1.0);
       }
+}
+
+TEST_CASE("YaRN tables keep the high frequencies, divide the low ones, and scale by mscale",
+          "[kernels][rope]") {
+  // GPT-OSS's rope: base 150000, factor 32 over 4096 original positions, 64
+  // dims. llama.cpp's correction range for it is pairs 8..18 and its mscale
+  // 1 + 0.1 ln 32 = 1.34657359.
+  const double base = 150000, mscale = 1.34657359;
+  const int64_t rot = 64, half = 32, n_pos = 300;
+  RopeScaling s{32, true, 4096};
+  std::vector<float> t = rope_cos_sin_table(base, rot, n_pos, s);
+  CHECK(t[0] == Approx(mscale).epsilon(1e-7));  // cos(0) * mscale
+  for (int64_t p : {1, 100, 299})
+    for (int64_t i = 0; i < half; ++i) {
+      INFO("position " << p << " pair " << i);
+      const double extrap = static_cast<double>(p) * std::pow(base, -2.0 * i / rot);
+      const double keep = 1 - std::clamp((static_cast<double>(i) - 8) / 10, 0.0, 1.0);
+      const double theta = extrap * keep + extrap / 32 * (1 - keep);
+      CHECK(t[p * rot + i] == Approx(std::cos(theta) * mscale).margin(1e-6));
+      CHECK(t[p * rot + half + i] == Approx(std::sin(theta) * mscale).margin(1e-6));
+      if (i <= 8) CHECK(theta == Approx(extrap));
+      if (i >= 18) CHECK(theta == Approx(extrap / 32));
+    }
+  // Linear scaling: every angle divided by the factor, no mscale.
+  std::vector<float> lin = rope_cos_sin_table(base, rot, n_pos, RopeScaling{4});
+  CHECK(lin[100 * rot + 3] ==
+        Approx(std::cos(100.0 / 4 * std::pow(base, -6.0 / rot))).margin(1e-6));
 }
