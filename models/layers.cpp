@@ -69,6 +69,7 @@ Tensor Forward::moe(int64_t l, const Tensor& h) {
   if (c.expert_bias) logits = ops::add_rows(g, logits, w.vector(g, blk(l, "ffn_gate_inp.bias")));
   ops::Routing r = ops::moe_route(g, logits, c.n_expert_used, c.norm_topk);
   ops::ExpertRows rows = ops::moe_sort(g, r, c.n_expert);
+  if (!expert_hits.empty()) ops::accumulate(g, expert_hits.at(static_cast<size_t>(l)), rows.counts);
   auto experts = [&](const std::string& name, const char* label, const Tensor& x, Grouping mode) {
     Tensor y = ops::grouped_linear(g, w.experts(g, blk(l, name + ".weight"), label), x, rows, mode);
     if (!c.expert_bias) return y;

@@ -28,6 +28,9 @@ class Forward {
   Tensor tokens, positions;        // i32 [n_tokens]
   std::vector<KvCache> cache;      // per layer
   std::vector<Tensor> rope_table;  // per layer, kernels/rope/rope.h's cos/sin table
+  // Per MoE layer, i32 [n_expert]: each expert's routed (token, slot) pairs
+  // are added in (kiln moe-stats); empty: not counted.
+  std::vector<Tensor> expert_hits;
 
   // "blk.<layer>.<name>"
   static std::string blk(int64_t layer, const std::string& name);

@@ -136,6 +136,19 @@ const std::vector<float>& Llm::forward(const std::vector<int32_t>& tokens, bool 
   return s.logits;
 }
 
+void Llm::count_expert_hits() {
+  if (!cfg_.moe()) throw Error("expert hits: the model has no experts (arch " + cfg_.arch + ")");
+  if (!steps_.empty()) throw Error("expert hits: counting must start before the first forward");
+  hits_.emplace(rt_.backend(), sizeof(int32_t) * cfg_.n_layer * cfg_.n_expert);
+}
+
+std::vector<int32_t> Llm::expert_hits() const {
+  if (!hits_) throw Error("expert hits: count_expert_hits() was not called");
+  std::vector<int32_t> out(static_cast<size_t>(cfg_.n_layer * cfg_.n_expert));
+  rt_.backend().download(out.data(), hits_->data(), hits_->bytes());
+  return out;
+}
+
 std::pair<size_t, size_t> Llm::scratch_bytes(int64_t n_tokens, bool all_logits) {
   Step& s = step_for(n_tokens, all_logits);
   return {s.graph.scratch_bytes(), s.graph.unplanned_bytes()};
@@ -175,6 +188,9 @@ void Llm::record(Step& s) {
     f.rope_table.push_back(
         g.external(rope.data(), DType::f32,
                    {static_cast<int64_t>(rope.bytes() / sizeof(float)) / c.rope_dim, c.rope_dim}));
+    if (hits_)
+      f.expert_hits.push_back(
+          g.external(hits_->as<int32_t>() + l * c.n_expert, DType::i32, {c.n_expert}));
   }
   Tensor logits = arch_builder(c.arch)(f);
   g.output("logits", logits, s.logits.data());

@@ -67,6 +67,13 @@ class Llm {
   void profile(bool on) { profiling_ = on; }
   std::map<std::string, std::pair<double, int64_t>> profile_ms() const;
 
+  // From now on every forward adds each MoE layer's routed (token, slot)
+  // pairs per expert into a hit map on the backend (a kernel of the plan);
+  // before the first forward only. Throws for a dense model.
+  void count_expert_hits();
+  // The hit map so far, [n_layer][n_expert] row-major.
+  std::vector<int32_t> expert_hits() const;
+
  private:
   struct Step;
   Step& step_for(int64_t n_tokens, bool all_logits);
@@ -84,6 +91,7 @@ class Llm {
   // all of them. A q8_0 cache's f16 scales beside (kv_cache.h).
   std::vector<DeviceBuffer> k_cache_, v_cache_, k_scale_, v_scale_;
   std::optional<DeviceBuffer> block_table_;  // paged: i32, the pages of every layer's pool
+  std::optional<DeviceBuffer> hits_;         // i32 [n_layer, n_expert] when counting
   // cos/sin tables by (base, freq_scale), and each layer's.
   std::map<std::pair<double, RopeScaling>, DeviceBuffer> rope_tables_;
   std::vector<const DeviceBuffer*> layer_rope_;

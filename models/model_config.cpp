@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ir/error.h"
+#include "models/expert_pruning.h"
 
 namespace kiln {
 
@@ -83,6 +84,20 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   if (c.moe() && (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert))
     f.fail(std::to_string(c.n_expert_used) + " experts used of " + std::to_string(c.n_expert));
   if (!c.moe() && c.n_ff <= 0) f.fail("missing key '" + key("feed_forward_length") + "'");
+  if (c.moe()) {
+    // Every expert tensor and the router hold expert_count slices (a pruned
+    // file's translation table is checked against it too).
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      for (const char* name : {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight",
+                               "ffn_down_exps.weight"}) {
+        const std::string t = "blk." + std::to_string(l) + "." + name;
+        const GgufTensor* g = f.find_tensor(t);
+        if (g && g->shape.back() != c.n_expert)
+          f.fail("tensor '" + t + "' holds " + std::to_string(g->shape.back()) + " experts but " +
+                 key("expert_count") + " is " + std::to_string(c.n_expert));
+      }
+    read_expert_map(f, c.n_layer, c.n_expert);
+  }
   c.n_vocab = f.tensor("token_embd.weight").shape.at(1);
   return c;
 }

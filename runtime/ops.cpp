@@ -74,6 +74,16 @@ Tensor add(Graph& g, const Tensor& x, const Tensor& y) {
   return z;
 }
 
+Tensor accumulate(Graph& g, const Tensor& acc, const Tensor& x) {
+  same_dtype("accumulate", {&acc, &x});
+  if (acc.numel() != x.numel())
+    mismatch("accumulate", "element counts differ: " + acc.str() + " += " + x.str());
+  Tensor out = g.overwrite(acc);
+  g.launch("accumulate", "add", {{"T", acc.dtype}},
+           {{"x", out}, {"y", x}, {"z", out}, {"n", Arg::scalar_int(acc.numel())}});
+  return out;
+}
+
 Tensor add_rows(Graph& g, const Tensor& x, const Tensor& b) {
   same_dtype("add_rows", {&x, &b});
   auto [rows, n] = rows_of("add_rows", x);

@@ -47,6 +47,8 @@ namespace ops {
 
 // x + y, of one dtype and element count.
 Tensor add(Graph& g, const Tensor& x, const Tensor& y);
+// acc += x in place (a running count or sum kept across replays).
+Tensor accumulate(Graph& g, const Tensor& acc, const Tensor& x);
 // x with the row vector b [n] added to each of its rows [.., n] (in place).
 Tensor add_rows(Graph& g, const Tensor& x, const Tensor& b);
 // A new f32 tensor of `shape` filled with `value`.

@@ -47,6 +47,8 @@ int cmd_list(const std::vector<std::string>& args);
 int cmd_cache(const std::vector<std::string>& args);
 int cmd_tune(const std::vector<std::string>& args);
 int cmd_gen_model(const std::vector<std::string>& args);
+int cmd_moe_stats(const std::vector<std::string>& args);
+int cmd_prune_experts(const std::vector<std::string>& args);
 
 }  // namespace kiln
 

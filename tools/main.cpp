@@ -13,13 +13,16 @@ void usage() {
       "usage: kiln <command> [options]\n"
       "\n"
       "commands:\n"
-      "  run      JIT-compile and run a library kernel on generated data, check it, time it\n"
+      "  run      run a GGUF model: prompt in, generated text and a JSON line of metrics out\n"
       "  inspect  show a kernel's IR, LLVM IR or assembly for a CPU target\n"
       "  bench    benchmark kernels against the measured memory bandwidth (Google Benchmark)\n"
       "  list     list the library kernels with their dtypes and constexprs\n"
       "  tune     search a kernel's block sizes for a shape and record the winner\n"
       "  cache    show or clear the on-disk compile cache (stats, list, clear)\n"
-      "  gen-model  write a random-weight GGUF model (llama, qwen2, qwen3, qwen3moe, llama-moe)\n"
+      "  gen-model  write a random-weight GGUF model (llama, qwen2, qwen3, qwen3moe, llama-moe,\n"
+      "             gemma3, gpt-oss)\n"
+      "  moe-stats  count the tokens an MoE model routes to each expert over a prompt file\n"
+      "  prune-experts  write an MoE model with only the most used experts of each layer\n"
       "\n"
       "`kiln <command> --help` describes a command's options.");
 }
@@ -42,6 +45,8 @@ int main(int argc, char** argv) {
     if (cmd == "cache") return kiln::cmd_cache(args);
     if (cmd == "tune") return kiln::cmd_tune(args);
     if (cmd == "gen-model") return kiln::cmd_gen_model(args);
+    if (cmd == "moe-stats") return kiln::cmd_moe_stats(args);
+    if (cmd == "prune-experts") return kiln::cmd_prune_experts(args);
     std::fprintf(stderr, "kiln: error: unknown command '%s' (run `kiln --help`)\n", cmd.c_str());
     return 2;
   } catch (const kiln::Error& e) {
