@@ -14,12 +14,13 @@ namespace kiln {
 namespace {
 
 // Expert e of a tensor that holds one slice per expert along its last axis
-// (ggml order): the experts' matrices and biases, the router's rows.
-bool per_expert(const GgufTensor& t, int64_t n_expert) {
+// (ggml order): the experts' matrices and biases, the router's rows (unless
+// the router is kept whole).
+bool per_expert(const GgufTensor& t, int64_t n_expert, bool keep_router) {
   if (t.name.rfind("blk.", 0) != 0 || t.shape.empty() || t.shape.back() != n_expert) return false;
   const std::string rest = t.name.substr(t.name.find('.', 4) + 1);
-  return rest.rfind("ffn_gate_inp.", 0) == 0 || rest.find("_exps.") != std::string::npos ||
-         rest.rfind("exp_probs_b", 0) == 0;
+  if (rest.find("_exps.") != std::string::npos) return true;
+  return !keep_router && (rest.rfind("ffn_gate_inp.", 0) == 0 || rest.rfind("exp_probs_b", 0) == 0);
 }
 
 int64_t layer_of(const GgufTensor& t) { return std::stoll(t.name.substr(4, t.name.find('.', 4))); }
@@ -128,7 +129,7 @@ std::vector<int32_t> read_expert_map(const GgufFile& f, int64_t n_layer, int64_t
 }
 
 uint64_t prune_experts(const GgufFile& in, const std::vector<std::vector<int32_t>>& keep,
-                       const std::string& out_path) {
+                       const std::string& out_path, const PruneOptions& o) {
   const std::string arch(in.get_string("general.architecture"));
   const std::string count_key = arch + ".expert_count";
   const int64_t n_expert = static_cast<int64_t>(in.get_u64(count_key));
@@ -164,15 +165,18 @@ uint64_t prune_experts(const GgufFile& in, const std::vector<std::vector<int32_t
 
   GgufWriter w(in.alignment());
   for (const auto& [key, value] : in.metadata()) {
-    if (key == kExpertMapKey || key == kExpertCountKey || key == "general.alignment") continue;
+    if (key == kExpertMapKey || key == kExpertCountKey || key == kExpertRenormKey ||
+        key == "general.alignment")
+      continue;
     w.add(key, key == count_key ? GgufWriter::u32(static_cast<uint32_t>(k))
                                 : GgufWriter::copy_of(value));
   }
   w.add(kExpertCountKey, GgufWriter::u32(static_cast<uint32_t>(original)));
   w.add(kExpertMapKey, GgufWriter::array(map));
+  if (o.renorm) w.add(kExpertRenormKey, GgufWriter::boolean(true));
   uint64_t bytes = 0;
   for (const GgufTensor& t : in.tensors()) {
-    if (!per_expert(t, n_expert)) {
+    if (!per_expert(t, n_expert, o.keep_router)) {
       w.add_tensor(t.name, t.type, t.shape,
                    std::string_view(reinterpret_cast<const char*>(t.data), t.nbytes));
       bytes += t.nbytes;

@@ -10,6 +10,9 @@
 // among the kept experts: a smaller model llama.cpp loads as it is. The old
 // -> new translation (-1: pruned) is recorded in the file's metadata
 // (kExpertMapKey, per layer, flattened) and checked when the file is read.
+// With keep_router the router stays whole (a file only Kiln runs): it
+// chooses among all the original experts, a pruned choice is dropped with
+// weight 0, and with renorm the remaining weights are renormalised.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,12 @@ namespace kiln {
 
 inline constexpr const char* kExpertMapKey = "kiln.expert_map";
 inline constexpr const char* kExpertCountKey = "kiln.expert_count_original";
+inline constexpr const char* kExpertRenormKey = "kiln.expert_renorm";
+
+struct PruneOptions {
+  bool keep_router = false;
+  bool renorm = false;  // with keep_router
+};
 
 struct ExpertHits {
   std::string model;
@@ -44,7 +53,7 @@ std::vector<std::vector<int32_t>> top_experts(const ExpertHits& hits, int64_t k)
 // Writes `in` with only the experts `keep` lists per layer; the rest is
 // copied as it is. Returns the bytes of the tensors written.
 uint64_t prune_experts(const GgufFile& in, const std::vector<std::vector<int32_t>>& keep,
-                       const std::string& out_path);
+                       const std::string& out_path, const PruneOptions& o = {});
 
 // The translation table of a pruned file (none: an empty vector), checked
 // against the model: its length, and per layer exactly n_expert kept ids,

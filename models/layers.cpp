@@ -67,7 +67,9 @@ Tensor Forward::moe(int64_t l, const Tensor& h) {
   Graph::Scope s(g, "moe");
   Tensor logits = linear(blk(l, "ffn_gate_inp.weight"), "router", h);
   if (c.expert_bias) logits = ops::add_rows(g, logits, w.vector(g, blk(l, "ffn_gate_inp.bias")));
-  ops::Routing r = ops::moe_route(g, logits, c.n_expert_used, c.norm_topk);
+  ops::RouterOptions ro{c.norm_topk, {}, c.expert_renorm};
+  if (!expert_map.empty()) ro.expert_map = expert_map.at(static_cast<size_t>(l));
+  ops::Routing r = ops::moe_route(g, logits, c.n_expert_used, ro);
   ops::ExpertRows rows = ops::moe_sort(g, r, c.n_expert);
   if (!expert_hits.empty()) ops::accumulate(g, expert_hits.at(static_cast<size_t>(l)), rows.counts);
   auto experts = [&](const std::string& name, const char* label, const Tensor& x, Grouping mode) {

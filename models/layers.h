@@ -31,6 +31,9 @@ class Forward {
   // Per MoE layer, i32 [n_expert]: each expert's routed (token, slot) pairs
   // are added in (kiln moe-stats); empty: not counted.
   std::vector<Tensor> expert_hits;
+  // Per MoE layer of a pruned model that kept its full router, i32
+  // [n_router]: the router's experts' new ids, -1 pruned; empty otherwise.
+  std::vector<Tensor> expert_map;
 
   // "blk.<layer>.<name>"
   static std::string blk(int64_t layer, const std::string& name);

@@ -7,6 +7,7 @@
 #include "kernels/attention/kv_cache.h"
 #include "kernels/rope/rope.h"
 #include "models/arch/arch.h"
+#include "models/expert_pruning.h"
 #include "runtime/kv_page_pool.h"
 
 namespace kiln {
@@ -76,6 +77,11 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv, int64_t 
       b.upload(it->second.data(), table.data(), it->second.bytes());
     }
     layer_rope_.push_back(&it->second);
+  }
+  if (cfg_.moe() && cfg_.n_router != cfg_.n_expert) {
+    const std::vector<int32_t> map = read_expert_map(file_, cfg_.n_layer, cfg_.n_expert);
+    expert_map_.emplace(b, map.size() * sizeof(int32_t));
+    b.upload(expert_map_->data(), map.data(), expert_map_->bytes());
   }
   try {
     for (const auto* bufs : {&k_cache_, &v_cache_, &k_scale_, &v_scale_})
@@ -188,6 +194,9 @@ void Llm::record(Step& s) {
     f.rope_table.push_back(
         g.external(rope.data(), DType::f32,
                    {static_cast<int64_t>(rope.bytes() / sizeof(float)) / c.rope_dim, c.rope_dim}));
+    if (expert_map_)
+      f.expert_map.push_back(
+          g.external(expert_map_->as<int32_t>() + l * c.n_router, DType::i32, {c.n_router}));
     if (hits_)
       f.expert_hits.push_back(
           g.external(hits_->as<int32_t>() + l * c.n_expert, DType::i32, {c.n_expert}));

@@ -92,6 +92,7 @@ class Llm {
   std::vector<DeviceBuffer> k_cache_, v_cache_, k_scale_, v_scale_;
   std::optional<DeviceBuffer> block_table_;  // paged: i32, the pages of every layer's pool
   std::optional<DeviceBuffer> hits_;         // i32 [n_layer, n_expert] when counting
+  std::optional<DeviceBuffer> expert_map_;   // i32 [n_layer, n_router]: a full router's
   // cos/sin tables by (base, freq_scale), and each layer's.
   std::map<std::pair<double, RopeScaling>, DeviceBuffer> rope_tables_;
   std::vector<const DeviceBuffer*> layer_rope_;

@@ -85,18 +85,29 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     f.fail(std::to_string(c.n_expert_used) + " experts used of " + std::to_string(c.n_expert));
   if (!c.moe() && c.n_ff <= 0) f.fail("missing key '" + key("feed_forward_length") + "'");
   if (c.moe()) {
-    // Every expert tensor and the router hold expert_count slices (a pruned
-    // file's translation table is checked against it too).
+    // Every expert tensor holds expert_count slices, and so does the router,
+    // unless a pruned file kept its full router (its translation table,
+    // checked against expert_count, then maps the router's experts).
+    const std::vector<int32_t> map = read_expert_map(f, c.n_layer, c.n_expert);
+    const int64_t original =
+        map.empty() ? c.n_expert : static_cast<int64_t>(map.size()) / c.n_layer;
+    c.n_router = f.tensor("blk.0.ffn_gate_inp.weight").shape.back();
+    if (c.n_router != c.n_expert && c.n_router != original)
+      f.fail("tensor 'blk.0.ffn_gate_inp.weight' routes " + std::to_string(c.n_router) +
+             " experts but " + key("expert_count") + " is " + std::to_string(c.n_expert));
     for (int64_t l = 0; l < c.n_layer; ++l)
       for (const char* name : {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight",
                                "ffn_down_exps.weight"}) {
         const std::string t = "blk." + std::to_string(l) + "." + name;
+        const bool router = std::string_view(name).rfind("ffn_gate_inp", 0) == 0;
+        const int64_t want = router ? c.n_router : c.n_expert;
         const GgufTensor* g = f.find_tensor(t);
-        if (g && g->shape.back() != c.n_expert)
-          f.fail("tensor '" + t + "' holds " + std::to_string(g->shape.back()) + " experts but " +
-                 key("expert_count") + " is " + std::to_string(c.n_expert));
+        if (g && g->shape.back() != want)
+          f.fail("tensor '" + t + "' holds " + std::to_string(g->shape.back()) + " experts, not " +
+                 std::to_string(want) + " (" + key("expert_count") + " " +
+                 std::to_string(c.n_expert) + ")");
       }
-    read_expert_map(f, c.n_layer, c.n_expert);
+    c.expert_renorm = f.find_bool(kExpertRenormKey).value_or(false);
   }
   c.n_vocab = f.tensor("token_embd.weight").shape.at(1);
   return c;

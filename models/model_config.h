@@ -33,6 +33,11 @@ struct ModelConfig {
   // The router and every expert matrix carry biases, and the experts'
   // activation is GPT-OSS's clamped SwiGLU (gpt-oss).
   bool expert_bias = false;
+  // A pruned model that kept its full router (models/expert_pruning.h): the
+  // router scores n_router > n_expert experts, and a chosen one the model
+  // no longer holds is dropped (the others renormalised with expert_renorm).
+  int64_t n_router = 0;
+  bool expert_renorm = false;
   // Of q.k in the softmax: 1/sqrt(head_dim), but 1/sqrt(n_embd / n_head) in
   // Gemma 3 27B, as llama.cpp (which tells it by its 62 layers).
   double attn_scale = 0;

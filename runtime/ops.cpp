@@ -412,7 +412,7 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
   return out;
 }
 
-Routing moe_route(Graph& g, const Tensor& logits, int64_t k, bool norm_topk) {
+Routing moe_route(Graph& g, const Tensor& logits, int64_t k, const RouterOptions& o) {
   need_dtype("moe_route", logits, DType::f32, "router logits");
   auto [t, ne] = rows_of("moe_route", logits);
   if (k < 1 || k > ne)
@@ -420,14 +420,20 @@ Routing moe_route(Graph& g, const Tensor& logits, int64_t k, bool norm_topk) {
   int64_t block = 1;
   while (block < ne) block *= 2;
   Routing r{g.scratch(DType::i32, {t, k}), g.scratch(DType::f32, {t, k})};
-  g.launch("moe_route", "moe_topk", {},
-           {{"logits", logits},
-            {"ids", r.ids},
-            {"weights", r.weights},
-            {"n_expert", Arg::scalar_int(ne)},
-            {"k", Arg::scalar_int(k)},
-            {"norm", Arg::scalar_int(norm_topk ? 1 : 0)}},
-           {{"tokens", t}}, {{"BLOCK", block}});
+  Graph::Operands args = {
+      {"logits", logits},        {"ids", r.ids},
+      {"weights", r.weights},    {"n_expert", Arg::scalar_int(ne)},
+      {"k", Arg::scalar_int(k)}, {"norm", Arg::scalar_int(o.norm_topk ? 1 : 0)}};
+  if (o.expert_map) {
+    need_dtype("moe_route", *o.expert_map, DType::i32, "expert map");
+    if (o.expert_map->numel() != ne)
+      mismatch("moe_route", "expert map " + o.expert_map->str() + " for " + std::to_string(ne) +
+                                " router experts");
+    args["expert_map"] = *o.expert_map;
+    args["renorm"] = Arg::scalar_int(o.renorm ? 1 : 0);
+  }
+  g.launch("moe_route", "moe_topk", {}, args, {{"tokens", t}},
+           {{"BLOCK", block}, {"REMAP", o.expert_map ? 1 : 0}});
   return r;
 }
 

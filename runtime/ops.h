@@ -91,13 +91,21 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
 // sorted by expert, one launch per matmul for all experts, and the combine.
 // Nothing returns to the host: an expert no token chose costs nothing.
 //
-// Each token's top-k experts by softmaxed router logits [t, n_expert]
-// and their weights (normalised over the chosen with norm_topk).
+// Each token's top-k experts by softmaxed router logits [t, n_router]
+// and their weights (normalised over the chosen with norm_topk). With an
+// expert_map (i32 [n_router]: a pruned model's old -> new ids, -1 pruned), a
+// chosen expert the model no longer holds is dropped (id -1, weight 0) and,
+// with renorm, the others' weights renormalised.
 struct Routing {
   Tensor ids;      // i32 [t, k]
   Tensor weights;  // f32 [t, k]
 };
-Routing moe_route(Graph& g, const Tensor& logits, int64_t k, bool norm_topk);
+struct RouterOptions {
+  bool norm_topk = false;
+  std::optional<Tensor> expert_map{};
+  bool renorm = false;
+};
+Routing moe_route(Graph& g, const Tensor& logits, int64_t k, const RouterOptions& o);
 // The (token, slot) pairs sorted by expert into tiles (kernels/moe/moe_sort.cpp).
 struct ExpertRows {
   Tensor counts, offsets;  // i32 [n_expert]

@@ -114,14 +114,18 @@ int cmd_moe_stats(const std::vector<std::string>& argv) {
 int cmd_prune_experts(const std::vector<std::string>& argv_in) {
   std::vector<std::string> argv;
   for (const auto& s : argv_in) argv.push_back(s == "-o" ? "--out" : s);
-  CliArgs a(argv, {"help"});
-  a.allow_only({"help", "stats", "keep", "out"});
+  CliArgs a(argv, {"help", "keep-router", "renorm"});
+  a.allow_only({"help", "stats", "keep", "out", "keep-router", "renorm"});
   if (a.flag("help") || a.positional().size() != 1) {
     std::puts(
         "usage: kiln prune-experts MODEL.gguf --stats HITS.json --keep K -o PRUNED.gguf\n"
+        "                          [--keep-router [--renorm]]\n"
         "Keeps the K experts of each layer with the most hits (kiln moe-stats; ties: the\n"
         "lower id) and writes a model with only those: expert tensors and router rows\n"
-        "reduced, the old -> new expert ids in its metadata (kiln.expert_map).");
+        "reduced, the old -> new expert ids in its metadata (kiln.expert_map). With\n"
+        "--keep-router the router keeps every expert's row (a file only Kiln runs): a token\n"
+        "routed to a pruned expert loses that share (weight 0), or with --renorm the\n"
+        "remaining experts' weights are renormalised to sum to 1.");
     return a.flag("help") ? 0 : 2;
   }
   if (!a.has("stats") || !a.has("keep") || !a.has("out"))
@@ -139,7 +143,10 @@ int cmd_prune_experts(const std::vector<std::string>& argv_in) {
   const int64_t k = a.get_int("keep", 0);
   auto keep = top_experts(h, k);
   const uint64_t before = in.size();
-  const uint64_t bytes = prune_experts(in, keep, a.get("out"));
+  if (a.flag("renorm") && !a.flag("keep-router"))
+    throw Error("--renorm applies to --keep-router (a reduced router chooses kept experts only)");
+  const uint64_t bytes =
+      prune_experts(in, keep, a.get("out"), {a.flag("keep-router"), a.flag("renorm")});
   std::printf("wrote %s: %lld of %lld experts per layer, tensors %.1f MiB (file was %.1f MiB)\n",
               a.get("out").c_str(), static_cast<long long>(k), static_cast<long long>(*n_expert),
               static_cast<double>(bytes) / (1 << 20), static_cast<double>(before) / (1 << 20));

@@ -9,6 +9,11 @@
 //      the `topk_group` of `n_group` equal groups with the largest sums of
 //      their two best biased scores; the weights are the chosen sigmoids,
 //      over their sum with `norm`, times `scale`.
+// With REMAP, the router's experts are a pruned model's originals
+// (models/expert_pruning.h): each chosen id becomes expert_map[id], and one
+// the model no longer holds (-1) keeps id -1 and weight 0, which moe_sort
+// then drops; with `renorm` the surviving weights are divided by their sum
+// instead of the usual denominator.
 // One program per token; BLOCK >= n_expert.
 #include <limits>
 
@@ -80,9 +85,27 @@ Kernel build_moe_topk(const Spec& s) {
     left = where(hit, none, Value(left));
   });
   auto denom = where(norm != 0, Value(chosen), denom_all);
+  if (!s.constexpr_("REMAP")) {
+    k.for_(0, top_k, 1, [&](Value j) {
+      auto at = out + j.to(DType::i64);
+      store(weights + at, load(weights + at) / denom * scale);
+    });
+    return k.finish();
+  }
+  auto map = k.buffer("expert_map", DType::i32);
+  auto renorm = k.scalar("renorm", DType::i32);
+  auto kept = k.var(full({}, 0.0, DType::f32));
   k.for_(0, top_k, 1, [&](Value j) {
     auto at = out + j.to(DType::i64);
-    store(weights + at, load(weights + at) / denom * scale);
+    auto to = load(map + load(ids + at));
+    store(ids + at, to);
+    kept = Value(kept) + where(to >= 0, load(weights + at), full({}, 0.0, DType::f32));
+  });
+  auto d = where(renorm != 0, Value(kept), denom);
+  k.for_(0, top_k, 1, [&](Value j) {
+    auto at = out + j.to(DType::i64);
+    auto w = load(weights + at) / d * scale;
+    store(weights + at, where(load(ids + at) >= 0, w, full({}, 0.0, DType::f32)));
   });
   return k.finish();
 }
@@ -93,7 +116,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .summary = "router top-k experts and their weights per token (softmax, or sigmoid + bias "
                "with groups)",
     .dtype_roles = {},
-    .constexpr_defaults = {{"BLOCK", 128}, {"GATING", 0}},
+    .constexpr_defaults = {{"BLOCK", 128}, {"GATING", 0}, {"REMAP", 0}},
     .build = build_moe_topk,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
@@ -117,6 +140,7 @@ KILN_REGISTER_KERNEL((KernelDef{
                           "experts in the kept groups)");
             l.buffer_elems["bias"] = n;
           }
+          if (s.constexpr_("REMAP")) l.buffer_elems["expert_map"] = n;
           return l;
         },
 }));

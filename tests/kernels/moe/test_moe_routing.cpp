@@ -80,6 +80,50 @@ TEST_CASE("moe_topk picks and weighs experts as a stable sort does", "[kernels][
   }
 }
 
+TEST_CASE("moe_topk with an expert map drops pruned choices, renormalising or not",
+          "[kernels][moe]") {
+  // 8 router experts, 5 kept (old 1, 3, 6 pruned): weights as without the
+  // map, a dropped slot's set to 0 and its id to -1; with renorm the rest
+  // divided by their sum.
+  const int64_t T = 7, NE = 8, K = 3;
+  std::vector<float> logits = test::normal_floats(T * NE, 31);
+  std::vector<int32_t> map = {0, -1, 1, -1, 2, 3, -1, 4};
+  for (bool norm : {false, true})
+    for (bool renorm : {false, true}) {
+      INFO("norm " << norm << " renorm " << renorm);
+      Routing base = reference_topk(logits, T, NE, K, norm);
+      Spec spec = find_kernel("moe_topk").make_spec({}, {{"BLOCK", 8}, {"REMAP", 1}});
+      for (bool interpret : {false, true}) {
+        std::vector<int32_t> ids(T * K, 99);
+        std::vector<float> w(T * K);
+        std::vector<Arg> args = {Arg::buffer(logits.data(), T * NE),
+                                 Arg::buffer(ids.data(), T * K),
+                                 Arg::buffer(w.data(), T * K),
+                                 Arg::scalar_int(NE),
+                                 Arg::scalar_int(K),
+                                 Arg::scalar_int(norm),
+                                 Arg::buffer(map.data(), NE),
+                                 Arg::scalar_int(renorm)};
+        if (interpret)
+          test::runtime().interpret(spec, args, {{"tokens", T}});
+        else
+          test::runtime().launch(spec, args, {{"tokens", T}});
+        for (int64_t t = 0; t < T; ++t) {
+          double kept = 0;
+          for (int64_t j = 0; j < K; ++j)
+            if (map[base.ids[t * K + j]] >= 0) kept += base.weights[t * K + j];
+          for (int64_t j = 0; j < K; ++j) {
+            const int64_t i = t * K + j;
+            const int32_t to = map[base.ids[i]];
+            CHECK(ids[i] == to);
+            const double want = to < 0 ? 0 : renorm ? base.weights[i] / kept : base.weights[i];
+            CHECK(w[i] == Approx(want).epsilon(1e-6));
+          }
+        }
+      }
+    }
+}
+
 // DeepSeek-V3's routing: sigmoid scores, chosen by score + bias among the
 // topk_group groups with the best two-expert sums; ties to the lower id.
 Routing reference_sigmoid(const std::vector<float>& logits, const std::vector<float>& bias,
