@@ -1,12 +1,11 @@
-// The grouped matmuls (kernels/moe/expert_tiles.h): qgemv, qgemv_rows16 and
-// gemm with GROUPED 1 (rows gathered from the layer's input) and 2 (rows in
-// sorted order), for tiles of 1, 2 and 4 rows, over a stack of experts some
-// of which no token chose. Each row must equal the plain kernel (BLOCK_T 1,
-// checked against scalar references in its own tests) run on its expert's
-// matrix and its x row: the same per-token arithmetic, so within 1e-5 of
-// the output's scale (only the accumulation order of a token block may
-// differ). Padding rows repeat their tile's first row; tiles past the last
-// expert's are not written. JIT and interpreter alike.
+// The grouped matmuls (kernels/moe/expert_tiles.h): qgemv (Q4_0, Q8_0,
+// Q4_K), qgemv_rows16 (Q8_0, Q4_K, Q6_K, MXFP4) and gemm (f16) with GROUPED 1 (rows gathered from
+// the layer's input) and 2 (rows in sorted order), for tiles of 1, 2 and 4 rows, over a stack of
+// experts some of which no token chose. Each row must equal the plain kernel (BLOCK_T 1, checked
+// against scalar references in its own tests) run on its expert's matrix and its x row: the same
+// per-token arithmetic, so within 1e-5 of the output's scale (only the accumulation order of a
+// token block may differ). Padding rows repeat their tile's first row; tiles past the last expert's
+// are not written. JIT and interpreter alike.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -171,6 +170,9 @@ TEST_CASE("grouped matmuls equal the plain kernel on each row's expert", "[kerne
   check_grouped({"qgemv", {{"FMT", 8}, {"BLOCK_M", 1}}, {}, QuantType::Q8_0});
   check_grouped({"qgemv_rows16", {{"FMT", 12}}, {}, QuantType::Q4_K});
   check_grouped({"qgemv_rows16", {{"FMT", 14}}, {}, QuantType::Q6_K});
+  check_grouped({"qgemv", {{"FMT", 2}, {"BLOCK_M", 4}}, {}, QuantType::Q4_0});
+  check_grouped({"qgemv_rows16", {{"FMT", 39}}, {}, QuantType::MXFP4});
+  check_grouped({"qgemv_rows16", {{"FMT", 8}}, {}, QuantType::Q8_0});
   check_grouped({"gemm", {}, {{"W", DType::f16}}, QuantType::Q8_0, true});
 }
 

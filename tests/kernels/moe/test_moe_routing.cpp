@@ -206,41 +206,46 @@ TEST_CASE("moe_topk's sigmoid gating chooses by biased score within the best gro
 
 TEST_CASE("moe_sort groups pairs by expert into padded tiles, stable and dropping pruned slots",
           "[kernels][moe]") {
-  const int64_t T = 9, K = 3, NE = 6;
+  const int64_t K = 3, NE = 6;
   std::mt19937_64 rng(11);
-  std::vector<int32_t> ids(T * K);
-  // Experts 0-3 and -1 (a pruned expert's slot): 4 and 5 get no tokens.
-  for (int32_t& e : ids) e = static_cast<int32_t>(rng() % 5) - 1;
-  for (int64_t tile : {1, 2, 4}) {
-    const int64_t rows = moe_rows_bound(T, K, NE, tile) + tile;  // room to spare
-    test::SortedPairs want = test::sort_pairs(ids, K, NE, tile, rows);
-    Spec spec = find_kernel("moe_sort").make_spec({}, {{"TILE", tile}});
-    for (bool interpret : {false, true}) {
-      INFO("TILE " << tile << (interpret ? " interpreter" : " JIT"));
-      test::SortedPairs got{std::vector<int32_t>(NE, 99), std::vector<int32_t>(NE, 99),
-                            std::vector<int32_t>(rows, 99), std::vector<int32_t>(T * K, 99),
-                            std::vector<int32_t>(rows / tile, 99)};
-      std::vector<Arg> args = {Arg::buffer(ids.data(), T * K),
-                               Arg::buffer(got.counts.data(), NE),
-                               Arg::buffer(got.offsets.data(), NE),
-                               Arg::buffer(got.sorted.data(), rows),
-                               Arg::buffer(got.pos.data(), T * K),
-                               Arg::buffer(got.tile_expert.data(), rows / tile),
-                               Arg::scalar_int(T),
-                               Arg::scalar_int(K),
-                               Arg::scalar_int(NE),
-                               Arg::scalar_int(rows)};
-      if (interpret)
-        test::runtime().interpret(spec, args);
-      else
-        test::runtime().launch(spec, args);
-      CHECK(got.counts == want.counts);
-      CHECK(got.offsets == want.offsets);
-      CHECK(got.sorted == want.sorted);
-      CHECK(got.pos == want.pos);
-      CHECK(got.tile_expert == want.tile_expert);
+  // Experts 0-3 and -1 (a pruned expert's slot): 4 and 5 get no tokens;
+  // every pair to expert 2; one token.
+  std::vector<int32_t> mixed(9 * K), one_expert(9 * K, 2), one_token = {5, 0, 3};
+  for (int32_t& e : mixed) e = static_cast<int32_t>(rng() % 5) - 1;
+  for (std::vector<int32_t> ids : {mixed, one_expert, one_token})
+    for (int64_t tile : {1, 2, 4}) {
+      const int64_t T = static_cast<int64_t>(ids.size()) / K;
+      const int64_t rows = moe_rows_bound(T, K, NE, tile) + tile;  // room to spare
+      test::SortedPairs want = test::sort_pairs(ids, K, NE, tile, rows);
+      Spec spec = find_kernel("moe_sort").make_spec({}, {{"TILE", tile}});
+      for (bool interpret : {false, true}) {
+        INFO(T << " tokens, TILE " << tile << (interpret ? " interpreter" : " JIT"));
+        test::SortedPairs got{std::vector<int32_t>(NE, 99), std::vector<int32_t>(NE, 99),
+                              std::vector<int32_t>(rows, 99), std::vector<int32_t>(T * K, 99),
+                              std::vector<int32_t>(rows / tile, 99)};
+        std::vector<Arg> args = {Arg::buffer(ids.data(), T * K),
+                                 Arg::buffer(got.counts.data(), NE),
+                                 Arg::buffer(got.offsets.data(), NE),
+                                 Arg::buffer(got.sorted.data(), rows),
+                                 Arg::buffer(got.pos.data(), T * K),
+                                 Arg::buffer(got.tile_expert.data(), rows / tile),
+                                 Arg::scalar_int(T),
+                                 Arg::scalar_int(K),
+                                 Arg::scalar_int(NE),
+                                 Arg::scalar_int(rows)};
+        if (interpret)
+          test::runtime().interpret(spec, args);
+        else
+          test::runtime().launch(spec, args);
+        CHECK(got.counts == want.counts);
+        CHECK(got.offsets == want.offsets);
+        CHECK(got.sorted == want.sorted);
+        CHECK(got.pos == want.pos);
+        CHECK(got.tile_expert == want.tile_expert);
+      }
     }
-  }
+  const int64_t T = 9;
+  std::vector<int32_t>& ids = mixed;
   Spec spec = find_kernel("moe_sort").make_spec({}, {{"TILE", 4}});
   std::vector<int32_t> buf(1024);
   std::vector<Arg> small = {Arg::buffer(ids.data(), T * K),
