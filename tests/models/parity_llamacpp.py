@@ -31,6 +31,10 @@ Both round the cache rows, and q for the K dot products, to Q8_0 the same
 way, but sum in other orders, so they take the quantized bar, the yardstick
 being llama.cpp's q8_0 cache against its f16 one (flash attention both).
 
+Pruned experts: `kiln moe-stats` and `kiln prune-experts --keep 5` on
+qwen3moe/tiny Q8_0 write a model with 5 of 8 experts per layer (router rows
+reduced), which llama.cpp loads as any model; it takes the quantized bar.
+
 Real mixes: llama.cpp's own quantizer (llama_model_quantize) also writes
 files from gen-model f16 models: Q4_K_M, Q5_K_M, Q4_1, Q5_0 and Q5_1 of a
 SmolLM-shaped model, whose 576-wide rows make it fall back from K-quants
@@ -149,10 +153,11 @@ def main():
                                                    "shared", "data", "vocab",
                                                    "ggml-vocab-llama-spm.gguf"))
     ap.add_argument("--tokens", type=int, default=96)
-    extra = ("gemma3-swa", "kv-q8_0") + tuple(MIX_SOURCES)
+    extra = ("gemma3-swa", "kv-q8_0", "moe-pruned") + tuple(MIX_SOURCES)
     ap.add_argument("--arch", nargs="*", choices=ARCHES + extra, default=ARCHES + extra,
                     help="only these (gemma3-swa: a window under the prompt; kv-q8_0: a q8_0 KV "
-                         "cache; smollm, tiny, moe: llama.cpp's mixes)")
+                         "cache; moe-pruned: kiln prune-experts' output; smollm, tiny, moe, "
+                         "gpt-oss-mix: llama.cpp's mixes)")
     ap.add_argument("--type", nargs="*", choices=TYPES, default=TYPES, help="only these")
     a = ap.parse_args()
     failed = 0
@@ -215,6 +220,23 @@ def main():
             subprocess.run([a.kiln, "gen-model", "--arch", base, "--preset", "tiny", "--type", qtype,
                             "-o", path, "--seed", "1"] + window, check=True, capture_output=True)
             failed += not check(arch, qtype, path, 0, kv)
+        if "moe-pruned" in a.arch:
+            # kiln moe-stats over a few prompts, then the 5 most used of 8
+            # experts per layer: a smaller model llama.cpp loads as it is.
+            src = os.path.join(tmp, "moe-pruned-src.gguf")
+            subprocess.run([a.kiln, "gen-model", "--arch", "qwen3moe", "--preset", "tiny",
+                            "--type", "q8_0", "-o", src, "--seed", "1"], check=True,
+                           capture_output=True)
+            prompts, hits = os.path.join(tmp, "prompts.txt"), os.path.join(tmp, "hits.json")
+            with open(prompts, "w") as f:
+                f.write("the quick brown fox jumps over the lazy dog\n"
+                        "routing decides which experts see each token\n")
+            subprocess.run([a.kiln, "moe-stats", src, "--prompts", prompts, "--json", hits],
+                           check=True, capture_output=True)
+            path = os.path.join(tmp, "moe-pruned.gguf")
+            subprocess.run([a.kiln, "prune-experts", src, "--stats", hits, "--keep", "5",
+                            "-o", path], check=True, capture_output=True)
+            failed += not check("moe-pruned", "q8_0", path, 2)
         for preset, (arch, size) in MIX_SOURCES.items():
             if preset not in a.arch:
                 continue
