@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <sstream>
 #include <tuple>
 
@@ -148,6 +149,45 @@ void register_split_attention(const std::string& name, Runtime* rt, const Bandwi
       ->Unit(benchmark::kMillisecond);
 }
 
+// One decode token through `experts` experts of m x k (every one chosen),
+// stacked as a model's expert tensor, in one grouped launch (GROUPED 1,
+// tiles of one row): GB/s of the experts' weights against the probe.
+void register_grouped_gemv(const std::string& f, int64_t m, int64_t k, ggml::QuantType fmt,
+                           bool rows16, int64_t experts, Runtime* rt, int t,
+                           const BandwidthProbe& probe, const std::string& kernel,
+                           std::map<std::string, int64_t> fixed,
+                           const std::map<std::string, int64_t>& qfixed, bool cold) {
+  struct Grouped {
+    std::shared_ptr<QgemvWorkload> work;
+    std::vector<int32_t> tile_expert, sorted;
+  };
+  auto g = std::make_shared<Grouped>();
+  g->work = std::make_shared<QgemvWorkload>(m * experts, k, fmt, 1, rows16);
+  rt->call("quantize_q8", {}, g->work->quantize_args(), {}, qfixed);
+  g->tile_expert.resize(static_cast<size_t>(experts));
+  std::iota(g->tile_expert.begin(), g->tile_expert.end(), 0);
+  g->sorted.assign(static_cast<size_t>(experts), 0);
+  std::vector<Arg> args = g->work->args();
+  // The plain launch's m and t become one expert's rows and the routed rows.
+  args[args.size() - 3] = Arg::scalar_int(m);
+  args[args.size() - 1] = Arg::scalar_int(experts);
+  for (const Arg& x : {Arg::buffer(g->tile_expert.data(), experts),
+                       Arg::buffer(g->sorted.data(), experts), Arg::scalar_int(experts),
+                       Arg::scalar_int(g->work->weight_bytes() / experts), Arg::scalar_int(1)})
+    args.push_back(x);
+  fixed["GROUPED"] = 1;
+  fixed["BLOCK_T"] = 1;
+  const std::string name = "qgemv_grouped/" + f + "/" + std::to_string(m) + "x" +
+                           std::to_string(k) + "/experts:" + std::to_string(experts) +
+                           "/threads:" + std::to_string(t);
+  register_streaming(
+      name, rt, probe, g->work->weight_bytes(), args, g,
+      [rt, kernel, fixed](const std::vector<Arg>& a) {
+        return rt->select(kernel, {}, a, {}, fixed);
+      },
+      cold);
+}
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& argv) {
@@ -155,12 +195,13 @@ int cmd_bench(const std::vector<std::string>& argv) {
   for (const auto& s : argv) (s.rfind("--benchmark_", 0) == 0 ? gbench : ours).push_back(s);
   CliArgs a(ours, {"help", "warm"});
   a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats", "tokens", "warm",
-                "contexts", "heads", "kv"});
+                "contexts", "heads", "kv", "experts"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln bench [--threads 1,2] [--shapes 4096x4096,4096x14336] [--dtypes "
         "f32,f16,bf16]\n"
         "                  [--formats q4_K-rows16,int4w-rows16,...] [--tokens 512] [--warm]\n"
+        "                  [--experts 8]\n"
         "                  [--contexts 2048] [--heads 32x4x64,32x8x128] [--kv f16,bf16,f32,q8_0]\n"
         "                  [--const BLOCK_K=128] [--benchmark_* Google Benchmark options]\n"
         "Benchmarks gemv (y = W x) for each weight dtype or format, shape and thread count,\n"
@@ -168,6 +209,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "probe GB/s). GEMVs cycle through copies of their weights totalling 256 MiB, so\n"
         "each launch reads them from DRAM as a model forward does; --warm re-reads one copy\n"
         "(a matrix that fits the last-level cache then runs at cache speed).\n"
+        "--experts N adds, per format and shape, the grouped GEMV of an MoE decode step\n"
+        "(qgemv_grouped: one token through N experts of that shape, one launch), in GB/s of\n"
+        "the N experts' weights.\n"
         "Prompt GEMMs (--tokens rows of x; 0 or 1 skips them) report GFLOP/s next to the\n"
         "compute roofline re-measured before each (frac_of_peak): dot_peak/u8 (byte dots)\n"
         "for quantized formats, dot_peak/f32 (f32 FMAs) for gemm over f32/f16/bf16.\n"
@@ -249,6 +293,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   // Batched GEMM (prompt processing): --tokens rows of x per weight pass,
   // reported as GFLOP/s and weight passes per second.
   int64_t tokens = a.get_int("tokens", 128);
+  const int64_t experts = a.get_int("experts", 0);
   if (tokens > 0)
     for (DType wt : dtypes)
       for (auto [m, k] : shapes) {
@@ -372,6 +417,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
             },
             cold);
       }
+      if (experts > 0)
+        for (int t : threads)
+          register_grouped_gemv(f, m, k, fmt, rows16, experts, runtimes[t].get(), t, probe, kernel,
+                                fixed, qfixed, cold);
       if (tokens > 1) {
         auto batch = std::make_shared<QgemvWorkload>(m, k, fmt, tokens, rows16);
         register_qgemm(f, m, k, batch->quantize_args(), batch->args(), batch, kernel, fixed,
