@@ -26,6 +26,30 @@ struct Routing {
   std::vector<float> weights;
 };
 
+// The kernel through the JIT, or through the interpreter.
+void run(const Spec& spec, std::vector<Arg>& args, bool interpret, const Sizes& sizes = {}) {
+  if (interpret)
+    test::runtime().interpret(spec, args, sizes);
+  else
+    test::runtime().launch(spec, args, sizes);
+}
+
+// moe_topk's ids and weights for T tokens of NE logits, `extra` the
+// arguments after its common ones (a gating's or a map's).
+Routing run_topk(const Spec& spec, std::vector<float>& logits, int64_t T, int64_t NE, int64_t K,
+                 bool norm, const std::vector<Arg>& extra, bool interpret) {
+  Routing r{std::vector<int32_t>(T * K, 99), std::vector<float>(T * K)};
+  std::vector<Arg> args = {Arg::buffer(logits.data(), T * NE),
+                           Arg::buffer(r.ids.data(), T * K),
+                           Arg::buffer(r.weights.data(), T * K),
+                           Arg::scalar_int(NE),
+                           Arg::scalar_int(K),
+                           Arg::scalar_int(norm)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  run(spec, args, interpret, {{"tokens", T}});
+  return r;
+}
+
 Routing reference_topk(const std::vector<float>& logits, int64_t T, int64_t NE, int64_t K,
                        bool norm) {
   Routing r;
@@ -62,20 +86,10 @@ TEST_CASE("moe_topk picks and weighs experts as a stable sort does", "[kernels][
     Routing want = reference_topk(logits, T, NE, K, norm);
     Spec spec = find_kernel("moe_topk").make_spec({}, {{"BLOCK", 16}});
     for (bool interpret : {false, true}) {
-      std::vector<int32_t> ids(T * K, -1);
-      std::vector<float> w(T * K);
-      std::vector<Arg> args = {Arg::buffer(logits.data(), T * NE),
-                               Arg::buffer(ids.data(), T * K),
-                               Arg::buffer(w.data(), T * K),
-                               Arg::scalar_int(NE),
-                               Arg::scalar_int(K),
-                               Arg::scalar_int(norm)};
-      if (interpret)
-        test::runtime().interpret(spec, args, {{"tokens", T}});
-      else
-        test::runtime().launch(spec, args, {{"tokens", T}});
-      CHECK(ids == want.ids);
-      for (size_t i = 0; i < w.size(); ++i) CHECK(w[i] == Approx(want.weights[i]).epsilon(1e-6));
+      Routing got = run_topk(spec, logits, T, NE, K, norm, {}, interpret);
+      CHECK(got.ids == want.ids);
+      for (size_t i = 0; i < got.weights.size(); ++i)
+        CHECK(got.weights[i] == Approx(want.weights[i]).epsilon(1e-6));
     }
   }
 }
@@ -94,20 +108,10 @@ TEST_CASE("moe_topk with an expert map drops pruned choices, renormalising or no
       Routing base = reference_topk(logits, T, NE, K, norm);
       Spec spec = find_kernel("moe_topk").make_spec({}, {{"BLOCK", 8}, {"REMAP", 1}});
       for (bool interpret : {false, true}) {
-        std::vector<int32_t> ids(T * K, 99);
-        std::vector<float> w(T * K);
-        std::vector<Arg> args = {Arg::buffer(logits.data(), T * NE),
-                                 Arg::buffer(ids.data(), T * K),
-                                 Arg::buffer(w.data(), T * K),
-                                 Arg::scalar_int(NE),
-                                 Arg::scalar_int(K),
-                                 Arg::scalar_int(norm),
-                                 Arg::buffer(map.data(), NE),
-                                 Arg::scalar_int(renorm)};
-        if (interpret)
-          test::runtime().interpret(spec, args, {{"tokens", T}});
-        else
-          test::runtime().launch(spec, args, {{"tokens", T}});
+        Routing got = run_topk(spec, logits, T, NE, K, norm,
+                               {Arg::buffer(map.data(), NE), Arg::scalar_int(renorm)}, interpret);
+        const std::vector<int32_t>& ids = got.ids;
+        const std::vector<float>& w = got.weights;
         for (int64_t t = 0; t < T; ++t) {
           double kept = 0;
           for (int64_t j = 0; j < K; ++j)
@@ -175,24 +179,13 @@ TEST_CASE("moe_topk's sigmoid gating chooses by biased score within the best gro
       Routing want = reference_sigmoid(logits, bias, T, NE, K, groups, kept, norm, 2.5);
       Spec spec = find_kernel("moe_topk").make_spec({}, {{"BLOCK", 16}, {"GATING", 1}});
       for (bool interpret : {false, true}) {
-        std::vector<int32_t> ids(T * K, -1);
-        std::vector<float> w(T * K);
-        std::vector<Arg> args = {Arg::buffer(logits.data(), T * NE),
-                                 Arg::buffer(ids.data(), T * K),
-                                 Arg::buffer(w.data(), T * K),
-                                 Arg::scalar_int(NE),
-                                 Arg::scalar_int(K),
-                                 Arg::scalar_int(norm),
-                                 Arg::buffer(bias.data(), NE),
-                                 Arg::scalar_int(groups),
-                                 Arg::scalar_int(kept),
-                                 Arg::scalar_float(2.5)};
-        if (interpret)
-          test::runtime().interpret(spec, args, {{"tokens", T}});
-        else
-          test::runtime().launch(spec, args, {{"tokens", T}});
-        CHECK(ids == want.ids);
-        for (size_t i = 0; i < w.size(); ++i) CHECK(w[i] == Approx(want.weights[i]).epsilon(1e-6));
+        Routing got = run_topk(spec, logits, T, NE, K, norm,
+                               {Arg::buffer(bias.data(), NE), Arg::scalar_int(groups),
+                                Arg::scalar_int(kept), Arg::scalar_float(2.5)},
+                               interpret);
+        CHECK(got.ids == want.ids);
+        for (size_t i = 0; i < got.weights.size(); ++i)
+          CHECK(got.weights[i] == Approx(want.weights[i]).epsilon(1e-6));
       }
     }
   Spec spec = find_kernel("moe_topk").make_spec({}, {{"BLOCK", 16}, {"GATING", 1}});
@@ -233,10 +226,7 @@ TEST_CASE("moe_sort groups pairs by expert into padded tiles, stable and droppin
                                  Arg::scalar_int(K),
                                  Arg::scalar_int(NE),
                                  Arg::scalar_int(rows)};
-        if (interpret)
-          test::runtime().interpret(spec, args);
-        else
-          test::runtime().launch(spec, args);
+        run(spec, args, interpret);
         CHECK(got.counts == want.counts);
         CHECK(got.offsets == want.offsets);
         CHECK(got.sorted == want.sorted);
@@ -284,10 +274,7 @@ TEST_CASE("moe_combine sums each token's expert rows in slot order, bit for bit"
                                Arg::buffer(out.data(), T * n),
                                Arg::scalar_int(n),
                                Arg::scalar_int(K)};
-      if (interpret)
-        test::runtime().interpret(spec, args, {{"tokens", T}, {"rows", rows}});
-      else
-        test::runtime().launch(spec, args, {{"tokens", T}, {"rows", rows}});
+      run(spec, args, interpret, {{"tokens", T}, {"rows", rows}});
       CHECK(out == want);
     }
   }
