@@ -12,6 +12,7 @@
 // once weights are interleaved at load, as for ggml's formats.
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/moe/expert_tiles.h"
 #include "kernels/qgemv/rows16_program.h"
 #include "kernels/quant/int4w.h"
 #include "kernels/registry.h"
@@ -87,14 +88,17 @@ KILN_REGISTER_KERNEL((KernelDef{
     .summary = "y[i] = W x[i] for t tokens, W int4 weight-only interleaved across 16 rows "
                "(int4w.h; f16 group scales, optional zero points), x from quantize_q8 (QBLOCK=256)",
     .dtype_roles = {},
-    .constexpr_defaults = {{"GROUP", 128}, {"ZP", 0}, {"BLOCK_T", 1}},
+    // GROUPED: plain or one launch for a layer's experts (expert_tiles.h).
+    .constexpr_defaults = {{"GROUP", 128}, {"ZP", 0}, {"BLOCK_T", 1}, {"GROUPED", 0}},
     .build = build_gemv_int4w_rows16,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
           const Int4wRows16 L = layout_of(s);
-          int64_t m = a.i("m"), kk = a.i("k");
-          return rows16_launch("gemv_int4w_rows16", s.constexpr_("BLOCK_T"), m, kk, a.i("t"),
-                               L.bytes(m, kk), false);
+          int64_t m = a.i("m"), kk = a.i("k"), bt = s.constexpr_("BLOCK_T");
+          return expert_tiles_launch(
+              "gemv_int4w_rows16", s, a,
+              rows16_launch("gemv_int4w_rows16", bt, m, kk, a.i("t"), L.bytes(m, kk), false), bt,
+              "w", {{"xq", kk}, {"xd", kk / 32}, {"xs", kk / 32}});
         },
     // As qgemv_rows16's Q4_K: 6 tokens share each decoded code vector.
     .shape_heuristic = [](const Spec&, const ScalarArgs& a) -> std::map<std::string, int64_t> {

@@ -275,6 +275,10 @@ std::vector<Case> cases() {
          {},
          {{"FMT", 12}, {"BLOCK_T", 2}, {"GROUPED", mode}},
          with({{"m", 32}, {"k", 512}}, ggml::rows16_bytes(ggml::QuantType::Q4_K, 32, 512))});
+    cs.push_back({"gemv_int4w_rows16",
+                  {},
+                  {{"GROUP", 128}, {"BLOCK_T", 2}, {"GROUPED", mode}},
+                  with({{"m", 32}, {"k", 512}}, Int4wRows16{128, false}.bytes(32, 512))});
     cs.push_back({"gemm",
                   {{"W", DType::f16}},
                   {{"BLOCK_T", 2}, {"PANEL_T", 2}, {"GROUPED", mode}},

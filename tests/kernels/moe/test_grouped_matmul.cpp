@@ -1,5 +1,6 @@
 // The grouped matmuls (kernels/moe/expert_tiles.h): qgemv (Q4_0, Q8_0,
-// Q4_K), qgemv_rows16 (Q8_0, Q4_K, Q6_K, MXFP4) and gemm (f16) with GROUPED 1 (rows gathered from
+// Q4_K), qgemv_rows16 (Q8_0, Q4_K, Q6_K, MXFP4), gemv_int4w_rows16 and gemm
+// (f16) with GROUPED 1 (rows gathered from
 // the layer's input) and 2 (rows in sorted order), for tiles of 1, 2 and 4 rows, over a stack of
 // experts some of which no token chose. Each row must equal the plain kernel (BLOCK_T 1, checked
 // against scalar references in its own tests) run on its expert's matrix and its x row: the same
@@ -14,9 +15,11 @@
 
 #include "kernels/moe/expert_tiles.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/int4w.h"
 #include "kernels/quant/rows16.h"
 #include "moe_reference.h"
 #include "support/quantized_x.h"
+#include "support/random_int4w.h"
 #include "support/runtime_fixture.h"
 
 using namespace kiln;
@@ -45,6 +48,7 @@ struct Case {
   std::map<std::string, DType> dtypes;
   QuantType quant = QuantType::Q8_0;
   bool floats = false;  // gemm over f16 weights
+  bool int4w = false;   // gemv_int4w_rows16 (Q8_K-style activations, as its forwards)
 };
 
 std::vector<uint8_t> expert_bytes(const Case& c, int64_t e) {
@@ -57,6 +61,9 @@ std::vector<uint8_t> expert_bytes(const Case& c, int64_t e) {
     }
     return out;
   }
+  if (c.int4w)
+    return interleave_int4w_rows16(
+        test::random_int4w(M, K, c.constexprs.at("GROUP"), false, 100 + e));
   const ggml::BlockFormat& f = ggml::block_format(c.quant);
   std::vector<uint8_t> w(static_cast<size_t>(M * K / f.block_elems * f.block_bytes));
   ggml::quantize(c.quant, wf.data(), M * K, w.data());
@@ -82,7 +89,8 @@ std::vector<float> run(const Case& c, std::map<std::string, int64_t> cx, std::ve
     a.emplace("x", Arg::buffer(x.data(), x_rows * K));
     a.emplace("n", Arg::scalar_int(M));
   } else {
-    xq = test::quantize_x(x, false, ggml::block_format(c.quant).block_elems == 256 ? 256 : 32);
+    const bool qk = c.int4w || ggml::block_format(c.quant).block_elems == 256;
+    xq = test::quantize_x(x, false, qk ? 256 : 32);
     a.emplace("w", Arg::buffer(w.data(), static_cast<int64_t>(w.size())));
     a.emplace("xq", Arg::buffer(xq.q.data(), x_rows * K));
     a.emplace("xd", Arg::buffer(xq.d.data(), x_rows * K / 32));
@@ -174,6 +182,7 @@ TEST_CASE("grouped matmuls equal the plain kernel on each row's expert", "[kerne
   check_grouped({"qgemv_rows16", {{"FMT", 39}}, {}, QuantType::MXFP4});
   check_grouped({"qgemv_rows16", {{"FMT", 8}}, {}, QuantType::Q8_0});
   check_grouped({"gemm", {}, {{"W", DType::f16}}, QuantType::Q8_0, true});
+  check_grouped({"gemv_int4w_rows16", {{"GROUP", 128}}, {}, QuantType::Q8_0, false, true});
 }
 
 TEST_CASE("grouped matmuls refuse a row count off the tile and a short expert stride",
