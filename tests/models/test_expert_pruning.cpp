@@ -17,7 +17,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
+#include "ir/error.h"
 #include "models/expert_pruning.h"
 #include "models/gguf_writer.h"
 #include "models/llm.h"
@@ -189,6 +191,30 @@ TEST_CASE("hit maps read back from JSON; top-K ties go to the lower id", "[model
     INFO(text);
     REQUIRE_THROWS_WITH(ExpertHits::from_json(text, "hits.json"),
                         Catch::Contains("hits.json") && Catch::Contains(why));
+  }
+}
+
+TEST_CASE("hit files cut or corrupted anywhere read back or are refused, never crash",
+          "[models][moe][error]") {
+  ExpertHits h;
+  h.n_layer = 3;
+  h.n_expert = 5;
+  h.tokens = 40;
+  for (int64_t i = 0; i < 15; ++i) h.counts.push_back(i * 7 % 11);
+  const std::string good = h.to_json();
+  std::mt19937_64 rng(9);
+  const std::string junk = "{}[],:\"-0123456789eE.tfn ";
+  for (int i = 0; i < 3000; ++i) {
+    std::string text = good;
+    if (i % 3 == 0) text.resize(rng() % text.size());
+    for (int j = 0; j < 1 + i % 4 && !text.empty(); ++j)
+      text[rng() % text.size()] = junk[rng() % junk.size()];
+    try {
+      ExpertHits back = ExpertHits::from_json(text, "hits.json");
+      CHECK(static_cast<int64_t>(back.counts.size()) == back.n_layer * back.n_expert);
+    } catch (const Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("hits.json"));
+    }
   }
 }
 
