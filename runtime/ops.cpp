@@ -439,7 +439,10 @@ Routing moe_route(Graph& g, const Tensor& logits, int64_t k, const RouterOptions
 
 // Rows per tile: about the tokens each expert gets, up to 4 (the token
 // block the quantized GEMMs reach most of their speed at), so that decode
-// (one token per expert) pads nothing.
+// (one token per expert) pads nothing. Tiles of 8 from 16 tokens per expert
+// on: 512-token prefill of qwen3moe/30b-a3b (12 layers, Q4_K_M, 2 threads)
+// 297 -> 290 tok/s, the padding of the many lightly used experts costing
+// more than the larger token block gains.
 int64_t moe_tile(int64_t tokens, int64_t k, int64_t n_expert) {
   const int64_t per_expert = tokens * k / n_expert;
   return per_expert >= 4 ? 4 : per_expert >= 2 ? 2 : 1;
