@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <sstream>
 
 #include "ir/error.h"
 #include "models/expert_pruning.h"
 #include "models/llm.h"
+#include "models/tokenizer.h"
 #include "tools/cli.h"
 
 namespace kiln {
@@ -79,8 +81,9 @@ int cmd_moe_stats(const std::vector<std::string>& argv) {
   std::string path = a.positional()[0];
   // The tokenizer first, to size the context for the longest prompt.
   {
-    Llm probe(path, rt, 8);
-    const Tokenizer& tok = probe.tokenizer();
+    GgufFile f = GgufFile::open(path);
+    std::unique_ptr<Tokenizer> t = Tokenizer::from_gguf(f);
+    const Tokenizer& tok = *t;
     for (std::string line; std::getline(lines, line);) {
       if (line.empty()) continue;
       prompts.push_back(tok.encode(line, tok.add_bos_default() && tok.bos_id() >= 0));
