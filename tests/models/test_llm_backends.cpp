@@ -1,4 +1,4 @@
-// One model, every backend: tiny llama, qwen3moe (MoE routing, expert
+// One model, every backend: tiny llama, qwen3moe and gpt-oss (MoE routing, expert
 // gathers and the weighted combine all kernels of the plan) and gemma3, F16,
 // run on the cpu backend (JIT), on cuda-sim (the CUDA C of every kernel on
 // the CPU simulator), on a GPU when there is one, and through the reference
@@ -90,7 +90,7 @@ void check_against_interpreter(const std::string& family, std::initializer_list<
 }  // namespace
 
 TEST_CASE("cpu, cuda-sim and the interpreter run the same forward", "[models][llm][backend]") {
-  for (const char* family : {"llama", "qwen3moe", "gemma3"})
+  for (const char* family : {"llama", "qwen3moe", "gemma3", "gpt-oss"})
     check_against_interpreter(family, {&test::runtime(), &sim_runtime()});
 }
 
@@ -102,7 +102,7 @@ TEST_CASE("model forwards on the GPU match the interpreter", "[models][llm][back
     WARN("skipped: " << e.what());
     return;
   }
-  for (const char* family : {"llama", "qwen3moe", "gemma3"})
+  for (const char* family : {"llama", "qwen3moe", "gemma3", "gpt-oss"})
     check_against_interpreter(family, {gpu.get()});
 }
 
