@@ -7,7 +7,6 @@
 #include "kernels/attention/kv_cache.h"
 #include "kernels/rope/rope.h"
 #include "models/arch/arch.h"
-#include "models/expert_pruning.h"
 #include "runtime/kv_page_pool.h"
 
 namespace kiln {
@@ -78,10 +77,9 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv, int64_t 
     }
     layer_rope_.push_back(&it->second);
   }
-  if (cfg_.moe() && cfg_.n_router != cfg_.n_expert) {
-    const std::vector<int32_t> map = read_expert_map(file_, cfg_.n_layer, cfg_.n_expert);
-    expert_map_.emplace(b, map.size() * sizeof(int32_t));
-    b.upload(expert_map_->data(), map.data(), expert_map_->bytes());
+  if (!cfg_.expert_map.empty()) {
+    expert_map_.emplace(b, cfg_.expert_map.size() * sizeof(int32_t));
+    b.upload(expert_map_->data(), cfg_.expert_map.data(), expert_map_->bytes());
   }
   try {
     for (const auto* bufs : {&k_cache_, &v_cache_, &k_scale_, &v_scale_})

@@ -108,6 +108,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
                  std::to_string(c.n_expert) + ")");
       }
     c.expert_renorm = f.find_bool(kExpertRenormKey).value_or(false);
+    if (c.n_router != c.n_expert) c.expert_map = map;
   }
   c.n_vocab = f.tensor("token_embd.weight").shape.at(1);
   return c;

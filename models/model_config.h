@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/rope/rope.h"
 #include "models/gguf.h"
@@ -38,6 +39,9 @@ struct ModelConfig {
   // no longer holds is dropped (the others renormalised with expert_renorm).
   int64_t n_router = 0;
   bool expert_renorm = false;
+  // Then, per layer, the router's experts' ids in the file (-1 pruned):
+  // [n_layer][n_router], checked on load; empty otherwise.
+  std::vector<int32_t> expert_map;
   // Of q.k in the softmax: 1/sqrt(head_dim), but 1/sqrt(n_embd / n_head) in
   // Gemma 3 27B, as llama.cpp (which tells it by its 62 layers).
   double attn_scale = 0;

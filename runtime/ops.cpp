@@ -94,13 +94,6 @@ Tensor add_rows(Graph& g, const Tensor& x, const Tensor& b) {
   return y;
 }
 
-Tensor fill(Graph& g, Shape shape, double value) {
-  Tensor x = g.scratch(DType::f32, std::move(shape));
-  g.launch("fill", "fill", {{"T", DType::f32}},
-           {{"x", x}, {"n", Arg::scalar_int(x.numel())}, {"value", Arg::scalar_float(value)}});
-  return x;
-}
-
 Tensor rmsnorm(Graph& g, const Tensor& x, const Tensor& w, double eps) {
   same_dtype("rmsnorm", {&x, &w});
   auto [rows, n] = rows_of("rmsnorm", x);
@@ -148,7 +141,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
   const ExpertRows* er = grouped.rows;
   const int64_t y_rows = er ? er->rows : x.dim(0);
   Tensor y = g.scratch(DType::f32, {y_rows, w.m});
-  Graph::Operands args = {{"y", y}, {"t", Arg::scalar_int(y_rows)}};
+  Graph::Operands args = {{"y", y}};
   std::map<std::string, int64_t> fixed;
   // One expert's matrix, in the elements of the operand the kernel reads.
   auto grouped_operands = [&](int64_t w_stride) {
@@ -169,6 +162,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     args["xs"] = q[2];
     args["m"] = Arg::scalar_int(w.m);
     args["k"] = Arg::scalar_int(w.k);
+    args["t"] = Arg::scalar_int(y_rows);
     fixed["FMT"] = w.quant;
     if (er) fixed["BLOCK_T"] = er->tile;
     if (w.rows16) {
@@ -194,12 +188,12 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
   args["x"] = x;
   args["k"] = Arg::scalar_int(w.k);
   if (!er && x.dim(0) == 1) {
-    args.erase("t");
     args["m"] = Arg::scalar_int(w.m);
     g.launch(w.label, "gemv", {{"W", w.data.dtype}, {"X", DType::f32}}, args);
     return y;
   }
   args["n"] = Arg::scalar_int(w.m);
+  args["t"] = Arg::scalar_int(y_rows);
   if (er) {
     // A panel is one tile of one expert's rows.
     fixed["PANEL_T"] = er->tile;

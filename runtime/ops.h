@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "kernels/moe/expert_tiles.h"
+#include "kernels/moe/grouping.h"
 #include "runtime/graph.h"
 
 namespace kiln {
@@ -51,8 +51,6 @@ Tensor add(Graph& g, const Tensor& x, const Tensor& y);
 Tensor accumulate(Graph& g, const Tensor& acc, const Tensor& x);
 // x with the row vector b [n] added to each of its rows [.., n] (in place).
 Tensor add_rows(Graph& g, const Tensor& x, const Tensor& b);
-// A new f32 tensor of `shape` filled with `value`.
-Tensor fill(Graph& g, Shape shape, double value);
 // rmsnorm(x) * w over the last axis; w [n].
 Tensor rmsnorm(Graph& g, const Tensor& x, const Tensor& w, double eps);
 // softmax over the last axis.

@@ -8,7 +8,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <sstream>
 #include <tuple>
 
@@ -157,31 +156,16 @@ void register_grouped_gemv(const std::string& f, int64_t m, int64_t k, ggml::Qua
                            const BandwidthProbe& probe, const std::string& kernel,
                            std::map<std::string, int64_t> fixed,
                            const std::map<std::string, int64_t>& qfixed, bool cold) {
-  struct Grouped {
-    std::shared_ptr<QgemvWorkload> work;
-    std::vector<int32_t> tile_expert, sorted;
-  };
-  auto g = std::make_shared<Grouped>();
-  g->work = std::make_shared<QgemvWorkload>(m * experts, k, fmt, 1, rows16);
-  rt->call("quantize_q8", {}, g->work->quantize_args(), {}, qfixed);
-  g->tile_expert.resize(static_cast<size_t>(experts));
-  std::iota(g->tile_expert.begin(), g->tile_expert.end(), 0);
-  g->sorted.assign(static_cast<size_t>(experts), 0);
-  std::vector<Arg> args = g->work->args();
-  // The plain launch's m and t become one expert's rows and the routed rows.
-  args[args.size() - 3] = Arg::scalar_int(m);
-  args[args.size() - 1] = Arg::scalar_int(experts);
-  for (const Arg& x : {Arg::buffer(g->tile_expert.data(), experts),
-                       Arg::buffer(g->sorted.data(), experts), Arg::scalar_int(experts),
-                       Arg::scalar_int(g->work->weight_bytes() / experts), Arg::scalar_int(1)})
-    args.push_back(x);
+  auto work = std::make_shared<QgemvWorkload>(m * experts, k, fmt, 1, rows16);
+  rt->call("quantize_q8", {}, work->quantize_args(), {}, qfixed);
+  std::vector<Arg> args = work->grouped_args(experts);
   fixed["GROUPED"] = 1;
   fixed["BLOCK_T"] = 1;
   const std::string name = "qgemv_grouped/" + f + "/" + std::to_string(m) + "x" +
                            std::to_string(k) + "/experts:" + std::to_string(experts) +
                            "/threads:" + std::to_string(t);
   register_streaming(
-      name, rt, probe, g->work->weight_bytes(), args, g,
+      name, rt, probe, work->weight_bytes(), args, work,
       [rt, kernel, fixed](const std::vector<Arg>& a) {
         return rt->select(kernel, {}, a, {}, fixed);
       },

@@ -1,5 +1,6 @@
 #include "tools/qgemv_workload.h"
 
+#include <numeric>
 #include <random>
 
 #include "ir/error.h"
@@ -57,6 +58,26 @@ std::vector<Arg> QgemvWorkload::args() {
   if (rows16_) a.push_back(Arg::buffer(xs8_.data(), split_sum_bytes(t_ * k_ / 32)));
   for (const Arg& tail : {Arg::buffer(y_.data(), t_ * m_), Arg::scalar_int(m_), Arg::scalar_int(k_),
                           Arg::scalar_int(t_)})
+    a.push_back(tail);
+  return a;
+}
+
+std::vector<Arg> QgemvWorkload::grouped_args(int64_t experts) {
+  if (t_ != 1 || experts < 1 || m_ % experts)
+    throw Error("grouped GEMV workload: " + std::to_string(m_) + " rows and " + std::to_string(t_) +
+                " tokens cannot be one token through " + std::to_string(experts) + " experts");
+  tile_expert_.resize(static_cast<size_t>(experts));
+  std::iota(tile_expert_.begin(), tile_expert_.end(), 0);
+  sorted_.assign(static_cast<size_t>(experts), 0);
+  std::vector<Arg> a = {Arg::buffer(w_.data(), static_cast<int64_t>(w_.size())),
+                        Arg::buffer(xq_.data(), k_), Arg::buffer(xd_.data(), k_ / 32),
+                        Arg::buffer(xs_.data(), k_ / 32)};
+  if (rows16_) a.push_back(Arg::buffer(xs8_.data(), split_sum_bytes(k_ / 32)));
+  for (const Arg& tail :
+       {Arg::buffer(y_.data(), m_), Arg::scalar_int(m_ / experts), Arg::scalar_int(k_),
+        Arg::scalar_int(experts), Arg::buffer(tile_expert_.data(), experts),
+        Arg::buffer(sorted_.data(), experts), Arg::scalar_int(experts),
+        Arg::scalar_int(weight_bytes() / experts), Arg::scalar_int(1)})
     a.push_back(tail);
   return a;
 }

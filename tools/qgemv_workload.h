@@ -24,12 +24,17 @@ class QgemvWorkload {
   // (qgemv_rows16 also takes xs8).
   std::vector<Arg> quantize_args();
   std::vector<Arg> args();
+  // The weights as a stack of `experts` matrices of m / experts rows, the
+  // one token routed to every expert: the arguments of the kernel's
+  // GROUPED 1 launch (kernels/moe/expert_tiles.h), tiles of one row.
+  std::vector<Arg> grouped_args(int64_t experts);
   int64_t weight_bytes() const { return static_cast<int64_t>(w_.size()); }
 
  private:
   int64_t m_, k_, t_;
   bool rows16_;
   HostMemory w_, x_, xq_, xd_, xs_, xs8_, y_;
+  std::vector<int32_t> tile_expert_, sorted_;
 };
 
 }  // namespace kiln

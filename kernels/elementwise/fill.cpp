@@ -1,5 +1,5 @@
-// x[i] = value for i < n: clears an accumulator a plan sums into (the MoE
-// experts' combined output) on any backend.
+// x[i] = value for i < n: sets a buffer on any backend, as a kernel a plan
+// can replay (a device has no host memset).
 #include "ir/builder.h"
 #include "kernels/registry.h"
 

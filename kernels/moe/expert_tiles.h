@@ -28,18 +28,10 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "kernels/moe/grouping.h"
 #include "kernels/registry.h"
 
 namespace kiln {
-
-enum class Grouping : int64_t { plain = 0, gather = 1, sorted = 2 };
-
-// The rows moe_sort may fill for tokens x k pairs over n_expert experts in
-// tiles of `tile`: every pair, plus each chosen expert's padding.
-inline int64_t moe_rows_bound(int64_t tokens, int64_t k, int64_t n_expert, int64_t tile) {
-  const int64_t pairs = tokens * k, experts = pairs < n_expert ? pairs : n_expert;
-  return (pairs + experts * (tile - 1) + tile - 1) / tile * tile;
-}
 
 // The GROUPED constexpr of a spec (plain for kernels without one).
 Grouping grouping(const Spec& s);
