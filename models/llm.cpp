@@ -1,6 +1,8 @@
 #include "models/llm.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "ir/dtype.h"
 #include "ir/error.h"
@@ -22,24 +24,42 @@ struct Llm::Step {
   std::vector<float> logits;               // host, written or downloaded per replay
 };
 
-Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv, int64_t kv_page)
+namespace {
+
+bool auto_asymmetric_enabled() {
+  const char* e = std::getenv("KILN_AURA_AUTO_ASYM");
+  return e && std::strcmp(e, "1") == 0;
+}
+
+}  // namespace
+
+Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, KvCacheType kv, int64_t kv_page)
     : file_(GgufFile::open(path)),
       cfg_(ModelConfig::from_gguf(file_)),
       tok_(Tokenizer::from_gguf(file_)),
       rt_(rt),
       weights_(file_, rt) {
   arch_builder(cfg_.arch);  // an unknown architecture fails at load, not at the first forward
-  if (!is_kv_cache_dtype(kv))
-    throw Error("KV cache dtype " + std::string(dtype_name(kv)) +
-                " is not supported (f16, bf16, f32 or q8_0)");
-  if (is_quantized_kv(kv) && cfg_.head_dim % kKvQuantBlock)
+  if (!is_kv_cache_dtype(kv.dtype))
+    throw Error("KV cache dtype " + std::string(dtype_name(kv.dtype)) +
+                " is not supported (f16, bf16, f32, q8_0 or an AURA scheme)");
+  if (is_quantized_kv(kv.dtype) && cfg_.head_dim % kKvQuantBlock)
     throw Error("a q8_0 KV cache needs a head size that is a multiple of " +
                 std::to_string(kKvQuantBlock) + "; this model's is " +
                 std::to_string(cfg_.head_dim));
+  const bool aura = is_aura_kv(kv.dtype);
+  if (aura) {
+    parse_aura_scheme(aura_scheme_name(kv.aura));  // checks the bits
+    if (kv_page != 0)
+      throw Error("KV cache " + aura_scheme_name(kv.aura) + ": an AURA cache cannot be paged");
+    if (auto_asymmetric_enabled())
+      kv.aura = aura_auto_asymmetric(kv.aura, cfg_.n_head / cfg_.n_head_kv);
+  }
   kv_ = kv;
   n_ctx_ = n_ctx > 0 ? n_ctx : std::min<int64_t>(cfg_.n_ctx_train, 4096);
   Backend& b = rt.backend();
-  const size_t elem = dtype_bytes(kv_);
+  const size_t elem = dtype_bytes(kv_.dtype);
+  const int64_t D = aura_padded_dim(cfg_.head_dim);
   key_block_ = kv_key_block(b.target_desc());  // the cache is laid out for this backend's kernels
   if (kv_page < 0 || kv_page % key_block_)
     throw Error("KV page of " + std::to_string(kv_page) + " rows: must be a multiple of " +
@@ -57,14 +77,33 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, DType kv, int64_t 
     b.upload(block_table_->data(), table.data(), block_table_->bytes());
   }
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
+    if (aura) {
+      // Codes and norms (aura_format.h), and the layer's rotations.
+      const int64_t rows = cfg_.n_head_kv * n_ctx_;
+      k_cache_.emplace_back(b, 4 * rows * packed_words(D, kv_.aura.kbits));
+      v_cache_.emplace_back(b, 4 * rows * packed_words(D, kv_.aura.vbits));
+      k_scale_.emplace_back(b, sizeof(uint16_t) * rows);
+      v_scale_.emplace_back(b, sizeof(uint16_t) * rows);
+      const std::vector<float> ks = aura_signs(kAuraSeed, l, AuraKind::k, D),
+                               vs = aura_signs(kAuraSeed, l, AuraKind::v, D);
+      auto upload = [&](std::vector<DeviceBuffer>& to, const std::vector<float>& m) {
+        to.emplace_back(b, m.size() * sizeof(float));
+        b.upload(to.back().data(), m.data(), to.back().bytes());
+      };
+      upload(k_rot_, aura_forward_matrix(ks));
+      upload(v_rot_, aura_forward_matrix(vs));
+      upload(v_unrot_, aura_inverse_matrix(vs));
+    }
     const int64_t k_elems = page_
                                 ? k_pool_elems(n_pages_, cfg_.n_head_kv, cfg_.head_dim, page_)
                                 : k_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim, key_block_);
     const int64_t v_elems = page_ ? v_pool_elems(n_pages_, cfg_.n_head_kv, cfg_.head_dim, page_)
                                   : v_cache_elems(n_ctx_, cfg_.n_head_kv, cfg_.head_dim);
-    k_cache_.emplace_back(b, elem * k_elems);
-    v_cache_.emplace_back(b, elem * v_elems);
-    if (is_quantized_kv(kv_)) {
+    if (!aura) {
+      k_cache_.emplace_back(b, elem * k_elems);
+      v_cache_.emplace_back(b, elem * v_elems);
+    }
+    if (is_quantized_kv(kv_.dtype)) {
       k_scale_.emplace_back(b, sizeof(uint16_t) * (k_elems / kKvQuantBlock));
       v_scale_.emplace_back(b, sizeof(uint16_t) * (v_elems / kKvQuantBlock));
     }
@@ -170,9 +209,9 @@ void Llm::record(Step& s) {
   f.positions = g.input("input", s.positions.data(), DType::i32, {T});
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const DeviceBuffer &k = k_cache_[l], &v = v_cache_[l], &rope = *layer_rope_[l];
-    const int64_t esize = static_cast<int64_t>(dtype_bytes(kv_));
-    KvCache cache{.k = g.external(k.data(), kv_, {static_cast<int64_t>(k.bytes()) / esize}),
-                  .v = g.external(v.data(), kv_, {static_cast<int64_t>(v.bytes()) / esize}),
+    const int64_t esize = static_cast<int64_t>(dtype_bytes(kv_.dtype));
+    KvCache cache{.k = g.external(k.data(), kv_.dtype, {static_cast<int64_t>(k.bytes()) / esize}),
+                  .v = g.external(v.data(), kv_.dtype, {static_cast<int64_t>(v.bytes()) / esize}),
                   .max_ctx = n_ctx_,
                   .n_kv_heads = c.n_head_kv,
                   .head_dim = c.head_dim,
@@ -181,9 +220,19 @@ void Llm::record(Step& s) {
     auto f16s = [&](const DeviceBuffer& d) {
       return g.external(d.data(), DType::f16, {static_cast<int64_t>(d.bytes() / 2)});
     };
-    if (is_quantized_kv(kv_)) {
+    if (!k_scale_.empty()) {
       cache.k_scale = f16s(k_scale_[l]);
       cache.v_scale = f16s(v_scale_[l]);
+    }
+    if (is_aura_kv(kv_.dtype)) {
+      auto matrix = [&](const DeviceBuffer& d) {
+        return g.external(d.data(), DType::f32, {static_cast<int64_t>(d.bytes() / sizeof(float))});
+      };
+      cache.kbits = kv_.aura.kbits;
+      cache.vbits = kv_.aura.vbits;
+      cache.k_rot = matrix(k_rot_[l]);
+      cache.v_rot = matrix(v_rot_[l]);
+      cache.v_unrot = matrix(v_unrot_[l]);
     }
     if (page_)
       cache.table = g.external(block_table_->data(), DType::i32,

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/kv_cache.h"
 #include "models/gguf.h"
 #include "models/model_config.h"
 #include "models/model_weights.h"
@@ -31,11 +32,14 @@ class Llm {
  public:
   // n_ctx: the KV cache's capacity in tokens (0: the model's training
   // context, capped at 4096).
-  // kv: the cache's element type, f16 (llama.cpp's default), bf16 or f32.
+  // kv: the cache's element type, f16 (llama.cpp's default), bf16, f32,
+  // q8_0, or an AURA scheme (kernels/aura/aura_format.h; with
+  // KILN_AURA_AUTO_ASYM=1 in the environment, its auto-asymmetric rule
+  // applies, and kv_type() names the scheme in effect).
   // kv_page > 0: each layer's cache is a paged pool (kv_cache.h) of pages
   // of kv_page rows, the sequence's pages listed by a block table
   // (KvPagePool), as a server holds many sequences.
-  Llm(const std::string& path, Runtime& rt, int64_t n_ctx = 0, DType kv = DType::f16,
+  Llm(const std::string& path, Runtime& rt, int64_t n_ctx = 0, KvCacheType kv = DType::f16,
       int64_t kv_page = 0);
   ~Llm();
 
@@ -43,8 +47,11 @@ class Llm {
   const Tokenizer& tokenizer() const { return *tok_; }
   const GgufFile& file() const { return file_; }
   int64_t n_ctx() const { return n_ctx_; }
-  DType kv_dtype() const { return kv_; }
-  // Bytes of every layer's KV cache, a q8_0 cache's scales included.
+  DType kv_dtype() const { return kv_.dtype; }
+  const KvCacheType& kv_type() const { return kv_; }
+  // Bytes of every layer's KV cache, a q8_0 cache's scales and an AURA
+  // cache's norms included (not its rotation matrices, which do not grow
+  // with the context).
   size_t kv_cache_bytes() const;
   int64_t pos() const { return pos_; }  // tokens in the KV cache
   void reset() { pos_ = 0; }
@@ -85,11 +92,13 @@ class Llm {
   Runtime& rt_;
   ModelWeights weights_;
   int64_t n_ctx_ = 0, pos_ = 0, key_block_ = 0, page_ = 0, n_pages_ = 0;
-  DType kv_ = DType::f16;
+  KvCacheType kv_;
 
   // Per layer, of kv_; huge-page backed on the CPU: every decode step reads
-  // all of them. A q8_0 cache's f16 scales beside (kv_cache.h).
+  // all of them. A q8_0 cache's f16 scales or an AURA cache's f16 norms
+  // beside (kv_cache.h), and an AURA cache's rotations.
   std::vector<DeviceBuffer> k_cache_, v_cache_, k_scale_, v_scale_;
+  std::vector<DeviceBuffer> k_rot_, v_rot_, v_unrot_;
   std::optional<DeviceBuffer> block_table_;  // paged: i32, the pages of every layer's pool
   std::optional<DeviceBuffer> hits_;         // i32 [n_layer, n_expert] when counting
   std::optional<DeviceBuffer> expert_map_;   // i32 [n_layer, n_router]: a full router's

@@ -282,9 +282,25 @@ Tensor rope(Graph& g, const Tensor& x, const Tensor& cos_sin, const Tensor& posi
 }
 
 namespace {
+// An AURA cache's KBITS and VBITS among a kernel's constexprs.
+void add_aura_bits(std::map<std::string, int64_t>& constexprs, const KvCache& cache) {
+  if (!is_aura_kv(cache.k.dtype)) return;
+  constexprs["KBITS"] = cache.kbits;
+  constexprs["VBITS"] = cache.vbits;
+}
+
 // A cache's operands besides k and v (kv_cache.h): a paged cache's table
-// and pool size, a q8_0 cache's scales.
+// and pool size, a q8_0 cache's scales, an AURA cache's norms.
 void add_cache_operands(Graph::Operands& args, const KvCache& cache) {
+  if (is_aura_kv(cache.k.dtype)) {
+    if (!cache.k_scale || !cache.v_scale || !cache.kbits || !cache.vbits)
+      mismatch("attention", "an AURA KV cache without its norms or bits");
+    need_dtype("attention", *cache.k_scale, DType::f16, "K norms");
+    need_dtype("attention", *cache.v_scale, DType::f16, "V norms");
+    args["k_scale"] = *cache.k_scale;
+    args["v_scale"] = *cache.v_scale;
+    return;
+  }
   if (is_quantized_kv(cache.k.dtype)) {
     if (!cache.k_scale || !cache.v_scale)
       mismatch("attention", "a q8_0 KV cache without its scales");
@@ -311,6 +327,23 @@ Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
   cache.v = g.overwrite(cache.v);
   if (cache.k_scale) cache.k_scale = g.overwrite(*cache.k_scale);
   if (cache.v_scale) cache.v_scale = g.overwrite(*cache.v_scale);
+  if (is_aura_kv(cache.k.dtype)) {
+    if (!cache.k_rot || !cache.v_rot) mismatch("kv_append", "an AURA KV cache without rotations");
+    Graph::Operands args = {{"xk", k},
+                            {"xv", v},
+                            {"k", cache.k},
+                            {"v", cache.v},
+                            {"k_rot", *cache.k_rot},
+                            {"v_rot", *cache.v_rot},
+                            {"n_tokens", Arg::scalar_int(k.dim(0))},
+                            {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
+                            {"max_ctx", Arg::scalar_int(cache.max_ctx)},
+                            {"pos0", pos0}};
+    add_cache_operands(args, cache);
+    g.launch("kv_store", "aura_encode", {{"T", k.dtype}}, args, {},
+             {{"HEAD_DIM", cache.head_dim}, {"KBITS", cache.kbits}, {"VBITS", cache.vbits}});
+    return cache.k;
+  }
   Graph::Operands args = {{"xk", k},
                           {"xv", v},
                           {"k", cache.k},
@@ -331,9 +364,52 @@ Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
 // V at 512, in L2 for the next program of its group.
 constexpr int64_t kDecodeSplitKeys = 512;
 
+namespace {
+
+// Rows of head vectors [rows, din] times a rotation matrix [D, D], to
+// dtype `to`: [rows, dout].
+Tensor aura_rotate(Graph& g, const Tensor& x, const Tensor& rot, int64_t din, int64_t dout,
+                   DType to) {
+  need_dtype("attention", rot, DType::f32, "AURA rotation");
+  const int64_t rows = x.numel() / din;
+  Tensor y = g.scratch(to, {x.dim(0), x.numel() / x.dim(0) / din * dout});
+  g.launch("aura_rotate", "aura_rotate", {{"X", x.dtype}, {"Y", to}},
+           {{"x", x}, {"rot", rot}, {"out", y}, {"n_rows", Arg::scalar_int(rows)}},
+           {{"rows", rows}}, {{"DIN", din}, {"DOUT", dout}});
+  return y;
+}
+
+// The attention kernels over `cache` as they are laid out (HEAD_DIM its
+// head_dim), q in the kernels' query dtype.
+Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, double scale,
+                          const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
+                          const AttentionMask& mask);
+
+}  // namespace
+
 Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                  const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
                  const AttentionMask& mask) {
+  if (!is_aura_kv(cache.k.dtype)) return attention_launches(g, q, cache, scale, kv_len, pos0, mask);
+  // Scores and outputs are unchanged by the rotation (it is orthogonal), so
+  // the kernels run over the cache in its rotated space of D dims.
+  const int64_t d = cache.head_dim, D = aura_padded_dim(d);
+  if (q.rank() != 2 || q.dim(1) % d)
+    mismatch("attention", "q " + q.str() + " is not [t, heads * " + std::to_string(d) + "]");
+  if (!cache.k_rot || !cache.v_unrot)
+    mismatch("attention", "an AURA KV cache without rotations");
+  KvCache rotated = cache;
+  rotated.head_dim = D;
+  Tensor qr = aura_rotate(g, q, *cache.k_rot, d, D, DType::f32);
+  Tensor o = attention_launches(g, qr, rotated, scale, kv_len, pos0, mask);
+  return aura_rotate(g, o, *cache.v_unrot, D, d, q.dtype);
+}
+
+namespace {
+
+Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, double scale,
+                          const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
+                          const AttentionMask& mask) {
   const int64_t d = cache.head_dim;
   if (q.rank() != 2 || q.dim(1) % d || (q.dim(1) / d) % cache.n_kv_heads)
     mismatch("attention", "q " + q.str() + " is not [t, heads * " + std::to_string(d) +
@@ -383,6 +459,7 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
     const std::map<std::string, int64_t> fixed = {{"HEAD_DIM", d}, {"SPLIT", kDecodeSplitKeys}};
     auto split_fixed = fixed;
     split_fixed["PAGE"] = cache.page;
+    add_aura_bits(split_fixed, cache);
     const int64_t rows = t * heads * ((cache.max_ctx + kDecodeSplitKeys - 1) / kDecodeSplitKeys);
     Tensor part_o = g.scratch(DType::f32, {rows, d}), part_ml = g.scratch(DType::f32, {rows, 2});
     Graph::Operands split = args;
@@ -401,10 +478,13 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
     return out;
   }
   const std::string kernel = t == 1 ? "attention_decode" : "attention_prefill";
-  g.launch(kernel, kernel, {{"KV", cache.k.dtype}, {"T", q.dtype}}, args, {},
-           {{"HEAD_DIM", d}, {"SINKS", sinks}, {"PAGE", cache.page}});
+  std::map<std::string, int64_t> fixed = {{"HEAD_DIM", d}, {"SINKS", sinks}, {"PAGE", cache.page}};
+  add_aura_bits(fixed, cache);
+  g.launch(kernel, kernel, {{"KV", cache.k.dtype}, {"T", q.dtype}}, args, {}, fixed);
   return out;
 }
+
+}  // namespace
 
 Routing moe_route(Graph& g, const Tensor& logits, int64_t k, const RouterOptions& o) {
   need_dtype("moe_route", logits, DType::f32, "router logits");

@@ -37,7 +37,13 @@ struct KvCache {
   int64_t max_ctx = 0, n_kv_heads = 0, head_dim = 0;
   int64_t page = 0, n_pages = 0;
   std::optional<Tensor> table{};
-  std::optional<Tensor> k_scale{}, v_scale{};  // a q8_0 cache's (k and v i8), f16
+  // f16: a q8_0 cache's scales (k and v i8), an AURA cache's norms (u32).
+  std::optional<Tensor> k_scale{}, v_scale{};
+  // An AURA cache's (kernels/aura/aura_format.h): the bits of its K and V
+  // codes and the layer's rotations, f32 [D, D]: the K and V forward
+  // matrices and the V inverse.
+  int kbits = 0, vbits = 0;
+  std::optional<Tensor> k_rot{}, v_rot{}, v_unrot{};
 };
 
 // The glu kernel's ACT: SwiGLU, GeGLU, GPT-OSS's clamped SwiGLU.
@@ -70,6 +76,7 @@ Tensor rope(Graph& g, const Tensor& x, const Tensor& cos_sin, const Tensor& posi
             int64_t head_dim, bool neox);
 
 // Appends keys and values [t, n_kv_heads * head_dim] at positions pos0..
+// (into an AURA cache: encoded, kernels/aura/aura_encode.cpp).
 Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
                  const Plan::Dynamic& pos0);
 // What a layer's attention adds to the causal mask: a sliding window of
@@ -80,7 +87,9 @@ struct AttentionMask {
   std::optional<Tensor> sinks;
 };
 // Causal attention of q [t, n_heads * head_dim] at positions pos0.. over the
-// cache's first kv_len entries; decode (t = 1) or prefill kernels.
+// cache's first kv_len entries; decode (t = 1) or prefill kernels. Over an
+// AURA cache q is rotated into the cache's space first and the output
+// rotated back (kernels/aura/).
 Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                  const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
                  const AttentionMask& mask = {});

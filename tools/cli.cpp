@@ -64,7 +64,7 @@ double parse_double(const std::string& text, const std::string& what) {
   throw Error(what + " expects a number, got '" + text + "'");
 }
 
-DType parse_kv_dtype(const std::string& text) {
+KvCacheType parse_kv_type(const std::string& text) {
   try {
     return parse_kv_cache_type(text);
   } catch (const Error& e) {

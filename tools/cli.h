@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/dtype.h"
+#include "kernels/attention/kv_cache.h"
 
 namespace kiln {
 
@@ -37,8 +38,9 @@ class CliArgs {
 // (a number), got '<text>'".
 int64_t parse_int(const std::string& text, const std::string& what);
 double parse_double(const std::string& text, const std::string& what);
-// A KV cache type (kv_cache.h's parse_kv_cache_type: f16, bf16, f32, q8_0) named by `--kv`.
-DType parse_kv_dtype(const std::string& text);
+// A KV cache type (kv_cache.h's parse_kv_cache_type: f16, bf16, f32, q8_0,
+// aura4v4, ...) named by `--kv`.
+KvCacheType parse_kv_type(const std::string& text);
 
 int cmd_run(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);

@@ -414,7 +414,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   }
   // Decode attention: the KV cache rows a token reads, against the probe.
   std::vector<DType> kv_dtypes;
-  for (const auto& name : split(a.get("kv", "f16"), ',')) kv_dtypes.push_back(parse_kv_dtype(name));
+  for (const auto& name : split(a.get("kv", "f16"), ',')) kv_dtypes.push_back(parse_kv_type(name).dtype);
   for (const auto& c : split(a.get("contexts", "2048"), ','))
     for (DType kv : kv_dtypes) {
       if (c == "0") continue;

@@ -28,6 +28,13 @@ double peak_rss_mib() {
   return 0;
 }
 
+// What the same context takes as an f16 cache (K and V, every layer): the
+// base of the metrics' kv_saved_mib.
+size_t f16_cache_bytes(const Llm& m) {
+  const ModelConfig& c = m.config();
+  return static_cast<size_t>(2 * 2 * c.n_layer * c.n_head_kv * c.head_dim * m.n_ctx());
+}
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -116,13 +123,16 @@ int cmd_run(const std::vector<std::string>& argv_in) {
         "                [--temp 0] [--top-k 40] [--top-p 0.95] [--repeat-penalty 1.0] "
         "[--seed 0]\n"
         "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N]\n"
-        "                [--kv f16|bf16|f32|q8_0] [--kv-page N] [--logits-out FILE.npy] "
+        "                [--kv f16|bf16|f32|q8_0|aura4v4|aura8v4|...] [--kv-page N]\n"
+        "                [--logits-out FILE.npy] "
         "[--profile]\n"
         "                [--device cpu|cuda|cuda-sim]\n"
         "Streams the generated text, then prints one JSON line of metrics. Without -m, runs a\n"
         "small generated llama (written once under the cache directory). --device cuda-sim runs\n"
         "the CUDA kernels on the CPU simulator: a correctness check, slow. --kv sets the KV\n"
-        "cache's element type (f16 as llama.cpp's default; q8_0 as llama.cpp's -ctk/-ctv q8_0); "
+        "cache's element type (f16 as llama.cpp's default; q8_0 as llama.cpp's -ctk/-ctv q8_0;\n"
+        "aura<K bits>v<V bits>, bits 2/3/4/8: AURA's rotated Lloyd-Max codes, and with\n"
+        "KILN_AURA_AUTO_ASYM=1 K at 8 bits for GQA groups of 6 or more); "
         "--kv-page N keeps it in a pool of\n"
         "pages of N rows addressed through a block table (a multiple of the key block).");
     return 0;
@@ -139,7 +149,7 @@ int cmd_run(const std::vector<std::string>& argv_in) {
   }
   Runtime& rt = *runtime;
   std::string model_path = a.has("model") ? a.get("model") : default_model();
-  Llm model(model_path, rt, a.get_int("ctx", 0), parse_kv_dtype(a.get("kv", "f16")),
+  Llm model(model_path, rt, a.get_int("ctx", 0), parse_kv_type(a.get("kv", "f16")),
             a.get_int("kv-page", 0));
   GenerationOptions o;
   o.n_predict = a.get_int("n-predict", 64);
@@ -192,14 +202,17 @@ int cmd_run(const std::vector<std::string>& argv_in) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
   std::printf(
       "{\"model\": \"%s\", \"arch\": \"%s\", \"device\": \"%s\", \"threads\": %d, "
-      "\"ctx\": %lld, \"kv\": \"%s\", \"kv_cache_mib\": %.1f, \"prompt_tokens\": %zu, "
+      "\"ctx\": %lld, \"kv\": \"%s\", \"kv_cache_mib\": %.1f, \"kv_saved_mib\": %.1f, "
+      "\"prompt_tokens\": %zu, "
       "\"generated_tokens\": %zu, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
       "\"token_latency_ms_p50\": %.3f, \"token_latency_ms_p95\": %.3f, \"peak_rss_mib\": %.1f, "
       "\"jit_compile_ms\": %.1f, \"kernels_compiled\": %lld, \"cache_hits\": %d, "
       "\"cache_misses\": %d, \"kernels_per_token\": %lld, \"stop\": \"%s\", \"wall_ms\": %.1f}\n",
       json_escape(model_path).c_str(), model.config().arch.c_str(), rt.backend().name().c_str(),
       rt.threads(), static_cast<long long>(model.n_ctx()),
-      kv_cache_type_name(model.kv_dtype()).c_str(), model.kv_cache_bytes() / 1048576.0,
+      kv_cache_type_name(model.kv_type()).c_str(), model.kv_cache_bytes() / 1048576.0,
+      (static_cast<double>(f16_cache_bytes(model)) - static_cast<double>(model.kv_cache_bytes())) /
+          1048576.0,
       r.prompt.size(), r.generated.size(), r.prompt.size() / (r.prefill_ms / 1e3),
       r.token_ms.empty() ? 0.0 : r.token_ms.size() / (decode_ms / 1e3), percentile(r.token_ms, 0.5),
       percentile(r.token_ms, 0.95), peak_rss_mib(), cs.ms, static_cast<long long>(cs.kernels),

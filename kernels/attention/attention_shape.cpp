@@ -11,6 +11,16 @@ namespace kiln {
 
 std::map<std::string, int64_t> AttentionSizes::buffer_elems() const {
   int64_t qn = n_tokens * n_heads * head_dim;
+  if (kbits) {
+    const int64_t rows = max_ctx * n_kv_heads;
+    return {{"q", qn},
+            {"out", qn},
+            {"k", rows * packed_words(head_dim, kbits)},
+            {"v", rows * packed_words(head_dim, vbits)},
+            {"k_scale", rows},
+            {"v_scale", rows},
+            {"sinks", n_heads}};
+  }
   if (page > 0)
     return with_kv_scales({{"q", qn},
                            {"out", qn},
@@ -34,6 +44,10 @@ AttentionSizes attention_sizes(const std::string& kernel, const Spec& s, const S
   check_kv_layout(kernel, s);
   z.page = s.constexpr_("PAGE");
   if (z.page > 0) z.n_pages = pool_pages(kernel, a);
+  if (is_aura_kv(s.dtype("KV"))) {
+    z.kbits = static_cast<int>(s.constexpr_("KBITS"));
+    z.vbits = static_cast<int>(s.constexpr_("VBITS"));
+  }
   const std::string who = "kernel '" + kernel + "': ";
   auto str = [](int64_t v) { return std::to_string(v); };
   if (z.n_tokens < 1) throw Error(who + "n_tokens = " + str(z.n_tokens) + " (need >= 1)");

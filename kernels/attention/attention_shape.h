@@ -38,6 +38,7 @@ int64_t attention_lanes(const TargetDesc& t);
 struct AttentionSizes {
   int64_t n_tokens, n_heads, n_kv_heads, group, max_ctx, kv_len, pos0, head_dim, key_block;
   int64_t page = 0, n_pages = 0;  // a paged cache (kv_cache.h): PAGE and the pool's pages
+  int kbits = 0, vbits = 0;       // an AURA cache's (KV = u32)
   std::map<std::string, int64_t> buffer_elems() const;
 };
 

@@ -1,9 +1,11 @@
 #include "kernels/attention/kv_cache.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "ir/error.h"
 #include "kernels/attention/attention_shape.h"
+#include "kernels/aura/aura_codes.h"
 
 namespace kiln {
 
@@ -14,20 +16,25 @@ int64_t key_blocks(int64_t max_ctx, int64_t kb) { return (max_ctx + kb - 1) / kb
 int64_t kv_key_block(const TargetDesc& t) { return attention_lanes(t); }
 
 bool is_kv_cache_dtype(DType t) {
-  return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::i8;
+  return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::i8 ||
+         t == DType::u32;
 }
 
 bool is_quantized_kv(DType t) { return t == DType::i8; }
+bool is_aura_kv(DType t) { return t == DType::u32; }
 
-std::string kv_cache_type_name(DType t) {
-  return is_quantized_kv(t) ? "q8_0" : std::string(dtype_name(t));
+std::string kv_cache_type_name(const KvCacheType& t) {
+  if (is_aura_kv(t.dtype)) return aura_scheme_name(t.aura);
+  return is_quantized_kv(t.dtype) ? "q8_0" : std::string(dtype_name(t.dtype));
 }
 
-DType parse_kv_cache_type(const std::string& text) {
+KvCacheType parse_kv_cache_type(const std::string& text) {
   if (text == "q8_0") return DType::i8;
+  if (is_aura_scheme_name(text)) return parse_aura_scheme(text);
   DType t;
-  if (text == "i8" || !try_parse_dtype(text, &t) || !is_kv_cache_dtype(t))
-    throw Error("KV cache type '" + text + "': expected f16, bf16, f32 or q8_0");
+  if (text == "i8" || text == "u32" || !try_parse_dtype(text, &t) || !is_kv_cache_dtype(t))
+    throw Error("KV cache type '" + text +
+                "': expected f16, bf16, f32, q8_0 or an AURA scheme (aura4v4, aura8v4, ...)");
   return t;
 }
 
@@ -79,6 +86,20 @@ void check_kv_layout(const std::string& kernel, const Spec& s) {
     throw Error("kernel '" + kernel + "': PAGE must be 0 (a contiguous cache) or a multiple of " +
                 "the key block (" + std::to_string(kb) + "), got " + std::to_string(page));
   const int64_t d = s.constexpr_("HEAD_DIM");
+  if (is_aura_kv(s.dtype("KV"))) {
+    if (page != 0)
+      throw Error("kernel '" + kernel + "': an AURA cache is not paged (PAGE = " +
+                  std::to_string(page) + ")");
+    if (d < 32 || aura_padded_dim(d) != d)
+      throw Error("kernel '" + kernel + "': an AURA cache needs HEAD_DIM (the rotated dims) a " +
+                  "power of two >= 32, got " + std::to_string(d));
+    for (const char* b : {"KBITS", "VBITS"}) {
+      const int64_t v = s.constexpr_(b);
+      if (v != 2 && v != 3 && v != 4 && v != 8)
+        throw Error("kernel '" + kernel + "': " + b + " = " + std::to_string(v) +
+                    " (AURA codes have 2, 3, 4 or 8 bits)");
+    }
+  }
   if (is_quantized_kv(s.dtype("KV")) && d % kKvQuantBlock)
     throw Error("kernel '" + kernel + "': a q8_0 cache needs HEAD_DIM a multiple of " +
                 std::to_string(kKvQuantBlock) + ", got " + std::to_string(d));
@@ -105,9 +126,13 @@ KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const 
     kv.n_pages = kb.scalar("n_pages", DType::i32);
     kv.n_kv = n_kv_heads;
   }
-  if (is_quantized_kv(k.dtype())) {
+  if (is_quantized_kv(k.dtype()) || is_aura_kv(k.dtype())) {
     kv.k_scale = kb.buffer("k_scale", DType::f16);
     kv.v_scale = kb.buffer("v_scale", DType::f16);
+  }
+  if (is_aura_kv(k.dtype())) {
+    kv.kbits = static_cast<int>(s.constexpr_("KBITS"));
+    kv.vbits = static_cast<int>(s.constexpr_("VBITS"));
   }
   return kv;
 }
@@ -179,7 +204,29 @@ Value load_f32(const Pointer& p, const Value& mask) {
 
 }  // namespace
 
+Value load_aura_rows(const KvView& kv, bool v, const Value& first, int64_t n,
+                     const Value& key_mask) {
+  const int bits = v ? kv.vbits : kv.kbits;
+  const int64_t D = kv.head_dim, W = packed_words(D, bits);
+  auto rows = kv.kvh.to(DType::i64) * kv.max_ctx.to(DType::i64) + first.to(DType::i64) +
+              arange(n).to(DType::i64);
+  auto offs = expand_dims(rows * W, 1) + expand_dims(arange(W).to(DType::i64), 0);
+  const Buffer& codes = v ? kv.v : kv.k;
+  const Buffer& norms = v ? *kv.v_scale : *kv.k_scale;
+  Value words, norm;
+  if (key_mask.valid()) {
+    words = load(codes + offs, broadcast_to(expand_dims(key_mask, 1), {n, W}), 0.0);
+    norm = load(norms + rows, key_mask, 0.0);
+  } else {
+    words = load(codes + offs);
+    norm = load(norms + rows);
+  }
+  auto c = aura_centroids(aura_unpack(words, bits, D), bits, D);
+  return c * broadcast_to(expand_dims(norm.to(DType::f32), 1), {n, D});
+}
+
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask) {
+  if (kv.vbits) return load_aura_rows(kv, true, first, n, key_mask);
   auto rows_mask = [&](int64_t width) {
     return key_mask.valid() ? broadcast_to(expand_dims(key_mask, 1), {n, width}) : Value();
   };
@@ -208,9 +255,21 @@ Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
 
 void prefetch_kv_block(const KvView& kv, const Value& block) {
   if (kv.page > 0) return;
+  constexpr int64_t kLineBytes = 64;
+  if (kv.kbits) {
+    // The block's code rows of K and V, each one contiguous run.
+    auto first = kv.kvh.to(DType::i64) * kv.max_ctx.to(DType::i64) +
+                 (block * static_cast<int>(kv.key_block)).to(DType::i64);
+    for (auto [buf, bits] : {std::pair{kv.k, kv.kbits}, std::pair{kv.v, kv.vbits}}) {
+      const int64_t W = packed_words(kv.head_dim, bits);
+      auto lines = arange(std::max<int64_t>(1, kv.key_block * W * 4 / kLineBytes)).to(DType::i64) *
+                   (kLineBytes / 4);
+      prefetch(buf + (first * W + lines));
+    }
+    return;
+  }
   // A K block and its V rows are each key_block * head_dim contiguous
   // elements: one offset per 64-byte line from the first.
-  constexpr int64_t kLineBytes = 64;
   const int64_t elem = dtype_bytes(kv.k.dtype());
   auto lines =
       arange(std::max<int64_t>(1, kv.key_block * kv.head_dim * elem / kLineBytes)).to(DType::i64) *

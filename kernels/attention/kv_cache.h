@@ -38,6 +38,7 @@
 
 #include "ir/builder.h"
 #include "ir/spec.h"
+#include "kernels/aura/aura_format.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -47,16 +48,26 @@ namespace kiln {
 // backend whose kernels write it.
 int64_t kv_key_block(const TargetDesc& t);
 
-// Whether a cache may hold t: the KV dtypes every attention kernel and
-// kv_cache_store declare (f16, bf16, f32, and i8 for q8_0).
+// Whether a cache may hold t: the KV dtypes every attention kernel
+// declares (f16, bf16, f32, i8 for q8_0 and u32 for AURA).
 bool is_kv_cache_dtype(DType t);
 // Elements per scale of a q8_0 cache.
 constexpr int64_t kKvQuantBlock = 32;
 bool is_quantized_kv(DType t);  // i8: codes with scales
-// A cache type as users name it (`--kv`): f16, bf16, f32 or q8_0 (i8).
-std::string kv_cache_type_name(DType t);
+bool is_aura_kv(DType t);       // u32: AURA's packed codes with norms
+
+// A cache's type as users name it (`--kv`): f16, bf16, f32, q8_0 (i8) or
+// an AURA scheme (u32, aura4v4, aura8v4, ...).
+struct KvCacheType {
+  DType dtype = DType::f16;
+  AuraScheme aura{};  // with dtype u32 only
+  KvCacheType() = default;
+  KvCacheType(DType t) : dtype(t) {}
+  KvCacheType(AuraScheme s) : dtype(DType::u32), aura(s) {}
+};
+std::string kv_cache_type_name(const KvCacheType& t);
 // Throws kiln::Error naming the text and the accepted names.
-DType parse_kv_cache_type(const std::string& text);
+KvCacheType parse_kv_cache_type(const std::string& text);
 
 int64_t k_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim, int64_t key_block);
 int64_t v_cache_elems(int64_t max_ctx, int64_t n_kv_heads, int64_t head_dim);
@@ -97,18 +108,21 @@ struct KvView {
   std::optional<Buffer> table{};               // i32 [ceil(max_ctx / page)] from table_row on
   Value n_kv{}, n_pages{};                     // i32 scalars, paged only
   Value table_row{};                           // i64: the sequence's first entry (invalid: 0)
-  std::optional<Buffer> k_scale{}, v_scale{};  // f16, a q8_0 cache's
+  std::optional<Buffer> k_scale{}, v_scale{};  // f16, a q8_0 cache's scales, AURA's norms
+  int kbits = 0, vbits = 0;                    // an AURA cache's (KV = u32)
 };
 
 // The view of a kernel's cache buffers k and v for its spec (HEAD_DIM and
 // PAGE; PAGE = 0 by default): with PAGE > 0 this declares the paged
 // parameters, the buffer `block_table` and the scalar `n_pages`, in that
-// order; then for a q8_0 cache (k and v i8) the buffers `k_scale` and
-// `v_scale`. kvh is left for the caller to set.
+// order; then for a q8_0 cache (k and v i8) or an AURA cache (u32) the
+// buffers `k_scale` and `v_scale`. kvh is left for the caller to set.
 KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const Buffer& v,
                        const Value& n_kv_heads, const Value& max_ctx);
 // Throws kiln::Error naming `kernel` when PAGE is not 0 or a multiple of the
-// key block, or a q8_0 cache's HEAD_DIM is not a multiple of 32.
+// key block, a q8_0 cache's HEAD_DIM is not a multiple of 32, or an AURA
+// cache is paged, its HEAD_DIM not a power of two >= 32 or its bits not 2,
+// 3, 4 or 8.
 void check_kv_layout(const std::string& kernel, const Spec& s);
 // A launch's n_pages (the pool's pages) with PAGE > 0; throws kiln::Error
 // naming `kernel` unless it is >= 1.
@@ -131,6 +145,13 @@ Value v_tile_offsets(const KvView& kv, const Value& first, int64_t n);
 // scales). With a key_mask ([n] bool), keys outside it are not read and
 // load as 0; without one the loads are plain vectors.
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask = {});
+
+// An AURA cache's rows of keys first .. first + n - 1 (i32 scalar) of K
+// (v = false) or V, decoded: [n, HEAD_DIM] f32, each code's codebook value
+// times the row's norm; keys outside key_mask ([n] bool) are not read and
+// load as 0.
+Value load_aura_rows(const KvView& kv, bool v, const Value& first, int64_t n,
+                     const Value& key_mask = {});
 
 // Rows d .. d+n-1 (d an i32 scalar) of K block `block`, [n, KB]: every
 // key's elements d .. d+n-1 as stored (a q8_0 cache's codes, unscaled;

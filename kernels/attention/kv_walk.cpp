@@ -63,11 +63,27 @@ std::vector<Value> q8_block_scores(KernelBuilder& k, const WalkInputs& in, const
   return sc;
 }
 
+// Each row's scores against K block `block` of an AURA cache, [KB]: the
+// block's keys decoded (codebook values times norms, in rotated space) and
+// each row's rotated q summed against them.
+std::vector<Value> aura_block_scores(const WalkInputs& in, const Value& block,
+                                     const Value& key_mask, size_t rows) {
+  const int64_t D = in.head_dim, KB = in.key_block;
+  auto keys = load_aura_rows(in.kv, false, block * static_cast<int>(KB), KB, key_mask);
+  std::vector<Value> sc;
+  for (size_t h = 0; h < rows; ++h) {
+    auto q = load(in.q + (in.qrow[h] + arange(D).to(DType::i64))).to(DType::f32);
+    sc.push_back(sum(keys * broadcast_to(expand_dims(q, 0), {KB, D}), 1) * in.qscale);
+  }
+  return sc;
+}
+
 // Each row's log2-scaled scores against K block `block`, [KB]; keys outside
 // key_mask (when given) read as 0.
 std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Value& block,
                                 const Value& key_mask, size_t rows) {
   if (in.q8.sum) return q8_block_scores(k, in, block, key_mask, rows);
+  if (in.kv.kbits) return aura_block_scores(in, block, key_mask, rows);
   const int64_t D = in.head_dim, KB = in.key_block;
   const int64_t parts =
       std::clamp<int64_t>(kScoreChains / static_cast<int64_t>(rows), 1, std::min<int64_t>(4, D));
@@ -163,6 +179,7 @@ void key_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
 }  // namespace
 
 DType query_dtype(const Spec& s) {
+  if (is_aura_kv(s.dtype("KV"))) return DType::f32;  // rotated by aura_rotate
   return is_quantized_kv(s.dtype("KV")) ? DType::i8 : s.dtype("T");
 }
 

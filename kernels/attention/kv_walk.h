@@ -38,6 +38,7 @@ namespace kiln {
 // Q8_0), with per 32 elements the scale q_scale (f32) and the codes' sum
 // q_sum (i32), as quantize_q8 (QBLOCK 32) writes them. Scores against a
 // q8_0 cache are then exact i32 dots of codes, scaled once per 32 dims.
+// Over an AURA cache (KV = u32) q is f32 in the cache's rotated space.
 DType query_dtype(const Spec& s);
 struct QueryScales {
   std::optional<Buffer> scale{}, sum{};

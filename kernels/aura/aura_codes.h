@@ -1,0 +1,25 @@
+// The DSL side of AURA's codes (aura_format.h): how a kernel turns rotated
+// coordinates into b-bit codes and packed words, and packed words back
+// into codebook values. Written once here so that the encoder, the
+// attention walk and the tests' kernels cannot disagree on the bitstream
+// (AURA.md section 4, pitfalls 5 and 6).
+#pragma once
+
+#include <cstdint>
+
+#include "ir/builder.h"
+
+namespace kiln {
+
+// Codes (i32, same shape) of f32 rotated unit-vector coordinates y at
+// dimension D: #{j >= 1 : y > t_j}, by binary search over the thresholds.
+Value aura_quantize(const Value& y, int bits, int64_t D);
+// The codebook value (f32, same shape) of each i32 code.
+Value aura_centroids(const Value& codes, int bits, int64_t D);
+// i32 codes [.., D] -> u32 words [.., packed_words(D, bits)], LSB-first
+// (D a multiple of 32).
+Value aura_pack(const Value& codes, int bits);
+// u32 words [.., packed_words(D, bits)] -> i32 codes [.., D].
+Value aura_unpack(const Value& words, int bits, int64_t D);
+
+}  // namespace kiln
