@@ -36,8 +36,9 @@ Lanes group_lanes(int bits) {
 }
 
 void check_d(int64_t D, const char* what) {
-  if (D % 32) throw Error(std::string("AURA ") + what + ": D = " + std::to_string(D) +
-                          " is not a multiple of 32");
+  if (D % 32)
+    throw Error(std::string("AURA ") + what + ": D = " + std::to_string(D) +
+                " is not a multiple of 32");
 }
 
 }  // namespace
@@ -68,7 +69,8 @@ Value aura_pack(const Value& codes, int bits) {
     Shape split = with_last(shape, W);
     split.push_back(per);
     auto shifts = (arange(per) * bits).to(DType::u32);
-    return sum(reshape(u, split) << broadcast_to(shifts, split), static_cast<int>(split.size()) - 1);
+    return sum(reshape(u, split) << broadcast_to(shifts, split),
+               static_cast<int>(split.size()) - 1);
   }
   // Straddling widths: each of a group's b words sums the pieces of the
   // coordinates that reach into it (disjoint bits, so the sum is the OR).
@@ -82,7 +84,8 @@ Value aura_pack(const Value& codes, int bits) {
   for (int wi = 0; wi < bits; ++wi) {
     auto own = where(broadcast_to(ln.w == wi, groups), g << broadcast_to(ln.r, groups), zero);
     auto spill_lane = ln.straddle & (ln.w + 1 == wi);
-    auto spill = where(broadcast_to(spill_lane, groups), g >> broadcast_to(32 - ln.r, groups), zero);
+    auto spill =
+        where(broadcast_to(spill_lane, groups), g >> broadcast_to(32 - ln.r, groups), zero);
     words.push_back(expand_dims(sum(own + spill, static_cast<int>(groups.size()) - 1),
                                 static_cast<int>(groups.size()) - 1));
   }
@@ -100,8 +103,8 @@ Value aura_unpack(const Value& words, int bits, int64_t D) {
   const Shape shape = words.shape();
   check_d(D, "unpack");
   if (shape.back() != packed_words(D, bits))
-    throw Error("AURA unpack: " + std::to_string(shape.back()) + " words for " +
-                std::to_string(D) + " codes of " + std::to_string(bits) + " bits");
+    throw Error("AURA unpack: " + std::to_string(shape.back()) + " words for " + std::to_string(D) +
+                " codes of " + std::to_string(bits) + " bits");
   const uint32_t mask = (1u << bits) - 1;
   if (32 % bits == 0) {
     const int64_t per = 32 / bits;
@@ -122,8 +125,7 @@ Value aura_unpack(const Value& words, int bits, int64_t D) {
   R = R / shape.back() * (D / 32);
   auto g = reshape(words, {R, bits});
   std::vector<Value> col;
-  for (int wi = 0; wi < bits; ++wi)
-    col.push_back(broadcast_to(slice(g, {0, wi}, {R, 1}), {R, 32}));
+  for (int wi = 0; wi < bits; ++wi) col.push_back(broadcast_to(slice(g, {0, wi}, {R, 1}), {R, 32}));
   Lanes ln = group_lanes(bits);
   auto wsel = broadcast_to(reshape(ln.w, {1, 32}), {R, 32});
   Value lo = col.back(), hi = col.back();

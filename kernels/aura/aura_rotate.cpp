@@ -27,7 +27,8 @@ void check_dims(const Spec& s) {
 Kernel build_aura_rotate(const Spec& s) {
   check_dims(s);
   KernelBuilder k("aura_rotate", s);
-  const int64_t din = s.constexpr_("DIN"), dout = s.constexpr_("DOUT"), BR = s.constexpr_("BLOCK_R");
+  const int64_t din = s.constexpr_("DIN"), dout = s.constexpr_("DOUT"),
+                BR = s.constexpr_("BLOCK_R");
   const int64_t D = std::max(din, dout);
   auto x = k.buffer("x", s.dtype("X")), rot = k.buffer("rot", DType::f32);
   auto out = k.buffer("out", s.dtype("Y"));

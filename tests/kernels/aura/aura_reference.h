@@ -76,7 +76,8 @@ inline float ref_norm(const std::vector<float>& x, const std::vector<int>& codes
 
 // AURA.md section 4's bitstream: coordinate i at stream bits [i*b, i*b+b).
 inline std::vector<uint32_t> ref_pack(const std::vector<int>& codes, int bits) {
-  std::vector<uint32_t> w(static_cast<size_t>(packed_words(static_cast<int64_t>(codes.size()), bits)), 0);
+  std::vector<uint32_t> w(
+      static_cast<size_t>(packed_words(static_cast<int64_t>(codes.size()), bits)), 0);
   for (size_t i = 0; i < codes.size(); ++i) {
     const size_t bit = i * bits, wi = bit / 32, r = bit % 32;
     w[wi] |= static_cast<uint32_t>(codes[i]) << r;

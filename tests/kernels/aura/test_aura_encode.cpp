@@ -85,7 +85,8 @@ int check_kind(const EncodeCase& c, const HostBuffer& x, const std::vector<uint3
         continue;
       }
       std::vector<float> xs;
-      for (int64_t i = 0; i < d; ++i) xs.push_back(static_cast<float>(x.get(((n - c.pos0) * c.n_kv + h) * d + i)));
+      for (int64_t i = 0; i < d; ++i)
+        xs.push_back(static_cast<float>(x.get(((n - c.pos0) * c.n_kv + h) * d + i)));
       kiln::test::RefEncoded ref = kiln::test::ref_encode(xs, s, bits);
       std::vector<int> got = kiln::test::ref_unpack(w, D, bits);
       for (int64_t i = 0; i < D; ++i) {
@@ -156,15 +157,18 @@ TEST_CASE("aura_encode keeps each vector's norm", "[kernels][aura]") {
           e = g(rng);
           s2 += e * e;
         }
-        for (int64_t i = 0; i < d; ++i) xk.set(r * d + i, v[i] * mag / std::sqrt(s2)), xv.set(r * d + i, 0);
+        for (int64_t i = 0; i < d; ++i)
+          xk.set(r * d + i, v[i] * mag / std::sqrt(s2)), xv.set(r * d + i, 0);
       }
       Encoded e = run_encode(c, xk, xv, false);
       const std::vector<float> s = aura_signs(kAuraSeed, 5, AuraKind::k, d);
       for (int64_t h = 0; h < c.n_kv; ++h)
         for (int64_t t = 0; t < c.n_tokens; ++t) {
           const int64_t row = h * c.max_ctx + c.pos0 + t;
-          std::vector<int> codes = kiln::test::ref_unpack(e.k.data() + row * packed_words(d, bits), d, bits);
-          auto xhat = kiln::test::ref_unrotate(kiln::test::ref_rotated(codes, e.kn.get(row), bits), s, d);
+          std::vector<int> codes =
+              kiln::test::ref_unpack(e.k.data() + row * packed_words(d, bits), d, bits);
+          auto xhat =
+              kiln::test::ref_unrotate(kiln::test::ref_rotated(codes, e.kn.get(row), bits), s, d);
           double n2 = 0;
           for (double v : xhat) n2 += v * v;
           INFO(bits << " bits, magnitude " << mag);

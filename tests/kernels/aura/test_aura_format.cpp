@@ -114,7 +114,8 @@ TEST_CASE("AURA scheme names, auto-asymmetric rule and sizes", "[kernels][aura]"
   CHECK(parse_aura_scheme("aura3") == AuraScheme{3, 3});
   CHECK(aura_scheme_name({8, 2}) == "aura8v2");
   for (const char* bad : {"aura5v4", "aura4v", "aura", "aura4v4x", "aura16"})
-    CHECK_THROWS_WITH(parse_aura_scheme(bad), Catch::Contains(bad) && Catch::Contains("2, 3, 4 or 8"));
+    CHECK_THROWS_WITH(parse_aura_scheme(bad),
+                      Catch::Contains(bad) && Catch::Contains("2, 3, 4 or 8"));
   // Boundaries (AURA.md section 6): G = 2 and 5 unchanged, G = 8 bumps K
   // and keeps V, kb = 8 and aura8v8 no-ops.
   CHECK(aura_auto_asymmetric({4, 4}, 2) == AuraScheme{4, 4});
@@ -130,10 +131,11 @@ TEST_CASE("AURA scheme names, auto-asymmetric rule and sizes", "[kernels][aura]"
   CHECK(aura_padded_dim(96) == 128);
   CHECK(aura_padded_dim(128) == 128);
   // Bytes per token per layer and KV head at d = 128 (section 7's table).
-  const std::map<std::string, int64_t> bytes = {{"aura2v2", 68},  {"aura3v3", 100}, {"aura4v2", 100},
-                                                {"aura4v4", 132}, {"aura8v2", 164}, {"aura8v4", 196},
-                                                {"aura8v8", 260}};
-  for (const auto& [name, b] : bytes) CHECK(aura_bytes_per_token(1, 128, parse_aura_scheme(name)) == b);
+  const std::map<std::string, int64_t> bytes = {
+      {"aura2v2", 68},  {"aura3v3", 100}, {"aura4v2", 100}, {"aura4v4", 132},
+      {"aura8v2", 164}, {"aura8v4", 196}, {"aura8v8", 260}};
+  for (const auto& [name, b] : bytes)
+    CHECK(aura_bytes_per_token(1, 128, parse_aura_scheme(name)) == b);
   CHECK(aura_bytes_per_token(8, 96, {4, 4}) == 8 * 132);  // d = 96 pads to 128
 }
 
