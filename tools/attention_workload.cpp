@@ -1,6 +1,7 @@
 #include "tools/attention_workload.h"
 
 #include <cmath>
+#include <utility>
 #include <random>
 
 #include "kernels/attention/kv_cache.h"
@@ -9,7 +10,8 @@
 namespace kiln {
 
 AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                                     int64_t kv_len, int64_t key_block, DType kv, int64_t n_tokens,
+                                     int64_t kv_len, int64_t key_block, KvCacheType kv,
+                                     int64_t n_tokens,
                                      uint64_t seed)
     : h_(n_heads),
       kvh_(n_kv_heads),
@@ -20,9 +22,21 @@ AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_
       kv_(kv) {
   std::mt19937_64 rng(seed);
   q_ = random_buffer(t_ * h_ * d_, DType::f32, rng);
-  k_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_), kv_, rng);
-  v_ = random_buffer(v_cache_elems(len_, kvh_, d_), kv_, rng);
-  if (is_quantized_kv(kv_)) {
+  out_ = HostMemory(static_cast<size_t>(t_ * h_ * d_ * 4));
+  if (is_aura_kv(kv_.dtype)) {
+    // Random code words (every code), norms in [-1, 1]; q rotated, f32.
+    for (auto [mem, bits] : {std::pair{&k_, kv_.aura.kbits}, std::pair{&v_, kv_.aura.vbits}}) {
+      *mem = HostMemory(static_cast<size_t>(4 * len_ * kvh_ * packed_words(d_, bits)));
+      auto* w = reinterpret_cast<uint32_t*>(mem->data());
+      for (size_t i = 0; i < mem->size() / 4; ++i) w[i] = static_cast<uint32_t>(rng());
+    }
+    k_scale_ = random_buffer(len_ * kvh_, DType::f16, rng);
+    v_scale_ = random_buffer(len_ * kvh_, DType::f16, rng);
+    return;
+  }
+  k_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_), kv_.dtype, rng);
+  v_ = random_buffer(v_cache_elems(len_, kvh_, d_), kv_.dtype, rng);
+  if (is_quantized_kv(kv_.dtype)) {
     k_scale_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_) / kKvQuantBlock, DType::f16, rng);
     v_scale_ = random_buffer(v_cache_elems(len_, kvh_, d_) / kKvQuantBlock, DType::f16, rng);
     // A q8_0 cache's kernels read q as Q8_0: codes, with their blocks'
@@ -37,13 +51,20 @@ AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_
     for (int64_t i = 0; i < n; ++i)
       sums[i / kKvQuantBlock] += codes[i] = static_cast<int8_t>(code(rng));
   }
-  out_ = HostMemory(static_cast<size_t>(t_ * h_ * d_ * 4));
+}
+
+std::map<std::string, int64_t> AttentionWorkload::kv_constexprs() const {
+  if (!is_aura_kv(kv_.dtype)) return {};
+  return {{"KBITS", kv_.aura.kbits}, {"VBITS", kv_.aura.vbits}};
 }
 
 std::vector<Arg> AttentionWorkload::args() {
+  const bool aura = is_aura_kv(kv_.dtype);
   std::vector<Arg> a = {Arg::buffer(q_.data(), t_ * h_ * d_),
-                        Arg::buffer(k_.data(), k_cache_elems(len_, kvh_, d_, kb_)),
-                        Arg::buffer(v_.data(), v_cache_elems(len_, kvh_, d_)),
+                        Arg::buffer(k_.data(), aura ? static_cast<int64_t>(k_.size() / 4)
+                                                    : k_cache_elems(len_, kvh_, d_, kb_)),
+                        Arg::buffer(v_.data(), aura ? static_cast<int64_t>(v_.size() / 4)
+                                                    : v_cache_elems(len_, kvh_, d_)),
                         Arg::buffer(out_.data(), t_ * h_ * d_),
                         Arg::scalar_int(t_),
                         Arg::scalar_int(h_),
@@ -53,7 +74,11 @@ std::vector<Arg> AttentionWorkload::args() {
                         Arg::scalar_int(len_ - t_),
                         Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_))),
                         Arg::scalar_int(0)};  // no sliding window
-  if (is_quantized_kv(kv_)) {
+  if (aura) {
+    a.push_back(Arg::buffer(k_scale_.data(), len_ * kvh_));
+    a.push_back(Arg::buffer(v_scale_.data(), len_ * kvh_));
+  }
+  if (is_quantized_kv(kv_.dtype)) {
     a.push_back(Arg::buffer(k_scale_.data(), k_cache_elems(len_, kvh_, d_, kb_) / kKvQuantBlock));
     a.push_back(Arg::buffer(v_scale_.data(), v_cache_elems(len_, kvh_, d_) / kKvQuantBlock));
     a.push_back(Arg::buffer(q_scale_.data(), t_ * h_ * d_ / kKvQuantBlock));
@@ -99,13 +124,15 @@ double AttentionWorkload::causal_macs() const {
 }
 
 int64_t AttentionWorkload::cache_bytes() const {
-  const int64_t codes = 2 * len_ * kvh_ * d_ * dtype_bytes(kv_);
-  return is_quantized_kv(kv_) ? codes + codes / kKvQuantBlock * 2 : codes;
+  if (is_aura_kv(kv_.dtype)) return len_ * aura_bytes_per_token(kvh_, d_, kv_.aura);
+  const int64_t codes = 2 * len_ * kvh_ * d_ * dtype_bytes(kv_.dtype);
+  return is_quantized_kv(kv_.dtype) ? codes + codes / kKvQuantBlock * 2 : codes;
 }
 
 int64_t AttentionWorkload::cache_buffer_bytes() const {
-  const int64_t v = len_ * kvh_ * d_ * dtype_bytes(kv_);
-  return is_quantized_kv(kv_) ? v / kKvQuantBlock * 2 : v;
+  if (is_aura_kv(kv_.dtype)) return len_ * kvh_ * 2;  // the norms
+  const int64_t v = len_ * kvh_ * d_ * dtype_bytes(kv_.dtype);
+  return is_quantized_kv(kv_.dtype) ? v / kKvQuantBlock * 2 : v;
 }
 
 }  // namespace kiln

@@ -1,7 +1,7 @@
 // A decode-attention problem for `kiln bench`: one query token of n_heads
 // heads against a KV cache of kv_len random keys and values (f16, bf16, f32,
-// or q8_0: i8 codes with f16 scales; the layout of kv_cache.h in blocks of
-// key_block keys, max_ctx = kv_len), as a forward's attention_decode launch
+// q8_0: i8 codes with f16 scales, or AURA: packed codes with f16 norms; the
+// layout of kv_cache.h in blocks of key_block keys, max_ctx = kv_len), as a forward's attention_decode launch
 // at that context. Its traffic is the cache rows it must read, which at
 // long contexts rival a layer's weights. With n_tokens = kv_len it is a
 // prompt's attention_prefill launch instead: every token of a kv_len-token
@@ -9,9 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "ir/interpreter.h"
+#include "kernels/attention/kv_cache.h"
 #include "runtime/host_memory.h"
 
 namespace kiln {
@@ -19,7 +22,7 @@ namespace kiln {
 class AttentionWorkload {
  public:
   AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t kv_len,
-                    int64_t key_block, DType kv = DType::f16, int64_t n_tokens = 1,
+                    int64_t key_block, KvCacheType kv = DType::f16, int64_t n_tokens = 1,
                     uint64_t seed = 1);
 
   std::vector<Arg> args();
@@ -33,11 +36,14 @@ class AttentionWorkload {
   int64_t head_dim() const { return d_; }
   // Multiply-adds of the causal scores and P V: 2 H D per visible key.
   double causal_macs() const;
-  DType kv() const { return kv_; }
+  DType kv() const { return kv_.dtype; }
+  // The attention kernels' constexprs the cache type fixes (an AURA
+  // cache's KBITS and VBITS).
+  std::map<std::string, int64_t> kv_constexprs() const;
 
  private:
   int64_t h_, kvh_, d_, len_, kb_, t_;
-  DType kv_;
+  KvCacheType kv_;
   HostMemory q_, k_, v_, k_scale_, v_scale_, q_scale_, q_sum_, out_, part_o_, part_ml_;
   int64_t partial_rows(int64_t split);
 };

@@ -122,6 +122,7 @@ void register_split_attention(const std::string& name, Runtime* rt, const Bandwi
                               std::shared_ptr<AttentionWorkload> work,
                               std::map<std::string, int64_t> split_fixed, bool cold) {
   split_fixed["HEAD_DIM"] = work->head_dim();
+  for (const auto& [name, v] : work->kv_constexprs()) split_fixed[name] = v;
   if (!split_fixed.count("SPLIT"))
     split_fixed["SPLIT"] =
         find_kernel("attention_decode_split").make_spec({{"KV", work->kv()}}).constexpr_("SPLIT");
@@ -186,7 +187,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "f32,f16,bf16]\n"
         "                  [--formats q4_K-rows16,int4w-rows16,...] [--tokens 512] [--warm]\n"
         "                  [--experts 8]\n"
-        "                  [--contexts 2048] [--heads 32x4x64,32x8x128] [--kv f16,bf16,f32,q8_0]\n"
+        "                  [--contexts 2048] [--heads 32x4x64,32x8x128] [--kv f16,bf16,f32,q8_0,aura4v4,...]\n"
         "                  [--const BLOCK_K=128] [--benchmark_* Google Benchmark options]\n"
         "Benchmarks gemv (y = W x) for each weight dtype or format, shape and thread count,\n"
         "next to a memory-bandwidth probe measured in the same run (frac_of_probe = GB/s /\n"
@@ -413,10 +414,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
     }
   }
   // Decode attention: the KV cache rows a token reads, against the probe.
-  std::vector<DType> kv_dtypes;
-  for (const auto& name : split(a.get("kv", "f16"), ',')) kv_dtypes.push_back(parse_kv_type(name).dtype);
+  std::vector<KvCacheType> kv_dtypes;
+  for (const auto& name : split(a.get("kv", "f16"), ',')) kv_dtypes.push_back(parse_kv_type(name));
   for (const auto& c : split(a.get("contexts", "2048"), ','))
-    for (DType kv : kv_dtypes) {
+    for (const KvCacheType& kv : kv_dtypes) {
       if (c == "0") continue;
       int64_t ctx = parse_positive(c, "--contexts");
       const std::string kv_name = kv_cache_type_name(kv);
@@ -427,6 +428,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
             kv);
         std::map<std::string, int64_t> fixed = declared_consts("attention_decode");
         fixed["HEAD_DIM"] = work->head_dim();
+        for (const auto& [name, v] : work->kv_constexprs()) fixed[name] = v;
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           const std::string tail = "/" + kv_name + "/" + hs + "/ctx:" + std::to_string(ctx) +
@@ -434,7 +436,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
           register_streaming(
               "attention_decode" + tail, rt, probe, work->cache_bytes(), work->args(), work,
               [rt, fixed, kv](const std::vector<Arg>& args) {
-                return rt->select("attention_decode", {{"KV", kv}}, args, {}, fixed);
+                return rt->select("attention_decode", {{"KV", kv.dtype}}, args, {}, fixed);
               },
               // Copy the cache's buffers, not q and out.
               cold, work->cache_buffer_bytes());
@@ -447,7 +449,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   // keys, bound by arithmetic: GFLOP/s (2 per multiply-add of the visible
   // scores and P V) against the f32 FMA roofline.
   if (tokens > 1)
-    for (DType kv : kv_dtypes)
+    for (const KvCacheType& kv : kv_dtypes)
       for (const auto& hs : split(a.get("heads", "32x4x64,32x8x128"), ',')) {
         auto [nh, nkv, hdim] = parse_heads(hs);
         auto work = std::make_shared<AttentionWorkload>(
@@ -455,6 +457,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
             kv, tokens);
         std::map<std::string, int64_t> fixed = declared_consts("attention_prefill");
         fixed["HEAD_DIM"] = work->head_dim();
+        for (const auto& [name, v] : work->kv_constexprs()) fixed[name] = v;
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           DotProbe* fma = fma_probes[t].get();
@@ -465,7 +468,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
               name.c_str(),
               [=](benchmark::State& st) {
                 std::vector<Arg> args = work->args();
-                Spec spec = rt->select("attention_prefill", {{"KV", kv}}, args, {}, fixed);
+                Spec spec = rt->select("attention_prefill", {{"KV", kv.dtype}}, args, {}, fixed);
                 double peak = fma->measure_gops();
                 double s = timed(st, [&] { rt->launch(spec, args); });
                 double gflops = 2 * work->causal_macs() * st.iterations() / s / 1e9;

@@ -43,6 +43,10 @@ struct CpuProfile {
   int x86_pshufb_bits = 0;
   // AArch64 tbl: the same 16-byte lookup, 0 for an index past the table.
   bool aarch64_tbl = false;
+  // x86 vpermd: a 32-bit table of up to this many entries (16 with
+  // AVX-512F, 8 with AVX2; 0 for none) looked up by 32-bit indices, one
+  // register of indices per instruction (a codebook of float bit patterns).
+  int x86_permd_entries = 0;
 };
 
 // The module may call the fp8 helpers of fp8_helpers.h; whoever links it

@@ -267,7 +267,50 @@ llvm::Value* Lowering::lookup(const Op& op) {
   bool bytes = !rt.is_scalar() && dtype_bits(ty(op.args[0]).dtype) == 8 &&
                dtype_bits(rt.dtype) == 8 && op.ints.size() <= 16;
   if (bytes && (profile_.x86_pshufb_bits > 0 || profile_.aarch64_tbl)) return byte_table_lookup(op);
+  bool dwords = !rt.is_scalar() && dtype_bits(ty(op.args[0]).dtype) == 32 &&
+                dtype_bits(rt.dtype) == 32 &&
+                static_cast<int64_t>(op.ints.size()) <= profile_.x86_permd_entries;
+  if (dwords) return dword_table_lookup(op);
   return table_lookup(op);
+}
+
+// A table of up to 16 (8) 32-bit entries in one register, looked up by
+// vpermd 16 (8) indices at a time, which reads entry index & 15 (& 7); an
+// index outside the table is then set to 0 (unsigned compare: negative
+// ones too).
+llvm::Value* Lowering::dword_table_lookup(const Op& op) {
+  const int64_t w = profile_.x86_permd_entries, n = ty(op.result).numel();
+  const int64_t padded = (n + w - 1) / w * w;
+  std::vector<llvm::Constant*> entries(static_cast<size_t>(w), b_.getInt32(0));
+  for (size_t i = 0; i < op.ints.size(); ++i)
+    entries[i] = b_.getInt32(static_cast<uint32_t>(op.ints[i]));
+  llvm::Value* table = llvm::ConstantVector::get(entries);
+  llvm::Value* idx = v(op.args[0]);
+  if (padded != n) {
+    std::vector<int> pad;
+    for (int64_t j = 0; j < padded; ++j) pad.push_back(static_cast<int>(std::min(j, n)));
+    idx = b_.CreateShuffleVector(idx, llvm::Constant::getNullValue(idx->getType()), pad);
+  }
+  auto id = w == 16 ? llvm::Intrinsic::x86_avx512_permvar_si_512 : llvm::Intrinsic::x86_avx2_permd;
+  std::vector<llvm::Value*> parts;
+  for (int64_t c = 0; c < padded; c += w) {
+    std::vector<int> chunk;
+    for (int64_t j = 0; j < w; ++j) chunk.push_back(static_cast<int>(c + j));
+    llvm::Value* part = padded == w ? idx : b_.CreateShuffleVector(idx, chunk);
+    llvm::Value* got = b_.CreateIntrinsic(id, {}, {table, part});
+    llvm::Value* inside = b_.CreateICmpULT(
+        part, b_.CreateVectorSplat(static_cast<unsigned>(w), b_.getInt32(op.ints.size())));
+    parts.push_back(
+        b_.CreateSelect(inside, got, llvm::Constant::getNullValue(got->getType())));
+  }
+  llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
+  if (padded != n) {
+    std::vector<int> first;
+    for (int64_t j = 0; j < n; ++j) first.push_back(static_cast<int>(j));
+    all = b_.CreateShuffleVector(all, first);
+  }
+  llvm::Type* want = reg_type(ty(op.result));
+  return all->getType() == want ? all : b_.CreateBitCast(all, want);
 }
 
 // The table, zero-padded to 16 bytes (an index in [size, 16) reads 0),

@@ -177,6 +177,7 @@ class Lowering {
   llvm::Value* atomic(const Op& op);
   llvm::Value* lookup(const Op& op);
   llvm::Value* byte_table_lookup(const Op& op);
+  llvm::Value* dword_table_lookup(const Op& op);
   llvm::Value* table_lookup(const Op& op);
   void lower_for(const Op& op);
   void lower_if(const Op& op);

@@ -204,8 +204,8 @@ Value load_f32(const Pointer& p, const Value& mask) {
 
 }  // namespace
 
-Value load_aura_rows(const KvView& kv, bool v, const Value& first, int64_t n,
-                     const Value& key_mask) {
+AuraRows load_aura_rows(const KvView& kv, bool v, const Value& first, int64_t n,
+                        const Value& key_mask) {
   const int bits = v ? kv.vbits : kv.kbits;
   const int64_t D = kv.head_dim, W = packed_words(D, bits);
   auto rows = kv.kvh.to(DType::i64) * kv.max_ctx.to(DType::i64) + first.to(DType::i64) +
@@ -221,12 +221,14 @@ Value load_aura_rows(const KvView& kv, bool v, const Value& first, int64_t n,
     words = load(codes + offs);
     norm = load(norms + rows);
   }
-  auto c = aura_centroids(aura_unpack(words, bits, D), bits, D);
-  return c * broadcast_to(expand_dims(norm.to(DType::f32), 1), {n, D});
+  return {aura_centroids(aura_unpack(words, bits, D), bits, D), norm.to(DType::f32)};
 }
 
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask) {
-  if (kv.vbits) return load_aura_rows(kv, true, first, n, key_mask);
+  if (kv.vbits) {
+    AuraRows r = load_aura_rows(kv, true, first, n, key_mask);
+    return r.values * broadcast_to(expand_dims(r.norms, 1), {n, kv.head_dim});
+  }
   auto rows_mask = [&](int64_t width) {
     return key_mask.valid() ? broadcast_to(expand_dims(key_mask, 1), {n, width}) : Value();
   };

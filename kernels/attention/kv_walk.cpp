@@ -7,6 +7,7 @@
 #include "kernels/attention/attention_sinks.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/attention/lane_fold.h"
+#include "kernels/aura/aura_codes.h"
 
 namespace kiln {
 
@@ -63,17 +64,48 @@ std::vector<Value> q8_block_scores(KernelBuilder& k, const WalkInputs& in, const
   return sc;
 }
 
-// Each row's scores against K block `block` of an AURA cache, [KB]: the
-// block's keys decoded (codebook values times norms, in rotated space) and
-// each row's rotated q summed against them.
-std::vector<Value> aura_block_scores(const WalkInputs& in, const Value& block,
+// Each row's scores against K block `block` of an AURA cache, [KB]: per
+// group of 32 rotated dims (a run-time loop, so q's addresses move with
+// it), the KB keys' code words of the group loaded and transposed, so that
+// each dim's codes of all the keys are one vector (shifts by constants),
+// looked up in the codebook and FMA'd with the row's q element broadcast
+// from memory, as over a float cache; then times the keys' norms.
+std::vector<Value> aura_block_scores(KernelBuilder& k, const WalkInputs& in, const Value& block,
                                      const Value& key_mask, size_t rows) {
   const int64_t D = in.head_dim, KB = in.key_block;
-  auto keys = load_aura_rows(in.kv, false, block * static_cast<int>(KB), KB, key_mask);
-  std::vector<Value> sc;
+  const int bits = in.kv.kbits;
+  const int64_t W = packed_words(D, bits);
+  const int64_t parts =
+      std::clamp<int64_t>(kScoreChains / static_cast<int64_t>(rows), 1, std::min<int64_t>(4, D));
+  std::vector<std::vector<Var>> part(rows);
+  for (auto& ph : part)
+    for (int64_t i = 0; i < parts; ++i) ph.push_back(k.var(zeros(DType::f32, {KB})));
+  auto key_rows = in.kv.kvh.to(DType::i64) * in.kv.max_ctx.to(DType::i64) +
+                  (block * static_cast<int>(KB)).to(DType::i64) + arange(KB).to(DType::i64);
+  auto first_words = expand_dims(key_rows * W, 1) + expand_dims(arange(bits).to(DType::i64), 0);
+  k.for_(0, static_cast<int>(D / 32), 1, [&](Value g) {
+    auto off = first_words + g.to(DType::i64) * bits;  // [KB, bits]
+    auto words = key_mask.valid()
+                     ? load(in.kv.k + off, broadcast_to(expand_dims(key_mask, 1), {KB, bits}), 0.0)
+                     : load(in.kv.k + off);
+    auto group = transpose(words);  // [bits, KB]
+    auto d0 = (g * 32).to(DType::i64);
+    for (int64_t c = 0; c < 32; ++c) {
+      auto kval = aura_centroids(aura_group_code(group, bits, c), bits, D);
+      for (size_t h = 0; h < rows; ++h) {
+        auto qd = broadcast_to(load(in.q + (in.qrow[h] + d0 + c)).to(DType::f32), {KB});
+        part[h][c % parts] = fma(qd, kval, Value(part[h][c % parts]));
+      }
+    }
+  });
+  auto norms = (key_mask.valid() ? load(*in.kv.k_scale + key_rows, key_mask, 0.0)
+                                 : load(*in.kv.k_scale + key_rows))
+                   .to(DType::f32);
+  std::vector<Value> sc(rows);
   for (size_t h = 0; h < rows; ++h) {
-    auto q = load(in.q + (in.qrow[h] + arange(D).to(DType::i64))).to(DType::f32);
-    sc.push_back(sum(keys * broadcast_to(expand_dims(q, 0), {KB, D}), 1) * in.qscale);
+    sc[h] = part[h][0];
+    for (int64_t i = 1; i < parts; ++i) sc[h] = sc[h] + Value(part[h][i]);
+    sc[h] = sc[h] * norms * in.qscale;
   }
   return sc;
 }
@@ -83,7 +115,7 @@ std::vector<Value> aura_block_scores(const WalkInputs& in, const Value& block,
 std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Value& block,
                                 const Value& key_mask, size_t rows) {
   if (in.q8.sum) return q8_block_scores(k, in, block, key_mask, rows);
-  if (in.kv.kbits) return aura_block_scores(in, block, key_mask, rows);
+  if (in.kv.kbits) return aura_block_scores(k, in, block, key_mask, rows);
   const int64_t D = in.head_dim, KB = in.key_block;
   const int64_t parts =
       std::clamp<int64_t>(kScoreChains / static_cast<int64_t>(rows), 1, std::min<int64_t>(4, D));
@@ -168,11 +200,21 @@ void key_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
       // The key from the scalar j0 (not a slice of a keys vector), so its
       // row's offsets stay one contiguous run to the lowering.
       auto key = j0 + static_cast<int>(b * KB + j);
-      auto vrow = reshape(
-          load_v_rows(in.kv, key, 1, masked ? reshape((key >= begin) & (key < end), {1}) : Value()),
-          {D});
-      for (size_t h = 0; h < rows; ++h)
-        st.acc[h] = fma(broadcast_to(slice(p[b][h], {j}, {1}), {D}), vrow, Value(st.acc[h]));
+      auto vmask = masked ? reshape((key >= begin) & (key < end), {1}) : Value();
+      // An AURA row's norm joins the weight (one multiply, not D).
+      Value vrow, norm;
+      if (in.kv.vbits) {
+        AuraRows r = load_aura_rows(in.kv, true, key, 1, vmask);
+        vrow = reshape(r.values, {D});
+        norm = r.norms;
+      } else {
+        vrow = reshape(load_v_rows(in.kv, key, 1, vmask), {D});
+      }
+      for (size_t h = 0; h < rows; ++h) {
+        auto w = slice(p[b][h], {j}, {1});
+        if (norm.valid()) w = w * norm;
+        st.acc[h] = fma(broadcast_to(w, {D}), vrow, Value(st.acc[h]));
+      }
     }
 }
 

@@ -139,4 +139,15 @@ Value aura_unpack(const Value& words, int bits, int64_t D) {
   return reshape(v & mask, with_last(shape, D)).to(DType::i32);
 }
 
+Value aura_group_code(const Value& group, int bits, int64_t c) {
+  const int64_t n = group.shape().back();
+  const int64_t bit = c * bits, w = bit / 32, r = bit % 32;
+  auto word = [&](int64_t j) { return reshape(slice(group, {j, 0}, {1, n}), {n}); };
+  Value v = word(w);
+  if (r) v = v >> static_cast<uint32_t>(r);
+  if (r + bits > 32) v = v | (word(w + 1) << static_cast<uint32_t>(32 - r));
+  if (r + bits != 32) v = v & ((1u << bits) - 1);
+  return v.to(DType::i32);
+}
+
 }  // namespace kiln

@@ -21,5 +21,11 @@ Value aura_centroids(const Value& codes, int bits, int64_t D);
 Value aura_pack(const Value& codes, int bits);
 // u32 words [.., packed_words(D, bits)] -> i32 codes [.., D].
 Value aura_unpack(const Value& words, int bits, int64_t D);
+// Coordinate c (0..31) of a group of 32 coordinates, for many rows at once:
+// `group` holds the group's `bits` words transposed, u32 [bits, n] (word j
+// of every row in row j), and the result is the n rows' codes, i32 [n].
+// Every row shares the coordinate's word and shift, so these are shifts by
+// a constant: a cache read key-major decodes keys in the lanes this way.
+Value aura_group_code(const Value& group, int bits, int64_t c);
 
 }  // namespace kiln

@@ -139,6 +139,39 @@ std::vector<Case> cases() {
                    {"window", 9},
                    {"n_pages", 9}}});
   }
+  // AURA: a compressed cache (KV = u32) of 3-bit keys (straddling words)
+  // and 4-bit values; the encoder and the rotations.
+  {
+    Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2}, {"max_ctx", 24},
+                 {"kv_len", 21},  {"pos0", 18},   {"window", 5}};
+    const std::map<std::string, int64_t> bits = {{"HEAD_DIM", 64}, {"KBITS", 3}, {"VBITS", 4}};
+    auto with = [&](std::map<std::string, int64_t> c) {
+      c.insert(bits.begin(), bits.end());
+      return c;
+    };
+    cs.push_back(
+        {"attention_decode", {{"KV", DType::u32}}, with({{"BLOCK_G", 2}, {"SINKS", 1}}), att});
+    cs.push_back({"attention_prefill", {{"KV", DType::u32}}, with({{"BLOCK_M", 2}}), att});
+    cs.push_back({"attention_decode_split",
+                  {{"KV", DType::u32}},
+                  with({{"BLOCK_G", 2}, {"SPLIT", 16}}),
+                  att});
+  }
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    const bool f32 = t == DType::f32;
+    cs.push_back({"aura_encode",
+                  {{"T", t}},
+                  {{"HEAD_DIM", f32 ? 96 : 64}, {"KBITS", f32 ? 8 : 3}, {"VBITS", f32 ? 2 : 4}},
+                  {{"n_tokens", 3}, {"n_kv_heads", 2}, {"max_ctx", 9}, {"pos0", 4}}});
+    cs.push_back({"aura_rotate",
+                  {{"X", t}, {"Y", f32 ? DType::bf16 : DType::f32}},
+                  {{"DIN", 96}, {"DOUT", 128}, {"BLOCK_R", 2}},
+                  {{"n_rows", 5}}});
+    cs.push_back({"aura_rotate",
+                  {{"X", DType::f32}, {"Y", t}},
+                  {{"DIN", 64}, {"DOUT", 48}},
+                  {{"n_rows", 3}}});
+  }
   // q and out in f16 and bf16 (T).
   for (DType t : {DType::f16, DType::bf16}) {
     Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2}, {"max_ctx", 24},
