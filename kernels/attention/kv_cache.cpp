@@ -204,15 +204,15 @@ Value load_f32(const Pointer& p, const Value& mask) {
 
 }  // namespace
 
-AuraRows load_aura_rows(const KvView& kv, bool v, const Value& first, int64_t n,
-                        const Value& key_mask) {
-  const int bits = v ? kv.vbits : kv.kbits;
+AuraRows load_aura_v_rows(const KvView& kv, const Value& first, int64_t n, bool lanes,
+                          const Value& key_mask) {
+  const int bits = kv.vbits;
   const int64_t D = kv.head_dim, W = packed_words(D, bits);
   auto rows = kv.kvh.to(DType::i64) * kv.max_ctx.to(DType::i64) + first.to(DType::i64) +
               arange(n).to(DType::i64);
   auto offs = expand_dims(rows * W, 1) + expand_dims(arange(W).to(DType::i64), 0);
-  const Buffer& codes = v ? kv.v : kv.k;
-  const Buffer& norms = v ? *kv.v_scale : *kv.k_scale;
+  const Buffer& codes = kv.v;
+  const Buffer& norms = *kv.v_scale;
   Value words, norm;
   if (key_mask.valid()) {
     words = load(codes + offs, broadcast_to(expand_dims(key_mask, 1), {n, W}), 0.0);
@@ -221,12 +221,13 @@ AuraRows load_aura_rows(const KvView& kv, bool v, const Value& first, int64_t n,
     words = load(codes + offs);
     norm = load(norms + rows);
   }
-  return {aura_centroids(aura_unpack(words, bits, D), bits, D), norm.to(DType::f32)};
+  auto c = lanes ? aura_unpack_lanes(words, bits, D) : aura_unpack(words, bits, D);
+  return {aura_centroids(c, bits, D), norm.to(DType::f32)};
 }
 
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask) {
   if (kv.vbits) {
-    AuraRows r = load_aura_rows(kv, true, first, n, key_mask);
+    AuraRows r = load_aura_v_rows(kv, first, n, false, key_mask);
     return r.values * broadcast_to(expand_dims(r.norms, 1), {n, kv.head_dim});
   }
   auto rows_mask = [&](int64_t width) {

@@ -146,15 +146,16 @@ Value v_tile_offsets(const KvView& kv, const Value& first, int64_t n);
 // load as 0; without one the loads are plain vectors.
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask = {});
 
-// An AURA cache's rows of keys first .. first + n - 1 (i32 scalar) of K
-// (v = false) or V, decoded: [n, HEAD_DIM] f32 codebook values, and the
-// rows' norms [n] f32 (the decoded vector is their product); keys outside
-// key_mask ([n] bool) are not read and load as 0.
+// An AURA cache's V rows of keys first .. first + n - 1 (i32 scalar),
+// decoded: [n, HEAD_DIM] f32 codebook values in natural order, or with
+// `lanes` in aura_codes.h's lane order, and the rows' norms [n] f32 (the
+// decoded vector is their product); keys outside key_mask ([n] bool) are
+// not read and load as 0.
 struct AuraRows {
   Value values, norms;
 };
-AuraRows load_aura_rows(const KvView& kv, bool v, const Value& first, int64_t n,
-                        const Value& key_mask = {});
+AuraRows load_aura_v_rows(const KvView& kv, const Value& first, int64_t n, bool lanes,
+                          const Value& key_mask = {});
 
 // Rows d .. d+n-1 (d an i32 scalar) of K block `block`, [n, KB]: every
 // key's elements d .. d+n-1 as stored (a q8_0 cache's codes, unscaled;

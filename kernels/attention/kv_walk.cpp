@@ -201,10 +201,11 @@ void key_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
       // row's offsets stay one contiguous run to the lowering.
       auto key = j0 + static_cast<int>(b * KB + j);
       auto vmask = masked ? reshape((key >= begin) & (key < end), {1}) : Value();
-      // An AURA row's norm joins the weight (one multiply, not D).
+      // An AURA row's norm joins the weight (one multiply, not D), and its
+      // values accumulate in lane order (walk_output restores it).
       Value vrow, norm;
       if (in.kv.vbits) {
-        AuraRows r = load_aura_rows(in.kv, true, key, 1, vmask);
+        AuraRows r = load_aura_v_rows(in.kv, key, 1, true, vmask);
         vrow = reshape(r.values, {D});
         norm = r.norms;
       } else {
@@ -273,13 +274,18 @@ WalkState walk_start(KernelBuilder& k, size_t rows, int64_t head_dim) {
   return st;
 }
 
+Value walk_output(const WalkInputs& in, const Value& acc) {
+  return in.kv.vbits ? aura_lanes_to_natural(acc, in.kv.vbits) : acc;
+}
+
 void walk_finish(const WalkInputs& in, const WalkState& st, const Buffer& out,
                  const std::vector<Value>& sinks, const std::vector<Value>& live) {
   const int64_t D = in.head_dim;
   for (size_t h = 0; h < st.m.size(); ++h) {
     auto inv = softmax_normaliser(st.m[h], st.l[h], sinks[h]);
     store(out + (in.qrow[h] + arange(D).to(DType::i64)),
-          (Value(st.acc[h]) * broadcast_to(inv, {D})).to(out.dtype()), broadcast_to(live[h], {D}));
+          (walk_output(in, st.acc[h]) * broadcast_to(inv, {D})).to(out.dtype()),
+          broadcast_to(live[h], {D}));
   }
 }
 

@@ -64,10 +64,14 @@ struct WalkInputs {
   int64_t head_dim = 0, key_block = 0, prefetch = 0;
 };
 
-// The rows' running state: m (log2 units) and l f32 scalars, acc f32 [HEAD_DIM].
+// The rows' running state: m (log2 units) and l f32 scalars, acc f32
+// [HEAD_DIM] (over an AURA cache in its V codes' lane order: read it
+// through walk_output).
 struct WalkState {
   std::vector<Var> m, l, acc;
 };
+// A row's acc in natural order.
+Value walk_output(const WalkInputs& in, const Value& acc);
 
 WalkState walk_start(KernelBuilder& k, size_t rows, int64_t head_dim);
 

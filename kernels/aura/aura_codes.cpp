@@ -150,4 +150,29 @@ Value aura_group_code(const Value& group, int bits, int64_t c) {
   return v.to(DType::i32);
 }
 
+Value aura_unpack_lanes(const Value& words, int bits, int64_t D) {
+  if (32 % bits) return aura_unpack(words, bits, D);
+  const Shape shape = words.shape();
+  const int64_t W = shape.back(), per = 32 / bits;
+  if (W != packed_words(D, bits))
+    throw Error("AURA unpack: " + std::to_string(W) + " words for " + std::to_string(D) +
+                " codes of " + std::to_string(bits) + " bits");
+  Shape split(shape.begin(), shape.end() - 1);
+  split.push_back(per);
+  split.push_back(W);
+  const int axis = static_cast<int>(split.size()) - 2;
+  auto shifts = broadcast_to(reshape((arange(per) * bits).to(DType::u32), {per, 1}), {per, W});
+  auto v = (broadcast_to(expand_dims(words, axis), split) >> broadcast_to(shifts, split)) &
+           ((1u << bits) - 1);
+  return reshape(v, with_last(shape, D)).to(DType::i32);
+}
+
+Value aura_lanes_to_natural(const Value& x, int bits) {
+  if (32 % bits) return x;
+  const Shape shape = x.shape();
+  if (shape.size() != 1) throw Error("aura_lanes_to_natural: expects a rank 1 tile");
+  const int64_t D = shape.back(), per = 32 / bits;
+  return reshape(transpose(reshape(x, {per, D / per})), {D});
+}
+
 }  // namespace kiln

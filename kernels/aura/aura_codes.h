@@ -21,6 +21,16 @@ Value aura_centroids(const Value& codes, int bits, int64_t D);
 Value aura_pack(const Value& codes, int bits);
 // u32 words [.., packed_words(D, bits)] -> i32 codes [.., D].
 Value aura_unpack(const Value& words, int bits, int64_t D);
+// The same codes in "lane order" for widths dividing 32 (2, 4, 8 bits):
+// [.., D] with position k * W + w holding coordinate w * (32 / bits) + k,
+// i.e. the k-th code of every word side by side. Each position's code is
+// then a shift by a constant of its word, no shuffle (what a row decoded
+// for an accumulation that restores the order once, at its end, wants).
+// 3-bit codes straddle words, so their lane order is the natural one.
+Value aura_unpack_lanes(const Value& words, int bits, int64_t D);
+// Lane order -> natural order, [.., D] of any dtype.
+Value aura_lanes_to_natural(const Value& x, int bits);
+
 // Coordinate c (0..31) of a group of 32 coordinates, for many rows at once:
 // `group` holds the group's `bits` words transposed, u32 [bits, n] (word j
 // of every row in row j), and the result is the n rows' codes, i32 [n].
