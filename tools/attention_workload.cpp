@@ -1,8 +1,8 @@
 #include "tools/attention_workload.h"
 
 #include <cmath>
-#include <utility>
 #include <random>
+#include <utility>
 
 #include "kernels/attention/kv_cache.h"
 #include "tools/random_buffer.h"
@@ -11,8 +11,7 @@ namespace kiln {
 
 AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                                      int64_t kv_len, int64_t key_block, KvCacheType kv,
-                                     int64_t n_tokens,
-                                     uint64_t seed)
+                                     int64_t n_tokens, uint64_t seed)
     : h_(n_heads),
       kvh_(n_kv_heads),
       d_(head_dim),

@@ -15,6 +15,7 @@
 #include "models/model_generator.h"
 #include "runtime/compile_cache.h"
 #include "tools/cli.h"
+#include "tools/npy.h"
 
 namespace kiln {
 
@@ -39,24 +40,6 @@ double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-}
-
-// numpy's .npy format (v1.0): f32 little-endian, C order, shape [rows, cols].
-void write_npy(const std::string& path, const std::vector<float>& data, int64_t cols) {
-  int64_t rows = static_cast<int64_t>(data.size()) / cols;
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
-                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
-  while ((10 + header.size() + 1) % 64) header += ' ';
-  header += '\n';
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw Error("--logits-out: cannot write '" + path + "'");
-  f.write("\x93NUMPY\x01\x00", 8);
-  uint16_t len = static_cast<uint16_t>(header.size());
-  f.write(reinterpret_cast<const char*>(&len), 2);
-  f << header;
-  f.write(reinterpret_cast<const char*>(data.data()),
-          static_cast<std::streamsize>(data.size() * sizeof(float)));
-  if (!f) throw Error("--logits-out: writing '" + path + "' failed");
 }
 
 // The main job's model when none is given: a small generated llama (Q4_K_M,

@@ -23,6 +23,7 @@ void usage() {
       "             gemma3, gpt-oss)\n"
       "  moe-stats  count the tokens an MoE model routes to each expert over a prompt file\n"
       "  prune-experts  write an MoE model with only the most used experts of each layer\n"
+      "  kld      KL divergence of a run with another KV cache (AURA, q8_0) from a base run\n"
       "\n"
       "`kiln <command> --help` describes a command's options.");
 }
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
     if (cmd == "gen-model") return kiln::cmd_gen_model(args);
     if (cmd == "moe-stats") return kiln::cmd_moe_stats(args);
     if (cmd == "prune-experts") return kiln::cmd_prune_experts(args);
+    if (cmd == "kld") return kiln::cmd_kld(args);
     std::fprintf(stderr, "kiln: error: unknown command '%s' (run `kiln --help`)\n", cmd.c_str());
     return 2;
   } catch (const kiln::Error& e) {
