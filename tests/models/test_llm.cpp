@@ -18,10 +18,13 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "kernels/attention/kv_cache.h"
 #include "models/generation.h"
+#include "models/kld.h"
 #include "models/llm.h"
 #include "models/model_generator.h"
 #include "support/runtime_fixture.h"
@@ -81,16 +84,20 @@ void compare(const std::vector<float>& a, const std::vector<float>& b, int64_t V
 
 // A prompt's every logit against the interpreter, then its last position
 // again as a decode step after the rest.
-void check_forward(const char* family, WeightFormat format, DType kv = DType::f16) {
+void check_forward(const char* family, WeightFormat format, KvCacheType kv = DType::f16,
+                   const std::string& model = "") {
   const std::vector<int32_t> prompt = {1, 72, 101, 108, 108, 111, 44, 32, 119};
   INFO(family << " " << weight_format_name(format) << " KV cache " << kv_cache_type_name(kv));
-  std::string path = tiny_model(family, format);
+  std::string path = model.empty() ? tiny_model(family, format) : model;
   Llm jit(path, test::runtime(), 64, kv), ref(path, test::runtime(), 64, kv);
   std::vector<float> a = jit.forward(prompt, true);
   std::vector<float> b = ref.forward(prompt, true, /*interpret=*/true);
   double s = spread(b);
   CHECK(s > 0);
-  bool quantized = format != WeightFormat::f16;
+  // An AURA code is a threshold compare of a rotated coordinate: a
+  // reassociated sum that moves one across a threshold moves the code by a
+  // step, a discontinuity like an 8-bit activation's.
+  bool quantized = format != WeightFormat::f16 || is_aura_kv(kv.dtype);
   compare(a, b, jit.config().n_vocab, s, quantized ? 1e-1 : 1e-3, quantized ? 1e-2 : 1e-3,
           quantized ? 1 : 0);
   Llm split(path, test::runtime(), 64, kv);
@@ -116,6 +123,80 @@ TEST_CASE("models over a q8_0 KV cache match the interpreter", "[models][llm]") 
   // over the positions: within the f16 cache's tolerances.
   for (const char* family : {"llama", "qwen3", "gemma3"})
     check_forward(family, WeightFormat::f16, DType::i8);
+}
+
+TEST_CASE("models over an AURA KV cache match the interpreter, and decode matches prefill",
+          "[models][llm][aura]") {
+  // Every attention shape the architectures have: head size 64 (llama,
+  // gpt-oss with sinks and a window) and 128 (qwen3, gemma3's windowed
+  // layers), and a head size of 96 that the cache pads to 128.
+  check_forward("llama", WeightFormat::f16, AuraScheme{4, 4});
+  check_forward("qwen3", WeightFormat::q8_0, AuraScheme{8, 4});
+  check_forward("gemma3", WeightFormat::f16, AuraScheme{3, 3});
+  check_forward("gpt-oss", WeightFormat::q8_0, AuraScheme{4, 2});
+  static const test::TempDir dir("kiln-test-llm-aura");
+  ModelPreset p = find_model_preset("qwen3", "tiny");
+  p.head_dim = 96;
+  GenModelOptions o;
+  o.seed = 4;
+  const std::string padded = dir.path("qwen3-d96.gguf");
+  generate_model(p, o, padded);
+  check_forward("qwen3", WeightFormat::f16, AuraScheme{2, 8}, padded);
+}
+
+TEST_CASE("an AURA cache's logits approach the f16 cache's with more bits", "[models][llm][aura]") {
+  // KL divergence from the f16 cache's next-token distributions over a
+  // 40-token prompt: small, and ordered by bits (these random models'
+  // attention is nearly uniform, so the values are small in absolute terms).
+  std::string path = tiny_model("qwen3", WeightFormat::f16);
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 40; ++i) prompt.push_back(3 + (i * 53) % 250);
+  std::vector<float> base = Llm(path, test::runtime(), 64).forward(prompt, true);
+  const int64_t V = Llm(path, test::runtime(), 8).config().n_vocab;
+  std::map<std::string, double> kld;
+  for (const char* scheme : {"aura8v8", "aura4v4", "aura2v2"}) {
+    Llm m(path, test::runtime(), 64, parse_aura_scheme(scheme));
+    std::vector<float> t = m.forward(prompt, true);
+    KldAccumulator acc;
+    for (size_t i = 0; i < prompt.size(); ++i)
+      acc.add(base.data() + i * V, t.data() + i * V, V, -1);
+    kld[scheme] = acc.finish().mean_kld;
+    INFO(scheme << " mean KLD " << kld[scheme]);
+    CHECK(kld[scheme] > 0);
+    CHECK(kld[scheme] < 0.05);
+  }
+  CHECK(kld["aura8v8"] < kld["aura4v4"]);
+  CHECK(kld["aura4v4"] < kld["aura2v2"]);
+}
+
+TEST_CASE("AURA caches: sizes, the auto-asymmetric rule and bad settings", "[models][llm][aura]") {
+  std::string path = tiny_model("llama", WeightFormat::f16);
+  Llm f16(path, test::runtime(), 256), aura(path, test::runtime(), 256, AuraScheme{4, 4});
+  const ModelConfig& c = f16.config();
+  // Codes and f16 norms of every layer (AURA.md section 7), against f16 rows.
+  CHECK(
+      aura.kv_cache_bytes() ==
+      static_cast<size_t>(c.n_layer * 256 * aura_bytes_per_token(c.n_head_kv, c.head_dim, {4, 4})));
+  CHECK(kv_cache_type_name(aura.kv_type()) == "aura4v4");
+  // GQA group 2: the opt-in rule leaves it; a group of 6 takes K to 8 bits.
+  setenv("KILN_AURA_AUTO_ASYM", "1", 1);
+  CHECK(kv_cache_type_name(Llm(path, test::runtime(), 64, AuraScheme{4, 2}).kv_type()) ==
+        "aura4v2");
+  static const test::TempDir dir("kiln-test-llm-aura-asym");
+  ModelPreset p = find_model_preset("llama", "tiny");
+  p.n_head = 12;
+  p.n_head_kv = 2;
+  p.head_dim = 64;
+  p.explicit_head_dim = true;
+  const std::string g6 = dir.path("llama-g6.gguf");
+  generate_model(p, GenModelOptions{}, g6);
+  CHECK(kv_cache_type_name(Llm(g6, test::runtime(), 64, AuraScheme{4, 2}).kv_type()) == "aura8v2");
+  unsetenv("KILN_AURA_AUTO_ASYM");
+  CHECK(kv_cache_type_name(Llm(g6, test::runtime(), 64, AuraScheme{4, 2}).kv_type()) == "aura4v2");
+  CHECK_THROWS_WITH(Llm(path, test::runtime(), 64, AuraScheme{4, 4}, 16),
+                    Catch::Contains("aura4v4: an AURA cache cannot be paged"));
+  CHECK_THROWS_WITH(parse_kv_cache_type("aura5v4"), Catch::Contains("AURA scheme 'aura5v4'"));
+  CHECK_THROWS_WITH(parse_kv_cache_type("u32"), Catch::Contains("KV cache type 'u32'"));
 }
 
 TEST_CASE("Q4_1, Q5_0 and Q5_1 model forwards match the interpreter", "[models][llm]") {
@@ -234,7 +315,8 @@ TEST_CASE("a decode step over more than one 512-key slice matches prefill", "[mo
   std::string path = tiny_model("llama", WeightFormat::f16);
   std::vector<int32_t> prompt;
   for (int i = 0; i < 701; ++i) prompt.push_back(1 + (i * 37) % 250);
-  for (DType kv : {DType::f16, DType::bf16, DType::f32, DType::i8}) {
+  for (KvCacheType kv : {KvCacheType(DType::f16), KvCacheType(DType::bf16), KvCacheType(DType::f32),
+                         KvCacheType(DType::i8), KvCacheType(AuraScheme{4, 4})}) {
     INFO("KV cache " << kv_cache_type_name(kv));
     Llm whole(path, test::runtime(), 1024, kv), split(path, test::runtime(), 1024, kv);
     std::vector<float> a = whole.forward(prompt, true);
