@@ -159,6 +159,10 @@ std::vector<Case> cases() {
   }
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     const bool f32 = t == DType::f32;
+    cs.push_back({"aura_dequant",
+                  {{"KV", t}},
+                  {{"HEAD_DIM", f32 ? 64 : 32}, {"KBITS", f32 ? 3 : 8}, {"VBITS", f32 ? 2 : 4}},
+                  {{"n_kv_heads", 2}, {"max_ctx", 20}, {"kv_len", 17}}});
     cs.push_back({"aura_encode",
                   {{"T", t}},
                   {{"HEAD_DIM", f32 ? 96 : 64}, {"KBITS", f32 ? 8 : 3}, {"VBITS", f32 ? 2 : 4}},

@@ -19,6 +19,7 @@ TEST_CASE("every registered kernel builds for every declared dtype", "[kernels][
                                           "attention_decode_split",
                                           "attention_prefill",
                                           "attention_prefill_varlen",
+                                          "aura_dequant",
                                           "aura_encode",
                                           "aura_rotate",
                                           "convert",

@@ -7,7 +7,8 @@
 //   decoded (norm * codebook value) and rotated back by a butterfly, then
 //   softmax(q k^T / sqrt(d)) v with the case's window and sinks;
 // - the dequant mirror: the same decoded vectors, still rotated, written as
-//   an ordinary f32 cache and run through the same attention kernel;
+//   an ordinary f32 cache by aura_dequant (checked against the host's
+//   decoding) and run through the same attention kernel;
 // - q's rotation against the butterfly.
 // Caches hold S > T rows with NaN norms past T (a kernel reading a row it
 // must not, or taking T as the row stride, gives NaN); heads are 8 over 2
@@ -206,7 +207,21 @@ void check_case(const Case& c) {
         mk.set(k_cache_index(n, h, i, c.max_ctx, D, kb), ca.k_rot[h * c.max_ctx + n][i]);
         mv.set(v_cache_index(n, h, i, c.max_ctx, D), ca.v_rot[h * c.max_ctx + n][i]);
       }
-  HostBuffer mirror = attend(c, DType::f32, qr, mk.arg(), mv.arg(), {}, sinks);
+  // aura_dequant writes the same mirror (exactly: one product per element).
+  HostBuffer dk(DType::f32, mk.size()), dv(DType::f32, mv.size());
+  for (HostBuffer* b : {&dk, &dv})
+    for (int64_t i = 0; i < b->size(); ++i) b->set(i, NAN);
+  Spec dq = find_kernel("aura_dequant")
+                .make_spec({{"KV", DType::f32}},
+                           {{"HEAD_DIM", D}, {"KBITS", c.kbits}, {"VBITS", c.vbits}});
+  launch(dq, {Arg::buffer(ca.k.data(), ca.k.size()), Arg::buffer(ca.v.data(), ca.v.size()),
+              ca.kn.arg(), ca.vn.arg(), dk.arg(), dv.arg(), Arg::scalar_int(c.n_kv),
+              Arg::scalar_int(c.max_ctx), Arg::scalar_int(c.kv_len)});
+  for (int64_t i = 0; i < mk.size(); ++i)
+    REQUIRE((dk.get(i) == mk.get(i) || (std::isnan(dk.get(i)) && std::isnan(mk.get(i)))));
+  for (int64_t i = 0; i < mv.size(); ++i)
+    REQUIRE((dv.get(i) == mv.get(i) || (std::isnan(dv.get(i)) && std::isnan(mv.get(i)))));
+  HostBuffer mirror = attend(c, DType::f32, qr, dk.arg(), dv.arg(), {}, sinks);
   for (int64_t i = 0; i < out.size(); ++i)
     REQUIRE(std::abs(out.get(i) - mirror.get(i)) <= 2e-5 + 1e-5 * std::abs(mirror.get(i)));
 
