@@ -19,7 +19,7 @@
 #include "models/kld.h"
 #include "models/llm.h"
 #include "tools/cli.h"
-#include "tools/npy.h"
+#include "models/npy.h"
 
 namespace kiln {
 

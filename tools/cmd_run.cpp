@@ -15,7 +15,7 @@
 #include "models/model_generator.h"
 #include "runtime/compile_cache.h"
 #include "tools/cli.h"
-#include "tools/npy.h"
+#include "models/npy.h"
 
 namespace kiln {
 
