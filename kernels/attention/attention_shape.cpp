@@ -198,4 +198,16 @@ void check_attention_constexprs(const std::string& kernel, int64_t head_dim, int
                   std::to_string(v));
 }
 
+void check_store_rows(const std::string& kernel, int64_t n_tokens, int64_t n_kv, int64_t max_ctx,
+                      int64_t pos0) {
+  const std::string who = "kernel '" + kernel + "': ";
+  if (n_tokens < 1 || n_kv < 1 || pos0 < 0)
+    throw Error(who + "n_tokens = " + std::to_string(n_tokens) +
+                ", n_kv_heads = " + std::to_string(n_kv) + " and pos0 = " + std::to_string(pos0) +
+                " (need n_tokens, n_kv_heads >= 1, pos0 >= 0)");
+  if (pos0 + n_tokens > max_ctx)
+    throw Error(who + "pos0 + n_tokens = " + std::to_string(pos0) + " + " +
+                std::to_string(n_tokens) + " exceeds max_ctx = " + std::to_string(max_ctx));
+}
+
 }  // namespace kiln

@@ -78,6 +78,12 @@ std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a
 // and no wider than n_tokens rounded up to a power of two.
 std::map<std::string, int64_t> prefill_block_m(const Spec& s, const ScalarArgs& a);
 
+// The new rows a cache store writes (kv_cache_store, aura_encode):
+// n_tokens, n_kv_heads >= 1, pos0 >= 0 and pos0 + n_tokens <= max_ctx;
+// throws kiln::Error naming `kernel`.
+void check_store_rows(const std::string& kernel, int64_t n_tokens, int64_t n_kv, int64_t max_ctx,
+                      int64_t pos0);
+
 // HEAD_DIM a positive multiple of `lanes`, every block size a power of two
 // (the lane folds halve the tile).
 void check_attention_constexprs(const std::string& kernel, int64_t head_dim, int64_t lanes,

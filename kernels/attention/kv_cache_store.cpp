@@ -67,14 +67,7 @@ KILN_REGISTER_KERNEL((KernelDef{
         [](const Spec& s, const ScalarArgs& a) {
           const int64_t n_tokens = a.i("n_tokens"), n_kv = a.i("n_kv_heads"),
                         max_ctx = a.i("max_ctx"), pos0 = a.i("pos0"), D = s.constexpr_("HEAD_DIM");
-          const std::string who = "kernel 'kv_cache_store': ";
-          if (n_tokens < 1 || n_kv < 1 || pos0 < 0)
-            throw Error(who + "n_tokens = " + std::to_string(n_tokens) + ", n_kv_heads = " +
-                        std::to_string(n_kv) + " and pos0 = " + std::to_string(pos0) +
-                        " (need n_tokens, n_kv_heads >= 1, pos0 >= 0)");
-          if (pos0 + n_tokens > max_ctx)
-            throw Error(who + "pos0 + n_tokens = " + std::to_string(pos0) + " + " +
-                        std::to_string(n_tokens) + " exceeds max_ctx = " + std::to_string(max_ctx));
+          check_store_rows("kv_cache_store", n_tokens, n_kv, max_ctx, pos0);
           const int64_t x = n_tokens * n_kv * D, page = s.constexpr_("PAGE");
           if (page > 0) {
             const int64_t n_pages = pool_pages("kv_cache_store", a);

@@ -11,6 +11,7 @@
 // compares are f32 (AURA.md pitfall 9).
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/attention/attention_shape.h"
 #include "kernels/aura/aura_codes.h"
 #include "kernels/aura/aura_format.h"
 #include "kernels/registry.h"
@@ -90,14 +91,7 @@ KILN_REGISTER_KERNEL((KernelDef{
           check_aura_constexprs("aura_encode", s);
           const int64_t n_tokens = a.i("n_tokens"), n_kv = a.i("n_kv_heads"),
                         max_ctx = a.i("max_ctx"), pos0 = a.i("pos0"), d = s.constexpr_("HEAD_DIM");
-          const std::string who = "kernel 'aura_encode': ";
-          if (n_tokens < 1 || n_kv < 1 || pos0 < 0)
-            throw Error(who + "n_tokens = " + std::to_string(n_tokens) + ", n_kv_heads = " +
-                        std::to_string(n_kv) + " and pos0 = " + std::to_string(pos0) +
-                        " (need n_tokens, n_kv_heads >= 1, pos0 >= 0)");
-          if (pos0 + n_tokens > max_ctx)
-            throw Error(who + "pos0 + n_tokens = " + std::to_string(pos0) + " + " +
-                        std::to_string(n_tokens) + " exceeds max_ctx = " + std::to_string(max_ctx));
+          check_store_rows("aura_encode", n_tokens, n_kv, max_ctx, pos0);
           const int64_t D = aura_padded_dim(d), rows = n_kv * max_ctx, x = n_tokens * n_kv * d;
           const int kb = static_cast<int>(s.constexpr_("KBITS")),
                     vb = static_cast<int>(s.constexpr_("VBITS"));

@@ -14,6 +14,18 @@
 
 namespace kiln::test {
 
+// The Walsh-Hadamard transform in place (natural order), log2(D) stages.
+template <class T>
+void ref_fwht(std::vector<T>& v) {
+  for (size_t h = 1; h < v.size(); h *= 2)
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!(i & h)) {
+        const T a = v[i], b = v[i + h];
+        v[i] = a + b;
+        v[i + h] = a - b;
+      }
+}
+
 // y = FWHT(s . u) / sqrt(D) (forward) or x = s . FWHT(y) / sqrt(D)
 // (inverse), in f32 as the specification states.
 inline std::vector<float> ref_rotate(std::vector<float> v, const std::vector<float>& s,
@@ -22,13 +34,7 @@ inline std::vector<float> ref_rotate(std::vector<float> v, const std::vector<flo
   v.resize(D, 0.f);
   if (!inverse)
     for (size_t i = 0; i < D; ++i) v[i] *= s[i];
-  for (size_t h = 1; h < D; h *= 2)
-    for (size_t i = 0; i < D; ++i)
-      if (!(i & h)) {
-        const float a = v[i], b = v[i + h];
-        v[i] = a + b;
-        v[i + h] = a - b;
-      }
+  ref_fwht(v);
   const float inv = 1.f / std::sqrt(static_cast<float>(D));
   for (size_t i = 0; i < D; ++i) v[i] *= inverse ? inv * s[i] : inv;
   return v;
@@ -111,13 +117,7 @@ inline std::vector<double> ref_unrotate(const std::vector<double>& v, const std:
                                         int64_t head_dim) {
   const size_t D = s.size();
   std::vector<double> x(v);
-  for (size_t h = 1; h < D; h *= 2)
-    for (size_t i = 0; i < D; ++i)
-      if (!(i & h)) {
-        const double a = x[i], b = x[i + h];
-        x[i] = a + b;
-        x[i + h] = a - b;
-      }
+  ref_fwht(x);
   for (size_t i = 0; i < D; ++i) x[i] *= s[i] / std::sqrt(static_cast<double>(D));
   x.resize(static_cast<size_t>(head_dim));
   return x;
