@@ -56,7 +56,8 @@ NpyMatrix read_npy(const std::string& path) {
     throw bad("dtype '" + m[1].str() + kind + "' (expected little-endian f4 or f2)");
   if (std::regex_search(header, std::regex("'fortran_order':\\s*True")))
     throw bad("Fortran order (expected C order)");
-  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(\\s*(\\d{1,12})\\s*,\\s*(\\d{1,12})\\s*\\)")))
+  if (!std::regex_search(header, m,
+                         std::regex("'shape':\\s*\\(\\s*(\\d{1,12})\\s*,\\s*(\\d{1,12})\\s*\\)")))
     throw bad("not a 2-D array");
   NpyMatrix r;
   r.rows = std::stoll(m[1].str());

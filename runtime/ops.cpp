@@ -396,8 +396,7 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
   const int64_t d = cache.head_dim, D = aura_padded_dim(d);
   if (q.rank() != 2 || q.dim(1) % d)
     mismatch("attention", "q " + q.str() + " is not [t, heads * " + std::to_string(d) + "]");
-  if (!cache.k_rot || !cache.v_unrot)
-    mismatch("attention", "an AURA KV cache without rotations");
+  if (!cache.k_rot || !cache.v_unrot) mismatch("attention", "an AURA KV cache without rotations");
   KvCache rotated = cache;
   rotated.head_dim = D;
   Tensor qr = aura_rotate(g, q, *cache.k_rot, d, D, DType::f32);

@@ -1,8 +1,8 @@
 // A decode-attention problem for `kiln bench`: one query token of n_heads
 // heads against a KV cache of kv_len random keys and values (f16, bf16, f32,
 // q8_0: i8 codes with f16 scales, or AURA: packed codes with f16 norms; the
-// layout of kv_cache.h in blocks of key_block keys, max_ctx = kv_len), as a forward's attention_decode launch
-// at that context. Its traffic is the cache rows it must read, which at
+// layout of kv_cache.h in blocks of key_block keys, max_ctx = kv_len), as a forward's
+// attention_decode launch at that context. Its traffic is the cache rows it must read, which at
 // long contexts rival a layer's weights. With n_tokens = kv_len it is a
 // prompt's attention_prefill launch instead: every token of a kv_len-token
 // prompt against the prompt's keys, bound by arithmetic.

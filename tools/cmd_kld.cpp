@@ -18,8 +18,8 @@
 #include "ir/error.h"
 #include "models/kld.h"
 #include "models/llm.h"
-#include "tools/cli.h"
 #include "models/npy.h"
+#include "tools/cli.h"
 
 namespace kiln {
 

@@ -13,9 +13,9 @@
 #include "kernels/attention/kv_cache.h"
 #include "models/generation.h"
 #include "models/model_generator.h"
+#include "models/npy.h"
 #include "runtime/compile_cache.h"
 #include "tools/cli.h"
-#include "models/npy.h"
 
 namespace kiln {
 

@@ -298,12 +298,14 @@ llvm::Value* Lowering::dword_table_lookup(const Op& op) {
       entries[i] = b_.getInt32(static_cast<uint32_t>(op.ints[r * w + i]));
     table.push_back(llvm::ConstantVector::get(entries));
   }
-  auto lanes = [&](uint32_t c) { return b_.CreateVectorSplat(static_cast<unsigned>(w), b_.getInt32(c)); };
+  auto lanes = [&](uint32_t c) {
+    return b_.CreateVectorSplat(static_cast<unsigned>(w), b_.getInt32(c));
+  };
   auto look = [&](llvm::Value* part) -> llvm::Value* {
     if (regs == 1)
-      return b_.CreateIntrinsic(w == 16 ? llvm::Intrinsic::x86_avx512_permvar_si_512
-                                        : llvm::Intrinsic::x86_avx2_permd,
-                                {}, {table[0], part});
+      return b_.CreateIntrinsic(
+          w == 16 ? llvm::Intrinsic::x86_avx512_permvar_si_512 : llvm::Intrinsic::x86_avx2_permd,
+          {}, {table[0], part});
     std::vector<llvm::Value*> level;
     for (int64_t r = 0; r < regs; r += 2)
       level.push_back(b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpermi2var_d_512, {},
@@ -330,8 +332,7 @@ llvm::Value* Lowering::dword_table_lookup(const Op& op) {
     llvm::Value* part = padded == w ? idx : b_.CreateShuffleVector(idx, chunk);
     llvm::Value* got = look(part);
     llvm::Value* inside = b_.CreateICmpULT(part, lanes(static_cast<uint32_t>(size)));
-    parts.push_back(
-        b_.CreateSelect(inside, got, llvm::Constant::getNullValue(got->getType())));
+    parts.push_back(b_.CreateSelect(inside, got, llvm::Constant::getNullValue(got->getType())));
   }
   llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
   if (padded != n) {

@@ -61,8 +61,13 @@ KILN_REGISTER_KERNEL((KernelDef{
     .summary = "causal GQA attention of few tokens over a KV cache, K/V blocks shared by a group",
     .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8, DType::u32}},
                     kActivationRole},
-    .constexpr_defaults =
-        {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"PREFETCH", 0}, {"SINKS", 0}, {"PAGE", 0}, {"KBITS", 4}, {"VBITS", 4}},
+    .constexpr_defaults = {{"HEAD_DIM", 128},
+                           {"BLOCK_G", 2},
+                           {"PREFETCH", 0},
+                           {"SINKS", 0},
+                           {"PAGE", 0},
+                           {"KBITS", 4},
+                           {"VBITS", 4}},
     .build = build_attention_decode,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {

@@ -134,8 +134,13 @@ KILN_REGISTER_KERNEL((KernelDef{
                "into unnormalised partial states (m, l, O) of its group's heads",
     .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8, DType::u32}},
                     kActivationRole},
-    .constexpr_defaults =
-        {{"HEAD_DIM", 128}, {"BLOCK_G", 2}, {"SPLIT", 512}, {"PREFETCH", 0}, {"PAGE", 0}, {"KBITS", 4}, {"VBITS", 4}},
+    .constexpr_defaults = {{"HEAD_DIM", 128},
+                           {"BLOCK_G", 2},
+                           {"SPLIT", 512},
+                           {"PREFETCH", 0},
+                           {"PAGE", 0},
+                           {"KBITS", 4},
+                           {"VBITS", 4}},
     .build = build_attention_decode_split,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {

@@ -40,7 +40,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     .summary = "causal GQA flash attention of a block of query tokens over a KV cache",
     .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::f32, DType::i8, DType::u32}},
                     kActivationRole},
-    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"SINKS", 0}, {"PAGE", 0}, {"KBITS", 4}, {"VBITS", 4}},
+    .constexpr_defaults =
+        {{"HEAD_DIM", 128}, {"BLOCK_M", 4}, {"SINKS", 0}, {"PAGE", 0}, {"KBITS", 4}, {"VBITS", 4}},
     .build = build_attention_prefill,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {

@@ -88,8 +88,8 @@ void check_kv_layout(const std::string& kernel, const Spec& s) {
   const int64_t d = s.constexpr_("HEAD_DIM");
   if (is_aura_kv(s.dtype("KV"))) {
     if (page != 0)
-      throw Error("kernel '" + kernel + "': an AURA cache is not paged (PAGE = " +
-                  std::to_string(page) + ")");
+      throw Error("kernel '" + kernel +
+                  "': an AURA cache is not paged (PAGE = " + std::to_string(page) + ")");
     if (d < 32 || aura_padded_dim(d) != d)
       throw Error("kernel '" + kernel + "': an AURA cache needs HEAD_DIM (the rotated dims) a " +
                   "power of two >= 32, got " + std::to_string(d));
