@@ -47,6 +47,9 @@ struct CpuProfile {
   // AVX-512F, 8 with AVX2; 0 for none) looked up by 32-bit indices, one
   // register of indices per instruction (a codebook of float bit patterns).
   int x86_permd_entries = 0;
+  // x86 vpermi2w (AVX-512BW): a 16-bit table of up to 256 entries looked
+  // up 32 indices at a time, 64 entries per instruction.
+  bool x86_permw = false;
 };
 
 // The module may call the fp8 helpers of fp8_helpers.h; whoever links it

@@ -276,7 +276,67 @@ llvm::Value* Lowering::lookup(const Op& op) {
                 (entries <= profile_.x86_permd_entries ||
                  (profile_.x86_permd_entries == 16 && entries <= 256));
   if (dwords) return dword_table_lookup(op);
+  // 16-bit entries (AVX-512BW): vpermi2w per 64 entries, 32 indices at a
+  // time (AURA's 8-bit codebook as f16: 4 permutes and 3 selects per 32).
+  bool words = !rt.is_scalar() && dtype_bits(ty(op.args[0]).dtype) == 32 &&
+               dtype_bits(rt.dtype) == 16 && entries <= 256 && profile_.x86_permw;
+  if (words) return word_table_lookup(op);
   return table_lookup(op);
+}
+
+llvm::Value* Lowering::word_table_lookup(const Op& op) {
+  constexpr int64_t w = 32;
+  const int64_t n = ty(op.result).numel(), size = static_cast<int64_t>(op.ints.size());
+  const int64_t padded = (n + w - 1) / w * w;
+  int64_t regs = 2;  // a vpermi2w reads two registers of 32 entries
+  while (regs * w < size) regs *= 2;
+  std::vector<llvm::Value*> table;
+  for (int64_t r = 0; r < regs; ++r) {
+    std::vector<llvm::Constant*> entries(static_cast<size_t>(w), b_.getInt16(0));
+    for (int64_t i = 0; i < w && r * w + i < size; ++i)
+      entries[i] = b_.getInt16(static_cast<uint16_t>(op.ints[r * w + i]));
+    table.push_back(llvm::ConstantVector::get(entries));
+  }
+  llvm::Value* idx = v(op.args[0]);
+  llvm::Value* inside = b_.CreateICmpULT(
+      idx,
+      b_.CreateVectorSplat(static_cast<unsigned>(n), b_.getInt32(static_cast<uint32_t>(size))));
+  idx = b_.CreateTrunc(idx, llvm::FixedVectorType::get(b_.getInt16Ty(), static_cast<unsigned>(n)));
+  if (padded != n) {
+    std::vector<int> pad;
+    for (int64_t j = 0; j < padded; ++j) pad.push_back(static_cast<int>(std::min(j, n)));
+    idx = b_.CreateShuffleVector(idx, llvm::Constant::getNullValue(idx->getType()), pad);
+  }
+  auto lanes = [&](uint16_t c) {
+    return b_.CreateVectorSplat(static_cast<unsigned>(w), b_.getInt16(c));
+  };
+  std::vector<llvm::Value*> parts;
+  for (int64_t c = 0; c < padded; c += w) {
+    std::vector<int> chunk;
+    for (int64_t j = 0; j < w; ++j) chunk.push_back(static_cast<int>(c + j));
+    llvm::Value* part = padded == w ? idx : b_.CreateShuffleVector(idx, chunk);
+    std::vector<llvm::Value*> level;
+    for (int64_t r = 0; r < regs; r += 2)
+      level.push_back(b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpermi2var_hi_512, {},
+                                         {table[r], part, table[r + 1]}));
+    for (uint16_t bit = 64; level.size() > 1; bit = static_cast<uint16_t>(bit * 2)) {
+      llvm::Value* hi = b_.CreateICmpNE(b_.CreateAnd(part, lanes(bit)), lanes(0));
+      std::vector<llvm::Value*> next;
+      for (size_t i = 0; i < level.size(); i += 2)
+        next.push_back(b_.CreateSelect(hi, level[i + 1], level[i]));
+      level = next;
+    }
+    parts.push_back(level[0]);
+  }
+  llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
+  if (padded != n) {
+    std::vector<int> first;
+    for (int64_t j = 0; j < n; ++j) first.push_back(static_cast<int>(j));
+    all = b_.CreateShuffleVector(all, first);
+  }
+  all = b_.CreateSelect(inside, all, llvm::Constant::getNullValue(all->getType()));
+  llvm::Type* want = reg_type(ty(op.result));
+  return all->getType() == want ? all : b_.CreateBitCast(all, want);
 }
 
 // A table of up to 16 (8) 32-bit entries in one register, looked up by

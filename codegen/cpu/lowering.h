@@ -178,6 +178,7 @@ class Lowering {
   llvm::Value* lookup(const Op& op);
   llvm::Value* byte_table_lookup(const Op& op);
   llvm::Value* dword_table_lookup(const Op& op);
+  llvm::Value* word_table_lookup(const Op& op);
   llvm::Value* table_lookup(const Op& op);
   void lower_for(const Op& op);
   void lower_if(const Op& op);

@@ -90,11 +90,17 @@ std::vector<Value> aura_block_scores(KernelBuilder& k, const WalkInputs& in, con
                      : load(in.kv.k + off);
     auto group = transpose(words);  // [bits, KB]
     auto d0 = (g * 32).to(DType::i64);
-    for (int64_t c = 0; c < 32; ++c) {
-      auto kval = aura_centroids(aura_group_code(group, bits, c), bits, D);
-      for (size_t h = 0; h < rows; ++h) {
-        auto qd = broadcast_to(load(in.q + (in.qrow[h] + d0 + c)).to(DType::f32), {KB});
-        part[h][c % parts] = fma(qd, kval, Value(part[h][c % parts]));
+    // Two dims' codes per lookup where they share a word: 32 lanes, what a
+    // 16-bit table lookup (8-bit codes) takes at once.
+    const int64_t m = 32 % bits ? 1 : 2;
+    for (int64_t c = 0; c < 32; c += m) {
+      auto vals = aura_centroids(aura_group_codes(group, bits, c, m), bits, D);  // [m, KB]
+      for (int64_t i = 0; i < m; ++i) {
+        auto kval = reshape(slice(vals, {i, 0}, {1, KB}), {KB});
+        for (size_t h = 0; h < rows; ++h) {
+          auto qd = broadcast_to(load(in.q + (in.qrow[h] + d0 + (c + i))).to(DType::f32), {KB});
+          part[h][(c + i) % parts] = fma(qd, kval, Value(part[h][(c + i) % parts]));
+        }
       }
     }
   });

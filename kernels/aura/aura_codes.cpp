@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ir/dtype.h"
 #include "ir/error.h"
 #include "kernels/aura/aura_format.h"
 
@@ -56,7 +57,13 @@ Value aura_quantize(const Value& y, int bits, int64_t D) {
 }
 
 Value aura_centroids(const Value& codes, int bits, int64_t D) {
-  return lookup(f32_bits(aura_codebook(bits, D)), DType::i32, codes).bitcast(DType::f32);
+  const std::vector<float> book = aura_codebook(bits, D);
+  if (bits != 8) return lookup(f32_bits(book), DType::i32, codes).bitcast(DType::f32);
+  // 256 entries as f16 words: half the table, and a CPU looks 32 up per
+  // instruction pair.
+  std::vector<int64_t> t;
+  for (float f : book) t.push_back(static_cast<int64_t>(f32_to_f16_bits(f)));
+  return lookup(t, DType::u16, codes).bitcast(DType::f16).to(DType::f32);
 }
 
 Value aura_pack(const Value& codes, int bits) {
@@ -139,13 +146,21 @@ Value aura_unpack(const Value& words, int bits, int64_t D) {
   return reshape(v & mask, with_last(shape, D)).to(DType::i32);
 }
 
-Value aura_group_code(const Value& group, int bits, int64_t c) {
+Value aura_group_codes(const Value& group, int bits, int64_t c, int64_t m) {
   const int64_t n = group.shape().back();
   const int64_t bit = c * bits, w = bit / 32, r = bit % 32;
-  auto word = [&](int64_t j) { return reshape(slice(group, {j, 0}, {1, n}), {n}); };
-  Value v = word(w);
+  auto word = reshape(slice(group, {w, 0}, {1, n}), {1, n});
+  if (m > 1) {
+    if (32 % bits || r + m * bits > 32)
+      throw Error("AURA codes " + std::to_string(c) + " .. " + std::to_string(c + m - 1) + " of " +
+                  std::to_string(bits) + " bits do not share a word");
+    auto shifts = broadcast_to(reshape((arange(m) * bits + r).to(DType::u32), {m, 1}), {m, n});
+    return ((broadcast_to(word, {m, n}) >> shifts) & ((1u << bits) - 1)).to(DType::i32);
+  }
+  Value v = word;
   if (r) v = v >> static_cast<uint32_t>(r);
-  if (r + bits > 32) v = v | (word(w + 1) << static_cast<uint32_t>(32 - r));
+  if (r + bits > 32)
+    v = v | (reshape(slice(group, {w + 1, 0}, {1, n}), {1, n}) << static_cast<uint32_t>(32 - r));
   if (r + bits != 32) v = v & ((1u << bits) - 1);
   return v.to(DType::i32);
 }

@@ -31,11 +31,13 @@ Value aura_unpack_lanes(const Value& words, int bits, int64_t D);
 // Lane order -> natural order, [.., D] of any dtype.
 Value aura_lanes_to_natural(const Value& x, int bits);
 
-// Coordinate c (0..31) of a group of 32 coordinates, for many rows at once:
-// `group` holds the group's `bits` words transposed, u32 [bits, n] (word j
-// of every row in row j), and the result is the n rows' codes, i32 [n].
-// Every row shares the coordinate's word and shift, so these are shifts by
-// a constant: a cache read key-major decodes keys in the lanes this way.
-Value aura_group_code(const Value& group, int bits, int64_t c);
+// Coordinates c .. c + m - 1 (of 0..31) of a group of 32 coordinates, for
+// many rows at once: `group` holds the group's `bits` words transposed, u32
+// [bits, n] (word j of every row in row j), and the result is the n rows'
+// codes, i32 [m, n]. Every row shares a coordinate's word and shift, so
+// these are shifts by constants: a cache read key-major decodes keys in the
+// lanes this way. With m > 1 the coordinates must share one word (bits
+// dividing 32).
+Value aura_group_codes(const Value& group, int bits, int64_t c, int64_t m = 1);
 
 }  // namespace kiln

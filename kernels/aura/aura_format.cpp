@@ -6,6 +6,7 @@
 #include <limits>
 #include <regex>
 
+#include "ir/dtype.h"
 #include "ir/error.h"
 
 namespace kiln {
@@ -76,7 +77,10 @@ std::vector<double> lloyd_max_gaussian(int bits) {
 std::vector<float> aura_codebook(int bits, int64_t D) {
   std::vector<float> c;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  for (double z : lloyd_max_gaussian(bits)) c.push_back(static_cast<float>(z * scale));
+  for (double z : lloyd_max_gaussian(bits)) {
+    const float v = static_cast<float>(z * scale);
+    c.push_back(bits == 8 ? round_to_float_dtype(v, DType::f16) : v);
+  }
   return c;
 }
 

@@ -50,7 +50,9 @@ int64_t aura_bytes_per_token(int64_t n_kv_heads, int64_t head_dim, const AuraSch
 // (computed offline by make_codebooks.py; tests re-derive it).
 std::vector<double> lloyd_max_gaussian(int bits);
 // The codebook the cache uses at dimension D: lloyd_max_gaussian / sqrt(D)
-// in f32, and its thresholds t_j = (C[j-1] + C[j]) / 2 for j = 1 .. L-1
+// in f32 (8 bits: rounded to f16, how the kernels store the 256 entries;
+// AURA.md narrows codebook storage only, the rounding is < 5e-4 of a value
+// and far inside its cell), and its thresholds t_j = (C[j-1] + C[j]) / 2 for j = 1 .. L-1
 // (entry 0 is -inf): a coordinate y gets code #{j >= 1 : y > t_j}.
 std::vector<float> aura_codebook(int bits, int64_t D);
 std::vector<float> aura_thresholds(int bits, int64_t D);

@@ -496,6 +496,24 @@ TEST_CASE("byte lookups match the interpreter with each byte shuffle", "[codegen
         }
 }
 
+// The host, then as an AVX2 core (8-entry vpermd, no vpermi2w) and with no
+// register tables at all (the constant-array path).
+std::vector<std::pair<std::string, CpuJit*>> table_lookup_jits() {
+  static CpuJit avx2([] {
+    CpuProfile p = cpu_profile(host_cpu_target());
+    p.x86_permd_entries = std::min(p.x86_permd_entries, 8);
+    p.x86_permw = false;
+    return p;
+  }());
+  static CpuJit none([] {
+    CpuProfile p = cpu_profile(host_cpu_target());
+    p.x86_permd_entries = 0;
+    p.x86_permw = false;
+    return p;
+  }());
+  return {{"host", &jit()}, {"vpermd of 8", &avx2}, {"no register tables", &none}};
+}
+
 TEST_CASE("wide and large lookups read a constant table exactly", "[codegen][cpu]") {
   // The IQ2/IQ3 grid shapes: 256 64-bit entries (bit patterns, the top bit
   // set in some) by u8 and by i32 codes, 512 u32 entries by i32 codes; a
@@ -508,15 +526,36 @@ TEST_CASE("wide and large lookups read a constant table exactly", "[codegen][cpu
   for (int64_t& e : grid32) e = static_cast<int64_t>(rng() >> 32);
   for (int64_t& e : bytes) e = static_cast<int64_t>(rng() % 256) - 128;
   for (int64_t& e : halves) e = static_cast<int64_t>(rng() % 65536);
+  std::vector<int64_t> dwords16(16), dwords8(8), dwords100(100), dwords256(256), words256(256),
+      words70(70);
+  // Entries that fit both i32 and u32, and a signed table for i32 only.
+  for (auto* t : {&dwords16, &dwords8, &dwords256})
+    for (int64_t& e : *t) e = static_cast<int64_t>(rng() >> 33);
+  for (int64_t& e : dwords100) e = static_cast<int64_t>(static_cast<int32_t>(rng()));
+  for (int64_t& e : words256) e = static_cast<int64_t>(rng() % 65536);
+  for (int64_t& e : words70) e = static_cast<int64_t>(rng() % 65536) - 32768;
   struct Case {
     const std::vector<int64_t>* table;
     DType index, out;
     int64_t block;
   };
-  const Case cases[] = {
-      {&grid, DType::u8, DType::i64, 64},     {&grid, DType::i32, DType::i64, 64},
-      {&grid32, DType::i32, DType::u32, 128}, {&grid32, DType::i32, DType::u32, 5},
-      {&bytes, DType::u8, DType::i8, 64},     {&halves, DType::i64, DType::u16, 32}};
+  const Case cases[] = {{&grid, DType::u8, DType::i64, 64},
+                        {&grid, DType::i32, DType::i64, 64},
+                        {&grid32, DType::i32, DType::u32, 128},
+                        {&grid32, DType::i32, DType::u32, 5},
+                        {&bytes, DType::u8, DType::i8, 64},
+                        {&halves, DType::i64, DType::u16, 32},
+                        // Register tables (AURA's codebooks): 32-bit entries by 32-bit codes
+                        // in one vpermd (16, 8) or a vpermi2d select tree (100, 256), 16-bit
+                        // entries in a vpermi2w tree (70, 256), tiles off the register width.
+                        {&dwords16, DType::i32, DType::i32, 16},
+                        {&dwords16, DType::i32, DType::u32, 40},
+                        {&dwords8, DType::u32, DType::i32, 24},
+                        {&dwords100, DType::i32, DType::i32, 64},
+                        {&dwords256, DType::i32, DType::u32, 48},
+                        {&words256, DType::i32, DType::u16, 32},
+                        {&words256, DType::i32, DType::u16, 16},
+                        {&words70, DType::u32, DType::i16, 80}};
   for (const Case& c : cases) {
     INFO(c.table->size() << " " << dtype_name(c.out) << " entries by " << dtype_name(c.index)
                          << ", block " << c.block);
@@ -527,7 +566,10 @@ TEST_CASE("wide and large lookups read a constant table exactly", "[codegen][cpu
     for (int64_t i = 0; i < n; ++i)
       x.set(i, c.index == DType::u8 ? static_cast<double>(i % 256)
                                     : static_cast<double>((i * 7919) % (size + 64) - 32));
-    CHECK(lookup_matches(k, x, c.out, c.block));
+    for (const auto& [name, with] : table_lookup_jits()) {
+      INFO(name);
+      CHECK(lookup_matches(k, x, c.out, c.block, *with));
+    }
     CHECK(lookup_matches(k, x, c.out, c.block, portable_jit()));
   }
   // A scalar index: one load from the table.

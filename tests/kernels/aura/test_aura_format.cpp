@@ -11,6 +11,7 @@
 #include <string>
 
 #include "aura_reference.h"
+#include "ir/dtype.h"
 #include "ir/error.h"
 #include "kernels/aura/aura_format.h"
 
@@ -102,6 +103,17 @@ TEST_CASE("AURA codebooks are the Lloyd-Max quantisers of N(0,1)", "[kernels][au
   // D = 128 scaling and thresholds: t_{L/2} = 0, entry 0 is -inf.
   auto c128 = aura_codebook(4, 128);
   CHECK(std::abs(c128[15] - 0.241529f) < 1e-6f);
+  // 8 bits: stored as f16, each value the f16 rounding of z / sqrt(D) and
+  // still strictly increasing.
+  for (int64_t D : {64, 128, 256}) {
+    auto c8 = aura_codebook(8, D);
+    for (size_t j = 0; j < c8.size(); ++j) {
+      const double exact = b8[j] / std::sqrt(static_cast<double>(D));
+      CHECK(c8[j] == round_to_float_dtype(static_cast<float>(exact), DType::f16));
+      CHECK(std::abs(c8[j] - exact) <= std::abs(exact) * 0x1p-11);
+      if (j) CHECK(c8[j] > c8[j - 1]);
+    }
+  }
   auto t3 = aura_thresholds(3, 128);
   REQUIRE(t3.size() == 8);
   CHECK(std::isinf(t3[0]));
