@@ -29,11 +29,13 @@ double peak_rss_mib() {
   return 0;
 }
 
-// What the same context takes as an f16 cache (K and V, every layer): the
-// base of the metrics' kv_saved_mib.
-size_t f16_cache_bytes(const Llm& m) {
+// What the same context takes as Kiln's f16 cache (K and V, every layer,
+// K padded to whole key blocks): the base of the metrics' kv_saved_mib.
+size_t f16_cache_bytes(const Llm& m, int64_t key_block) {
   const ModelConfig& c = m.config();
-  return static_cast<size_t>(2 * 2 * c.n_layer * c.n_head_kv * c.head_dim * m.n_ctx());
+  return static_cast<size_t>(2 * c.n_layer *
+                             (k_cache_elems(m.n_ctx(), c.n_head_kv, c.head_dim, key_block) +
+                              v_cache_elems(m.n_ctx(), c.n_head_kv, c.head_dim)));
 }
 
 double percentile(std::vector<double> v, double q) {
@@ -194,7 +196,8 @@ int cmd_run(const std::vector<std::string>& argv_in) {
       json_escape(model_path).c_str(), model.config().arch.c_str(), rt.backend().name().c_str(),
       rt.threads(), static_cast<long long>(model.n_ctx()),
       kv_cache_type_name(model.kv_type()).c_str(), model.kv_cache_bytes() / 1048576.0,
-      (static_cast<double>(f16_cache_bytes(model)) - static_cast<double>(model.kv_cache_bytes())) /
+      (static_cast<double>(f16_cache_bytes(model, kv_key_block(rt.backend().target_desc()))) -
+       static_cast<double>(model.kv_cache_bytes())) /
           1048576.0,
       r.prompt.size(), r.generated.size(), r.prompt.size() / (r.prefill_ms / 1e3),
       r.token_ms.empty() ? 0.0 : r.token_ms.size() / (decode_ms / 1e3), percentile(r.token_ms, 0.5),
