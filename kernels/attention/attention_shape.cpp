@@ -164,10 +164,11 @@ DecodeBatchSizes decode_batch_sizes(const std::string& kernel, const Spec& s, co
 
 namespace {
 
-// Rows of kv_walk.h whose accumulators (HEAD_DIM f32 each) fit half the
-// target's vector registers, capped by `n` rounded up to a power of two.
-int64_t walk_rows(const Spec& s, int64_t n) {
-  const int64_t regs = s.target.vector_registers / 2 * s.target.lanes(DType::f32);
+// Rows of kv_walk.h whose accumulators (HEAD_DIM f32 each) fit 1/`share`
+// of the target's vector registers, capped by `n` rounded up to a power of
+// two.
+int64_t walk_rows(const Spec& s, int64_t n, int64_t share) {
+  const int64_t regs = s.target.vector_registers / share * s.target.lanes(DType::f32);
   int64_t rows = std::max<int64_t>(1, regs / s.constexpr_("HEAD_DIM")), cap = 1;
   while (cap < n) cap *= 2;
   return std::min(rows, cap);
@@ -175,12 +176,17 @@ int64_t walk_rows(const Spec& s, int64_t n) {
 
 }  // namespace
 
+// Decode: the whole register file. kiln bench, 2 threads, f16 cache, split-K:
+// at HEAD_DIM 128 four heads beat two (32x8x128: 1.35 -> 0.97 ms at 8192
+// keys, 4.7-5.3 -> 4.0 at 32768; 8x1x128: 0.29 -> 0.24 at 8192), though
+// their accumulators take every AVX-512 register; at 64, 8 heads and 4
+// within noise. AURA caches alike (aura4v4 at 16384 keys: 2.5 -> 2.3 ms).
 std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a) {
-  return {{"BLOCK_G", walk_rows(s, a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads")))}};
+  return {{"BLOCK_G", walk_rows(s, a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads")), 1)}};
 }
 
 std::map<std::string, int64_t> prefill_block_m(const Spec& s, const ScalarArgs& a) {
-  return {{"BLOCK_M", walk_rows(s, a.i("n_tokens"))}};
+  return {{"BLOCK_M", walk_rows(s, a.i("n_tokens"), 2)}};
 }
 
 int64_t attention_lanes(const TargetDesc& t) {
