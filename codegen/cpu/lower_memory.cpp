@@ -339,6 +339,30 @@ llvm::Value* Lowering::word_table_lookup(const Op& op) {
   return all->getType() == want ? all : b_.CreateBitCast(all, want);
 }
 
+int64_t Lowering::masked_index(int id, int* inner) {
+  auto int32 = [&](int v) {
+    DType t = ty(v).dtype;
+    return !is_float(t) && t != DType::boolean && dtype_bits(t) == 32;
+  };
+  const Op* d = def_op_[id];
+  // Same-width casts and reshapes keep every element's bits and place.
+  while (d && (d->kind == OpKind::Reshape || d->kind == OpKind::Cast) && int32(d->args[0]) &&
+         int32(id)) {
+    id = d->args[0];
+    d = def_op_[id];
+  }
+  if (!d || d->kind != OpKind::And) return -1;
+  for (int side = 0; side < 2; ++side) {
+    const Op* c = def_op_[d->args[side]];
+    while (c && c->kind == OpKind::Broadcast) c = def_op_[c->args[0]];
+    if (c && c->kind == OpKind::Const && c->ival >= 0) {
+      *inner = d->args[1 - side];
+      return c->ival;
+    }
+  }
+  return -1;
+}
+
 // A table of up to 16 (8) 32-bit entries in one register, looked up by
 // vpermd 16 (8) indices at a time, which reads entry index & 15 (& 7); a
 // larger one (AVX-512) in registers of 16, a vpermi2d per pair of them
@@ -380,6 +404,22 @@ llvm::Value* Lowering::dword_table_lookup(const Op& op) {
     return level[0];
   };
   llvm::Value* idx = v(op.args[0]);
+  // x & m with m + 1 a power of two up to w (a packed code's field): vpermd
+  // reads x's low bits itself, so the table repeats every m + 1 entries
+  // (zeros past its size) and neither the mask nor the range check is
+  // emitted.
+  int inner = -1;
+  const int64_t m = regs == 1 ? masked_index(op.args[0], &inner) : -1;
+  const bool periodic = m >= 0 && m + 1 <= w && ((m + 1) & m) == 0 && size <= m + 1;
+  if (periodic) {
+    std::vector<llvm::Constant*> entries;
+    for (int64_t i = 0; i < w; ++i) {
+      const int64_t e = i & m;
+      entries.push_back(b_.getInt32(e < size ? static_cast<uint32_t>(op.ints[e]) : 0));
+    }
+    table[0] = llvm::ConstantVector::get(entries);
+    idx = v(inner);
+  }
   if (padded != n) {
     std::vector<int> pad;
     for (int64_t j = 0; j < padded; ++j) pad.push_back(static_cast<int>(std::min(j, n)));
@@ -391,6 +431,10 @@ llvm::Value* Lowering::dword_table_lookup(const Op& op) {
     for (int64_t j = 0; j < w; ++j) chunk.push_back(static_cast<int>(c + j));
     llvm::Value* part = padded == w ? idx : b_.CreateShuffleVector(idx, chunk);
     llvm::Value* got = look(part);
+    if (periodic) {
+      parts.push_back(got);
+      continue;
+    }
     llvm::Value* inside = b_.CreateICmpULT(part, lanes(static_cast<uint32_t>(size)));
     parts.push_back(b_.CreateSelect(inside, got, llvm::Constant::getNullValue(got->getType())));
   }

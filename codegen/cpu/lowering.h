@@ -179,6 +179,9 @@ class Lowering {
   llvm::Value* byte_table_lookup(const Op& op);
   llvm::Value* dword_table_lookup(const Op& op);
   llvm::Value* word_table_lookup(const Op& op);
+  // Whether value `id` is x & m for a constant m (through same-width
+  // integer casts and reshapes): m, with x's id in *inner; else -1.
+  int64_t masked_index(int id, int* inner);
   llvm::Value* table_lookup(const Op& op);
   void lower_for(const Op& op);
   void lower_if(const Op& op);
