@@ -49,7 +49,7 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, KvCacheType kv, in
                 std::to_string(cfg_.head_dim));
   const bool aura = is_aura_kv(kv.dtype);
   if (aura) {
-    parse_aura_scheme(aura_scheme_name(kv.aura));  // checks the bits
+    check_aura_scheme(kv.aura);
     if (kv_page != 0)
       throw Error("KV cache " + aura_scheme_name(kv.aura) + ": an AURA cache cannot be paged");
     if (auto_asymmetric_enabled())

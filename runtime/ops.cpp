@@ -383,31 +383,6 @@ Tensor aura_rotate(Graph& g, const Tensor& x, const Tensor& rot, int64_t din, in
 // head_dim), q in the kernels' query dtype.
 Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                           const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
-                          const AttentionMask& mask);
-
-}  // namespace
-
-Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
-                 const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
-                 const AttentionMask& mask) {
-  if (!is_aura_kv(cache.k.dtype)) return attention_launches(g, q, cache, scale, kv_len, pos0, mask);
-  // Scores and outputs are unchanged by the rotation (it is orthogonal), so
-  // the kernels run over the cache in its rotated space of D dims.
-  const int64_t d = cache.head_dim, D = aura_padded_dim(d);
-  if (q.rank() != 2 || q.dim(1) % d)
-    mismatch("attention", "q " + q.str() + " is not [t, heads * " + std::to_string(d) + "]");
-  if (!cache.k_rot || !cache.v_unrot) mismatch("attention", "an AURA KV cache without rotations");
-  KvCache rotated = cache;
-  rotated.head_dim = D;
-  Tensor qr = aura_rotate(g, q, *cache.k_rot, d, D, DType::f32);
-  Tensor o = attention_launches(g, qr, rotated, scale, kv_len, pos0, mask);
-  return aura_rotate(g, o, *cache.v_unrot, D, d, q.dtype);
-}
-
-namespace {
-
-Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, double scale,
-                          const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
                           const AttentionMask& mask) {
   const int64_t d = cache.head_dim;
   if (q.rank() != 2 || q.dim(1) % d || (q.dim(1) / d) % cache.n_kv_heads)
@@ -484,6 +459,23 @@ Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, doubl
 }
 
 }  // namespace
+
+Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
+                 const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
+                 const AttentionMask& mask) {
+  if (!is_aura_kv(cache.k.dtype)) return attention_launches(g, q, cache, scale, kv_len, pos0, mask);
+  // Scores and outputs are unchanged by the rotation (it is orthogonal), so
+  // the kernels run over the cache in its rotated space of D dims.
+  const int64_t d = cache.head_dim, D = aura_padded_dim(d);
+  if (q.rank() != 2 || q.dim(1) % d)
+    mismatch("attention", "q " + q.str() + " is not [t, heads * " + std::to_string(d) + "]");
+  if (!cache.k_rot || !cache.v_unrot) mismatch("attention", "an AURA KV cache without rotations");
+  KvCache rotated = cache;
+  rotated.head_dim = D;
+  Tensor qr = aura_rotate(g, q, *cache.k_rot, d, D, DType::f32);
+  Tensor o = attention_launches(g, qr, rotated, scale, kv_len, pos0, mask);
+  return aura_rotate(g, o, *cache.v_unrot, D, d, q.dtype);
+}
 
 Routing moe_route(Graph& g, const Tensor& logits, int64_t k, const RouterOptions& o) {
   need_dtype("moe_route", logits, DType::f32, "router logits");

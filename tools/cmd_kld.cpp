@@ -14,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "ir/error.h"
 #include "models/kld.h"
@@ -102,6 +103,12 @@ int cmd_kld(const std::vector<std::string>& raw) {
   size_t base_bytes = 0, test_bytes = 0;
   std::string test_name;
   std::vector<float> base_logits;  // [chunks][scored][n_vocab]
+  // Chunk c from an empty cache: its tokens, and every position's logits.
+  auto run_chunk = [&](Llm& model, int64_t c) {
+    model.reset();
+    std::vector<int32_t> chunk(tokens.begin() + c * ctx, tokens.begin() + (c + 1) * ctx);
+    return std::make_pair(chunk, model.forward(chunk, true));
+  };
   if (a.has("base-logits")) {
     NpyMatrix m = read_npy(a.get("base-logits"));
     if (m.rows != chunks * ctx)
@@ -118,9 +125,7 @@ int cmd_kld(const std::vector<std::string>& raw) {
     tokens = chunk_tokens(model, a.get("prompts"), chunks, ctx);
     base_bytes = model.kv_cache_bytes();
     for (int64_t c = 0; c < chunks; ++c) {
-      model.reset();
-      std::vector<int32_t> chunk(tokens.begin() + c * ctx, tokens.begin() + (c + 1) * ctx);
-      const std::vector<float>& l = model.forward(chunk, true);
+      const std::vector<float> l = run_chunk(model, c).second;
       base_logits.insert(base_logits.end(), l.begin() + first * n_vocab,
                          l.begin() + (first + scored) * n_vocab);
     }
@@ -135,9 +140,7 @@ int cmd_kld(const std::vector<std::string>& raw) {
     test_bytes = model.kv_cache_bytes();
     test_name = kv_cache_type_name(model.kv_type());
     for (int64_t c = 0; c < chunks; ++c) {
-      model.reset();
-      std::vector<int32_t> chunk(tokens.begin() + c * ctx, tokens.begin() + (c + 1) * ctx);
-      const std::vector<float>& l = model.forward(chunk, true);
+      const auto [chunk, l] = run_chunk(model, c);
       for (int64_t j = 0; j < scored; ++j)
         acc.add(base_logits.data() + (c * scored + j) * n_vocab, l.data() + (first + j) * n_vocab,
                 n_vocab, chunk[static_cast<size_t>(first + j + 1)]);

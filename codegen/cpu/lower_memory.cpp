@@ -275,68 +275,13 @@ llvm::Value* Lowering::lookup(const Op& op) {
                 dtype_bits(rt.dtype) == 32 &&
                 (entries <= profile_.x86_permd_entries ||
                  (profile_.x86_permd_entries == 16 && entries <= 256));
-  if (dwords) return dword_table_lookup(op);
+  if (dwords) return register_table_lookup(op, 32);
   // 16-bit entries (AVX-512BW): vpermi2w per 64 entries, 32 indices at a
   // time (AURA's 8-bit codebook as f16: 4 permutes and 3 selects per 32).
   bool words = !rt.is_scalar() && dtype_bits(ty(op.args[0]).dtype) == 32 &&
                dtype_bits(rt.dtype) == 16 && entries <= 256 && profile_.x86_permw;
-  if (words) return word_table_lookup(op);
+  if (words) return register_table_lookup(op, 16);
   return table_lookup(op);
-}
-
-llvm::Value* Lowering::word_table_lookup(const Op& op) {
-  constexpr int64_t w = 32;
-  const int64_t n = ty(op.result).numel(), size = static_cast<int64_t>(op.ints.size());
-  const int64_t padded = (n + w - 1) / w * w;
-  int64_t regs = 2;  // a vpermi2w reads two registers of 32 entries
-  while (regs * w < size) regs *= 2;
-  std::vector<llvm::Value*> table;
-  for (int64_t r = 0; r < regs; ++r) {
-    std::vector<llvm::Constant*> entries(static_cast<size_t>(w), b_.getInt16(0));
-    for (int64_t i = 0; i < w && r * w + i < size; ++i)
-      entries[i] = b_.getInt16(static_cast<uint16_t>(op.ints[r * w + i]));
-    table.push_back(llvm::ConstantVector::get(entries));
-  }
-  llvm::Value* idx = v(op.args[0]);
-  llvm::Value* inside = b_.CreateICmpULT(
-      idx,
-      b_.CreateVectorSplat(static_cast<unsigned>(n), b_.getInt32(static_cast<uint32_t>(size))));
-  idx = b_.CreateTrunc(idx, llvm::FixedVectorType::get(b_.getInt16Ty(), static_cast<unsigned>(n)));
-  if (padded != n) {
-    std::vector<int> pad;
-    for (int64_t j = 0; j < padded; ++j) pad.push_back(static_cast<int>(std::min(j, n)));
-    idx = b_.CreateShuffleVector(idx, llvm::Constant::getNullValue(idx->getType()), pad);
-  }
-  auto lanes = [&](uint16_t c) {
-    return b_.CreateVectorSplat(static_cast<unsigned>(w), b_.getInt16(c));
-  };
-  std::vector<llvm::Value*> parts;
-  for (int64_t c = 0; c < padded; c += w) {
-    std::vector<int> chunk;
-    for (int64_t j = 0; j < w; ++j) chunk.push_back(static_cast<int>(c + j));
-    llvm::Value* part = padded == w ? idx : b_.CreateShuffleVector(idx, chunk);
-    std::vector<llvm::Value*> level;
-    for (int64_t r = 0; r < regs; r += 2)
-      level.push_back(b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpermi2var_hi_512, {},
-                                         {table[r], part, table[r + 1]}));
-    for (uint16_t bit = 64; level.size() > 1; bit = static_cast<uint16_t>(bit * 2)) {
-      llvm::Value* hi = b_.CreateICmpNE(b_.CreateAnd(part, lanes(bit)), lanes(0));
-      std::vector<llvm::Value*> next;
-      for (size_t i = 0; i < level.size(); i += 2)
-        next.push_back(b_.CreateSelect(hi, level[i + 1], level[i]));
-      level = next;
-    }
-    parts.push_back(level[0]);
-  }
-  llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
-  if (padded != n) {
-    std::vector<int> first;
-    for (int64_t j = 0; j < n; ++j) first.push_back(static_cast<int>(j));
-    all = b_.CreateShuffleVector(all, first);
-  }
-  all = b_.CreateSelect(inside, all, llvm::Constant::getNullValue(all->getType()));
-  llvm::Type* want = reg_type(ty(op.result));
-  return all->getType() == want ? all : b_.CreateBitCast(all, want);
 }
 
 int64_t Lowering::masked_index(int id, int* inner) {
@@ -363,38 +308,52 @@ int64_t Lowering::masked_index(int id, int* inner) {
   return -1;
 }
 
-// A table of up to 16 (8) 32-bit entries in one register, looked up by
-// vpermd 16 (8) indices at a time, which reads entry index & 15 (& 7); a
-// larger one (AVX-512) in registers of 16, a vpermi2d per pair of them
-// (index bits 0-4) and a tree of selects on bits 5, 6, 7. An index outside
-// the table is then set to 0 (unsigned compare: negative ones too).
-llvm::Value* Lowering::dword_table_lookup(const Op& op) {
-  const int64_t w = profile_.x86_permd_entries, n = ty(op.result).numel();
+// A table in registers of w entries of `bits` bits (32: w = 16 on AVX-512,
+// 8 on AVX2; 16: w = 32), looked up w indices at a time: one register by a
+// permute that reads index % w (vpermd, vpermw), more by a two-register
+// permute per pair (vpermi2d, vpermi2w: index % 2w) and a tree of selects
+// on the index's higher bits. An index outside the table is then set to 0
+// (unsigned compare: negative ones too). A masked field (x & m, m + 1 a
+// power of two up to w) needs neither its mask nor the range check: the
+// permute reads x's low bits itself, and the table repeats every m + 1
+// entries (zeros past its size).
+llvm::Value* Lowering::register_table_lookup(const Op& op, int bits) {
+  const bool dw = bits == 32;
+  const int64_t w = dw ? profile_.x86_permd_entries : 32, n = ty(op.result).numel();
   const int64_t size = static_cast<int64_t>(op.ints.size());
   const int64_t padded = (n + w - 1) / w * w;
-  // The table in registers of w entries, zero-padded to 1, 2, 4 .. of them.
-  int64_t regs = 1;
+  int64_t regs = 1;  // registers of w entries: 1, 2, 4 ..
   while (regs * w < size) regs *= 2;
+  int inner = -1;
+  const int64_t m = regs == 1 ? masked_index(op.args[0], &inner) : -1;
+  const bool periodic = m >= 0 && m + 1 <= w && ((m + 1) & m) == 0 && size <= m + 1;
+  llvm::IntegerType* et = b_.getIntNTy(static_cast<unsigned>(bits));
   std::vector<llvm::Value*> table;
   for (int64_t r = 0; r < regs; ++r) {
-    std::vector<llvm::Constant*> entries(static_cast<size_t>(w), b_.getInt32(0));
-    for (int64_t i = 0; i < w && r * w + i < size; ++i)
-      entries[i] = b_.getInt32(static_cast<uint32_t>(op.ints[r * w + i]));
+    std::vector<llvm::Constant*> entries;
+    for (int64_t i = r * w; i < (r + 1) * w; ++i) {
+      const int64_t e = periodic ? (i & m) : i;
+      const uint64_t bits_of = e < size ? static_cast<uint64_t>(op.ints[e]) : 0;
+      entries.push_back(llvm::ConstantInt::get(et, bits_of & ((uint64_t{1} << bits) - 1)));
+    }
     table.push_back(llvm::ConstantVector::get(entries));
   }
-  auto lanes = [&](uint32_t c) {
-    return b_.CreateVectorSplat(static_cast<unsigned>(w), b_.getInt32(c));
+  auto lanes = [&](uint64_t c) {
+    return b_.CreateVectorSplat(static_cast<unsigned>(w), llvm::ConstantInt::get(et, c));
   };
   auto look = [&](llvm::Value* part) -> llvm::Value* {
-    if (regs == 1)
-      return b_.CreateIntrinsic(
-          w == 16 ? llvm::Intrinsic::x86_avx512_permvar_si_512 : llvm::Intrinsic::x86_avx2_permd,
-          {}, {table[0], part});
+    if (regs == 1) {
+      auto id = !dw       ? llvm::Intrinsic::x86_avx512_permvar_hi_512
+                : w == 16 ? llvm::Intrinsic::x86_avx512_permvar_si_512
+                          : llvm::Intrinsic::x86_avx2_permd;
+      return b_.CreateIntrinsic(id, {}, {table[0], part});
+    }
+    auto id = dw ? llvm::Intrinsic::x86_avx512_vpermi2var_d_512
+                 : llvm::Intrinsic::x86_avx512_vpermi2var_hi_512;
     std::vector<llvm::Value*> level;
     for (int64_t r = 0; r < regs; r += 2)
-      level.push_back(b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpermi2var_d_512, {},
-                                         {table[r], part, table[r + 1]}));
-    for (uint32_t bit = 32; level.size() > 1; bit *= 2) {
+      level.push_back(b_.CreateIntrinsic(id, {}, {table[r], part, table[r + 1]}));
+    for (uint64_t bit = 2 * static_cast<uint64_t>(w); level.size() > 1; bit *= 2) {
       llvm::Value* hi = b_.CreateICmpNE(b_.CreateAnd(part, lanes(bit)), lanes(0));
       std::vector<llvm::Value*> next;
       for (size_t i = 0; i < level.size(); i += 2)
@@ -403,23 +362,7 @@ llvm::Value* Lowering::dword_table_lookup(const Op& op) {
     }
     return level[0];
   };
-  llvm::Value* idx = v(op.args[0]);
-  // x & m with m + 1 a power of two up to w (a packed code's field): vpermd
-  // reads x's low bits itself, so the table repeats every m + 1 entries
-  // (zeros past its size) and neither the mask nor the range check is
-  // emitted.
-  int inner = -1;
-  const int64_t m = regs == 1 ? masked_index(op.args[0], &inner) : -1;
-  const bool periodic = m >= 0 && m + 1 <= w && ((m + 1) & m) == 0 && size <= m + 1;
-  if (periodic) {
-    std::vector<llvm::Constant*> entries;
-    for (int64_t i = 0; i < w; ++i) {
-      const int64_t e = i & m;
-      entries.push_back(b_.getInt32(e < size ? static_cast<uint32_t>(op.ints[e]) : 0));
-    }
-    table[0] = llvm::ConstantVector::get(entries);
-    idx = v(inner);
-  }
+  llvm::Value* idx = v(periodic ? inner : op.args[0]);
   if (padded != n) {
     std::vector<int> pad;
     for (int64_t j = 0; j < padded; ++j) pad.push_back(static_cast<int>(std::min(j, n)));
@@ -429,14 +372,18 @@ llvm::Value* Lowering::dword_table_lookup(const Op& op) {
   for (int64_t c = 0; c < padded; c += w) {
     std::vector<int> chunk;
     for (int64_t j = 0; j < w; ++j) chunk.push_back(static_cast<int>(c + j));
-    llvm::Value* part = padded == w ? idx : b_.CreateShuffleVector(idx, chunk);
+    llvm::Value* index = padded == w ? idx : b_.CreateShuffleVector(idx, chunk);  // 32-bit
+    llvm::Value* part =
+        dw ? index
+           : b_.CreateTrunc(index, llvm::FixedVectorType::get(et, static_cast<unsigned>(w)));
     llvm::Value* got = look(part);
-    if (periodic) {
-      parts.push_back(got);
-      continue;
+    if (!periodic) {
+      llvm::Value* inside = b_.CreateICmpULT(
+          index,
+          b_.CreateVectorSplat(static_cast<unsigned>(w), b_.getInt32(static_cast<uint32_t>(size))));
+      got = b_.CreateSelect(inside, got, llvm::Constant::getNullValue(got->getType()));
     }
-    llvm::Value* inside = b_.CreateICmpULT(part, lanes(static_cast<uint32_t>(size)));
-    parts.push_back(b_.CreateSelect(inside, got, llvm::Constant::getNullValue(got->getType())));
+    parts.push_back(got);
   }
   llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
   if (padded != n) {

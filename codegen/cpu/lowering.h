@@ -177,8 +177,7 @@ class Lowering {
   llvm::Value* atomic(const Op& op);
   llvm::Value* lookup(const Op& op);
   llvm::Value* byte_table_lookup(const Op& op);
-  llvm::Value* dword_table_lookup(const Op& op);
-  llvm::Value* word_table_lookup(const Op& op);
+  llvm::Value* register_table_lookup(const Op& op, int bits);
   // Whether value `id` is x & m for a constant m (through same-width
   // integer casts and reshapes): m, with x's id in *inner; else -1.
   int64_t masked_index(int id, int* inner);

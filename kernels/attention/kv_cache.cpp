@@ -90,15 +90,7 @@ void check_kv_layout(const std::string& kernel, const Spec& s) {
     if (page != 0)
       throw Error("kernel '" + kernel +
                   "': an AURA cache is not paged (PAGE = " + std::to_string(page) + ")");
-    if (d < 32 || aura_padded_dim(d) != d)
-      throw Error("kernel '" + kernel + "': an AURA cache needs HEAD_DIM (the rotated dims) a " +
-                  "power of two >= 32, got " + std::to_string(d));
-    for (const char* b : {"KBITS", "VBITS"}) {
-      const int64_t v = s.constexpr_(b);
-      if (v != 2 && v != 3 && v != 4 && v != 8)
-        throw Error("kernel '" + kernel + "': " + b + " = " + std::to_string(v) +
-                    " (AURA codes have 2, 3, 4 or 8 bits)");
-    }
+    check_aura_spec(kernel, s, d);  // HEAD_DIM: the rotated dims
   }
   if (is_quantized_kv(s.dtype("KV")) && d % kKvQuantBlock)
     throw Error("kernel '" + kernel + "': a q8_0 cache needs HEAD_DIM a multiple of " +
@@ -204,12 +196,16 @@ Value load_f32(const Pointer& p, const Value& mask) {
 
 }  // namespace
 
+Value aura_rows(const KvView& kv, const Value& first, int64_t n) {
+  return kv.kvh.to(DType::i64) * kv.max_ctx.to(DType::i64) + first.to(DType::i64) +
+         arange(n).to(DType::i64);
+}
+
 AuraRows load_aura_v_rows(const KvView& kv, const Value& first, int64_t n, bool lanes,
                           const Value& key_mask) {
   const int bits = kv.vbits;
   const int64_t D = kv.head_dim, W = packed_words(D, bits);
-  auto rows = kv.kvh.to(DType::i64) * kv.max_ctx.to(DType::i64) + first.to(DType::i64) +
-              arange(n).to(DType::i64);
+  auto rows = aura_rows(kv, first, n);
   auto offs = expand_dims(rows * W, 1) + expand_dims(arange(W).to(DType::i64), 0);
   const Buffer& codes = kv.v;
   const Buffer& norms = *kv.v_scale;
@@ -261,8 +257,7 @@ void prefetch_kv_block(const KvView& kv, const Value& block) {
   constexpr int64_t kLineBytes = 64;
   if (kv.kbits) {
     // The block's code rows of K and V, each one contiguous run.
-    auto first = kv.kvh.to(DType::i64) * kv.max_ctx.to(DType::i64) +
-                 (block * static_cast<int>(kv.key_block)).to(DType::i64);
+    auto first = reshape(aura_rows(kv, block * static_cast<int>(kv.key_block), 1), {});
     for (auto [buf, bits] : {std::pair{kv.k, kv.kbits}, std::pair{kv.v, kv.vbits}}) {
       const int64_t W = packed_words(kv.head_dim, bits);
       auto lines = arange(std::max<int64_t>(1, kv.key_block * W * 4 / kLineBytes)).to(DType::i64) *

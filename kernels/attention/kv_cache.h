@@ -146,6 +146,11 @@ Value v_tile_offsets(const KvView& kv, const Value& first, int64_t n);
 // load as 0; without one the loads are plain vectors.
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask = {});
 
+// An AURA cache's rows (i64 [n]) of keys first .. first + n - 1 (i32
+// scalar) of kv's head: their codes start at word row * packed_words, their
+// norms at row (kernels/aura/aura_format.h).
+Value aura_rows(const KvView& kv, const Value& first, int64_t n);
+
 // An AURA cache's V rows of keys first .. first + n - 1 (i32 scalar),
 // decoded: [n, HEAD_DIM] f32 codebook values in natural order, or with
 // `lanes` in aura_codes.h's lane order, and the rows' norms [n] f32 (the

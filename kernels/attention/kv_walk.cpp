@@ -80,8 +80,7 @@ std::vector<Value> aura_block_scores(KernelBuilder& k, const WalkInputs& in, con
   std::vector<std::vector<Var>> part(rows);
   for (auto& ph : part)
     for (int64_t i = 0; i < parts; ++i) ph.push_back(k.var(zeros(DType::f32, {KB})));
-  auto key_rows = in.kv.kvh.to(DType::i64) * in.kv.max_ctx.to(DType::i64) +
-                  (block * static_cast<int>(KB)).to(DType::i64) + arange(KB).to(DType::i64);
+  auto key_rows = aura_rows(in.kv, block * static_cast<int>(KB), KB);
   auto first_words = expand_dims(key_rows * W, 1) + expand_dims(arange(bits).to(DType::i64), 0);
   k.for_(0, static_cast<int>(D / 32), 1, [&](Value g) {
     auto off = first_words + g.to(DType::i64) * bits;  // [KB, bits]

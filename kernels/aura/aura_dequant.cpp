@@ -22,11 +22,7 @@ Kernel build_aura_dequant(const Spec& s) {
   KernelBuilder k("aura_dequant", s);
   const int64_t D = s.constexpr_("HEAD_DIM"), KB = kv_key_block(s.target);
   DType KV = s.dtype("KV");
-  // The source cache's checks (bits, D a power of two >= 32), as an AURA spec.
-  Spec src = s;
-  src.dtypes["KV"] = DType::u32;
-  src.constexprs["PAGE"] = 0;
-  check_kv_layout("aura_dequant", src);
+  check_aura_spec("aura_dequant", s, D);
   auto kc = k.buffer("k", DType::u32), vc = k.buffer("v", DType::u32);
   auto kn = k.buffer("k_scale", DType::f16), vn = k.buffer("v_scale", DType::f16);
   auto ko = k.buffer("k_out", KV), vo = k.buffer("v_out", KV);

@@ -20,18 +20,10 @@ namespace kiln {
 namespace {
 
 void check_aura_constexprs(const std::string& kernel, const Spec& s) {
-  for (const char* b : {"KBITS", "VBITS"}) {
-    const int64_t v = s.constexpr_(b);
-    if (v != 2 && v != 3 && v != 4 && v != 8)
-      throw Error("kernel '" + kernel + "': " + b + " = " + std::to_string(v) +
-                  " (AURA codes have 2, 3, 4 or 8 bits)");
-  }
   const int64_t d = s.constexpr_("HEAD_DIM");
   if (d < 1 || d > 4096)
     throw Error("kernel '" + kernel + "': HEAD_DIM = " + std::to_string(d) + " (need 1 .. 4096)");
-  if (aura_padded_dim(d) < 32)
-    throw Error("kernel '" + kernel + "': HEAD_DIM = " + std::to_string(d) +
-                " pads to fewer than 32 dims, the smallest AURA row");
+  check_aura_spec(kernel, s, aura_padded_dim(d));
 }
 
 Kernel build_aura_encode(const Spec& s) {

@@ -15,7 +15,7 @@ namespace {
 #include "kernels/aura/aura_codebooks.inc"
 
 void check_bits(int bits) {
-  if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
+  if (!is_aura_bits(bits))
     throw Error("AURA codes of " + std::to_string(bits) + " bits: expected 2, 3, 4 or 8");
 }
 
@@ -25,15 +25,36 @@ uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
+
+[[noreturn]] void bad_scheme(const std::string& text) {
+  throw Error("AURA scheme '" + text +
+              "': expected aura<K bits>v<V bits> or aura<bits>, bits 2, 3, 4 or 8 (aura4v4, "
+              "aura8v4, aura3)");
+}
 }  // namespace
+
+bool is_aura_bits(int64_t bits) { return bits == 2 || bits == 3 || bits == 4 || bits == 8; }
+
+void check_aura_scheme(const AuraScheme& s) {
+  if (!is_aura_bits(s.kbits) || !is_aura_bits(s.vbits)) bad_scheme(aura_scheme_name(s));
+}
+
+void check_aura_spec(const std::string& kernel, const Spec& s, int64_t rotated_dims) {
+  for (const char* b : {"KBITS", "VBITS"}) {
+    const int64_t v = s.constexpr_(b);
+    if (!is_aura_bits(v))
+      throw Error("kernel '" + kernel + "': " + b + " = " + std::to_string(v) +
+                  " (AURA codes have 2, 3, 4 or 8 bits)");
+  }
+  if (rotated_dims < 32 || aura_padded_dim(rotated_dims) != rotated_dims)
+    throw Error("kernel '" + kernel + "': AURA rows of " + std::to_string(rotated_dims) +
+                " rotated dims (need a power of two >= 32)");
+}
 
 AuraScheme parse_aura_scheme(const std::string& text) {
   static const std::regex form("^aura([2348])(v([2348]))?$");
   std::smatch m;
-  if (!std::regex_match(text, m, form))
-    throw Error("AURA scheme '" + text +
-                "': expected aura<K bits>v<V bits> or aura<bits>, bits 2, 3, 4 or 8 (aura4v4, "
-                "aura8v4, aura3)");
+  if (!std::regex_match(text, m, form)) bad_scheme(text);
   const int kb = std::stoi(m[1].str());
   return {kb, m[3].matched ? std::stoi(m[3].str()) : kb};
 }

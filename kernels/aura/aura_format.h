@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/spec.h"
+
 namespace kiln {
 
 // K and V bits, each 2, 3, 4 or 8.
@@ -34,6 +36,13 @@ struct AuraScheme {
 // text and the accepted form.
 AuraScheme parse_aura_scheme(const std::string& text);
 bool is_aura_scheme_name(const std::string& text);  // starts with "aura"
+bool is_aura_bits(int64_t bits);                    // 2, 3, 4 or 8
+// Throws parse_aura_scheme's error for a scheme whose bits are not.
+void check_aura_scheme(const AuraScheme& s);
+// The checks every kernel over AURA codes makes of its spec: KBITS and
+// VBITS 2, 3, 4 or 8, and rows of D = `rotated_dims` a power of two >= 32;
+// throws kiln::Error naming `kernel`.
+void check_aura_spec(const std::string& kernel, const Spec& s, int64_t rotated_dims);
 std::string aura_scheme_name(const AuraScheme& s);  // "aura8v4"
 // The opt-in auto-asymmetric rule (AURA.md section 6): K goes to 8 bits
 // when the GQA group (n_head / n_head_kv) is 6 or more.
