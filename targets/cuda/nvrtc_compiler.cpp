@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -159,7 +160,10 @@ PtxasReport run_ptxas(const PtxModule& m, int sm) {
   fs::path dir = fs::temp_directory_path() / ("kiln-cuda-" + std::to_string(getuid()));
   std::error_code ec;
   fs::create_directories(dir, ec);
-  fs::path ptx = dir / ("ptxas-" + std::to_string(getpid()) + ".ptx");
+  // Unique per call: ptxas may run on several threads of one process.
+  static std::atomic<uint64_t> calls{0};
+  fs::path ptx =
+      dir / ("ptxas-" + std::to_string(getpid()) + "-" + std::to_string(calls++) + ".ptx");
   std::ofstream(ptx) << m.ptx;
   int status = 0;
   std::string out = run_host_command(
