@@ -57,6 +57,13 @@ std::string ggml_type_name(uint32_t id) {
   return "type " + std::to_string(id);
 }
 
+std::string supported_ggml_type_names() {
+  std::string names;
+  for (const Entry& e : supported())
+    names += (names.empty() ? "" : ", ") + std::string(e.info.name);
+  return names;
+}
+
 int64_t ggml_row_bytes(GgmlType t, int64_t n) {
   const GgmlTypeInfo& info = ggml_type_info(t);
   if (n < 0 || n % info.block_elems != 0) return -1;

@@ -51,6 +51,9 @@ const GgmlTypeInfo& ggml_type_info(GgmlType t);
 std::string ggml_type_name(uint32_t id);
 inline std::string ggml_type_name(GgmlType t) { return ggml_type_name(static_cast<uint32_t>(t)); }
 
+// "F32, F16, BF16, Q4_0, ...": every type Kiln reads, for error messages.
+std::string supported_ggml_type_names();
+
 // Whether t is a ggml block format (Kiln's matmuls quantise the activations
 // and run qgemv on it), not a plain float type.
 bool is_block_quantized(GgmlType t);

@@ -404,8 +404,7 @@ void GgufFile::parse() {
     const GgmlTypeInfo* info = find_ggml_type(type);
     if (!info)
       fail("tensor " + name + " has unsupported ggml type " + num(type) + " (" +
-           ggml_type_name(type) +
-           "); Kiln reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K");
+           ggml_type_name(type) + "); Kiln reads " + supported_ggml_type_names());
     t.type = static_cast<GgmlType>(type);
     int64_t row = n_dims > 0 ? t.shape[0] : 1;
     if (row % info->block_elems != 0)

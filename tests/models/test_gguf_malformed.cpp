@@ -123,6 +123,11 @@ TEST_CASE("gguf: unknown and unsupported tensor types", "[models][gguf][error]")
   // IQ1_S: a type ggml has and Kiln does not read.
   CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("blk.0.ffn_up.weight", {256}, 19, 0).data(50).b,
                    "tensor 'blk.0.ffn_up.weight' has unsupported ggml type 19 (IQ1_S)");
+  // The message lists what Kiln does read, from the type table itself.
+  CHECK_GGUF_ERROR(
+      GgufBytes().header(1, 0).tensor("w", {256}, 19, 0).data(50).b,
+      "Kiln reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K");
+  CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("w", {256}, 19, 0).data(50).b, "MXFP4");
   CHECK_GGUF_ERROR(GgufBytes().header(1, 0).tensor("t", {32}, 99, 0).data(128).b,
                    "tensor 't' has unsupported ggml type 99 (type 99)");
 }
