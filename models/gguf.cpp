@@ -1,10 +1,5 @@
 #include "models/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -13,6 +8,7 @@
 #include <utility>
 
 #include "ir/error.h"
+#include "models/mapped_file.h"
 
 namespace kiln {
 
@@ -262,13 +258,13 @@ int64_t GgufTensor::elements() const {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
 }
 
-// The bytes behind a GgufFile: a read-only mapping, or an owned copy.
+// The bytes behind a GgufFile: a read-only mapping, or an owned copy; and
+// for a header opened with its tensors elsewhere, what keeps those alive.
 struct GgufFile::Storage {
-  void* map = nullptr;
-  size_t map_size = 0;
+  MappedFile map;
   uint8_t* owned = nullptr;
+  std::shared_ptr<const void> tensor_owner;
   ~Storage() {
-    if (map) munmap(map, map_size);
     if (owned) ::operator delete[](owned, std::align_val_t(kMemoryAlignment));
   }
 };
@@ -279,11 +275,7 @@ GgufFile& GgufFile::operator=(GgufFile&&) noexcept = default;
 GgufFile::~GgufFile() = default;
 
 void GgufFile::release_pages(const GgufTensor& t) const {
-  if (!storage_->map || t.nbytes == 0) return;
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  auto first = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
-  auto last = (reinterpret_cast<uintptr_t>(t.data) + t.nbytes) / page * page;
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  if (!storage_->tensor_owner) storage_->map.release(t.data, t.nbytes);
 }
 
 void GgufFile::fail(const std::string& what) const {
@@ -293,30 +285,10 @@ void GgufFile::fail(const std::string& what) const {
 GgufFile GgufFile::open(const std::string& path) {
   GgufFile f;
   f.path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) f.fail(std::string("cannot open it: ") + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    f.fail(std::string("cannot stat it: ") + std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    f.fail(S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file");
-  }
-  f.size_ = static_cast<uint64_t>(st.st_size);
-  if (f.size_ > 0) {
-    void* m = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    ::close(fd);
-    if (m == MAP_FAILED) f.fail(std::string("cannot map it: ") + std::strerror(err));
-    f.storage_->map = m;
-    f.storage_->map_size = f.size_;
-    f.bytes_ = static_cast<const uint8_t*>(m);
-  } else {
-    ::close(fd);
-  }
+  std::string why;
+  if (!f.storage_->map.open(path, &why)) f.fail(why);
+  f.bytes_ = f.storage_->map.data();
+  f.size_ = f.storage_->map.size();
   f.parse();
   return f;
 }
@@ -336,7 +308,23 @@ GgufFile GgufFile::open_memory(std::string_view bytes, std::string name) {
   return f;
 }
 
-void GgufFile::parse() {
+GgufFile GgufFile::open_header(std::string_view header, std::string name,
+                               const std::function<const uint8_t*(const GgufTensor&)>& tensor_data,
+                               std::shared_ptr<const void> tensor_owner) {
+  GgufFile f;
+  f.path_ = std::move(name);
+  f.storage_->owned = static_cast<uint8_t*>(
+      ::operator new[](header.size() + 1, std::align_val_t(kMemoryAlignment)));
+  std::memcpy(f.storage_->owned, header.data(), header.size());
+  f.bytes_ = f.storage_->owned;
+  f.size_ = header.size();
+  f.parse(/*header_only=*/true);
+  for (GgufTensor& t : f.tensors_) t.data = tensor_data(t);
+  f.storage_->tensor_owner = std::move(tensor_owner);
+  return f;
+}
+
+void GgufFile::parse(bool header_only) {
   Cursor c(*this, bytes_, size_);
   const uint8_t* magic = c.take(4, [] { return std::string("the GGUF magic"); });
   if (std::memcmp(magic, "GGUF", 4) != 0) {
@@ -425,6 +413,10 @@ void GgufFile::parse() {
   // The data section starts at the next multiple of the alignment. A file
   // without tensors may end before it.
   data_offset_ = c.pos() + (alignment_ - c.pos() % alignment_) % alignment_;
+  if (header_only) {
+    if (data_offset_ != size_) fail("a header-only file has bytes after its header");
+    return;
+  }
   uint64_t data_size = data_offset_ <= size_ ? size_ - data_offset_ : 0;
   for (GgufTensor& t : tensors_) {
     if (t.offset > data_size || t.nbytes > data_size - t.offset)

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,6 +84,15 @@ class GgufFile {
   // path in messages. Fuzzers and tests use it.
   static GgufFile open_memory(std::string_view bytes, std::string name);
 
+  // A header (metadata and tensor directory, no data section) whose
+  // tensors lie elsewhere: tensor_data gives each one's bytes (it has
+  // checked them: tensor.nbytes of them, alive while tensor_owner is).
+  // Model formats that are not GGUF (models/hf_checkpoint.h) are read
+  // through this, so the loader and the forward see one kind of file.
+  static GgufFile open_header(std::string_view header, std::string name,
+                              const std::function<const uint8_t*(const GgufTensor&)>& tensor_data,
+                              std::shared_ptr<const void> tensor_owner);
+
   GgufFile(GgufFile&&) noexcept;
   GgufFile& operator=(GgufFile&&) noexcept;
   ~GgufFile();
@@ -147,7 +157,7 @@ class GgufFile {
  private:
   struct Storage;
   GgufFile();
-  void parse();
+  void parse(bool header_only = false);
   template <class T>
   std::optional<T> find_int(std::string_view key) const;
   template <class T>

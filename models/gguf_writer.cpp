@@ -153,7 +153,7 @@ void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<
   push_tensor(Tensor{name, type, std::move(shape), size, std::string(), std::move(produce)});
 }
 
-void GgufWriter::write_to(std::ostream& out) const {
+std::string GgufWriter::header() const {
   std::string head = "GGUF";
   put_u32(&head, 3);
   put_u64(&head, tensors_.size());
@@ -173,6 +173,11 @@ void GgufWriter::write_to(std::ostream& out) const {
     offset += t.size + padding(t.size, alignment_);
   }
   head.append(padding(head.size(), alignment_), '\0');
+  return head;
+}
+
+void GgufWriter::write_to(std::ostream& out) const {
+  const std::string head = header();
   out.write(head.data(), static_cast<std::streamsize>(head.size()));
   std::string zeros(alignment_, '\0');
   for (const Tensor& t : tensors_) {

@@ -78,6 +78,9 @@ class GgufWriter {
 
   void write_to(std::ostream& out) const;
   std::string bytes() const;
+  // The file up to its data section (metadata, tensor directory, padding):
+  // what GgufFile::open_header reads.
+  std::string header() const;
   void write(const std::string& path) const;  // throws kiln::Error naming the path
 
  private:

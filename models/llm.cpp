@@ -9,6 +9,7 @@
 #include "kernels/attention/kv_cache.h"
 #include "kernels/rope/rope.h"
 #include "models/arch/arch.h"
+#include "models/hf_checkpoint.h"
 #include "runtime/kv_page_pool.h"
 
 namespace kiln {
@@ -34,7 +35,7 @@ bool auto_asymmetric_enabled() {
 }  // namespace
 
 Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, KvCacheType kv, int64_t kv_page)
-    : file_(GgufFile::open(path)),
+    : file_(open_model_file(path)),
       cfg_(ModelConfig::from_gguf(file_)),
       tok_(Tokenizer::from_gguf(file_)),
       rt_(rt),

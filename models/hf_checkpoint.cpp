@@ -1,0 +1,380 @@
+#include "models/hf_checkpoint.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "ir/dtype.h"
+#include "ir/error.h"
+#include "models/hf_tokenizer.h"
+#include "models/safetensors.h"
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// What a GgufFile opened from the folder needs alive: the mapped shards and
+// the few tensors the translation rewrote.
+struct HfCheckpoint::Parts {
+  SafetensorsCheckpoint st;
+  std::map<std::string, const uint8_t*> data;  // GGUF name -> bytes
+  std::vector<std::vector<uint8_t>> owned;
+};
+
+namespace {
+
+json read_json_file(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) throw Error("cannot read '" + p.string() + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  json j = json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw Error("'" + p.string() + "' is not a JSON object");
+  return j;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// Hugging Face model types and the GGUF architecture each becomes.
+std::string gguf_arch(const std::string& model_type) {
+  static const std::map<std::string, std::string> archs = {{"llama", "llama"},
+                                                           {"mistral", "llama"},
+                                                           {"qwen2", "qwen2"},
+                                                           {"qwen3", "qwen3"},
+                                                           {"qwen3_moe", "qwen3moe"}};
+  auto it = archs.find(model_type);
+  if (it == archs.end())
+    throw Error("model_type '" + model_type +
+                "' is not supported (llama, mistral, qwen2, qwen3, qwen3_moe)");
+  return it->second;
+}
+
+class Translator {
+ public:
+  Translator(const std::string& dir, HfCheckpoint::Parts& parts, GgufWriter& w)
+      : dir_(dir), config_path_((fs::path(dir) / "config.json").string()), p_(parts), w_(w) {}
+
+  void run() {
+    cfg_ = read_json_file(config_path_);
+    if (!cfg_.contains("model_type") || !cfg_["model_type"].is_string())
+      fail_config("no model_type");
+    arch_ = gguf_arch(cfg_["model_type"].get<std::string>());
+    metadata();
+    add_hf_tokenizer(dir_, optional_int("bos_token_id"), optional_int("eos_token_id"), n_vocab_,
+                     w_);
+    tensors();
+  }
+
+ private:
+  [[noreturn]] void fail_config(const std::string& what) const {
+    throw Error("config.json '" + config_path_ + "': " + what);
+  }
+  int64_t get_int(const char* key) const {
+    auto v = optional_int(key);
+    if (!v) fail_config(std::string("missing integer '") + key + "'");
+    return *v;
+  }
+  std::optional<int64_t> optional_int(const char* key) const {
+    auto it = cfg_.find(key);
+    if (it == cfg_.end() || it->is_null()) return std::nullopt;
+    // eos_token_id may list several ids; the first is the one generation stops on.
+    const json& v = it->is_array() && !it->empty() ? (*it)[0] : *it;
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      fail_config(std::string("'") + key + "' is not a non-negative integer: " + it->dump());
+    return v.get<int64_t>();
+  }
+  double get_float(const char* key, double dflt) const {
+    auto it = cfg_.find(key);
+    if (it == cfg_.end() || it->is_null()) return dflt;
+    if (!it->is_number()) fail_config(std::string("'") + key + "' is not a number");
+    return it->get<double>();
+  }
+  bool get_bool(const char* key, bool dflt) const {
+    auto it = cfg_.find(key);
+    if (it == cfg_.end() || it->is_null()) return dflt;
+    if (!it->is_boolean()) fail_config(std::string("'") + key + "' is not true or false");
+    return it->get<bool>();
+  }
+  std::string key(const std::string& k) const { return arch_ + "." + k; }
+
+  void metadata() {
+    n_embd_ = get_int("hidden_size");
+    n_layer_ = get_int("num_hidden_layers");
+    n_head_ = get_int("num_attention_heads");
+    n_head_kv_ = optional_int("num_key_value_heads").value_or(n_head_);
+    if (n_head_ <= 0 || n_head_kv_ <= 0 || n_head_ % n_head_kv_)
+      fail_config(std::to_string(n_head_) + " attention heads cannot share " +
+                  std::to_string(n_head_kv_) + " KV heads");
+    head_dim_ = optional_int("head_dim").value_or(n_embd_ / n_head_);
+    n_vocab_ = get_int("vocab_size");
+    tied_ = get_bool("tie_word_embeddings", false);
+    if (get_float("partial_rotary_factor", 1.0) != 1.0)
+      fail_config("partial_rotary_factor other than 1 is not supported");
+    if (get_bool("use_sliding_window", false))
+      fail_config("use_sliding_window: sliding-window attention is not supported for " + arch_);
+    if (get_bool("attention_bias", false) && arch_ != "qwen2")
+      fail_config("attention_bias: biased attention projections are not supported for " + arch_);
+
+    w_.add("general.architecture", GgufWriter::str(arch_));
+    w_.add("general.type", GgufWriter::str("model"));
+    w_.add("general.name", GgufWriter::str(fs::path(dir_).filename().string()));
+    auto u32 = [&](const std::string& k, int64_t v) {
+      w_.add(key(k), GgufWriter::u32(static_cast<uint32_t>(v)));
+    };
+    u32("vocab_size", n_vocab_);
+    u32("context_length", optional_int("max_position_embeddings").value_or(2048));
+    u32("embedding_length", n_embd_);
+    u32("block_count", n_layer_);
+    u32("attention.head_count", n_head_);
+    u32("attention.head_count_kv", n_head_kv_);
+    u32("rope.dimension_count", head_dim_);
+    if (cfg_.contains("head_dim")) {
+      u32("attention.key_length", head_dim_);
+      u32("attention.value_length", head_dim_);
+    }
+    w_.add(key("rope.freq_base"),
+           GgufWriter::f32(static_cast<float>(get_float("rope_theta", 10000))));
+    w_.add(key("attention.layer_norm_rms_epsilon"),
+           GgufWriter::f32(static_cast<float>(get_float("rms_norm_eps", 1e-5))));
+    rope_scaling();
+    if (arch_ == "qwen3moe") {
+      n_expert_ = get_int("num_experts");
+      n_ff_ = get_int("moe_intermediate_size");
+      u32("feed_forward_length", optional_int("intermediate_size").value_or(n_ff_));
+      u32("expert_count", n_expert_);
+      u32("expert_used_count", get_int("num_experts_per_tok"));
+      u32("expert_feed_forward_length", n_ff_);
+      if (optional_int("decoder_sparse_step").value_or(1) != 1 ||
+          (cfg_.contains("mlp_only_layers") && !cfg_["mlp_only_layers"].empty()))
+        fail_config(
+            "dense layers among the MoE layers (decoder_sparse_step, mlp_only_layers) "
+            "are not supported");
+      if (!get_bool("norm_topk_prob", true))
+        fail_config("norm_topk_prob false is not supported (Kiln renormalises the chosen experts)");
+    } else {
+      n_ff_ = get_int("intermediate_size");
+      u32("feed_forward_length", n_ff_);
+    }
+  }
+
+  void rope_scaling() {
+    auto it = cfg_.find("rope_scaling");
+    if (it == cfg_.end() || it->is_null()) return;
+    if (!it->is_object()) fail_config("rope_scaling is not an object");
+    const json& rs = *it;
+    std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
+    if (type == "default") return;
+    if (type != "linear" && type != "yarn")
+      fail_config("rope_scaling type '" + type + "' is not supported (linear, yarn)");
+    if (!rs.contains("factor") || !rs["factor"].is_number())
+      fail_config("rope_scaling has no numeric factor");
+    w_.add(key("rope.scaling.type"), GgufWriter::str(type));
+    w_.add(key("rope.scaling.factor"), GgufWriter::f32(rs["factor"].get<float>()));
+    if (type == "yarn" && rs.contains("original_max_position_embeddings"))
+      w_.add(key("rope.scaling.original_context_length"),
+             GgufWriter::u32(rs["original_max_position_embeddings"].get<uint32_t>()));
+  }
+
+  const SafeTensor& take(const std::string& hf, const std::vector<int64_t>& shape) {
+    const SafeTensor* t = p_.st.find(hf);
+    if (!t) throw Error("Hugging Face folder '" + dir_ + "': missing tensor '" + hf + "'");
+    if (t->shape != shape)
+      throw Error("tensor '" + hf + "' in '" + *t->file + "' has shape " + shape_text(t->shape) +
+                  "; config.json '" + config_path_ + "' implies " + shape_text(shape));
+    if (t->dtype != StDtype::f32 && t->dtype != StDtype::f16 && t->dtype != StDtype::bf16)
+      throw Error("tensor '" + hf + "' in '" + *t->file + "' has dtype " + st_dtype_name(t->dtype) +
+                  ": Kiln reads F32, F16 and BF16 weights from safetensors");
+    used_.insert(hf);
+    return *t;
+  }
+
+  static GgmlType ggml_type_of(StDtype t) {
+    return t == StDtype::f32 ? GgmlType::f32 : t == StDtype::f16 ? GgmlType::f16 : GgmlType::bf16;
+  }
+
+  // GGUF's shape is HF's reversed (ggml lists the contiguous dimension first).
+  void add(const std::string& name, GgmlType type, std::vector<int64_t> hf_shape,
+           const uint8_t* bytes) {
+    std::vector<int64_t> ne(hf_shape.rbegin(), hf_shape.rend());
+    p_.data[name] = bytes;
+    // The producer outlives this translator: it holds the bytes themselves.
+    const uint64_t size = GgufWriter::tensor_bytes(name, type, ne);
+    w_.add_tensor(name, type, ne,
+                  [bytes, size](const GgufWriter::ByteSink& sink) { sink(bytes, size); });
+  }
+
+  const uint8_t* own(std::vector<uint8_t> bytes) {
+    p_.owned.push_back(std::move(bytes));
+    return p_.owned.back().data();
+  }
+
+  // A matrix as it is, or with llama's q/k rows permuted.
+  void matrix(const std::string& name, const std::string& hf, int64_t rows, int64_t cols,
+              int64_t permute_heads = 0) {
+    const SafeTensor& t = take(hf, {rows, cols});
+    const uint8_t* bytes = t.data;
+    if (permute_heads > 0) bytes = own(permute_rows(t, permute_heads, cols));
+    add(name, ggml_type_of(t.dtype), t.shape, bytes);
+  }
+
+  // HF orders each head's rows as two halves (rotate_half), GGUF's llama as
+  // interleaved pairs: GGUF row 2i + j of a head is HF row j * d/2 + i.
+  static std::vector<uint8_t> permute_rows(const SafeTensor& t, int64_t heads, int64_t cols) {
+    const int64_t rows = t.shape[0], d = rows / heads;
+    const size_t row_bytes = static_cast<size_t>(cols) * st_dtype_bytes(t.dtype);
+    std::vector<uint8_t> out(t.nbytes);
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < d / 2; ++i)
+        for (int64_t j = 0; j < 2; ++j)
+          std::memcpy(out.data() + (h * d + 2 * i + j) * row_bytes,
+                      t.data + (h * d + j * (d / 2) + i) * row_bytes, row_bytes);
+    return out;
+  }
+
+  // Norms, biases and the router: F32, as llama.cpp's converter writes them.
+  void as_f32(const std::string& name, const std::string& hf, std::vector<int64_t> shape,
+              int64_t permute_heads = 0) {
+    const SafeTensor& t = take(hf, shape);
+    const int64_t n = t.elements();
+    std::vector<uint8_t> out(static_cast<size_t>(n) * 4);
+    auto* f = reinterpret_cast<float*>(out.data());
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h = 0;
+      if (t.dtype != StDtype::f32) std::memcpy(&h, t.data + 2 * i, 2);
+      if (t.dtype == StDtype::f32)
+        std::memcpy(&f[i], t.data + 4 * i, 4);
+      else
+        f[i] = t.dtype == StDtype::f16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
+    }
+    if (permute_heads > 0) {
+      SafeTensor as = t;
+      as.dtype = StDtype::f32;
+      as.data = out.data();
+      as.nbytes = out.size();
+      as.shape = {n};
+      out = permute_rows(as, permute_heads, 1);
+    }
+    add(name, GgmlType::f32, shape, own(std::move(out)));
+  }
+
+  // Experts as separate matrices, stacked into one [n_expert, rows, cols].
+  void experts(const std::string& name, const std::string& prefix, const std::string& proj,
+               int64_t rows, int64_t cols) {
+    std::vector<uint8_t> out;
+    StDtype dtype = StDtype::f32;
+    for (int64_t e = 0; e < n_expert_; ++e) {
+      const SafeTensor& t =
+          take(prefix + "mlp.experts." + std::to_string(e) + "." + proj + ".weight", {rows, cols});
+      if (e == 0) {
+        dtype = t.dtype;
+        out.reserve(t.nbytes * static_cast<size_t>(n_expert_));
+      } else if (t.dtype != dtype) {
+        throw Error("tensor '" + t.name + "' in '" + *t.file + "' is " + st_dtype_name(t.dtype) +
+                    " but expert 0's is " + st_dtype_name(dtype));
+      }
+      out.insert(out.end(), t.data, t.data + t.nbytes);
+    }
+    add(name, ggml_type_of(dtype), {n_expert_, rows, cols}, own(std::move(out)));
+  }
+
+  void tensors() {
+    const bool llama = arch_ == "llama";
+    const int64_t q_rows = n_head_ * head_dim_, kv_rows = n_head_kv_ * head_dim_;
+    matrix("token_embd.weight", "model.embed_tokens.weight", n_vocab_, n_embd_);
+    as_f32("output_norm.weight", "model.norm.weight", {n_embd_});
+    if (!tied_) matrix("output.weight", "lm_head.weight", n_vocab_, n_embd_);
+    for (int64_t l = 0; l < n_layer_; ++l) {
+      const std::string hf = "model.layers." + std::to_string(l) + ".";
+      const std::string blk = "blk." + std::to_string(l) + ".";
+      as_f32(blk + "attn_norm.weight", hf + "input_layernorm.weight", {n_embd_});
+      matrix(blk + "attn_q.weight", hf + "self_attn.q_proj.weight", q_rows, n_embd_,
+             llama ? n_head_ : 0);
+      matrix(blk + "attn_k.weight", hf + "self_attn.k_proj.weight", kv_rows, n_embd_,
+             llama ? n_head_kv_ : 0);
+      matrix(blk + "attn_v.weight", hf + "self_attn.v_proj.weight", kv_rows, n_embd_);
+      matrix(blk + "attn_output.weight", hf + "self_attn.o_proj.weight", n_embd_, q_rows);
+      if (arch_ == "qwen2") {
+        as_f32(blk + "attn_q.bias", hf + "self_attn.q_proj.bias", {q_rows});
+        as_f32(blk + "attn_k.bias", hf + "self_attn.k_proj.bias", {kv_rows});
+        as_f32(blk + "attn_v.bias", hf + "self_attn.v_proj.bias", {kv_rows});
+      }
+      if (arch_ == "qwen3" || arch_ == "qwen3moe") {
+        as_f32(blk + "attn_q_norm.weight", hf + "self_attn.q_norm.weight", {head_dim_});
+        as_f32(blk + "attn_k_norm.weight", hf + "self_attn.k_norm.weight", {head_dim_});
+      }
+      as_f32(blk + "ffn_norm.weight", hf + "post_attention_layernorm.weight", {n_embd_});
+      if (n_expert_ > 0) {
+        as_f32(blk + "ffn_gate_inp.weight", hf + "mlp.gate.weight", {n_expert_, n_embd_});
+        experts(blk + "ffn_gate_exps.weight", hf, "gate_proj", n_ff_, n_embd_);
+        experts(blk + "ffn_up_exps.weight", hf, "up_proj", n_ff_, n_embd_);
+        experts(blk + "ffn_down_exps.weight", hf, "down_proj", n_embd_, n_ff_);
+      } else {
+        matrix(blk + "ffn_gate.weight", hf + "mlp.gate_proj.weight", n_ff_, n_embd_);
+        matrix(blk + "ffn_up.weight", hf + "mlp.up_proj.weight", n_ff_, n_embd_);
+        matrix(blk + "ffn_down.weight", hf + "mlp.down_proj.weight", n_embd_, n_ff_);
+      }
+    }
+    // A tensor the translation did not take would be silently ignored by
+    // the forward (a bias, a norm): refuse instead. Old checkpoints carry
+    // rotary tables the forward recomputes.
+    for (const SafeTensor* t : p_.st.tensors()) {
+      const std::string& n = t->name;
+      if (used_.count(n) || n.find("rotary_emb.inv_freq") != std::string::npos) continue;
+      throw Error("tensor '" + n + "' in '" + *t->file + "' has no place in a " + arch_ +
+                  " model as config.json '" + config_path_ + "' describes it");
+    }
+  }
+
+  std::string dir_, config_path_;
+  HfCheckpoint::Parts& p_;
+  GgufWriter& w_;
+  json cfg_;
+  std::string arch_;
+  int64_t n_embd_ = 0, n_layer_ = 0, n_head_ = 0, n_head_kv_ = 0, head_dim_ = 0, n_vocab_ = 0;
+  int64_t n_ff_ = 0, n_expert_ = 0;
+  bool tied_ = false;
+  std::set<std::string> used_;
+};
+
+}  // namespace
+
+std::shared_ptr<const HfCheckpoint> HfCheckpoint::open(const std::string& dir) {
+  auto ck = std::shared_ptr<HfCheckpoint>(new HfCheckpoint());
+  ck->parts_ = std::make_shared<Parts>(Parts{SafetensorsCheckpoint::open(dir), {}, {}});
+  ck->writer_ = std::make_unique<GgufWriter>();
+  try {
+    Translator(dir, *ck->parts_, *ck->writer_).run();
+  } catch (const json::exception& e) {  // a value of the wrong JSON type
+    throw Error("config.json '" + (fs::path(dir) / "config.json").string() + "': " + e.what());
+  }
+  return ck;
+}
+
+GgufFile HfCheckpoint::open_file(std::shared_ptr<const HfCheckpoint> ck) {
+  const Parts& parts = *ck->parts_;
+  return GgufFile::open_header(
+      ck->gguf().header(), parts.st.dir(),
+      [&parts](const GgufTensor& t) { return parts.data.at(t.name); }, ck);
+}
+
+bool is_hf_checkpoint(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
+}
+
+GgufFile open_model_file(const std::string& path) {
+  if (is_hf_checkpoint(path)) return HfCheckpoint::open_file(HfCheckpoint::open(path));
+  return GgufFile::open(path);
+}
+
+}  // namespace kiln

@@ -1,0 +1,48 @@
+// A Hugging Face model folder (config.json, tokenizer.json, safetensors)
+// read as the GGUF file llama.cpp's converter would make of it.
+//
+// Kiln's loader and forwards read GGUF metadata and tensor names only, so a
+// folder is translated once into that form: config.json into the
+// <arch>.* keys, tokenizer.json into tokenizer.ggml.* (models/hf_tokenizer.h),
+// Hugging Face tensor names into GGUF's, with llama's q/k rows permuted from
+// HF's rotate-half order to GGUF's interleaved pairs, norms and the router
+// widened to F32, and per-expert matrices stacked. Everything else is used
+// in place in the mapped safetensors, so a folder costs no copy of its
+// weights. The same translation written out is `kiln convert`.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "models/gguf.h"
+#include "models/gguf_writer.h"
+
+namespace kiln {
+
+class HfCheckpoint {
+ public:
+  // Reads and checks the folder (config against tensor shapes, dtypes).
+  // Throws kiln::Error naming the file and the tensor or key.
+  static std::shared_ptr<const HfCheckpoint> open(const std::string& dir);
+
+  // The GGUF file the folder translates to, tensors streamed from it.
+  const GgufWriter& gguf() const { return *writer_; }
+  // The same, read in place: tensors point into the folder's mappings, and
+  // the GgufFile keeps this checkpoint alive.
+  static GgufFile open_file(std::shared_ptr<const HfCheckpoint> ck);
+
+  struct Parts;
+
+ private:
+  std::shared_ptr<Parts> parts_;
+  std::unique_ptr<GgufWriter> writer_;
+};
+
+// Whether `path` is a Hugging Face folder (a directory with config.json).
+bool is_hf_checkpoint(const std::string& path);
+
+// A GGUF file, or a Hugging Face folder read as one: what every command
+// that takes -m MODEL opens.
+GgufFile open_model_file(const std::string& path);
+
+}  // namespace kiln

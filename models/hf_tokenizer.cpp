@@ -1,0 +1,201 @@
+#include "models/hf_tokenizer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "ir/error.h"
+#include "models/vocab.h"
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// The regexes of the pre-tokenizers llama.cpp names, as tokenizer.json
+// spells them (one Split each, or ByteLevel's built-in regex).
+const std::string kGpt2 =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const std::string kGpt2Llamacpp =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
+
+const std::vector<std::pair<std::string, std::vector<std::string>>>& known_pre_tokenizers() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
+      {"gpt-2", {kGpt2}},
+      {"gpt-2", {kGpt2Llamacpp}},
+      {"default", {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2Llamacpp, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
+      // Recognised so the error names them; Kiln's BPE does not cut these yet.
+      {"llama-bpe",
+       {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+      {"qwen2",
+       {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
+  };
+  return table;
+}
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) throw Error("cannot read '" + p.string() + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  json j = json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw Error("'" + p.string() + "' is not a JSON object");
+  return j;
+}
+
+class Reader {
+ public:
+  explicit Reader(const fs::path& path) : path_(path.string()), j_(read_json(path)) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error("tokenizer.json '" + path_ + "': " + what);
+  }
+
+  // The regexes a pre-tokenizer cuts with, in order; byte_level is set when
+  // a ByteLevel step maps bytes to the GPT-2 alphabet.
+  void collect(const json& p, std::vector<std::string>* regexes, bool* byte_level) const {
+    if (p.is_null()) return;
+    const std::string type = p.value("type", "");
+    if (type == "Sequence") {
+      for (const json& q : p.value("pretokenizers", json::array())) collect(q, regexes, byte_level);
+    } else if (type == "ByteLevel") {
+      *byte_level = true;
+      if (p.value("use_regex", true)) regexes->push_back(kGpt2);
+    } else if (type == "Split") {
+      const json& pat = p.value("pattern", json::object());
+      if (!pat.contains("Regex") || !pat["Regex"].is_string())
+        fail("a Split pre-tokenizer without a Regex pattern is not supported");
+      if (p.value("behavior", "") != "Isolated" || p.value("invert", false))
+        fail("a Split pre-tokenizer that does not isolate its matches is not supported");
+      regexes->push_back(pat["Regex"].get<std::string>());
+    } else if (type == "Digits") {
+      regexes->push_back(p.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
+    } else {
+      fail("pre-tokenizer '" + type + "' is not supported (Kiln reads byte-level BPE)");
+    }
+  }
+
+  std::string pre_name(const std::vector<std::string>& regexes) const {
+    for (const auto& [name, res] : known_pre_tokenizers())
+      if (res == regexes) return name;
+    std::string list;
+    for (const std::string& r : regexes) list += "\n  " + r;
+    fail("its pre-tokenizer regexes match none Kiln knows:" + list);
+  }
+
+  void add(const std::string& dir, std::optional<int64_t> bos, std::optional<int64_t> eos,
+           int64_t n_vocab, GgufWriter& w) const {
+    const json& model = j_.value("model", json::object());
+    if (model.value("type", "") != "BPE")
+      fail("model type '" + model.value("type", std::string("?")) +
+           "' is not supported (Kiln reads byte-level BPE)");
+    if (model.value("byte_fallback", false))
+      fail("a SentencePiece-style BPE (byte_fallback) is not supported yet");
+    std::vector<std::string> regexes;
+    bool byte_level = false;
+    collect(j_.value("pre_tokenizer", json()), &regexes, &byte_level);
+    if (!byte_level) fail("no ByteLevel pre-tokenizer: only byte-level BPE is supported");
+
+    const json& vocab = model.value("vocab", json::object());
+    if (!vocab.is_object() || vocab.empty()) fail("model.vocab is missing or empty");
+    std::map<int64_t, std::string> by_id;
+    std::map<int64_t, TokenType> types;
+    auto put = [&](int64_t id, const std::string& text) {
+      if (id < 0 || id > (int64_t{1} << 24))
+        fail("token '" + text + "' has id " + std::to_string(id));
+      auto [it, fresh] = by_id.emplace(id, text);
+      if (!fresh && it->second != text)
+        fail("id " + std::to_string(id) + " is both '" + it->second + "' and '" + text + "'");
+    };
+    for (auto& [text, id] : vocab.items()) {
+      if (!id.is_number_integer()) fail("token '" + text + "' has no integer id");
+      put(id.get<int64_t>(), text);
+    }
+    for (const json& a : j_.value("added_tokens", json::array())) {
+      if (!a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+          !a["content"].is_string())
+        fail("an added token without id and content: " + a.dump());
+      const int64_t id = a["id"].get<int64_t>();
+      put(id, a["content"].get<std::string>());
+      types[id] = a.value("special", false) ? TokenType::control : TokenType::user_defined;
+    }
+    const int64_t n = std::max<int64_t>(n_vocab, by_id.rbegin()->first + 1);
+    std::vector<std::string> tokens(static_cast<size_t>(n));
+    std::vector<int32_t> type_ids(static_cast<size_t>(n), static_cast<int32_t>(TokenType::normal));
+    for (int64_t i = 0; i < n; ++i) {
+      auto it = by_id.find(i);
+      if (it == by_id.end()) {  // as llama.cpp's converter pads a vocabulary
+        tokens[i] = "[PAD" + std::to_string(i) + "]";
+        type_ids[i] = static_cast<int32_t>(TokenType::unused);
+      } else {
+        tokens[i] = it->second;
+      }
+      if (types.count(i)) type_ids[i] = static_cast<int32_t>(types[i]);
+    }
+    std::vector<std::string> merges;
+    for (const json& m : model.value("merges", json::array())) {
+      if (m.is_string())
+        merges.push_back(m.get<std::string>());
+      else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+        merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+      else
+        fail("a merge that is neither \"a b\" nor [\"a\", \"b\"]: " + m.dump());
+    }
+
+    // Special tokens: config.json's ids, else tokenizer_config.json's texts.
+    json tc = json::object();
+    const fs::path tc_path = fs::path(dir) / "tokenizer_config.json";
+    if (fs::exists(tc_path)) tc = read_json(tc_path);
+    auto special = [&](const char* key, std::optional<int64_t> id) -> int64_t {
+      if (id) return *id;
+      const json& v = tc.value(key, json());
+      const std::string text = v.is_string() ? v.get<std::string>()
+                               : v.is_object() && v.contains("content")
+                                   ? v["content"].get<std::string>()
+                                   : "";
+      for (int64_t i = 0; i < n && !text.empty(); ++i)
+        if (tokens[i] == text) return i;
+      return -1;
+    };
+    const int64_t bos_id = special("bos_token", bos), eos_id = special("eos_token", eos);
+
+    w.add("tokenizer.ggml.model", GgufWriter::str("gpt2"));
+    w.add("tokenizer.ggml.pre", GgufWriter::str(pre_name(regexes)));
+    w.add("tokenizer.ggml.tokens", GgufWriter::string_array(tokens));
+    w.add("tokenizer.ggml.token_type", GgufWriter::array(type_ids));
+    w.add("tokenizer.ggml.merges", GgufWriter::string_array(merges));
+    if (bos_id >= 0)
+      w.add("tokenizer.ggml.bos_token_id", GgufWriter::u32(static_cast<uint32_t>(bos_id)));
+    if (eos_id >= 0)
+      w.add("tokenizer.ggml.eos_token_id", GgufWriter::u32(static_cast<uint32_t>(eos_id)));
+    w.add("tokenizer.ggml.add_bos_token", GgufWriter::boolean(tc.value("add_bos_token", false)));
+    w.add("tokenizer.ggml.add_eos_token", GgufWriter::boolean(tc.value("add_eos_token", false)));
+    if (tc.contains("chat_template") && tc["chat_template"].is_string())
+      w.add("tokenizer.chat_template", GgufWriter::str(tc["chat_template"].get<std::string>()));
+  }
+
+ private:
+  std::string path_;
+  json j_;
+};
+
+}  // namespace
+
+void add_hf_tokenizer(const std::string& dir, std::optional<int64_t> bos,
+                      std::optional<int64_t> eos, int64_t n_vocab, GgufWriter& w) {
+  const fs::path p = fs::path(dir) / "tokenizer.json";
+  if (!fs::exists(p)) throw Error("Hugging Face folder '" + dir + "': no tokenizer.json");
+  Reader r(p);
+  try {
+    r.add(dir, bos, eos, n_vocab, w);
+  } catch (const json::exception& e) {  // a value of the wrong JSON type
+    r.fail(e.what());
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Writes a Hugging Face model folder from a `kiln gen-model` GGUF file.
+
+The independent side of Kiln's Hugging Face reader: the folder is built with
+numpy and the `safetensors` package from the GGUF's own weights (read with
+the `gguf` package), undoing what llama.cpp's converter does: GGUF names
+back to Hugging Face's, llama's q/k rows back from interleaved pairs to
+rotate-half order, per-expert matrices unstacked, and the tokenizer written
+as tokenizer.json. Kiln reading the folder must then give the GGUF's logits.
+
+  make_hf_checkpoint.py MODEL.gguf OUT_DIR [--dtype f16|f32|bf16] [--shards N]
+
+bf16 tensors are stored by safetensors as U16 (numpy has no bfloat16) and
+the header's dtype names rewritten to BF16 afterwards.
+"""
+import argparse
+import json
+import os
+import struct
+
+import numpy as np
+from gguf import GGUFReader
+from safetensors.numpy import save_file
+
+HF_MODEL_TYPE = {"llama": ("llama", "LlamaForCausalLM"), "qwen2": ("qwen2", "Qwen2ForCausalLM"),
+                 "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+                 "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM")}
+
+LAYER_NAMES = {"attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
+               "attn_k.weight": "self_attn.k_proj.weight", "attn_v.weight": "self_attn.v_proj.weight",
+               "attn_output.weight": "self_attn.o_proj.weight", "attn_q.bias": "self_attn.q_proj.bias",
+               "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias",
+               "attn_q_norm.weight": "self_attn.q_norm.weight",
+               "attn_k_norm.weight": "self_attn.k_norm.weight",
+               "ffn_norm.weight": "post_attention_layernorm.weight", "ffn_gate.weight": "mlp.gate_proj.weight",
+               "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
+               "ffn_gate_inp.weight": "mlp.gate.weight"}
+EXPERT_NAMES = {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj",
+                "ffn_down_exps.weight": "down_proj"}
+
+
+def field(r, key, default=None):
+    f = r.fields.get(key)
+    if f is None:
+        return default
+    v = f.parts[f.data[0]]
+    if f.types[0].name == "STRING":
+        return bytes(v).decode()
+    return v.tolist()[0]
+
+
+def string_array(r, key):
+    f = r.fields[key]
+    return [bytes(f.parts[i]).decode() for i in f.data]
+
+
+def unpermute(w, heads):
+    """GGUF llama q/k rows (pairs) -> Hugging Face's (halves): the inverse of
+    llama.cpp's converter permute."""
+    rows = w.shape[0]
+    d = rows // heads
+    return w.reshape(heads, d // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def tokenizer_files(r):
+    tokens = string_array(r, "tokenizer.ggml.tokens")
+    f = r.fields["tokenizer.ggml.token_type"]
+    types = [int(f.parts[i][0]) for i in f.data]
+    merges = string_array(r, "tokenizer.ggml.merges")
+    pre = field(r, "tokenizer.ggml.pre", "default")
+    if pre == "default":  # llama.cpp's default regex set, as Split steps
+        regexes = [r"[\p{P}\$\+<=>\^~\|]+",
+                   r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+                   r"\p{N}+", "[0-9][0-9][0-9]"]
+        pre_tok = {"type": "Sequence", "pretokenizers":
+                   [{"type": "Split", "pattern": {"Regex": x}, "behavior": "Isolated", "invert": False}
+                    for x in regexes] +
+                   [{"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                     "use_regex": False}]}
+    elif pre in ("gpt-2", "gpt2"):
+        pre_tok = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    else:
+        raise SystemExit(f"make_hf_checkpoint: pre-tokenizer {pre!r} not written by this script")
+    vocab, added = {}, []
+    for i, (t, ty) in enumerate(zip(tokens, types)):
+        if ty in (3, 4):  # control, user-defined: added tokens
+            added.append({"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": ty == 4, "special": ty == 3})
+        if t not in vocab:
+            vocab[t] = i
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+           "normalizer": None, "pre_tokenizer": pre_tok, "post_processor": None,
+           "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+           "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                     "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                     "vocab": vocab, "merges": merges}}
+    bos, eos = field(r, "tokenizer.ggml.bos_token_id"), field(r, "tokenizer.ggml.eos_token_id")
+    cfg = {"add_bos_token": bool(field(r, "tokenizer.ggml.add_bos_token", False)),
+           "add_eos_token": bool(field(r, "tokenizer.ggml.add_eos_token", False)),
+           "bos_token": tokens[bos] if bos is not None else None,
+           "eos_token": tokens[eos] if eos is not None else None}
+    return tok, cfg, bos, eos
+
+
+def to_bf16_bits(a):
+    """float32 -> bfloat16 bits, round to nearest even."""
+    u = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def save(tensors, path, dtype):
+    if dtype != "bf16":
+        save_file(tensors, path)
+        return
+    bits = {k: to_bf16_bits(v) for k, v in tensors.items()}
+    save_file(bits, path)
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    for k, v in header.items():
+        if k != "__metadata__":
+            v["dtype"] = "BF16"
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("gguf")
+    ap.add_argument("out")
+    ap.add_argument("--dtype", default="f16", choices=["f16", "f32", "bf16"])
+    ap.add_argument("--shards", type=int, default=1)
+    a = ap.parse_args()
+    r = GGUFReader(a.gguf)
+    arch = field(r, "general.architecture")
+    model_type, cls = HF_MODEL_TYPE[arch]
+    k = lambda key, d=None: field(r, f"{arch}.{key}", d)
+    n_head, n_head_kv = k("attention.head_count"), k("attention.head_count_kv")
+    wdt = {"f16": np.float16, "f32": np.float32, "bf16": np.float32}[a.dtype]
+
+    out = {}
+    n_vocab = None
+    tied = True
+    for t in r.tensors:
+        w = np.array(t.data)
+        name = t.name
+        if name == "token_embd.weight":
+            n_vocab = w.shape[0]
+        if name == "output.weight":
+            tied = False
+        # 1-D tensors and the router stay F32 as in the GGUF (HF allows mixed dtypes).
+        keep_f32 = w.ndim == 1 or name.endswith("ffn_gate_inp.weight")
+        w = w.astype(np.float32 if keep_f32 and a.dtype != "bf16" else wdt)
+        if name.startswith("blk."):
+            _, layer, rest = name.split(".", 2)
+            pre = f"model.layers.{layer}."
+            if rest in EXPERT_NAMES:
+                for e in range(w.shape[0]):
+                    out[f"{pre}mlp.experts.{e}.{EXPERT_NAMES[rest]}.weight"] = np.ascontiguousarray(w[e])
+                continue
+            if arch == "llama" and rest.startswith("attn_q."):
+                w = unpermute(w, n_head)
+            if arch == "llama" and rest.startswith("attn_k."):
+                w = unpermute(w, n_head_kv)
+            out[pre + LAYER_NAMES[rest]] = np.ascontiguousarray(w)
+        else:
+            hf = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+                  "output.weight": "lm_head.weight"}[name]
+            out[hf] = np.ascontiguousarray(w)
+
+    os.makedirs(a.out, exist_ok=True)
+    cfg = {"architectures": [cls], "model_type": model_type, "hidden_size": k("embedding_length"),
+           "num_hidden_layers": k("block_count"), "num_attention_heads": n_head,
+           "num_key_value_heads": n_head_kv, "max_position_embeddings": k("context_length"),
+           "rms_norm_eps": k("attention.layer_norm_rms_epsilon"), "rope_theta": k("rope.freq_base"),
+           "vocab_size": n_vocab, "tie_word_embeddings": tied, "torch_dtype": {"f16": "float16",
+           "f32": "float32", "bf16": "bfloat16"}[a.dtype], "intermediate_size": k("feed_forward_length")}
+    if k("attention.key_length") is not None:
+        cfg["head_dim"] = k("attention.key_length")
+    if arch == "qwen3moe":
+        cfg.update({"num_experts": k("expert_count"), "num_experts_per_tok": k("expert_used_count"),
+                    "moe_intermediate_size": k("expert_feed_forward_length"), "norm_topk_prob": True})
+    tok, tok_cfg, bos, eos = tokenizer_files(r)
+    if bos is not None:
+        cfg["bos_token_id"] = bos
+    if eos is not None:
+        cfg["eos_token_id"] = eos
+    for name, obj in (("config.json", cfg), ("tokenizer.json", tok), ("tokenizer_config.json", tok_cfg)):
+        with open(os.path.join(a.out, name), "w") as f:
+            json.dump(obj, f, indent=1, ensure_ascii=False)
+
+    names = list(out)
+    if a.shards == 1:
+        save(out, os.path.join(a.out, "model.safetensors"), a.dtype)
+        return
+    weight_map = {}
+    for s in range(a.shards):
+        shard = f"model-{s + 1:05d}-of-{a.shards:05d}.safetensors"
+        part = {n: out[n] for n in names[s::a.shards]}
+        save(part, os.path.join(a.out, shard), a.dtype)
+        weight_map.update({n: shard for n in part})
+    with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": sum(v.nbytes for v in out.values())}, "weight_map": weight_map},
+                  f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
