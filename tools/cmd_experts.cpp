@@ -10,6 +10,7 @@
 
 #include "ir/error.h"
 #include "models/expert_pruning.h"
+#include "models/hf_checkpoint.h"
 #include "models/llm.h"
 #include "models/tokenizer.h"
 #include "tools/cli.h"
@@ -81,7 +82,7 @@ int cmd_moe_stats(const std::vector<std::string>& argv) {
   std::string path = a.positional()[0];
   // The tokenizer first, to size the context for the longest prompt.
   {
-    GgufFile f = GgufFile::open(path);
+    GgufFile f = open_model_file(path);
     std::unique_ptr<Tokenizer> t = Tokenizer::from_gguf(f);
     const Tokenizer& tok = *t;
     for (std::string line; std::getline(lines, line);) {
@@ -133,7 +134,7 @@ int cmd_prune_experts(const std::vector<std::string>& argv_in) {
   }
   if (!a.has("stats") || !a.has("keep") || !a.has("out"))
     throw Error("--stats, --keep and -o are required");
-  GgufFile in = GgufFile::open(a.positional()[0]);
+  GgufFile in = open_model_file(a.positional()[0]);
   ExpertHits h = ExpertHits::from_json(read_file(a.get("stats"), "expert hits"), a.get("stats"));
   const std::string arch(in.get_string("general.architecture"));
   const int64_t n_layer = static_cast<int64_t>(in.get_u64(arch + ".block_count"));

@@ -104,7 +104,8 @@ int cmd_run(const std::vector<std::string>& argv_in) {
                 "kv-page",        "device"});
   if (a.flag("help")) {
     std::puts(
-        "usage: kiln run [-m MODEL.gguf] [-p PROMPT | --tokens 1,2,3] [-n 64] [--threads N]\n"
+        "usage: kiln run [-m MODEL.gguf|HF_DIR] [-p PROMPT | --tokens 1,2,3] [-n 64] [--threads "
+        "N]\n"
         "                [--temp 0] [--top-k 40] [--top-p 0.95] [--repeat-penalty 1.0] "
         "[--seed 0]\n"
         "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N]\n"
@@ -112,7 +113,8 @@ int cmd_run(const std::vector<std::string>& argv_in) {
         "                [--logits-out FILE.npy] "
         "[--profile]\n"
         "                [--device cpu|cuda|cuda-sim]\n"
-        "Streams the generated text, then prints one JSON line of metrics. Without -m, runs a\n"
+        "Streams the generated text, then prints one JSON line of metrics. -m takes a GGUF file\n"
+        "or a Hugging Face folder (config.json, tokenizer.json, safetensors). Without -m, runs a\n"
         "small generated llama (written once under the cache directory). --device cuda-sim runs\n"
         "the CUDA kernels on the CPU simulator: a correctness check, slow. --kv sets the KV\n"
         "cache's element type (f16 as llama.cpp's default; q8_0 as llama.cpp's -ctk/-ctv q8_0;\n"

@@ -13,7 +13,8 @@ void usage() {
       "usage: kiln <command> [options]\n"
       "\n"
       "commands:\n"
-      "  run      run a GGUF model: prompt in, generated text and a JSON line of metrics out\n"
+      "  run      run a model (GGUF file or Hugging Face folder): prompt in, generated text and\n"
+      "           a JSON line of metrics out\n"
       "  inspect  show a kernel's IR, LLVM IR or assembly for a CPU target\n"
       "  bench    benchmark kernels against the measured memory bandwidth (Google Benchmark)\n"
       "  list     list the library kernels with their dtypes and constexprs\n"
@@ -23,6 +24,7 @@ void usage() {
       "             gemma3, gpt-oss)\n"
       "  moe-stats  count the tokens an MoE model routes to each expert over a prompt file\n"
       "  prune-experts  write an MoE model with only the most used experts of each layer\n"
+      "  convert  write a Hugging Face folder (safetensors) as a GGUF file\n"
       "  kld      KL divergence of a run with another KV cache (AURA, q8_0) from a base run\n"
       "\n"
       "`kiln <command> --help` describes a command's options.");
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
     if (cmd == "moe-stats") return kiln::cmd_moe_stats(args);
     if (cmd == "prune-experts") return kiln::cmd_prune_experts(args);
     if (cmd == "kld") return kiln::cmd_kld(args);
+    if (cmd == "convert") return kiln::cmd_convert(args);
     std::fprintf(stderr, "kiln: error: unknown command '%s' (run `kiln --help`)\n", cmd.c_str());
     return 2;
   } catch (const kiln::Error& e) {

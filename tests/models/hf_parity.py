@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Kiln reading a Hugging Face folder gives the logits of the GGUF it came from.
+
+For each architecture Kiln translates from Hugging Face (llama, qwen2, qwen3,
+qwen3moe): `kiln gen-model` writes an F16 GGUF with random weights,
+make_hf_checkpoint.py (numpy + safetensors, independent of Kiln's readers)
+writes the same weights as a Hugging Face folder, and `kiln run` on both
+must agree. F16 and F32 folders hold exactly the GGUF's values, so their
+logits must be identical, bit for bit (one single-file, one sharded); a BF16
+folder rounds every weight to bf16, so its logits may move by that
+rounding (max|d| <= 0.05 std, top-1 agreeing on >= 80 % of positions). The
+text prompt also checks that tokenizer.json reads back as the GGUF's
+tokenizer (the same prompt token count). `kiln convert` of the folder must
+write a GGUF that runs with the same logits again, in Kiln and in llama.cpp
+(llama-cpp-python: the converted file against the generated one). Kiln(GGUF)
+against llama.cpp is parity_llamacpp.py's job.
+
+  hf_parity.py --kiln build/tools/kiln
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(kiln, model, extra, out):
+    cmd = [kiln, "run", "-m", model, "-n", "4", "--logits-out", out] + extra
+    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    if r.returncode != 0:
+        raise SystemExit(f"FAIL: {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    return np.load(out), json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def llamacpp_logits(llama_cpp, path, tokens):
+    llm = llama_cpp.Llama(model_path=path, logits_all=True, n_ctx=64, verbose=False)
+    llm.eval(tokens)
+    return np.array(llm.scores[: len(tokens)])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    a = ap.parse_args()
+    try:
+        import llama_cpp
+    except ImportError:
+        llama_cpp = None
+        print("llama-cpp-python not installed: converted files are not loaded in llama.cpp")
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for arch in ("llama", "qwen2", "qwen3", "qwen3moe"):
+            gguf = os.path.join(tmp, f"{arch}.gguf")
+            subprocess.run([a.kiln, "gen-model", "--arch", arch, "--preset", "tiny", "-o", gguf,
+                            "--type", "f16"], check=True, capture_output=True)
+            for dtype, shards in (("f16", 1), ("f32", 3), ("bf16", 2)):
+                folder = os.path.join(tmp, f"{arch}-{dtype}")
+                subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folder,
+                                "--dtype", dtype, "--shards", str(shards)], check=True)
+                models = [(folder, "folder")]
+                if dtype == "f16":
+                    converted = os.path.join(tmp, f"{arch}-converted.gguf")
+                    r = subprocess.run([a.kiln, "convert", folder, "-o", converted],
+                                       capture_output=True, text=True)
+                    if r.returncode != 0:
+                        raise SystemExit(f"FAIL: kiln convert {folder}\n{r.stderr}")
+                    models.append((converted, "converted"))
+                    if llama_cpp is not None:
+                        tokens = [1, 72, 101, 108, 108, 111]
+                        want = llamacpp_logits(llama_cpp, gguf, tokens)
+                        got = llamacpp_logits(llama_cpp, converted, tokens)
+                        d = float(np.abs(got - want).max() / want.std())
+                        ok = d == 0.0
+                        failures += not ok
+                        print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} llama.cpp loads the converted file: "
+                              f"max|d|/std {d:.2e} against the generated one")
+                for extra in (["--tokens", "1,72,101,108,108,111"], ["-p", "Hello world, 123 times!"]):
+                    want, jw = run(a.kiln, gguf, extra, os.path.join(tmp, "want.npy"))
+                    for model, what in models:
+                        got, jg = run(a.kiln, model, extra, os.path.join(tmp, "got.npy"))
+                        ok = got.shape == want.shape and jg["prompt_tokens"] == jw["prompt_tokens"]
+                        d = float(np.abs(got - want).max() / want.std()) if ok else float("inf")
+                        top1 = float((got.argmax(-1) == want.argmax(-1)).mean()) if ok else 0.0
+                        ok = ok and (d == 0.0 if dtype != "bf16" else d <= 0.05 and top1 >= 0.8)
+                        failures += not ok
+                        print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} {dtype:4s} shards={shards} {what:9s} "
+                              f"{extra[0]:8s} prompt {jg['prompt_tokens']}/{jw['prompt_tokens']} "
+                              f"max|d|/std {d:.2e} top-1 {top1:.3f}")
+    if failures:
+        raise SystemExit(f"{failures} comparison(s) failed")
+
+
+if __name__ == "__main__":
+    main()
