@@ -5,11 +5,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
 #include "models/gguf.h"
+#include "models/gguf_writer.h"
+#include "models/hf_tokenizer.h"
 #include "models/tokenizer.h"
+#include "models/vocab.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -61,10 +65,8 @@ std::unique_ptr<Tokenizer> open_vocab(const std::string& name, std::string* path
   return Tokenizer::from_gguf(GgufFile::open(*path));
 }
 
-void check_vectors(const std::string& name, bool lossless) {
-  std::string path;
-  std::unique_ptr<Tokenizer> tok = open_vocab(name, &path);
-  if (!tok) return;
+void check_vectors(const std::string& name, bool lossless, std::unique_ptr<Tokenizer> tok,
+                   const std::string& path) {
   std::vector<Case> cases = load_cases(path);
   REQUIRE(cases.size() > 40);
   for (const Case& c : cases) {
@@ -75,6 +77,39 @@ void check_vectors(const std::string& name, bool lossless) {
   }
 }
 
+void check_vectors(const std::string& name, bool lossless) {
+  std::string path;
+  if (std::unique_ptr<Tokenizer> tok = open_vocab(name, &path))
+    check_vectors(name, lossless, std::move(tok), path);
+}
+
+// The vocabulary written as a Hugging Face tokenizer.json (byte-level BPE,
+// GPT-2's built-in regex; control tokens as special added tokens), read
+// back through models/hf_tokenizer.h.
+std::unique_ptr<Tokenizer> through_tokenizer_json(const GgufFile& f) {
+  Vocab v = Vocab::from_gguf(f);
+  nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
+  for (int32_t i = 0; i < v.size(); ++i) {
+    vocab[v.tokens[i]] = i;
+    if (v.types[i] == TokenType::control)
+      added.push_back({{"id", i}, {"content", v.tokens[i]}, {"special", true}});
+  }
+  nlohmann::json tok = {
+      {"added_tokens", added},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", v.merges}}}};
+  const fs::path dir = fs::temp_directory_path() / "kiln-test-hf-tokenizer";
+  fs::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << tok.dump();
+  fs::remove(dir / "tokenizer_config.json");
+  GgufWriter w;
+  add_hf_tokenizer(dir.string(), v.bos, v.eos, v.size(), w);
+  fs::remove_all(dir);
+  GgufFile back = GgufFile::open_memory(w.bytes(), "tokenizer.json as GGUF");
+  CHECK(back.get_string("tokenizer.ggml.pre") == "gpt-2");
+  return Tokenizer::from_gguf(back);
+}
+
 }  // namespace
 
 TEST_CASE("SentencePiece (llama-spm) matches llama.cpp's vectors", "[models][tokenizer]") {
@@ -83,6 +118,13 @@ TEST_CASE("SentencePiece (llama-spm) matches llama.cpp's vectors", "[models][tok
 
 TEST_CASE("byte-level BPE (gpt-2) matches llama.cpp's vectors", "[models][tokenizer]") {
   check_vectors("gpt-2", true);
+}
+
+TEST_CASE("byte-level BPE (gpt-2) from a tokenizer.json matches llama.cpp's vectors",
+          "[models][tokenizer][hf]") {
+  std::string path;
+  if (!open_vocab("gpt-2", &path)) return;
+  check_vectors("gpt-2", true, through_tokenizer_json(GgufFile::open(path)), path);
 }
 
 TEST_CASE("byte-level BPE (deepseek-coder) matches llama.cpp's vectors", "[models][tokenizer]") {

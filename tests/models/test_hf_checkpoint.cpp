@@ -1,0 +1,292 @@
+// Hugging Face folders read as GGUF (models/hf_checkpoint.h): the
+// translation checked tensor by tensor on a tiny hand-built llama (names,
+// shapes, types, llama's q/k rows re-paired, norms widened to F32, tied
+// embeddings), every bad folder refused with a message naming the file and
+// the tensor or key, and mutated config.json / tokenizer.json files that
+// open or fail with kiln::Error only. Whole models against their GGUF:
+// models/hf_parity.py.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "ir/dtype.h"
+#include "ir/error.h"
+#include "models/hf_checkpoint.h"
+
+using namespace kiln;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct StTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+std::string st_file(const std::vector<StTensor>& ts) {
+  json h = json::object();
+  std::string data;
+  for (const StTensor& t : ts) {
+    h[t.name] = {{"dtype", t.dtype},
+                 {"shape", t.shape},
+                 {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+    data += t.bytes;
+  }
+  std::string text = h.dump();
+  uint64_t n = text.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &n, 8);
+  return out + text + data;
+}
+
+// n f32 values v(i) as F32, F16 or BF16 bytes.
+template <class F>
+std::string values(const std::string& dtype, int64_t n, F v) {
+  std::string out;
+  for (int64_t i = 0; i < n; ++i) {
+    float x = v(i);
+    if (dtype == "F32") {
+      out.append(reinterpret_cast<const char*>(&x), 4);
+    } else {
+      uint16_t h = dtype == "F16" ? f32_to_f16_bits(x) : f32_to_bf16_bits(x);
+      out.append(reinterpret_cast<const char*>(&h), 2);
+    }
+  }
+  return out;
+}
+
+// A 1-layer llama: hidden 8, 2 heads of 4, 1 KV head, ffn 16, vocab 6.
+// Each matrix row r holds the value r (f16 is exact there), norms are BF16.
+struct TinyFolder {
+  fs::path dir = fs::temp_directory_path() / "kiln-test-hf-folder";
+  json config = {{"model_type", "llama"},    {"hidden_size", 8},
+                 {"num_hidden_layers", 1},   {"num_attention_heads", 2},
+                 {"num_key_value_heads", 1}, {"intermediate_size", 16},
+                 {"vocab_size", 6},          {"rms_norm_eps", 1e-6},
+                 {"rope_theta", 10000.0},    {"tie_word_embeddings", true},
+                 {"bos_token_id", 4},        {"eos_token_id", 5}};
+  json tokenizer = {{"added_tokens",
+                     {{{"id", 4}, {"content", "<s>"}, {"special", true}},
+                      {{"id", 5}, {"content", "</s>"}, {"special", true}}}},
+                    {"pre_tokenizer", {{"type", "ByteLevel"}, {"use_regex", true}}},
+                    {"model",
+                     {{"type", "BPE"},
+                      {"vocab", {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}}},
+                      {"merges", {"a b"}}}}};
+  std::vector<StTensor> tensors;
+
+  TinyFolder() {
+    auto rows = [](const std::string& name, int64_t r, int64_t c) {
+      return StTensor{name, "F16", {r, c}, values("F16", r * c, [c](int64_t i) {
+                        return static_cast<float>(i / c);
+                      })};
+    };
+    auto norm = [](const std::string& name, int64_t n) {
+      return StTensor{name, "BF16", {n}, values("BF16", n, [](int64_t i) {
+                        return 1.0f + 0.5f * static_cast<float>(i);
+                      })};
+    };
+    const std::string l = "model.layers.0.";
+    tensors = {
+        rows("model.embed_tokens.weight", 6, 8),   norm("model.norm.weight", 8),
+        norm(l + "input_layernorm.weight", 8),     rows(l + "self_attn.q_proj.weight", 8, 8),
+        rows(l + "self_attn.k_proj.weight", 4, 8), rows(l + "self_attn.v_proj.weight", 4, 8),
+        rows(l + "self_attn.o_proj.weight", 8, 8), norm(l + "post_attention_layernorm.weight", 8),
+        rows(l + "mlp.gate_proj.weight", 16, 8),   rows(l + "mlp.up_proj.weight", 16, 8),
+        rows(l + "mlp.down_proj.weight", 8, 16)};
+  }
+  StTensor& tensor(const std::string& name) {
+    for (StTensor& t : tensors)
+      if (t.name == name) return t;
+    throw std::logic_error(name);
+  }
+  void write() const {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json") << config.dump();
+    std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
+    std::ofstream(dir / "model.safetensors", std::ios::binary) << st_file(tensors);
+  }
+  std::string error() const {
+    write();
+    try {
+      HfCheckpoint::open_file(HfCheckpoint::open(dir.string()));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+  ~TinyFolder() { fs::remove_all(dir); }
+};
+
+float f16_at(const GgufTensor& t, int64_t i) {
+  uint16_t h;
+  std::memcpy(&h, t.data + 2 * i, 2);
+  return f16_bits_to_f32(h);
+}
+
+}  // namespace
+
+TEST_CASE("hf: a llama folder translates to GGUF names, shapes and types", "[models][hf]") {
+  TinyFolder t;
+  t.write();
+  CHECK(is_hf_checkpoint(t.dir.string()));
+  CHECK_FALSE(is_hf_checkpoint((t.dir / "config.json").string()));
+  GgufFile f = open_model_file(t.dir.string());
+  CHECK(f.get_string("general.architecture") == "llama");
+  CHECK(f.get_u32("llama.embedding_length") == 8);
+  CHECK(f.get_u32("llama.attention.head_count_kv") == 1);
+  CHECK(f.get_f32("llama.attention.layer_norm_rms_epsilon") == Approx(1e-6));
+  CHECK(f.get_string("tokenizer.ggml.model") == "gpt2");
+  CHECK(f.get_u32("tokenizer.ggml.bos_token_id") == 4);
+  CHECK(f.get_string_array("tokenizer.ggml.tokens").size() == 6);
+  CHECK(f.find_tensor("output.weight") == nullptr);  // tied
+  const GgufTensor& q = f.tensor("blk.0.attn_q.weight");
+  CHECK(q.type == GgmlType::f16);
+  CHECK(q.shape == std::vector<int64_t>{8, 8});
+  // GGUF row 2i + j of a head is HF row j * d/2 + i (d = 4): 0 2 1 3, 4 6 5 7.
+  const int want_q[] = {0, 2, 1, 3, 4, 6, 5, 7};
+  for (int r = 0; r < 8; ++r) CHECK(f16_at(q, r * 8) == want_q[r]);
+  const GgufTensor& k = f.tensor("blk.0.attn_k.weight");
+  const int want_k[] = {0, 2, 1, 3};
+  for (int r = 0; r < 4; ++r) CHECK(f16_at(k, r * 8 + 7) == want_k[r]);
+  // v is not permuted, and lies in place in the mapped file.
+  const GgufTensor& v = f.tensor("blk.0.attn_v.weight");
+  for (int r = 0; r < 4; ++r) CHECK(f16_at(v, r * 8) == r);
+  CHECK(f.tensor("blk.0.ffn_down.weight").shape == std::vector<int64_t>{16, 8});
+  const GgufTensor& n = f.tensor("blk.0.attn_norm.weight");
+  CHECK(n.type == GgmlType::f32);
+  float n3;
+  std::memcpy(&n3, n.data + 12, 4);
+  CHECK(n3 == 2.5f);
+}
+
+TEST_CASE("hf: bad folders are refused naming the file and the tensor or key",
+          "[models][hf][error]") {
+  {
+    TinyFolder t;
+    t.config["model_type"] = "gpt_neox";
+    CHECK_THAT(t.error(), Catch::Contains("model_type 'gpt_neox' is not supported"));
+  }
+  {
+    TinyFolder t;
+    t.config.erase("hidden_size");
+    CHECK_THAT(t.error(),
+               Catch::Contains("config.json") && Catch::Contains("missing integer 'hidden_size'"));
+  }
+  {
+    TinyFolder t;
+    t.config["hidden_size"] = "eight";
+    CHECK_THAT(t.error(), Catch::Contains("'hidden_size' is not a non-negative integer"));
+  }
+  {
+    TinyFolder t;  // the config's KV heads disagree with k_proj
+    t.config["num_key_value_heads"] = 2;
+    CHECK_THAT(t.error(), Catch::Contains("tensor 'model.layers.0.self_attn.k_proj.weight'") &&
+                              Catch::Contains("model.safetensors") &&
+                              Catch::Contains("has shape [4, 8]") &&
+                              Catch::Contains("implies [8, 8]"));
+  }
+  {
+    TinyFolder t;
+    t.config["num_key_value_heads"] = 3;
+    CHECK_THAT(t.error(), Catch::Contains("2 attention heads cannot share 3 KV heads"));
+  }
+  {
+    TinyFolder t;
+    StTensor& w = t.tensor("model.layers.0.mlp.up_proj.weight");
+    w.dtype = "F64";
+    w.bytes = std::string(16 * 8 * 8, '\0');
+    CHECK_THAT(t.error(), Catch::Contains("tensor 'model.layers.0.mlp.up_proj.weight'") &&
+                              Catch::Contains("has dtype F64"));
+  }
+  {
+    TinyFolder t;
+    t.tensors.pop_back();
+    CHECK_THAT(t.error(), Catch::Contains("missing tensor 'model.layers.0.mlp.down_proj.weight'"));
+  }
+  {
+    TinyFolder t;  // a tensor the forward would ignore
+    t.tensors.push_back(
+        {"model.layers.0.self_attn.q_proj.bias", "F32", {8}, std::string(32, '\0')});
+    CHECK_THAT(t.error(), Catch::Contains("tensor 'model.layers.0.self_attn.q_proj.bias'") &&
+                              Catch::Contains("has no place in a llama model"));
+  }
+  {
+    TinyFolder t;
+    t.config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+    CHECK_THAT(t.error(), Catch::Contains("rope_scaling type 'llama3' is not supported"));
+  }
+  {
+    TinyFolder t;
+    t.tokenizer["model"]["type"] = "Unigram";
+    CHECK_THAT(t.error(),
+               Catch::Contains("tokenizer.json") && Catch::Contains("model type 'Unigram'"));
+  }
+  {
+    TinyFolder t;
+    t.tokenizer["model"]["byte_fallback"] = true;
+    CHECK_THAT(t.error(),
+               Catch::Contains("SentencePiece-style BPE (byte_fallback) is not supported"));
+  }
+  {
+    TinyFolder t;
+    t.tokenizer["pre_tokenizer"] = {
+        {"type", "Split"}, {"pattern", {{"Regex", "\\w+"}}}, {"behavior", "Isolated"}};
+    CHECK_THAT(t.error(), Catch::Contains("no ByteLevel pre-tokenizer"));
+    t.tokenizer["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers",
+         {t.tokenizer["pre_tokenizer"], {{"type", "ByteLevel"}, {"use_regex", false}}}}};
+    CHECK_THAT(t.error(), Catch::Contains("match none Kiln knows") && Catch::Contains("\\w+"));
+  }
+  {
+    TinyFolder t;
+    t.write();
+    fs::remove(t.dir / "tokenizer.json");
+    CHECK_THROWS_WITH(HfCheckpoint::open(t.dir.string()), Catch::Contains("no tokenizer.json"));
+    // A truncated shard is named.
+    std::string bytes = st_file(t.tensors);
+    std::ofstream(t.dir / "model.safetensors", std::ios::binary)
+        << bytes.substr(0, bytes.size() - 10);
+    CHECK_THROWS_WITH(HfCheckpoint::open(t.dir.string()),
+                      Catch::Contains("model.safetensors") && Catch::Contains("lie outside"));
+  }
+}
+
+TEST_CASE("hf: mutated config.json and tokenizer.json open or fail with kiln::Error",
+          "[models][hf][fuzz]") {
+  TinyFolder t;
+  t.write();
+  const std::string config = t.config.dump(), tokenizer = t.tokenizer.dump();
+  std::mt19937_64 rng(7);
+  int opened = 0, refused = 0;
+  for (int iter = 0; iter < 400; ++iter) {
+    std::string c = config, k = tokenizer;
+    std::string& m = iter % 2 ? c : k;
+    for (int n = 0; n < 1 + static_cast<int>(rng() % 3); ++n) {
+      size_t pos = rng() % m.size();
+      switch (rng() % 3) {
+        case 0: m[pos] = "0123456789[]{},:\"-.tfn"[rng() % 22]; break;
+        case 1: m.erase(pos, 1 + rng() % 6); break;
+        default: m.insert(pos, std::string(1, "0\"[{,-"[rng() % 6]));
+      }
+    }
+    std::ofstream(t.dir / "config.json") << c;
+    std::ofstream(t.dir / "tokenizer.json") << k;
+    try {
+      HfCheckpoint::open_file(HfCheckpoint::open(t.dir.string()));
+      ++opened;
+    } catch (const Error&) {
+      ++refused;
+    }
+  }
+  INFO(opened << " opened, " << refused << " refused");
+  CHECK(opened > 10);
+  CHECK(refused > 10);
+}
