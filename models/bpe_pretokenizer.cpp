@@ -157,6 +157,96 @@ Pieces split_gpt2(const Cps& cps, const Pieces& in) {
   return out;
 }
 
+// Llama 3's regex (max_digits 3) and Qwen2's (max_digits 1):
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max}|
+//  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// alternative by alternative at each position, as llama.cpp's
+// unicode_regex_split_custom_llama3 reads it.
+Pieces split_llama3(const Cps& cps, const Pieces& in, size_t max_digits) {
+  Pieces out;
+  out.reserve(in.size());
+  size_t start = 0;
+  for (size_t len : in) {
+    const size_t lo = start, hi = start + len;
+    start = hi;
+    constexpr uint32_t kOut = 0xFFFFFFFF;
+    auto cpt = [&](size_t p) { return p >= lo && p < hi ? cps[p] : kOut; };
+    auto in_piece = [&](size_t p) { return p >= lo && p < hi; };
+    auto letter = [&](size_t p) { return in_piece(p) && is_unicode_letter(cps[p]); };
+    auto number = [&](size_t p) { return in_piece(p) && is_unicode_number(cps[p]); };
+    auto space = [&](size_t p) { return in_piece(p) && is_space(cps[p]); };
+    auto lower = [](uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; };
+    size_t prev_end = lo;
+    auto add = [&](size_t end) {
+      if (end > prev_end) out.push_back(end - prev_end);
+      prev_end = end;
+    };
+    for (size_t pos = lo; pos < hi;) {
+      const uint32_t c = cpt(pos);
+      if (c == '\'' && pos + 1 < hi) {
+        const uint32_t n1 = lower(cpt(pos + 1));
+        if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') {
+          add(pos += 2);
+          continue;
+        }
+        if (pos + 2 < hi) {
+          const uint32_t n2 = lower(cpt(pos + 2));
+          if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) {
+            add(pos += 3);
+            continue;
+          }
+        }
+      }
+      // [^\r\n\p{L}\p{N}]?\p{L}+
+      if (c != '\r' && c != '\n' && !number(pos) && (letter(pos) || letter(pos + 1))) {
+        ++pos;
+        while (letter(pos)) ++pos;
+        add(pos);
+        continue;
+      }
+      // \p{N}{1,max}: a run of digits in pieces of max_digits
+      if (number(pos)) {
+        size_t first = pos;
+        while (number(pos))
+          if (++pos - first >= max_digits) {
+            add(pos);
+            first = pos;
+          }
+        add(pos);
+        continue;
+      }
+      //  ?[^\s\p{L}\p{N}]+[\r\n]*
+      auto other = [&](size_t p) { return in_piece(p) && !space(p) && !letter(p) && !number(p); };
+      const size_t q = c == ' ' ? pos + 1 : pos;
+      if (other(q)) {
+        pos = q;
+        while (other(pos)) ++pos;
+        while (cpt(pos) == '\r' || cpt(pos) == '\n') ++pos;
+        add(pos);
+        continue;
+      }
+      size_t spaces = 0, after_newline = 0;
+      for (; space(pos + spaces); ++spaces)
+        if (cpt(pos + spaces) == '\r' || cpt(pos + spaces) == '\n')
+          after_newline = pos + spaces + 1;
+      if (after_newline > 0) {  // \s*[\r\n]+
+        add(pos = after_newline);
+        continue;
+      }
+      if (spaces > 1 && cpt(pos + spaces) != kOut) {  // \s+(?!\S)
+        add(pos += spaces - 1);
+        continue;
+      }
+      if (spaces > 0) {  // \s+
+        add(pos += spaces);
+        continue;
+      }
+      add(++pos);
+    }
+  }
+  return out;
+}
+
 Pieces split_default(const Cps& cps, Pieces p) {
   p = split(cps, p, [](const Cps& c, size_t pos, size_t end) {
     return run(c, pos, end, [](uint32_t cp) {
@@ -199,13 +289,18 @@ Pieces split_deepseek_coder(const Cps& cps, Pieces p) {
 BpePreTokenizer find_bpe_pre_tokenizer(std::string_view name) {
   if (name.empty() || name == "default") return BpePreTokenizer::llama_default;
   if (name == "deepseek-coder") return BpePreTokenizer::deepseek_coder;
+  for (std::string_view llama3 : {"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"})
+    if (name == llama3) return BpePreTokenizer::llama3;
+  for (std::string_view qwen2 : {"qwen2", "deepseek-r1-qwen", "megrez"})
+    if (name == qwen2) return BpePreTokenizer::qwen2;
   // The names llama.cpp maps to the plain GPT-2 regex.
   for (std::string_view gpt2 :
        {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
         "mellum", "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4"})
     if (name == gpt2) return BpePreTokenizer::gpt2;
-  throw Error("unsupported BPE pre-tokenizer '" + std::string(name) +
-              "' (Kiln knows default, gpt-2 and its aliases, and deepseek-coder)");
+  throw Error(
+      "unsupported BPE pre-tokenizer '" + std::string(name) +
+      "' (Kiln knows default, gpt-2, llama-bpe, qwen2 and their aliases, and deepseek-coder)");
 }
 
 std::vector<std::string> pre_tokenize(BpePreTokenizer kind, std::string_view text) {
@@ -215,6 +310,8 @@ std::vector<std::string> pre_tokenize(BpePreTokenizer kind, std::string_view tex
     case BpePreTokenizer::gpt2: pieces = split_gpt2(cps, pieces); break;
     case BpePreTokenizer::llama_default: pieces = split_default(cps, pieces); break;
     case BpePreTokenizer::deepseek_coder: pieces = split_deepseek_coder(cps, pieces); break;
+    case BpePreTokenizer::llama3: pieces = split_llama3(cps, pieces, 3); break;
+    case BpePreTokenizer::qwen2: pieces = split_llama3(cps, pieces, 1); break;
   }
   std::vector<std::string> words;
   words.reserve(pieces.size());

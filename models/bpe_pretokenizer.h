@@ -21,6 +21,11 @@ enum class BpePreTokenizer {
   llama_default,
   // [\r\n], \s?\p{L}+, \s?\p{P}+, [一-龥ࠀ-一가-퟿]+, \p{N}
   deepseek_coder,
+  // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+  //  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  llama3,
+  // the same with \p{N} (one digit at a time)
+  qwen2,
 };
 
 // The pre-tokenizer for a tokenizer.ggml.pre value ("" means llama.cpp's

@@ -29,7 +29,6 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_pre_t
       {"gpt-2", {kGpt2}},
       {"gpt-2", {kGpt2Llamacpp}},
       {"default", {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2Llamacpp, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
-      // Recognised so the error names them; Kiln's BPE does not cut these yet.
       {"llama-bpe",
        {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
       {"qwen2",

@@ -52,6 +52,7 @@ int cmd_gen_model(const std::vector<std::string>& args);
 int cmd_moe_stats(const std::vector<std::string>& args);
 int cmd_prune_experts(const std::vector<std::string>& args);
 int cmd_convert(const std::vector<std::string>& args);
+int cmd_tokenize(const std::vector<std::string>& args);
 int cmd_kld(const std::vector<std::string>& args);
 
 }  // namespace kiln

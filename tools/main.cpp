@@ -25,6 +25,7 @@ void usage() {
       "  moe-stats  count the tokens an MoE model routes to each expert over a prompt file\n"
       "  prune-experts  write an MoE model with only the most used experts of each layer\n"
       "  convert  write a Hugging Face folder (safetensors) as a GGUF file\n"
+      "  tokenize a model's token ids for a text\n"
       "  kld      KL divergence of a run with another KV cache (AURA, q8_0) from a base run\n"
       "\n"
       "`kiln <command> --help` describes a command's options.");
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
     if (cmd == "prune-experts") return kiln::cmd_prune_experts(args);
     if (cmd == "kld") return kiln::cmd_kld(args);
     if (cmd == "convert") return kiln::cmd_convert(args);
+    if (cmd == "tokenize") return kiln::cmd_tokenize(args);
     std::fprintf(stderr, "kiln: error: unknown command '%s' (run `kiln --help`)\n", cmd.c_str());
     return 2;
   } catch (const kiln::Error& e) {

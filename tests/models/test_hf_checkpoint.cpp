@@ -164,6 +164,29 @@ TEST_CASE("hf: a llama folder translates to GGUF names, shapes and types", "[mod
   float n3;
   std::memcpy(&n3, n.data + 12, 4);
   CHECK(n3 == 2.5f);
+  CHECK(f.get_string("tokenizer.ggml.pre") == "gpt-2");
+}
+
+TEST_CASE("hf: tokenizer.json's pre-tokenizer regexes name the GGUF pre-tokenizer",
+          "[models][hf]") {
+  const std::string qwen2 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  std::string llama3 = qwen2;
+  llama3.replace(llama3.find(R"(\p{N}|)"), 6, R"(\p{N}{1,3}|)");
+  for (const auto& [regex, name] : {std::pair{qwen2, "qwen2"}, std::pair{llama3, "llama-bpe"}}) {
+    TinyFolder t;
+    t.tokenizer["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", regex}}},
+           {"behavior", "Isolated"},
+           {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+    t.write();
+    GgufFile f = open_model_file(t.dir.string());
+    CHECK(f.get_string("tokenizer.ggml.pre") == name);
+  }
 }
 
 TEST_CASE("hf: bad folders are refused naming the file and the tensor or key",

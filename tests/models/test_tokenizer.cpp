@@ -175,8 +175,17 @@ TEST_CASE("pre-tokenizers cut words as llama.cpp's regexes do", "[models][tokeni
         V{"a", "+=", "b", " ", "123", "45"});
   CHECK(find_bpe_pre_tokenizer("") == BpePreTokenizer::llama_default);
   CHECK(find_bpe_pre_tokenizer("mpt") == BpePreTokenizer::gpt2);
-  CHECK_THAT(error_of([] { find_bpe_pre_tokenizer("qwen2"); }),
-             Catch::Contains("unsupported BPE pre-tokenizer 'qwen2'"));
+  CHECK(find_bpe_pre_tokenizer("llama-bpe") == BpePreTokenizer::llama3);
+  CHECK(find_bpe_pre_tokenizer("qwen2") == BpePreTokenizer::qwen2);
+  CHECK_THAT(error_of([] { find_bpe_pre_tokenizer("chatglm-bpe"); }),
+             Catch::Contains("unsupported BPE pre-tokenizer 'chatglm-bpe'"));
+  // Llama 3: contractions in any case, one non-letter prefix on a word,
+  // digits in threes, punctuation taking its newlines, \s*[\r\n]+.
+  auto llama3 = [](std::string_view t) { return pre_tokenize(BpePreTokenizer::llama3, t); };
+  CHECK(llama3("I'M here 12345") == V{"I", "'M", " here", " ", "123", "45"});
+  CHECK(llama3("x.!\n\ny  \n z") == V{"x", ".!\n\n", "y", "  \n", " z"});
+  CHECK(llama3("(hello) \t\tworld") == V{"(hello", ")", " \t", "\tworld"});
+  CHECK(pre_tokenize(BpePreTokenizer::qwen2, "v12 ab") == V{"v", "1", "2", " ab"});
 }
 
 TEST_CASE("tokenizers refuse bad GGUF metadata, naming the file", "[models][tokenizer][error]") {
@@ -196,8 +205,9 @@ TEST_CASE("tokenizers refuse bad GGUF metadata, naming the file", "[models][toke
              Catch::Contains("missing metadata key 'tokenizer.ggml.merges'"));
   W qwen = base("gpt2");
   qwen.add("tokenizer.ggml.merges", W::string_array({"a b"}));
-  qwen.add("tokenizer.ggml.pre", W::str("qwen2"));
-  CHECK_THAT(error_for(qwen), Catch::Contains("tok.gguf': unsupported BPE pre-tokenizer 'qwen2'"));
+  qwen.add("tokenizer.ggml.pre", W::str("chatglm-bpe"));
+  CHECK_THAT(error_for(qwen),
+             Catch::Contains("tok.gguf': unsupported BPE pre-tokenizer 'chatglm-bpe'"));
   W scores = base("llama");
   scores.add("tokenizer.ggml.scores", W::array(std::vector<float>{0.5f}));
   CHECK_THAT(error_for(scores),

@@ -1,0 +1,47 @@
+// `kiln tokenize`: a model's tokenizer on a text, as ids.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "ir/error.h"
+#include "models/hf_checkpoint.h"
+#include "models/tokenizer.h"
+#include "tools/cli.h"
+
+namespace kiln {
+
+int cmd_tokenize(const std::vector<std::string>& argv_in) {
+  std::vector<std::string> argv;
+  for (const auto& s : argv_in) argv.push_back(s == "-m" ? "--model" : s == "-p" ? "--prompt" : s);
+  CliArgs a(argv, {"help", "no-bos", "pieces"});
+  a.allow_only({"help", "model", "prompt", "file", "no-bos", "pieces"});
+  if (a.flag("help") || !a.has("model") || a.has("prompt") == a.has("file")) {
+    std::puts(
+        "usage: kiln tokenize -m MODEL (-p TEXT | --file FILE) [--no-bos] [--pieces]\n"
+        "Prints the ids the model's tokenizer gives the text, space-separated (BOS first when\n"
+        "the model adds one, unless --no-bos); --pieces prints each id's text instead, one per\n"
+        "line. MODEL: a GGUF file (a vocabulary-only one will do) or a Hugging Face folder.");
+    return a.flag("help") ? 0 : 2;
+  }
+  std::string text = a.get("prompt");
+  if (a.has("file")) {
+    std::ifstream in(a.get("file"), std::ios::binary);
+    if (!in) throw Error("cannot read '" + a.get("file") + "'");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  GgufFile f = open_model_file(a.get("model"));
+  std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(f);
+  const bool bos = !a.flag("no-bos") && tok->add_bos_default() && tok->bos_id() >= 0;
+  std::vector<int32_t> ids = tok->encode(text, bos);
+  if (a.flag("pieces")) {
+    for (int32_t id : ids) std::printf("%d\t%s\n", id, tok->token_to_piece(id, true).c_str());
+    return 0;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace kiln
