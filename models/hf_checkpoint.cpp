@@ -1,5 +1,6 @@
 #include "models/hf_checkpoint.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -174,8 +175,9 @@ class Translator {
     const json& rs = *it;
     std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
     if (type == "default") return;
+    if (type == "llama3") return llama3_rope_factors(rs);
     if (type != "linear" && type != "yarn")
-      fail_config("rope_scaling type '" + type + "' is not supported (linear, yarn)");
+      fail_config("rope_scaling type '" + type + "' is not supported (linear, yarn, llama3)");
     if (!rs.contains("factor") || !rs["factor"].is_number())
       fail_config("rope_scaling has no numeric factor");
     w_.add(key("rope.scaling.type"), GgufWriter::str(type));
@@ -183,6 +185,37 @@ class Translator {
     if (type == "yarn" && rs.contains("original_max_position_embeddings"))
       w_.add(key("rope.scaling.original_context_length"),
              GgufWriter::u32(rs["original_max_position_embeddings"].get<uint32_t>()));
+  }
+
+  // Llama 3.1's scaling as llama.cpp's converter writes it: a factor per
+  // rotated pair in rope_freqs.weight (1 for short wavelengths, `factor`
+  // for long ones, a smooth blend between).
+  void llama3_rope_factors(const json& rs) {
+    const double base = get_float("rope_theta", 10000), factor = rs.value("factor", 8.0);
+    const double low = rs.value("low_freq_factor", 1.0), high = rs.value("high_freq_factor", 4.0);
+    const double old_ctx = rs.value(
+        "original_max_position_embeddings",
+        static_cast<double>(optional_int("original_max_position_embeddings").value_or(8192)));
+    if (!(factor > 0) || !(high > low))
+      fail_config("rope_scaling llama3 needs factor > 0 and high_freq_factor > low_freq_factor");
+    std::vector<float> f;
+    for (int64_t i = 0; i < head_dim_; i += 2) {
+      const float freq = static_cast<float>(
+          1.0 / std::pow(base, static_cast<double>(i) / static_cast<double>(head_dim_)));
+      const double wavelen = 2 * M_PI / freq;
+      if (wavelen < old_ctx / high) {
+        f.push_back(1);
+      } else if (wavelen > old_ctx / low) {
+        f.push_back(static_cast<float>(factor));
+      } else {
+        const double smooth = (old_ctx / wavelen - low) / (high - low);
+        f.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
+      }
+    }
+    std::vector<uint8_t> bytes(f.size() * 4);
+    std::memcpy(bytes.data(), f.data(), bytes.size());
+    add("rope_freqs.weight", GgmlType::f32, {static_cast<int64_t>(f.size())},
+        own(std::move(bytes)));
   }
 
   const SafeTensor& take(const std::string& hf, const std::vector<int64_t>& shape) {

@@ -1,6 +1,7 @@
 #include "models/model_config.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "ir/error.h"
 #include "models/expert_pruning.h"
@@ -52,6 +53,20 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.rope_scaling.orig_ctx = static_cast<double>(
         find("rope.scaling.original_context_length", find("context_length", 2048)));
     if (auto a = f.find_f32(key("rope.scaling.attn_factor"))) c.rope_scaling.attn_factor = *a;
+  }
+  // Llama 3.1's rope scaling, as llama.cpp's converter stores it: a factor
+  // dividing each rotated pair's angle.
+  if (const GgufTensor* ff = f.find_tensor("rope_freqs.weight")) {
+    if (ff->type != GgmlType::f32 || ff->elements() != c.rope_dim / 2)
+      f.fail("tensor 'rope_freqs.weight' must be F32 with " + std::to_string(c.rope_dim / 2) +
+             " values (one per rotated pair), has " + ggml_type_name(ff->type) + " with " +
+             std::to_string(ff->elements()));
+    c.rope_scaling.freq_factors.resize(static_cast<size_t>(ff->elements()));
+    std::memcpy(c.rope_scaling.freq_factors.data(), ff->data, ff->nbytes);
+    for (float x : c.rope_scaling.freq_factors)
+      if (!(x > 0) || !std::isfinite(x))
+        f.fail("tensor 'rope_freqs.weight' holds a factor that is not positive: " +
+               std::to_string(x));
   }
   if (c.arch == "gemma3") {
     // As llama.cpp: every 6th layer global, the others windowed with rope

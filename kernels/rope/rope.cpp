@@ -25,6 +25,9 @@ std::vector<float> rope_cos_sin_table(double base, int64_t rot, int64_t n_pos,
   const double n = static_cast<double>(rot), scale = 1 / s.factor;
   // Per pair: the share of the unscaled angle (YaRN's ramp, 0 for linear
   // scaling) and the factor on cos and sin.
+  if (!s.freq_factors.empty() && static_cast<int64_t>(s.freq_factors.size()) != half)
+    throw Error("RoPE: " + std::to_string(s.freq_factors.size()) + " frequency factors for " +
+                std::to_string(half) + " rotated pairs");
   std::vector<double> keep(static_cast<size_t>(half), 0.0);
   double mscale = 1;
   if (s.yarn) {
@@ -42,7 +45,8 @@ std::vector<float> rope_cos_sin_table(double base, int64_t rot, int64_t n_pos,
   }
   for (int64_t p = 0; p < n_pos; ++p)
     for (int64_t i = 0; i < half; ++i) {
-      const double extrap = static_cast<double>(p) * std::pow(base, -2.0 * i / n);
+      const double ff = s.freq_factors.empty() ? 1.0 : s.freq_factors[i];
+      const double extrap = static_cast<double>(p) * std::pow(base, -2.0 * i / n) / ff;
       const double theta = extrap * scale * (1 - keep[i]) + extrap * keep[i];
       t[p * rot + i] = static_cast<float>(std::cos(theta) * mscale);
       t[p * rot + half + i] = static_cast<float>(std::sin(theta) * mscale);

@@ -9,6 +9,7 @@ rotate-half order, per-expert matrices unstacked, and the tokenizer written
 as tokenizer.json. Kiln reading the folder must then give the GGUF's logits.
 
   make_hf_checkpoint.py MODEL.gguf OUT_DIR [--dtype f16|f32|bf16] [--shards N]
+                        [--llama3-rope ORIG_CTX]
 
 bf16 tensors are stored by safetensors as U16 (numpy has no bfloat16) and
 the header's dtype names rewritten to BF16 afterwards.
@@ -133,6 +134,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--dtype", default="f16", choices=["f16", "f32", "bf16"])
     ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--llama3-rope", type=int, default=0, metavar="ORIG_CTX",
+                    help="declare Llama 3.1's rope scaling (factor 8) with this original context")
     a = ap.parse_args()
     r = GGUFReader(a.gguf)
     arch = field(r, "general.architecture")
@@ -178,6 +181,9 @@ def main():
            "rms_norm_eps": k("attention.layer_norm_rms_epsilon"), "rope_theta": k("rope.freq_base"),
            "vocab_size": n_vocab, "tie_word_embeddings": tied, "torch_dtype": {"f16": "float16",
            "f32": "float32", "bf16": "bfloat16"}[a.dtype], "intermediate_size": k("feed_forward_length")}
+    if a.llama3_rope:
+        cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": a.llama3_rope}
     if k("attention.key_length") is not None:
         cfg["head_dim"] = k("attention.key_length")
     if arch == "qwen3moe":

@@ -14,7 +14,9 @@
 
 #include "ir/dtype.h"
 #include "ir/error.h"
+#include "models/gguf_writer.h"
 #include "models/hf_checkpoint.h"
+#include "models/model_config.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -167,6 +169,32 @@ TEST_CASE("hf: a llama folder translates to GGUF names, shapes and types", "[mod
   CHECK(f.get_string("tokenizer.ggml.pre") == "gpt-2");
 }
 
+TEST_CASE("hf: Llama 3.1's rope scaling becomes rope_freqs.weight, which the config reads",
+          "[models][hf]") {
+  TinyFolder t;
+  // head_dim 4, base 10000: pair 0's wavelength 2 pi is short (kept), pair
+  // 1's 200 pi long (divided by the factor).
+  t.config["rope_scaling"] = {{"rope_type", "llama3"},
+                              {"factor", 8.0},
+                              {"low_freq_factor", 1.0},
+                              {"high_freq_factor", 4.0},
+                              {"original_max_position_embeddings", 64}};
+  t.write();
+  GgufFile f = open_model_file(t.dir.string());
+  CHECK(ModelConfig::from_gguf(f).rope_scaling.freq_factors == std::vector<float>{1, 8});
+  // A GGUF whose rope_freqs does not fit the rotated pairs is refused.
+  GgufWriter w;
+  for (const auto& [key, v] : f.metadata()) w.add(key, GgufWriter::copy_of(v));
+  for (const GgufTensor& x : f.tensors())
+    if (x.name != "rope_freqs.weight")
+      w.add_tensor(x.name, x.type, x.shape,
+                   std::string_view(reinterpret_cast<const char*>(x.data), x.nbytes));
+  w.add_tensor("rope_freqs.weight", GgmlType::f32, {3}, std::string(12, '\0'));
+  CHECK_THROWS_WITH(ModelConfig::from_gguf(GgufFile::open_memory(w.bytes(), "r.gguf")),
+                    Catch::Contains("'rope_freqs.weight' must be F32 with 2 values") &&
+                        Catch::Contains("has F32 with 3"));
+}
+
 TEST_CASE("hf: tokenizer.json's pre-tokenizer regexes name the GGUF pre-tokenizer",
           "[models][hf]") {
   const std::string qwen2 =
@@ -242,8 +270,8 @@ TEST_CASE("hf: bad folders are refused naming the file and the tensor or key",
   }
   {
     TinyFolder t;
-    t.config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
-    CHECK_THAT(t.error(), Catch::Contains("rope_scaling type 'llama3' is not supported"));
+    t.config["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 8.0}};
+    CHECK_THAT(t.error(), Catch::Contains("rope_scaling type 'longrope' is not supported"));
   }
   {
     TinyFolder t;

@@ -80,3 +80,21 @@ TEST_CASE("YaRN tables keep the high frequencies, divide the low ones, and scale
   CHECK(lin[100 * rot + 3] ==
         Approx(std::cos(100.0 / 4 * std::pow(base, -6.0 / rot))).margin(1e-6));
 }
+
+TEST_CASE("frequency factors (Llama 3's rope_freqs) divide each pair's angle", "[kernels][rope]") {
+  const double base = 500000;
+  const int64_t rot = 8, half = 4, n_pos = 50;
+  RopeScaling s;
+  s.freq_factors = {1, 1.5f, 8, 8};
+  std::vector<float> t = rope_cos_sin_table(base, rot, n_pos, s);
+  for (int64_t p : {0, 1, 49})
+    for (int64_t i = 0; i < half; ++i) {
+      const double theta =
+          static_cast<double>(p) * std::pow(base, -2.0 * i / rot) / s.freq_factors[i];
+      CHECK(t[p * rot + i] == Approx(std::cos(theta)).margin(1e-6));
+      CHECK(t[p * rot + half + i] == Approx(std::sin(theta)).margin(1e-6));
+    }
+  s.freq_factors = {1, 2};
+  CHECK_THROWS_WITH(rope_cos_sin_table(base, rot, n_pos, s),
+                    Catch::Contains("2 frequency factors for 4 rotated pairs"));
+}
