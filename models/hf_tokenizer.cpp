@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "models/sentencepiece_model.h"
 #include "models/vocab.h"
 
 namespace kiln {
@@ -45,6 +46,11 @@ json read_json(const fs::path& p) {
   json j = json::parse(text.str(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw Error("'" + p.string() + "' is not a JSON object");
   return j;
+}
+
+json tokenizer_config(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "tokenizer_config.json";
+  return fs::exists(p) ? read_json(p) : json::object();
 }
 
 class Reader {
@@ -147,9 +153,7 @@ class Reader {
     }
 
     // Special tokens: config.json's ids, else tokenizer_config.json's texts.
-    json tc = json::object();
-    const fs::path tc_path = fs::path(dir) / "tokenizer_config.json";
-    if (fs::exists(tc_path)) tc = read_json(tc_path);
+    const json tc = tokenizer_config(dir);
     auto special = [&](const char* key, std::optional<int64_t> id) -> int64_t {
       if (id) return *id;
       const json& v = tc.value(key, json());
@@ -183,10 +187,61 @@ class Reader {
   json j_;
 };
 
+// tokenizer.model, as llama.cpp's converter reads it: every piece with its
+// score and type, slots past the model's pieces padded as unused.
+void add_sentencepiece(const std::string& dir, std::optional<int64_t> bos,
+                       std::optional<int64_t> eos, int64_t n_vocab, GgufWriter& w) {
+  const std::string path = (fs::path(dir) / "tokenizer.model").string();
+  SentencePieceModel m = SentencePieceModel::read(path);
+  if (m.model_type != 2)
+    throw Error("SentencePiece model '" + path + "': model type " + std::to_string(m.model_type) +
+                " is not supported (Kiln reads BPE models, type 2)");
+  const int64_t n = std::max<int64_t>(n_vocab, static_cast<int64_t>(m.pieces.size()));
+  std::vector<std::string> tokens(static_cast<size_t>(n));
+  std::vector<float> scores(static_cast<size_t>(n), -10000.0f);
+  std::vector<int32_t> types(static_cast<size_t>(n), static_cast<int32_t>(TokenType::unused));
+  for (int64_t i = 0; i < n; ++i) {
+    if (i < static_cast<int64_t>(m.pieces.size())) {
+      tokens[i] = m.pieces[i].text;
+      scores[i] = m.pieces[i].score;
+      types[i] = m.pieces[i].type;
+    } else {
+      tokens[i] = "[PAD" + std::to_string(i) + "]";
+    }
+  }
+  const json tc = tokenizer_config(dir);
+  auto id = [&](std::optional<int64_t> from_config, int32_t from_model) {
+    const int64_t v = from_config.value_or(from_model);
+    return v >= 0 && v < n ? std::optional<uint32_t>(static_cast<uint32_t>(v)) : std::nullopt;
+  };
+  w.add("tokenizer.ggml.model", GgufWriter::str("llama"));
+  w.add("tokenizer.ggml.pre", GgufWriter::str("default"));
+  w.add("tokenizer.ggml.tokens", GgufWriter::string_array(tokens));
+  w.add("tokenizer.ggml.scores", GgufWriter::array(scores));
+  w.add("tokenizer.ggml.token_type", GgufWriter::array(types));
+  if (auto b = id(bos, m.bos_id)) w.add("tokenizer.ggml.bos_token_id", GgufWriter::u32(*b));
+  if (auto e = id(eos, m.eos_id)) w.add("tokenizer.ggml.eos_token_id", GgufWriter::u32(*e));
+  if (auto u = id(std::nullopt, m.unk_id))
+    w.add("tokenizer.ggml.unknown_token_id", GgufWriter::u32(*u));
+  w.add("tokenizer.ggml.add_bos_token", GgufWriter::boolean(tc.value("add_bos_token", true)));
+  w.add("tokenizer.ggml.add_eos_token", GgufWriter::boolean(tc.value("add_eos_token", false)));
+  w.add("tokenizer.ggml.add_space_prefix", GgufWriter::boolean(m.add_dummy_prefix));
+  if (tc.contains("chat_template") && tc["chat_template"].is_string())
+    w.add("tokenizer.chat_template", GgufWriter::str(tc["chat_template"].get<std::string>()));
+}
+
 }  // namespace
 
 void add_hf_tokenizer(const std::string& dir, std::optional<int64_t> bos,
                       std::optional<int64_t> eos, int64_t n_vocab, GgufWriter& w) {
+  // As llama.cpp's converter: a SentencePiece model first, where there is one.
+  if (fs::exists(fs::path(dir) / "tokenizer.model")) {
+    try {
+      return add_sentencepiece(dir, bos, eos, n_vocab, w);
+    } catch (const json::exception& e) {
+      throw Error("tokenizer_config.json in '" + dir + "': " + e.what());
+    }
+  }
   const fs::path p = fs::path(dir) / "tokenizer.json";
   if (!fs::exists(p)) throw Error("Hugging Face folder '" + dir + "': no tokenizer.json");
   Reader r(p);

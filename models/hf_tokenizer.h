@@ -1,8 +1,11 @@
-// A Hugging Face tokenizer.json (with tokenizer_config.json) as the
-// tokenizer.ggml.* metadata llama.cpp's converter writes, so the folder's
-// tokenizer is built by the same code as a GGUF file's (models/tokenizer.h).
+// A Hugging Face tokenizer (tokenizer.model or tokenizer.json, with
+// tokenizer_config.json) as the tokenizer.ggml.* metadata llama.cpp's
+// converter writes, so the folder's tokenizer is built by the same code as
+// a GGUF file's (models/tokenizer.h).
 //
-// Byte-level BPE vocabularies are read: model.vocab, model.merges (either
+// As in the converter, a SentencePiece tokenizer.model comes first where
+// there is one (Llama 2, Mistral, TinyLlama: models/sentencepiece_model.h).
+// From tokenizer.json, byte-level BPE vocabularies are read: model.vocab, model.merges (either
 // spelling), added_tokens (special ones become control tokens), and the
 // pre-tokenizer, recognised by its regexes as one of the named sets of
 // models/bpe_pretokenizer.h. BOS/EOS come from config.json's ids when it

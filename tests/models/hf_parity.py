@@ -10,7 +10,8 @@ logits must be identical, bit for bit (one single-file, one sharded); a BF16
 folder rounds every weight to bf16, so its logits may move by that
 rounding (max|d| <= 0.05 std, top-1 agreeing on >= 80 % of positions). The
 text prompt also checks that tokenizer.json reads back as the GGUF's
-tokenizer (the same prompt token count). `kiln convert` of the folder must
+tokenizer (the same prompt token count); a llama with Llama 2's SentencePiece
+vocabulary checks tokenizer.model the same way. `kiln convert` of the folder must
 write a GGUF that runs with the same logits again, in Kiln and in llama.cpp
 (llama-cpp-python: the converted file against the generated one). Kiln(GGUF)
 against llama.cpp is parity_llamacpp.py's job.
@@ -72,9 +73,35 @@ def llama3_rope(kiln, llama_cpp, tmp):
     return 0 if ok else 1
 
 
+def sentencepiece(kiln, vocab_dir, tmp):
+    """A llama with Llama 2's SentencePiece vocabulary (the shared
+    llama-spm GGUF): the folder carries it as tokenizer.model, and text
+    prompts must give the GGUF's tokens and logits."""
+    vocab = os.path.join(vocab_dir, "ggml-vocab-llama-spm.gguf")
+    if not os.path.exists(vocab):
+        print(f"skipped the SentencePiece folder: {vocab} is absent")
+        return 0
+    gguf = os.path.join(tmp, "llama-spm.gguf")
+    folder = os.path.join(tmp, "llama-spm")
+    subprocess.run([kiln, "gen-model", "--arch", "llama", "--preset", "tiny", "-o", gguf, "--type", "f16",
+                    "--vocab", vocab], check=True, capture_output=True)
+    subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folder], check=True)
+    bad = 0
+    for prompt in ("Hello world, 123 times!", " leading space and\nnewline \u00fcber"):
+        want, jw = run(kiln, gguf, ["-p", prompt], os.path.join(tmp, "want.npy"))
+        got, jg = run(kiln, folder, ["-p", prompt], os.path.join(tmp, "got.npy"))
+        ok = jg["prompt_tokens"] == jw["prompt_tokens"] and got.shape == want.shape and \
+            float(np.abs(got - want).max()) == 0.0
+        bad += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} llama-spm folder (tokenizer.model): prompt "
+              f"{jg['prompt_tokens']}/{jw['prompt_tokens']} tokens, logits identical: {ok}")
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
+    ap.add_argument("--vocab-dir", default=os.path.join(HERE, "..", "..", "..", "shared", "data", "vocab"))
     a = ap.parse_args()
     try:
         import llama_cpp
@@ -121,6 +148,7 @@ def main():
                               f"{extra[0]:8s} prompt {jg['prompt_tokens']}/{jw['prompt_tokens']} "
                               f"max|d|/std {d:.2e} top-1 {top1:.3f}")
         failures += llama3_rope(a.kiln, llama_cpp, tmp)
+        failures += sentencepiece(a.kiln, a.vocab_dir, tmp)
     if failures:
         raise SystemExit(f"{failures} comparison(s) failed")
 

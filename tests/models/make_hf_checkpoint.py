@@ -63,6 +63,39 @@ def unpermute(w, heads):
     return w.reshape(heads, d // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def varint(x):
+    out = b""
+    while x >= 0x80:
+        out += bytes([(x & 0x7F) | 0x80])
+        x >>= 7
+    return out + bytes([x])
+
+
+def proto_bytes(field, b):
+    return varint(field << 3 | 2) + varint(len(b)) + b
+
+
+def sentencepiece_model(r):
+    """tokenizer.model (SentencePiece's ModelProto, protobuf) from a GGUF
+    "llama" vocabulary: pieces (text, score, type), trainer_spec (BPE, byte
+    fallback, unk/bos/eos ids), normalizer_spec (dummy prefix)."""
+    tokens = string_array(r, "tokenizer.ggml.tokens")
+    f = r.fields["tokenizer.ggml.scores"]
+    scores = [float(f.parts[i][0]) for i in f.data]
+    f = r.fields["tokenizer.ggml.token_type"]
+    types = [int(f.parts[i][0]) for i in f.data]
+    out = b""
+    for t, sc, ty in zip(tokens, scores, types):
+        out += proto_bytes(1, proto_bytes(1, t.encode()) + varint(2 << 3 | 5) + struct.pack("<f", sc) +
+                           varint(3 << 3) + varint(ty))
+    trainer = b"".join(varint(tag << 3) + varint(v) for tag, v in
+                       ((3, 2), (35, 1), (40, field(r, "tokenizer.ggml.unknown_token_id", 0)),
+                        (41, field(r, "tokenizer.ggml.bos_token_id", 1)),
+                        (42, field(r, "tokenizer.ggml.eos_token_id", 2))))
+    prefix = bool(field(r, "tokenizer.ggml.add_space_prefix", True))
+    return out + proto_bytes(2, trainer) + proto_bytes(3, varint(3 << 3) + varint(int(prefix)))
+
+
 def tokenizer_files(r):
     tokens = string_array(r, "tokenizer.ggml.tokens")
     f = r.fields["tokenizer.ggml.token_type"]
@@ -189,12 +222,20 @@ def main():
     if arch == "qwen3moe":
         cfg.update({"num_experts": k("expert_count"), "num_experts_per_tok": k("expert_used_count"),
                     "moe_intermediate_size": k("expert_feed_forward_length"), "norm_topk_prob": True})
-    tok, tok_cfg, bos, eos = tokenizer_files(r)
-    if bos is not None:
-        cfg["bos_token_id"] = bos
-    if eos is not None:
-        cfg["eos_token_id"] = eos
-    for name, obj in (("config.json", cfg), ("tokenizer.json", tok), ("tokenizer_config.json", tok_cfg)):
+    files = [("config.json", cfg)]
+    if field(r, "tokenizer.ggml.model") == "llama":  # SentencePiece: tokenizer.model
+        with open(os.path.join(a.out, "tokenizer.model"), "wb") as f:
+            f.write(sentencepiece_model(r))
+        files.append(("tokenizer_config.json",
+                      {"add_bos_token": bool(field(r, "tokenizer.ggml.add_bos_token", True))}))
+    else:
+        tok, tok_cfg, bos, eos = tokenizer_files(r)
+        if bos is not None:
+            cfg["bos_token_id"] = bos
+        if eos is not None:
+            cfg["eos_token_id"] = eos
+        files += [("tokenizer.json", tok), ("tokenizer_config.json", tok_cfg)]
+    for name, obj in files:
         with open(os.path.join(a.out, name), "w") as f:
             json.dump(obj, f, indent=1, ensure_ascii=False)
 

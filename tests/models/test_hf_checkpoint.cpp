@@ -300,7 +300,8 @@ TEST_CASE("hf: bad folders are refused naming the file and the tensor or key",
     TinyFolder t;
     t.write();
     fs::remove(t.dir / "tokenizer.json");
-    CHECK_THROWS_WITH(HfCheckpoint::open(t.dir.string()), Catch::Contains("no tokenizer.json"));
+    CHECK_THROWS_WITH(HfCheckpoint::open(t.dir.string()),
+                    Catch::Contains("no tokenizer.json or tokenizer.model"));
     // A truncated shard is named.
     std::string bytes = st_file(t.tensors);
     std::ofstream(t.dir / "model.safetensors", std::ios::binary)

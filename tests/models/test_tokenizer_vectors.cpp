@@ -120,6 +120,61 @@ TEST_CASE("byte-level BPE (gpt-2) matches llama.cpp's vectors", "[models][tokeni
   check_vectors("gpt-2", true);
 }
 
+// The vocabulary written as a SentencePiece tokenizer.model (protobuf:
+// pieces, trainer_spec's model type and ids, normalizer_spec's dummy
+// prefix), read back through models/hf_tokenizer.h.
+std::unique_ptr<Tokenizer> through_tokenizer_model(const GgufFile& f) {
+  Vocab v = Vocab::from_gguf(f);
+  auto varint = [](std::string* out, uint64_t x) {
+    for (; x >= 0x80; x >>= 7) *out += static_cast<char>((x & 0x7F) | 0x80);
+    *out += static_cast<char>(x);
+  };
+  auto field = [&](std::string* out, int tag, int wire) {
+    varint(out, static_cast<uint64_t>(tag << 3 | wire));
+  };
+  auto bytes = [&](std::string* out, int tag, const std::string& b) {
+    field(out, tag, 2);
+    varint(out, b.size());
+    *out += b;
+  };
+  std::string model;
+  for (int32_t i = 0; i < v.size(); ++i) {
+    std::string piece;
+    bytes(&piece, 1, v.tokens[i]);
+    field(&piece, 2, 5);
+    piece.append(reinterpret_cast<const char*>(&v.scores[i]), 4);
+    field(&piece, 3, 0);
+    varint(&piece, static_cast<uint64_t>(v.types[i]));
+    bytes(&model, 1, piece);
+  }
+  std::string trainer, normalizer;
+  for (auto [tag, value] : {std::pair{3, 2}, {35, 1}, {40, v.unk}, {41, v.bos}, {42, v.eos}}) {
+    field(&trainer, tag, 0);
+    varint(&trainer, static_cast<uint64_t>(value));
+  }
+  field(&normalizer, 3, 0);
+  varint(&normalizer, v.add_space_prefix);
+  bytes(&model, 2, trainer);
+  bytes(&model, 3, normalizer);
+  const fs::path dir = fs::temp_directory_path() / "kiln-test-hf-spm";
+  fs::create_directories(dir);
+  std::ofstream(dir / "tokenizer.model", std::ios::binary) << model;
+  GgufWriter w;
+  add_hf_tokenizer(dir.string(), std::nullopt, std::nullopt, v.size(), w);
+  fs::remove_all(dir);
+  return Tokenizer::from_gguf(GgufFile::open_memory(w.bytes(), "tokenizer.model as GGUF"));
+}
+
+TEST_CASE("SentencePiece (llama-spm) from a tokenizer.model matches llama.cpp's vectors",
+          "[models][tokenizer][hf]") {
+  std::string path;
+  if (!open_vocab("llama-spm", &path)) return;
+  std::unique_ptr<Tokenizer> tok = through_tokenizer_model(GgufFile::open(path));
+  CHECK(tok->bos_id() == 1);
+  CHECK(tok->add_bos_default());
+  check_vectors("llama-spm", true, std::move(tok), path);
+}
+
 TEST_CASE("byte-level BPE (gpt-2) from a tokenizer.json matches llama.cpp's vectors",
           "[models][tokenizer][hf]") {
   std::string path;
