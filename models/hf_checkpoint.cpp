@@ -48,15 +48,13 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 // Hugging Face model types and the GGUF architecture each becomes.
 std::string gguf_arch(const std::string& model_type) {
-  static const std::map<std::string, std::string> archs = {{"llama", "llama"},
-                                                           {"mistral", "llama"},
-                                                           {"qwen2", "qwen2"},
-                                                           {"qwen3", "qwen3"},
-                                                           {"qwen3_moe", "qwen3moe"}};
+  static const std::map<std::string, std::string> archs = {
+      {"llama", "llama"}, {"mistral", "llama"},      {"qwen2", "qwen2"},
+      {"qwen3", "qwen3"}, {"qwen3_moe", "qwen3moe"}, {"gemma3_text", "gemma3"}};
   auto it = archs.find(model_type);
   if (it == archs.end())
     throw Error("model_type '" + model_type +
-                "' is not supported (llama, mistral, qwen2, qwen3, qwen3_moe)");
+                "' is not supported (llama, mistral, qwen2, qwen3, qwen3_moe, gemma3_text)");
   return it->second;
 }
 
@@ -118,7 +116,7 @@ class Translator {
                   std::to_string(n_head_kv_) + " KV heads");
     head_dim_ = optional_int("head_dim").value_or(n_embd_ / n_head_);
     n_vocab_ = get_int("vocab_size");
-    tied_ = get_bool("tie_word_embeddings", false);
+    tied_ = get_bool("tie_word_embeddings", arch_ == "gemma3");  // Gemma ties by default
     if (get_float("partial_rotary_factor", 1.0) != 1.0)
       fail_config("partial_rotary_factor other than 1 is not supported");
     if (get_bool("use_sliding_window", false))
@@ -148,6 +146,7 @@ class Translator {
     w_.add(key("attention.layer_norm_rms_epsilon"),
            GgufWriter::f32(static_cast<float>(get_float("rms_norm_eps", 1e-5))));
     rope_scaling();
+    if (arch_ == "gemma3") gemma3_metadata();
     if (arch_ == "qwen3moe") {
       n_expert_ = get_int("num_experts");
       n_ff_ = get_int("moe_intermediate_size");
@@ -185,6 +184,34 @@ class Translator {
     if (type == "yarn" && rs.contains("original_max_position_embeddings"))
       w_.add(key("rope.scaling.original_context_length"),
              GgufWriter::u32(rs["original_max_position_embeddings"].get<uint32_t>()));
+  }
+
+  // Gemma 3's local layers: Kiln runs llama.cpp's layout of them (every
+  // 6th layer global, the others windowed with rope base 10000), so a
+  // config that says otherwise is refused rather than run wrongly.
+  void gemma3_metadata() {
+    const int64_t window = optional_int("sliding_window").value_or(0);
+    if (window > 0)
+      w_.add(key("attention.sliding_window"), GgufWriter::u32(static_cast<uint32_t>(window)));
+    if (optional_int("sliding_window_pattern").value_or(6) != 6)
+      fail_config("sliding_window_pattern other than 6 is not supported");
+    if (auto it = cfg_.find("layer_types"); it != cfg_.end() && it->is_array())
+      for (size_t l = 0; l < it->size(); ++l) {
+        const bool global = (*it)[l] == "full_attention";
+        if (global != (l % 6 == 5))
+          fail_config("layer_types: layer " + std::to_string(l) +
+                      " is not where Gemma 3's 5 local : 1 global pattern puts it");
+      }
+    if (get_float("rope_local_base_freq", 10000) != 10000)
+      fail_config("rope_local_base_freq other than 10000 is not supported");
+    for (const char* cap : {"final_logit_softcapping", "attn_logit_softcapping"})
+      if (get_float(cap, 0) != 0) fail_config(std::string(cap) + " is not supported");
+    const double qpas = get_float("query_pre_attn_scalar", static_cast<double>(head_dim_));
+    const double want =
+        n_layer_ == 62 ? static_cast<double>(n_embd_ / n_head_) : static_cast<double>(head_dim_);
+    if (qpas != want)
+      fail_config("query_pre_attn_scalar " + std::to_string(qpas) + " is not the " +
+                  std::to_string(want) + " Kiln scales q.k by");
   }
 
   // Llama 3.1's scaling as llama.cpp's converter writes it: a factor per
@@ -277,6 +304,12 @@ class Translator {
   // Norms, biases and the router: F32, as llama.cpp's converter writes them.
   void as_f32(const std::string& name, const std::string& hf, std::vector<int64_t> shape,
               int64_t permute_heads = 0) {
+    as_f32(name, hf, std::move(shape), permute_heads, 0.0f);
+  }
+  // `shift` is added to every value: Gemma's norms multiply by 1 + w, GGUF
+  // stores 1 + w.
+  void as_f32(const std::string& name, const std::string& hf, std::vector<int64_t> shape,
+              int64_t permute_heads, float shift) {
     const SafeTensor& t = take(hf, shape);
     const int64_t n = t.elements();
     std::vector<uint8_t> out(static_cast<size_t>(n) * 4);
@@ -288,6 +321,7 @@ class Translator {
         std::memcpy(&f[i], t.data + 4 * i, 4);
       else
         f[i] = t.dtype == StDtype::f16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
+      f[i] += shift;
     }
     if (permute_heads > 0) {
       SafeTensor as = t;
@@ -321,15 +355,19 @@ class Translator {
   }
 
   void tensors() {
-    const bool llama = arch_ == "llama";
+    const bool llama = arch_ == "llama", gemma = arch_ == "gemma3";
+    const float shift = gemma ? 1.0f : 0.0f;
+    auto norm = [&](const std::string& name, const std::string& hf, int64_t n) {
+      as_f32(name, hf, {n}, 0, shift);
+    };
     const int64_t q_rows = n_head_ * head_dim_, kv_rows = n_head_kv_ * head_dim_;
     matrix("token_embd.weight", "model.embed_tokens.weight", n_vocab_, n_embd_);
-    as_f32("output_norm.weight", "model.norm.weight", {n_embd_});
+    norm("output_norm.weight", "model.norm.weight", n_embd_);
     if (!tied_) matrix("output.weight", "lm_head.weight", n_vocab_, n_embd_);
     for (int64_t l = 0; l < n_layer_; ++l) {
       const std::string hf = "model.layers." + std::to_string(l) + ".";
       const std::string blk = "blk." + std::to_string(l) + ".";
-      as_f32(blk + "attn_norm.weight", hf + "input_layernorm.weight", {n_embd_});
+      norm(blk + "attn_norm.weight", hf + "input_layernorm.weight", n_embd_);
       matrix(blk + "attn_q.weight", hf + "self_attn.q_proj.weight", q_rows, n_embd_,
              llama ? n_head_ : 0);
       matrix(blk + "attn_k.weight", hf + "self_attn.k_proj.weight", kv_rows, n_embd_,
@@ -341,11 +379,17 @@ class Translator {
         as_f32(blk + "attn_k.bias", hf + "self_attn.k_proj.bias", {kv_rows});
         as_f32(blk + "attn_v.bias", hf + "self_attn.v_proj.bias", {kv_rows});
       }
-      if (arch_ == "qwen3" || arch_ == "qwen3moe") {
-        as_f32(blk + "attn_q_norm.weight", hf + "self_attn.q_norm.weight", {head_dim_});
-        as_f32(blk + "attn_k_norm.weight", hf + "self_attn.k_norm.weight", {head_dim_});
+      if (arch_ == "qwen3" || arch_ == "qwen3moe" || gemma) {
+        norm(blk + "attn_q_norm.weight", hf + "self_attn.q_norm.weight", head_dim_);
+        norm(blk + "attn_k_norm.weight", hf + "self_attn.k_norm.weight", head_dim_);
       }
-      as_f32(blk + "ffn_norm.weight", hf + "post_attention_layernorm.weight", {n_embd_});
+      if (gemma) {  // norms after attention and the FFN too
+        norm(blk + "post_attention_norm.weight", hf + "post_attention_layernorm.weight", n_embd_);
+        norm(blk + "ffn_norm.weight", hf + "pre_feedforward_layernorm.weight", n_embd_);
+        norm(blk + "post_ffw_norm.weight", hf + "post_feedforward_layernorm.weight", n_embd_);
+      } else {
+        norm(blk + "ffn_norm.weight", hf + "post_attention_layernorm.weight", n_embd_);
+      }
       if (n_expert_ > 0) {
         as_f32(blk + "ffn_gate_inp.weight", hf + "mlp.gate.weight", {n_expert_, n_embd_});
         experts(blk + "ffn_gate_exps.weight", hf, "gate_proj", n_ff_, n_embd_);

@@ -243,7 +243,8 @@ void add_hf_tokenizer(const std::string& dir, std::optional<int64_t> bos,
     }
   }
   const fs::path p = fs::path(dir) / "tokenizer.json";
-  if (!fs::exists(p)) throw Error("Hugging Face folder '" + dir + "': no tokenizer.json");
+  if (!fs::exists(p))
+    throw Error("Hugging Face folder '" + dir + "': no tokenizer.json or tokenizer.model");
   Reader r(p);
   try {
     r.add(dir, bos, eos, n_vocab, w);

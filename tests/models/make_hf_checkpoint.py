@@ -25,7 +25,13 @@ from safetensors.numpy import save_file
 
 HF_MODEL_TYPE = {"llama": ("llama", "LlamaForCausalLM"), "qwen2": ("qwen2", "Qwen2ForCausalLM"),
                  "qwen3": ("qwen3", "Qwen3ForCausalLM"),
-                 "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM")}
+                 "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM"),
+                 "gemma3": ("gemma3_text", "Gemma3ForCausalLM")}
+# Gemma 3's norms under their own names (and stored as w, where GGUF has 1 + w).
+GEMMA_NAMES = {"attn_norm.weight": "input_layernorm.weight",
+               "post_attention_norm.weight": "post_attention_layernorm.weight",
+               "ffn_norm.weight": "pre_feedforward_layernorm.weight",
+               "post_ffw_norm.weight": "post_feedforward_layernorm.weight"}
 
 LAYER_NAMES = {"attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
                "attn_k.weight": "self_attn.k_proj.weight", "attn_v.weight": "self_attn.v_proj.weight",
@@ -188,6 +194,8 @@ def main():
         if name == "output.weight":
             tied = False
         # 1-D tensors and the router stay F32 as in the GGUF (HF allows mixed dtypes).
+        if arch == "gemma3" and name.endswith("norm.weight"):
+            w = w - 1
         keep_f32 = w.ndim == 1 or name.endswith("ffn_gate_inp.weight")
         w = w.astype(np.float32 if keep_f32 and a.dtype != "bf16" else wdt)
         if name.startswith("blk."):
@@ -201,7 +209,8 @@ def main():
                 w = unpermute(w, n_head)
             if arch == "llama" and rest.startswith("attn_k."):
                 w = unpermute(w, n_head_kv)
-            out[pre + LAYER_NAMES[rest]] = np.ascontiguousarray(w)
+            hf = GEMMA_NAMES.get(rest, LAYER_NAMES.get(rest)) if arch == "gemma3" else LAYER_NAMES[rest]
+            out[pre + hf] = np.ascontiguousarray(w)
         else:
             hf = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
                   "output.weight": "lm_head.weight"}[name]
@@ -219,6 +228,10 @@ def main():
                                "high_freq_factor": 4.0, "original_max_position_embeddings": a.llama3_rope}
     if k("attention.key_length") is not None:
         cfg["head_dim"] = k("attention.key_length")
+    if arch == "gemma3":
+        cfg.update({"sliding_window": k("attention.sliding_window"), "sliding_window_pattern": 6,
+                    "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": k("attention.key_length"),
+                    "hidden_activation": "gelu_pytorch_tanh"})
     if arch == "qwen3moe":
         cfg.update({"num_experts": k("expert_count"), "num_experts_per_tok": k("expert_used_count"),
                     "moe_intermediate_size": k("expert_feed_forward_length"), "norm_topk_prob": True})

@@ -5,6 +5,8 @@
 // the tensor or key, and mutated config.json / tokenizer.json files that
 // open or fail with kiln::Error only. Whole models against their GGUF:
 // models/hf_parity.py.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -65,7 +67,7 @@ std::string values(const std::string& dtype, int64_t n, F v) {
 // A 1-layer llama: hidden 8, 2 heads of 4, 1 KV head, ffn 16, vocab 6.
 // Each matrix row r holds the value r (f16 is exact there), norms are BF16.
 struct TinyFolder {
-  fs::path dir = fs::temp_directory_path() / "kiln-test-hf-folder";
+  fs::path dir = fs::temp_directory_path() / ("kiln-test-hf-folder-" + std::to_string(getpid()));
   json config = {{"model_type", "llama"},    {"hidden_size", 8},
                  {"num_hidden_layers", 1},   {"num_attention_heads", 2},
                  {"num_key_value_heads", 1}, {"intermediate_size", 16},
@@ -274,6 +276,22 @@ TEST_CASE("hf: bad folders are refused naming the file and the tensor or key",
     CHECK_THAT(t.error(), Catch::Contains("rope_scaling type 'longrope' is not supported"));
   }
   {
+    TinyFolder t;  // Gemma 3 layouts Kiln does not run are refused, not run wrongly
+    t.config["model_type"] = "gemma3_text";
+    t.config["head_dim"] = 4;
+    t.config["sliding_window_pattern"] = 4;
+    CHECK_THAT(t.error(), Catch::Contains("sliding_window_pattern other than 6"));
+    t.config.erase("sliding_window_pattern");
+    t.config["layer_types"] = {"full_attention"};
+    CHECK_THAT(t.error(), Catch::Contains("layer_types: layer 0 is not where"));
+    t.config.erase("layer_types");
+    t.config["final_logit_softcapping"] = 30.0;
+    CHECK_THAT(t.error(), Catch::Contains("final_logit_softcapping is not supported"));
+    t.config.erase("final_logit_softcapping");
+    t.config["query_pre_attn_scalar"] = 3;
+    CHECK_THAT(t.error(), Catch::Contains("query_pre_attn_scalar 3"));
+  }
+  {
     TinyFolder t;
     t.tokenizer["model"]["type"] = "Unigram";
     CHECK_THAT(t.error(),
@@ -301,7 +319,7 @@ TEST_CASE("hf: bad folders are refused naming the file and the tensor or key",
     t.write();
     fs::remove(t.dir / "tokenizer.json");
     CHECK_THROWS_WITH(HfCheckpoint::open(t.dir.string()),
-                    Catch::Contains("no tokenizer.json or tokenizer.model"));
+                      Catch::Contains("no tokenizer.json or tokenizer.model"));
     // A truncated shard is named.
     std::string bytes = st_file(t.tensors);
     std::ofstream(t.dir / "model.safetensors", std::ios::binary)

@@ -1,6 +1,8 @@
 // The safetensors reader: a valid file read back exactly, every malformed
 // header refused with a message naming the file and the tensor, seeded
 // mutations that open or fail cleanly, and sharded checkpoints.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -148,7 +150,8 @@ TEST_CASE("safetensors: seeded mutations open or fail with kiln::Error",
 }
 
 TEST_CASE("safetensors: checkpoints of one file or shards", "[models][safetensors]") {
-  const fs::path dir = fs::temp_directory_path() / "kiln-test-safetensors";
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln-test-safetensors-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   auto write = [&](const std::string& name, const std::string& bytes) {

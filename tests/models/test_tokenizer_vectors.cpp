@@ -1,5 +1,7 @@
 // llama.cpp's tokenizer test vectors (../shared/data/vocab, see its README):
 // every input must encode to exactly the expected ids and decode back.
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -98,7 +100,8 @@ std::unique_ptr<Tokenizer> through_tokenizer_json(const GgufFile& f) {
       {"added_tokens", added},
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", v.merges}}}};
-  const fs::path dir = fs::temp_directory_path() / "kiln-test-hf-tokenizer";
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln-test-hf-tokenizer-" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "tokenizer.json") << tok.dump();
   fs::remove(dir / "tokenizer_config.json");
@@ -156,7 +159,7 @@ std::unique_ptr<Tokenizer> through_tokenizer_model(const GgufFile& f) {
   varint(&normalizer, v.add_space_prefix);
   bytes(&model, 2, trainer);
   bytes(&model, 3, normalizer);
-  const fs::path dir = fs::temp_directory_path() / "kiln-test-hf-spm";
+  const fs::path dir = fs::temp_directory_path() / ("kiln-test-hf-spm-" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "tokenizer.model", std::ios::binary) << model;
   GgufWriter w;
