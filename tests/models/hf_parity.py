@@ -15,7 +15,8 @@ text prompt also checks that tokenizer.json reads back as the GGUF's
 tokenizer (the same prompt token count); a llama with Llama 2's SentencePiece
 vocabulary checks tokenizer.model the same way. `kiln convert` of the folder must
 write a GGUF that runs with the same logits again, in Kiln and in llama.cpp
-(llama-cpp-python: the converted file against the generated one). Kiln(GGUF)
+(llama-cpp-python: the converted file against the generated one), and
+`kiln convert --type` must write the tensors llama-quantize writes. Kiln(GGUF)
 against llama.cpp is parity_llamacpp.py's job.
 
   hf_parity.py --kiln build/tools/kiln
@@ -38,6 +39,33 @@ def run(kiln, model, extra, out):
     if r.returncode != 0:
         raise SystemExit(f"FAIL: {' '.join(cmd)}\n{r.stderr[-2000:]}")
     return np.load(out), json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def quantize_vs_llamacpp(kiln, llama_cpp, tmp, arch, folder, converted):
+    """kiln convert --type against llama_model_quantize on the F16 converted
+    file with the same ftype: every tensor of the same type, with the same
+    bytes (Kiln's quantisers are ports of ggml's reference ones)."""
+    import ctypes
+    from gguf import GGUFReader
+    bad = 0
+    for name, ftype in (("q8_0", 7), ("q4_k_m", 15), ("q5_1", 9)):
+        ours = os.path.join(tmp, f"{arch}-{name}.gguf")
+        subprocess.run([kiln, "convert", folder, "--type", name, "-o", ours], check=True, capture_output=True)
+        theirs = os.path.join(tmp, f"{arch}-{name}-llamacpp.gguf")
+        p = llama_cpp.llama_model_quantize_default_params()
+        p.ftype = ftype
+        p.nthread = 2
+        if llama_cpp.llama_model_quantize(converted.encode(), theirs.encode(), ctypes.byref(p)) != 0:
+            raise SystemExit(f"FAIL: llama_model_quantize {converted} {name}")
+        a = {t.name: t for t in GGUFReader(ours).tensors}
+        b = {t.name: t for t in GGUFReader(theirs).tensors}
+        diff = [n for n in sorted(set(a) | set(b)) if n not in a or n not in b or
+                a[n].tensor_type != b[n].tensor_type or bytes(np.asarray(a[n].data).tobytes()) !=
+                bytes(np.asarray(b[n].data).tobytes())]
+        bad += bool(diff)
+        print(f"{'ok  ' if not diff else 'FAIL'} {arch:9s} convert --type {name:6s}: {len(a) - len(diff)}/{len(a)} "
+              f"tensors identical to llama-quantize's" + (f" (differ: {', '.join(diff[:4])})" if diff else ""))
+    return bad
 
 
 def llamacpp_logits(llama_cpp, path, tokens):
@@ -137,6 +165,8 @@ def main():
                         failures += not ok
                         print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} llama.cpp loads the converted file: "
                               f"max|d|/std {d:.2e} against the generated one")
+                        if arch in ("llama", "qwen3moe"):
+                            failures += quantize_vs_llamacpp(a.kiln, llama_cpp, tmp, arch, folder, converted)
                 for extra in (["--tokens", "1,72,101,108,108,111"], ["-p", "Hello world, 123 times!"]):
                     want, jw = run(a.kiln, gguf, extra, os.path.join(tmp, "want.npy"))
                     for model, what in models:

@@ -1,0 +1,117 @@
+#include "models/gguf_quantize.h"
+
+#include <cstring>
+#include <map>
+
+#include "ir/dtype.h"
+#include "ir/error.h"
+#include "kernels/quant/ggml_blocks.h"
+#include "models/gguf_writer.h"
+#include "models/model_config.h"
+
+namespace kiln {
+
+namespace {
+
+// The model's shapes as a preset, so the generator's plan applies to it.
+ModelPreset preset_of(const GgufFile& in, const ModelConfig& c) {
+  ModelPreset p;
+  p.family = c.arch == "llama" && c.moe() ? "llama-moe" : c.arch;
+  p.preset = "(" + in.path() + ")";
+  p.arch = c.arch;
+  p.n_ctx = c.n_ctx_train;
+  p.n_embd = c.n_embd;
+  p.n_layer = c.n_layer;
+  p.n_head = c.n_head;
+  p.n_head_kv = c.n_head_kv;
+  p.head_dim = c.head_dim;
+  p.n_ff = c.moe() && c.n_ff <= 0 ? c.n_ff_exp : c.n_ff;
+  p.n_expert = c.n_expert;
+  p.n_expert_used = c.n_expert_used;
+  p.n_ff_exp = c.moe() ? c.n_ff_exp : 0;
+  p.qkv_bias = c.qkv_bias;
+  p.qk_norm = c.qk_norm;
+  p.tied_embeddings = in.find_tensor("output.weight") == nullptr;
+  p.post_norms = c.arch == "gemma3";
+  p.gpt_oss_layout = c.arch == "gpt-oss";
+  return p;
+}
+
+// Rows [r0, r0 + n) of a float tensor as f32.
+void rows_as_f32(const GgufTensor& t, int64_t first, int64_t n, std::vector<float>* out) {
+  const int64_t ne0 = t.shape[0];
+  out->resize(static_cast<size_t>(n * ne0));
+  const int64_t begin = first * ne0;
+  for (int64_t i = 0; i < n * ne0; ++i) {
+    const int64_t j = begin + i;
+    uint16_t h = 0;
+    switch (t.type) {
+      case GgmlType::f32: std::memcpy(&(*out)[i], t.data + 4 * j, 4); break;
+      case GgmlType::f16:
+        std::memcpy(&h, t.data + 2 * j, 2);
+        (*out)[i] = f16_bits_to_f32(h);
+        break;
+      default: std::memcpy(&h, t.data + 2 * j, 2); (*out)[i] = bf16_bits_to_f32(h);
+    }
+  }
+}
+
+bool is_float(GgmlType t) {
+  return t == GgmlType::f32 || t == GgmlType::f16 || t == GgmlType::bf16;
+}
+
+}  // namespace
+
+void quantize_gguf(const GgufFile& in, WeightFormat format, const std::string& path) {
+  const ModelConfig cfg = ModelConfig::from_gguf(in);
+  std::map<std::string, GgmlType> planned;
+  for (const PlannedTensor& t : plan_model_tensors(preset_of(in, cfg), cfg.n_vocab, format)) {
+    const GgufTensor* have = in.find_tensor(t.name);
+    if (!have || have->shape != t.shape)
+      in.fail("tensor '" + t.name + "' is missing or not of the shape its architecture gives it");
+    planned[t.name] = t.type;
+  }
+  GgufWriter w;
+  for (const auto& [key, v] : in.metadata())
+    if (key != "general.file_type" && key != "general.quantization_version")
+      w.add(key, GgufWriter::copy_of(v));
+  w.add("general.file_type", GgufWriter::u32(llama_file_type(format)));
+  w.add("general.quantization_version", GgufWriter::u32(2));
+  for (const GgufTensor& t : in.tensors()) {
+    auto it = planned.find(t.name);
+    const GgmlType to = it == planned.end() ? t.type : it->second;
+    if (to == t.type) {
+      w.add_tensor(t.name, t.type, t.shape,
+                   std::string_view(reinterpret_cast<const char*>(t.data), t.nbytes));
+      continue;
+    }
+    if (!is_float(t.type))
+      in.fail("tensor '" + t.name + "' is " + ggml_type_name(t.type) + ", not a float type " +
+              ggml_type_name(to) + " can be made from");
+    w.add_tensor(t.name, to, t.shape, [&t, to](const GgufWriter::ByteSink& sink) {
+      const int64_t ne0 = t.shape[0], rows = t.elements() / ne0;
+      const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / ne0);
+      std::vector<float> x;
+      std::vector<uint8_t> out;
+      for (int64_t r = 0; r < rows; r += chunk) {
+        const int64_t n = std::min(chunk, rows - r);
+        rows_as_f32(t, r, n, &x);
+        out.resize(static_cast<size_t>(ggml_row_bytes(to, ne0) * n));
+        if (to == GgmlType::f32) {
+          std::memcpy(out.data(), x.data(), out.size());
+        } else if (to == GgmlType::f16) {
+          for (size_t i = 0; i < x.size(); ++i) {
+            uint16_t h = f32_to_f16_bits(x[i]);
+            std::memcpy(out.data() + 2 * i, &h, 2);
+          }
+        } else {
+          ggml::quantize(static_cast<ggml::QuantType>(to), x.data(), n * ne0, out.data());
+        }
+        sink(out.data(), out.size());
+      }
+    });
+  }
+  w.write(path);
+}
+
+}  // namespace kiln
