@@ -66,15 +66,45 @@ size_t optional_space_run(const Cps& cps, size_t pos, size_t end, Pred pred) {
   return 0;
 }
 
-// GPT-2's regex, a port of llama.cpp's unicode_regex_split_custom_gpt2 so
-// that every corner (lookahead at piece ends, out-of-piece neighbours) agrees.
-Pieces split_gpt2(const Cps& cps, const Pieces& in) {
+// 's|'t|'re|'ve|'m|'ll|'d at pos, in any case where any_case ((?i:...)):
+// the match's length, 0 for none.
+template <class Cpt>
+size_t contraction(Cpt cpt, size_t pos, size_t hi, bool any_case) {
+  if (cpt(pos) != '\'' || pos + 1 >= hi) return 0;
+  auto lower = [&](uint32_t c) { return any_case && c >= 'A' && c <= 'Z' ? c + 32 : c; };
+  const uint32_t n1 = lower(cpt(pos + 1));
+  if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') return 2;
+  if (pos + 2 >= hi) return 0;
+  const uint32_t n2 = lower(cpt(pos + 2));
+  return (n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l') ? 3 : 0;
+}
+
+// Cuts each piece [lo, hi) of `in` into words: cut(lo, hi, add) calls
+// add(end) to close the word ending at `end` (add returns its length).
+template <class Cut>
+Pieces cut_pieces(const Pieces& in, Cut cut) {
   Pieces out;
   out.reserve(in.size());
   size_t start = 0;
   for (size_t len : in) {
     const size_t lo = start, hi = start + len;
     start = hi;
+    size_t prev_end = lo;
+    auto add = [&](size_t end) {
+      const size_t n = end - prev_end;
+      if (n > 0) out.push_back(n);
+      prev_end = end;
+      return n;
+    };
+    cut(lo, hi, add);
+  }
+  return out;
+}
+
+// GPT-2's regex, a port of llama.cpp's unicode_regex_split_custom_gpt2 so
+// that every corner (lookahead at piece ends, out-of-piece neighbours) agrees.
+Pieces split_gpt2(const Cps& cps, const Pieces& in) {
+  return cut_pieces(in, [&](const size_t lo, const size_t hi, auto&& add) {
     constexpr uint32_t kOut = 0xFFFFFFFF;
     auto cpt = [&](size_t p) { return p >= lo && p < hi ? cps[p] : kOut; };
     // The class flags of the code point at p; nothing outside the piece.
@@ -90,30 +120,12 @@ Pieces split_gpt2(const Cps& cps, const Pieces& in) {
       f.number = is_unicode_number(cps[p]);
       return f;
     };
-    size_t prev_end = lo;
-    auto add = [&](size_t end) {
-      size_t n = end - prev_end;
-      if (n > 0) out.push_back(n);
-      prev_end = end;
-      return n;
-    };
     for (size_t pos = lo; pos < hi;) {
       const uint32_t c = cpt(pos);
       const Flags f = flags(pos);
-      // 's|'t|'re|'ve|'m|'ll|'d
-      if (c == '\'' && pos + 1 < hi) {
-        uint32_t n1 = cpt(pos + 1);
-        if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') {
-          pos += add(pos + 2);
-          continue;
-        }
-        if (pos + 2 < hi) {
-          uint32_t n2 = cpt(pos + 2);
-          if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) {
-            pos += add(pos + 3);
-            continue;
-          }
-        }
+      if (size_t n = contraction(cpt, pos, hi, false)) {
+        pos += add(pos + n);
+        continue;
       }
       Flags f2 = c == ' ' ? flags(pos + 1) : f;
       //  ?\p{L}+
@@ -153,8 +165,7 @@ Pieces split_gpt2(const Cps& cps, const Pieces& in) {
       }
       add(++pos);
     }
-  }
-  return out;
+  });
 }
 
 // Llama 3's regex (max_digits 3) and Qwen2's (max_digits 1):
@@ -163,39 +174,18 @@ Pieces split_gpt2(const Cps& cps, const Pieces& in) {
 // alternative by alternative at each position, as llama.cpp's
 // unicode_regex_split_custom_llama3 reads it.
 Pieces split_llama3(const Cps& cps, const Pieces& in, size_t max_digits) {
-  Pieces out;
-  out.reserve(in.size());
-  size_t start = 0;
-  for (size_t len : in) {
-    const size_t lo = start, hi = start + len;
-    start = hi;
+  return cut_pieces(in, [&](const size_t lo, const size_t hi, auto&& add) {
     constexpr uint32_t kOut = 0xFFFFFFFF;
     auto cpt = [&](size_t p) { return p >= lo && p < hi ? cps[p] : kOut; };
     auto in_piece = [&](size_t p) { return p >= lo && p < hi; };
     auto letter = [&](size_t p) { return in_piece(p) && is_unicode_letter(cps[p]); };
     auto number = [&](size_t p) { return in_piece(p) && is_unicode_number(cps[p]); };
     auto space = [&](size_t p) { return in_piece(p) && is_space(cps[p]); };
-    auto lower = [](uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; };
-    size_t prev_end = lo;
-    auto add = [&](size_t end) {
-      if (end > prev_end) out.push_back(end - prev_end);
-      prev_end = end;
-    };
     for (size_t pos = lo; pos < hi;) {
       const uint32_t c = cpt(pos);
-      if (c == '\'' && pos + 1 < hi) {
-        const uint32_t n1 = lower(cpt(pos + 1));
-        if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') {
-          add(pos += 2);
-          continue;
-        }
-        if (pos + 2 < hi) {
-          const uint32_t n2 = lower(cpt(pos + 2));
-          if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) {
-            add(pos += 3);
-            continue;
-          }
-        }
+      if (size_t n = contraction(cpt, pos, hi, true)) {
+        add(pos += n);
+        continue;
       }
       // [^\r\n\p{L}\p{N}]?\p{L}+
       if (c != '\r' && c != '\n' && !number(pos) && (letter(pos) || letter(pos + 1))) {
@@ -243,8 +233,7 @@ Pieces split_llama3(const Cps& cps, const Pieces& in, size_t max_digits) {
       }
       add(++pos);
     }
-  }
-  return out;
+  });
 }
 
 Pieces split_default(const Cps& cps, Pieces p) {

@@ -13,6 +13,7 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "models/hf_tokenizer.h"
+#include "models/json_file.h"
 #include "models/safetensors.h"
 
 namespace kiln {
@@ -29,16 +30,6 @@ struct HfCheckpoint::Parts {
 };
 
 namespace {
-
-json read_json_file(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) throw Error("cannot read '" + p.string() + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  json j = json::parse(text.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw Error("'" + p.string() + "' is not a JSON object");
-  return j;
-}
 
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
@@ -64,7 +55,7 @@ class Translator {
       : dir_(dir), config_path_((fs::path(dir) / "config.json").string()), p_(parts), w_(w) {}
 
   void run() {
-    cfg_ = read_json_file(config_path_);
+    cfg_ = read_json_object(config_path_);
     if (!cfg_.contains("model_type") || !cfg_["model_type"].is_string())
       fail_config("no model_type");
     arch_ = gguf_arch(cfg_["model_type"].get<std::string>());

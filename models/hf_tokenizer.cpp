@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "models/json_file.h"
 #include "models/sentencepiece_model.h"
 #include "models/vocab.h"
 
@@ -38,24 +39,15 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_pre_t
   return table;
 }
 
-json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) throw Error("cannot read '" + p.string() + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  json j = json::parse(text.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw Error("'" + p.string() + "' is not a JSON object");
-  return j;
-}
-
 json tokenizer_config(const std::string& dir) {
   const fs::path p = fs::path(dir) / "tokenizer_config.json";
-  return fs::exists(p) ? read_json(p) : json::object();
+  return fs::exists(p) ? read_json_object(p.string()) : json::object();
 }
 
 class Reader {
  public:
-  explicit Reader(const fs::path& path) : path_(path.string()), j_(read_json(path)) {}
+  explicit Reader(const fs::path& path)
+      : path_(path.string()), j_(read_json_object(path.string())) {}
 
   [[noreturn]] void fail(const std::string& what) const {
     throw Error("tokenizer.json '" + path_ + "': " + what);

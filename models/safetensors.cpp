@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "models/json_file.h"
 
 namespace kiln {
 
@@ -155,8 +156,7 @@ void SafetensorsFile::parse() {
             [](const SafeTensor* a, const SafeTensor* b) { return a->data < b->data; });
   for (size_t i = 1; i < by_offset.size(); ++i)
     if (by_offset[i - 1]->data + by_offset[i - 1]->nbytes > by_offset[i]->data)
-      fail("tensors " + q(by_offset[i - 1]->name) + " and " + q(by_offset[i]->name) +
-           " overlap");
+      fail("tensors " + q(by_offset[i - 1]->name) + " and " + q(by_offset[i]->name) + " overlap");
 }
 
 SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& dir) {
@@ -172,14 +172,10 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& dir) {
     c.files_.push_back(SafetensorsFile::open(single.string()));
     return c;
   }
-  std::ifstream in(index);
-  std::stringstream text;
-  text << in.rdbuf();
   auto fail = [&](const std::string& what) {
     throw Error("safetensors index '" + index.string() + "': " + what);
   };
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) fail("not a JSON object");
+  const nlohmann::json j = read_json_object(index.string());
   auto map = j.find("weight_map");
   if (map == j.end() || !map->is_object()) fail("no weight_map object");
   std::map<std::string, size_t> shard_of;
