@@ -8,8 +8,12 @@
 namespace kiln {
 
 CliArgs::CliArgs(const std::vector<std::string>& argv, const std::vector<std::string>& flags) {
+  static const std::map<std::string, std::string> kShort = {
+      {"-m", "--model"}, {"-p", "--prompt"}, {"-n", "--n-predict"}, {"-t", "--threads"},
+      {"-s", "--seed"},  {"-o", "--out"},    {"-f", "--file"}};
   for (size_t i = 0; i < argv.size(); ++i) {
-    const std::string& a = argv[i];
+    auto short_form = kShort.find(argv[i]);
+    const std::string& a = short_form == kShort.end() ? argv[i] : short_form->second;
     if (a.rfind("--", 0) != 0 || a.size() == 2) {
       positional_.push_back(a);
       continue;

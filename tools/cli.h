@@ -2,7 +2,9 @@
 //
 // Each subcommand lives in its own cmd_*.cpp and receives the arguments
 // after its name. Options are `--name value` or `--name=value`; flags are
-// bare `--name`. Unknown options are errors that name the option.
+// bare `--name`; llama.cpp's short forms -m, -p, -n, -t, -s, -o and -f
+// stand for --model, --prompt, --n-predict, --threads, --seed, --out and
+// --file in every command. Unknown options are errors that name the option.
 #pragma once
 
 #include <map>

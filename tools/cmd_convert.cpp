@@ -8,9 +8,7 @@
 
 namespace kiln {
 
-int cmd_convert(const std::vector<std::string>& argv_in) {
-  std::vector<std::string> argv;
-  for (const auto& s : argv_in) argv.push_back(s == "-o" ? "--out" : s);
+int cmd_convert(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help"});
   a.allow_only({"help", "out", "type"});
   if (a.flag("help") || a.positional().size() != 1) {

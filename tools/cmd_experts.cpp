@@ -115,9 +115,7 @@ int cmd_moe_stats(const std::vector<std::string>& argv) {
   return 0;
 }
 
-int cmd_prune_experts(const std::vector<std::string>& argv_in) {
-  std::vector<std::string> argv;
-  for (const auto& s : argv_in) argv.push_back(s == "-o" ? "--out" : s);
+int cmd_prune_experts(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "keep-router", "renorm"});
   a.allow_only({"help", "stats", "keep", "out", "keep-router", "renorm"});
   if (a.flag("help") || a.positional().size() != 1) {

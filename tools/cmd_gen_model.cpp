@@ -34,10 +34,8 @@ void print_presets() {
   }
 }
 
-// `-o FILE` arrives as two positional arguments; --out FILE works too.
 std::string output_path(const CliArgs& a) {
   const std::vector<std::string>& pos = a.positional();
-  if (pos.size() == 2 && pos[0] == "-o") return pos[1];
   if (!pos.empty())
     throw Error("unexpected argument '" + pos[0] + "' (the output file is given with -o FILE)");
   if (a.has("out")) return a.get("out");

@@ -65,9 +65,7 @@ std::vector<int32_t> chunk_tokens(const Llm& model, const std::string& prompts, 
 
 }  // namespace
 
-int cmd_kld(const std::vector<std::string>& raw) {
-  std::vector<std::string> args;
-  for (const auto& s : raw) args.push_back(s == "-m" ? "--model" : s);
+int cmd_kld(const std::vector<std::string>& args) {
   CliArgs a(args, {"help"});
   a.allow_only(
       {"help", "model", "base", "test", "prompts", "chunks", "ctx", "threads", "base-logits"});

@@ -85,18 +85,7 @@ std::vector<int32_t> parse_tokens(const std::string& s) {
 
 }  // namespace
 
-int cmd_run(const std::vector<std::string>& argv_in) {
-  // llama.cpp's short options.
-  std::vector<std::string> argv;
-  for (const auto& s : argv_in) {
-    static const std::map<std::string, std::string> alias = {{"-m", "--model"},
-                                                             {"-p", "--prompt"},
-                                                             {"-n", "--n-predict"},
-                                                             {"-t", "--threads"},
-                                                             {"-s", "--seed"}};
-    auto it = alias.find(s);
-    argv.push_back(it == alias.end() ? s : it->second);
-  }
+int cmd_run(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "profile", "ignore-eos", "no-bos"});
   a.allow_only({"help",           "profile", "ignore-eos", "no-bos",     "model", "prompt",
                 "n-predict",      "threads", "seed",       "temp",       "top-k", "top-p",

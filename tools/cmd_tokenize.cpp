@@ -10,14 +10,12 @@
 
 namespace kiln {
 
-int cmd_tokenize(const std::vector<std::string>& argv_in) {
-  std::vector<std::string> argv;
-  for (const auto& s : argv_in) argv.push_back(s == "-m" ? "--model" : s == "-p" ? "--prompt" : s);
+int cmd_tokenize(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "no-bos", "pieces"});
   a.allow_only({"help", "model", "prompt", "file", "no-bos", "pieces"});
   if (a.flag("help") || !a.has("model") || a.has("prompt") == a.has("file")) {
     std::puts(
-        "usage: kiln tokenize -m MODEL (-p TEXT | --file FILE) [--no-bos] [--pieces]\n"
+        "usage: kiln tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--pieces]\n"
         "Prints the ids the model's tokenizer gives the text, space-separated (BOS first when\n"
         "the model adds one, unless --no-bos); --pieces prints each id's text instead, one per\n"
         "line. MODEL: a GGUF file (a vocabulary-only one will do) or a Hugging Face folder.");
