@@ -442,6 +442,10 @@ bool is_hf_checkpoint(const std::string& path) {
 
 GgufFile open_model_file(const std::string& path) {
   if (is_hf_checkpoint(path)) return HfCheckpoint::open_file(HfCheckpoint::open(path));
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw Error("'" + path +
+                "' is a directory but not a Hugging Face folder (it has no config.json)");
   return GgufFile::open(path);
 }
 
