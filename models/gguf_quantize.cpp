@@ -2,10 +2,12 @@
 
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "models/chunk_stream.h"
 #include "models/gguf_writer.h"
 #include "models/model_config.h"
 
@@ -62,7 +64,8 @@ bool is_float(GgmlType t) {
 
 }  // namespace
 
-void quantize_gguf(const GgufFile& in, WeightFormat format, const std::string& path) {
+void quantize_gguf(const GgufFile& in, WeightFormat format, const std::string& path, int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const ModelConfig cfg = ModelConfig::from_gguf(in);
   std::map<std::string, GgmlType> planned;
   for (const PlannedTensor& t : plan_model_tensors(preset_of(in, cfg), cfg.n_vocab, format)) {
@@ -88,27 +91,28 @@ void quantize_gguf(const GgufFile& in, WeightFormat format, const std::string& p
     if (!is_float(t.type))
       in.fail("tensor '" + t.name + "' is " + ggml_type_name(t.type) + ", not a float type " +
               ggml_type_name(to) + " can be made from");
-    w.add_tensor(t.name, to, t.shape, [&t, to](const GgufWriter::ByteSink& sink) {
+    w.add_tensor(t.name, to, t.shape, [&t, to, threads](const GgufWriter::ByteSink& sink) {
       const int64_t ne0 = t.shape[0], rows = t.elements() / ne0;
-      const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / ne0);
-      std::vector<float> x;
-      std::vector<uint8_t> out;
-      for (int64_t r = 0; r < rows; r += chunk) {
-        const int64_t n = std::min(chunk, rows - r);
-        rows_as_f32(t, r, n, &x);
-        out.resize(static_cast<size_t>(ggml_row_bytes(to, ne0) * n));
-        if (to == GgmlType::f32) {
-          std::memcpy(out.data(), x.data(), out.size());
-        } else if (to == GgmlType::f16) {
-          for (size_t i = 0; i < x.size(); ++i) {
-            uint16_t h = f32_to_f16_bits(x[i]);
-            std::memcpy(out.data() + 2 * i, &h, 2);
-          }
-        } else {
-          ggml::quantize(static_cast<ggml::QuantType>(to), x.data(), n * ne0, out.data());
-        }
-        sink(out.data(), out.size());
-      }
+      const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 20) / ne0);
+      stream_chunks((rows + chunk_rows - 1) / chunk_rows, threads,
+                    [&](int64_t chunk, std::vector<uint8_t>* out) {
+                      thread_local std::vector<float> x;
+                      const int64_t r = chunk * chunk_rows, n = std::min(chunk_rows, rows - r);
+                      rows_as_f32(t, r, n, &x);
+                      out->resize(static_cast<size_t>(ggml_row_bytes(to, ne0) * n));
+                      if (to == GgmlType::f32) {
+                        std::memcpy(out->data(), x.data(), out->size());
+                      } else if (to == GgmlType::f16) {
+                        for (size_t i = 0; i < x.size(); ++i) {
+                          uint16_t h = f32_to_f16_bits(x[i]);
+                          std::memcpy(out->data() + 2 * i, &h, 2);
+                        }
+                      } else {
+                        ggml::quantize(static_cast<ggml::QuantType>(to), x.data(), n * ne0,
+                                       out->data());
+                      }
+                    },
+                    sink);
     });
   }
   w.write(path);

@@ -19,7 +19,9 @@ namespace kiln {
 
 // Writes `in` with its weights in `format` to `path`. Throws kiln::Error
 // naming the tensor when one is neither of its planned type nor a float
-// type that can be quantized (an already quantized model).
-void quantize_gguf(const GgufFile& in, WeightFormat format, const std::string& path);
+// type that can be quantized (an already quantized model). Chunks of rows
+// are quantized on `threads` threads (0: all); the bytes do not depend on it.
+void quantize_gguf(const GgufFile& in, WeightFormat format, const std::string& path,
+                   int threads = 0);
 
 }  // namespace kiln

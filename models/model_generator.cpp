@@ -11,6 +11,7 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "models/chunk_stream.h"
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
 #include "models/unicode.h"
@@ -224,44 +225,19 @@ void encode_rows(const PlannedTensor& t, uint64_t seed, int64_t chunk, int64_t r
   }
 }
 
-// Generates the tensor in chunks of whole rows, a window of chunks at a time
-// on `threads` threads, and hands the window's bytes to `sink` in order.
+// Generates the tensor in chunks of whole rows on `threads` threads.
 void stream_tensor(const PlannedTensor& t, uint64_t model_seed, int threads,
                    const GgufWriter::ByteSink& sink) {
-  int64_t ne0 = t.shape[0], rows = t.elements() / ne0;
-  int64_t chunk_rows = std::max<int64_t>(1, kChunkElements / ne0);
-  int64_t n_chunks = (rows + chunk_rows - 1) / chunk_rows;
-  uint64_t seed = mix(model_seed, fnv1a(t.name));
-  int workers = static_cast<int>(std::min<int64_t>(std::max(threads, 1), n_chunks));
-  int64_t window = 2 * static_cast<int64_t>(workers);
-  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(window));
-  std::vector<std::vector<float>> scratch(static_cast<size_t>(workers));
-  for (int64_t first = 0; first < n_chunks; first += window) {
-    int64_t count = std::min(window, n_chunks - first);
-    std::atomic<int64_t> next{0};
-    std::exception_ptr error;
-    std::atomic<bool> failed{false};
-    auto work = [&](int w) {
-      try {
-        for (int64_t i; !failed && (i = next++) < count;) {
-          int64_t chunk = first + i, r0 = chunk * chunk_rows;
-          encode_rows(t, seed, chunk, std::min(chunk_rows, rows - r0), &scratch[w],
-                      &out[static_cast<size_t>(i)]);
-        }
-      } catch (...) {
-        if (!failed.exchange(true)) error = std::current_exception();
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int w = 1; w < workers && w < count; ++w) pool.emplace_back(work, w);
-    work(0);
-    for (std::thread& th : pool) th.join();
-    if (error) std::rethrow_exception(error);
-    for (int64_t i = 0; i < count; ++i) {
-      const std::vector<uint8_t>& b = out[static_cast<size_t>(i)];
-      sink(b.data(), b.size());
-    }
-  }
+  const int64_t ne0 = t.shape[0], rows = t.elements() / ne0;
+  const int64_t chunk_rows = std::max<int64_t>(1, kChunkElements / ne0);
+  const uint64_t seed = mix(model_seed, fnv1a(t.name));
+  stream_chunks((rows + chunk_rows - 1) / chunk_rows, threads,
+                [&](int64_t chunk, std::vector<uint8_t>* out) {
+                  thread_local std::vector<float> scratch;
+                  const int64_t r0 = chunk * chunk_rows;
+                  encode_rows(t, seed, chunk, std::min(chunk_rows, rows - r0), &scratch, out);
+                },
+                sink);
 }
 
 // ---- tokenizers ----

@@ -10,10 +10,10 @@ namespace kiln {
 
 int cmd_convert(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help"});
-  a.allow_only({"help", "out", "type"});
+  a.allow_only({"help", "out", "type", "threads"});
   if (a.flag("help") || a.positional().size() != 1) {
     std::puts(
-        "usage: kiln convert MODEL -o OUT.gguf [--type q8_0|q4_k_m|...]\n"
+        "usage: kiln convert MODEL -o OUT.gguf [--type q8_0|q4_k_m|...] [--threads N]\n"
         "Writes the Hugging Face folder HF_DIR (config.json, tokenizer.json, model.safetensors\n"
         "or its shards) as a GGUF file, as llama.cpp's converter would: the same metadata and\n"
         "tensor names, llama's q/k rows in GGUF's order, norms in F32, experts stacked. Weights\n"
@@ -26,7 +26,8 @@ int cmd_convert(const std::vector<std::string>& argv) {
   if (!a.has("out")) throw Error("-o OUT.gguf is required");
   const std::string model = a.positional()[0];
   if (a.has("type")) {
-    quantize_gguf(open_model_file(model), parse_weight_format(a.get("type")), a.get("out"));
+    quantize_gguf(open_model_file(model), parse_weight_format(a.get("type")), a.get("out"),
+                  static_cast<int>(a.get_int("threads", 0)));
   } else {
     if (!is_hf_checkpoint(model))
       throw Error("'" + model + "' is not a Hugging Face folder (a directory with config.json)");
