@@ -30,6 +30,7 @@ namespace kiln {
 
 class Llm {
  public:
+  // path: a GGUF file or a Hugging Face folder (models/hf_checkpoint.h).
   // n_ctx: the KV cache's capacity in tokens (0: the model's training
   // context, capped at 4096).
   // kv: the cache's element type, f16 (llama.cpp's default), bf16, f32,
