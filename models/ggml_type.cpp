@@ -1,7 +1,9 @@
 #include "models/ggml_type.h"
 
+#include <cstring>
 #include <vector>
 
+#include "ir/dtype.h"
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
 
@@ -62,6 +64,35 @@ std::string supported_ggml_type_names() {
   for (const Entry& e : supported())
     names += (names.empty() ? "" : ", ") + std::string(e.info.name);
   return names;
+}
+
+void ggml_to_f32(GgmlType t, const uint8_t* data, int64_t n, float* out) {
+  switch (t) {
+    case GgmlType::f32: std::memcpy(out, data, static_cast<size_t>(n) * 4); return;
+    case GgmlType::f16:
+    case GgmlType::bf16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, data + 2 * i, 2);
+        out[i] = t == GgmlType::f16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
+      }
+      return;
+    default: ggml::dequantize(static_cast<ggml::QuantType>(t), data, n, out);
+  }
+}
+
+void ggml_from_f32(GgmlType t, const float* x, int64_t n, uint8_t* out) {
+  switch (t) {
+    case GgmlType::f32: std::memcpy(out, x, static_cast<size_t>(n) * 4); return;
+    case GgmlType::f16:
+    case GgmlType::bf16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = t == GgmlType::f16 ? f32_to_f16_bits(x[i]) : f32_to_bf16_bits(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      return;
+    default: ggml::quantize(static_cast<ggml::QuantType>(t), x, n, out);
+  }
 }
 
 int64_t ggml_row_bytes(GgmlType t, int64_t n) {

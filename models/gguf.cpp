@@ -293,17 +293,23 @@ GgufFile GgufFile::open(const std::string& path) {
   return f;
 }
 
-GgufFile GgufFile::open_memory(std::string_view bytes, std::string name) {
+// A GgufFile over a copy of `bytes`, aligned like a mapping would be, so
+// aligned tensor offsets give aligned pointers; not parsed yet.
+GgufFile GgufFile::copy_of(std::string_view bytes, std::string name) {
   GgufFile f;
   f.path_ = std::move(name);
   f.size_ = bytes.size();
   if (!bytes.empty()) {
-    // Aligned like a mapping would be, so aligned tensor offsets give aligned pointers.
     f.storage_->owned =
         static_cast<uint8_t*>(::operator new[](bytes.size(), std::align_val_t(kMemoryAlignment)));
     std::memcpy(f.storage_->owned, bytes.data(), bytes.size());
     f.bytes_ = f.storage_->owned;
   }
+  return f;
+}
+
+GgufFile GgufFile::open_memory(std::string_view bytes, std::string name) {
+  GgufFile f = copy_of(bytes, std::move(name));
   f.parse();
   return f;
 }
@@ -311,13 +317,7 @@ GgufFile GgufFile::open_memory(std::string_view bytes, std::string name) {
 GgufFile GgufFile::open_header(std::string_view header, std::string name,
                                const std::function<const uint8_t*(const GgufTensor&)>& tensor_data,
                                std::shared_ptr<const void> tensor_owner) {
-  GgufFile f;
-  f.path_ = std::move(name);
-  f.storage_->owned = static_cast<uint8_t*>(
-      ::operator new[](header.size() + 1, std::align_val_t(kMemoryAlignment)));
-  std::memcpy(f.storage_->owned, header.data(), header.size());
-  f.bytes_ = f.storage_->owned;
-  f.size_ = header.size();
+  GgufFile f = copy_of(header, std::move(name));
   f.parse(/*header_only=*/true);
   for (GgufTensor& t : f.tensors_) t.data = tensor_data(t);
   f.storage_->tensor_owner = std::move(tensor_owner);

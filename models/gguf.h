@@ -157,6 +157,7 @@ class GgufFile {
  private:
   struct Storage;
   GgufFile();
+  static GgufFile copy_of(std::string_view bytes, std::string name);
   void parse(bool header_only = false);
   template <class T>
   std::optional<T> find_int(std::string_view key) const;

@@ -1,12 +1,10 @@
 #include "models/gguf_quantize.h"
 
-#include <cstring>
+#include <algorithm>
 #include <map>
 #include <thread>
 
-#include "ir/dtype.h"
 #include "ir/error.h"
-#include "kernels/quant/ggml_blocks.h"
 #include "models/chunk_stream.h"
 #include "models/gguf_writer.h"
 #include "models/model_config.h"
@@ -39,29 +37,6 @@ ModelPreset preset_of(const GgufFile& in, const ModelConfig& c) {
   return p;
 }
 
-// Rows [r0, r0 + n) of a float tensor as f32.
-void rows_as_f32(const GgufTensor& t, int64_t first, int64_t n, std::vector<float>* out) {
-  const int64_t ne0 = t.shape[0];
-  out->resize(static_cast<size_t>(n * ne0));
-  const int64_t begin = first * ne0;
-  for (int64_t i = 0; i < n * ne0; ++i) {
-    const int64_t j = begin + i;
-    uint16_t h = 0;
-    switch (t.type) {
-      case GgmlType::f32: std::memcpy(&(*out)[i], t.data + 4 * j, 4); break;
-      case GgmlType::f16:
-        std::memcpy(&h, t.data + 2 * j, 2);
-        (*out)[i] = f16_bits_to_f32(h);
-        break;
-      default: std::memcpy(&h, t.data + 2 * j, 2); (*out)[i] = bf16_bits_to_f32(h);
-    }
-  }
-}
-
-bool is_float(GgmlType t) {
-  return t == GgmlType::f32 || t == GgmlType::f16 || t == GgmlType::bf16;
-}
-
 }  // namespace
 
 void quantize_gguf(const GgufFile& in, WeightFormat format, const std::string& path, int threads) {
@@ -88,7 +63,7 @@ void quantize_gguf(const GgufFile& in, WeightFormat format, const std::string& p
                    std::string_view(reinterpret_cast<const char*>(t.data), t.nbytes));
       continue;
     }
-    if (!is_float(t.type))
+    if (is_block_quantized(t.type))
       in.fail("tensor '" + t.name + "' is " + ggml_type_name(t.type) + ", not a float type " +
               ggml_type_name(to) + " can be made from");
     w.add_tensor(t.name, to, t.shape, [&t, to, threads](const GgufWriter::ByteSink& sink) {
@@ -98,19 +73,11 @@ void quantize_gguf(const GgufFile& in, WeightFormat format, const std::string& p
                     [&](int64_t chunk, std::vector<uint8_t>* out) {
                       thread_local std::vector<float> x;
                       const int64_t r = chunk * chunk_rows, n = std::min(chunk_rows, rows - r);
-                      rows_as_f32(t, r, n, &x);
+                      x.resize(static_cast<size_t>(n * ne0));
+                      ggml_to_f32(t.type, t.data + ggml_row_bytes(t.type, ne0) * r, n * ne0,
+                                  x.data());
                       out->resize(static_cast<size_t>(ggml_row_bytes(to, ne0) * n));
-                      if (to == GgmlType::f32) {
-                        std::memcpy(out->data(), x.data(), out->size());
-                      } else if (to == GgmlType::f16) {
-                        for (size_t i = 0; i < x.size(); ++i) {
-                          uint16_t h = f32_to_f16_bits(x[i]);
-                          std::memcpy(out->data() + 2 * i, &h, 2);
-                        }
-                      } else {
-                        ggml::quantize(static_cast<ggml::QuantType>(to), x.data(), n * ne0,
-                                       out->data());
-                      }
+                      ggml_from_f32(to, x.data(), n * ne0, out->data());
                     },
                     sink);
     });

@@ -10,10 +10,9 @@
 #include <set>
 #include <sstream>
 
-#include "ir/dtype.h"
 #include "ir/error.h"
 #include "models/hf_tokenizer.h"
-#include "models/json_file.h"
+#include "models/read_file.h"
 #include "models/safetensors.h"
 
 namespace kiln {
@@ -293,35 +292,16 @@ class Translator {
   }
 
   // Norms, biases and the router: F32, as llama.cpp's converter writes them.
-  void as_f32(const std::string& name, const std::string& hf, std::vector<int64_t> shape,
-              int64_t permute_heads = 0) {
-    as_f32(name, hf, std::move(shape), permute_heads, 0.0f);
-  }
   // `shift` is added to every value: Gemma's norms multiply by 1 + w, GGUF
   // stores 1 + w.
   void as_f32(const std::string& name, const std::string& hf, std::vector<int64_t> shape,
-              int64_t permute_heads, float shift) {
+              float shift = 0) {
     const SafeTensor& t = take(hf, shape);
     const int64_t n = t.elements();
     std::vector<uint8_t> out(static_cast<size_t>(n) * 4);
     auto* f = reinterpret_cast<float*>(out.data());
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t h = 0;
-      if (t.dtype != StDtype::f32) std::memcpy(&h, t.data + 2 * i, 2);
-      if (t.dtype == StDtype::f32)
-        std::memcpy(&f[i], t.data + 4 * i, 4);
-      else
-        f[i] = t.dtype == StDtype::f16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
-      f[i] += shift;
-    }
-    if (permute_heads > 0) {
-      SafeTensor as = t;
-      as.dtype = StDtype::f32;
-      as.data = out.data();
-      as.nbytes = out.size();
-      as.shape = {n};
-      out = permute_rows(as, permute_heads, 1);
-    }
+    ggml_to_f32(ggml_type_of(t.dtype), t.data, n, f);
+    for (int64_t i = 0; i < n; ++i) f[i] += shift;
     add(name, GgmlType::f32, shape, own(std::move(out)));
   }
 
@@ -349,7 +329,7 @@ class Translator {
     const bool llama = arch_ == "llama", gemma = arch_ == "gemma3";
     const float shift = gemma ? 1.0f : 0.0f;
     auto norm = [&](const std::string& name, const std::string& hf, int64_t n) {
-      as_f32(name, hf, {n}, 0, shift);
+      as_f32(name, hf, {n}, shift);
     };
     const int64_t q_rows = n_head_ * head_dim_, kv_rows = n_head_kv_ * head_dim_;
     matrix("token_embd.weight", "model.embed_tokens.weight", n_vocab_, n_embd_);

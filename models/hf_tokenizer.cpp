@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ir/error.h"
-#include "models/json_file.h"
+#include "models/read_file.h"
 #include "models/sentencepiece_model.h"
 #include "models/vocab.h"
 

@@ -212,17 +212,7 @@ void encode_rows(const PlannedTensor& t, uint64_t seed, int64_t chunk, int64_t r
   scratch->resize(static_cast<size_t>(n));
   fill_normal(scratch->data(), n, t.mean, t.stddev, mix(seed, static_cast<uint64_t>(chunk)));
   out->resize(static_cast<size_t>(ggml_row_bytes(t.type, ne0) * rows));
-  const float* x = scratch->data();
-  switch (t.type) {
-    case GgmlType::f32: std::memcpy(out->data(), x, static_cast<size_t>(n) * 4); break;
-    case GgmlType::f16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h = f32_to_f16_bits(x[i]);
-        std::memcpy(out->data() + 2 * i, &h, 2);
-      }
-      break;
-    default: ggml::quantize(static_cast<ggml::QuantType>(t.type), x, n, out->data());
-  }
+  ggml_from_f32(t.type, scratch->data(), n, out->data());
 }
 
 // Generates the tensor in chunks of whole rows on `threads` threads.

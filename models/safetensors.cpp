@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "ir/error.h"
-#include "models/json_file.h"
+#include "models/read_file.h"
 
 namespace kiln {
 

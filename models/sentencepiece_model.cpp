@@ -1,10 +1,9 @@
 #include "models/sentencepiece_model.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "ir/error.h"
+#include "models/read_file.h"
 
 namespace kiln {
 
@@ -132,11 +131,7 @@ SentencePieceModel SentencePieceModel::parse(std::string_view bytes, const std::
 }
 
 SentencePieceModel SentencePieceModel::read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read SentencePiece model '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path);
+  return parse(read_file(path, "SentencePiece model"), path);
 }
 
 }  // namespace kiln

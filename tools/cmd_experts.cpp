@@ -12,20 +12,13 @@
 #include "models/expert_pruning.h"
 #include "models/hf_checkpoint.h"
 #include "models/llm.h"
+#include "models/read_file.h"
 #include "models/tokenizer.h"
 #include "tools/cli.h"
 
 namespace kiln {
 
 namespace {
-
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(std::string(what) + " '" + path + "' cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

@@ -10,16 +10,15 @@
 // positions are scored. The base run's logits of a chunk stay in memory
 // until the test run has scored it (or come from --base-logits).
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <utility>
 
 #include "ir/error.h"
 #include "models/kld.h"
 #include "models/llm.h"
 #include "models/npy.h"
+#include "models/read_file.h"
 #include "tools/cli.h"
 
 namespace kiln {
@@ -39,11 +38,7 @@ std::vector<int32_t> chunk_tokens(const Llm& model, const std::string& prompts, 
   std::vector<int32_t> all;
   const int64_t want = chunks * ctx;
   if (!prompts.empty()) {
-    std::ifstream in(prompts, std::ios::binary);
-    if (!in) throw Error("prompt file '" + prompts + "' cannot be read");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    all = model.tokenizer().encode(ss.str(), false);
+    all = model.tokenizer().encode(read_file(prompts, "prompt file"), false);
     if (static_cast<int64_t>(all.size()) < want)
       throw Error("prompt file '" + prompts + "' has " + std::to_string(all.size()) +
                   " tokens; --chunks " + std::to_string(chunks) + " x --ctx " +

@@ -1,10 +1,9 @@
 // `kiln tokenize`: a model's tokenizer on a text, as ids.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "ir/error.h"
 #include "models/hf_checkpoint.h"
+#include "models/read_file.h"
 #include "models/tokenizer.h"
 #include "tools/cli.h"
 
@@ -21,14 +20,7 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
         "line. MODEL: a GGUF file (a vocabulary-only one will do) or a Hugging Face folder.");
     return a.flag("help") ? 0 : 2;
   }
-  std::string text = a.get("prompt");
-  if (a.has("file")) {
-    std::ifstream in(a.get("file"), std::ios::binary);
-    if (!in) throw Error("cannot read '" + a.get("file") + "'");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
+  const std::string text = a.has("file") ? read_file(a.get("file"), "text file") : a.get("prompt");
   GgufFile f = open_model_file(a.get("model"));
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(f);
   const bool bos = !a.flag("no-bos") && tok->add_bos_default() && tok->bos_id() >= 0;

@@ -28,7 +28,9 @@ struct PtxModule {
 };
 
 // Compiles for compute_<src.sm>. Throws kiln::Error with NVRTC's log and
-// the path the source was written to when the compile fails.
+// the path the source was written to when the compile fails. Safe to call
+// from several threads at once (each call is its own NVRTC program), as is
+// run_ptxas.
 PtxModule compile_ptx(const CudaSource& src);
 
 // What ptxas reports for one kernel at one arch.
