@@ -191,6 +191,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "f16,bf16,f32,q8_0,aura4v4,...]\n"
         "                  [--const BLOCK_K=128] [--benchmark_* Google Benchmark options]\n"
         "Benchmarks gemv (y = W x) for each weight dtype or format, shape and thread count,\n"
+        "(f8e4m3 with a scale per 128x128 block, as FP8 checkpoints have them),\n"
         "next to a memory-bandwidth probe measured in the same run (frac_of_probe = GB/s /\n"
         "probe GB/s). GEMVs cycle through copies of their weights totalling 256 MiB, so\n"
         "each launch reads them from DRAM as a model forward does; --warm re-reads one copy\n"
@@ -260,11 +261,15 @@ int cmd_bench(const std::vector<std::string>& argv) {
         if (name == declared) out[name] = v;
     return out;
   };
+  // FP8 weights come with block scales (DeepSeek-V3's and Qwen3's 128).
+  auto scale_block = [](DType wt) { return wt == DType::f8e4m3 ? int64_t{128} : int64_t{0}; };
   for (DType wt : dtypes) {
-    Spec spec =
-        find_kernel("gemv").make_spec({{"W", wt}, {"X", DType::f32}}, declared_consts("gemv"));
+    auto consts = declared_consts("gemv");
+    consts.emplace("SCALE_BLOCK", scale_block(wt));
+    Spec spec = find_kernel("gemv").make_spec({{"W", wt}, {"X", DType::f32}}, consts);
     for (auto [m, k] : shapes) {
-      auto work = std::make_shared<GemvWorkload>(m, k, wt, spec.dtype("X"));
+      auto work = std::make_shared<GemvWorkload>(m, k, wt, spec.dtype("X"), 1,
+                                                 spec.constexpr_("SCALE_BLOCK"));
       for (int t : threads) {
         Runtime* rt = runtimes[t].get();
         rt->compile(spec);
@@ -283,27 +288,26 @@ int cmd_bench(const std::vector<std::string>& argv) {
   if (tokens > 0)
     for (DType wt : dtypes)
       for (auto [m, k] : shapes) {
-        auto w = std::make_shared<GemvWorkload>(m, k, wt, DType::f32);  // weights only
+        const int64_t sb = scale_block(wt);
+        auto w = std::make_shared<GemvWorkload>(m, k, wt, DType::f32, 1, sb);  // weights only
         auto x = std::make_shared<HostMemory>(static_cast<size_t>(tokens * k * 4));
         auto y = std::make_shared<HostMemory>(static_cast<size_t>(tokens * m * 4));
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           DotProbe* fma = fma_probes[t].get();
           std::string name = gemm_name("gemm/" + std::string(dtype_name(wt)), m, k, tokens, t);
-          benchmark::RegisterBenchmark(name.c_str(),
-                                       [=](benchmark::State& st) {
-                                         std::vector<Arg> args = {
-                                             w->args()[0],
-                                             Arg::buffer(x->data(), tokens * k),
-                                             Arg::buffer(y->data(), tokens * m),
-                                             Arg::scalar_int(tokens),
-                                             Arg::scalar_int(m),
-                                             Arg::scalar_int(k)};
-                                         Spec spec = rt->select("gemm", {{"W", wt}}, args);
-                                         double peak = fma->measure_gops();
-                                         double s = timed(st, [&] { rt->launch(spec, args); });
-                                         gemm_counters(st, s, tokens, m, k, peak);
-                                       })
+          benchmark::RegisterBenchmark(
+              name.c_str(),
+              [=](benchmark::State& st) {
+                std::vector<Arg> args = {w->args()[0], Arg::buffer(x->data(), tokens * k),
+                                         Arg::buffer(y->data(), tokens * m)};
+                if (sb) args.push_back(w->args()[3]);  // scales
+                for (int64_t v : {tokens, m, k}) args.push_back(Arg::scalar_int(v));
+                Spec spec = rt->select("gemm", {{"W", wt}}, args, {}, {{"SCALE_BLOCK", sb}});
+                double peak = fma->measure_gops();
+                double s = timed(st, [&] { rt->launch(spec, args); });
+                gemm_counters(st, s, tokens, m, k, peak);
+              })
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);
         }

@@ -1,16 +1,16 @@
-// Scalar fp8 conversion helpers that lowered CPU code calls by name.
+// Scalar fp8 rounding helpers that lowered CPU code calls by name.
 //
-// fp8 has no LLVM type and no x86 instructions; calling the same C++
-// conversions the interpreter uses keeps the JIT bit-exact with it. fp8
-// tiles are rare outside storage, so a call per element is acceptable.
+// fp8 has no LLVM type and no x86 instructions. Widening is a few integer
+// lanes (lowering.h's from_storage); rounding to fp8 (saturation, ties to
+// even, subnormals) calls the same C++ the interpreter uses, which keeps
+// the JIT bit-exact with it. Only stores of fp8 results round, which are
+// rare outside tests, so a call per element is acceptable.
 #pragma once
 
 #include <cstdint>
 
 extern "C" {
-float kiln_f8e4m3_to_f32(uint8_t b);
 uint8_t kiln_f32_to_f8e4m3(float x);
-float kiln_f8e5m2_to_f32(uint8_t b);
 uint8_t kiln_f32_to_f8e5m2(float x);
 }
 

@@ -132,13 +132,36 @@ class Lowering {
       case DType::bf16:
         return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, int_like(v, 32)), 16),
                                 shaped_like(v, b_.getFloatTy()));
-      case DType::f8e4m3:
-        return per_lane_call(v, "kiln_f8e4m3_to_f32", b_.getFloatTy(), b_.getInt8Ty());
-      case DType::f8e5m2:
-        return per_lane_call(v, "kiln_f8e5m2_to_f32", b_.getFloatTy(), b_.getInt8Ty());
+      case DType::f8e4m3: return f8e4m3_to_f32(v);
+      case DType::f8e5m2:  // the top byte of an f16, specials included
+        return b_.CreateFPExt(b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, int_like(v, 16)), 8),
+                                               shaped_like(v, b_.getHalfTy())),
+                              shaped_like(v, b_.getFloatTy()));
       case DType::boolean: return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
       default: return v;
     }
+  }
+
+  // E4M3FN bytes widened without a call per byte (FP8 weights are read a
+  // vector at a time): sign-extended to 16 bits and shifted by 7, a byte's
+  // exponent and mantissa sit in an f16's, clearing bit 14 leaves the sign
+  // alone on top, and that f16 is the value times 2^-8 (bias 15 for 7),
+  // subnormals included. So: f16 -> f32 (one instruction with F16C), times
+  // 256, and 0x7F, E4M3FN's only NaN, made a NaN of its sign.
+  llvm::Value* f8e4m3_to_f32(llvm::Value* v) {
+    llvm::Type* i16 = int_like(v, 16);
+    llvm::Type* f32 = shaped_like(v, b_.getFloatTy());
+    llvm::Value* h =
+        b_.CreateAnd(b_.CreateShl(b_.CreateSExt(v, i16), 7), llvm::ConstantInt::get(i16, 0xBFFF));
+    llvm::Value* f =
+        b_.CreateFMul(b_.CreateFPExt(b_.CreateBitCast(h, shaped_like(v, b_.getHalfTy())), f32),
+                      llvm::ConstantFP::get(f32, 256.0));
+    llvm::Type* i32 = int_like(v, 32);
+    llvm::Value* bits = b_.CreateBitCast(f, i32);
+    llvm::Value* nan = b_.CreateICmpEQ(b_.CreateAnd(v, llvm::ConstantInt::get(v->getType(), 0x7F)),
+                                       llvm::ConstantInt::get(v->getType(), 0x7F));
+    bits = b_.CreateSelect(nan, b_.CreateOr(bits, llvm::ConstantInt::get(i32, 0x7FC00000)), bits);
+    return b_.CreateBitCast(bits, f32);
   }
 
   llvm::Type* shaped_like(llvm::Value* v, llvm::Type* e) {

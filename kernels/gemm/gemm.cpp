@@ -1,6 +1,9 @@
 // Batched GEMM for prompt processing: Y[t, n] = sum_k X[t, k] W[n, k], with
-// W row-major [n, k] in f32/f16/bf16 (the GEMV layout, so one weight tensor
-// serves decode and prefill) and X, Y in f32.
+// W row-major [n, k] in f32/f16/bf16/f8e4m3 (the GEMV layout, so one weight
+// tensor serves decode and prefill) and X, Y in f32. With SCALE_BLOCK = B >
+// 0, W carries FP8 checkpoints' block scales as gemv reads them: ws f32
+// [cdiv(n, B), cdiv(k, B)]; each weight load is widened and scaled once,
+// the scale a broadcast of one f32 per row and step.
 //
 // The register tile: BLOCK_T x BLOCK_N independent dot products along k.
 // Each step loads BLOCK_K contiguous elements of every token row and every
@@ -19,9 +22,12 @@
 //
 // Tokens and rows past a program's panel repeat its last one, so every load
 // in the main loop is unmasked; only the k tail and the stores are masked.
+#include <optional>
+
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "kernels/moe/expert_tiles.h"
+#include "kernels/quant/fp8.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -30,10 +36,12 @@ namespace {
 // One program's panel: PANEL_T token rows (one expert's tile when
 // grouped) by PANEL_N weight rows, PANEL_K columns at a time.
 void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const Buffer& w,
-                const Buffer& x, const Buffer& y, const Value& T, const Value& N, const Value& K) {
+                const std::optional<Buffer>& ws, const Buffer& x, const Buffer& y, const Value& T,
+                const Value& N, const Value& K) {
   const int64_t BT = s.constexpr_("BLOCK_T"), BN = s.constexpr_("BLOCK_N"),
                 BK = s.constexpr_("BLOCK_K"), PT = s.constexpr_("PANEL_T"),
-                PN = s.constexpr_("PANEL_N"), PK = s.constexpr_("PANEL_K");
+                PN = s.constexpr_("PANEL_N"), PK = s.constexpr_("PANEL_K"),
+                SB = s.constexpr_("SCALE_BLOCK");
   auto K64 = K.to(DType::i64), N64 = N.to(DType::i64);
   auto tok_begin = tiles.first();
   auto row_begin = k.program_id(1) * static_cast<int>(PN);
@@ -56,15 +64,37 @@ void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const
     }
     return starts;
   };
+  // The i64 offsets of the weight rows' first block scales in ws.
+  auto scale_starts = [&](const Value& r0) {
+    std::vector<Value> starts;
+    if (!SB) return starts;
+    auto blocks = ((K + static_cast<int>(SB - 1)) / static_cast<int>(SB)).to(DType::i64);
+    for (int64_t j = 0; j < BN; ++j) {
+      auto r = minimum(r0 + static_cast<int>(j), row_end - 1);
+      starts.push_back((r / static_cast<int>(SB)).to(DType::i64) * blocks);
+    }
+    return starts;
+  };
   // acc += the products of columns k0 .. k0 + BLOCK_K of the block's token
-  // rows (xbase) and weight rows (wbase); `tail` masks columns past k.
-  auto step = [&](const std::vector<Value>& xbase, const std::vector<Value>& wbase, const Value& k0,
-                  bool tail) {
+  // rows (xbase) and weight rows (wbase, scales at sbase); `tail` masks
+  // columns past k.
+  auto step = [&](const std::vector<Value>& xbase, const std::vector<Value>& wbase,
+                  const std::vector<Value>& sbase, const Value& k0, bool tail) {
     auto cols = (k0 + arange(BK)).to(DType::i64);
     auto cmask = k0 + arange(BK) < K;
     std::vector<Value> wv;
-    for (const Value& b : wbase)
-      wv.push_back((tail ? load(w + (b + cols), cmask, 0.0) : load(w + (b + cols))).to(DType::f32));
+    for (size_t j = 0; j < wbase.size(); ++j) {
+      const Value& b = wbase[j];
+      auto raw = tail ? load(w + (b + cols), cmask, 0.0) : load(w + (b + cols));
+      const bool fp8 = SB && s.dtype("W") == DType::f8e4m3;
+      auto v = fp8 ? widen_fp8_scaled_down(raw) : raw.to(DType::f32);
+      if (SB) {
+        auto block = (k0 / static_cast<int>(SB)).to(DType::i64);
+        auto scale = load(*ws + (sbase[j] + block));
+        v = v * broadcast_to(fp8 ? scale * kFp8Unscale : scale, {BK});
+      }
+      wv.push_back(v);
+    }
     for (int64_t i = 0; i < BT; ++i) {
       auto xv = tail ? load(x + (xbase[i] + cols), cmask, 0.0) : load(x + (xbase[i] + cols));
       for (int64_t j = 0; j < BN; ++j) acc[i][j] = fma(xv, wv[j], Value(acc[i][j]));
@@ -93,11 +123,12 @@ void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const
       auto xbase = row_starts(tb, BT, tok_end - 1, true);
       k.for_(row_begin, row_end, static_cast<int>(BN), [&](Value rb) {
         auto wbase = row_starts(rb, BN, row_end - 1, false);
+        auto sbase = scale_starts(rb);
         for (auto& a : acc)
           for (Var& v : a) v = zeros(DType::f32, {BK});
         k.for_(kc, chunk_main_end, static_cast<int>(BK),
-               [&](Value k0) { step(xbase, wbase, k0, false); });
-        k.if_(has_tail, [&] { step(xbase, wbase, k_main, true); });
+               [&](Value k0) { step(xbase, wbase, sbase, k0, false); });
+        k.if_(has_tail, [&] { step(xbase, wbase, sbase, k_main, true); });
         flush(tb, rb, first_chunk);
       });
     });
@@ -113,10 +144,22 @@ Kernel build_gemm(const Spec& s) {
   if (PK % BK)
     throw Error("kernel 'gemm': PANEL_K (" + std::to_string(PK) +
                 ") must be a multiple of BLOCK_K (" + std::to_string(BK) + ")");
-  auto w = k.buffer("w", TW), x = k.buffer("x", DType::f32), y = k.buffer("y", DType::f32);
+  // A step's columns share one block scale; experts carry none.
+  const int64_t SB = s.constexpr_("SCALE_BLOCK");
+  if (SB < 0 || (SB && (SB % BK || s.constexpr_("GROUPED"))))
+    throw Error("kernel 'gemm': SCALE_BLOCK (" + std::to_string(SB) +
+                ") must be 0 or a multiple of BLOCK_K (" + std::to_string(BK) +
+                ") of a plain (not grouped) GEMM");
+  // Block-scaled FP8 is read as bytes and widened as its f16 image
+  // (kernels/quant/fp8.h).
+  const bool fp8 = SB && TW == DType::f8e4m3;
+  auto w = k.buffer("w", fp8 ? DType::u8 : TW), x = k.buffer("x", DType::f32),
+       y = k.buffer("y", DType::f32);
+  std::optional<Buffer> ws;
+  if (SB) ws = k.buffer("ws", DType::f32);
   auto T = k.scalar("t", DType::i32), N = k.scalar("n", DType::i32), K = k.scalar("k", DType::i32);
   ExpertTiles tiles(k, s, s.constexpr_("PANEL_T"), T);
-  tiles.run([&] { gemm_panel(k, s, tiles, tiles.weights(w), x, y, T, N, K); });
+  tiles.run([&] { gemm_panel(k, s, tiles, tiles.weights(w), ws, x, y, T, N, K); });
   return k.finish();
 }
 
@@ -124,7 +167,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .name = "gemm",
     .family = "gemm",
     .summary = "Y[t, n] = X[t, k] W[n, k]^T, W row-major [n, k]",
-    .dtype_roles = {{"W", {DType::f16, DType::bf16, DType::f32}}},
+    .dtype_roles = {{"W", {DType::f16, DType::bf16, DType::f32, DType::f8e4m3}}},
     // Register tile: 24 accumulators, 4 x and 6 w loads per 24 FMAs. kiln
     // bench, Zen 4, 2 threads, f16 2048x5632 and 5632x2048, 512 tokens:
     // 208-222 GFLOP/s, against 206-216 for 6/4/16, 3/8/16, 8/3/16, 2/6/32
@@ -138,13 +181,16 @@ KILN_REGISTER_KERNEL((KernelDef{
                            {"PANEL_T", 256},
                            {"PANEL_N", 48},
                            {"PANEL_K", 4096},
-                           {"GROUPED", 0}},  // plain, or a layer's experts (expert_tiles.h)
+                           {"GROUPED", 0},  // plain, or a layer's experts (expert_tiles.h)
+                           {"SCALE_BLOCK", 0}},
     .build = build_gemm,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
           int64_t t = a.i("t"), n = a.i("n"), kk = a.i("k");
           LaunchShape plain{{cdiv(t, s.constexpr_("PANEL_T")), cdiv(n, s.constexpr_("PANEL_N")), 1},
                             {{"w", n * kk}, {"x", t * kk}, {"y", t * n}}};
+          if (int64_t sb = s.constexpr_("SCALE_BLOCK"))
+            plain.buffer_elems["ws"] = cdiv(n, sb) * cdiv(kk, sb);
           return expert_tiles_launch("gemm", s, a, plain, s.constexpr_("PANEL_T"), "w",
                                      {{"x", kk}});
         },

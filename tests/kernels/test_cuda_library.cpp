@@ -68,6 +68,10 @@ std::vector<Case> cases() {
                 {{"T", DType::f32}},
                 {{"HEAD_DIM", 64}, {"ROT", 32}, {"NEOX", 1}},
                 {{"n_heads", 2}, {"n_pos", 9}, {"tokens", 2}}});
+  cs.push_back({"gemv",  // FP8 checkpoints' weights: bytes widened by bit tricks, block scales
+                {{"W", DType::f8e4m3}},
+                {{"BLOCK_M", 4}, {"BLOCK_K", 32}, {"SCALE_BLOCK", 64}},
+                {{"m", 13}, {"k", 150}}});
   cs.push_back({"gemv",
                 {{"W", DType::f16}, {"X", DType::f16}},
                 {{"BLOCK_M", 2}, {"BLOCK_K", 64}},

@@ -72,3 +72,40 @@ TEST_CASE("gemm rejects a k chunk that is not a whole number of steps", "[kernel
                                           Arg::scalar_int(8), Arg::scalar_int(64)}),
       Catch::Contains("PANEL_K (40) must be a multiple of BLOCK_K (16)"));
 }
+
+// FP8 checkpoints' weights (e4m3 times a scale per B x B block) against the
+// double product of the stored values and their block's scale, within the
+// bound above; panels and blocks off the shapes so rows of a panel's last
+// block repeat across a scale-block boundary.
+TEST_CASE("gemm with FP8 block scales matches a double-precision reference", "[kernels][gemm]") {
+  struct Case {
+    int64_t t, n, k, block, bk, pn, pk;
+  };
+  for (Case c : {Case{5, 37, 100, 32, 16, 48, 4096}, Case{9, 70, 256, 128, 16, 11, 64},
+                 Case{3, 20, 17, 16, 16, 16, 32}}) {
+    INFO("t=" << c.t << " n=" << c.n << " k=" << c.k << " SCALE_BLOCK=" << c.block);
+    Spec spec = find_kernel("gemm").make_spec(
+        {{"W", DType::f8e4m3}},
+        {{"BLOCK_K", c.bk}, {"PANEL_N", c.pn}, {"PANEL_K", c.pk}, {"SCALE_BLOCK", c.block}});
+    const int64_t kb = (c.k + c.block - 1) / c.block, nb = (c.n + c.block - 1) / c.block;
+    auto w = HostBuffer::random(DType::f8e4m3, c.n * c.k, 31),
+         x = HostBuffer::random(DType::f32, c.t * c.k, 32),
+         ws = HostBuffer::random(DType::f32, nb * kb, 33, 0.001, 0.01);
+    HostBuffer y(DType::f32, c.t * c.n);
+    kiln::test::runtime().launch(spec, {w.arg(), x.arg(), y.arg(), ws.arg(), Arg::scalar_int(c.t),
+                                        Arg::scalar_int(c.n), Arg::scalar_int(c.k)});
+    double worst = 0;
+    for (int64_t t = 0; t < c.t; ++t)
+      for (int64_t n = 0; n < c.n; ++n) {
+        double ref = 0, mag = 0;
+        for (int64_t j = 0; j < c.k; ++j) {
+          double p =
+              w.get(n * c.k + j) * ws.get(n / c.block * kb + j / c.block) * x.get(t * c.k + j);
+          ref += p;
+          mag += std::fabs(p);
+        }
+        worst = std::max(worst, std::fabs(y.get(t * c.n + n) - ref) / (c.k * 6e-8 * mag + 1e-30));
+      }
+    CHECK(worst <= 1.0);
+  }
+}

@@ -61,3 +61,46 @@ TEST_CASE("gemv agrees with the interpreter on a small case", "[kernels][gemv]")
   for (int i = 0; i < 9; ++i) ref[i] = yi.get(i);
   CHECK(kiln::test::worst_error(y, ref, 1e-6, 1e-6) <= 1.0);
 }
+
+// FP8 checkpoints' weights: e4m3 values times a scale per B x B block.
+// Reference: the double product of the stored values and their block's
+// scale; tolerance as above (f32 accumulation, plus one rounding of each
+// block's scaled sum). Shapes put rows and columns of the last program and
+// the last block past M and K.
+TEST_CASE("gemv with FP8 block scales matches a double-precision reference", "[kernels][gemv]") {
+  struct Case {
+    int64_t m, k, block, bm, bk;
+  };
+  for (Case c : {Case{37, 100, 32, 4, 16}, Case{33, 256, 128, 8, 64}, Case{130, 300, 128, 4, 128},
+                 Case{5, 17, 16, 2, 16}}) {
+    INFO("m=" << c.m << " k=" << c.k << " SCALE_BLOCK=" << c.block << " BLOCK_M=" << c.bm
+              << " BLOCK_K=" << c.bk);
+    Spec spec = find_kernel("gemv").make_spec(
+        {{"W", DType::f8e4m3}}, {{"BLOCK_M", c.bm}, {"BLOCK_K", c.bk}, {"SCALE_BLOCK", c.block}});
+    const int64_t kb = (c.k + c.block - 1) / c.block, mb = (c.m + c.block - 1) / c.block;
+    auto w = HostBuffer::random(DType::f8e4m3, c.m * c.k, 21),
+         x = HostBuffer::random(DType::f32, c.k, 22),
+         ws = HostBuffer::random(DType::f32, mb * kb, 23, 0.001, 0.01);
+    HostBuffer y(DType::f32, c.m);
+    std::vector<Arg> args = {
+        w.arg(), x.arg(), y.arg(), ws.arg(), Arg::scalar_int(c.m), Arg::scalar_int(c.k)};
+    kiln::test::runtime().launch(spec, args);
+    double worst = 0;
+    for (int64_t i = 0; i < c.m; ++i) {
+      double acc = 0, mag = 0;
+      for (int64_t j = 0; j < c.k; ++j) {
+        double p = w.get(i * c.k + j) * ws.get(i / c.block * kb + j / c.block) * x.get(j);
+        acc += p;
+        mag += std::fabs(p);
+      }
+      worst = std::max(worst, std::fabs(y.get(i) - acc) / (c.k * 6e-8 * mag + 1e-30));
+    }
+    CHECK(worst <= 1.0);
+  }
+}
+
+TEST_CASE("gemv rejects a scale block that splits a step", "[kernels][gemv][error]") {
+  CHECK_THROWS_WITH(kiln::test::runtime().compile(find_kernel("gemv").make_spec(
+                        {{"W", DType::f8e4m3}}, {{"BLOCK_K", 64}, {"SCALE_BLOCK", 96}})),
+                    Catch::Contains("SCALE_BLOCK (96) must be 0 or a multiple of BLOCK_K (64)"));
+}
