@@ -30,7 +30,10 @@ struct Entry {
 // the quantisers' own table (kernels/quant/ggml_blocks.h).
 const std::vector<Entry>& supported() {
   static const std::vector<Entry> table = [] {
-    std::vector<Entry> t = {{0, {"F32", 1, 4}}, {1, {"F16", 1, 2}}, {30, {"BF16", 1, 2}}};
+    std::vector<Entry> t = {{0, {"F32", 1, 4}},
+                            {1, {"F16", 1, 2}},
+                            {30, {"BF16", 1, 2}},
+                            {1024, {"F8_E4M3", 1, 1, true}}};
     for (const ggml::BlockFormat& f : ggml::block_formats()) {
       auto id = static_cast<uint32_t>(f.type);
       t.push_back({id, {kGgmlNames[id], f.block_elems, f.block_bytes}});
@@ -56,13 +59,14 @@ const GgmlTypeInfo& ggml_type_info(GgmlType t) {
 
 std::string ggml_type_name(uint32_t id) {
   if (id < std::size(kGgmlNames)) return kGgmlNames[id];
+  if (const GgmlTypeInfo* info = find_ggml_type(id)) return info->name;
   return "type " + std::to_string(id);
 }
 
 std::string supported_ggml_type_names() {
   std::string names;
   for (const Entry& e : supported())
-    names += (names.empty() ? "" : ", ") + std::string(e.info.name);
+    if (!e.info.in_memory_only) names += (names.empty() ? "" : ", ") + std::string(e.info.name);
   return names;
 }
 
@@ -102,8 +106,8 @@ int64_t ggml_row_bytes(GgmlType t, int64_t n) {
 }
 
 bool is_block_quantized(GgmlType t) {
-  return t != GgmlType::f32 && t != GgmlType::f16 && t != GgmlType::bf16 &&
-         find_ggml_type(static_cast<uint32_t>(t)) != nullptr;
+  const GgmlTypeInfo* info = find_ggml_type(static_cast<uint32_t>(t));
+  return info && info->block_elems > 1;
 }
 
 }  // namespace kiln

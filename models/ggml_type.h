@@ -35,12 +35,17 @@ enum class GgmlType : uint32_t {
   iq4_xs = 23,
   bf16 = 30,
   mxfp4 = 39,
+  // Kiln's own, never in a GGUF file: how a Hugging Face folder's weights
+  // that ggml has no type for are held in the GgufFile it translates to
+  // (models/hf_checkpoint.h). Ids far above ggml's.
+  f8_e4m3 = 1024,  // FP8 E4M3FN with block scales in a companion tensor
 };
 
 struct GgmlTypeInfo {
-  const char* name;     // as ggml spells it: "Q4_K"
-  int64_t block_elems;  // weights per block (1 for plain floats)
-  int64_t block_bytes;  // bytes per block
+  const char* name;             // as ggml spells it: "Q4_K"
+  int64_t block_elems;          // weights per block (1 for plain floats)
+  int64_t block_bytes;          // bytes per block
+  bool in_memory_only = false;  // a Kiln type no GGUF file may hold
 };
 
 // Null when Kiln does not support the id.
@@ -55,7 +60,7 @@ inline std::string ggml_type_name(GgmlType t) { return ggml_type_name(static_cas
 std::string supported_ggml_type_names();
 
 // Whether t is a ggml block format (Kiln's matmuls quantise the activations
-// and run qgemv on it), not a plain float type.
+// and run qgemv on it), not a plain float type or one of Kiln's own.
 bool is_block_quantized(GgmlType t);
 
 // n values of type t as f32: plain floats converted, block formats

@@ -393,6 +393,9 @@ void GgufFile::parse(bool header_only) {
     if (!info)
       fail("tensor " + name + " has unsupported ggml type " + num(type) + " (" +
            ggml_type_name(type) + "); Kiln reads " + supported_ggml_type_names());
+    if (info->in_memory_only && !header_only)
+      fail("tensor " + name + " has type " + info->name +
+           ", Kiln's in-memory form of a checkpoint's weights, which no GGUF file holds");
     t.type = static_cast<GgmlType>(type);
     int64_t row = n_dims > 0 ? t.shape[0] : 1;
     if (row % info->block_elems != 0)

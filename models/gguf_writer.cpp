@@ -177,6 +177,10 @@ std::string GgufWriter::header() const {
 }
 
 void GgufWriter::write_to(std::ostream& out) const {
+  for (const Tensor& t : tensors_)
+    if (ggml_type_info(t.type).in_memory_only)
+      throw Error("GgufWriter: tensor '" + t.name + "' has type " + ggml_type_name(t.type) +
+                  ", Kiln's in-memory form of a checkpoint's weights, which no GGUF file holds");
   const std::string head = header();
   out.write(head.data(), static_cast<std::streamsize>(head.size()));
   std::string zeros(alignment_, '\0');

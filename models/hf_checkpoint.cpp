@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "ir/dtype.h"
 #include "ir/error.h"
 #include "models/hf_tokenizer.h"
 #include "models/read_file.h"
@@ -50,8 +51,12 @@ std::string gguf_arch(const std::string& model_type) {
 
 class Translator {
  public:
-  Translator(const std::string& dir, HfCheckpoint::Parts& parts, GgufWriter& w)
-      : dir_(dir), config_path_((fs::path(dir) / "config.json").string()), p_(parts), w_(w) {}
+  Translator(const std::string& dir, HfWeights weights, HfCheckpoint::Parts& parts, GgufWriter& w)
+      : dir_(dir),
+        config_path_((fs::path(dir) / "config.json").string()),
+        weights_(weights),
+        p_(parts),
+        w_(w) {}
 
   void run() {
     cfg_ = read_json_object(config_path_);
@@ -136,6 +141,7 @@ class Translator {
     w_.add(key("attention.layer_norm_rms_epsilon"),
            GgufWriter::f32(static_cast<float>(get_float("rms_norm_eps", 1e-5))));
     rope_scaling();
+    quantization();
     if (arch_ == "gemma3") gemma3_metadata();
     if (arch_ == "qwen3moe") {
       n_expert_ = get_int("num_experts");
@@ -155,6 +161,31 @@ class Translator {
       n_ff_ = get_int("intermediate_size");
       u32("feed_forward_length", n_ff_);
     }
+  }
+
+  // quantization_config: which quantized weight formats to expect.
+  void quantization() {
+    auto it = cfg_.find("quantization_config");
+    if (it == cfg_.end() || it->is_null()) return;
+    if (!it->is_object()) fail_config("quantization_config is not an object");
+    const json& q = *it;
+    const std::string method = q.value("quant_method", std::string());
+    if (method != "fp8")
+      fail_config("quantization_config.quant_method '" + method +
+                  "' is not supported (Kiln reads fp8 block-scaled checkpoints)");
+    if (q.value("fmt", std::string("e4m3")) != "e4m3")
+      fail_config("quantization_config.fmt '" + q["fmt"].get<std::string>() +
+                  "' is not supported (e4m3)");
+    auto bs = q.find("weight_block_size");
+    if (bs == q.end() || !bs->is_array() || bs->size() != 2 || !(*bs)[0].is_number_integer() ||
+        (*bs)[0] != (*bs)[1] || (*bs)[0].get<int64_t>() <= 0 || (*bs)[0].get<int64_t>() % 16)
+      fail_config(
+          "quantization_config.weight_block_size must be [B, B], B a multiple of 16 (square "
+          "blocks of scales that whole steps of the matmuls fit in): " +
+          (bs == q.end() ? std::string("missing") : bs->dump()));
+    fp8_block_ = (*bs)[0].get<int64_t>();
+    if (weights_ == HfWeights::as_stored)
+      w_.add(kWeightBlockSizeKey, GgufWriter::u32(static_cast<uint32_t>(fp8_block_)));
   }
 
   void rope_scaling() {
@@ -235,15 +266,23 @@ class Translator {
         own(std::move(bytes)));
   }
 
-  const SafeTensor& take(const std::string& hf, const std::vector<int64_t>& shape) {
+  // `fp8`: the tensor may be a block-scaled FP8 matrix.
+  const SafeTensor& take(const std::string& hf, const std::vector<int64_t>& shape,
+                         bool fp8 = false) {
     const SafeTensor* t = p_.st.find(hf);
     if (!t) throw Error("Hugging Face folder '" + dir_ + "': missing tensor '" + hf + "'");
     if (t->shape != shape)
       throw Error("tensor '" + hf + "' in '" + *t->file + "' has shape " + shape_text(t->shape) +
                   "; config.json '" + config_path_ + "' implies " + shape_text(shape));
-    if (t->dtype != StDtype::f32 && t->dtype != StDtype::f16 && t->dtype != StDtype::bf16)
+    if (t->dtype == StDtype::f8_e4m3 && fp8 && !fp8_block_)
+      throw Error("tensor '" + hf + "' in '" + *t->file + "' is F8_E4M3 but config.json '" +
+                  config_path_ +
+                  "' has no quantization_config with quant_method fp8 and weight_block_size");
+    if (t->dtype != StDtype::f32 && t->dtype != StDtype::f16 && t->dtype != StDtype::bf16 &&
+        !(fp8 && t->dtype == StDtype::f8_e4m3))
       throw Error("tensor '" + hf + "' in '" + *t->file + "' has dtype " + st_dtype_name(t->dtype) +
-                  ": Kiln reads F32, F16 and BF16 weights from safetensors");
+                  ": Kiln reads F32, F16 and BF16 weights from safetensors" +
+                  (fp8 ? ", and F8_E4M3 with block scales" : " here"));
     used_.insert(hf);
     return *t;
   }
@@ -268,13 +307,53 @@ class Translator {
     return p_.owned.back().data();
   }
 
-  // A matrix as it is, or with llama's q/k rows permuted.
+  // A matrix as it is, or with llama's q/k rows permuted. `fp8`: it may be
+  // block-scaled FP8 (every linear layer's but the embeddings').
   void matrix(const std::string& name, const std::string& hf, int64_t rows, int64_t cols,
-              int64_t permute_heads = 0) {
-    const SafeTensor& t = take(hf, {rows, cols});
+              int64_t permute_heads = 0, bool fp8 = true) {
+    const SafeTensor& t = take(hf, {rows, cols}, fp8);
+    if (t.dtype == StDtype::f8_e4m3) return fp8_matrix(name, t, permute_heads);
     const uint8_t* bytes = t.data;
     if (permute_heads > 0) bytes = own(permute_rows(t, permute_heads, cols));
     add(name, ggml_type_of(t.dtype), t.shape, bytes);
+  }
+
+  // An FP8 matrix and its scales (HF: NAME_scale_inv, the factor the
+  // weights are multiplied by), checked, as hf_checkpoint.h describes.
+  void fp8_matrix(const std::string& name, const SafeTensor& t, int64_t permute_heads) {
+    const int64_t rows = t.shape[0], cols = t.shape[1], b = fp8_block_;
+    const SafeTensor& s =
+        take(t.name + "_scale_inv", {(rows + b - 1) / b, (cols + b - 1) / b}, false);
+    for (size_t i = 0; i < t.nbytes; ++i)
+      if ((t.data[i] & 0x7F) == 0x7F)
+        throw Error("tensor '" + t.name + "' in '" + *t.file + "' holds an FP8 NaN (byte " +
+                    std::to_string(i) + ")");
+    std::vector<float> scale(static_cast<size_t>(s.elements()));
+    ggml_to_f32(ggml_type_of(s.dtype), s.data, s.elements(), scale.data());
+    const uint8_t* bytes = t.data;
+    if (permute_heads > 0) {
+      // Rows move within a head; the scales stay right while every head
+      // lies inside one block of rows.
+      if (b % (rows / permute_heads))
+        throw Error("tensor '" + t.name + "': heads of " + std::to_string(rows / permute_heads) +
+                    " rows straddle its " + std::to_string(b) +
+                    "-row scale blocks, so its rows cannot take GGUF's order");
+      bytes = own(permute_rows(t, permute_heads, cols));
+    }
+    if (weights_ == HfWeights::dequantized) {
+      std::vector<float> w(static_cast<size_t>(rows * cols));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          w[r * cols + c] = f8e4m3_bits_to_f32(bytes[r * cols + c]) *
+                            scale[(r / b) * ((cols + b - 1) / b) + c / b];
+      std::vector<uint8_t> out(w.size() * 2);
+      ggml_from_f32(GgmlType::bf16, w.data(), static_cast<int64_t>(w.size()), out.data());
+      return add(name, GgmlType::bf16, t.shape, own(std::move(out)));
+    }
+    add(name, GgmlType::f8_e4m3, t.shape, bytes);
+    std::vector<uint8_t> sb(scale.size() * 4);
+    std::memcpy(sb.data(), scale.data(), sb.size());
+    add(name + kBlockScaleSuffix, GgmlType::f32, s.shape, own(std::move(sb)));
   }
 
   // HF orders each head's rows as two halves (rotate_half), GGUF's llama as
@@ -332,7 +411,7 @@ class Translator {
       as_f32(name, hf, {n}, shift);
     };
     const int64_t q_rows = n_head_ * head_dim_, kv_rows = n_head_kv_ * head_dim_;
-    matrix("token_embd.weight", "model.embed_tokens.weight", n_vocab_, n_embd_);
+    matrix("token_embd.weight", "model.embed_tokens.weight", n_vocab_, n_embd_, 0, false);
     norm("output_norm.weight", "model.norm.weight", n_embd_);
     if (!tied_) matrix("output.weight", "lm_head.weight", n_vocab_, n_embd_);
     for (int64_t l = 0; l < n_layer_; ++l) {
@@ -384,24 +463,26 @@ class Translator {
   }
 
   std::string dir_, config_path_;
+  HfWeights weights_;
   HfCheckpoint::Parts& p_;
   GgufWriter& w_;
   json cfg_;
   std::string arch_;
   int64_t n_embd_ = 0, n_layer_ = 0, n_head_ = 0, n_head_kv_ = 0, head_dim_ = 0, n_vocab_ = 0;
   int64_t n_ff_ = 0, n_expert_ = 0;
+  int64_t fp8_block_ = 0;  // quantization_config's weight_block_size; 0: no FP8
   bool tied_ = false;
   std::set<std::string> used_;
 };
 
 }  // namespace
 
-std::shared_ptr<const HfCheckpoint> HfCheckpoint::open(const std::string& dir) {
+std::shared_ptr<const HfCheckpoint> HfCheckpoint::open(const std::string& dir, HfWeights weights) {
   auto ck = std::shared_ptr<HfCheckpoint>(new HfCheckpoint());
   ck->parts_ = std::make_shared<Parts>(Parts{SafetensorsCheckpoint::open(dir), {}, {}});
   ck->writer_ = std::make_unique<GgufWriter>();
   try {
-    Translator(dir, *ck->parts_, *ck->writer_).run();
+    Translator(dir, weights, *ck->parts_, *ck->writer_).run();
   } catch (const json::exception& e) {  // a value of the wrong JSON type
     throw Error("config.json '" + (fs::path(dir) / "config.json").string() + "': " + e.what());
   }
@@ -420,8 +501,8 @@ bool is_hf_checkpoint(const std::string& path) {
   return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
 }
 
-GgufFile open_model_file(const std::string& path) {
-  if (is_hf_checkpoint(path)) return HfCheckpoint::open_file(HfCheckpoint::open(path));
+GgufFile open_model_file(const std::string& path, HfWeights weights) {
+  if (is_hf_checkpoint(path)) return HfCheckpoint::open_file(HfCheckpoint::open(path, weights));
   std::error_code ec;
   if (fs::is_directory(path, ec))
     throw Error("'" + path +

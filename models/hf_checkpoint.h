@@ -9,6 +9,14 @@
 // widened to F32, and per-expert matrices stacked. Everything else is used
 // in place in the mapped safetensors, so a folder costs no copy of its
 // weights. The same translation written out is `kiln convert`.
+//
+// Quantized checkpoints keep their weights as they are where ggml has no
+// type for them: block-scaled FP8 (quantization_config.quant_method "fp8",
+// DeepSeek-V3 and Qwen3 FP8 releases) becomes tensor NAME of Kiln's
+// in-memory type F8_E4M3 with its scales, F32 [cdiv(m, B), cdiv(k, B)]
+// (GGUF order reversed), in NAME + kBlockScaleSuffix, B in metadata
+// kWeightBlockSizeKey; the gemv and gemm kernels read them as they are.
+// Written to a file (HfWeights::dequantized), they become BF16.
 #pragma once
 
 #include <memory>
@@ -19,11 +27,19 @@
 
 namespace kiln {
 
+inline constexpr const char* kBlockScaleSuffix = "_scale";
+inline constexpr const char* kWeightBlockSizeKey = "kiln.weight_block_size";
+
+// How a quantized checkpoint's weights are translated: kept in Kiln's
+// in-memory types (to run), or dequantized into GGUF types (to write).
+enum class HfWeights { as_stored, dequantized };
+
 class HfCheckpoint {
  public:
   // Reads and checks the folder (config against tensor shapes, dtypes).
   // Throws kiln::Error naming the file and the tensor or key.
-  static std::shared_ptr<const HfCheckpoint> open(const std::string& dir);
+  static std::shared_ptr<const HfCheckpoint> open(const std::string& dir,
+                                                  HfWeights weights = HfWeights::as_stored);
 
   // The GGUF file the folder translates to, tensors streamed from it.
   const GgufWriter& gguf() const { return *writer_; }
@@ -42,7 +58,8 @@ class HfCheckpoint {
 bool is_hf_checkpoint(const std::string& path);
 
 // A GGUF file, or a Hugging Face folder read as one: what every command
-// that takes -m MODEL opens.
-GgufFile open_model_file(const std::string& path);
+// that takes -m MODEL opens (`weights`: how a folder's quantized weights
+// are held).
+GgufFile open_model_file(const std::string& path, HfWeights weights = HfWeights::as_stored);
 
 }  // namespace kiln

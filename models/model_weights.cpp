@@ -2,6 +2,7 @@
 
 #include "ir/error.h"
 #include "kernels/quant/rows16.h"
+#include "models/hf_checkpoint.h"
 
 namespace kiln {
 
@@ -12,6 +13,7 @@ DType float_dtype(const GgufTensor& t) {
     case GgmlType::f32: return DType::f32;
     case GgmlType::f16: return DType::f16;
     case GgmlType::bf16: return DType::bf16;
+    case GgmlType::f8_e4m3: return DType::f8e4m3;
     default:
       throw Error("tensor '" + t.name + "' has type " + ggml_type_name(t.type) +
                   ", which Kiln's matmuls do not read");
@@ -58,6 +60,7 @@ Weight ModelWeights::stack(Graph& g, const GgufTensor& t, const std::string& lab
   w.experts = t.shape.size() > 2 ? mats : 0;
   if (!is_block_quantized(t.type)) {
     w.data = g.external(data, float_dtype(t), {mats * m, k});
+    if (t.type == GgmlType::f8_e4m3) block_scales(g, t, w);
     return w;
   }
   w.quant = static_cast<int64_t>(t.type);
@@ -68,6 +71,20 @@ Weight ModelWeights::stack(Graph& g, const GgufTensor& t, const std::string& lab
                           {bytes * mats});
   }
   return w;
+}
+
+// An FP8 matrix's scales, in the companion tensor the Hugging Face
+// translation made (models/hf_checkpoint.h).
+void ModelWeights::block_scales(Graph& g, const GgufTensor& t, Weight& w) {
+  const std::string name = t.name + kBlockScaleSuffix;
+  const GgufTensor* s = file_.find_tensor(name);
+  const int64_t b = file_.find(kWeightBlockSizeKey) ? file_.get_u32(kWeightBlockSizeKey) : 0;
+  if (!s || b <= 0 || t.shape.size() != 2 || s->type != GgmlType::f32 ||
+      s->shape != std::vector<int64_t>{(w.k + b - 1) / b, (w.m + b - 1) / b})
+    throw Error("FP8 tensor '" + t.name + "' has no F32 block scales '" + name + "' of " +
+                std::string(kWeightBlockSizeKey) + " " + std::to_string(b) + " beside it");
+  w.scales = g.external(on_backend(s->data, s->nbytes), DType::f32, {s->shape[1], s->shape[0]});
+  w.scale_block = b;
 }
 
 Tensor ModelWeights::expert_biases(Graph& g, const std::string& name) {

@@ -180,6 +180,17 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     return y;
   }
   if (w.rows16) mismatch("linear", "a float weight has no 16-row interleaved layout");
+  if (w.scales) {
+    if (er)
+      mismatch("linear", "block-scaled weight '" + w.label + "' cannot be a stack of experts");
+    const int64_t b = w.scale_block;
+    if (b <= 0 || w.scales->numel() != ((w.m + b - 1) / b) * ((w.k + b - 1) / b))
+      mismatch("linear", "weight '" + w.label + "' has scales " + w.scales->str() +
+                             ", not one per " + std::to_string(b) + "x" + std::to_string(b) +
+                             " block");
+    args["ws"] = *w.scales;
+    fixed["SCALE_BLOCK"] = b;
+  }
   if (w.data.numel() != std::max<int64_t>(w.experts, 1) * w.m * w.k)
     mismatch("linear", "weight data " + w.data.str() + " is not " +
                            (w.experts ? std::to_string(w.experts) + " x " : "") + "[" +
@@ -189,7 +200,10 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
   args["k"] = Arg::scalar_int(w.k);
   if (!er && x.dim(0) == 1) {
     args["m"] = Arg::scalar_int(w.m);
-    g.launch(w.label, "gemv", {{"W", w.data.dtype}, {"X", DType::f32}}, args);
+    // A step may not straddle scale blocks (tuned steps are at most 64).
+    if (w.scales && w.scale_block % 64)
+      fixed["BLOCK_K"] = std::min<int64_t>(64, w.scale_block & -w.scale_block);
+    g.launch(w.label, "gemv", {{"W", w.data.dtype}, {"X", DType::f32}}, args, {}, fixed);
     return y;
   }
   args["n"] = Arg::scalar_int(w.m);

@@ -27,6 +27,10 @@ struct Weight {
   // when the loader made that copy: linear then runs qgemv_rows16 on it.
   std::optional<Tensor> rows16;
   int64_t experts = 0;  // a stack of this many [m, k] matrices (an MoE layer's); 0: one
+  // Float weights with block scales (FP8 checkpoints): f32 [cdiv(m, B),
+  // cdiv(k, B)], w[i, j] = data[i, j] * scales[i / B, j / B], B = scale_block.
+  std::optional<Tensor> scales{};
+  int64_t scale_block = 0;
 };
 
 // The KV cache of one layer, in kernels/attention/kv_cache.h's layout: one

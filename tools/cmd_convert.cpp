@@ -17,7 +17,8 @@ int cmd_convert(const std::vector<std::string>& argv) {
         "Writes the Hugging Face folder HF_DIR (config.json, tokenizer.json, model.safetensors\n"
         "or its shards) as a GGUF file, as llama.cpp's converter would: the same metadata and\n"
         "tensor names, llama's q/k rows in GGUF's order, norms in F32, experts stacked. Weights\n"
-        "keep their type (F32, F16, BF16) unless --type quantizes them as llama-quantize's mix of\n"
+        "keep their type (F32, F16, BF16; block-scaled FP8 is dequantized to BF16) unless --type\n"
+        "quantizes them as llama-quantize's mix of\n"
         "that name does (f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m, q4_k_m, q5_k_m,\n"
         "iq4_nl, iq4_xs); MODEL may then also be a GGUF file with float weights.\n"
         "`kiln run -m HF_DIR` reads a folder directly.");
@@ -26,12 +27,13 @@ int cmd_convert(const std::vector<std::string>& argv) {
   if (!a.has("out")) throw Error("-o OUT.gguf is required");
   const std::string model = a.positional()[0];
   if (a.has("type")) {
-    quantize_gguf(open_model_file(model), parse_weight_format(a.get("type")), a.get("out"),
+    quantize_gguf(open_model_file(model, HfWeights::dequantized),
+                  parse_weight_format(a.get("type")), a.get("out"),
                   static_cast<int>(a.get_int("threads", 0)));
   } else {
     if (!is_hf_checkpoint(model))
       throw Error("'" + model + "' is not a Hugging Face folder (a directory with config.json)");
-    HfCheckpoint::open(model)->gguf().write(a.get("out"));
+    HfCheckpoint::open(model, HfWeights::dequantized)->gguf().write(a.get("out"));
   }
   std::printf("wrote %s\n", a.get("out").c_str());
   return 0;

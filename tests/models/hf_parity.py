@@ -10,7 +10,8 @@ logits must be identical, bit for bit (one single-file, one sharded); a BF16
 folder rounds every weight to bf16, so its logits may move by that
 rounding (max|d| <= 0.1 std, top-1 agreeing on >= 80 % of positions; seen:
 0.015-0.055), and converted to a BF16 GGUF it must give its own logits
-exactly. The
+exactly. Block-scaled FP8 folders must give the logits of their values
+dequantized (fp8 below). The
 text prompt also checks that tokenizer.json reads back as the GGUF's
 tokenizer (the same prompt token count); a llama with Llama 2's SentencePiece
 vocabulary checks tokenizer.model the same way. `kiln convert` of the folder must
@@ -128,6 +129,50 @@ def sentencepiece(kiln, vocab_dir, tmp):
     return bad
 
 
+def fp8(kiln, llama_cpp, tmp):
+    """Block-scaled FP8 folders (make_hf_checkpoint.py --fp8: E4M3 codes and
+    a scale per B x B block in numpy): Kiln runs the codes as they are
+    (gemv/gemm with SCALE_BLOCK) and must give the logits of the same values
+    dequantized by numpy and written as F32 (prefill bit-identical: the GEMM
+    scales each weight, to the same f32; decode max|d|/std <= 1e-3: the GEMV
+    scales x instead, and sums in another order; seen 1e-6 to 1.3e-4). llama:
+    128 blocks with q/k rows permuted inside them; qwen3: 96, so the last
+    blocks of rows and columns are partial. kiln convert writes the FP8
+    folder as BF16, which llama.cpp must run within the BF16 bar above."""
+    bad = 0
+    tokens = [1, 72, 101, 108, 108, 111, 44, 32, 119]
+    extra = ["--tokens", ",".join(map(str, tokens))]
+    for arch, block in (("llama", 128), ("qwen3", 96)):
+        gguf = os.path.join(tmp, f"{arch}.gguf")
+        folders = {}
+        for what in ("fp8", "deq"):
+            folders[what] = os.path.join(tmp, f"{arch}-{what}")
+            subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folders[what],
+                            "--dtype", "f32", "--fp8", str(block)] + (["--fp8-dequantized"] if what == "deq" else []),
+                           check=True)
+        got, _ = run(kiln, folders["fp8"], extra, os.path.join(tmp, "got.npy"))
+        want, _ = run(kiln, folders["deq"], extra, os.path.join(tmp, "want.npy"))
+        d = float(np.abs(got - want).max() / want.std())
+        top1 = float((got.argmax(-1) == want.argmax(-1)).mean())
+        ok = d <= 1e-3 and top1 == 1.0
+        bad += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} fp8 {block}x{block} blocks: Kiln(FP8 folder) vs the "
+              f"dequantized F32 folder max|d|/std {d:.2e} top-1 {top1:.3f}")
+        if llama_cpp is None:
+            continue
+        converted = os.path.join(tmp, f"{arch}-fp8.gguf")
+        subprocess.run([kiln, "convert", folders["fp8"], "-o", converted], check=True, capture_output=True)
+        theirs = llamacpp_logits(llama_cpp, converted, tokens)
+        got = got[: len(tokens)]
+        d = float(np.abs(got - theirs).max() / theirs.std())
+        top1 = float((got.argmax(-1) == theirs.argmax(-1)).mean())
+        ok = d <= 0.1 and top1 >= 0.8
+        bad += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} fp8 converted to BF16, in llama.cpp vs Kiln(FP8 folder): "
+              f"max|d|/std {d:.2e} top-1 {top1:.3f}")
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -188,6 +233,7 @@ def main():
                     ok = got.shape == want.shape and float(np.abs(got - want).max()) == 0.0
                     failures += not ok
                     print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} bf16 converted: the folder's logits exactly: {ok}")
+        failures += fp8(a.kiln, llama_cpp, tmp)
         failures += llama3_rope(a.kiln, llama_cpp, tmp)
         failures += sentencepiece(a.kiln, a.vocab_dir, tmp)
     if failures:

@@ -9,7 +9,13 @@ rotate-half order, per-expert matrices unstacked, and the tokenizer written
 as tokenizer.json. Kiln reading the folder must then give the GGUF's logits.
 
   make_hf_checkpoint.py MODEL.gguf OUT_DIR [--dtype f16|f32|bf16] [--shards N]
-                        [--llama3-rope ORIG_CTX]
+                        [--llama3-rope ORIG_CTX] [--fp8 B [--fp8-dequantized]]
+
+--fp8 B quantizes every linear layer's weight but the embeddings' as FP8
+checkpoints do (DeepSeek-V3, Qwen3 FP8): E4M3 values with a scale per B x B
+block (`weight_scale_inv`, amax / 448), quantization_config quant_method
+fp8. With --fp8-dequantized the same values are written dequantized, as F32
+and without quantization_config: the reference the FP8 folder must match.
 
 bf16 tensors are stored by safetensors as U16 (numpy has no bfloat16) and
 the header's dtype names rewritten to BF16 afterwards.
@@ -148,18 +154,59 @@ def to_bf16_bits(a):
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def save(tensors, path, dtype):
-    if dtype != "bf16":
+def e4m3_values():
+    """The 127 non-negative finite E4M3FN values, by code (ascending)."""
+    out = []
+    for c in range(127):
+        e, m = c >> 3, c & 7
+        out.append(m * 2.0 ** -9 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
+    return np.array(out)
+
+
+def fp8_quantize(w, b):
+    """w [rows, cols] -> (E4M3 codes u8, scales f32 [ceil(rows/b), ceil(cols/b)]):
+    per block s = amax / 448, codes the nearest values to w / s."""
+    rows, cols = w.shape
+    vals = e4m3_values()
+    sr, sc = -(-rows // b), -(-cols // b)
+    scale = np.ones((sr, sc), np.float32)
+    for i in range(sr):
+        for j in range(sc):
+            amax = float(np.abs(w[i * b:(i + 1) * b, j * b:(j + 1) * b]).max())
+            if amax > 0:
+                scale[i, j] = amax / 448
+    full = np.repeat(np.repeat(scale, b, 0), b, 1)[:rows, :cols]
+    v = np.clip(np.abs(w.astype(np.float64) / full), 0, 448)
+    hi = np.clip(np.searchsorted(vals, v), 1, 126)
+    idx = np.where(v - vals[hi - 1] <= vals[hi] - v, hi - 1, hi)
+    codes = (idx | np.where(w < 0, 0x80, 0)).astype(np.uint8)
+    return codes, scale
+
+
+def fp8_dequantize(codes, scale, b):
+    vals = e4m3_values()
+    mag = vals[codes & 0x7F] * np.where(codes & 0x80, -1.0, 1.0)
+    rows, cols = codes.shape
+    full = np.repeat(np.repeat(scale.astype(np.float64), b, 0), b, 1)[:rows, :cols]
+    return (mag * full).astype(np.float32)
+
+
+def save(tensors, path, dtype, fp8=()):
+    """fp8: names of u8 tensors that hold E4M3 codes (numpy has no FP8:
+    written as U8 and the header's dtype renamed)."""
+    if dtype != "bf16" and not fp8:
         save_file(tensors, path)
         return
-    bits = {k: to_bf16_bits(v) for k, v in tensors.items()}
+    bits = {k: to_bf16_bits(v) if dtype == "bf16" and k not in fp8 else v for k, v in tensors.items()}
     save_file(bits, path)
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
         data = f.read()
     for k, v in header.items():
-        if k != "__metadata__":
+        if k in fp8:
+            v["dtype"] = "F8_E4M3"
+        elif k != "__metadata__" and dtype == "bf16":
             v["dtype"] = "BF16"
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
@@ -175,6 +222,10 @@ def main():
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--llama3-rope", type=int, default=0, metavar="ORIG_CTX",
                     help="declare Llama 3.1's rope scaling (factor 8) with this original context")
+    ap.add_argument("--fp8", type=int, default=0, metavar="B",
+                    help="linear layers as E4M3 with a scale per B x B block")
+    ap.add_argument("--fp8-dequantized", action="store_true",
+                    help="with --fp8: write the FP8 values dequantized, as F32")
     a = ap.parse_args()
     r = GGUFReader(a.gguf)
     arch = field(r, "general.architecture")
@@ -184,6 +235,21 @@ def main():
     wdt = {"f16": np.float16, "f32": np.float32, "bf16": np.float32}[a.dtype]
 
     out = {}
+    fp8_names = set()
+
+    def linear(name, w):
+        """A linear layer's weight, FP8-quantized with --fp8."""
+        if not a.fp8:
+            out[name] = np.ascontiguousarray(w)
+            return
+        codes, scale = fp8_quantize(w.astype(np.float32), a.fp8)
+        if a.fp8_dequantized:
+            out[name] = fp8_dequantize(codes, scale, a.fp8)
+            return
+        out[name] = codes
+        out[name + "_scale_inv"] = scale
+        fp8_names.add(name)
+
     n_vocab = None
     tied = True
     for t in r.tensors:
@@ -210,11 +276,17 @@ def main():
             if arch == "llama" and rest.startswith("attn_k."):
                 w = unpermute(w, n_head_kv)
             hf = GEMMA_NAMES.get(rest, LAYER_NAMES.get(rest)) if arch == "gemma3" else LAYER_NAMES[rest]
-            out[pre + hf] = np.ascontiguousarray(w)
+            if w.ndim == 2 and rest != "ffn_gate_inp.weight":
+                linear(pre + hf, w)
+            else:
+                out[pre + hf] = np.ascontiguousarray(w)
         else:
             hf = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
                   "output.weight": "lm_head.weight"}[name]
-            out[hf] = np.ascontiguousarray(w)
+            if name == "output.weight":
+                linear(hf, w)
+            else:
+                out[hf] = np.ascontiguousarray(w)
 
     os.makedirs(a.out, exist_ok=True)
     cfg = {"architectures": [cls], "model_type": model_type, "hidden_size": k("embedding_length"),
@@ -223,6 +295,11 @@ def main():
            "rms_norm_eps": k("attention.layer_norm_rms_epsilon"), "rope_theta": k("rope.freq_base"),
            "vocab_size": n_vocab, "tie_word_embeddings": tied, "torch_dtype": {"f16": "float16",
            "f32": "float32", "bf16": "bfloat16"}[a.dtype], "intermediate_size": k("feed_forward_length")}
+    if a.fp8 and not a.fp8_dequantized:
+        cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                      "weight_block_size": [a.fp8, a.fp8]}
+    if a.fp8 and a.fp8_dequantized:
+        cfg["torch_dtype"] = "float32"
     if a.llama3_rope:
         cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                "high_freq_factor": 4.0, "original_max_position_embeddings": a.llama3_rope}
@@ -254,13 +331,13 @@ def main():
 
     names = list(out)
     if a.shards == 1:
-        save(out, os.path.join(a.out, "model.safetensors"), a.dtype)
+        save(out, os.path.join(a.out, "model.safetensors"), a.dtype, fp8_names)
         return
     weight_map = {}
     for s in range(a.shards):
         shard = f"model-{s + 1:05d}-of-{a.shards:05d}.safetensors"
         part = {n: out[n] for n in names[s::a.shards]}
-        save(part, os.path.join(a.out, shard), a.dtype)
+        save(part, os.path.join(a.out, shard), a.dtype, fp8_names)
         weight_map.update({n: shard for n in part})
     with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": sum(v.nbytes for v in out.values())}, "weight_map": weight_map},

@@ -360,3 +360,83 @@ TEST_CASE("hf: mutated config.json and tokenizer.json open or fail with kiln::Er
   CHECK(opened > 10);
   CHECK(refused > 10);
 }
+
+// Block-scaled FP8 (quant_method fp8): the up projection as E4M3 bytes with
+// a scale per 16 x 16 block. Kept as it is to run; BF16 values of code x
+// scale to write; refused where its form is wrong.
+TEST_CASE("hf: FP8 weights keep their bytes and scales, or dequantize to write", "[models][hf]") {
+  auto fp8_folder = [](TinyFolder& t) {
+    t.config["quantization_config"] = {
+        {"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {16, 16}}};
+    StTensor& w = t.tensor("model.layers.0.mlp.up_proj.weight");  // [16, 8]: one block
+    w.dtype = "F8_E4M3";
+    w.bytes.clear();
+    for (int i = 0; i < 16 * 8; ++i)
+      w.bytes.push_back(static_cast<char>(f32_to_f8e4m3_bits(i % 9 - 4)));
+    t.tensors.push_back(
+        {w.name + "_scale_inv", "F32", {1, 1}, values("F32", 1, [](int64_t) { return 0.25f; })});
+  };
+  {
+    TinyFolder t;
+    fp8_folder(t);
+    t.write();
+    GgufFile f = open_model_file(t.dir.string());
+    const GgufTensor& w = f.tensor("blk.0.ffn_up.weight");
+    CHECK(w.type == GgmlType::f8_e4m3);
+    CHECK(f8e4m3_bits_to_f32(w.data[10]) == 10 % 9 - 4);
+    const GgufTensor& s = f.tensor(std::string("blk.0.ffn_up.weight") + kBlockScaleSuffix);
+    CHECK(s.type == GgmlType::f32);
+    CHECK(s.shape == std::vector<int64_t>{1, 1});
+    CHECK(f.get_u32(kWeightBlockSizeKey) == 16);
+    // No GGUF file holds Kiln's in-memory type.
+    CHECK_THROWS_WITH(HfCheckpoint::open(t.dir.string())->gguf().write((t.dir / "x.gguf").string()),
+                      Catch::Contains("F8_E4M3, Kiln's in-memory form"));
+    GgufFile d = open_model_file(t.dir.string(), HfWeights::dequantized);
+    const GgufTensor& wd = d.tensor("blk.0.ffn_up.weight");
+    CHECK(wd.type == GgmlType::bf16);
+    uint16_t h;
+    std::memcpy(&h, wd.data + 2 * 10, 2);
+    CHECK(bf16_bits_to_f32(h) == 0.25f * (10 % 9 - 4));
+    CHECK(d.find_tensor(std::string("blk.0.ffn_up.weight") + kBlockScaleSuffix) == nullptr);
+  }
+  {
+    TinyFolder t;
+    fp8_folder(t);
+    t.config.erase("quantization_config");
+    CHECK_THAT(t.error(), Catch::Contains("'model.layers.0.mlp.up_proj.weight'") &&
+                              Catch::Contains("is F8_E4M3 but config.json"));
+  }
+  {
+    TinyFolder t;
+    fp8_folder(t);
+    t.config["quantization_config"]["weight_block_size"] = {16, 32};
+    CHECK_THAT(t.error(), Catch::Contains("weight_block_size must be [B, B]"));
+  }
+  {
+    TinyFolder t;
+    fp8_folder(t);
+    t.tensors.pop_back();
+    CHECK_THAT(t.error(),
+               Catch::Contains("missing tensor 'model.layers.0.mlp.up_proj.weight_scale_inv'"));
+  }
+  {
+    TinyFolder t;
+    fp8_folder(t);
+    t.tensor("model.layers.0.mlp.up_proj.weight").bytes[5] = static_cast<char>(0xFF);
+    CHECK_THAT(t.error(), Catch::Contains("holds an FP8 NaN (byte 5)"));
+  }
+  {
+    TinyFolder t;  // the embeddings are gathered, never FP8
+    fp8_folder(t);
+    StTensor& e = t.tensor("model.embed_tokens.weight");
+    e.dtype = "F8_E4M3";
+    e.bytes = std::string(6 * 8, '\0');
+    CHECK_THAT(t.error(), Catch::Contains("'model.embed_tokens.weight'") &&
+                              Catch::Contains("has dtype F8_E4M3"));
+  }
+  {
+    TinyFolder t;
+    t.config["quantization_config"] = {{"quant_method", "gptq"}};
+    CHECK_THAT(t.error(), Catch::Contains("quant_method 'gptq' is not supported"));
+  }
+}
