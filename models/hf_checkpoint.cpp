@@ -12,6 +12,7 @@
 
 #include "ir/dtype.h"
 #include "ir/error.h"
+#include "kernels/quant/awq.h"
 #include "models/hf_tokenizer.h"
 #include "models/read_file.h"
 #include "models/safetensors.h"
@@ -170,9 +171,10 @@ class Translator {
     if (!it->is_object()) fail_config("quantization_config is not an object");
     const json& q = *it;
     const std::string method = q.value("quant_method", std::string());
+    if (method == "awq") return awq_config(q);
     if (method != "fp8")
       fail_config("quantization_config.quant_method '" + method +
-                  "' is not supported (Kiln reads fp8 block-scaled checkpoints)");
+                  "' is not supported (Kiln reads fp8 block-scaled and awq checkpoints)");
     if (q.value("fmt", std::string("e4m3")) != "e4m3")
       fail_config("quantization_config.fmt '" + q["fmt"].get<std::string>() +
                   "' is not supported (e4m3)");
@@ -186,6 +188,24 @@ class Translator {
     fp8_block_ = (*bs)[0].get<int64_t>();
     if (weights_ == HfWeights::as_stored)
       w_.add(kWeightBlockSizeKey, GgufWriter::u32(static_cast<uint32_t>(fp8_block_)));
+  }
+
+  // AutoAWQ: 4 bits, zero points, GEMM packing, a group size int4w has.
+  void awq_config(const json& q) {
+    auto num = [&](const char* key) {
+      auto it = q.find(key);
+      return it != q.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
+    };
+    if (num("bits") != 4 || !q.value("zero_point", false) ||
+        (q.contains("version") && q["version"] != "gemm"))
+      fail_config(
+          "quantization_config: Kiln reads AWQ with bits 4, zero_point true and version "
+          "gemm: " +
+          q.dump());
+    awq_group_ = num("group_size");
+    if (awq_group_ != 32 && awq_group_ != 64 && awq_group_ != 128)
+      fail_config("quantization_config.group_size " + std::to_string(awq_group_) +
+                  " is not supported (32, 64, 128)");
   }
 
   void rope_scaling() {
@@ -311,10 +331,13 @@ class Translator {
   // block-scaled FP8 (every linear layer's but the embeddings').
   void matrix(const std::string& name, const std::string& hf, int64_t rows, int64_t cols,
               int64_t permute_heads = 0, bool fp8 = true) {
+    const std::string base = hf.substr(0, hf.size() - std::string(".weight").size());
+    if (fp8 && awq_group_ && !p_.st.find(hf) && p_.st.find(base + ".qweight"))
+      return awq_matrix(name, base, rows, cols, permute_heads);
     const SafeTensor& t = take(hf, {rows, cols}, fp8);
     if (t.dtype == StDtype::f8_e4m3) return fp8_matrix(name, t, permute_heads);
     const uint8_t* bytes = t.data;
-    if (permute_heads > 0) bytes = own(permute_rows(t, permute_heads, cols));
+    if (permute_heads > 0) bytes = own(permute_rows(t, permute_heads));
     add(name, ggml_type_of(t.dtype), t.shape, bytes);
   }
 
@@ -338,7 +361,7 @@ class Translator {
         throw Error("tensor '" + t.name + "': heads of " + std::to_string(rows / permute_heads) +
                     " rows straddle its " + std::to_string(b) +
                     "-row scale blocks, so its rows cannot take GGUF's order");
-      bytes = own(permute_rows(t, permute_heads, cols));
+      bytes = own(permute_rows(t, permute_heads));
     }
     if (weights_ == HfWeights::dequantized) {
       std::vector<float> w(static_cast<size_t>(rows * cols));
@@ -358,16 +381,79 @@ class Translator {
 
   // HF orders each head's rows as two halves (rotate_half), GGUF's llama as
   // interleaved pairs: GGUF row 2i + j of a head is HF row j * d/2 + i.
-  static std::vector<uint8_t> permute_rows(const SafeTensor& t, int64_t heads, int64_t cols) {
-    const int64_t rows = t.shape[0], d = rows / heads;
-    const size_t row_bytes = static_cast<size_t>(cols) * st_dtype_bytes(t.dtype);
-    std::vector<uint8_t> out(t.nbytes);
+  static std::vector<uint8_t> permute_rows(const SafeTensor& t, int64_t heads) {
+    return permute_row_bytes(std::vector<uint8_t>(t.data, t.data + t.nbytes), t.shape[0], heads);
+  }
+  static std::vector<uint8_t> permute_row_bytes(const std::vector<uint8_t>& in, int64_t rows,
+                                                int64_t heads) {
+    const int64_t d = rows / heads;
+    const size_t row_bytes = in.size() / static_cast<size_t>(rows);
+    std::vector<uint8_t> out(in.size());
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < d / 2; ++i)
         for (int64_t j = 0; j < 2; ++j)
           std::memcpy(out.data() + (h * d + 2 * i + j) * row_bytes,
-                      t.data + (h * d + j * (d / 2) + i) * row_bytes, row_bytes);
+                      in.data() + (h * d + j * (d / 2) + i) * row_bytes, row_bytes);
     return out;
+  }
+
+  // An AWQ matrix (BASE.qweight, .qzeros, .scales; `rows` = out features)
+  // as int4w rows, or dequantized to F16 to write.
+  void awq_matrix(const std::string& name, const std::string& base, int64_t rows, int64_t cols,
+                  int64_t permute_heads) {
+    const int64_t g = awq_group_;
+    if (rows % 8 || cols % g)
+      throw Error("AWQ tensor '" + base + ".qweight': " + std::to_string(cols) + " x " +
+                  std::to_string(rows) + " is not whole words of 8 columns and groups of " +
+                  std::to_string(g));
+    auto words = [&](const std::string& n, std::vector<int64_t> shape) {
+      const SafeTensor& t = take_raw(n, shape, StDtype::i32);
+      std::vector<int32_t> v(static_cast<size_t>(t.elements()));
+      std::memcpy(v.data(), t.data, t.nbytes);
+      return v;
+    };
+    AwqWeights a{cols,
+                 rows,
+                 g,
+                 words(base + ".qweight", {cols, rows / 8}),
+                 words(base + ".qzeros", {cols / g, rows / 8}),
+                 {}};
+    const SafeTensor& s = take_raw(base + ".scales", {cols / g, rows}, StDtype::f16);
+    a.scales.resize(static_cast<size_t>(s.elements()));
+    std::memcpy(a.scales.data(), s.data, s.nbytes);
+    Int4wRows r = awq_to_int4w(a);
+    if (permute_heads > 0) {  // whole rows of codes, scales and zero points
+      r.q = permute_row_bytes(r.q, rows, permute_heads);
+      r.zeros = permute_row_bytes(r.zeros, rows, permute_heads);
+      std::vector<uint8_t> sb(r.scales.size() * 2);
+      std::memcpy(sb.data(), r.scales.data(), sb.size());
+      sb = permute_row_bytes(sb, rows, permute_heads);
+      std::memcpy(r.scales.data(), sb.data(), sb.size());
+    }
+    if (weights_ == HfWeights::dequantized) {
+      std::vector<float> w = int4w_dequantize(r);
+      std::vector<uint8_t> out(w.size() * 2);
+      ggml_from_f32(GgmlType::f16, w.data(), static_cast<int64_t>(w.size()), out.data());
+      return add(name, GgmlType::f16, {rows, cols}, own(std::move(out)));
+    }
+    std::vector<uint8_t> sb(r.scales.size() * 2);
+    std::memcpy(sb.data(), r.scales.data(), sb.size());
+    add(name, GgmlType::i4, {rows, cols}, own(std::move(r.q)));
+    add(name + kBlockScaleSuffix, GgmlType::f16, {rows, cols / g}, own(std::move(sb)));
+    add(name + kZeroPointSuffix, GgmlType::u8, {rows, cols / g}, own(std::move(r.zeros)));
+  }
+
+  // A tensor of an exact dtype and shape (a quantized checkpoint's parts).
+  const SafeTensor& take_raw(const std::string& hf, const std::vector<int64_t>& shape,
+                             StDtype dtype) {
+    const SafeTensor* t = p_.st.find(hf);
+    if (!t) throw Error("Hugging Face folder '" + dir_ + "': missing tensor '" + hf + "'");
+    if (t->shape != shape || t->dtype != dtype)
+      throw Error("tensor '" + hf + "' in '" + *t->file + "' is " + st_dtype_name(t->dtype) + " " +
+                  shape_text(t->shape) + "; config.json '" + config_path_ + "' implies " +
+                  st_dtype_name(dtype) + " " + shape_text(shape));
+    used_.insert(hf);
+    return *t;
   }
 
   // Norms, biases and the router: F32, as llama.cpp's converter writes them.
@@ -471,6 +557,7 @@ class Translator {
   int64_t n_embd_ = 0, n_layer_ = 0, n_head_ = 0, n_head_kv_ = 0, head_dim_ = 0, n_vocab_ = 0;
   int64_t n_ff_ = 0, n_expert_ = 0;
   int64_t fp8_block_ = 0;  // quantization_config's weight_block_size; 0: no FP8
+  int64_t awq_group_ = 0;  // AWQ's group_size; 0: no AWQ
   bool tied_ = false;
   std::set<std::string> used_;
 };

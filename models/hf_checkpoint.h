@@ -16,7 +16,11 @@
 // in-memory type F8_E4M3 with its scales, F32 [cdiv(m, B), cdiv(k, B)]
 // (GGUF order reversed), in NAME + kBlockScaleSuffix, B in metadata
 // kWeightBlockSizeKey; the gemv and gemm kernels read them as they are.
-// Written to a file (HfWeights::dequantized), they become BF16.
+// AutoAWQ's int4 (quant_method "awq", GEMM packing) is repacked once,
+// value for value, into int4w rows (kernels/quant/awq.h): NAME of type I4
+// [m, k] (codes, 2 a byte), NAME + kBlockScaleSuffix F16 [m, k / G] and
+// NAME + kZeroPointSuffix U8 [m, k / G]. Written to a file
+// (HfWeights::dequantized), FP8 weights become BF16 and AWQ's F16.
 #pragma once
 
 #include <memory>
@@ -28,6 +32,7 @@
 namespace kiln {
 
 inline constexpr const char* kBlockScaleSuffix = "_scale";
+inline constexpr const char* kZeroPointSuffix = "_zero";
 inline constexpr const char* kWeightBlockSizeKey = "kiln.weight_block_size";
 
 // How a quantized checkpoint's weights are translated: kept in Kiln's

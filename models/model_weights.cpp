@@ -1,6 +1,7 @@
 #include "models/model_weights.h"
 
 #include "ir/error.h"
+#include "kernels/quant/int4w.h"
 #include "kernels/quant/rows16.h"
 #include "models/hf_checkpoint.h"
 
@@ -58,6 +59,7 @@ Weight ModelWeights::stack(Graph& g, const GgufTensor& t, const std::string& lab
   w.m = m;
   w.k = k;
   w.experts = t.shape.size() > 2 ? mats : 0;
+  if (t.type == GgmlType::i4) return int4(g, t, w);
   if (!is_block_quantized(t.type)) {
     w.data = g.external(data, float_dtype(t), {mats * m, k});
     if (t.type == GgmlType::f8_e4m3) block_scales(g, t, w);
@@ -85,6 +87,30 @@ void ModelWeights::block_scales(Graph& g, const GgufTensor& t, Weight& w) {
                 std::string(kWeightBlockSizeKey) + " " + std::to_string(b) + " beside it");
   w.scales = g.external(on_backend(s->data, s->nbytes), DType::f32, {s->shape[1], s->shape[0]});
   w.scale_block = b;
+}
+
+// An int4 matrix with its scales and zero points (models/hf_checkpoint.h),
+// and its 16-row interleave when the loader made one.
+Weight ModelWeights::int4(Graph& g, const GgufTensor& t, Weight w) {
+  static_assert(static_cast<int64_t>(GgmlType::i4) == kInt4w);
+  const GgufTensor* s = file_.find_tensor(t.name + kBlockScaleSuffix);
+  const GgufTensor* z = file_.find_tensor(t.name + kZeroPointSuffix);
+  if (t.shape.size() != 2 || !s || !z || s->type != GgmlType::f16 || z->type != GgmlType::u8 ||
+      s->shape.size() != 2 || s->shape[1] != w.m || s->shape[0] <= 0 || w.k % s->shape[0] ||
+      z->shape != s->shape)
+    throw Error("int4 tensor '" + t.name + "' has no F16 scales '" + t.name + kBlockScaleSuffix +
+                "' and U8 zero points '" + t.name + kZeroPointSuffix +
+                "' [m, k / group] beside it");
+  w.quant = kInt4w;
+  w.scale_block = w.k / s->shape[0];
+  w.data = g.external(on_backend(t.data, t.nbytes), DType::u8, {w.m, w.k / 2});
+  w.scales = g.external(on_backend(s->data, s->nbytes), DType::f16, {w.m, s->shape[0]});
+  w.zeros = g.external(on_backend(z->data, z->nbytes), DType::u8, {w.m, s->shape[0]});
+  if (const uint8_t* rows16 = packed_.rows16(t)) {
+    const int64_t bytes = Int4wRows16{w.scale_block, true}.bytes(w.m, w.k);
+    w.rows16 = g.external(on_backend(rows16, static_cast<size_t>(bytes)), DType::u8, {bytes});
+  }
+  return w;
 }
 
 Tensor ModelWeights::expert_biases(Graph& g, const std::string& name) {

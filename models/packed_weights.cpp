@@ -1,8 +1,11 @@
 #include "models/packed_weights.h"
 
+#include <cstring>
 #include <vector>
 
+#include "kernels/quant/int4w.h"
 #include "kernels/quant/rows16.h"
+#include "models/hf_checkpoint.h"
 
 namespace kiln {
 
@@ -20,6 +23,17 @@ int64_t rows16_rows(const GgufTensor& t) {
   return m * (t.shape.size() == 3 ? t.shape[2] : 1);
 }
 
+// An int4 matrix's group size when its 16-row interleave exists (m a
+// multiple of 16, k of 256, a group int4w's layout has), else 0.
+int64_t int4_group(const GgufFile& file, const GgufTensor& t) {
+  const GgufTensor* s = file.find_tensor(t.name + kBlockScaleSuffix);
+  if (t.type != GgmlType::i4 || t.shape.size() != 2 || !s || s->shape.size() != 2 ||
+      !file.find_tensor(t.name + kZeroPointSuffix))
+    return 0;
+  const int64_t k = t.shape[0], m = t.shape[1], g = k / s->shape[0];
+  return m % 16 == 0 && k % 256 == 0 && (g == 32 || g == 64 || g == 128) ? g : 0;
+}
+
 }  // namespace
 
 PackedWeights::PackedWeights(const GgufFile& file, ThreadPool& pool) {
@@ -33,10 +47,30 @@ PackedWeights::PackedWeights(const GgufFile& file, ThreadPool& pool) {
       total += static_cast<size_t>(
           ggml::rows16_bytes(static_cast<ggml::QuantType>(t.type), rows, t.shape[0]));
       total = (total + 63) / 64 * 64;  // each copy starts on a cache line
+    } else if (int64_t g = int4_group(file, t)) {
+      todo.emplace_back(&t, total);
+      total += static_cast<size_t>(Int4wRows16{g, true}.bytes(t.shape[1], t.shape[0]));
+      total = (total + 63) / 64 * 64;
     }
   if (todo.empty()) return;
   arena_ = HostMemory(total);
   for (auto [t, offset] : todo) {
+    if (t->type == GgmlType::i4) {  // a Hugging Face folder's AWQ weights, repacked once
+      const int64_t k = t->shape[0], m = t->shape[1], g = int4_group(file, *t);
+      const GgufTensor& s = file.tensor(t->name + kBlockScaleSuffix);
+      const GgufTensor& z = file.tensor(t->name + kZeroPointSuffix);
+      Int4wRows r{m,
+                  k,
+                  g,
+                  std::vector<uint8_t>(t->data, t->data + t->nbytes),
+                  std::vector<uint8_t>(z.data, z.data + z.nbytes),
+                  std::vector<uint16_t>(s.nbytes / 2)};
+      std::memcpy(r.scales.data(), s.data, s.nbytes);
+      std::vector<uint8_t> packed = interleave_int4w_rows16(r);
+      std::memcpy(arena_.data() + offset, packed.data(), packed.size());
+      rows16_.emplace(t->name, offset);
+      continue;
+    }
     // Row group g is source rows 16g .. 16g + 15 and bytes g * group_bytes
     // of the copy, so ranges of groups interleave independently.
     const auto qt = static_cast<ggml::QuantType>(t->type);

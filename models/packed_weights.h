@@ -9,7 +9,8 @@
 // right after, so peak memory stays about one copy of the weights. Each
 // tensor's row groups are split across the thread pool: the copy and the
 // first touch of its fresh pages are most of a model's load time. The
-// interleaved copy then serves both prefill and decode (ops::linear).
+// interleaved copy then serves both prefill and decode (ops::linear). A
+// Hugging Face folder's int4 (AWQ) matrices get int4w's interleave alike.
 #pragma once
 
 #include <cstdint>

@@ -155,6 +155,31 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     }
     fixed["GROUPED"] = static_cast<int64_t>(grouped.mode);
   };
+  if (w.quant == kInt4w) {
+    // Interleaved, one x scale per 256 (int4w.h's chunk); row-major, per 32.
+    if (er) mismatch("linear", "int4 weight '" + w.label + "' cannot be a stack of experts");
+    if (!w.scales || !w.zeros)
+      mismatch("linear", "int4 weight '" + w.label + "' has no scales and zero points");
+    std::vector<Tensor> q = quantize_q8(g, x, w.rows16 ? 256 : 32);
+    args["xq"] = q[0];
+    args["xd"] = q[1];
+    args["xs"] = q[2];
+    args["m"] = Arg::scalar_int(w.m);
+    args["k"] = Arg::scalar_int(w.k);
+    args["t"] = Arg::scalar_int(y_rows);
+    fixed["GROUP"] = w.scale_block;
+    fixed["ZP"] = 1;
+    if (w.rows16) {
+      args["w"] = *w.rows16;
+      g.launch(w.label, "gemv_int4w_rows16", {}, args, {}, fixed);
+    } else {
+      args["q"] = w.data;
+      args["scales"] = *w.scales;
+      args["zeros"] = *w.zeros;
+      g.launch(w.label, "gemv_int4w", {}, args, {}, fixed);
+    }
+    return y;
+  }
   if (w.quant) {
     std::vector<Tensor> q = quantize_q8(g, x, activation_block(w.quant));
     args["xq"] = q[0];

@@ -27,11 +27,18 @@ struct Weight {
   // when the loader made that copy: linear then runs qgemv_rows16 on it.
   std::optional<Tensor> rows16;
   int64_t experts = 0;  // a stack of this many [m, k] matrices (an MoE layer's); 0: one
-  // Float weights with block scales (FP8 checkpoints): f32 [cdiv(m, B),
-  // cdiv(k, B)], w[i, j] = data[i, j] * scales[i / B, j / B], B = scale_block.
-  std::optional<Tensor> scales{};
+  // Checkpoint formats ggml has no type for, with their scales:
+  // - FP8 (data f8e4m3 [m, k]): scales f32 [cdiv(m, B), cdiv(k, B)],
+  //   w[i, j] = data[i, j] * scales[i / B, j / B], B = scale_block;
+  // - int4 weight-only (quant == kInt4w, data u8 [m, k/2] in
+  //   kernels/quant/int4w.h's rows): scales f16 and zeros u8 [m, k / B],
+  //   B = scale_block the group size; rows16 its 16-row interleave.
+  std::optional<Tensor> scales{}, zeros{};
   int64_t scale_block = 0;
 };
+
+// Weight::quant of int4 weight-only matrices (not a ggml type).
+inline constexpr int64_t kInt4w = 1025;
 
 // The KV cache of one layer, in kernels/attention/kv_cache.h's layout: one
 // sequence's max_ctx rows, or with page > 0 a pool of n_pages pages of

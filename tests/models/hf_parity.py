@@ -11,7 +11,8 @@ folder rounds every weight to bf16, so its logits may move by that
 rounding (max|d| <= 0.1 std, top-1 agreeing on >= 80 % of positions; seen:
 0.015-0.055), and converted to a BF16 GGUF it must give its own logits
 exactly. Block-scaled FP8 folders must give the logits of their values
-dequantized (fp8 below). The
+dequantized (fp8 below), AutoAWQ folders theirs within 8-bit activations'
+error (awq). The
 text prompt also checks that tokenizer.json reads back as the GGUF's
 tokenizer (the same prompt token count); a llama with Llama 2's SentencePiece
 vocabulary checks tokenizer.model the same way. `kiln convert` of the folder must
@@ -148,7 +149,7 @@ def fp8(kiln, llama_cpp, tmp):
         for what in ("fp8", "deq"):
             folders[what] = os.path.join(tmp, f"{arch}-{what}")
             subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folders[what],
-                            "--dtype", "f32", "--fp8", str(block)] + (["--fp8-dequantized"] if what == "deq" else []),
+                            "--dtype", "f32", "--fp8", str(block)] + (["--dequantized"] if what == "deq" else []),
                            check=True)
         got, _ = run(kiln, folders["fp8"], extra, os.path.join(tmp, "got.npy"))
         want, _ = run(kiln, folders["deq"], extra, os.path.join(tmp, "want.npy"))
@@ -170,6 +171,52 @@ def fp8(kiln, llama_cpp, tmp):
         bad += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} fp8 converted to BF16, in llama.cpp vs Kiln(FP8 folder): "
               f"max|d|/std {d:.2e} top-1 {top1:.3f}")
+    return bad
+
+
+def awq(kiln, llama_cpp, tmp):
+    """AutoAWQ folders (make_hf_checkpoint.py --awq G: 4-bit codes, zero
+    points and f16 scales packed by AutoAWQ's documented order, in numpy):
+    Kiln repacks them into int4w rows and runs gemv_int4w(_rows16), which
+    quantize the activations to 8 bits as llama.cpp's Q4 formats do, so
+    the logits must be those of the same values dequantized to F32 within
+    that error (max|d|/std <= 0.15, top-1 >= 90 %; seen 0.04-0.08, 100 %).
+    llama tiny, groups of 128 (every matrix interleaved across 16 rows);
+    SmolLM's widths (576, not whole 256s) in one layer, groups of 64 (the
+    row-major kernel). kiln convert writes the folder as F16, which
+    llama.cpp must run as Kiln runs the dequantized folder (<= 0.05)."""
+    bad = 0
+    tokens = [1, 72, 101, 108, 108, 111, 44, 32, 119]
+    extra = ["--tokens", ",".join(map(str, tokens))]
+    smol = os.path.join(tmp, "smollm1.gguf")
+    subprocess.run([kiln, "gen-model", "--arch", "llama", "--preset", "smollm", "--layers", "1", "-o", smol,
+                    "--type", "f16"], check=True, capture_output=True)
+    for name, gguf, group in (("llama", os.path.join(tmp, "llama.gguf"), 128), ("smollm", smol, 64)):
+        folders = {}
+        for what in ("awq", "deq"):
+            folders[what] = os.path.join(tmp, f"{name}-{what}{group}")
+            subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folders[what],
+                            "--awq", str(group)] + (["--dequantized"] if what == "deq" else []), check=True)
+        got, _ = run(kiln, folders["awq"], extra, os.path.join(tmp, "got.npy"))
+        want, _ = run(kiln, folders["deq"], extra, os.path.join(tmp, "want.npy"))
+        d = float(np.abs(got - want).max() / want.std())
+        top1 = float((got.argmax(-1) == want.argmax(-1)).mean())
+        ok = d <= 0.15 and top1 >= 0.9
+        bad += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {name:9s} awq group {group}: Kiln(AWQ folder) vs the dequantized "
+              f"F32 folder max|d|/std {d:.2e} top-1 {top1:.3f}")
+        if llama_cpp is None or name != "llama":
+            continue
+        converted = os.path.join(tmp, f"{name}-awq.gguf")
+        subprocess.run([kiln, "convert", folders["awq"], "-o", converted], check=True, capture_output=True)
+        theirs = llamacpp_logits(llama_cpp, converted, tokens)
+        want = want[: len(tokens)]
+        d = float(np.abs(want - theirs).max() / theirs.std())
+        top1 = float((want.argmax(-1) == theirs.argmax(-1)).mean())
+        ok = d <= 0.05 and top1 >= 0.99
+        bad += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {name:9s} awq converted to F16, in llama.cpp vs Kiln(dequantized "
+              f"folder): max|d|/std {d:.2e} top-1 {top1:.3f}")
     return bad
 
 
@@ -234,6 +281,7 @@ def main():
                     failures += not ok
                     print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} bf16 converted: the folder's logits exactly: {ok}")
         failures += fp8(a.kiln, llama_cpp, tmp)
+        failures += awq(a.kiln, llama_cpp, tmp)
         failures += llama3_rope(a.kiln, llama_cpp, tmp)
         failures += sentencepiece(a.kiln, a.vocab_dir, tmp)
     if failures:

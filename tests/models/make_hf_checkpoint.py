@@ -9,13 +9,18 @@ rotate-half order, per-expert matrices unstacked, and the tokenizer written
 as tokenizer.json. Kiln reading the folder must then give the GGUF's logits.
 
   make_hf_checkpoint.py MODEL.gguf OUT_DIR [--dtype f16|f32|bf16] [--shards N]
-                        [--llama3-rope ORIG_CTX] [--fp8 B [--fp8-dequantized]]
+                        [--llama3-rope ORIG_CTX] [--fp8 B | --awq G] [--dequantized]
 
 --fp8 B quantizes every linear layer's weight but the embeddings' as FP8
 checkpoints do (DeepSeek-V3, Qwen3 FP8): E4M3 values with a scale per B x B
 block (`weight_scale_inv`, amax / 448), quantization_config quant_method
-fp8. With --fp8-dequantized the same values are written dequantized, as F32
-and without quantization_config: the reference the FP8 folder must match.
+fp8. --awq G quantizes them as AutoAWQ's GEMM checkpoints store them: per
+group of G inputs and output column, 4-bit codes q and zero points z with
+an f16 scale s (w = (q - z) s), packed 8 to an int32 with column 8c +
+[0, 2, 4, 6, 1, 3, 5, 7][i] in bits 4i..4i+3 (AutoAWQ's documented order),
+qweight [in, out / 8], qzeros [in / G, out / 8], scales [in / G, out].
+With --dequantized the same values are written dequantized, as F32 and
+without quantization_config: the reference the quantized folder must match.
 
 bf16 tensors are stored by safetensors as U16 (numpy has no bfloat16) and
 the header's dtype names rewritten to BF16 afterwards.
@@ -191,6 +196,32 @@ def fp8_dequantize(codes, scale, b):
     return (mag * full).astype(np.float32)
 
 
+AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
+
+
+def awq_quantize(w, g):
+    """w [out, in] -> (qweight, qzeros, scales, dequantized [out, in])."""
+    wt = w.astype(np.float64).T  # [in, out], AWQ's input-major layout
+    k, n = wt.shape
+    grp = wt.reshape(k // g, g, n)
+    lo, hi = np.minimum(grp.min(1), 0), np.maximum(grp.max(1), 0)
+    scales = np.maximum((hi - lo) / 15, 1e-8).astype(np.float16)
+    s = scales.astype(np.float64)
+    z = np.clip(np.round(-lo / s), 0, 15).astype(np.int64)
+    q = np.clip(np.round(grp / s[:, None, :]) + z[:, None, :], 0, 15).astype(np.int64)
+    deq = ((q - z[:, None, :]) * s[:, None, :]).reshape(k, n).T.astype(np.float32)
+
+    def pack(v):  # [rows, n] nibbles -> int32 [rows, n / 8]
+        v = v.reshape(v.shape[0], n // 8, 8)
+        words = np.zeros(v.shape[:2], np.uint32)
+        for i, col in enumerate(AWQ_ORDER):
+            words |= (v[:, :, col].astype(np.uint32) << (4 * i))
+        return words.view(np.int32)
+
+    c = np.ascontiguousarray  # safetensors writes an array's memory as it lies
+    return c(pack(q.reshape(k, n))), c(pack(z)), c(scales), c(deq)
+
+
 def save(tensors, path, dtype, fp8=()):
     """fp8: names of u8 tensors that hold E4M3 codes (numpy has no FP8:
     written as U8 and the header's dtype renamed)."""
@@ -224,8 +255,10 @@ def main():
                     help="declare Llama 3.1's rope scaling (factor 8) with this original context")
     ap.add_argument("--fp8", type=int, default=0, metavar="B",
                     help="linear layers as E4M3 with a scale per B x B block")
-    ap.add_argument("--fp8-dequantized", action="store_true",
-                    help="with --fp8: write the FP8 values dequantized, as F32")
+    ap.add_argument("--awq", type=int, default=0, metavar="G",
+                    help="linear layers as AutoAWQ int4 with groups of G inputs")
+    ap.add_argument("--dequantized", action="store_true",
+                    help="with --fp8 or --awq: write the quantized values dequantized, as F32")
     a = ap.parse_args()
     r = GGUFReader(a.gguf)
     arch = field(r, "general.architecture")
@@ -238,12 +271,21 @@ def main():
     fp8_names = set()
 
     def linear(name, w):
-        """A linear layer's weight, FP8-quantized with --fp8."""
+        """A linear layer's weight, quantized with --fp8 or --awq (AutoAWQ
+        leaves lm_head as it is)."""
+        if a.awq and name != "lm_head.weight":
+            qweight, qzeros, scales, deq = awq_quantize(w, a.awq)
+            if a.dequantized:
+                out[name] = deq
+                return
+            base = name[: -len(".weight")]
+            out.update({base + ".qweight": qweight, base + ".qzeros": qzeros, base + ".scales": scales})
+            return
         if not a.fp8:
-            out[name] = np.ascontiguousarray(w)
+            out[name] = np.ascontiguousarray(w.astype(np.float32) if a.dequantized else w)
             return
         codes, scale = fp8_quantize(w.astype(np.float32), a.fp8)
-        if a.fp8_dequantized:
+        if a.dequantized:
             out[name] = fp8_dequantize(codes, scale, a.fp8)
             return
         out[name] = codes
@@ -295,11 +337,12 @@ def main():
            "rms_norm_eps": k("attention.layer_norm_rms_epsilon"), "rope_theta": k("rope.freq_base"),
            "vocab_size": n_vocab, "tie_word_embeddings": tied, "torch_dtype": {"f16": "float16",
            "f32": "float32", "bf16": "bfloat16"}[a.dtype], "intermediate_size": k("feed_forward_length")}
-    if a.fp8 and not a.fp8_dequantized:
+    if a.fp8 and not a.dequantized:
         cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                                       "weight_block_size": [a.fp8, a.fp8]}
-    if a.fp8 and a.fp8_dequantized:
-        cfg["torch_dtype"] = "float32"
+    if a.awq and not a.dequantized:
+        cfg["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": a.awq, "zero_point": True,
+                                      "version": "gemm"}
     if a.llama3_rope:
         cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                "high_freq_factor": 4.0, "original_max_position_embeddings": a.llama3_rope}

@@ -440,3 +440,46 @@ TEST_CASE("hf: FP8 weights keep their bytes and scales, or dequantize to write",
     CHECK_THAT(t.error(), Catch::Contains("quant_method 'gptq' is not supported"));
   }
 }
+
+TEST_CASE("hf: AWQ folders Kiln cannot run as they are are refused", "[models][hf][error]") {
+  auto awq = [](TinyFolder& t, json q) {
+    t.config["quantization_config"] = q;
+    StTensor& w = t.tensor("model.layers.0.mlp.up_proj.weight");  // [16 out, 8 in]
+    w.name = "model.layers.0.mlp.up_proj.qweight";
+    w.dtype = "I32";
+    w.shape = {8, 2};
+    w.bytes = std::string(8 * 2 * 4, '\0');
+  };
+  const json ok = {{"quant_method", "awq"},
+                   {"bits", 4},
+                   {"group_size", 32},
+                   {"zero_point", true},
+                   {"version", "gemm"}};
+  {
+    TinyFolder t;
+    json q = ok;
+    q["bits"] = 8;
+    awq(t, q);
+    CHECK_THAT(t.error(), Catch::Contains("AWQ with bits 4, zero_point true and version gemm"));
+  }
+  {
+    TinyFolder t;
+    json q = ok;
+    q["version"] = "gemv";
+    awq(t, q);
+    CHECK_THAT(t.error(), Catch::Contains("version gemm"));
+  }
+  {
+    TinyFolder t;
+    json q = ok;
+    q["group_size"] = 96;
+    awq(t, q);
+    CHECK_THAT(t.error(), Catch::Contains("group_size 96 is not supported"));
+  }
+  {
+    TinyFolder t;  // 8 inputs are not a whole group of 32
+    awq(t, ok);
+    CHECK_THAT(t.error(), Catch::Contains("AWQ tensor 'model.layers.0.mlp.up_proj.qweight'") &&
+                              Catch::Contains("groups of 32"));
+  }
+}
