@@ -30,9 +30,13 @@ struct Entry {
 // the quantisers' own table (kernels/quant/ggml_blocks.h).
 const std::vector<Entry>& supported() {
   static const std::vector<Entry> table = [] {
-    std::vector<Entry> t = {{0, {"F32", 1, 4}},         {1, {"F16", 1, 2}},
-                            {30, {"BF16", 1, 2}},       {1024, {"F8_E4M3", 1, 1, true}},
-                            {1025, {"I4", 2, 1, true}}, {1026, {"U8", 1, 1, true}}};
+    std::vector<Entry> t = {{0, {"F32", 1, 4}},
+                            {1, {"F16", 1, 2}},
+                            {30, {"BF16", 1, 2}},
+                            {1024, {"F8_E4M3", 1, 1, true}},
+                            {1025, {"I4", 2, 1, true}},
+                            {1026, {"U8", 1, 1, true}},
+                            {1027, {"I8_CHANNEL", 1, 1, true}}};
     for (const ggml::BlockFormat& f : ggml::block_formats()) {
       auto id = static_cast<uint32_t>(f.type);
       t.push_back({id, {kGgmlNames[id], f.block_elems, f.block_bytes}});

@@ -38,9 +38,10 @@ enum class GgmlType : uint32_t {
   // Kiln's own, never in a GGUF file: how a Hugging Face folder's weights
   // that ggml has no type for are held in the GgufFile it translates to
   // (models/hf_checkpoint.h). Ids far above ggml's.
-  f8_e4m3 = 1024,  // FP8 E4M3FN with block scales in a companion tensor
-  i4 = 1025,       // int4 weight-only codes, 2 a byte (kernels/quant/int4w.h)
-  u8 = 1026,       // bytes: the int4 codes' zero points
+  f8_e4m3 = 1024,     // FP8 E4M3FN with block scales in a companion tensor
+  i4 = 1025,          // int4 weight-only codes, 2 a byte (kernels/quant/int4w.h)
+  u8 = 1026,          // bytes: the int4 codes' zero points
+  i8_channel = 1027,  // int8 weights with a scale per row in a companion tensor
 };
 
 struct GgmlTypeInfo {

@@ -172,9 +172,11 @@ class Translator {
     const json& q = *it;
     const std::string method = q.value("quant_method", std::string());
     if (method == "awq") return awq_config(q);
+    if (method == "compressed-tensors") return int8_config(q);
     if (method != "fp8")
       fail_config("quantization_config.quant_method '" + method +
-                  "' is not supported (Kiln reads fp8 block-scaled and awq checkpoints)");
+                  "' is not supported (Kiln reads fp8 block-scaled, awq and compressed-tensors "
+                  "int8 checkpoints)");
     if (q.value("fmt", std::string("e4m3")) != "e4m3")
       fail_config("quantization_config.fmt '" + q["fmt"].get<std::string>() +
                   "' is not supported (e4m3)");
@@ -206,6 +208,26 @@ class Translator {
     if (awq_group_ != 32 && awq_group_ != 64 && awq_group_ != 128)
       fail_config("quantization_config.group_size " + std::to_string(awq_group_) +
                   " is not supported (32, 64, 128)");
+  }
+
+  // compressed-tensors: one group of int8 weights per output channel with
+  // dynamic int8 activations per token (w8a8), nothing else.
+  void int8_config(const json& q) {
+    auto groups = q.find("config_groups");
+    const bool one = groups != q.end() && groups->is_object() && groups->size() == 1;
+    const json g = one ? groups->begin().value() : json::object();
+    auto is = [&](const char* part, const char* key, const json& want) {
+      return g.contains(part) && g[part].is_object() && g[part].value(key, json()) == want;
+    };
+    if (!one || !is("weights", "num_bits", 8) || !is("weights", "type", "int") ||
+        !is("weights", "symmetric", true) || !is("weights", "strategy", "channel") ||
+        !is("input_activations", "num_bits", 8) || !is("input_activations", "type", "int") ||
+        !is("input_activations", "strategy", "token") || !is("input_activations", "dynamic", true))
+      fail_config(
+          "quantization_config: Kiln reads compressed-tensors int8 w8a8 (one config group: "
+          "symmetric int8 weights per channel, dynamic int8 activations per token): " +
+          q.dump());
+    int8_ = true;
   }
 
   void rope_scaling() {
@@ -298,11 +320,14 @@ class Translator {
       throw Error("tensor '" + hf + "' in '" + *t->file + "' is F8_E4M3 but config.json '" +
                   config_path_ +
                   "' has no quantization_config with quant_method fp8 and weight_block_size");
+    if (t->dtype == StDtype::i8 && fp8 && !int8_)
+      throw Error("tensor '" + hf + "' in '" + *t->file + "' is I8 but config.json '" +
+                  config_path_ + "' has no compressed-tensors int8 quantization_config");
     if (t->dtype != StDtype::f32 && t->dtype != StDtype::f16 && t->dtype != StDtype::bf16 &&
-        !(fp8 && t->dtype == StDtype::f8_e4m3))
+        !(fp8 && (t->dtype == StDtype::f8_e4m3 || t->dtype == StDtype::i8)))
       throw Error("tensor '" + hf + "' in '" + *t->file + "' has dtype " + st_dtype_name(t->dtype) +
                   ": Kiln reads F32, F16 and BF16 weights from safetensors" +
-                  (fp8 ? ", and F8_E4M3 with block scales" : " here"));
+                  (fp8 ? ", F8_E4M3 with block scales and I8 with channel scales" : " here"));
     used_.insert(hf);
     return *t;
   }
@@ -336,6 +361,7 @@ class Translator {
       return awq_matrix(name, base, rows, cols, permute_heads);
     const SafeTensor& t = take(hf, {rows, cols}, fp8);
     if (t.dtype == StDtype::f8_e4m3) return fp8_matrix(name, t, permute_heads);
+    if (t.dtype == StDtype::i8) return int8_matrix(name, t, permute_heads);
     const uint8_t* bytes = t.data;
     if (permute_heads > 0) bytes = own(permute_rows(t, permute_heads));
     add(name, ggml_type_of(t.dtype), t.shape, bytes);
@@ -395,6 +421,33 @@ class Translator {
           std::memcpy(out.data() + (h * d + 2 * i + j) * row_bytes,
                       in.data() + (h * d + j * (d / 2) + i) * row_bytes, row_bytes);
     return out;
+  }
+
+  // An INT8 matrix and its per-row scales (HF: NAME_scale [rows, 1]).
+  void int8_matrix(const std::string& name, const SafeTensor& t, int64_t permute_heads) {
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    const SafeTensor& s = take(t.name + "_scale", {rows, 1});
+    std::vector<float> scale(static_cast<size_t>(rows));
+    ggml_to_f32(ggml_type_of(s.dtype), s.data, rows, scale.data());
+    std::vector<uint8_t> q(t.data, t.data + t.nbytes);
+    std::vector<uint8_t> sb(scale.size() * 4);
+    std::memcpy(sb.data(), scale.data(), sb.size());
+    if (permute_heads > 0) {
+      q = permute_row_bytes(q, rows, permute_heads);
+      sb = permute_row_bytes(sb, rows, permute_heads);
+      std::memcpy(scale.data(), sb.data(), sb.size());
+    }
+    if (weights_ == HfWeights::dequantized) {
+      std::vector<float> w(static_cast<size_t>(rows * cols));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          w[r * cols + c] = static_cast<float>(static_cast<int8_t>(q[r * cols + c])) * scale[r];
+      std::vector<uint8_t> out(w.size() * 2);
+      ggml_from_f32(GgmlType::bf16, w.data(), static_cast<int64_t>(w.size()), out.data());
+      return add(name, GgmlType::bf16, t.shape, own(std::move(out)));
+    }
+    add(name, GgmlType::i8_channel, t.shape, own(std::move(q)));
+    add(name + kBlockScaleSuffix, GgmlType::f32, {rows}, own(std::move(sb)));
   }
 
   // An AWQ matrix (BASE.qweight, .qzeros, .scales; `rows` = out features)
@@ -558,6 +611,7 @@ class Translator {
   int64_t n_ff_ = 0, n_expert_ = 0;
   int64_t fp8_block_ = 0;  // quantization_config's weight_block_size; 0: no FP8
   int64_t awq_group_ = 0;  // AWQ's group_size; 0: no AWQ
+  bool int8_ = false;      // compressed-tensors int8 w8a8
   bool tied_ = false;
   std::set<std::string> used_;
 };

@@ -19,8 +19,11 @@
 // AutoAWQ's int4 (quant_method "awq", GEMM packing) is repacked once,
 // value for value, into int4w rows (kernels/quant/awq.h): NAME of type I4
 // [m, k] (codes, 2 a byte), NAME + kBlockScaleSuffix F16 [m, k / G] and
-// NAME + kZeroPointSuffix U8 [m, k / G]. Written to a file
-// (HfWeights::dequantized), FP8 weights become BF16 and AWQ's F16.
+// NAME + kZeroPointSuffix U8 [m, k / G]. compressed-tensors' INT8
+// (w8a8: int8 weights with a scale per output channel, activations
+// quantised per token when run) becomes NAME of type I8_CHANNEL [m, k] and
+// NAME + kBlockScaleSuffix F32 [m]. Written to a file
+// (HfWeights::dequantized), FP8 and INT8 weights become BF16, AWQ's F16.
 #pragma once
 
 #include <memory>

@@ -155,6 +155,30 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     }
     fixed["GROUPED"] = static_cast<int64_t>(grouped.mode);
   };
+  if (w.quant == kW8a8) {
+    if (er) mismatch("linear", "int8 weight '" + w.label + "' cannot be a stack of experts");
+    if (!w.scales || w.scales->numel() != w.m)
+      mismatch("linear", "int8 weight '" + w.label + "' has no scale per row");
+    std::vector<Tensor> q = g.memo("quantize_rows_i8/" + Graph::key(x), [&] {
+      const int64_t t = x.dim(0), k = x.dim(1);
+      Tensor xq = g.scratch(DType::i8, {t, k}), d = g.scratch(DType::f32, {t}),
+             s = g.scratch(DType::i32, {t});
+      g.launch("quantize", "quantize_rows_i8", {},
+               {{"x", x}, {"q", xq}, {"d", d}, {"s", s}, {"n", Arg::scalar_int(k)}}, {{"rows", t}});
+      return std::vector<Tensor>{xq, d, s};
+    });
+    g.launch(w.label, "gemv_w8a8", {},
+             {{"w", w.data},
+              {"ws", *w.scales},
+              {"xq", q[0]},
+              {"xd", q[1]},
+              {"xs", q[2]},
+              {"y", y},
+              {"m", Arg::scalar_int(w.m)},
+              {"k", Arg::scalar_int(w.k)},
+              {"t", Arg::scalar_int(y_rows)}});
+    return y;
+  }
   if (w.quant == kInt4w) {
     // Interleaved, one x scale per 256 (int4w.h's chunk); row-major, per 32.
     if (er) mismatch("linear", "int4 weight '" + w.label + "' cannot be a stack of experts");

@@ -32,13 +32,16 @@ struct Weight {
   //   w[i, j] = data[i, j] * scales[i / B, j / B], B = scale_block;
   // - int4 weight-only (quant == kInt4w, data u8 [m, k/2] in
   //   kernels/quant/int4w.h's rows): scales f16 and zeros u8 [m, k / B],
-  //   B = scale_block the group size; rows16 its 16-row interleave.
+  //   B = scale_block the group size; rows16 its 16-row interleave;
+  // - INT8 (quant == kW8a8, data u8 [m, k] holding int8 codes): scales f32
+  //   [m], one per row; activations are quantised per token to int8.
   std::optional<Tensor> scales{}, zeros{};
   int64_t scale_block = 0;
 };
 
-// Weight::quant of int4 weight-only matrices (not a ggml type).
-inline constexpr int64_t kInt4w = 1025;
+// Weight::quant of int4 weight-only and INT8 (w8a8) matrices (not ggml
+// types).
+inline constexpr int64_t kInt4w = 1025, kW8a8 = 1027;
 
 // The KV cache of one layer, in kernels/attention/kv_cache.h's layout: one
 // sequence's max_ctx rows, or with page > 0 a pool of n_pages pages of

@@ -23,6 +23,7 @@
 #include "tools/gemv_workload.h"
 #include "tools/int4_workload.h"
 #include "tools/qgemv_workload.h"
+#include "tools/w8a8_workload.h"
 
 namespace kiln {
 
@@ -347,6 +348,23 @@ int cmd_bench(const std::vector<std::string>& argv) {
                                    "rows16,int4w,int4w-rows16,awq,awq-int4w,awq-rows16"),
                              ',')) {
     const auto& int4 = int4_formats();
+    if (f == "w8a8") {  // INT8 checkpoints' GEMV (one token)
+      for (auto [m, k] : shapes) {
+        auto work = std::make_shared<Int4Workload>(w8a8_workload(m, k));
+        for (int t : threads) {
+          Runtime* rt = runtimes[t].get();
+          register_streaming(
+              f + "/" + std::to_string(m) + "x" + std::to_string(k) +
+                  "/threads:" + std::to_string(t),
+              rt, probe, work->weight_bytes, work->args, work,
+              [rt, work](const std::vector<Arg>& args) {
+                return rt->select(work->kernel, {}, args, {}, work->fixed);
+              },
+              cold);
+        }
+      }
+      continue;
+    }
     if (std::find(int4.begin(), int4.end(), f) != int4.end()) {
       for (auto [m, k] : shapes) {
         auto work = std::make_shared<Int4Workload>(int4_workload(f, m, k));
@@ -384,7 +402,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     }
     if (!known || (rows16 && !ggml::has_rows16(fmt)))
       throw Error("--formats: unknown format '" + f + "' (" + names +
-                  "int4w, int4w-rows16, awq, awq-int4w, awq-rows16)");
+                  "int4w, int4w-rows16, awq, awq-int4w, awq-rows16, w8a8)");
     // --const values the kernel declares (e.g. BLOCK_M) override the
     // dispatch. K-quants take Q8_K-style activations (one scale per 256), as
     // forwards quantise them (ops::linear).

@@ -68,6 +68,8 @@ std::vector<Case> cases() {
                 {{"T", DType::f32}},
                 {{"HEAD_DIM", 64}, {"ROT", 32}, {"NEOX", 1}},
                 {{"n_heads", 2}, {"n_pos", 9}, {"tokens", 2}}});
+  cs.push_back(
+      {"gemm", {{"W", DType::f8e4m3}}, {{"SCALE_BLOCK", 16}}, {{"t", 11}, {"n", 19}, {"k", 40}}});
   cs.push_back({"gemv",  // FP8 checkpoints' weights: bytes widened by bit tricks, block scales
                 {{"W", DType::f8e4m3}},
                 {{"BLOCK_M", 4}, {"BLOCK_K", 32}, {"SCALE_BLOCK", 64}},
@@ -267,6 +269,9 @@ std::vector<Case> cases() {
                   {{"GROUP", zp ? 32 : 128}, {"ZP", zp}, {"BLOCK_T", zp ? 4 : 1}},
                   {{"m", 32}, {"k", 512}, {"t", 5}}});
   cs.push_back({"gemv_awq", {}, {{"GROUP", 32}, {"BLOCK_N", 32}}, {{"k", 64}, {"n", 40}}});
+  cs.push_back(
+      {"gemv_w8a8", {}, {{"BLOCK_M", 4}, {"BLOCK_T", 2}}, {{"m", 6}, {"k", 100}, {"t", 3}}});
+  cs.push_back({"quantize_rows_i8", {}, {{"BLOCK", 64}}, {{"rows", 3}, {"n", 100}}});
   cs.push_back({"quantize_q8", {}, {{"QBLOCK", 32}}, {{"nblocks", 19}}});
   for (DType t : {DType::u8, DType::f32})
     cs.push_back({"dot_peak", {{"T", t}}, {{"ACC", 4}}, {{"programs", 3}, {"steps", 9}}});

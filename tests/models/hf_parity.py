@@ -11,8 +11,8 @@ folder rounds every weight to bf16, so its logits may move by that
 rounding (max|d| <= 0.1 std, top-1 agreeing on >= 80 % of positions; seen:
 0.015-0.055), and converted to a BF16 GGUF it must give its own logits
 exactly. Block-scaled FP8 folders must give the logits of their values
-dequantized (fp8 below), AutoAWQ folders theirs within 8-bit activations'
-error (awq). The
+dequantized, AutoAWQ and INT8 folders theirs within their 8-bit
+activations' error (`quantized` below). The
 text prompt also checks that tokenizer.json reads back as the GGUF's
 tokenizer (the same prompt token count); a llama with Llama 2's SentencePiece
 vocabulary checks tokenizer.model the same way. `kiln convert` of the folder must
@@ -130,93 +130,87 @@ def sentencepiece(kiln, vocab_dir, tmp):
     return bad
 
 
-def fp8(kiln, llama_cpp, tmp):
-    """Block-scaled FP8 folders (make_hf_checkpoint.py --fp8: E4M3 codes and
-    a scale per B x B block in numpy): Kiln runs the codes as they are
-    (gemv/gemm with SCALE_BLOCK) and must give the logits of the same values
-    dequantized by numpy and written as F32 (prefill bit-identical: the GEMM
-    scales each weight, to the same f32; decode max|d|/std <= 1e-3: the GEMV
-    scales x instead, and sums in another order; seen 1e-6 to 1.3e-4). llama:
-    128 blocks with q/k rows permuted inside them; qwen3: 96, so the last
-    blocks of rows and columns are partial. kiln convert writes the FP8
-    folder as BF16, which llama.cpp must run within the BF16 bar above."""
-    bad = 0
-    tokens = [1, 72, 101, 108, 108, 111, 44, 32, 119]
-    extra = ["--tokens", ",".join(map(str, tokens))]
-    for arch, block in (("llama", 128), ("qwen3", 96)):
-        gguf = os.path.join(tmp, f"{arch}.gguf")
-        folders = {}
-        for what in ("fp8", "deq"):
-            folders[what] = os.path.join(tmp, f"{arch}-{what}")
-            subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folders[what],
-                            "--dtype", "f32", "--fp8", str(block)] + (["--dequantized"] if what == "deq" else []),
-                           check=True)
-        got, _ = run(kiln, folders["fp8"], extra, os.path.join(tmp, "got.npy"))
-        want, _ = run(kiln, folders["deq"], extra, os.path.join(tmp, "want.npy"))
-        d = float(np.abs(got - want).max() / want.std())
-        top1 = float((got.argmax(-1) == want.argmax(-1)).mean())
-        ok = d <= 1e-3 and top1 == 1.0
-        bad += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} fp8 {block}x{block} blocks: Kiln(FP8 folder) vs the "
-              f"dequantized F32 folder max|d|/std {d:.2e} top-1 {top1:.3f}")
-        if llama_cpp is None:
-            continue
-        converted = os.path.join(tmp, f"{arch}-fp8.gguf")
-        subprocess.run([kiln, "convert", folders["fp8"], "-o", converted], check=True, capture_output=True)
-        theirs = llamacpp_logits(llama_cpp, converted, tokens)
-        got = got[: len(tokens)]
-        d = float(np.abs(got - theirs).max() / theirs.std())
-        top1 = float((got.argmax(-1) == theirs.argmax(-1)).mean())
-        ok = d <= 0.1 and top1 >= 0.8
-        bad += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} fp8 converted to BF16, in llama.cpp vs Kiln(FP8 folder): "
-              f"max|d|/std {d:.2e} top-1 {top1:.3f}")
-    return bad
+QUANT_TOKENS = [1, 72, 101, 108, 108, 111, 44, 32, 119]
 
 
-def awq(kiln, llama_cpp, tmp):
-    """AutoAWQ folders (make_hf_checkpoint.py --awq G: 4-bit codes, zero
-    points and f16 scales packed by AutoAWQ's documented order, in numpy):
-    Kiln repacks them into int4w rows and runs gemv_int4w(_rows16), which
-    quantize the activations to 8 bits as llama.cpp's Q4 formats do, so
-    the logits must be those of the same values dequantized to F32 within
-    that error (max|d|/std <= 0.15, top-1 >= 90 %; seen 0.04-0.08, 100 %).
-    llama tiny, groups of 128 (every matrix interleaved across 16 rows);
-    SmolLM's widths (576, not whole 256s) in one layer, groups of 64 (the
-    row-major kernel). kiln convert writes the folder as F16, which
-    llama.cpp must run as Kiln runs the dequantized folder (<= 0.05)."""
+def quantized_folder(kiln, tmp, gguf, label, flags, d_max, top1_min):
+    """A quantized folder written by make_hf_checkpoint.py `flags` and the
+    same values dequantized to F32: Kiln on the first must give the
+    logits of the second within (d_max, top1_min). Returns (the quantized
+    folder, Kiln's logits on the dequantized one, failures)."""
+    folders = {}
+    for what in ("q", "deq"):
+        folders[what] = os.path.join(tmp, f"{label.replace(' ', '-')}-{what}")
+        subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folders[what]] + flags +
+                       (["--dequantized"] if what == "deq" else []), check=True)
+    extra = ["--tokens", ",".join(map(str, QUANT_TOKENS))]
+    got, _ = run(kiln, folders["q"], extra, os.path.join(tmp, "got.npy"))
+    want, _ = run(kiln, folders["deq"], extra, os.path.join(tmp, "want.npy"))
+    d = float(np.abs(got - want).max() / want.std())
+    top1 = float((got.argmax(-1) == want.argmax(-1)).mean())
+    ok = d <= d_max and top1 >= top1_min
+    print(f"{'ok  ' if ok else 'FAIL'} {label}: Kiln(quantized folder) vs the dequantized F32 folder "
+          f"max|d|/std {d:.2e} top-1 {top1:.3f}")
+    return folders["q"], want, int(not ok)
+
+
+def converted_in_llamacpp(kiln, llama_cpp, tmp, label, folder, want, d_max, top1_min):
+    """kiln convert writes a quantized folder dequantized; llama.cpp must
+    run the file as Kiln runs `want`'s folder."""
+    if llama_cpp is None:
+        return 0
+    converted = os.path.join(tmp, label.replace(" ", "-") + ".gguf")
+    subprocess.run([kiln, "convert", folder, "-o", converted], check=True, capture_output=True)
+    theirs = llamacpp_logits(llama_cpp, converted, QUANT_TOKENS)
+    want = want[: len(QUANT_TOKENS)]
+    d = float(np.abs(want - theirs).max() / theirs.std())
+    top1 = float((want.argmax(-1) == theirs.argmax(-1)).mean())
+    ok = d <= d_max and top1 >= top1_min
+    print(f"{'ok  ' if ok else 'FAIL'} {label} converted, in llama.cpp: max|d|/std {d:.2e} top-1 {top1:.3f}")
+    return int(not ok)
+
+
+def quantized(kiln, llama_cpp, tmp):
+    """Quantized checkpoints, each built in numpy by make_hf_checkpoint.py:
+    - FP8 (--fp8 B: E4M3 codes, a scale per B x B block): Kiln runs the
+      codes as they are (gemv/gemm SCALE_BLOCK); prefill is bit-identical
+      to the dequantized folder (the GEMM scales each weight to the same
+      f32), decode within 1e-3 (the GEMV scales x instead; seen 1e-6 to
+      1.3e-4). llama: 128 blocks, q/k rows permuted inside them; qwen3: 96,
+      so the last blocks of rows and columns are partial.
+    - AutoAWQ (--awq G, packed by AutoAWQ's documented order): int4w
+      kernels with 8-bit activations as llama.cpp's Q4 formats, within
+      0.15 and 90 % top-1 (seen 0.04-0.08, 100 %). llama, groups of 128
+      (all interleaved across 16 rows); SmolLM's widths (576, not whole
+      256s) in one layer, groups of 64 (the row-major kernel).
+    - compressed-tensors INT8 (--int8: a scale per channel): gemv_w8a8
+      with per-token int8 activations, within 0.15 and 90 % (seen
+      0.05-0.06, 100 %).
+    kiln convert writes FP8 and INT8 as BF16 (llama.cpp against Kiln on the
+    quantized folder: the BF16 bar, 0.1 and 80 %) and AWQ as F16 (against
+    the dequantized folder: 0.05 and 99 %)."""
     bad = 0
-    tokens = [1, 72, 101, 108, 108, 111, 44, 32, 119]
-    extra = ["--tokens", ",".join(map(str, tokens))]
+    llama, qwen3 = os.path.join(tmp, "llama.gguf"), os.path.join(tmp, "qwen3.gguf")
     smol = os.path.join(tmp, "smollm1.gguf")
     subprocess.run([kiln, "gen-model", "--arch", "llama", "--preset", "smollm", "--layers", "1", "-o", smol,
                     "--type", "f16"], check=True, capture_output=True)
-    for name, gguf, group in (("llama", os.path.join(tmp, "llama.gguf"), 128), ("smollm", smol, 64)):
-        folders = {}
-        for what in ("awq", "deq"):
-            folders[what] = os.path.join(tmp, f"{name}-{what}{group}")
-            subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folders[what],
-                            "--awq", str(group)] + (["--dequantized"] if what == "deq" else []), check=True)
-        got, _ = run(kiln, folders["awq"], extra, os.path.join(tmp, "got.npy"))
-        want, _ = run(kiln, folders["deq"], extra, os.path.join(tmp, "want.npy"))
-        d = float(np.abs(got - want).max() / want.std())
-        top1 = float((got.argmax(-1) == want.argmax(-1)).mean())
-        ok = d <= 0.15 and top1 >= 0.9
-        bad += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {name:9s} awq group {group}: Kiln(AWQ folder) vs the dequantized "
-              f"F32 folder max|d|/std {d:.2e} top-1 {top1:.3f}")
-        if llama_cpp is None or name != "llama":
-            continue
-        converted = os.path.join(tmp, f"{name}-awq.gguf")
-        subprocess.run([kiln, "convert", folders["awq"], "-o", converted], check=True, capture_output=True)
-        theirs = llamacpp_logits(llama_cpp, converted, tokens)
-        want = want[: len(tokens)]
-        d = float(np.abs(want - theirs).max() / theirs.std())
-        top1 = float((want.argmax(-1) == theirs.argmax(-1)).mean())
-        ok = d <= 0.05 and top1 >= 0.99
-        bad += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {name:9s} awq converted to F16, in llama.cpp vs Kiln(dequantized "
-              f"folder): max|d|/std {d:.2e} top-1 {top1:.3f}")
+    extra = ["--tokens", ",".join(map(str, QUANT_TOKENS))]
+    for gguf, label, block in ((llama, "llama fp8 128", 128), (qwen3, "qwen3 fp8 96", 96)):
+        folder, _, b = quantized_folder(kiln, tmp, gguf, label, ["--dtype", "f32", "--fp8", str(block)], 1e-3, 1.0)
+        bad += b
+        got, _ = run(kiln, folder, extra, os.path.join(tmp, "got.npy"))
+        bad += converted_in_llamacpp(kiln, llama_cpp, tmp, label, folder, got, 0.1, 0.8)
+    for gguf, label, group in ((llama, "llama awq 128", 128), (smol, "smollm awq 64", 64)):
+        folder, want, b = quantized_folder(kiln, tmp, gguf, label, ["--awq", str(group)], 0.15, 0.9)
+        bad += b
+        if gguf == llama:
+            bad += converted_in_llamacpp(kiln, llama_cpp, tmp, label, folder, want, 0.05, 0.99)
+    for gguf, label in ((llama, "llama int8"), (qwen3, "qwen3 int8")):
+        folder, _, b = quantized_folder(kiln, tmp, gguf, label, ["--int8"], 0.15, 0.9)
+        bad += b
+        if gguf == llama:
+            got, _ = run(kiln, folder, extra, os.path.join(tmp, "got.npy"))
+            bad += converted_in_llamacpp(kiln, llama_cpp, tmp, label, folder, got, 0.1, 0.8)
     return bad
 
 
@@ -280,8 +274,7 @@ def main():
                     ok = got.shape == want.shape and float(np.abs(got - want).max()) == 0.0
                     failures += not ok
                     print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} bf16 converted: the folder's logits exactly: {ok}")
-        failures += fp8(a.kiln, llama_cpp, tmp)
-        failures += awq(a.kiln, llama_cpp, tmp)
+        failures += quantized(a.kiln, llama_cpp, tmp)
         failures += llama3_rope(a.kiln, llama_cpp, tmp)
         failures += sentencepiece(a.kiln, a.vocab_dir, tmp)
     if failures:

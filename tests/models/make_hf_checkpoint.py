@@ -9,7 +9,8 @@ rotate-half order, per-expert matrices unstacked, and the tokenizer written
 as tokenizer.json. Kiln reading the folder must then give the GGUF's logits.
 
   make_hf_checkpoint.py MODEL.gguf OUT_DIR [--dtype f16|f32|bf16] [--shards N]
-                        [--llama3-rope ORIG_CTX] [--fp8 B | --awq G] [--dequantized]
+                        [--llama3-rope ORIG_CTX] [--fp8 B | --awq G | --int8]
+                        [--dequantized]
 
 --fp8 B quantizes every linear layer's weight but the embeddings' as FP8
 checkpoints do (DeepSeek-V3, Qwen3 FP8): E4M3 values with a scale per B x B
@@ -19,6 +20,9 @@ group of G inputs and output column, 4-bit codes q and zero points z with
 an f16 scale s (w = (q - z) s), packed 8 to an int32 with column 8c +
 [0, 2, 4, 6, 1, 3, 5, 7][i] in bits 4i..4i+3 (AutoAWQ's documented order),
 qweight [in, out / 8], qzeros [in / G, out / 8], scales [in / G, out].
+--int8 writes compressed-tensors' w8a8 checkpoints: int8 codes per output
+channel (s = amax / 127, `weight_scale` [out, 1]), activations declared
+dynamic per token; lm_head left as it is (its `ignore`).
 With --dequantized the same values are written dequantized, as F32 and
 without quantization_config: the reference the quantized folder must match.
 
@@ -257,6 +261,8 @@ def main():
                     help="linear layers as E4M3 with a scale per B x B block")
     ap.add_argument("--awq", type=int, default=0, metavar="G",
                     help="linear layers as AutoAWQ int4 with groups of G inputs")
+    ap.add_argument("--int8", action="store_true",
+                    help="linear layers as compressed-tensors int8 w8a8 (a scale per output channel)")
     ap.add_argument("--dequantized", action="store_true",
                     help="with --fp8 or --awq: write the quantized values dequantized, as F32")
     a = ap.parse_args()
@@ -280,6 +286,16 @@ def main():
                 return
             base = name[: -len(".weight")]
             out.update({base + ".qweight": qweight, base + ".qzeros": qzeros, base + ".scales": scales})
+            return
+        if a.int8 and name != "lm_head.weight":
+            w32 = w.astype(np.float32)
+            scale = np.maximum(np.abs(w32).max(1, keepdims=True) / 127, 1e-12).astype(np.float32)
+            q = np.clip(np.round(w32 / scale), -127, 127).astype(np.int8)
+            if a.dequantized:
+                out[name] = np.ascontiguousarray(q.astype(np.float32) * scale)
+                return
+            out[name] = np.ascontiguousarray(q)
+            out[name + "_scale"] = scale
             return
         if not a.fp8:
             out[name] = np.ascontiguousarray(w.astype(np.float32) if a.dequantized else w)
@@ -340,6 +356,13 @@ def main():
     if a.fp8 and not a.dequantized:
         cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                                       "weight_block_size": [a.fp8, a.fp8]}
+    if a.int8 and not a.dequantized:
+        scheme = {"num_bits": 8, "type": "int", "symmetric": True}
+        cfg["quantization_config"] = {
+            "quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ["lm_head"],
+            "config_groups": {"group_0": {
+                "targets": ["Linear"], "weights": dict(scheme, strategy="channel", dynamic=False),
+                "input_activations": dict(scheme, strategy="token", dynamic=True)}}}
     if a.awq and not a.dequantized:
         cfg["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": a.awq, "zero_point": True,
                                       "version": "gemm"}

@@ -483,3 +483,64 @@ TEST_CASE("hf: AWQ folders Kiln cannot run as they are are refused", "[models][h
                               Catch::Contains("groups of 32"));
   }
 }
+
+// compressed-tensors INT8 (w8a8): the up projection as int8 codes with a
+// scale per row; kept to run, BF16 to write, refused where the form is off.
+TEST_CASE("hf: INT8 weights keep their codes and channel scales", "[models][hf]") {
+  auto int8_folder = [](TinyFolder& t) {
+    const json scheme = {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}};
+    json w = scheme, x = scheme;
+    w["strategy"] = "channel";
+    x["strategy"] = "token";
+    x["dynamic"] = true;
+    t.config["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"config_groups", {{"group_0", {{"weights", w}, {"input_activations", x}}}}}};
+    StTensor& up = t.tensor("model.layers.0.mlp.up_proj.weight");  // [16, 8]
+    up.dtype = "I8";
+    up.bytes.clear();
+    for (int i = 0; i < 16 * 8; ++i) up.bytes.push_back(static_cast<char>(i % 11 - 5));
+    t.tensors.push_back({up.name + "_scale", "BF16", {16, 1}, values("BF16", 16, [](int64_t r) {
+                           return 0.5f * static_cast<float>(r + 1);
+                         })});
+  };
+  {
+    TinyFolder t;
+    int8_folder(t);
+    t.write();
+    GgufFile f = open_model_file(t.dir.string());
+    const GgufTensor& w = f.tensor("blk.0.ffn_up.weight");
+    CHECK(w.type == GgmlType::i8_channel);
+    CHECK(static_cast<int8_t>(w.data[20]) == 20 % 11 - 5);
+    const GgufTensor& s = f.tensor(std::string("blk.0.ffn_up.weight") + kBlockScaleSuffix);
+    CHECK(s.shape == std::vector<int64_t>{16});
+    float s2;
+    std::memcpy(&s2, s.data + 8, 4);
+    CHECK(s2 == 1.5f);
+    GgufFile d = open_model_file(t.dir.string(), HfWeights::dequantized);
+    const GgufTensor& wd = d.tensor("blk.0.ffn_up.weight");
+    uint16_t h;
+    std::memcpy(&h, wd.data + 2 * 20, 2);  // row 2, scale 1.5
+    CHECK(bf16_bits_to_f32(h) == 1.5f * (20 % 11 - 5));
+  }
+  {
+    TinyFolder t;
+    int8_folder(t);
+    t.config["quantization_config"]["config_groups"]["group_0"]["input_activations"]["dynamic"] =
+        false;
+    CHECK_THAT(t.error(), Catch::Contains("compressed-tensors int8 w8a8"));
+  }
+  {
+    TinyFolder t;
+    int8_folder(t);
+    t.config.erase("quantization_config");
+    CHECK_THAT(t.error(), Catch::Contains("is I8 but config.json"));
+  }
+  {
+    TinyFolder t;
+    int8_folder(t);
+    t.tensors.back().shape = {8, 2};
+    CHECK_THAT(t.error(), Catch::Contains("'model.layers.0.mlp.up_proj.weight_scale'") &&
+                              Catch::Contains("implies [16, 1]"));
+  }
+}
