@@ -1,5 +1,6 @@
 #include "models/hf_checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -45,8 +46,9 @@ std::string gguf_arch(const std::string& model_type) {
       {"qwen3", "qwen3"}, {"qwen3_moe", "qwen3moe"}, {"gemma3_text", "gemma3"}};
   auto it = archs.find(model_type);
   if (it == archs.end())
-    throw Error("model_type '" + model_type +
-                "' is not supported (llama, mistral, qwen2, qwen3, qwen3_moe, gemma3_text)");
+    throw Error(
+        "model_type '" + model_type +
+        "' is not supported (llama, mistral, qwen2, qwen3, qwen3_moe, gemma3_text, gemma3)");
   return it->second;
 }
 
@@ -63,6 +65,7 @@ class Translator {
     cfg_ = read_json_object(config_path_);
     if (!cfg_.contains("model_type") || !cfg_["model_type"].is_string())
       fail_config("no model_type");
+    if (cfg_["model_type"] == "gemma3") gemma3_text_model();
     arch_ = gguf_arch(cfg_["model_type"].get<std::string>());
     metadata();
     add_hf_tokenizer(dir_, optional_int("bos_token_id"), optional_int("eos_token_id"), n_vocab_,
@@ -101,6 +104,41 @@ class Translator {
     return it->get<bool>();
   }
   std::string key(const std::string& k) const { return arch_ + "." + k; }
+
+  // Gemma3ForConditionalGeneration runs as its text model, as llama.cpp's
+  // converter writes it (the vision tower goes to a separate mmproj file,
+  // which Kiln does not read): text_config, with Gemma3TextConfig's
+  // defaults where the file leaves them out (transformers writes only what
+  // differs), and the tensors under language_model.model. (or
+  // model.language_model. in newer folders).
+  void gemma3_text_model() {
+    json text = cfg_.value("text_config", json::object());
+    if (!text.is_object()) fail_config("text_config is not an object");
+    const json defaults = {{"vocab_size", 262208},
+                           {"hidden_size", 2304},
+                           {"intermediate_size", 9216},
+                           {"num_hidden_layers", 26},
+                           {"num_attention_heads", 8},
+                           {"num_key_value_heads", 4},
+                           {"head_dim", 256},
+                           {"max_position_embeddings", 131072},
+                           {"rms_norm_eps", 1e-6},
+                           {"rope_theta", 1000000.0},
+                           {"query_pre_attn_scalar", 256},
+                           {"sliding_window", 4096},
+                           {"tie_word_embeddings", true}};
+    for (const auto& [k, v] : defaults.items())
+      if (!text.contains(k)) text[k] = v;
+    for (const char* k : {"bos_token_id", "eos_token_id"})
+      if (!text.contains(k) && cfg_.contains(k)) text[k] = cfg_[k];
+    text["model_type"] = "gemma3_text";
+    cfg_ = text;
+    prefix_ = p_.st.find("model.language_model.embed_tokens.weight") ? "model.language_model."
+                                                                     : "language_model.model.";
+    head_ = prefix_ == "language_model.model." ? "language_model.lm_head.weight" : "lm_head.weight";
+    not_read_ = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                 "model.multi_modal_projector."};
+  }
 
   void metadata() {
     n_embd_ = get_int("hidden_size");
@@ -550,11 +588,11 @@ class Translator {
       as_f32(name, hf, {n}, shift);
     };
     const int64_t q_rows = n_head_ * head_dim_, kv_rows = n_head_kv_ * head_dim_;
-    matrix("token_embd.weight", "model.embed_tokens.weight", n_vocab_, n_embd_, 0, false);
-    norm("output_norm.weight", "model.norm.weight", n_embd_);
-    if (!tied_) matrix("output.weight", "lm_head.weight", n_vocab_, n_embd_);
+    matrix("token_embd.weight", prefix_ + "embed_tokens.weight", n_vocab_, n_embd_, 0, false);
+    norm("output_norm.weight", prefix_ + "norm.weight", n_embd_);
+    if (!tied_) matrix("output.weight", head_, n_vocab_, n_embd_);
     for (int64_t l = 0; l < n_layer_; ++l) {
-      const std::string hf = "model.layers." + std::to_string(l) + ".";
+      const std::string hf = prefix_ + "layers." + std::to_string(l) + ".";
       const std::string blk = "blk." + std::to_string(l) + ".";
       norm(blk + "attn_norm.weight", hf + "input_layernorm.weight", n_embd_);
       matrix(blk + "attn_q.weight", hf + "self_attn.q_proj.weight", q_rows, n_embd_,
@@ -596,6 +634,9 @@ class Translator {
     for (const SafeTensor* t : p_.st.tensors()) {
       const std::string& n = t->name;
       if (used_.count(n) || n.find("rotary_emb.inv_freq") != std::string::npos) continue;
+      if (std::any_of(not_read_.begin(), not_read_.end(),
+                      [&](const std::string& p) { return n.compare(0, p.size(), p) == 0; }))
+        continue;
       throw Error("tensor '" + n + "' in '" + *t->file + "' has no place in a " + arch_ +
                   " model as config.json '" + config_path_ + "' describes it");
     }
@@ -607,6 +648,10 @@ class Translator {
   GgufWriter& w_;
   json cfg_;
   std::string arch_;
+  // Where the text model's tensors are (a multimodal folder nests them), and
+  // the prefixes of tensors deliberately not read.
+  std::string prefix_ = "model.", head_ = "lm_head.weight";
+  std::vector<std::string> not_read_;
   int64_t n_embd_ = 0, n_layer_ = 0, n_head_ = 0, n_head_kv_ = 0, head_dim_ = 0, n_vocab_ = 0;
   int64_t n_ff_ = 0, n_expert_ = 0;
   int64_t fp8_block_ = 0;  // quantization_config's weight_block_size; 0: no FP8

@@ -1,5 +1,7 @@
 #include "models/hf_tokenizer.h"
 
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -42,6 +44,58 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& known_pre_t
 json tokenizer_config(const std::string& dir) {
   const fs::path p = fs::path(dir) / "tokenizer_config.json";
   return fs::exists(p) ? read_json_object(p.string()) : json::object();
+}
+
+// The chat template(s), as llama.cpp's converter keeps them: from
+// tokenizer_config.json, else chat_template.json, else the plain
+// chat_template.jinja newer folders carry. A list of {name, template}
+// becomes tokenizer.chat_template (its "default") and
+// tokenizer.chat_template.<name> for the others, listed in
+// tokenizer.chat_templates.
+void add_chat_template(const std::string& dir, const json& tc, GgufWriter& w) {
+  json t = tc.value("chat_template", json());
+  std::string from = (fs::path(dir) / "tokenizer_config.json").string();
+  if (t.is_null() && fs::exists(fs::path(dir) / "chat_template.json")) {
+    from = (fs::path(dir) / "chat_template.json").string();
+    t = read_json_object(from).value("chat_template", json());
+  }
+  if (t.is_null() && fs::exists(fs::path(dir) / "chat_template.jinja"))
+    t = read_file((fs::path(dir) / "chat_template.jinja").string(), "chat template");
+  if (t.is_null()) return;
+  if (t.is_string()) {
+    w.add("tokenizer.chat_template", GgufWriter::str(t.get<std::string>()));
+    return;
+  }
+  auto bad = [&] {
+    throw Error("'" + from + "': chat_template is neither a string nor a list of {name, template}");
+  };
+  if (!t.is_array()) bad();
+  std::vector<std::string> names;
+  for (const json& c : t) {
+    if (!c.is_object() || !c.value("template", json()).is_string()) bad();
+    std::string name = c.value("name", std::string());
+    for (char& ch : name)
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    const std::string text = c["template"].get<std::string>();
+    if (name == "default") {
+      w.add("tokenizer.chat_template", GgufWriter::str(text));
+    } else if (!name.empty()) {
+      w.add("tokenizer.chat_template." + name, GgufWriter::str(text));
+      names.push_back(name);
+    }
+  }
+  if (!names.empty()) w.add("tokenizer.chat_templates", GgufWriter::string_array(names));
+}
+
+// Whether an added token's text looks like a control token, as the
+// converter judges tokens tokenizer_config.json does not mark special.
+bool looks_special(const std::string& t) {
+  auto wrapped = [&](const std::string& a, const std::string& b) {
+    return t.size() >= a.size() + b.size() && t.compare(0, a.size(), a) == 0 &&
+           t.compare(t.size() - b.size(), b.size(), b) == 0;
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
+         wrapped("<\xef\xbd\x9c", "\xef\xbd\x9c>") || wrapped("<unused", ">");
 }
 
 class Reader {
@@ -170,8 +224,7 @@ class Reader {
       w.add("tokenizer.ggml.eos_token_id", GgufWriter::u32(static_cast<uint32_t>(eos_id)));
     w.add("tokenizer.ggml.add_bos_token", GgufWriter::boolean(tc.value("add_bos_token", false)));
     w.add("tokenizer.ggml.add_eos_token", GgufWriter::boolean(tc.value("add_eos_token", false)));
-    if (tc.contains("chat_template") && tc["chat_template"].is_string())
-      w.add("tokenizer.chat_template", GgufWriter::str(tc["chat_template"].get<std::string>()));
+    add_chat_template(dir, tc, w);
   }
 
  private:
@@ -202,6 +255,26 @@ void add_sentencepiece(const std::string& dir, std::optional<int64_t> bos,
     }
   }
   const json tc = tokenizer_config(dir);
+  // Added tokens (tokenizer_config.json's added_tokens_decoder): a control
+  // or user-defined token in its slot, the piece's or a padding one.
+  const json& added = tc.value("added_tokens_decoder", json::object());
+  if (!added.is_object())
+    throw Error("tokenizer_config.json in '" + dir + "': added_tokens_decoder is not an object");
+  for (const auto& [key, a] : added.items()) {
+    char* end = nullptr;
+    const long long at = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end || at < 0 || at >= n || !a.is_object() ||
+        !a.value("content", json()).is_string())
+      throw Error("tokenizer_config.json in '" + dir + "': added token '" + key +
+                  "' is not an id below " + std::to_string(n) + " with a content string");
+    std::string text = a["content"].get<std::string>();
+    const bool control = a.value("special", false) || looks_special(text);
+    if (!control)  // user-defined tokens are matched as text, spaces as spaces
+      for (size_t p; (p = text.find("\xe2\x96\x81")) != std::string::npos;) text.replace(p, 3, " ");
+    tokens[at] = text;
+    scores[at] = -1000.0f;
+    types[at] = static_cast<int32_t>(control ? TokenType::control : TokenType::user_defined);
+  }
   auto id = [&](std::optional<int64_t> from_config, int32_t from_model) {
     const int64_t v = from_config.value_or(from_model);
     return v >= 0 && v < n ? std::optional<uint32_t>(static_cast<uint32_t>(v)) : std::nullopt;
@@ -218,8 +291,7 @@ void add_sentencepiece(const std::string& dir, std::optional<int64_t> bos,
   w.add("tokenizer.ggml.add_bos_token", GgufWriter::boolean(tc.value("add_bos_token", true)));
   w.add("tokenizer.ggml.add_eos_token", GgufWriter::boolean(tc.value("add_eos_token", false)));
   w.add("tokenizer.ggml.add_space_prefix", GgufWriter::boolean(m.add_dummy_prefix));
-  if (tc.contains("chat_template") && tc["chat_template"].is_string())
-    w.add("tokenizer.chat_template", GgufWriter::str(tc["chat_template"].get<std::string>()));
+  add_chat_template(dir, tc, w);
 }
 
 }  // namespace

@@ -9,8 +9,11 @@
 // spelling), added_tokens (special ones become control tokens), and the
 // pre-tokenizer, recognised by its regexes as one of the named sets of
 // models/bpe_pretokenizer.h. BOS/EOS come from config.json's ids when it
-// has them, else from tokenizer_config.json's token texts; the chat
-// template is kept as tokenizer.chat_template.
+// has them, else from tokenizer_config.json's token texts. With a
+// tokenizer.model, tokenizer_config.json's added_tokens_decoder names its
+// slots' control and user-defined tokens. The chat templates (also from
+// chat_template.json or chat_template.jinja, one or a named list) are kept
+// as tokenizer.chat_template[.<name>].
 #pragma once
 
 #include <cstdint>

@@ -30,6 +30,7 @@ TEST_CASE("every registered kernel builds for every declared dtype", "[kernels][
                                           "gemv_awq",
                                           "gemv_int4w",
                                           "gemv_int4w_rows16",
+                                          "gemv_w8a8",
                                           "get_rows",
                                           "glu",
                                           "kv_cache_store",
@@ -39,6 +40,7 @@ TEST_CASE("every registered kernel builds for every declared dtype", "[kernels][
                                           "qgemv",
                                           "qgemv_rows16",
                                           "quantize_q8",
+                                          "quantize_rows_i8",
                                           "rmsnorm",
                                           "rope",
                                           "scaled_add",
@@ -63,7 +65,7 @@ TEST_CASE("specs take defaults, the kernel's heuristic, then the caller's values
   CHECK(f16.constexprs.at("BLOCK_K") == 64);
   Spec mine = g.make_spec({{"W", DType::f16}}, {{"BLOCK_M", 2}});
   CHECK(mine.constexprs.at("BLOCK_M") == 2);
-  CHECK(mine.str() == "gemv[W=f16,X=f32,BLOCK_K=64,BLOCK_M=2]");
+  CHECK(mine.str() == "gemv[W=f16,X=f32,BLOCK_K=64,BLOCK_M=2,SCALE_BLOCK=0]");
   // get_rows' heuristic: a byte table without a format is read as Q8_0 blocks.
   const KernelDef& r = find_kernel("get_rows");
   CHECK(r.make_spec({{"W", DType::f32}}).constexprs.at("FMT") == 0);

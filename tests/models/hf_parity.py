@@ -214,6 +214,24 @@ def quantized(kiln, llama_cpp, tmp):
     return bad
 
 
+def gemma3_multimodal(kiln, tmp):
+    """A Gemma3ForConditionalGeneration folder (make_hf_checkpoint.py
+    --multimodal: the text model nested, a vision tower beside it) runs as
+    its text model: the GGUF's logits exactly."""
+    gguf = os.path.join(tmp, "gemma3.gguf")
+    folder = os.path.join(tmp, "gemma3-multimodal")
+    subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folder, "--multimodal"],
+                   check=True)
+    extra = ["-p", "Hello world, 123 times!"]
+    want, jw = run(kiln, gguf, extra, os.path.join(tmp, "want.npy"))
+    got, jg = run(kiln, folder, extra, os.path.join(tmp, "got.npy"))
+    ok = got.shape == want.shape and jg["prompt_tokens"] == jw["prompt_tokens"] and \
+        float(np.abs(got - want).max()) == 0.0
+    print(f"{'ok  ' if ok else 'FAIL'} gemma3    multimodal folder (text model nested, vision tower not read): "
+          f"logits identical: {ok}")
+    return int(not ok)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -275,6 +293,7 @@ def main():
                     failures += not ok
                     print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} bf16 converted: the folder's logits exactly: {ok}")
         failures += quantized(a.kiln, llama_cpp, tmp)
+        failures += gemma3_multimodal(a.kiln, tmp)
         failures += llama3_rope(a.kiln, llama_cpp, tmp)
         failures += sentencepiece(a.kiln, a.vocab_dir, tmp)
     if failures:

@@ -10,7 +10,7 @@ as tokenizer.json. Kiln reading the folder must then give the GGUF's logits.
 
   make_hf_checkpoint.py MODEL.gguf OUT_DIR [--dtype f16|f32|bf16] [--shards N]
                         [--llama3-rope ORIG_CTX] [--fp8 B | --awq G | --int8]
-                        [--dequantized]
+                        [--dequantized] [--multimodal]
 
 --fp8 B quantizes every linear layer's weight but the embeddings' as FP8
 checkpoints do (DeepSeek-V3, Qwen3 FP8): E4M3 values with a scale per B x B
@@ -23,6 +23,10 @@ qweight [in, out / 8], qzeros [in / G, out / 8], scales [in / G, out].
 --int8 writes compressed-tensors' w8a8 checkpoints: int8 codes per output
 channel (s = amax / 127, `weight_scale` [out, 1]), activations declared
 dynamic per token; lm_head left as it is (its `ignore`).
+--multimodal (gemma3) writes a Gemma3ForConditionalGeneration folder: the
+text model's config nested in text_config (keys equal to Gemma3TextConfig's
+defaults left out, as transformers does), its tensors under
+language_model.model., and a small vision tower and projector beside them.
 With --dequantized the same values are written dequantized, as F32 and
 without quantization_config: the reference the quantized folder must match.
 
@@ -263,6 +267,8 @@ def main():
                     help="linear layers as AutoAWQ int4 with groups of G inputs")
     ap.add_argument("--int8", action="store_true",
                     help="linear layers as compressed-tensors int8 w8a8 (a scale per output channel)")
+    ap.add_argument("--multimodal", action="store_true",
+                    help="gemma3: a Gemma3ForConditionalGeneration folder (text model nested)")
     ap.add_argument("--dequantized", action="store_true",
                     help="with --fp8 or --awq: write the quantized values dequantized, as F32")
     a = ap.parse_args()
@@ -378,6 +384,24 @@ def main():
     if arch == "qwen3moe":
         cfg.update({"num_experts": k("expert_count"), "num_experts_per_tok": k("expert_used_count"),
                     "moe_intermediate_size": k("expert_feed_forward_length"), "norm_topk_prob": True})
+    if a.multimodal:
+        gemma3_defaults = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+                           "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+                           "head_dim": 256, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+                           "rope_theta": 1000000.0, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+                           "tie_word_embeddings": True}
+        text = {k: v for k, v in cfg.items() if k not in ("architectures", "torch_dtype")
+                and gemma3_defaults.get(k, object()) != v}
+        text["model_type"] = "gemma3_text"
+        cfg = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+               "text_config": text, "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 8},
+               "mm_tokens_per_image": 256, "torch_dtype": cfg["torch_dtype"]}
+        out = {("language_model.model." + n[len("model."):] if n.startswith("model.") else
+                "language_model." + n): v for n, v in out.items()}
+        rng = np.random.default_rng(0)
+        out["vision_tower.vision_model.embeddings.patch_embedding.weight"] = \
+            rng.standard_normal((8, 3, 2, 2)).astype(wdt)
+        out["multi_modal_projector.mm_input_projection_weight"] = rng.standard_normal((8, 4)).astype(wdt)
     files = [("config.json", cfg)]
     if field(r, "tokenizer.ggml.model") == "llama":  # SentencePiece: tokenizer.model
         with open(os.path.join(a.out, "tokenizer.model"), "wb") as f:

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -19,6 +20,7 @@
 #include "models/gguf_writer.h"
 #include "models/hf_checkpoint.h"
 #include "models/model_config.h"
+#include "support/sentencepiece_bytes.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -83,6 +85,7 @@ struct TinyFolder {
                       {"vocab", {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}}},
                       {"merges", {"a b"}}}}};
   std::vector<StTensor> tensors;
+  std::map<std::string, std::string> files;  // more files of the folder, by name
 
   TinyFolder() {
     auto rows = [](const std::string& name, int64_t r, int64_t c) {
@@ -115,6 +118,7 @@ struct TinyFolder {
     std::ofstream(dir / "config.json") << config.dump();
     std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
     std::ofstream(dir / "model.safetensors", std::ios::binary) << st_file(tensors);
+    for (const auto& [name, text] : files) std::ofstream(dir / name, std::ios::binary) << text;
   }
   std::string error() const {
     write();
@@ -543,4 +547,67 @@ TEST_CASE("hf: INT8 weights keep their codes and channel scales", "[models][hf]"
     CHECK_THAT(t.error(), Catch::Contains("'model.layers.0.mlp.up_proj.weight_scale'") &&
                               Catch::Contains("implies [16, 1]"));
   }
+}
+
+TEST_CASE("hf: chat templates are kept as llama.cpp's converter keeps them", "[models][hf]") {
+  {
+    TinyFolder t;
+    t.files["tokenizer_config.json"] = json{{"chat_template", "{{ messages }}"}}.dump();
+    t.write();
+    CHECK(open_model_file(t.dir.string()).get_string("tokenizer.chat_template") ==
+          "{{ messages }}");
+  }
+  {
+    TinyFolder t;  // a named list: the default, and the others by name
+    t.files["tokenizer_config.json"] = json{{"chat_template",
+                                             {{{"name", "default"}, {"template", "D"}},
+                                              {{"name", "tool-use"}, {"template", "T"}}}}}
+                                           .dump();
+    t.write();
+    GgufFile f = open_model_file(t.dir.string());
+    CHECK(f.get_string("tokenizer.chat_template") == "D");
+    CHECK(f.get_string("tokenizer.chat_template.tool_use") == "T");
+    auto names = f.get_string_array("tokenizer.chat_templates");
+    REQUIRE(names.size() == 1);
+    CHECK(names[0] == "tool_use");
+  }
+  {
+    TinyFolder t;  // newer folders: a file of its own
+    t.files["chat_template.jinja"] = "{% for m in messages %}{{ m.content }}{% endfor %}";
+    t.write();
+    CHECK(open_model_file(t.dir.string()).get_string("tokenizer.chat_template") ==
+          t.files["chat_template.jinja"]);
+  }
+  {
+    TinyFolder t;
+    t.files["tokenizer_config.json"] = json{{"chat_template", 7}}.dump();
+    CHECK_THAT(t.error(), Catch::Contains("tokenizer_config.json") &&
+                              Catch::Contains("chat_template is neither a string nor a list"));
+  }
+}
+
+// A SentencePiece folder's added tokens (tokenizer_config.json's
+// added_tokens_decoder) take their slots as llama.cpp's converter gives
+// them: special (or special-looking) ones as control tokens, others as
+// user-defined text with the word-start marks made spaces.
+TEST_CASE("hf: added_tokens_decoder names a SentencePiece vocabulary's slots", "[models][hf]") {
+  TinyFolder t;
+  t.files["tokenizer.model"] = kiln::test::small_sentencepiece_model();  // 5 pieces, 6 slots
+  t.files["tokenizer_config.json"] =
+      json{{"added_tokens_decoder",
+            {{"5", {{"content", "<|im_end|>"}, {"special", false}}},
+             {"4", {{"content", "\xE2\x96\x81hello"}, {"special", false}}}}}}
+          .dump();
+  t.write();
+  GgufFile f = open_model_file(t.dir.string());
+  auto tokens = f.get_string_array("tokenizer.ggml.tokens");
+  REQUIRE(tokens.size() == 6);
+  CHECK(tokens[5] == "<|im_end|>");
+  CHECK(tokens[4] == " hello");
+  CHECK(tokens[1] == "<s>");
+  CHECK(f.get_i32_array("tokenizer.ggml.token_type")[5] == 3);  // control
+  CHECK(f.get_i32_array("tokenizer.ggml.token_type")[4] == 4);  // user-defined
+  t.files["tokenizer_config.json"] =
+      json{{"added_tokens_decoder", {{"9", {{"content", "x"}}}}}}.dump();
+  CHECK_THAT(t.error(), Catch::Contains("added token '9' is not an id below 6"));
 }

@@ -5,31 +5,18 @@
 
 #include "ir/error.h"
 #include "models/sentencepiece_model.h"
+#include "support/sentencepiece_bytes.h"
 
 using namespace kiln;
 
 namespace {
 
-std::string varint(uint64_t x) {
-  std::string out;
-  for (; x >= 0x80; x >>= 7) out += static_cast<char>((x & 0x7F) | 0x80);
-  return out + static_cast<char>(x);
-}
-std::string tag(int field, int wire) { return varint(static_cast<uint64_t>(field << 3 | wire)); }
-std::string bytes(int field, const std::string& b) { return tag(field, 2) + varint(b.size()) + b; }
-std::string piece(const std::string& text, float score, int type) {
-  std::string s(reinterpret_cast<const char*>(&score), 4);
-  return bytes(1, bytes(1, text) + tag(2, 5) + s + tag(3, 0) + varint(static_cast<uint64_t>(type)));
-}
+using kiln::test::bytes;
+using kiln::test::piece;
+using kiln::test::tag;
+using kiln::test::varint;
 
-// <unk>, <s>, </s>, a byte piece and a word; BPE, byte fallback, bos 1; an
-// unknown field (99) the reader skips; no dummy prefix.
-std::string model() {
-  return piece("<unk>", 0, 2) + piece("<s>", 0, 3) + piece("</s>", 0, 3) + piece("<0x41>", 0, 6) +
-         piece("\xE2\x96\x81hi", -1.5f, 1) +
-         bytes(2, tag(3, 0) + varint(2) + tag(35, 0) + varint(1) + tag(41, 0) + varint(1)) +
-         bytes(3, bytes(1, "nmt_nfkc") + tag(3, 0) + varint(0)) + tag(99, 0) + varint(7);
-}
+std::string model() { return kiln::test::small_sentencepiece_model(); }
 
 std::string error_of(const std::string& b) {
   try {
