@@ -61,7 +61,12 @@ Kernel build_gemv_w8a8(const Spec& s) {
         acc[i] = Value(acc[i]) + sum(reshape(prod, {BM, BK / 4, 4}), 2);
       }
     };
-    k.for_(0, k_main, static_cast<int>(BK), [&](Value k0) { step(k0, false); });
+    // The next row block a step at a time, as gemv does (4 KB rows are a
+    // page each, where hardware prefetch stops).
+    k.for_(0, k_main, static_cast<int>(BK), [&](Value k0) {
+      step(k0, false);
+      if (!masked) prefetch(w + (roff + (k0.to(DType::i64) + static_cast<int64_t>(BM) * K64)));
+    });
     k.if_(k_main < K, [&] { step(k_main, true); });
     auto scale = masked ? load(ws + rows, rows < M, 0.0) : load(ws + rows);
     for (int64_t i = 0; i < BT; ++i) {

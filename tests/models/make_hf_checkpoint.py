@@ -236,7 +236,8 @@ def save(tensors, path, dtype, fp8=()):
     if dtype != "bf16" and not fp8:
         save_file(tensors, path)
         return
-    bits = {k: to_bf16_bits(v) if dtype == "bf16" and k not in fp8 else v for k, v in tensors.items()}
+    bf16 = {k for k, v in tensors.items() if dtype == "bf16" and k not in fp8 and v.dtype.kind == "f"}
+    bits = {k: to_bf16_bits(v) if k in bf16 else v for k, v in tensors.items()}
     save_file(bits, path)
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
@@ -245,7 +246,7 @@ def save(tensors, path, dtype, fp8=()):
     for k, v in header.items():
         if k in fp8:
             v["dtype"] = "F8_E4M3"
-        elif k != "__metadata__" and dtype == "bf16":
+        elif k in bf16:
             v["dtype"] = "BF16"
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
