@@ -155,6 +155,18 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     }
     fixed["GROUPED"] = static_cast<int64_t>(grouped.mode);
   };
+  // x as quantize_q8's blocks of `qblock` for a TokenDots kernel, with
+  // its sizes.
+  auto quantized_x = [&](int64_t qblock) {
+    std::vector<Tensor> q = quantize_q8(g, x, qblock);
+    args["xq"] = q[0];
+    args["xd"] = q[1];
+    args["xs"] = q[2];
+    args["m"] = Arg::scalar_int(w.m);
+    args["k"] = Arg::scalar_int(w.k);
+    args["t"] = Arg::scalar_int(y_rows);
+    return q;
+  };
   if (w.quant == kW8a8) {
     if (er) mismatch("linear", "int8 weight '" + w.label + "' cannot be a stack of experts");
     if (!w.scales || w.scales->numel() != w.m)
@@ -184,13 +196,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     if (er) mismatch("linear", "int4 weight '" + w.label + "' cannot be a stack of experts");
     if (!w.scales || !w.zeros)
       mismatch("linear", "int4 weight '" + w.label + "' has no scales and zero points");
-    std::vector<Tensor> q = quantize_q8(g, x, w.rows16 ? 256 : 32);
-    args["xq"] = q[0];
-    args["xd"] = q[1];
-    args["xs"] = q[2];
-    args["m"] = Arg::scalar_int(w.m);
-    args["k"] = Arg::scalar_int(w.k);
-    args["t"] = Arg::scalar_int(y_rows);
+    quantized_x(w.rows16 ? 256 : 32);
     fixed["GROUP"] = w.scale_block;
     fixed["ZP"] = 1;
     if (w.rows16) {
@@ -205,13 +211,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     return y;
   }
   if (w.quant) {
-    std::vector<Tensor> q = quantize_q8(g, x, activation_block(w.quant));
-    args["xq"] = q[0];
-    args["xd"] = q[1];
-    args["xs"] = q[2];
-    args["m"] = Arg::scalar_int(w.m);
-    args["k"] = Arg::scalar_int(w.k);
-    args["t"] = Arg::scalar_int(y_rows);
+    std::vector<Tensor> q = quantized_x(activation_block(w.quant));
     fixed["FMT"] = w.quant;
     if (er) fixed["BLOCK_T"] = er->tile;
     if (w.rows16) {
