@@ -267,18 +267,21 @@ int cmd_bench(const std::vector<std::string>& argv) {
   for (DType wt : dtypes) {
     auto consts = declared_consts("gemv");
     consts.emplace("SCALE_BLOCK", scale_block(wt));
-    Spec spec = find_kernel("gemv").make_spec({{"W", wt}, {"X", DType::f32}}, consts);
+    // Blocks as a forward dispatches them (the tuning database, else the
+    // heuristic), unless --const fixes them.
+    const std::map<std::string, DType> dts = {{"W", wt}, {"X", DType::f32}};
     for (auto [m, k] : shapes) {
-      auto work = std::make_shared<GemvWorkload>(m, k, wt, spec.dtype("X"), 1,
-                                                 spec.constexpr_("SCALE_BLOCK"));
+      auto work = std::make_shared<GemvWorkload>(m, k, wt, DType::f32, 1, consts.at("SCALE_BLOCK"));
       for (int t : threads) {
         Runtime* rt = runtimes[t].get();
-        rt->compile(spec);
         std::string name = "gemv/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
                            std::to_string(k) + "/threads:" + std::to_string(t);
         register_streaming(
             name, rt, probe, work->bytes(), work->args(), work,
-            [spec](const std::vector<Arg>&) { return spec; }, cold);
+            [rt, dts, consts](const std::vector<Arg>& args) {
+              return rt->select("gemv", dts, args, {}, consts);
+            },
+            cold);
       }
     }
   }
