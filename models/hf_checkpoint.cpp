@@ -340,10 +340,7 @@ class Translator {
         f.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
       }
     }
-    std::vector<uint8_t> bytes(f.size() * 4);
-    std::memcpy(bytes.data(), f.data(), bytes.size());
-    add("rope_freqs.weight", GgmlType::f32, {static_cast<int64_t>(f.size())},
-        own(std::move(bytes)));
+    add_floats("rope_freqs.weight", GgmlType::f32, {static_cast<int64_t>(f.size())}, f);
   }
 
   // `fp8`: the tensor may be a block-scaled FP8 matrix.
@@ -389,6 +386,18 @@ class Translator {
     p_.owned.push_back(std::move(bytes));
     return p_.owned.back().data();
   }
+  template <class T>
+  const uint8_t* own(const std::vector<T>& v) {
+    const auto* b = reinterpret_cast<const uint8_t*>(v.data());
+    return own(std::vector<uint8_t>(b, b + v.size() * sizeof(T)));
+  }
+  // f32 values stored as `type` (F32, F16, BF16: rounded to nearest even).
+  void add_floats(const std::string& name, GgmlType type, std::vector<int64_t> hf_shape,
+                  const std::vector<float>& w) {
+    std::vector<uint8_t> out(w.size() * static_cast<size_t>(ggml_type_info(type).block_bytes));
+    ggml_from_f32(type, w.data(), static_cast<int64_t>(w.size()), out.data());
+    add(name, type, std::move(hf_shape), own(std::move(out)));
+  }
 
   // A matrix as it is, or with llama's q/k rows permuted. `fp8`: it may be
   // block-scaled FP8 (every linear layer's but the embeddings').
@@ -433,31 +442,28 @@ class Translator {
         for (int64_t c = 0; c < cols; ++c)
           w[r * cols + c] = f8e4m3_bits_to_f32(bytes[r * cols + c]) *
                             scale[(r / b) * ((cols + b - 1) / b) + c / b];
-      std::vector<uint8_t> out(w.size() * 2);
-      ggml_from_f32(GgmlType::bf16, w.data(), static_cast<int64_t>(w.size()), out.data());
-      return add(name, GgmlType::bf16, t.shape, own(std::move(out)));
+      return add_floats(name, GgmlType::bf16, t.shape, w);
     }
     add(name, GgmlType::f8_e4m3, t.shape, bytes);
-    std::vector<uint8_t> sb(scale.size() * 4);
-    std::memcpy(sb.data(), scale.data(), sb.size());
-    add(name + kBlockScaleSuffix, GgmlType::f32, s.shape, own(std::move(sb)));
+    add(name + kBlockScaleSuffix, GgmlType::f32, s.shape, own(scale));
   }
 
   // HF orders each head's rows as two halves (rotate_half), GGUF's llama as
   // interleaved pairs: GGUF row 2i + j of a head is HF row j * d/2 + i.
   static std::vector<uint8_t> permute_rows(const SafeTensor& t, int64_t heads) {
-    return permute_row_bytes(std::vector<uint8_t>(t.data, t.data + t.nbytes), t.shape[0], heads);
+    return permute_rows(std::vector<uint8_t>(t.data, t.data + t.nbytes), t.shape[0], heads);
   }
-  static std::vector<uint8_t> permute_row_bytes(const std::vector<uint8_t>& in, int64_t rows,
-                                                int64_t heads) {
+  // The same for `rows` rows of any element type (codes, scales, zero points).
+  template <class T>
+  static std::vector<T> permute_rows(const std::vector<T>& in, int64_t rows, int64_t heads) {
     const int64_t d = rows / heads;
-    const size_t row_bytes = in.size() / static_cast<size_t>(rows);
-    std::vector<uint8_t> out(in.size());
+    const size_t row = in.size() / static_cast<size_t>(rows);
+    std::vector<T> out(in.size());
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < d / 2; ++i)
         for (int64_t j = 0; j < 2; ++j)
-          std::memcpy(out.data() + (h * d + 2 * i + j) * row_bytes,
-                      in.data() + (h * d + j * (d / 2) + i) * row_bytes, row_bytes);
+          std::copy_n(in.begin() + static_cast<ptrdiff_t>((h * d + j * (d / 2) + i) * row), row,
+                      out.begin() + static_cast<ptrdiff_t>((h * d + 2 * i + j) * row));
     return out;
   }
 
@@ -468,24 +474,19 @@ class Translator {
     std::vector<float> scale(static_cast<size_t>(rows));
     ggml_to_f32(ggml_type_of(s.dtype), s.data, rows, scale.data());
     std::vector<uint8_t> q(t.data, t.data + t.nbytes);
-    std::vector<uint8_t> sb(scale.size() * 4);
-    std::memcpy(sb.data(), scale.data(), sb.size());
     if (permute_heads > 0) {
-      q = permute_row_bytes(q, rows, permute_heads);
-      sb = permute_row_bytes(sb, rows, permute_heads);
-      std::memcpy(scale.data(), sb.data(), sb.size());
+      q = permute_rows(q, rows, permute_heads);
+      scale = permute_rows(scale, rows, permute_heads);
     }
     if (weights_ == HfWeights::dequantized) {
       std::vector<float> w(static_cast<size_t>(rows * cols));
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c)
           w[r * cols + c] = static_cast<float>(static_cast<int8_t>(q[r * cols + c])) * scale[r];
-      std::vector<uint8_t> out(w.size() * 2);
-      ggml_from_f32(GgmlType::bf16, w.data(), static_cast<int64_t>(w.size()), out.data());
-      return add(name, GgmlType::bf16, t.shape, own(std::move(out)));
+      return add_floats(name, GgmlType::bf16, t.shape, w);
     }
     add(name, GgmlType::i8_channel, t.shape, own(std::move(q)));
-    add(name + kBlockScaleSuffix, GgmlType::f32, {rows}, own(std::move(sb)));
+    add(name + kBlockScaleSuffix, GgmlType::f32, {rows}, own(scale));
   }
 
   // An AWQ matrix (BASE.qweight, .qzeros, .scales; `rows` = out features)
@@ -514,23 +515,14 @@ class Translator {
     std::memcpy(a.scales.data(), s.data, s.nbytes);
     Int4wRows r = awq_to_int4w(a);
     if (permute_heads > 0) {  // whole rows of codes, scales and zero points
-      r.q = permute_row_bytes(r.q, rows, permute_heads);
-      r.zeros = permute_row_bytes(r.zeros, rows, permute_heads);
-      std::vector<uint8_t> sb(r.scales.size() * 2);
-      std::memcpy(sb.data(), r.scales.data(), sb.size());
-      sb = permute_row_bytes(sb, rows, permute_heads);
-      std::memcpy(r.scales.data(), sb.data(), sb.size());
+      r.q = permute_rows(r.q, rows, permute_heads);
+      r.zeros = permute_rows(r.zeros, rows, permute_heads);
+      r.scales = permute_rows(r.scales, rows, permute_heads);
     }
-    if (weights_ == HfWeights::dequantized) {
-      std::vector<float> w = int4w_dequantize(r);
-      std::vector<uint8_t> out(w.size() * 2);
-      ggml_from_f32(GgmlType::f16, w.data(), static_cast<int64_t>(w.size()), out.data());
-      return add(name, GgmlType::f16, {rows, cols}, own(std::move(out)));
-    }
-    std::vector<uint8_t> sb(r.scales.size() * 2);
-    std::memcpy(sb.data(), r.scales.data(), sb.size());
+    if (weights_ == HfWeights::dequantized)
+      return add_floats(name, GgmlType::f16, {rows, cols}, int4w_dequantize(r));
     add(name, GgmlType::i4, {rows, cols}, own(std::move(r.q)));
-    add(name + kBlockScaleSuffix, GgmlType::f16, {rows, cols / g}, own(std::move(sb)));
+    add(name + kBlockScaleSuffix, GgmlType::f16, {rows, cols / g}, own(r.scales));
     add(name + kZeroPointSuffix, GgmlType::u8, {rows, cols / g}, own(std::move(r.zeros)));
   }
 

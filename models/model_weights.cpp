@@ -60,18 +60,7 @@ Weight ModelWeights::stack(Graph& g, const GgufTensor& t, const std::string& lab
   w.k = k;
   w.experts = t.shape.size() > 2 ? mats : 0;
   if (t.type == GgmlType::i4) return int4(g, t, w);
-  if (t.type == GgmlType::i8_channel) {
-    static_assert(static_cast<int64_t>(GgmlType::i8_channel) == kW8a8);
-    const GgufTensor* s = file_.find_tensor(t.name + kBlockScaleSuffix);
-    if (t.shape.size() != 2 || !s || s->type != GgmlType::f32 ||
-        s->shape != std::vector<int64_t>{m})
-      throw Error("int8 tensor '" + t.name + "' has no F32 scales '" + t.name + kBlockScaleSuffix +
-                  "' [m] beside it");
-    w.quant = kW8a8;
-    w.data = g.external(data, DType::u8, {m, k});
-    w.scales = g.external(on_backend(s->data, s->nbytes), DType::f32, {m});
-    return w;
-  }
+  if (t.type == GgmlType::i8_channel) return int8(g, t, w);
   if (!is_block_quantized(t.type)) {
     w.data = g.external(data, float_dtype(t), {mats * m, k});
     if (t.type == GgmlType::f8_e4m3) block_scales(g, t, w);
@@ -122,6 +111,20 @@ Weight ModelWeights::int4(Graph& g, const GgufTensor& t, Weight w) {
     const int64_t bytes = Int4wRows16{w.scale_block, true}.bytes(w.m, w.k);
     w.rows16 = g.external(on_backend(rows16, static_cast<size_t>(bytes)), DType::u8, {bytes});
   }
+  return w;
+}
+
+// An INT8 matrix with its scale per row (models/hf_checkpoint.h).
+Weight ModelWeights::int8(Graph& g, const GgufTensor& t, Weight w) {
+  static_assert(static_cast<int64_t>(GgmlType::i8_channel) == kW8a8);
+  const GgufTensor* s = file_.find_tensor(t.name + kBlockScaleSuffix);
+  if (t.shape.size() != 2 || !s || s->type != GgmlType::f32 ||
+      s->shape != std::vector<int64_t>{w.m})
+    throw Error("int8 tensor '" + t.name + "' has no F32 scales '" + t.name + kBlockScaleSuffix +
+                "' [m] beside it");
+  w.quant = kW8a8;
+  w.data = g.external(on_backend(t.data, t.nbytes), DType::u8, {w.m, w.k});
+  w.scales = g.external(on_backend(s->data, s->nbytes), DType::f32, {w.m});
   return w;
 }
 

@@ -34,6 +34,7 @@ class ModelWeights {
   Weight stack(Graph& g, const GgufTensor& t, const std::string& label);
   void block_scales(Graph& g, const GgufTensor& t, Weight& w);
   Weight int4(Graph& g, const GgufTensor& t, Weight w);
+  Weight int8(Graph& g, const GgufTensor& t, Weight w);
   const uint8_t* on_backend(const uint8_t* host, size_t bytes);
 
   const GgufFile& file_;

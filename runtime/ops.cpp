@@ -62,6 +62,19 @@ std::vector<Tensor> quantize_q8(Graph& g, const Tensor& x, int64_t qblock) {
   });
 }
 
+// x [t, k] as int8 codes with one scale per token (gemv_w8a8's
+// activations): q [t, k], d and s [t]; consumers of the same x share them.
+std::vector<Tensor> quantize_rows_i8(Graph& g, const Tensor& x) {
+  return g.memo("quantize_rows_i8/" + Graph::key(x), [&] {
+    const int64_t t = x.dim(0), k = x.dim(1);
+    Tensor q = g.scratch(DType::i8, {t, k}), d = g.scratch(DType::f32, {t}),
+           s = g.scratch(DType::i32, {t});
+    g.launch("quantize", "quantize_rows_i8", {},
+             {{"x", x}, {"q", q}, {"d", d}, {"s", s}, {"n", Arg::scalar_int(k)}}, {{"rows", t}});
+    return std::vector<Tensor>{q, d, s};
+  });
+}
+
 }  // namespace
 
 Tensor add(Graph& g, const Tensor& x, const Tensor& y) {
@@ -171,14 +184,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     if (er) mismatch("linear", "int8 weight '" + w.label + "' cannot be a stack of experts");
     if (!w.scales || w.scales->numel() != w.m)
       mismatch("linear", "int8 weight '" + w.label + "' has no scale per row");
-    std::vector<Tensor> q = g.memo("quantize_rows_i8/" + Graph::key(x), [&] {
-      const int64_t t = x.dim(0), k = x.dim(1);
-      Tensor xq = g.scratch(DType::i8, {t, k}), d = g.scratch(DType::f32, {t}),
-             s = g.scratch(DType::i32, {t});
-      g.launch("quantize", "quantize_rows_i8", {},
-               {{"x", x}, {"q", xq}, {"d", d}, {"s", s}, {"n", Arg::scalar_int(k)}}, {{"rows", t}});
-      return std::vector<Tensor>{xq, d, s};
-    });
+    std::vector<Tensor> q = quantize_rows_i8(g, x);
     g.launch(w.label, "gemv_w8a8", {},
              {{"w", w.data},
               {"ws", *w.scales},
