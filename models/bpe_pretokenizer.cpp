@@ -236,6 +236,79 @@ Pieces split_llama3(const Cps& cps, const Pieces& in, size_t max_digits) {
   });
 }
 
+// OpenAI's o200k regex (GPT-4o, GPT-OSS):
+// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?|
+// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?|
+// \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// as llama.cpp runs it: its regex engine sees other scripts' letters as one
+// letter class, so the cased classes become "a letter but not a-z" and "a
+// letter but not A-Z" (marks drop out), and each alternative is tried in
+// order with the regex's backtracking.
+Pieces split_o200k(const Cps& cps, const Pieces& in) {
+  return cut_pieces(in, [&](const size_t lo, const size_t hi, auto&& add) {
+    constexpr uint32_t kOut = 0xFFFFFFFF;
+    auto cpt = [&](size_t p) { return p >= lo && p < hi ? cps[p] : kOut; };
+    auto in_piece = [&](size_t p) { return p >= lo && p < hi; };
+    auto letter = [&](size_t p) { return in_piece(p) && is_unicode_letter(cps[p]); };
+    auto upper = [&](size_t p) { return letter(p) && !(cps[p] >= 'a' && cps[p] <= 'z'); };
+    auto lower = [&](size_t p) { return letter(p) && !(cps[p] >= 'A' && cps[p] <= 'Z'); };
+    auto number = [&](size_t p) { return in_piece(p) && is_unicode_number(cps[p]); };
+    auto space = [&](size_t p) { return in_piece(p) && is_space(cps[p]); };
+    for (size_t pos = lo; pos < hi;) {
+      const uint32_t c = cpt(pos);
+      // The two cased-word alternatives, after an optional other character.
+      const size_t q =
+          !letter(pos) && !number(pos) && c != '\r' && c != '\n' && letter(pos + 1) ? pos + 1 : pos;
+      if (letter(q)) {
+        size_t u = q;
+        while (upper(u)) ++u;
+        size_t end = u;
+        if (lower(u)) {  // upper* lower+
+          while (lower(end)) ++end;
+        } else {  // upper* backs off to the last upper letter that is also lower
+          for (size_t j = u; j-- > q;)
+            if (lower(j)) {
+              end = j + 1;
+              break;
+            }
+        }  // else upper+ lower*, lower* empty: end stays u
+        end += contraction(cpt, end, hi, true);
+        add(pos = end);
+        continue;
+      }
+      if (number(pos)) {  // \p{N}{1,3}
+        size_t n = 0;
+        while (n < 3 && number(pos + n)) ++n;
+        add(pos += n);
+        continue;
+      }
+      //  ?[^\s\p{L}\p{N}]+[\r\n/]*
+      auto other = [&](size_t p) { return in_piece(p) && !space(p) && !letter(p) && !number(p); };
+      const size_t o = c == ' ' ? pos + 1 : pos;
+      if (other(o)) {
+        pos = o;
+        while (other(pos)) ++pos;
+        while (cpt(pos) == '\r' || cpt(pos) == '\n' || cpt(pos) == '/') ++pos;
+        add(pos);
+        continue;
+      }
+      size_t spaces = 0, after_newline = 0;
+      for (; space(pos + spaces); ++spaces)
+        if (cpt(pos + spaces) == '\r' || cpt(pos + spaces) == '\n')
+          after_newline = pos + spaces + 1;
+      if (after_newline > 0) {  // \s*[\r\n]+
+        add(pos = after_newline);
+        continue;
+      }
+      if (spaces > 1 && cpt(pos + spaces) != kOut) {  // \s+(?!\S)
+        add(pos += spaces - 1);
+        continue;
+      }
+      add(pos += spaces > 0 ? spaces : 1);  // \s+, or a character nothing matched
+    }
+  });
+}
+
 Pieces split_default(const Cps& cps, Pieces p) {
   p = split(cps, p, [](const Cps& c, size_t pos, size_t end) {
     return run(c, pos, end, [](uint32_t cp) {
@@ -282,14 +355,16 @@ BpePreTokenizer find_bpe_pre_tokenizer(std::string_view name) {
     if (name == llama3) return BpePreTokenizer::llama3;
   for (std::string_view qwen2 : {"qwen2", "deepseek-r1-qwen", "megrez"})
     if (name == qwen2) return BpePreTokenizer::qwen2;
+  for (std::string_view o200k : {"gpt-4o", "minimax-m2"})
+    if (name == o200k) return BpePreTokenizer::o200k;
   // The names llama.cpp maps to the plain GPT-2 regex.
   for (std::string_view gpt2 :
        {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
         "mellum", "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4"})
     if (name == gpt2) return BpePreTokenizer::gpt2;
-  throw Error(
-      "unsupported BPE pre-tokenizer '" + std::string(name) +
-      "' (Kiln knows default, gpt-2, llama-bpe, qwen2 and their aliases, and deepseek-coder)");
+  throw Error("unsupported BPE pre-tokenizer '" + std::string(name) +
+              "' (Kiln knows default, gpt-2, llama-bpe, qwen2, gpt-4o and their aliases, and "
+              "deepseek-coder)");
 }
 
 std::vector<std::string> pre_tokenize(BpePreTokenizer kind, std::string_view text) {
@@ -301,6 +376,7 @@ std::vector<std::string> pre_tokenize(BpePreTokenizer kind, std::string_view tex
     case BpePreTokenizer::deepseek_coder: pieces = split_deepseek_coder(cps, pieces); break;
     case BpePreTokenizer::llama3: pieces = split_llama3(cps, pieces, 3); break;
     case BpePreTokenizer::qwen2: pieces = split_llama3(cps, pieces, 1); break;
+    case BpePreTokenizer::o200k: pieces = split_o200k(cps, pieces); break;
   }
   std::vector<std::string> words;
   words.reserve(pieces.size());

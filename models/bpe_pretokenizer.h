@@ -26,6 +26,9 @@ enum class BpePreTokenizer {
   llama3,
   // the same with \p{N} (one digit at a time)
   qwen2,
+  // OpenAI's o200k (GPT-4o, GPT-OSS): llama3's with words cut at a change
+  // from lower to upper case ("HelloWorld" -> "Hello", "World")
+  o200k,
 };
 
 // The pre-tokenizer for a tokenizer.ggml.pre value ("" means llama.cpp's

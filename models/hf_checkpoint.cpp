@@ -42,13 +42,14 @@ std::string shape_text(const std::vector<int64_t>& s) {
 // Hugging Face model types and the GGUF architecture each becomes.
 std::string gguf_arch(const std::string& model_type) {
   static const std::map<std::string, std::string> archs = {
-      {"llama", "llama"}, {"mistral", "llama"},      {"qwen2", "qwen2"},
-      {"qwen3", "qwen3"}, {"qwen3_moe", "qwen3moe"}, {"gemma3_text", "gemma3"}};
+      {"llama", "llama"},    {"mistral", "llama"},      {"qwen2", "qwen2"},
+      {"qwen3", "qwen3"},    {"qwen3_moe", "qwen3moe"}, {"gemma3_text", "gemma3"},
+      {"gpt_oss", "gpt-oss"}};
   auto it = archs.find(model_type);
   if (it == archs.end())
-    throw Error(
-        "model_type '" + model_type +
-        "' is not supported (llama, mistral, qwen2, qwen3, qwen3_moe, gemma3_text, gemma3)");
+    throw Error("model_type '" + model_type +
+                "' is not supported (llama, mistral, qwen2, qwen3, qwen3_moe, gemma3_text, gemma3, "
+                "gpt_oss)");
   return it->second;
 }
 
@@ -155,15 +156,12 @@ class Translator {
       fail_config("partial_rotary_factor other than 1 is not supported");
     if (get_bool("use_sliding_window", false))
       fail_config("use_sliding_window: sliding-window attention is not supported for " + arch_);
-    if (get_bool("attention_bias", false) && arch_ != "qwen2")
+    if (get_bool("attention_bias", false) && arch_ != "qwen2" && arch_ != "gpt-oss")
       fail_config("attention_bias: biased attention projections are not supported for " + arch_);
 
     w_.add("general.architecture", GgufWriter::str(arch_));
     w_.add("general.type", GgufWriter::str("model"));
     w_.add("general.name", GgufWriter::str(fs::path(dir_).filename().string()));
-    auto u32 = [&](const std::string& k, int64_t v) {
-      w_.add(key(k), GgufWriter::u32(static_cast<uint32_t>(v)));
-    };
     u32("vocab_size", n_vocab_);
     u32("context_length", optional_int("max_position_embeddings").value_or(2048));
     u32("embedding_length", n_embd_);
@@ -182,7 +180,9 @@ class Translator {
     rope_scaling();
     quantization();
     if (arch_ == "gemma3") gemma3_metadata();
-    if (arch_ == "qwen3moe") {
+    if (arch_ == "gpt-oss") {
+      gpt_oss_metadata();
+    } else if (arch_ == "qwen3moe") {
       n_expert_ = get_int("num_experts");
       n_ff_ = get_int("moe_intermediate_size");
       u32("feed_forward_length", optional_int("intermediate_size").value_or(n_ff_));
@@ -202,6 +202,40 @@ class Translator {
     }
   }
 
+  void u32(const std::string& k, int64_t v) {
+    w_.add(key(k), GgufWriter::u32(static_cast<uint32_t>(v)));
+  }
+
+  // GPT-OSS as llama.cpp runs it, so a config that says otherwise is
+  // refused: even layers windowed, YaRN rope on every layer, the clamped
+  // SwiGLU at limit 7, experts as wide as intermediate_size. (transformers'
+  // YaRN with `truncate: false` keeps the correction range unrounded;
+  // ggml rounds it, and Kiln runs ggml's.)
+  void gpt_oss_metadata() {
+    n_expert_ = get_int("num_local_experts");
+    n_ff_ = get_int("intermediate_size");
+    const int64_t used = cfg_.contains("num_experts_per_tok") ? get_int("num_experts_per_tok")
+                                                              : get_int("experts_per_token");
+    if (used <= 0 || used > n_expert_)
+      fail_config(std::to_string(used) + " experts per token of " + std::to_string(n_expert_));
+    u32("feed_forward_length", n_ff_);
+    u32("expert_count", n_expert_);
+    u32("expert_used_count", used);
+    u32("expert_feed_forward_length", n_ff_);
+    u32("attention.sliding_window", get_int("sliding_window"));
+    if (auto it = cfg_.find("layer_types"); it != cfg_.end() && it->is_array())
+      for (size_t l = 0; l < it->size(); ++l)
+        if ((*it)[l] != (l % 2 ? "full_attention" : "sliding_attention"))
+          fail_config("layer_types: layer " + std::to_string(l) + " is " + (*it)[l].dump() +
+                      "; Kiln runs GPT-OSS with the even layers windowed and the odd ones full");
+    if (get_float("swiglu_limit", 7.0) != 7.0)
+      fail_config("swiglu_limit " + std::to_string(get_float("swiglu_limit", 7.0)) +
+                  " is not the 7 GPT-OSS's SwiGLU is clamped at");
+    const json rs = cfg_.value("rope_scaling", json());
+    if (!rs.is_object() || rs.value("rope_type", rs.value("type", std::string())) != "yarn")
+      fail_config("GPT-OSS needs rope_scaling of type yarn");
+  }
+
   // quantization_config: which quantized weight formats to expect.
   void quantization() {
     auto it = cfg_.find("quantization_config");
@@ -211,10 +245,15 @@ class Translator {
     const std::string method = q.value("quant_method", std::string());
     if (method == "awq") return awq_config(q);
     if (method == "compressed-tensors") return int8_config(q);
+    if (method == "mxfp4") {  // GPT-OSS's experts: ggml has the format
+      if (arch_ != "gpt-oss")
+        fail_config("quantization_config.quant_method mxfp4 is read for gpt_oss's experts only");
+      return;
+    }
     if (method != "fp8")
       fail_config("quantization_config.quant_method '" + method +
-                  "' is not supported (Kiln reads fp8 block-scaled, awq and compressed-tensors "
-                  "int8 checkpoints)");
+                  "' is not supported (Kiln reads fp8 block-scaled, awq, compressed-tensors "
+                  "int8 and gpt_oss's mxfp4 checkpoints)");
     if (q.value("fmt", std::string("e4m3")) != "e4m3")
       fail_config("quantization_config.fmt '" + q["fmt"].get<std::string>() +
                   "' is not supported (e4m3)");
@@ -282,6 +321,9 @@ class Translator {
       fail_config("rope_scaling has no numeric factor");
     w_.add(key("rope.scaling.type"), GgufWriter::str(type));
     w_.add(key("rope.scaling.factor"), GgufWriter::f32(rs["factor"].get<float>()));
+    if (type == "yarn" &&
+        (rs.value("beta_fast", 32.0) != 32.0 || rs.value("beta_slow", 1.0) != 1.0))
+      fail_config("rope_scaling yarn with beta_fast/beta_slow other than 32/1 is not supported");
     if (type == "yarn" && rs.contains("original_max_position_embeddings"))
       w_.add(key("rope.scaling.original_context_length"),
              GgufWriter::u32(rs["original_max_position_embeddings"].get<uint32_t>()));
@@ -573,8 +615,87 @@ class Translator {
     add(name, ggml_type_of(dtype), {n_expert_, rows, cols}, own(std::move(out)));
   }
 
+  // GPT-OSS's router and experts. gate_up_proj interleaves the two (gate
+  // the even rows, up the odd ones, biases likewise); the experts come as
+  // MXFP4 blocks and scales (the release) or as floats stored input-major,
+  // [experts, in, out] (dequantized folders). Out: ggml's MXFP4 blocks, or
+  // float matrices [experts, out, in], as llama.cpp's converter writes them.
+  void gpt_oss_experts(const std::string& blk, const std::string& hf) {
+    const int64_t e = n_expert_, f = n_ff_, h = n_embd_;
+    const std::string x = hf + "mlp.experts.";
+    const bool mxfp4 = p_.st.find(x + "gate_up_proj_blocks") != nullptr;
+    if (mxfp4 && (h % 32 || f % 32))
+      throw Error("MXFP4 experts '" + x + "gate_up_proj_blocks': widths " + std::to_string(h) +
+                  " and " + std::to_string(f) + " in config.json '" + config_path_ +
+                  "' are not whole blocks of 32");
+    as_f32(blk + "ffn_gate_inp.weight", hf + "mlp.router.weight", {e, h});
+    as_f32(blk + "ffn_gate_inp.bias", hf + "mlp.router.bias", {e});
+    const SafeTensor& b = take(x + "gate_up_proj_bias", {e, 2 * f});
+    std::vector<float> both(static_cast<size_t>(b.elements())), half(static_cast<size_t>(e * f));
+    ggml_to_f32(ggml_type_of(b.dtype), b.data, b.elements(), both.data());
+    for (int64_t parity = 0; parity < 2; ++parity) {
+      for (int64_t i = 0; i < e * f; ++i) half[i] = both[2 * i + parity];
+      add_floats(blk + (parity ? "ffn_up_exps.bias" : "ffn_gate_exps.bias"), GgmlType::f32, {e, f},
+                 half);
+    }
+    as_f32(blk + "ffn_down_exps.bias", x + "down_proj_bias", {e, h});
+    if (mxfp4) {
+      mxfp4_experts(blk + "ffn_gate_exps.weight", x + "gate_up_proj", 2 * f, h, 2, 0);
+      mxfp4_experts(blk + "ffn_up_exps.weight", x + "gate_up_proj", 2 * f, h, 2, 1);
+      mxfp4_experts(blk + "ffn_down_exps.weight", x + "down_proj", h, f, 1, 0);
+      return;
+    }
+    const SafeTensor& gu = take(x + "gate_up_proj", {e, h, 2 * f});
+    add(blk + "ffn_gate_exps.weight", ggml_type_of(gu.dtype), {e, f, h},
+        own(transpose_experts(gu, 2, 0)));
+    add(blk + "ffn_up_exps.weight", ggml_type_of(gu.dtype), {e, f, h},
+        own(transpose_experts(gu, 2, 1)));
+    const SafeTensor& d = take(x + "down_proj", {e, f, h});
+    add(blk + "ffn_down_exps.weight", ggml_type_of(d.dtype), {e, h, f},
+        own(transpose_experts(d, 1, 0)));
+  }
+
+  // [E, A, B] -> [E, B / stride, A]: out[e][r][a] = in[e][a][r * stride + offset].
+  static std::vector<uint8_t> transpose_experts(const SafeTensor& t, int64_t stride,
+                                                int64_t offset) {
+    const int64_t n_e = t.shape[0], a = t.shape[1], b = t.shape[2], rows = b / stride;
+    const size_t es = t.nbytes / static_cast<size_t>(t.elements());
+    std::vector<uint8_t> out(static_cast<size_t>(n_e * rows * a) * es);
+    for (int64_t e = 0; e < n_e; ++e)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < a; ++i)
+          std::memcpy(&out[static_cast<size_t>((e * rows + r) * a + i) * es],
+                      &t.data[static_cast<size_t>((e * a + i) * b + r * stride + offset) * es], es);
+    return out;
+  }
+
+  // HF's MXFP4 (BASE_blocks [E, hf_rows, k / 32, 16], element 2j in the low
+  // nibble of byte j and 2j + 1 in the high one; BASE_scales [E, hf_rows,
+  // k / 32], e8m0) to ggml's block_mxfp4 (the scale byte, then element j
+  // in the low nibble of byte j and j + 16 in the high one). ggml row r is
+  // HF row r * stride + offset.
+  void mxfp4_experts(const std::string& name, const std::string& base, int64_t hf_rows, int64_t k,
+                     int64_t stride, int64_t offset) {
+    const int64_t e = n_expert_, nb = k / 32, rows = hf_rows / stride;
+    const SafeTensor& blocks = take_raw(base + "_blocks", {e, hf_rows, nb, 16}, StDtype::u8);
+    const SafeTensor& scales = take_raw(base + "_scales", {e, hf_rows, nb}, StDtype::u8);
+    std::vector<uint8_t> out(static_cast<size_t>(e * rows * nb) * 17);
+    uint8_t* o = out.data();
+    for (int64_t x = 0; x < e; ++x)
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t hr = x * hf_rows + r * stride + offset;
+        for (int64_t j = 0; j < nb; ++j, o += 17) {
+          const uint8_t* in = blocks.data + (hr * nb + j) * 16;
+          auto code = [&](int i) { return (in[i / 2] >> (4 * (i % 2))) & 15; };
+          o[0] = scales.data[hr * nb + j];
+          for (int i = 0; i < 16; ++i) o[1 + i] = static_cast<uint8_t>(code(i) | code(i + 16) << 4);
+        }
+      }
+    add(name, GgmlType::mxfp4, {e, rows, k}, own(std::move(out)));
+  }
+
   void tensors() {
-    const bool llama = arch_ == "llama", gemma = arch_ == "gemma3";
+    const bool llama = arch_ == "llama", gemma = arch_ == "gemma3", gpt_oss = arch_ == "gpt-oss";
     const float shift = gemma ? 1.0f : 0.0f;
     auto norm = [&](const std::string& name, const std::string& hf, int64_t n) {
       as_f32(name, hf, {n}, shift);
@@ -593,10 +714,14 @@ class Translator {
              llama ? n_head_kv_ : 0);
       matrix(blk + "attn_v.weight", hf + "self_attn.v_proj.weight", kv_rows, n_embd_);
       matrix(blk + "attn_output.weight", hf + "self_attn.o_proj.weight", n_embd_, q_rows);
-      if (arch_ == "qwen2") {
+      if (arch_ == "qwen2" || gpt_oss) {
         as_f32(blk + "attn_q.bias", hf + "self_attn.q_proj.bias", {q_rows});
         as_f32(blk + "attn_k.bias", hf + "self_attn.k_proj.bias", {kv_rows});
         as_f32(blk + "attn_v.bias", hf + "self_attn.v_proj.bias", {kv_rows});
+      }
+      if (gpt_oss) {
+        as_f32(blk + "attn_output.bias", hf + "self_attn.o_proj.bias", {n_embd_});
+        as_f32(blk + "attn_sinks.weight", hf + "self_attn.sinks", {n_head_});
       }
       if (arch_ == "qwen3" || arch_ == "qwen3moe" || gemma) {
         norm(blk + "attn_q_norm.weight", hf + "self_attn.q_norm.weight", head_dim_);
@@ -607,9 +732,12 @@ class Translator {
         norm(blk + "ffn_norm.weight", hf + "pre_feedforward_layernorm.weight", n_embd_);
         norm(blk + "post_ffw_norm.weight", hf + "post_feedforward_layernorm.weight", n_embd_);
       } else {
-        norm(blk + "ffn_norm.weight", hf + "post_attention_layernorm.weight", n_embd_);
+        norm(blk + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"),
+             hf + "post_attention_layernorm.weight", n_embd_);
       }
-      if (n_expert_ > 0) {
+      if (gpt_oss) {
+        gpt_oss_experts(blk, hf);
+      } else if (n_expert_ > 0) {
         as_f32(blk + "ffn_gate_inp.weight", hf + "mlp.gate.weight", {n_expert_, n_embd_});
         experts(blk + "ffn_gate_exps.weight", hf, "gate_proj", n_ff_, n_embd_);
         experts(blk + "ffn_up_exps.weight", hf, "up_proj", n_ff_, n_embd_);

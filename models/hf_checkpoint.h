@@ -24,6 +24,8 @@
 // quantised per token when run) becomes NAME of type I8_CHANNEL [m, k] and
 // NAME + kBlockScaleSuffix F32 [m]. Written to a file
 // (HfWeights::dequantized), FP8 and INT8 weights become BF16, AWQ's F16.
+// GPT-OSS's MXFP4 experts (quant_method "mxfp4") are a ggml type: their
+// blocks and scales are repacked into ggml's block_mxfp4 either way.
 #pragma once
 
 #include <memory>

@@ -253,8 +253,9 @@ std::string byte_token(int b) {
 
 // A byte-level BPE vocabulary that spells any text: the 256 byte tokens (id
 // = byte), BOS and EOS, a handful of merges, then "[PADn]" unused tokens up
-// to `min_size` as llama.cpp's converter pads vocabularies. Returns its size.
-int64_t byte_level_tokenizer(int64_t min_size, Metadata* kv) {
+// to `min_size` as llama.cpp's converter pads vocabularies, cut into words
+// by the pre-tokenizer `pre`. Returns its size.
+int64_t byte_level_tokenizer(int64_t min_size, const std::string& pre, Metadata* kv) {
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
   for (int b = 0; b < 256; ++b) {
@@ -281,7 +282,7 @@ int64_t byte_level_tokenizer(int64_t min_size, Metadata* kv) {
     types.push_back(static_cast<int32_t>(TokenType::unused));
   }
   kv->emplace_back("tokenizer.ggml.model", GgufWriter::str("gpt2"));
-  kv->emplace_back("tokenizer.ggml.pre", GgufWriter::str("default"));
+  kv->emplace_back("tokenizer.ggml.pre", GgufWriter::str(pre));
   kv->emplace_back("tokenizer.ggml.tokens", GgufWriter::string_array(tokens));
   kv->emplace_back("tokenizer.ggml.token_type", GgufWriter::array(types));
   kv->emplace_back("tokenizer.ggml.merges", GgufWriter::string_array(merge_texts));
@@ -404,8 +405,9 @@ GenModelSummary generate_model(const ModelPreset& p, const GenModelOptions& o,
   // The tokenizer decides the vocabulary size, so it is built first and its
   // keys are added after the architecture's, as llama.cpp's converter orders them.
   Metadata tokenizer;
-  int64_t n_vocab = o.vocab_path.empty() ? byte_level_tokenizer(p.n_vocab, &tokenizer)
-                                         : copy_tokenizer(o.vocab_path, &tokenizer);
+  int64_t n_vocab = o.vocab_path.empty()
+                        ? byte_level_tokenizer(p.n_vocab, p.tokenizer_pre, &tokenizer)
+                        : copy_tokenizer(o.vocab_path, &tokenizer);
   w.add(a + ".vocab_size", u32(n_vocab));
   w.add(a + ".context_length", u32(p.n_ctx));
   w.add(a + ".embedding_length", u32(p.n_embd));

@@ -83,6 +83,7 @@ ModelPreset gpt_oss(std::string preset, std::string name, int64_t n_vocab, int64
   p.explicit_head_dim = true;
   p.qkv_bias = true;
   p.gpt_oss_layout = true;
+  p.tokenizer_pre = "gpt-4o";
   p.sliding_window = window;
   p.yarn_factor = 32;
   p.yarn_orig_ctx = 4096;

@@ -2,14 +2,15 @@
 """Kiln reading a Hugging Face folder gives the logits of the GGUF it came from.
 
 For each architecture Kiln translates from Hugging Face (llama, qwen2, qwen3,
-qwen3moe, gemma3): `kiln gen-model` writes an F16 GGUF with random weights,
+qwen3moe, gemma3, gpt-oss): `kiln gen-model` writes an F16 GGUF with random weights,
 make_hf_checkpoint.py (numpy + safetensors, independent of Kiln's readers)
 writes the same weights as a Hugging Face folder, and `kiln run` on both
 must agree. F16 and F32 folders hold exactly the GGUF's values, so their
 logits must be identical, bit for bit (one single-file, one sharded); a BF16
 folder rounds every weight to bf16, so its logits may move by that
 rounding (max|d| <= 0.1 std, top-1 agreeing on >= 80 % of positions; seen:
-0.015-0.055), and converted to a BF16 GGUF it must give its own logits
+0.015-0.055; in MoE models over all but the 2 farthest positions, as a
+rounding can flip a near-tie between experts), and converted to a BF16 GGUF it must give its own logits
 exactly. Block-scaled FP8 folders must give the logits of their values
 dequantized, AutoAWQ and INT8 folders theirs within their 8-bit
 activations' error (`quantized` below). The
@@ -186,6 +187,8 @@ def quantized(kiln, llama_cpp, tmp):
     - compressed-tensors INT8 (--int8: a scale per channel): gemv_w8a8
       with per-token int8 activations, within 0.15 and 90 % (seen
       0.05-0.06, 100 %).
+    - GPT-OSS's MXFP4 experts (--mxfp4): the MXFP4 kernels with 8-bit
+      activations, within 0.15 and 90 % (seen 0.017, 100 %).
     kiln convert writes FP8 and INT8 as BF16 (llama.cpp against Kiln on the
     quantized folder: the BF16 bar, 0.1 and 80 %) and AWQ as F16 (against
     the dequantized folder: 0.05 and 99 %)."""
@@ -205,6 +208,15 @@ def quantized(kiln, llama_cpp, tmp):
         bad += b
         if gguf == llama:
             bad += converted_in_llamacpp(kiln, llama_cpp, tmp, label, folder, want, 0.05, 0.99)
+    # GPT-OSS's release: MXFP4 experts. Kiln (MXFP4 GEMV/GEMM with 8-bit
+    # activations) against the dequantized folder, and llama.cpp on the
+    # converted file (MXFP4 kept as it is, the nibble order ggml's) against
+    # Kiln on the folder: the quantized bar of parity_llamacpp.py (seen 0.016).
+    gpt_oss = os.path.join(tmp, "gpt-oss.gguf")
+    folder, _, b = quantized_folder(kiln, tmp, gpt_oss, "gpt-oss mxfp4", ["--mxfp4"], 0.15, 0.9)
+    bad += b
+    got, _ = run(kiln, folder, extra, os.path.join(tmp, "got.npy"))
+    bad += converted_in_llamacpp(kiln, llama_cpp, tmp, "gpt-oss mxfp4", folder, got, 0.05, 0.9)
     for gguf, label in ((llama, "llama int8"), (qwen3, "qwen3 int8")):
         folder, _, b = quantized_folder(kiln, tmp, gguf, label, ["--int8"], 0.15, 0.9)
         bad += b
@@ -244,7 +256,7 @@ def main():
         print("llama-cpp-python not installed: converted files are not loaded in llama.cpp")
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for arch in ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3"):
+        for arch in ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss"):
             gguf = os.path.join(tmp, f"{arch}.gguf")
             subprocess.run([a.kiln, "gen-model", "--arch", arch, "--preset", "tiny", "-o", gguf,
                             "--type", "f16"], check=True, capture_output=True)
@@ -276,7 +288,12 @@ def main():
                     for model, what in models:
                         got, jg = run(a.kiln, model, extra, os.path.join(tmp, "got.npy"))
                         ok = got.shape == want.shape and jg["prompt_tokens"] == jw["prompt_tokens"]
-                        d = float(np.abs(got - want).max() / want.std()) if ok else float("inf")
+                        # In MoE models the rounding may flip a token between two
+                        # experts whose router logits nearly tie, moving that
+                        # position far: up to 2 positions are spared there.
+                        spare = 2 if dtype == "bf16" and arch in ("qwen3moe", "gpt-oss") else 0
+                        d = float(np.sort(np.abs(got - want).max(-1))[-1 - spare] / want.std()) \
+                            if ok else float("inf")
                         top1 = float((got.argmax(-1) == want.argmax(-1)).mean()) if ok else 0.0
                         ok = ok and (d == 0.0 if dtype != "bf16" else d <= 0.1 and top1 >= 0.8)
                         failures += not ok

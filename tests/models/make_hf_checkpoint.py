@@ -10,7 +10,7 @@ as tokenizer.json. Kiln reading the folder must then give the GGUF's logits.
 
   make_hf_checkpoint.py MODEL.gguf OUT_DIR [--dtype f16|f32|bf16] [--shards N]
                         [--llama3-rope ORIG_CTX] [--fp8 B | --awq G | --int8]
-                        [--dequantized] [--multimodal]
+                        [--mxfp4] [--dequantized] [--multimodal]
 
 --fp8 B quantizes every linear layer's weight but the embeddings' as FP8
 checkpoints do (DeepSeek-V3, Qwen3 FP8): E4M3 values with a scale per B x B
@@ -23,6 +23,9 @@ qweight [in, out / 8], qzeros [in / G, out / 8], scales [in / G, out].
 --int8 writes compressed-tensors' w8a8 checkpoints: int8 codes per output
 channel (s = amax / 127, `weight_scale` [out, 1]), activations declared
 dynamic per token; lm_head left as it is (its `ignore`).
+--mxfp4 (gpt-oss) writes the experts as GPT-OSS's release holds them:
+MXFP4 codes (e2m1, two a byte, element 2j in the low nibble) with an e8m0
+scale per 32 inputs, the exponent chosen as ggml's quantizer does.
 --multimodal (gemma3) writes a Gemma3ForConditionalGeneration folder: the
 text model's config nested in text_config (keys equal to Gemma3TextConfig's
 defaults left out, as transformers does), its tensors under
@@ -45,7 +48,8 @@ from safetensors.numpy import save_file
 HF_MODEL_TYPE = {"llama": ("llama", "LlamaForCausalLM"), "qwen2": ("qwen2", "Qwen2ForCausalLM"),
                  "qwen3": ("qwen3", "Qwen3ForCausalLM"),
                  "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM"),
-                 "gemma3": ("gemma3_text", "Gemma3ForCausalLM")}
+                 "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
+                 "gpt-oss": ("gpt_oss", "GptOssForCausalLM")}
 # Gemma 3's norms under their own names (and stored as w, where GGUF has 1 + w).
 GEMMA_NAMES = {"attn_norm.weight": "input_layernorm.weight",
                "post_attention_norm.weight": "post_attention_layernorm.weight",
@@ -61,6 +65,10 @@ LAYER_NAMES = {"attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "s
                "ffn_norm.weight": "post_attention_layernorm.weight", "ffn_gate.weight": "mlp.gate_proj.weight",
                "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
                "ffn_gate_inp.weight": "mlp.gate.weight"}
+# GPT-OSS's own names; its experts are handled whole (gpt_oss_experts).
+GPT_OSS_NAMES = {"attn_output.bias": "self_attn.o_proj.bias", "attn_sinks.weight": "self_attn.sinks",
+                 "post_attention_norm.weight": "post_attention_layernorm.weight",
+                 "ffn_gate_inp.weight": "mlp.router.weight", "ffn_gate_inp.bias": "mlp.router.bias"}
 EXPERT_NAMES = {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj",
                 "ffn_down_exps.weight": "down_proj"}
 
@@ -136,6 +144,14 @@ def tokenizer_files(r):
                     for x in regexes] +
                    [{"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
                      "use_regex": False}]}
+    elif pre == "gpt-4o":  # OpenAI's o200k, as GPT-OSS's tokenizer.json has it
+        o200k = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+                 r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+                 r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|"
+                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
+        pre_tok = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": o200k}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
     elif pre in ("gpt-2", "gpt2"):
         pre_tok = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     else:
@@ -204,6 +220,66 @@ def fp8_dequantize(codes, scale, b):
     return (mag * full).astype(np.float32)
 
 
+FP4_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+
+def mxfp4_quantize(w):
+    """w [..., k] -> (codes [..., k] 0..15, e8m0 scales [..., k / 32]) as
+    ggml's reference picks the exponent: floor(log2(amax)) - 2."""
+    b = w.astype(np.float64).reshape(*w.shape[:-1], w.shape[-1] // 32, 32)
+    amax = np.abs(b).max(-1)
+    e = np.where(amax > 0, np.floor(np.log2(np.where(amax > 0, amax, 1))) - 2 + 127, 0)
+    e = np.clip(e, 0, 254).astype(np.int64)
+    v = np.abs(b) / (2.0 ** (e - 127))[..., None]
+    codes = np.abs(v[..., None] - FP4_VALUES).argmin(-1) | np.where(b < 0, 8, 0)
+    return codes.reshape(w.shape).astype(np.uint8), e.astype(np.uint8)
+
+
+def mxfp4_dequantize(codes, scales):
+    v = FP4_VALUES[codes & 7] * np.where(codes & 8, -1.0, 1.0)
+    v = v.reshape(*scales.shape, 32) * (2.0 ** (scales.astype(np.int64) - 127))[..., None]
+    return v.reshape(codes.shape).astype(np.float32)
+
+
+def hf_mxfp4_blocks(codes):
+    """codes [..., k] -> Hugging Face's blocks [..., k / 32, 16]: element 2j
+    in the low nibble of byte j, 2j + 1 in the high one."""
+    c = codes.reshape(*codes.shape[:-1], codes.shape[-1] // 32, 32)
+    return np.ascontiguousarray(c[..., 0::2] | (c[..., 1::2] << 4))
+
+
+def gpt_oss_experts(parts, pre, out, wdt, mxfp4, dequantized):
+    """One layer's GPT-OSS experts as its checkpoints hold them: gate and up
+    interleaved in gate_up_proj (gate the even rows, up the odd ones), MXFP4
+    as _blocks/_scales [E, out, ...] (quantized here with `mxfp4`; with
+    `dequantized` their values as floats), else floats stored input-major
+    [E, in, out]."""
+    x = pre + "mlp.experts."
+    gb, ub, db = (np.array(parts[n].data, np.float32) for n in
+                  ("ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"))
+    bias = np.empty((gb.shape[0], 2 * gb.shape[1]), np.float32)
+    bias[:, 0::2], bias[:, 1::2] = gb, ub
+    out[x + "gate_up_proj_bias"], out[x + "down_proj_bias"] = bias, db  # F32, as the GGUF's biases
+    mats = {}
+    for n in ("ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"):
+        w = np.array(parts[n].data, np.float32)
+        mats[n] = mxfp4_quantize(w) if mxfp4 else w
+    g, u, d = (mats[n] for n in ("ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"))
+    if isinstance(g, tuple) and not dequantized:
+        codes = np.empty((g[0].shape[0], 2 * g[0].shape[1], g[0].shape[2]), np.uint8)
+        scales = np.empty((g[1].shape[0], 2 * g[1].shape[1], g[1].shape[2]), np.uint8)
+        codes[:, 0::2], codes[:, 1::2] = g[0], u[0]
+        scales[:, 0::2], scales[:, 1::2] = g[1], u[1]
+        out[x + "gate_up_proj_blocks"], out[x + "gate_up_proj_scales"] = hf_mxfp4_blocks(codes), scales
+        out[x + "down_proj_blocks"], out[x + "down_proj_scales"] = hf_mxfp4_blocks(d[0]), d[1]
+        return
+    if isinstance(g, tuple):
+        g, u, d = (mxfp4_dequantize(*m) for m in (g, u, d))
+    gu = np.empty((g.shape[0], g.shape[2], 2 * g.shape[1]), np.float32)
+    gu[:, :, 0::2], gu[:, :, 1::2] = g.transpose(0, 2, 1), u.transpose(0, 2, 1)
+    out[x + "gate_up_proj"] = np.ascontiguousarray(gu.astype(wdt))
+    out[x + "down_proj"] = np.ascontiguousarray(d.transpose(0, 2, 1).astype(wdt))
+
+
 AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
 
 
@@ -268,6 +344,8 @@ def main():
                     help="linear layers as AutoAWQ int4 with groups of G inputs")
     ap.add_argument("--int8", action="store_true",
                     help="linear layers as compressed-tensors int8 w8a8 (a scale per output channel)")
+    ap.add_argument("--mxfp4", action="store_true",
+                    help="gpt-oss: experts as MXFP4 blocks and scales, as its release holds them")
     ap.add_argument("--multimodal", action="store_true",
                     help="gemma3: a Gemma3ForConditionalGeneration folder (text model nested)")
     ap.add_argument("--dequantized", action="store_true",
@@ -317,9 +395,14 @@ def main():
 
     n_vocab = None
     tied = True
+    experts = {}  # gpt-oss: layer -> its expert tensors, written whole
     for t in r.tensors:
-        w = np.array(t.data)
         name = t.name
+        if arch == "gpt-oss" and "_exps." in name:
+            _, layer, rest = name.split(".", 2)
+            experts.setdefault(layer, {})[rest] = t
+            continue
+        w = np.array(t.data)
         if name == "token_embd.weight":
             n_vocab = w.shape[0]
         if name == "output.weight":
@@ -340,7 +423,8 @@ def main():
                 w = unpermute(w, n_head)
             if arch == "llama" and rest.startswith("attn_k."):
                 w = unpermute(w, n_head_kv)
-            hf = GEMMA_NAMES.get(rest, LAYER_NAMES.get(rest)) if arch == "gemma3" else LAYER_NAMES[rest]
+            hf = GEMMA_NAMES.get(rest, LAYER_NAMES.get(rest)) if arch == "gemma3" else \
+                GPT_OSS_NAMES.get(rest, LAYER_NAMES.get(rest)) if arch == "gpt-oss" else LAYER_NAMES[rest]
             if w.ndim == 2 and rest != "ffn_gate_inp.weight":
                 linear(pre + hf, w)
             else:
@@ -353,6 +437,11 @@ def main():
             else:
                 out[hf] = np.ascontiguousarray(w)
 
+    for layer, parts in experts.items():
+        gpt_oss_experts(parts, f"model.layers.{layer}.", out, wdt, a.mxfp4, a.dequantized)
+        if a.dequantized:  # the reference holds F32, as the other --dequantized folders
+            for n in (f"model.layers.{layer}.mlp.experts.gate_up_proj", f"model.layers.{layer}.mlp.experts.down_proj"):
+                out[n] = out[n].astype(np.float32)
     os.makedirs(a.out, exist_ok=True)
     cfg = {"architectures": [cls], "model_type": model_type, "hidden_size": k("embedding_length"),
            "num_hidden_layers": k("block_count"), "num_attention_heads": n_head,
@@ -382,6 +471,19 @@ def main():
         cfg.update({"sliding_window": k("attention.sliding_window"), "sliding_window_pattern": 6,
                     "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": k("attention.key_length"),
                     "hidden_activation": "gelu_pytorch_tanh"})
+    if arch == "gpt-oss":
+        n_layer = k("block_count")
+        cfg.update({"num_local_experts": k("expert_count"), "num_experts_per_tok": k("expert_used_count"),
+                    "experts_per_token": k("expert_used_count"),
+                    "intermediate_size": k("expert_feed_forward_length"),
+                    "sliding_window": k("attention.sliding_window"), "swiglu_limit": 7.0, "attention_bias": True,
+                    "layer_types": ["full_attention" if i % 2 else "sliding_attention" for i in range(n_layer)],
+                    "rope_scaling": {"rope_type": "yarn", "factor": k("rope.scaling.factor"), "beta_fast": 32.0,
+                                     "beta_slow": 1.0, "truncate": False,
+                                     "original_max_position_embeddings": k("rope.scaling.original_context_length")}})
+        if a.mxfp4 and not a.dequantized:
+            cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+                "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
     if arch == "qwen3moe":
         cfg.update({"num_experts": k("expert_count"), "num_experts_per_tok": k("expert_used_count"),
                     "moe_intermediate_size": k("expert_feed_forward_length"), "norm_topk_prob": True})

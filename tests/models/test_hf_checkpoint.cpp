@@ -333,9 +333,13 @@ TEST_CASE("hf: bad folders are refused naming the file and the tensor or key",
   }
 }
 
+void make_gpt_oss(TinyFolder& t, bool mxfp4);
+
 TEST_CASE("hf: mutated config.json and tokenizer.json open or fail with kiln::Error",
           "[models][hf][fuzz]") {
+  const bool gpt_oss = GENERATE(false, true);  // a llama, a GPT-OSS with MXFP4 experts
   TinyFolder t;
+  if (gpt_oss) make_gpt_oss(t, true);
   t.write();
   const std::string config = t.config.dump(), tokenizer = t.tokenizer.dump();
   std::mt19937_64 rng(7);
@@ -546,6 +550,193 @@ TEST_CASE("hf: INT8 weights keep their codes and channel scales", "[models][hf]"
     t.tensors.back().shape = {8, 2};
     CHECK_THAT(t.error(), Catch::Contains("'model.layers.0.mlp.up_proj.weight_scale'") &&
                               Catch::Contains("implies [16, 1]"));
+  }
+}
+
+// A 1-layer GPT-OSS: hidden 32, 2 heads of 16, 1 KV head, 2 experts of
+// 32, one used. Its experts as the release holds them (MXFP4 blocks and
+// scales, gate and up rows interleaved), or as floats stored input-major.
+// MXFP4 code k of HF row hr is mx_code(hr, k) (k and k + 16 differ, so the
+// nibble order shows), its scale byte the expert's and row's number.
+int mx_code(int64_t hr, int k) { return (k + (k >= 16 ? 7 : 0) + static_cast<int>(hr)) % 16; }
+
+void make_gpt_oss(TinyFolder& t, bool mxfp4) {
+  t.config = {{"model_type", "gpt_oss"},
+              {"hidden_size", 32},
+              {"num_hidden_layers", 1},
+              {"num_attention_heads", 2},
+              {"num_key_value_heads", 1},
+              {"head_dim", 16},
+              {"intermediate_size", 32},
+              {"num_local_experts", 2},
+              {"num_experts_per_tok", 1},
+              {"vocab_size", 6},
+              {"sliding_window", 8},
+              {"layer_types", {"sliding_attention"}},
+              {"swiglu_limit", 7.0},
+              {"attention_bias", true},
+              {"rope_theta", 150000.0},
+              {"rope_scaling",
+               {{"rope_type", "yarn"},
+                {"factor", 32.0},
+                {"beta_fast", 32.0},
+                {"beta_slow", 1.0},
+                {"original_max_position_embeddings", 4096},
+                {"truncate", false}}},
+              {"tie_word_embeddings", false}};
+  auto f32 = [](const std::string& name, std::vector<int64_t> shape, auto v) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return StTensor{name, "F32", shape, values("F32", n, v)};
+  };
+  auto ones = [](int64_t) { return 1.0f; };
+  auto index = [](int64_t i) { return static_cast<float>(i); };
+  const std::string l = "model.layers.0.", x = l + "mlp.experts.";
+  t.tensors = {f32("model.embed_tokens.weight", {6, 32}, index),
+               f32("model.norm.weight", {32}, ones),
+               f32("lm_head.weight", {6, 32}, index),
+               f32(l + "input_layernorm.weight", {32}, ones),
+               f32(l + "post_attention_layernorm.weight", {32}, ones),
+               f32(l + "self_attn.q_proj.weight", {32, 32}, index),
+               f32(l + "self_attn.q_proj.bias", {32}, index),
+               f32(l + "self_attn.k_proj.weight", {16, 32}, index),
+               f32(l + "self_attn.k_proj.bias", {16}, index),
+               f32(l + "self_attn.v_proj.weight", {16, 32}, index),
+               f32(l + "self_attn.v_proj.bias", {16}, index),
+               f32(l + "self_attn.o_proj.weight", {32, 32}, index),
+               f32(l + "self_attn.o_proj.bias", {32}, index),
+               f32(l + "self_attn.sinks", {2}, index),
+               f32(l + "mlp.router.weight", {2, 32}, index),
+               f32(l + "mlp.router.bias", {2}, index),
+               f32(x + "gate_up_proj_bias", {2, 64}, index),
+               f32(x + "down_proj_bias", {2, 32}, index)};
+  if (!mxfp4) {
+    t.tensors.push_back(f32(x + "gate_up_proj", {2, 32, 64}, index));
+    t.tensors.push_back(f32(x + "down_proj", {2, 32, 32}, index));
+    return;
+  }
+  t.config["quantization_config"] = {{"quant_method", "mxfp4"}};
+  for (auto [proj, rows] :
+       {std::pair<std::string, int64_t>{"gate_up_proj", 64}, {"down_proj", 32}}) {
+    std::string blocks, scales;
+    for (int64_t hr = 0; hr < 2 * rows; ++hr) {  // rows of both experts
+      scales += static_cast<char>(hr);
+      for (int i = 0; i < 16; ++i)
+        blocks += static_cast<char>(mx_code(hr, 2 * i) | mx_code(hr, 2 * i + 1) << 4);
+    }
+    t.tensors.push_back({x + proj + "_blocks", "U8", {2, rows, 1, 16}, blocks});
+    t.tensors.push_back({x + proj + "_scales", "U8", {2, rows, 1}, scales});
+  }
+}
+
+float f32_at(const GgufTensor& t, int64_t i) {
+  float v;
+  std::memcpy(&v, t.data + 4 * i, 4);
+  return v;
+}
+
+TEST_CASE("hf: GPT-OSS's MXFP4 experts become ggml's blocks, gate and up apart", "[models][hf]") {
+  TinyFolder t;
+  make_gpt_oss(t, true);
+  t.write();
+  GgufFile f = open_model_file(t.dir.string());
+  CHECK(f.get_string("general.architecture") == "gpt-oss");
+  CHECK(f.get_u32("gpt-oss.expert_count") == 2);
+  CHECK(f.get_u32("gpt-oss.expert_used_count") == 1);
+  CHECK(f.get_u32("gpt-oss.expert_feed_forward_length") == 32);
+  CHECK(f.get_u32("gpt-oss.attention.sliding_window") == 8);
+  CHECK(f.get_string("gpt-oss.rope.scaling.type") == "yarn");
+  // ggml row r of gate (up) is HF row 2r (2r + 1); a block is the scale
+  // byte, then element j in the low nibble and j + 16 in the high one.
+  for (const auto& [name, parity] : {std::pair<std::string, int>{"gate", 0}, {"up", 1}}) {
+    const GgufTensor& w = f.tensor("blk.0.ffn_" + name + "_exps.weight");
+    CHECK(w.type == GgmlType::mxfp4);
+    REQUIRE(w.shape == std::vector<int64_t>{32, 32, 2});
+    for (int64_t e = 0; e < 2; ++e)
+      for (int64_t r = 0; r < 32; ++r) {
+        const int64_t hr = e * 64 + 2 * r + parity;
+        const uint8_t* b = w.data + (e * 32 + r) * 17;
+        CHECK(b[0] == hr);
+        for (int j = 0; j < 16; ++j) CHECK(b[1 + j] == (mx_code(hr, j) | mx_code(hr, j + 16) << 4));
+      }
+    const GgufTensor& bias = f.tensor("blk.0.ffn_" + name + "_exps.bias");
+    CHECK(bias.shape == std::vector<int64_t>{32, 2});
+    CHECK(f32_at(bias, 33) == 64 + 2 + parity);  // expert 1, row 1
+  }
+  const GgufTensor& down = f.tensor("blk.0.ffn_down_exps.weight");
+  CHECK(down.shape == std::vector<int64_t>{32, 32, 2});
+  CHECK(down.data[17 * 33] == 33);  // expert 1, row 1: HF row 33
+  CHECK(f.tensor("blk.0.attn_sinks.weight").type == GgmlType::f32);
+  CHECK(f.tensor("blk.0.attn_output.bias").shape == std::vector<int64_t>{32});
+  CHECK(f.tensor("blk.0.ffn_gate_inp.bias").shape == std::vector<int64_t>{2});
+  CHECK(f.find_tensor("blk.0.post_attention_norm.weight") != nullptr);
+  CHECK(f.find_tensor("blk.0.ffn_norm.weight") == nullptr);
+}
+
+TEST_CASE("hf: GPT-OSS's float experts are split and stored output-major", "[models][hf]") {
+  TinyFolder t;
+  make_gpt_oss(t, false);
+  t.write();
+  GgufFile f = open_model_file(t.dir.string());
+  // gate_up_proj[e][i][o] holds e * 2048 + i * 64 + o; gate[e][r][i] is
+  // gate_up_proj[e][i][2r], up's [2r + 1]; down[e][r][i] is down_proj[e][i][r].
+  const GgufTensor& gate = f.tensor("blk.0.ffn_gate_exps.weight");
+  const GgufTensor& up = f.tensor("blk.0.ffn_up_exps.weight");
+  const GgufTensor& down = f.tensor("blk.0.ffn_down_exps.weight");
+  REQUIRE(gate.shape == std::vector<int64_t>{32, 32, 2});
+  REQUIRE(down.shape == std::vector<int64_t>{32, 32, 2});
+  for (int64_t e : {0, 1})
+    for (int64_t r : {0, 5, 31})
+      for (int64_t i : {0, 3, 31}) {
+        const int64_t at = (e * 32 + r) * 32 + i;
+        CHECK(f32_at(gate, at) == e * 2048 + i * 64 + 2 * r);
+        CHECK(f32_at(up, at) == e * 2048 + i * 64 + 2 * r + 1);
+        CHECK(f32_at(down, at) == e * 1024 + i * 32 + r);
+      }
+}
+
+TEST_CASE("hf: GPT-OSS folders Kiln would run otherwise are refused", "[models][hf][error]") {
+  {
+    TinyFolder t;
+    make_gpt_oss(t, true);
+    t.config["layer_types"] = {"full_attention"};
+    CHECK_THAT(t.error(), Catch::Contains("layer_types: layer 0 is \"full_attention\""));
+  }
+  {
+    TinyFolder t;
+    make_gpt_oss(t, true);
+    t.config["swiglu_limit"] = 10.0;
+    CHECK_THAT(t.error(), Catch::Contains("swiglu_limit 10"));
+  }
+  {
+    TinyFolder t;
+    make_gpt_oss(t, true);
+    t.config.erase("rope_scaling");
+    CHECK_THAT(t.error(), Catch::Contains("GPT-OSS needs rope_scaling of type yarn"));
+  }
+  {
+    TinyFolder t;
+    make_gpt_oss(t, true);
+    t.config["rope_scaling"]["beta_fast"] = 16.0;
+    CHECK_THAT(t.error(), Catch::Contains("beta_fast/beta_slow other than 32/1"));
+  }
+  {
+    TinyFolder t;  // the blocks disagree with the config's widths
+    make_gpt_oss(t, true);
+    t.tensor("model.layers.0.mlp.experts.down_proj_blocks").shape = {2, 16, 2, 16};
+    CHECK_THAT(t.error(), Catch::Contains("tensor 'model.layers.0.mlp.experts.down_proj_blocks'") &&
+                              Catch::Contains("implies U8 [2, 32, 1, 16]"));
+  }
+  {
+    TinyFolder t;  // widths that are not whole MXFP4 blocks
+    make_gpt_oss(t, true);
+    t.config["intermediate_size"] = 16;
+    CHECK_THAT(t.error(), Catch::Contains("not whole blocks of 32"));
+  }
+  {
+    TinyFolder t;
+    t.config["quantization_config"] = {{"quant_method", "mxfp4"}};
+    CHECK_THAT(t.error(), Catch::Contains("mxfp4 is read for gpt_oss's experts only"));
   }
 }
 

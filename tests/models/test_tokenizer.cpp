@@ -186,6 +186,16 @@ TEST_CASE("pre-tokenizers cut words as llama.cpp's regexes do", "[models][tokeni
   CHECK(llama3("x.!\n\ny  \n z") == V{"x", ".!\n\n", "y", "  \n", " z"});
   CHECK(llama3("(hello) \t\tworld") == V{"(hello", ")", " \t", "\tworld"});
   CHECK(pre_tokenize(BpePreTokenizer::qwen2, "v12 ab") == V{"v", "1", "2", " ab"});
+  // o200k (GPT-OSS): words cut where lower case turns upper, an upper-case
+  // run keeps the lower-case tail after it, contractions join the word,
+  // punctuation takes its newlines and slashes. (Python's `regex` module
+  // cuts these ASCII texts the same.)
+  auto o200k = [](std::string_view t) { return pre_tokenize(BpePreTokenizer::o200k, t); };
+  CHECK(o200k("HelloWorld ABCdef I'M don't") == V{"Hello", "World", " ABCdef", " I'M", " don't"});
+  CHECK(o200k("x/y\n1234567") == V{"x", "/y", "\n", "123", "456", "7"});
+  CHECK(o200k("HTTPServer  \n\tok") == V{"HTTPServer", "  \n", "\tok"});
+  CHECK(o200k("a.)/\n\nb") == V{"a", ".)/\n\n", "b"});
+  CHECK(find_bpe_pre_tokenizer("gpt-4o") == BpePreTokenizer::o200k);
 }
 
 TEST_CASE("tokenizers refuse bad GGUF metadata, naming the file", "[models][tokenizer][error]") {
