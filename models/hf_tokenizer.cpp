@@ -147,12 +147,15 @@ class Reader {
     if (model.value("type", "") != "BPE")
       fail("model type '" + model.value("type", std::string("?")) +
            "' is not supported (Kiln reads byte-level BPE)");
-    if (model.value("byte_fallback", false))
-      fail("a SentencePiece-style BPE (byte_fallback) is not supported yet");
+    const bool spm = model.value("byte_fallback", false);
     std::vector<std::string> regexes;
-    bool byte_level = false;
-    collect(j_.value("pre_tokenizer", json()), &regexes, &byte_level);
-    if (!byte_level) fail("no ByteLevel pre-tokenizer: only byte-level BPE is supported");
+    bool byte_level = false, space_prefix = false;
+    if (spm)
+      space_prefix = sentencepiece_style();
+    else
+      collect(j_.value("pre_tokenizer", json()), &regexes, &byte_level);
+    if (!spm && !byte_level)
+      fail("no ByteLevel pre-tokenizer: Kiln reads byte-level BPE and SentencePiece-style BPE");
 
     const json& vocab = model.value("vocab", json::object());
     if (!vocab.is_object() || vocab.empty()) fail("model.vocab is missing or empty");
@@ -192,7 +195,7 @@ class Reader {
     }
     std::vector<std::string> merges;
     for (const json& m : model.value("merges", json::array())) {
-      if (m.is_string())
+      if (m.is_string() && m.get<std::string>().find(' ', 1) != std::string::npos)
         merges.push_back(m.get<std::string>());
       else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
         merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
@@ -215,21 +218,111 @@ class Reader {
     };
     const int64_t bos_id = special("bos_token", bos), eos_id = special("eos_token", eos);
 
-    w.add("tokenizer.ggml.model", GgufWriter::str("gpt2"));
-    w.add("tokenizer.ggml.pre", GgufWriter::str(pre_name(regexes)));
-    w.add("tokenizer.ggml.tokens", GgufWriter::string_array(tokens));
-    w.add("tokenizer.ggml.token_type", GgufWriter::array(type_ids));
-    w.add("tokenizer.ggml.merges", GgufWriter::string_array(merges));
+    if (spm) {
+      sentencepiece_scores(tokens, merges, model, space_prefix, type_ids, w);
+    } else {
+      w.add("tokenizer.ggml.model", GgufWriter::str("gpt2"));
+      w.add("tokenizer.ggml.pre", GgufWriter::str(pre_name(regexes)));
+      w.add("tokenizer.ggml.tokens", GgufWriter::string_array(tokens));
+      w.add("tokenizer.ggml.token_type", GgufWriter::array(type_ids));
+      w.add("tokenizer.ggml.merges", GgufWriter::string_array(merges));
+    }
     if (bos_id >= 0)
       w.add("tokenizer.ggml.bos_token_id", GgufWriter::u32(static_cast<uint32_t>(bos_id)));
     if (eos_id >= 0)
       w.add("tokenizer.ggml.eos_token_id", GgufWriter::u32(static_cast<uint32_t>(eos_id)));
-    w.add("tokenizer.ggml.add_bos_token", GgufWriter::boolean(tc.value("add_bos_token", false)));
+    w.add("tokenizer.ggml.add_bos_token", GgufWriter::boolean(tc.value("add_bos_token", spm)));
     w.add("tokenizer.ggml.add_eos_token", GgufWriter::boolean(tc.value("add_eos_token", false)));
     add_chat_template(dir, tc, w);
   }
 
  private:
+  // A SentencePiece model converted to tokenizer.json (BPE with byte
+  // fallback, spaces written U+2581): the spaces must become U+2581 by the
+  // normalizer (Replace, as older conversions do) or by a Metaspace
+  // pre-tokenizer that does not split on them; returns whether a U+2581
+  // is prepended (SentencePiece's dummy prefix).
+  bool sentencepiece_style() const {
+    const std::string space = "\xe2\x96\x81";
+    bool prepend = false, replace = false;
+    auto step = [&](const json& n) {
+      if (n.is_null()) return;
+      if (!n.is_object()) fail("a normalizer or pre-tokenizer is not an object: " + n.dump());
+      const std::string type = n.value("type", "");
+      if (type == "Prepend" && n.value("prepend", "") == space) {
+        prepend = true;
+      } else if (type == "Replace" && n.value("content", "") == space &&
+                 n.value("pattern", json::object()).value("String", "") == " ") {
+        replace = true;
+      } else if (type == "Metaspace" && n.value("replacement", space) == space) {
+        if (n.value("split", true))
+          fail("a Metaspace pre-tokenizer that splits words is not supported");
+        replace = true;
+        prepend = n.value("prepend_scheme", std::string("always")) != "never" &&
+                  n.value("add_prefix_space", true);
+      } else {
+        fail("SentencePiece-style BPE with a '" + type +
+             "' normalizer or pre-tokenizer is not supported");
+      }
+    };
+    for (const char* part : {"normalizer", "pre_tokenizer"}) {
+      const json n = j_.value(part, json());
+      if (n.is_object() && n.value("type", "") == "Sequence")
+        for (const json& m :
+             n.value(n.contains("normalizers") ? "normalizers" : "pretokenizers", json::array()))
+          step(m);
+      else
+        step(n);
+    }
+    if (!replace) fail("SentencePiece-style BPE that does not write spaces as U+2581");
+    return prepend;
+  }
+
+  // tokenizer.json keeps a SentencePiece model's merges but not its scores.
+  // Hugging Face's converter ranks the merges by the merged piece's score,
+  // so minus the rank of the first merge forming a piece makes
+  // SentencePiece's merging (highest score first) choose as BPE's (lowest
+  // rank first) does; pieces no merge forms score below every merge.
+  // (llama.cpp's converter scores every piece -1000, which merges from the
+  // left instead.) Byte pieces <0xXX> and the unknown piece get their types.
+  void sentencepiece_scores(const std::vector<std::string>& tokens,
+                            const std::vector<std::string>& merges, const json& model,
+                            bool space_prefix, std::vector<int32_t>& types, GgufWriter& w) const {
+    std::map<std::string, float> rank;
+    for (size_t i = 0; i < merges.size(); ++i) {
+      std::string piece = merges[i];
+      piece.erase(piece.find(' ', 1), 1);
+      rank.emplace(piece, -static_cast<float>(i));
+    }
+    const std::string unk = model.value("unk_token", json()).is_string()
+                                ? model["unk_token"].get<std::string>()
+                                : std::string();
+    std::vector<float> scores(tokens.size());
+    int64_t unk_id = -1;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      auto it = rank.find(tokens[i]);
+      scores[i] = it != rank.end() ? it->second : -1e9f;
+      const std::string& t = tokens[i];
+      if (t == unk) {  // often listed among the added tokens too
+        types[i] = static_cast<int32_t>(TokenType::unknown);
+        unk_id = static_cast<int64_t>(i);
+      } else if (types[i] == static_cast<int32_t>(TokenType::normal) && t.size() == 6 &&
+                 t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
+                 std::isxdigit(static_cast<unsigned char>(t[3])) &&
+                 std::isxdigit(static_cast<unsigned char>(t[4]))) {
+        types[i] = static_cast<int32_t>(TokenType::byte);
+      }
+    }
+    w.add("tokenizer.ggml.model", GgufWriter::str("llama"));
+    w.add("tokenizer.ggml.pre", GgufWriter::str("default"));
+    w.add("tokenizer.ggml.tokens", GgufWriter::string_array(tokens));
+    w.add("tokenizer.ggml.scores", GgufWriter::array(scores));
+    w.add("tokenizer.ggml.token_type", GgufWriter::array(types));
+    if (unk_id >= 0)
+      w.add("tokenizer.ggml.unknown_token_id", GgufWriter::u32(static_cast<uint32_t>(unk_id)));
+    w.add("tokenizer.ggml.add_space_prefix", GgufWriter::boolean(space_prefix));
+  }
+
   std::string path_;
   json j_;
 };

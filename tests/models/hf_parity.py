@@ -16,7 +16,8 @@ dequantized, AutoAWQ and INT8 folders theirs within their 8-bit
 activations' error (`quantized` below). The
 text prompt also checks that tokenizer.json reads back as the GGUF's
 tokenizer (the same prompt token count); a llama with Llama 2's SentencePiece
-vocabulary checks tokenizer.model the same way. `kiln convert` of the folder must
+vocabulary checks tokenizer.model the same way, and the same vocabulary as a
+scoreless tokenizer.json (as Hugging Face's converter writes one). `kiln convert` of the folder must
 write a GGUF that runs with the same logits again, in Kiln and in llama.cpp
 (llama-cpp-python: the converted file against the generated one), and
 `kiln convert --type` must write the tensors llama-quantize writes. Kiln(GGUF)
@@ -119,15 +120,20 @@ def sentencepiece(kiln, vocab_dir, tmp):
     subprocess.run([kiln, "gen-model", "--arch", "llama", "--preset", "tiny", "-o", gguf, "--type", "f16",
                     "--vocab", vocab], check=True, capture_output=True)
     subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folder], check=True)
+    folder_json = os.path.join(tmp, "llama-spm-json")
+    subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folder_json,
+                    "--tokenizer-json"], check=True)
     bad = 0
-    for prompt in ("Hello world, 123 times!", " leading space and\nnewline \u00fcber"):
+    for prompt in ("Hello world, 123 times!", " leading space and\nnewline \u00fcber",
+                   "Straße 東京 \U0001F600  tabs\tand    runs of spaces"):
         want, jw = run(kiln, gguf, ["-p", prompt], os.path.join(tmp, "want.npy"))
-        got, jg = run(kiln, folder, ["-p", prompt], os.path.join(tmp, "got.npy"))
-        ok = jg["prompt_tokens"] == jw["prompt_tokens"] and got.shape == want.shape and \
-            float(np.abs(got - want).max()) == 0.0
-        bad += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} llama-spm folder (tokenizer.model): prompt "
-              f"{jg['prompt_tokens']}/{jw['prompt_tokens']} tokens, logits identical: {ok}")
+        for f, what in ((folder, "tokenizer.model"), (folder_json, "scoreless tokenizer.json")):
+            got, jg = run(kiln, f, ["-p", prompt], os.path.join(tmp, "got.npy"))
+            ok = jg["prompt_tokens"] == jw["prompt_tokens"] and got.shape == want.shape and \
+                float(np.abs(got - want).max()) == 0.0
+            bad += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} llama-spm folder ({what}): prompt "
+                  f"{jg['prompt_tokens']}/{jw['prompt_tokens']} tokens, logits identical: {ok}")
     return bad
 
 

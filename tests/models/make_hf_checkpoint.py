@@ -10,7 +10,7 @@ as tokenizer.json. Kiln reading the folder must then give the GGUF's logits.
 
   make_hf_checkpoint.py MODEL.gguf OUT_DIR [--dtype f16|f32|bf16] [--shards N]
                         [--llama3-rope ORIG_CTX] [--fp8 B | --awq G | --int8]
-                        [--mxfp4] [--dequantized] [--multimodal]
+                        [--mxfp4] [--dequantized] [--multimodal] [--tokenizer-json]
 
 --fp8 B quantizes every linear layer's weight but the embeddings' as FP8
 checkpoints do (DeepSeek-V3, Qwen3 FP8): E4M3 values with a scale per B x B
@@ -127,6 +127,40 @@ def sentencepiece_model(r):
                         (42, field(r, "tokenizer.ggml.eos_token_id", 2))))
     prefix = bool(field(r, "tokenizer.ggml.add_space_prefix", True))
     return out + proto_bytes(2, trainer) + proto_bytes(3, varint(3 << 3) + varint(int(prefix)))
+
+
+def sentencepiece_tokenizer_json(r):
+    """A SentencePiece vocabulary as Hugging Face's converter writes it to
+    tokenizer.json (tokenizers' SentencePieceExtractor): BPE with byte
+    fallback and no scores; every split of a piece into two pieces is a
+    merge, sorted stably by the piece's score (highest first); a U+2581
+    prepended and spaces replaced by the normalizer."""
+    tokens = string_array(r, "tokenizer.ggml.tokens")
+    f = r.fields["tokenizer.ggml.scores"]
+    scores = [float(f.parts[i][0]) for i in f.data]
+    f = r.fields["tokenizer.ggml.token_type"]
+    types = [int(f.parts[i][0]) for i in f.data]
+    ids = {t: i for i, t in enumerate(tokens)}
+    merges = []
+    for t, score in zip(tokens, scores):
+        local = [(t[:c], t[c:], score) for c in range(1, len(t)) if t[:c] in ids and t[c:] in ids]
+        merges += sorted(local, key=lambda m: (ids[m[0]], ids[m[1]]))
+    merges.sort(key=lambda m: m[2], reverse=True)
+    unk = field(r, "tokenizer.ggml.unknown_token_id", 0)
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, (t, ty) in enumerate(zip(tokens, types)) if ty in (2, 3)]
+    space = "\u2581"
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+            "normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "Prepend", "prepend": space},
+                {"type": "Replace", "pattern": {"String": " "}, "content": space}]},
+            "pre_tokenizer": None, "post_processor": None,
+            "decoder": {"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": space}, "content": " "}, {"type": "ByteFallback"},
+                {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+            "model": {"type": "BPE", "dropout": None, "unk_token": tokens[unk], "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True,
+                      "vocab": ids, "merges": [f"{a} {b}" for a, b, _ in merges]}}
 
 
 def tokenizer_files(r):
@@ -346,6 +380,9 @@ def main():
                     help="linear layers as compressed-tensors int8 w8a8 (a scale per output channel)")
     ap.add_argument("--mxfp4", action="store_true",
                     help="gpt-oss: experts as MXFP4 blocks and scales, as its release holds them")
+    ap.add_argument("--tokenizer-json", action="store_true",
+                    help="a SentencePiece vocabulary as tokenizer.json (scoreless, as converted folders "
+                         "without tokenizer.model hold it) instead of tokenizer.model")
     ap.add_argument("--multimodal", action="store_true",
                     help="gemma3: a Gemma3ForConditionalGeneration folder (text model nested)")
     ap.add_argument("--dequantized", action="store_true",
@@ -506,7 +543,10 @@ def main():
             rng.standard_normal((8, 3, 2, 2)).astype(wdt)
         out["multi_modal_projector.mm_input_projection_weight"] = rng.standard_normal((8, 4)).astype(wdt)
     files = [("config.json", cfg)]
-    if field(r, "tokenizer.ggml.model") == "llama":  # SentencePiece: tokenizer.model
+    if field(r, "tokenizer.ggml.model") == "llama" and a.tokenizer_json:
+        files += [("tokenizer.json", sentencepiece_tokenizer_json(r)),
+                  ("tokenizer_config.json", {"add_bos_token": bool(field(r, "tokenizer.ggml.add_bos_token", True))})]
+    elif field(r, "tokenizer.ggml.model") == "llama":  # SentencePiece: tokenizer.model
         with open(os.path.join(a.out, "tokenizer.model"), "wb") as f:
             f.write(sentencepiece_model(r))
         files.append(("tokenizer_config.json",

@@ -303,9 +303,14 @@ TEST_CASE("hf: bad folders are refused naming the file and the tensor or key",
   }
   {
     TinyFolder t;
-    t.tokenizer["model"]["byte_fallback"] = true;
+    t.tokenizer["model"]["byte_fallback"] = true;  // with GPT-2's byte-level pre-tokenizer
     CHECK_THAT(t.error(),
-               Catch::Contains("SentencePiece-style BPE (byte_fallback) is not supported"));
+               Catch::Contains("SentencePiece-style BPE with a 'ByteLevel' normalizer or "
+                               "pre-tokenizer is not supported"));
+    t.tokenizer["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xe2\x96\x81"}};
+    CHECK_THAT(t.error(), Catch::Contains("Metaspace pre-tokenizer that splits words"));
+    t.tokenizer["pre_tokenizer"] = nullptr;
+    CHECK_THAT(t.error(), Catch::Contains("does not write spaces as U+2581"));
   }
   {
     TinyFolder t;

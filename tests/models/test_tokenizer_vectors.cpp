@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "models/gguf.h"
@@ -176,6 +178,134 @@ TEST_CASE("SentencePiece (llama-spm) from a tokenizer.model matches llama.cpp's 
   CHECK(tok->bos_id() == 1);
   CHECK(tok->add_bos_default());
   check_vectors("llama-spm", true, std::move(tok), path);
+}
+
+// A SentencePiece vocabulary written as Hugging Face's converter writes it
+// to tokenizer.json (tokenizers' SentencePieceExtractor): BPE with byte
+// fallback, no scores; for each piece, every split into two pieces (by
+// their ids) becomes a merge, the merges stably sorted by the piece's score,
+// highest first; spaces become U+2581 and one is prepended by the
+// normalizer. Read back through models/hf_tokenizer.h.
+std::unique_ptr<Tokenizer> spm_through_tokenizer_json(const Vocab& v) {
+  std::map<std::string, int32_t> ids;
+  for (int32_t i = 0; i < v.size(); ++i) ids.emplace(v.tokens[i], i);
+  struct Merge {
+    int32_t l, r;
+    float score;
+  };
+  std::vector<Merge> merges;
+  for (int32_t i = 0; i < v.size(); ++i) {
+    const std::string& t = v.tokens[i];
+    std::vector<Merge> local;
+    for (size_t cut = 1; cut < t.size(); ++cut) {
+      auto l = ids.find(t.substr(0, cut)), r = ids.find(t.substr(cut));
+      if (l != ids.end() && r != ids.end()) local.push_back({l->second, r->second, v.scores[i]});
+    }
+    std::sort(local.begin(), local.end(), [](const Merge& a, const Merge& b) {
+      return std::pair(a.l, a.r) < std::pair(b.l, b.r);
+    });
+    merges.insert(merges.end(), local.begin(), local.end());
+  }
+  std::stable_sort(merges.begin(), merges.end(),
+                   [](const Merge& a, const Merge& b) { return a.score > b.score; });
+  nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array(),
+                 merge_texts = nlohmann::json::array();
+  for (int32_t i = 0; i < v.size(); ++i) {
+    vocab[v.tokens[i]] = i;
+    if (v.types[i] == TokenType::control || v.types[i] == TokenType::unknown)
+      added.push_back({{"id", i}, {"content", v.tokens[i]}, {"special", true}});
+  }
+  for (const Merge& m : merges) merge_texts.push_back(v.tokens[m.l] + " " + v.tokens[m.r]);
+  const std::string space = "\xe2\x96\x81";
+  nlohmann::json tok = {
+      {"added_tokens", added},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "Prepend"}, {"prepend", space}},
+          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}}}}}},
+      {"pre_tokenizer", nullptr},
+      {"model",
+       {{"type", "BPE"},
+        {"byte_fallback", true},
+        {"fuse_unk", true},
+        {"unk_token", v.unk >= 0 ? nlohmann::json(v.tokens[v.unk]) : nlohmann::json()},
+        {"vocab", vocab},
+        {"merges", merge_texts}}}};
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln-test-hf-spm-json-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << tok.dump();
+  GgufWriter w;
+  add_hf_tokenizer(dir.string(), v.bos, v.eos, v.size(), w);
+  fs::remove_all(dir);
+  GgufFile back = GgufFile::open_memory(w.bytes(), "tokenizer.json as GGUF");
+  CHECK(back.get_string("tokenizer.ggml.model") == "llama");
+  if (v.unk >= 0)
+    CHECK(back.get_u32("tokenizer.ggml.unknown_token_id") == static_cast<uint32_t>(v.unk));
+  return Tokenizer::from_gguf(back);
+}
+
+TEST_CASE("SentencePiece (llama-spm) from a scoreless tokenizer.json matches llama.cpp's vectors",
+          "[models][tokenizer][hf]") {
+  std::string path;
+  if (!open_vocab("llama-spm", &path)) return;
+  std::unique_ptr<Tokenizer> tok =
+      spm_through_tokenizer_json(Vocab::from_gguf(GgufFile::open(path)));
+  CHECK(tok->bos_id() == 1);
+  CHECK(tok->add_bos_default());
+  check_vectors("llama-spm", true, std::move(tok), path);
+}
+
+// The same without the shared data: a small SentencePiece vocabulary with
+// random scores (the byte pieces, "<unk>", "<s>", "</s>", U+2581 and five
+// letters, then pieces joining two earlier ones), and random texts over
+// its letters: tokenizer.json (scores gone, only merge ranks) must encode
+// every text as the scored vocabulary does.
+TEST_CASE("a scoreless SentencePiece tokenizer.json encodes as its scored vocabulary",
+          "[models][tokenizer][hf]") {
+  const std::string space = "\xe2\x96\x81";
+  std::mt19937 rng(5);
+  Vocab v;
+  v.model = "llama";
+  v.add_space_prefix = true;
+  v.add_bos = true;
+  auto piece = [&](const std::string& t, TokenType type, float score) {
+    v.tokens.push_back(t);
+    v.types.push_back(type);
+    v.scores.push_back(score);
+  };
+  piece("<unk>", TokenType::unknown, 0);
+  piece("<s>", TokenType::control, 0);
+  piece("</s>", TokenType::control, 0);
+  v.unk = 0, v.bos = 1, v.eos = 2;
+  static const char* hex = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b)
+    piece(std::string{'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'}, TokenType::byte, 0);
+  const size_t first = v.tokens.size();
+  for (const std::string& c : {space, std::string("a"), std::string("b"), std::string("c"),
+                               std::string("d"), std::string("e")})
+    piece(c, TokenType::normal, -1000 - static_cast<float>(v.tokens.size()));
+  std::set<std::string> have(v.tokens.begin(), v.tokens.end());
+  while (v.tokens.size() < first + 80) {
+    const std::string t = v.tokens[first + rng() % (v.tokens.size() - first)] +
+                          v.tokens[first + rng() % (v.tokens.size() - first)];
+    if (t.size() <= 8 && have.insert(t).second)
+      piece(t, TokenType::normal, -static_cast<float>(rng() % 1000));
+  }
+  v.finish("random SentencePiece vocabulary");
+  std::unique_ptr<Tokenizer> scored = Tokenizer::create(v);
+  std::unique_ptr<Tokenizer> json = spm_through_tokenizer_json(v);
+  int differ = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::string text;
+    for (int n = 1 + static_cast<int>(rng() % 12); n > 0; --n)
+      text += "abcde  \xc3\xa9"[rng() % 10];
+    const std::vector<int32_t> want = scored->encode(text, false);
+    differ += json->encode(text, false) != want;
+    if (differ == 1 && json->encode(text, false) != want) CHECK(text == "(encodes alike)");
+  }
+  CHECK(differ == 0);
 }
 
 TEST_CASE("byte-level BPE (gpt-2) from a tokenizer.json matches llama.cpp's vectors",
