@@ -460,14 +460,7 @@ class Translator {
   // weights are multiplied by), checked, as hf_checkpoint.h describes.
   void fp8_matrix(const std::string& name, const SafeTensor& t, int64_t permute_heads) {
     const int64_t rows = t.shape[0], cols = t.shape[1], b = fp8_block_;
-    const SafeTensor& s =
-        take(t.name + "_scale_inv", {(rows + b - 1) / b, (cols + b - 1) / b}, false);
-    for (size_t i = 0; i < t.nbytes; ++i)
-      if ((t.data[i] & 0x7F) == 0x7F)
-        throw Error("tensor '" + t.name + "' in '" + *t.file + "' holds an FP8 NaN (byte " +
-                    std::to_string(i) + ")");
-    std::vector<float> scale(static_cast<size_t>(s.elements()));
-    ggml_to_f32(ggml_type_of(s.dtype), s.data, s.elements(), scale.data());
+    std::vector<float> scale = fp8_scales(t);
     const uint8_t* bytes = t.data;
     if (permute_heads > 0) {
       // Rows move within a head; the scales stay right while every head
@@ -478,16 +471,37 @@ class Translator {
                     "-row scale blocks, so its rows cannot take GGUF's order");
       bytes = own(permute_rows(t, permute_heads));
     }
-    if (weights_ == HfWeights::dequantized) {
-      std::vector<float> w(static_cast<size_t>(rows * cols));
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-          w[r * cols + c] = f8e4m3_bits_to_f32(bytes[r * cols + c]) *
-                            scale[(r / b) * ((cols + b - 1) / b) + c / b];
-      return add_floats(name, GgmlType::bf16, t.shape, w);
-    }
+    if (weights_ == HfWeights::dequantized)
+      return add_floats(name, GgmlType::bf16, t.shape, fp8_dequantize(bytes, scale, rows, cols));
     add(name, GgmlType::f8_e4m3, t.shape, bytes);
-    add(name + kBlockScaleSuffix, GgmlType::f32, s.shape, own(scale));
+    add(name + kBlockScaleSuffix, GgmlType::f32, {(rows + b - 1) / b, (cols + b - 1) / b},
+        own(scale));
+  }
+
+  // An FP8 matrix's scales (HF: NAME_scale_inv, the factor the weights are
+  // multiplied by), its bytes checked for NaN.
+  std::vector<float> fp8_scales(const SafeTensor& t) {
+    const int64_t b = fp8_block_;
+    const SafeTensor& s =
+        take(t.name + "_scale_inv", {(t.shape[0] + b - 1) / b, (t.shape[1] + b - 1) / b}, false);
+    for (size_t i = 0; i < t.nbytes; ++i)
+      if ((t.data[i] & 0x7F) == 0x7F)
+        throw Error("tensor '" + t.name + "' in '" + *t.file + "' holds an FP8 NaN (byte " +
+                    std::to_string(i) + ")");
+    std::vector<float> scale(static_cast<size_t>(s.elements()));
+    ggml_to_f32(ggml_type_of(s.dtype), s.data, s.elements(), scale.data());
+    return scale;
+  }
+
+  std::vector<float> fp8_dequantize(const uint8_t* bytes, const std::vector<float>& scale,
+                                    int64_t rows, int64_t cols) const {
+    const int64_t b = fp8_block_;
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        w[r * cols + c] =
+            f8e4m3_bits_to_f32(bytes[r * cols + c]) * scale[(r / b) * ((cols + b - 1) / b) + c / b];
+    return w;
   }
 
   // HF orders each head's rows as two halves (rotate_half), GGUF's llama as
@@ -595,14 +609,22 @@ class Translator {
     add(name, GgmlType::f32, shape, own(std::move(out)));
   }
 
-  // Experts as separate matrices, stacked into one [n_expert, rows, cols].
+  // Experts as separate matrices, stacked into one [n_expert, rows, cols]:
+  // floats, or FP8 with their block scales stacked alike. (AWQ and INT8
+  // experts have no grouped kernel yet.)
   void experts(const std::string& name, const std::string& prefix, const std::string& proj,
                int64_t rows, int64_t cols) {
     std::vector<uint8_t> out;
+    std::vector<float> scales;
     StDtype dtype = StDtype::f32;
     for (int64_t e = 0; e < n_expert_; ++e) {
-      const SafeTensor& t =
-          take(prefix + "mlp.experts." + std::to_string(e) + "." + proj + ".weight", {rows, cols});
+      const std::string hf = prefix + "mlp.experts." + std::to_string(e) + "." + proj;
+      if (awq_group_ && p_.st.find(hf + ".qweight"))
+        throw Error("AWQ expert '" + hf + ".qweight': Kiln runs AWQ dense layers, not experts");
+      const SafeTensor& t = take(hf + ".weight", {rows, cols}, true);
+      if (t.dtype == StDtype::i8)
+        throw Error("INT8 expert '" + t.name + "' in '" + *t.file +
+                    "': Kiln runs INT8 dense layers, not experts");
       if (e == 0) {
         dtype = t.dtype;
         out.reserve(t.nbytes * static_cast<size_t>(n_expert_));
@@ -610,9 +632,29 @@ class Translator {
         throw Error("tensor '" + t.name + "' in '" + *t.file + "' is " + st_dtype_name(t.dtype) +
                     " but expert 0's is " + st_dtype_name(dtype));
       }
-      out.insert(out.end(), t.data, t.data + t.nbytes);
+      if (dtype != StDtype::f8_e4m3) {
+        out.insert(out.end(), t.data, t.data + t.nbytes);
+        continue;
+      }
+      std::vector<float> s = fp8_scales(t);
+      if (weights_ == HfWeights::dequantized) {
+        std::vector<float> w = fp8_dequantize(t.data, s, rows, cols);
+        std::vector<uint8_t> b(w.size() * 2);
+        ggml_from_f32(GgmlType::bf16, w.data(), static_cast<int64_t>(w.size()), b.data());
+        out.insert(out.end(), b.begin(), b.end());
+      } else {
+        out.insert(out.end(), t.data, t.data + t.nbytes);
+        scales.insert(scales.end(), s.begin(), s.end());
+      }
     }
-    add(name, ggml_type_of(dtype), {n_expert_, rows, cols}, own(std::move(out)));
+    if (dtype != StDtype::f8_e4m3)
+      return add(name, ggml_type_of(dtype), {n_expert_, rows, cols}, own(std::move(out)));
+    if (weights_ == HfWeights::dequantized)
+      return add(name, GgmlType::bf16, {n_expert_, rows, cols}, own(std::move(out)));
+    const int64_t b = fp8_block_;
+    add(name, GgmlType::f8_e4m3, {n_expert_, rows, cols}, own(std::move(out)));
+    add(name + kBlockScaleSuffix, GgmlType::f32,
+        {n_expert_, (rows + b - 1) / b, (cols + b - 1) / b}, own(scales));
   }
 
   // GPT-OSS's router and experts. gate_up_proj interleaves the two (gate

@@ -14,8 +14,9 @@
 // type for them: block-scaled FP8 (quantization_config.quant_method "fp8",
 // DeepSeek-V3 and Qwen3 FP8 releases) becomes tensor NAME of Kiln's
 // in-memory type F8_E4M3 with its scales, F32 [cdiv(m, B), cdiv(k, B)]
-// (GGUF order reversed), in NAME + kBlockScaleSuffix, B in metadata
-// kWeightBlockSizeKey; the gemv and gemm kernels read them as they are.
+// (GGUF order reversed; a stack of experts has one per expert), in NAME +
+// kBlockScaleSuffix, B in metadata kWeightBlockSizeKey; the gemv and gemm
+// kernels read them as they are.
 // AutoAWQ's int4 (quant_method "awq", GEMM packing) is repacked once,
 // value for value, into int4w rows (kernels/quant/awq.h): NAME of type I4
 // [m, k] (codes, 2 a byte), NAME + kBlockScaleSuffix F16 [m, k / G] and

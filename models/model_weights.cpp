@@ -1,5 +1,7 @@
 #include "models/model_weights.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
 #include "kernels/quant/int4w.h"
 #include "kernels/quant/rows16.h"
@@ -82,11 +84,14 @@ void ModelWeights::block_scales(Graph& g, const GgufTensor& t, Weight& w) {
   const std::string name = t.name + kBlockScaleSuffix;
   const GgufTensor* s = file_.find_tensor(name);
   const int64_t b = file_.find(kWeightBlockSizeKey) ? file_.get_u32(kWeightBlockSizeKey) : 0;
-  if (!s || b <= 0 || t.shape.size() != 2 || s->type != GgmlType::f32 ||
-      s->shape != std::vector<int64_t>{(w.k + b - 1) / b, (w.m + b - 1) / b})
+  // A stack of experts has a scale matrix per expert, one after another.
+  std::vector<int64_t> want = {(w.k + b - 1) / b, (w.m + b - 1) / b};
+  if (w.experts) want.push_back(w.experts);
+  if (!s || b <= 0 || s->type != GgmlType::f32 || s->shape != want)
     throw Error("FP8 tensor '" + t.name + "' has no F32 block scales '" + name + "' of " +
                 std::string(kWeightBlockSizeKey) + " " + std::to_string(b) + " beside it");
-  w.scales = g.external(on_backend(s->data, s->nbytes), DType::f32, {s->shape[1], s->shape[0]});
+  w.scales = g.external(on_backend(s->data, s->nbytes), DType::f32,
+                        {std::max<int64_t>(w.experts, 1) * want[1], want[0]});
   w.scale_block = b;
 }
 

@@ -235,11 +235,10 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     return y;
   }
   if (w.rows16) mismatch("linear", "a float weight has no 16-row interleaved layout");
-  if (w.scales) {
-    if (er)
-      mismatch("linear", "block-scaled weight '" + w.label + "' cannot be a stack of experts");
+  if (w.scales) {  // per expert, one scale matrix after another
     const int64_t b = w.scale_block;
-    if (b <= 0 || w.scales->numel() != ((w.m + b - 1) / b) * ((w.k + b - 1) / b))
+    if (b <= 0 || w.scales->numel() !=
+                      std::max<int64_t>(w.experts, 1) * ((w.m + b - 1) / b) * ((w.k + b - 1) / b))
       mismatch("linear", "weight '" + w.label + "' has scales " + w.scales->str() +
                              ", not one per " + std::to_string(b) + "x" + std::to_string(b) +
                              " block");

@@ -2,8 +2,8 @@
 // W row-major [n, k] in f32/f16/bf16/f8e4m3 (the GEMV layout, so one weight
 // tensor serves decode and prefill) and X, Y in f32. With SCALE_BLOCK = B >
 // 0, W carries FP8 checkpoints' block scales as gemv reads them: ws f32
-// [cdiv(n, B), cdiv(k, B)]; each weight load is widened and scaled once,
-// the scale a broadcast of one f32 per row and step.
+// [cdiv(n, B), cdiv(k, B)] (per expert when grouped); each weight load is
+// widened and scaled once, the scale a broadcast of one f32 per row and step.
 //
 // The register tile: BLOCK_T x BLOCK_N independent dot products along k.
 // Each step loads BLOCK_K contiguous elements of every token row and every
@@ -144,12 +144,11 @@ Kernel build_gemm(const Spec& s) {
   if (PK % BK)
     throw Error("kernel 'gemm': PANEL_K (" + std::to_string(PK) +
                 ") must be a multiple of BLOCK_K (" + std::to_string(BK) + ")");
-  // A step's columns share one block scale; experts carry none.
+  // A step's columns share one block scale.
   const int64_t SB = s.constexpr_("SCALE_BLOCK");
-  if (SB < 0 || (SB && (SB % BK || s.constexpr_("GROUPED"))))
+  if (SB < 0 || (SB && SB % BK))
     throw Error("kernel 'gemm': SCALE_BLOCK (" + std::to_string(SB) +
-                ") must be 0 or a multiple of BLOCK_K (" + std::to_string(BK) +
-                ") of a plain (not grouped) GEMM");
+                ") must be 0 or a multiple of BLOCK_K (" + std::to_string(BK) + ")");
   // Block-scaled FP8 is read as bytes and widened as its f16 image
   // (kernels/quant/fp8.h).
   const bool fp8 = SB && TW == DType::f8e4m3;
@@ -159,7 +158,16 @@ Kernel build_gemm(const Spec& s) {
   if (SB) ws = k.buffer("ws", DType::f32);
   auto T = k.scalar("t", DType::i32), N = k.scalar("n", DType::i32), K = k.scalar("k", DType::i32);
   ExpertTiles tiles(k, s, s.constexpr_("PANEL_T"), T);
-  tiles.run([&] { gemm_panel(k, s, tiles, tiles.weights(w), ws, x, y, T, N, K); });
+  tiles.run([&] {
+    std::optional<Buffer> expert_ws;  // an expert's scales lie one scale matrix apart
+    if (ws) {
+      auto blocks = [&](const Value& n) {
+        return ((n + static_cast<int>(SB - 1)) / static_cast<int>(SB)).to(DType::i64);
+      };
+      expert_ws = tiles.of_expert(*ws, blocks(N) * blocks(K));
+    }
+    gemm_panel(k, s, tiles, tiles.weights(w), expert_ws, x, y, T, N, K);
+  });
   return k.finish();
 }
 
@@ -189,10 +197,12 @@ KILN_REGISTER_KERNEL((KernelDef{
           int64_t t = a.i("t"), n = a.i("n"), kk = a.i("k");
           LaunchShape plain{{cdiv(t, s.constexpr_("PANEL_T")), cdiv(n, s.constexpr_("PANEL_N")), 1},
                             {{"w", n * kk}, {"x", t * kk}, {"y", t * n}}};
+          LaunchShape l =
+              expert_tiles_launch("gemm", s, a, plain, s.constexpr_("PANEL_T"), "w", {{"x", kk}});
           if (int64_t sb = s.constexpr_("SCALE_BLOCK"))
-            plain.buffer_elems["ws"] = cdiv(n, sb) * cdiv(kk, sb);
-          return expert_tiles_launch("gemm", s, a, plain, s.constexpr_("PANEL_T"), "w",
-                                     {{"x", kk}});
+            l.buffer_elems["ws"] =
+                cdiv(n, sb) * cdiv(kk, sb) * (grouping(s) == Grouping::plain ? 1 : a.i("n_expert"));
+          return l;
         },
     // BLOCK_T * BLOCK_N * BLOCK_K / 16 zmm accumulators: the useful tiles
     // keep them under AVX-512's 32 registers.

@@ -40,8 +40,11 @@ std::vector<Value> ExpertTiles::x_rows(int64_t n) const {
 }
 
 Buffer ExpertTiles::weights(const Buffer& w) const {
-  if (!grouped()) return w;
-  return w.at(expert_.to(DType::i64) * w_stride_.to(DType::i64));
+  return grouped() ? of_expert(w, w_stride_.to(DType::i64)) : w;
+}
+
+Buffer ExpertTiles::of_expert(const Buffer& b, const Value& stride) const {
+  return grouped() ? b.at(expert_.to(DType::i64) * stride) : b;
 }
 
 void ExpertTiles::run(const std::function<void()>& body) const {

@@ -52,6 +52,9 @@ class ExpertTiles {
   std::vector<Value> x_rows(int64_t n) const;
   // The weights of the program's expert: w itself when plain.
   Buffer weights(const Buffer& w) const;
+  // The program's expert's part of a per-expert buffer other than w (block
+  // scales), `stride` (i64) elements apart: b itself when plain.
+  Buffer of_expert(const Buffer& b, const Value& stride) const;
   // Emits body, only for tiles of an expert when grouped.
   void run(const std::function<void()>& body) const;
 

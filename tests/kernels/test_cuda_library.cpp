@@ -332,6 +332,13 @@ std::vector<Case> cases() {
                   {{"BLOCK_T", 2}, {"PANEL_T", 2}, {"GROUPED", mode}},
                   with({{"n", 20}, {"k", 70}}, 20 * 70)});
   }
+  // FP8 experts, a scale matrix each (gathered rows only: the sorted mode
+  // reads the same weights).
+  cs.push_back(
+      {"gemm",
+       {{"W", DType::f8e4m3}},
+       {{"BLOCK_T", 2}, {"PANEL_T", 2}, {"GROUPED", 1}, {"SCALE_BLOCK", 16}},
+       {{"n", 20}, {"k", 40}, {"t", 8}, {"n_expert", 3}, {"tokens", 5}, {"w_stride", 800}}});
   return cs;
 }
 

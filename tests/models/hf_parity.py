@@ -161,19 +161,22 @@ def quantized_folder(kiln, tmp, gguf, label, flags, d_max, top1_min):
     return folders["q"], want, int(not ok)
 
 
-def converted_in_llamacpp(kiln, llama_cpp, tmp, label, folder, want, d_max, top1_min):
+def converted_in_llamacpp(kiln, llama_cpp, tmp, label, folder, want, d_max, top1_min, spare=0):
     """kiln convert writes a quantized folder dequantized; llama.cpp must
-    run the file as Kiln runs `want`'s folder."""
+    run the file as Kiln runs `want`'s folder (over all but the `spare`
+    farthest positions: in MoE models the BF16 rounding may flip a near-tie
+    between experts)."""
     if llama_cpp is None:
         return 0
     converted = os.path.join(tmp, label.replace(" ", "-") + ".gguf")
     subprocess.run([kiln, "convert", folder, "-o", converted], check=True, capture_output=True)
     theirs = llamacpp_logits(llama_cpp, converted, QUANT_TOKENS)
     want = want[: len(QUANT_TOKENS)]
-    d = float(np.abs(want - theirs).max() / theirs.std())
+    d = float(np.sort(np.abs(want - theirs).max(-1))[-1 - spare] / theirs.std())
     top1 = float((want.argmax(-1) == theirs.argmax(-1)).mean())
     ok = d <= d_max and top1 >= top1_min
-    print(f"{'ok  ' if ok else 'FAIL'} {label} converted, in llama.cpp: max|d|/std {d:.2e} top-1 {top1:.3f}")
+    print(f"{'ok  ' if ok else 'FAIL'} {label} converted, in llama.cpp: max|d|/std {d:.2e} top-1 {top1:.3f}"
+          + (f" ({spare} positions spared)" if spare else ""))
     return int(not ok)
 
 
@@ -184,7 +187,8 @@ def quantized(kiln, llama_cpp, tmp):
       to the dequantized folder (the GEMM scales each weight to the same
       f32), decode within 1e-3 (the GEMV scales x instead; seen 1e-6 to
       1.3e-4). llama: 128 blocks, q/k rows permuted inside them; qwen3: 96,
-      so the last blocks of rows and columns are partial.
+      so the last blocks of rows and columns are partial; qwen3moe: 64, the
+      experts' too (grouped gemm, a scale matrix per expert).
     - AutoAWQ (--awq G, packed by AutoAWQ's documented order): int4w
       kernels with 8-bit activations as llama.cpp's Q4 formats, within
       0.15 and 90 % top-1 (seen 0.04-0.08, 100 %). llama, groups of 128
@@ -204,11 +208,14 @@ def quantized(kiln, llama_cpp, tmp):
     subprocess.run([kiln, "gen-model", "--arch", "llama", "--preset", "smollm", "--layers", "1", "-o", smol,
                     "--type", "f16"], check=True, capture_output=True)
     extra = ["--tokens", ",".join(map(str, QUANT_TOKENS))]
-    for gguf, label, block in ((llama, "llama fp8 128", 128), (qwen3, "qwen3 fp8 96", 96)):
+    qwen3moe = os.path.join(tmp, "qwen3moe.gguf")
+    for gguf, label, block in ((llama, "llama fp8 128", 128), (qwen3, "qwen3 fp8 96", 96),
+                               (qwen3moe, "qwen3moe fp8 64", 64)):
         folder, _, b = quantized_folder(kiln, tmp, gguf, label, ["--dtype", "f32", "--fp8", str(block)], 1e-3, 1.0)
         bad += b
         got, _ = run(kiln, folder, extra, os.path.join(tmp, "got.npy"))
-        bad += converted_in_llamacpp(kiln, llama_cpp, tmp, label, folder, got, 0.1, 0.8)
+        bad += converted_in_llamacpp(kiln, llama_cpp, tmp, label, folder, got, 0.1, 0.8,
+                                     2 if gguf == qwen3moe else 0)
     for gguf, label, group in ((llama, "llama awq 128", 128), (smol, "smollm awq 64", 64)):
         folder, want, b = quantized_folder(kiln, tmp, gguf, label, ["--awq", str(group)], 0.15, 0.9)
         bad += b

@@ -454,7 +454,7 @@ def main():
             pre = f"model.layers.{layer}."
             if rest in EXPERT_NAMES:
                 for e in range(w.shape[0]):
-                    out[f"{pre}mlp.experts.{e}.{EXPERT_NAMES[rest]}.weight"] = np.ascontiguousarray(w[e])
+                    linear(f"{pre}mlp.experts.{e}.{EXPERT_NAMES[rest]}.weight", w[e])
                 continue
             if arch == "llama" and rest.startswith("attn_q."):
                 w = unpermute(w, n_head)

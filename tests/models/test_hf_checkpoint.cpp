@@ -339,6 +339,7 @@ TEST_CASE("hf: bad folders are refused naming the file and the tensor or key",
 }
 
 void make_gpt_oss(TinyFolder& t, bool mxfp4);
+float f32_at(const GgufTensor& t, int64_t i);
 
 TEST_CASE("hf: mutated config.json and tokenizer.json open or fail with kiln::Error",
           "[models][hf][fuzz]") {
@@ -451,6 +452,104 @@ TEST_CASE("hf: FP8 weights keep their bytes and scales, or dequantize to write",
     TinyFolder t;
     t.config["quantization_config"] = {{"quant_method", "gptq"}};
     CHECK_THAT(t.error(), Catch::Contains("quant_method 'gptq' is not supported"));
+  }
+}
+
+// The tiny llama as a qwen3_moe: 2 experts of 16 (one used), q/k norms;
+// each expert's up projection [16, 8] as FP8 codes with one 16x16 block
+// scale (expert e's is e + 1), or as INT8 / AWQ, which no grouped kernel runs.
+void make_qwen3moe(TinyFolder& t, const std::string& experts) {
+  t.config["model_type"] = "qwen3_moe";
+  t.config["head_dim"] = 4;
+  t.config["num_experts"] = 2;
+  t.config["num_experts_per_tok"] = 1;
+  t.config["moe_intermediate_size"] = 16;
+  const std::string l = "model.layers.0.";
+  std::vector<StTensor> kept;
+  for (StTensor& x : t.tensors)
+    if (x.name.find(".mlp.") == std::string::npos) kept.push_back(x);
+  t.tensors = kept;
+  auto f16 = [](const std::string& name, int64_t r, int64_t c, float v) {
+    return StTensor{name, "F16", {r, c}, values("F16", r * c, [v](int64_t) { return v; })};
+  };
+  t.tensors.push_back(f16(l + "self_attn.q_norm.weight", 1, 4, 1));
+  t.tensors.back().shape = {4};
+  t.tensors.push_back(f16(l + "self_attn.k_norm.weight", 1, 4, 1));
+  t.tensors.back().shape = {4};
+  t.tensors.push_back(f16(l + "mlp.gate.weight", 2, 8, 0.5f));
+  for (int e = 0; e < 2; ++e) {
+    const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
+    t.tensors.push_back(f16(x + "gate_proj.weight", 16, 8, 1));
+    t.tensors.push_back(f16(x + "down_proj.weight", 8, 16, 1));
+    StTensor up = f16(x + "up_proj.weight", 16, 8, 1);
+    if (experts == "fp8") {
+      up.dtype = "F8_E4M3";
+      up.bytes.clear();
+      for (int i = 0; i < 16 * 8; ++i)
+        up.bytes.push_back(static_cast<char>(f32_to_f8e4m3_bits(static_cast<float>(i % 5 + e))));
+      t.tensors.push_back({up.name + "_scale_inv", "F32", {1, 1}, values("F32", 1, [e](int64_t) {
+                             return e + 1.0f;
+                           })});
+      t.config["quantization_config"] = {
+          {"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {16, 16}}};
+    } else if (experts == "int8") {
+      up.dtype = "I8";
+      up.bytes = std::string(16 * 8, '\1');
+      t.tensors.push_back(
+          {up.name + "_scale", "F32", {16, 1}, values("F32", 16, [](int64_t) { return 1.0f; })});
+    } else if (experts == "awq") {
+      up = {x + "up_proj.qweight", "I32", {8, 2}, std::string(8 * 2 * 4, '\0')};
+      t.config["quantization_config"] = {{"quant_method", "awq"},
+                                         {"bits", 4},
+                                         {"group_size", 32},
+                                         {"zero_point", true},
+                                         {"version", "gemm"}};
+    }
+    t.tensors.push_back(up);
+  }
+}
+
+TEST_CASE("hf: FP8 experts stack their codes and their block scales", "[models][hf]") {
+  TinyFolder t;
+  make_qwen3moe(t, "fp8");
+  t.write();
+  GgufFile f = open_model_file(t.dir.string());
+  const GgufTensor& w = f.tensor("blk.0.ffn_up_exps.weight");
+  CHECK(w.type == GgmlType::f8_e4m3);
+  REQUIRE(w.shape == std::vector<int64_t>{8, 16, 2});
+  CHECK(f8e4m3_bits_to_f32(w.data[16 * 8 + 3]) == 3 % 5 + 1);  // expert 1
+  const GgufTensor& s = f.tensor(std::string("blk.0.ffn_up_exps.weight") + kBlockScaleSuffix);
+  REQUIRE(s.shape == std::vector<int64_t>{1, 1, 2});
+  CHECK(f32_at(s, 0) == 1.0f);
+  CHECK(f32_at(s, 1) == 2.0f);
+  CHECK(f.tensor("blk.0.ffn_gate_exps.weight").type == GgmlType::f16);
+  // Written for llama.cpp: code x scale, as BF16.
+  GgufFile d = open_model_file(t.dir.string(), HfWeights::dequantized);
+  const GgufTensor& wd = d.tensor("blk.0.ffn_up_exps.weight");
+  CHECK(wd.type == GgmlType::bf16);
+  uint16_t h;
+  std::memcpy(&h, wd.data + 2 * (16 * 8 + 3), 2);
+  CHECK(bf16_bits_to_f32(h) == 2.0f * (3 % 5 + 1));
+}
+
+TEST_CASE("hf: INT8 and AWQ experts are refused, naming the tensor", "[models][hf][error]") {
+  {
+    TinyFolder t;
+    make_qwen3moe(t, "int8");
+    const json scheme = {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}};
+    json w = scheme, x = scheme;
+    w["strategy"] = "channel";
+    x["strategy"] = "token";
+    x["dynamic"] = true;
+    t.config["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"config_groups", {{"group_0", {{"weights", w}, {"input_activations", x}}}}}};
+    CHECK_THAT(t.error(), Catch::Contains("INT8 expert 'model.layers.0.mlp.experts.0.up_proj"));
+  }
+  {
+    TinyFolder t;
+    make_qwen3moe(t, "awq");
+    CHECK_THAT(t.error(), Catch::Contains("AWQ expert 'model.layers.0.mlp.experts.0.up_proj"));
   }
 }
 

@@ -1,6 +1,6 @@
 // The grouped matmuls (kernels/moe/expert_tiles.h): qgemv (Q4_0, Q8_0,
 // Q4_K), qgemv_rows16 (Q8_0, Q4_K, Q6_K, MXFP4), gemv_int4w_rows16 and gemm
-// (f16) with GROUPED 1 (rows gathered from
+// (f16, and FP8 with a scale matrix per expert) with GROUPED 1 (rows gathered from
 // the layer's input) and 2 (rows in sorted order), for tiles of 1, 2 and 4 rows, over a stack of
 // experts some of which no token chose. Each row must equal the plain kernel (BLOCK_T 1, checked
 // against scalar references in its own tests) run on its expert's matrix and its x row: the same
@@ -47,12 +47,26 @@ struct Case {
   std::map<std::string, int64_t> constexprs;
   std::map<std::string, DType> dtypes;
   QuantType quant = QuantType::Q8_0;
-  bool floats = false;  // gemm over f16 weights
-  bool int4w = false;   // gemv_int4w_rows16 (Q8_K-style activations, as its forwards)
+  bool floats = false;    // gemm over f16 weights
+  bool int4w = false;     // gemv_int4w_rows16 (Q8_K-style activations, as its forwards)
+  int64_t fp8_block = 0;  // gemm over FP8 weights with block scales (ws) of this size
 };
+
+// An FP8 expert's block scales [M / B, K / B], as FP8 checkpoints' are.
+std::vector<float> expert_scales(const Case& c, int64_t e) {
+  std::vector<float> s(static_cast<size_t>((M / c.fp8_block) * (K / c.fp8_block)));
+  for (size_t i = 0; i < s.size(); ++i) s[i] = 0.001f * static_cast<float>(1 + (i * 7 + e) % 13);
+  return s;
+}
 
 std::vector<uint8_t> expert_bytes(const Case& c, int64_t e) {
   std::vector<float> wf = test::normal_floats(static_cast<size_t>(M * K), 100 + e);
+  if (c.fp8_block) {  // every E4M3 code but the NaNs
+    std::vector<uint8_t> out(M * K);
+    for (int64_t i = 0; i < M * K; ++i) out[i] = static_cast<uint8_t>((i * 37 + e * 11) % 254);
+    for (uint8_t& b : out) b = b == 0x7F ? 0x7E : b;
+    return out;
+  }
   if (c.floats) {
     std::vector<uint8_t> out(M * K * 2);
     for (int64_t i = 0; i < M * K; ++i) {
@@ -85,7 +99,7 @@ std::vector<float> run(const Case& c, std::map<std::string, int64_t> cx, std::ve
   a.emplace("k", Arg::scalar_int(K));
   test::QuantizedX xq;
   if (c.floats) {
-    a.emplace("w", Arg::buffer(w.data(), static_cast<int64_t>(w.size()) / 2));
+    a.emplace("w", Arg::buffer(w.data(), static_cast<int64_t>(w.size()) / (c.fp8_block ? 1 : 2)));
     a.emplace("x", Arg::buffer(x.data(), x_rows * K));
     a.emplace("n", Arg::scalar_int(M));
   } else {
@@ -117,7 +131,14 @@ void check_grouped(const Case& c) {
     per_expert.push_back(expert_bytes(c, e));
     stack.insert(stack.end(), per_expert.back().begin(), per_expert.back().end());
   }
-  const int64_t stride = static_cast<int64_t>(per_expert[0].size()) / (c.floats ? 2 : 1);
+  const int64_t stride =
+      static_cast<int64_t>(per_expert[0].size()) / (c.floats && !c.fp8_block ? 2 : 1);
+  std::vector<std::vector<float>> scales;  // FP8: each expert's, and their stack
+  std::vector<float> scale_stack;
+  for (int64_t e = 0; c.fp8_block && e < NE; ++e) {
+    scales.push_back(expert_scales(c, e));
+    scale_stack.insert(scale_stack.end(), scales.back().begin(), scales.back().end());
+  }
   for (int64_t tile : {1, 2, 4})
     for (Grouping mode : {Grouping::gather, Grouping::sorted}) {
       const int64_t rows = moe_rows_bound(T, TOP, NE, tile);
@@ -130,6 +151,8 @@ void check_grouped(const Case& c) {
           {"n_expert", Arg::scalar_int(NE)},
           {"w_stride", Arg::scalar_int(stride)},
           {"tokens", Arg::scalar_int(T)}};
+      if (c.fp8_block)
+        g.emplace("ws", Arg::buffer(scale_stack.data(), static_cast<int64_t>(scale_stack.size())));
       std::map<std::string, int64_t> cx = {{"GROUPED", static_cast<int64_t>(mode)}};
       if (c.floats)
         cx.insert({{"PANEL_T", tile}, {"BLOCK_T", tile}});
@@ -138,9 +161,13 @@ void check_grouped(const Case& c) {
       const float poison = -12345.0f;
       // The plain kernel per expert over every x row.
       std::vector<std::vector<float>> plain;
-      for (int64_t e = 0; e < NE; ++e)
-        plain.push_back(run(c, {{"BLOCK_T", 1}}, per_expert[e], x, x_rows, x_rows, {},
+      for (int64_t e = 0; e < NE; ++e) {
+        std::map<std::string, Arg> own;
+        if (c.fp8_block)
+          own.emplace("ws", Arg::buffer(scales[e].data(), static_cast<int64_t>(scales[e].size())));
+        plain.push_back(run(c, {{"BLOCK_T", 1}}, per_expert[e], x, x_rows, x_rows, own,
                             std::vector<float>(x_rows * M), false));
+      }
       for (bool interpret : {false, true}) {
         INFO(c.kernel << " tile " << tile << " mode " << static_cast<int>(mode)
                       << (interpret ? " interpreter" : " JIT"));
@@ -182,6 +209,8 @@ TEST_CASE("grouped matmuls equal the plain kernel on each row's expert", "[kerne
   check_grouped({"qgemv_rows16", {{"FMT", 39}}, {}, QuantType::MXFP4});
   check_grouped({"qgemv_rows16", {{"FMT", 8}}, {}, QuantType::Q8_0});
   check_grouped({"gemm", {}, {{"W", DType::f16}}, QuantType::Q8_0, true});
+  check_grouped(
+      {"gemm", {{"SCALE_BLOCK", 16}}, {{"W", DType::f8e4m3}}, QuantType::Q8_0, true, false, 16});
   check_grouped({"gemv_int4w_rows16", {{"GROUP", 128}}, {}, QuantType::Q8_0, false, true});
 }
 
