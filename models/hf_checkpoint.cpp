@@ -526,29 +526,56 @@ class Translator {
   // An INT8 matrix and its per-row scales (HF: NAME_scale [rows, 1]).
   void int8_matrix(const std::string& name, const SafeTensor& t, int64_t permute_heads) {
     const int64_t rows = t.shape[0], cols = t.shape[1];
-    const SafeTensor& s = take(t.name + "_scale", {rows, 1});
-    std::vector<float> scale(static_cast<size_t>(rows));
-    ggml_to_f32(ggml_type_of(s.dtype), s.data, rows, scale.data());
+    std::vector<float> scale = int8_scales(t);
     std::vector<uint8_t> q(t.data, t.data + t.nbytes);
     if (permute_heads > 0) {
       q = permute_rows(q, rows, permute_heads);
       scale = permute_rows(scale, rows, permute_heads);
     }
-    if (weights_ == HfWeights::dequantized) {
-      std::vector<float> w(static_cast<size_t>(rows * cols));
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-          w[r * cols + c] = static_cast<float>(static_cast<int8_t>(q[r * cols + c])) * scale[r];
-      return add_floats(name, GgmlType::bf16, t.shape, w);
-    }
+    if (weights_ == HfWeights::dequantized)
+      return add_floats(name, GgmlType::bf16, t.shape,
+                        int8_dequantize(q.data(), scale, rows, cols));
     add(name, GgmlType::i8_channel, t.shape, own(std::move(q)));
     add(name + kBlockScaleSuffix, GgmlType::f32, {rows}, own(scale));
+  }
+
+  // An INT8 matrix's scales (HF: NAME_scale [rows, 1]).
+  std::vector<float> int8_scales(const SafeTensor& t) {
+    const SafeTensor& s = take(t.name + "_scale", {t.shape[0], 1});
+    std::vector<float> scale(static_cast<size_t>(t.shape[0]));
+    ggml_to_f32(ggml_type_of(s.dtype), s.data, t.shape[0], scale.data());
+    return scale;
+  }
+
+  static std::vector<float> int8_dequantize(const uint8_t* q, const std::vector<float>& scale,
+                                            int64_t rows, int64_t cols) {
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        w[r * cols + c] = static_cast<float>(static_cast<int8_t>(q[r * cols + c])) * scale[r];
+    return w;
   }
 
   // An AWQ matrix (BASE.qweight, .qzeros, .scales; `rows` = out features)
   // as int4w rows, or dequantized to F16 to write.
   void awq_matrix(const std::string& name, const std::string& base, int64_t rows, int64_t cols,
                   int64_t permute_heads) {
+    const int64_t g = awq_group_;
+    Int4wRows r = awq_rows(base, rows, cols);
+    if (permute_heads > 0) {  // whole rows of codes, scales and zero points
+      r.q = permute_rows(r.q, rows, permute_heads);
+      r.zeros = permute_rows(r.zeros, rows, permute_heads);
+      r.scales = permute_rows(r.scales, rows, permute_heads);
+    }
+    if (weights_ == HfWeights::dequantized)
+      return add_floats(name, GgmlType::f16, {rows, cols}, int4w_dequantize(r));
+    add(name, GgmlType::i4, {rows, cols}, own(std::move(r.q)));
+    add(name + kBlockScaleSuffix, GgmlType::f16, {rows, cols / g}, own(r.scales));
+    add(name + kZeroPointSuffix, GgmlType::u8, {rows, cols / g}, own(std::move(r.zeros)));
+  }
+
+  // An AWQ matrix's parts, checked and repacked into int4w rows.
+  Int4wRows awq_rows(const std::string& base, int64_t rows, int64_t cols) {
     const int64_t g = awq_group_;
     if (rows % 8 || cols % g)
       throw Error("AWQ tensor '" + base + ".qweight': " + std::to_string(cols) + " x " +
@@ -569,17 +596,33 @@ class Translator {
     const SafeTensor& s = take_raw(base + ".scales", {cols / g, rows}, StDtype::f16);
     a.scales.resize(static_cast<size_t>(s.elements()));
     std::memcpy(a.scales.data(), s.data, s.nbytes);
-    Int4wRows r = awq_to_int4w(a);
-    if (permute_heads > 0) {  // whole rows of codes, scales and zero points
-      r.q = permute_rows(r.q, rows, permute_heads);
-      r.zeros = permute_rows(r.zeros, rows, permute_heads);
-      r.scales = permute_rows(r.scales, rows, permute_heads);
+    return awq_to_int4w(a);
+  }
+
+  // AWQ experts, each repacked into int4w rows, stacked as the float
+  // experts are; dequantized to F16 to write.
+  void awq_experts(const std::string& name, const std::string& prefix, const std::string& proj,
+                   int64_t rows, int64_t cols) {
+    const int64_t g = awq_group_;
+    Int4wRows all{rows * n_expert_, cols, g, {}, {}, {}};
+    std::vector<float> floats;
+    for (int64_t e = 0; e < n_expert_; ++e) {
+      Int4wRows r = awq_rows(prefix + "mlp.experts." + std::to_string(e) + "." + proj, rows, cols);
+      if (weights_ == HfWeights::dequantized) {
+        std::vector<float> f = int4w_dequantize(r);
+        floats.insert(floats.end(), f.begin(), f.end());
+        continue;
+      }
+      all.q.insert(all.q.end(), r.q.begin(), r.q.end());
+      all.scales.insert(all.scales.end(), r.scales.begin(), r.scales.end());
+      all.zeros.insert(all.zeros.end(), r.zeros.begin(), r.zeros.end());
     }
     if (weights_ == HfWeights::dequantized)
-      return add_floats(name, GgmlType::f16, {rows, cols}, int4w_dequantize(r));
-    add(name, GgmlType::i4, {rows, cols}, own(std::move(r.q)));
-    add(name + kBlockScaleSuffix, GgmlType::f16, {rows, cols / g}, own(r.scales));
-    add(name + kZeroPointSuffix, GgmlType::u8, {rows, cols / g}, own(std::move(r.zeros)));
+      return add_floats(name, GgmlType::f16, {n_expert_, rows, cols}, floats);
+    add(name, GgmlType::i4, {n_expert_, rows, cols}, own(std::move(all.q)));
+    add(name + kBlockScaleSuffix, GgmlType::f16, {n_expert_, rows, cols / g}, own(all.scales));
+    add(name + kZeroPointSuffix, GgmlType::u8, {n_expert_, rows, cols / g},
+        own(std::move(all.zeros)));
   }
 
   // A tensor of an exact dtype and shape (a quantized checkpoint's parts).
@@ -610,21 +653,18 @@ class Translator {
   }
 
   // Experts as separate matrices, stacked into one [n_expert, rows, cols]:
-  // floats, or FP8 with their block scales stacked alike. (AWQ and INT8
-  // experts have no grouped kernel yet.)
+  // floats, or FP8 / INT8 with their block / row scales stacked alike, or
+  // AWQ's int4w (awq_experts).
   void experts(const std::string& name, const std::string& prefix, const std::string& proj,
                int64_t rows, int64_t cols) {
+    if (awq_group_ && p_.st.find(prefix + "mlp.experts.0." + proj + ".qweight"))
+      return awq_experts(name, prefix, proj, rows, cols);
     std::vector<uint8_t> out;
     std::vector<float> scales;
     StDtype dtype = StDtype::f32;
     for (int64_t e = 0; e < n_expert_; ++e) {
       const std::string hf = prefix + "mlp.experts." + std::to_string(e) + "." + proj;
-      if (awq_group_ && p_.st.find(hf + ".qweight"))
-        throw Error("AWQ expert '" + hf + ".qweight': Kiln runs AWQ dense layers, not experts");
       const SafeTensor& t = take(hf + ".weight", {rows, cols}, true);
-      if (t.dtype == StDtype::i8)
-        throw Error("INT8 expert '" + t.name + "' in '" + *t.file +
-                    "': Kiln runs INT8 dense layers, not experts");
       if (e == 0) {
         dtype = t.dtype;
         out.reserve(t.nbytes * static_cast<size_t>(n_expert_));
@@ -632,13 +672,15 @@ class Translator {
         throw Error("tensor '" + t.name + "' in '" + *t.file + "' is " + st_dtype_name(t.dtype) +
                     " but expert 0's is " + st_dtype_name(dtype));
       }
-      if (dtype != StDtype::f8_e4m3) {
+      if (dtype != StDtype::f8_e4m3 && dtype != StDtype::i8) {
         out.insert(out.end(), t.data, t.data + t.nbytes);
         continue;
       }
-      std::vector<float> s = fp8_scales(t);
+      const bool fp8 = dtype == StDtype::f8_e4m3;
+      std::vector<float> s = fp8 ? fp8_scales(t) : int8_scales(t);
       if (weights_ == HfWeights::dequantized) {
-        std::vector<float> w = fp8_dequantize(t.data, s, rows, cols);
+        std::vector<float> w =
+            fp8 ? fp8_dequantize(t.data, s, rows, cols) : int8_dequantize(t.data, s, rows, cols);
         std::vector<uint8_t> b(w.size() * 2);
         ggml_from_f32(GgmlType::bf16, w.data(), static_cast<int64_t>(w.size()), b.data());
         out.insert(out.end(), b.begin(), b.end());
@@ -647,10 +689,14 @@ class Translator {
         scales.insert(scales.end(), s.begin(), s.end());
       }
     }
-    if (dtype != StDtype::f8_e4m3)
+    if (dtype != StDtype::f8_e4m3 && dtype != StDtype::i8)
       return add(name, ggml_type_of(dtype), {n_expert_, rows, cols}, own(std::move(out)));
     if (weights_ == HfWeights::dequantized)
       return add(name, GgmlType::bf16, {n_expert_, rows, cols}, own(std::move(out)));
+    if (dtype == StDtype::i8) {
+      add(name, GgmlType::i8_channel, {n_expert_, rows, cols}, own(std::move(out)));
+      return add(name + kBlockScaleSuffix, GgmlType::f32, {n_expert_, rows}, own(scales));
+    }
     const int64_t b = fp8_block_;
     add(name, GgmlType::f8_e4m3, {n_expert_, rows, cols}, own(std::move(out)));
     add(name + kBlockScaleSuffix, GgmlType::f32,

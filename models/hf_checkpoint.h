@@ -23,7 +23,8 @@
 // NAME + kZeroPointSuffix U8 [m, k / G]. compressed-tensors' INT8
 // (w8a8: int8 weights with a scale per output channel, activations
 // quantised per token when run) becomes NAME of type I8_CHANNEL [m, k] and
-// NAME + kBlockScaleSuffix F32 [m]. Written to a file
+// NAME + kBlockScaleSuffix F32 [m]. Stacks of experts [n_expert, m, k]
+// carry their companions per expert alike. Written to a file
 // (HfWeights::dequantized), FP8 and INT8 weights become BF16, AWQ's F16.
 // GPT-OSS's MXFP4 experts (quant_method "mxfp4") are a ggml type: their
 // blocks and scales are repacked into ggml's block_mxfp4 either way.

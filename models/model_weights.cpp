@@ -101,19 +101,22 @@ Weight ModelWeights::int4(Graph& g, const GgufTensor& t, Weight w) {
   static_assert(static_cast<int64_t>(GgmlType::i4) == kInt4w);
   const GgufTensor* s = file_.find_tensor(t.name + kBlockScaleSuffix);
   const GgufTensor* z = file_.find_tensor(t.name + kZeroPointSuffix);
-  if (t.shape.size() != 2 || !s || !z || s->type != GgmlType::f16 || z->type != GgmlType::u8 ||
-      s->shape.size() != 2 || s->shape[1] != w.m || s->shape[0] <= 0 || w.k % s->shape[0] ||
-      z->shape != s->shape)
+  const int64_t mats = std::max<int64_t>(w.experts, 1), rows = mats * w.m;
+  const int64_t groups = s && !s->shape.empty() ? s->shape[0] : 0;
+  std::vector<int64_t> want = {groups, w.m};
+  if (w.experts) want.push_back(w.experts);
+  if (!s || !z || s->type != GgmlType::f16 || z->type != GgmlType::u8 || s->shape != want ||
+      groups <= 0 || w.k % groups || z->shape != s->shape)
     throw Error("int4 tensor '" + t.name + "' has no F16 scales '" + t.name + kBlockScaleSuffix +
                 "' and U8 zero points '" + t.name + kZeroPointSuffix +
-                "' [m, k / group] beside it");
+                "' [m, k / group] (per expert) beside it");
   w.quant = kInt4w;
-  w.scale_block = w.k / s->shape[0];
-  w.data = g.external(on_backend(t.data, t.nbytes), DType::u8, {w.m, w.k / 2});
-  w.scales = g.external(on_backend(s->data, s->nbytes), DType::f16, {w.m, s->shape[0]});
-  w.zeros = g.external(on_backend(z->data, z->nbytes), DType::u8, {w.m, s->shape[0]});
+  w.scale_block = w.k / groups;
+  w.data = g.external(on_backend(t.data, t.nbytes), DType::u8, {rows, w.k / 2});
+  w.scales = g.external(on_backend(s->data, s->nbytes), DType::f16, {rows, groups});
+  w.zeros = g.external(on_backend(z->data, z->nbytes), DType::u8, {rows, groups});
   if (const uint8_t* rows16 = packed_.rows16(t)) {
-    const int64_t bytes = Int4wRows16{w.scale_block, true}.bytes(w.m, w.k);
+    const int64_t bytes = Int4wRows16{w.scale_block, true}.bytes(rows, w.k);
     w.rows16 = g.external(on_backend(rows16, static_cast<size_t>(bytes)), DType::u8, {bytes});
   }
   return w;
@@ -123,13 +126,15 @@ Weight ModelWeights::int4(Graph& g, const GgufTensor& t, Weight w) {
 Weight ModelWeights::int8(Graph& g, const GgufTensor& t, Weight w) {
   static_assert(static_cast<int64_t>(GgmlType::i8_channel) == kW8a8);
   const GgufTensor* s = file_.find_tensor(t.name + kBlockScaleSuffix);
-  if (t.shape.size() != 2 || !s || s->type != GgmlType::f32 ||
-      s->shape != std::vector<int64_t>{w.m})
+  std::vector<int64_t> want = {w.m};
+  if (w.experts) want.push_back(w.experts);
+  if (!s || s->type != GgmlType::f32 || s->shape != want)
     throw Error("int8 tensor '" + t.name + "' has no F32 scales '" + t.name + kBlockScaleSuffix +
-                "' [m] beside it");
+                "' [m] (per expert) beside it");
+  const int64_t rows = std::max<int64_t>(w.experts, 1) * w.m;
   w.quant = kW8a8;
-  w.data = g.external(on_backend(t.data, t.nbytes), DType::u8, {w.m, w.k});
-  w.scales = g.external(on_backend(s->data, s->nbytes), DType::f32, {w.m});
+  w.data = g.external(on_backend(t.data, t.nbytes), DType::u8, {rows, w.k});
+  w.scales = g.external(on_backend(s->data, s->nbytes), DType::f32, {rows});
   return w;
 }
 

@@ -23,15 +23,21 @@ int64_t rows16_rows(const GgufTensor& t) {
   return m * (t.shape.size() == 3 ? t.shape[2] : 1);
 }
 
-// An int4 matrix's group size when its 16-row interleave exists (m a
-// multiple of 16, k of 256, a group int4w's layout has), else 0.
+// An int4 matrix's (or stack of experts') group size when its 16-row
+// interleave exists (m a multiple of 16, k of 256, a group int4w's layout
+// has), else 0. A stack interleaves as its n_expert * m rows.
 int64_t int4_group(const GgufFile& file, const GgufTensor& t) {
   const GgufTensor* s = file.find_tensor(t.name + kBlockScaleSuffix);
-  if (t.type != GgmlType::i4 || t.shape.size() != 2 || !s || s->shape.size() != 2 ||
+  if (t.type != GgmlType::i4 || t.shape.size() < 2 || t.shape.size() > 3 || !s ||
+      s->shape.size() != t.shape.size() || s->shape[0] <= 0 ||
       !file.find_tensor(t.name + kZeroPointSuffix))
     return 0;
   const int64_t k = t.shape[0], m = t.shape[1], g = k / s->shape[0];
   return m % 16 == 0 && k % 256 == 0 && (g == 32 || g == 64 || g == 128) ? g : 0;
+}
+
+int64_t int4_rows(const GgufTensor& t) {
+  return t.shape[1] * (t.shape.size() == 3 ? t.shape[2] : 1);
 }
 
 }  // namespace
@@ -49,14 +55,14 @@ PackedWeights::PackedWeights(const GgufFile& file, ThreadPool& pool) {
       total = (total + 63) / 64 * 64;  // each copy starts on a cache line
     } else if (int64_t g = int4_group(file, t)) {
       todo.emplace_back(&t, total);
-      total += static_cast<size_t>(Int4wRows16{g, true}.bytes(t.shape[1], t.shape[0]));
+      total += static_cast<size_t>(Int4wRows16{g, true}.bytes(int4_rows(t), t.shape[0]));
       total = (total + 63) / 64 * 64;
     }
   if (todo.empty()) return;
   arena_ = HostMemory(total);
   for (auto [t, offset] : todo) {
     if (t->type == GgmlType::i4) {  // a Hugging Face folder's AWQ weights, repacked once
-      const int64_t k = t->shape[0], m = t->shape[1], g = int4_group(file, *t);
+      const int64_t k = t->shape[0], m = int4_rows(*t), g = int4_group(file, *t);
       const GgufTensor& s = file.tensor(t->name + kBlockScaleSuffix);
       const GgufTensor& z = file.tensor(t->name + kZeroPointSuffix);
       Int4wRows r{m,

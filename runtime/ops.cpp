@@ -5,6 +5,7 @@
 #include "ir/error.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/int4w.h"
 #include "kernels/quant/rows16.h"
 #include "kernels/quant/split_sums.h"
 
@@ -181,34 +182,36 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     return q;
   };
   if (w.quant == kW8a8) {
-    if (er) mismatch("linear", "int8 weight '" + w.label + "' cannot be a stack of experts");
-    if (!w.scales || w.scales->numel() != w.m)
+    if (!w.scales || w.scales->numel() != std::max<int64_t>(w.experts, 1) * w.m)
       mismatch("linear", "int8 weight '" + w.label + "' has no scale per row");
     std::vector<Tensor> q = quantize_rows_i8(g, x);
-    g.launch(w.label, "gemv_w8a8", {},
-             {{"w", w.data},
-              {"ws", *w.scales},
-              {"xq", q[0]},
-              {"xd", q[1]},
-              {"xs", q[2]},
-              {"y", y},
-              {"m", Arg::scalar_int(w.m)},
-              {"k", Arg::scalar_int(w.k)},
-              {"t", Arg::scalar_int(y_rows)}});
+    args.insert({{"w", w.data},
+                 {"ws", *w.scales},
+                 {"xq", q[0]},
+                 {"xd", q[1]},
+                 {"xs", q[2]},
+                 {"m", Arg::scalar_int(w.m)},
+                 {"k", Arg::scalar_int(w.k)},
+                 {"t", Arg::scalar_int(y_rows)}});
+    if (er) fixed["BLOCK_T"] = er->tile;
+    grouped_operands(w.m * w.k);
+    g.launch(w.label, "gemv_w8a8", {}, args, {}, fixed);
     return y;
   }
   if (w.quant == kInt4w) {
     // Interleaved, one x scale per 256 (int4w.h's chunk); row-major, per 32.
-    if (er) mismatch("linear", "int4 weight '" + w.label + "' cannot be a stack of experts");
     if (!w.scales || !w.zeros)
       mismatch("linear", "int4 weight '" + w.label + "' has no scales and zero points");
     quantized_x(w.rows16 ? 256 : 32);
     fixed["GROUP"] = w.scale_block;
     fixed["ZP"] = 1;
+    if (er) fixed["BLOCK_T"] = er->tile;
     if (w.rows16) {
       args["w"] = *w.rows16;
+      grouped_operands(Int4wRows16{w.scale_block, true}.bytes(w.m, w.k));
       g.launch(w.label, "gemv_int4w_rows16", {}, args, {}, fixed);
     } else {
+      grouped_operands(w.m * w.k / 2);
       args["q"] = w.data;
       args["scales"] = *w.scales;
       args["zeros"] = *w.zeros;

@@ -11,8 +11,13 @@
 // high with the odd ones) through TokenDots, as in qgemv: scale s, offset
 // s z. Dequantisation is fused; a group's scale and zero point are read
 // once per group and serve every token of the program.
+//
+// GROUPED runs a layer's experts in one launch (kernels/moe/expert_tiles.h):
+// q, scales and zeros each hold n_expert matrices, q w_stride bytes apart
+// and the scales and zero points m * k / GROUP apart.
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "kernels/moe/expert_tiles.h"
 #include "kernels/qgemv/token_dots.h"
 #include "kernels/registry.h"
 #include "kernels/row_block.h"
@@ -28,8 +33,8 @@ Kernel build_gemv_int4w(const Spec& s) {
   if (G != 32 && G != 64 && G != 128 && G != 0)
     throw Error("kernel 'gemv_int4w': GROUP must be 32, 64, 128 or 0 (one group per row), got " +
                 std::to_string(G));
-  auto qw = k.buffer("q", DType::u8), sc = k.buffer("scales", DType::f16);
-  auto zs = k.buffer("zeros", DType::u8);
+  auto q_all = k.buffer("q", DType::u8), sc_all = k.buffer("scales", DType::f16);
+  auto zs_all = k.buffer("zeros", DType::u8);
   auto xq = k.buffer("xq", DType::i8), xd = k.buffer("xd", DType::f32);
   auto xs = k.buffer("xs", DType::i32), y = k.buffer("y", DType::f32);
   auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
@@ -38,30 +43,36 @@ Kernel build_gemv_int4w(const Spec& s) {
   auto ngroups = K / group;
   // Token blocks vary fastest (axis 0): a row block's weights stay in cache
   // while the token blocks pass over them.
-  auto row0 = k.program_id(1) * static_cast<int>(BM);
-  auto tok0 = k.program_id(0) * static_cast<int>(BT);
-  auto toks = token_indices(tok0, BT, T);
-  auto rows_pass = [&](bool masked) {
-    auto rows = row0 + arange(BM);
-    auto rmask = expand_dims(rows < M, 1);
-    auto ld = [&](const Pointer& p) { return masked ? load(p, rmask, 0.0) : load(p); };
-    auto qrow = expand_dims(rows.to(DType::i64) * (K / 2).to(DType::i64), 1);  // [BM,1]
-    auto grow = expand_dims(rows.to(DType::i64) * ngroups.to(DType::i64), 1);  // [BM,1]
-    TokenDots dots(k, {xq, xd, xs}, toks, K / 32, BM, 4);
-    k.for_(0, ngroups, 1, [&](Value g) {
-      auto g64 = g.to(DType::i64);
-      auto s_ = ld(sc + (grow + g64)).to(DType::f32);  // [BM,1]
-      auto z = zp ? ld(zs + (grow + g64)).to(DType::f32) : full({BM, 1}, 8.0, DType::f32);
-      auto sz = s_ * z;
-      auto c_begin = g * group;
-      k.for_(c_begin, c_begin + group, 32, [&](Value c0) {
-        auto bytes = ld(qw + (qrow + (c0 / 2).to(DType::i64) + arange(16).to(DType::i64)));
-        dots.add({{{bytes & 15, 0, 2}, {bytes >> 4, 1, 2}}, s_, {{sz, 0, 32}}, c0 / 32});
+  ExpertTiles tiles(k, s, BT, T);
+  tiles.run([&] {
+    auto row0 = k.program_id(1) * static_cast<int>(BM);
+    auto tok0 = tiles.first();
+    auto toks = tiles.x_rows(BT);
+    auto per_expert = (M.to(DType::i64) * ngroups.to(DType::i64));
+    auto qw = tiles.weights(q_all), sc = tiles.of_expert(sc_all, per_expert),
+         zs = tiles.of_expert(zs_all, per_expert);
+    auto rows_pass = [&](bool masked) {
+      auto rows = row0 + arange(BM);
+      auto rmask = expand_dims(rows < M, 1);
+      auto ld = [&](const Pointer& p) { return masked ? load(p, rmask, 0.0) : load(p); };
+      auto qrow = expand_dims(rows.to(DType::i64) * (K / 2).to(DType::i64), 1);  // [BM,1]
+      auto grow = expand_dims(rows.to(DType::i64) * ngroups.to(DType::i64), 1);  // [BM,1]
+      TokenDots dots(k, {xq, xd, xs}, toks, K / 32, BM, 4);
+      k.for_(0, ngroups, 1, [&](Value g) {
+        auto g64 = g.to(DType::i64);
+        auto s_ = ld(sc + (grow + g64)).to(DType::f32);  // [BM,1]
+        auto z = zp ? ld(zs + (grow + g64)).to(DType::f32) : full({BM, 1}, 8.0, DType::f32);
+        auto sz = s_ * z;
+        auto c_begin = g * group;
+        k.for_(c_begin, c_begin + group, 32, [&](Value c0) {
+          auto bytes = ld(qw + (qrow + (c0 / 2).to(DType::i64) + arange(16).to(DType::i64)));
+          dots.add({{{bytes & 15, 0, 2}, {bytes >> 4, 1, 2}}, s_, {{sz, 0, 32}}, c0 / 32});
+        });
       });
-    });
-    dots.store_tokens(y, tok0, T, M, rows, masked);
-  };
-  split_row_block(k, row0, BM, M, rows_pass);
+      dots.store_tokens(y, tok0, T, M, rows, masked);
+    };
+    split_row_block(k, row0, BM, M, rows_pass);
+  });
   return k.finish();
 }
 
@@ -72,7 +83,8 @@ KILN_REGISTER_KERNEL((KernelDef{
         "y[i] = W x[i] for t tokens, W int4 weight-only (2 per byte, f16 group scales, optional "
         "zero points), x from quantize_q8",
     .dtype_roles = {},
-    .constexpr_defaults = {{"GROUP", 128}, {"ZP", 0}, {"BLOCK_M", 8}, {"BLOCK_T", 1}},
+    .constexpr_defaults =
+        {{"GROUP", 128}, {"ZP", 0}, {"BLOCK_M", 8}, {"BLOCK_T", 1}, {"GROUPED", 0}},
     .build = build_gemv_int4w,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
@@ -84,8 +96,11 @@ KILN_REGISTER_KERNEL((KernelDef{
           int64_t ng = kk / group;
           LaunchShape shape = token_launch("gemv_int4w", s, m, kk, t);
           shape.buffer_elems["q"] = m * kk / 2;
-          shape.buffer_elems["scales"] = m * ng;
-          shape.buffer_elems["zeros"] = s.constexpr_("ZP") ? m * ng : 0;
+          shape = expert_tiles_launch("gemv_int4w", s, a, shape, s.constexpr_("BLOCK_T"), "q",
+                                      {{"xq", kk}, {"xd", kk / 32}, {"xs", kk / 32}});
+          const int64_t mats = grouping(s) == Grouping::plain ? 1 : a.i("n_expert");
+          shape.buffer_elems["scales"] = mats * m * ng;
+          shape.buffer_elems["zeros"] = s.constexpr_("ZP") ? mats * m * ng : 0;
           return shape;
         },
     .shape_heuristic = [](const Spec&, const ScalarArgs& a) -> std::map<std::string, int64_t> {

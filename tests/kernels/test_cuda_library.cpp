@@ -332,13 +332,27 @@ std::vector<Case> cases() {
                   {{"BLOCK_T", 2}, {"PANEL_T", 2}, {"GROUPED", mode}},
                   with({{"n", 20}, {"k", 70}}, 20 * 70)});
   }
-  // FP8 experts, a scale matrix each (gathered rows only: the sorted mode
-  // reads the same weights).
-  cs.push_back(
-      {"gemm",
-       {{"W", DType::f8e4m3}},
-       {{"BLOCK_T", 2}, {"PANEL_T", 2}, {"GROUPED", 1}, {"SCALE_BLOCK", 16}},
-       {{"n", 20}, {"k", 40}, {"t", 8}, {"n_expert", 3}, {"tokens", 5}, {"w_stride", 800}}});
+  // Experts with per-expert scales (gathered rows only: the sorted mode
+  // reads the same weights): FP8 (a scale matrix each), int4w (scales and
+  // zero points), INT8 (row scales).
+  const Sizes gathered = {{"t", 8}, {"n_expert", 3}, {"tokens", 5}};
+  auto experts = [&](Sizes s, int64_t stride) {
+    s.insert(gathered.begin(), gathered.end());
+    s["w_stride"] = stride;
+    return s;
+  };
+  cs.push_back({"gemm",
+                {{"W", DType::f8e4m3}},
+                {{"BLOCK_T", 2}, {"PANEL_T", 2}, {"GROUPED", 1}, {"SCALE_BLOCK", 16}},
+                experts({{"n", 20}, {"k", 40}}, 800)});
+  cs.push_back({"gemv_int4w",
+                {},
+                {{"GROUP", 32}, {"ZP", 1}, {"BLOCK_M", 4}, {"BLOCK_T", 2}, {"GROUPED", 1}},
+                experts({{"m", 8}, {"k", 64}}, 8 * 32)});
+  cs.push_back({"gemv_w8a8",
+                {},
+                {{"BLOCK_M", 4}, {"BLOCK_T", 2}, {"GROUPED", 1}},
+                experts({{"m", 8}, {"k", 64}}, 8 * 64)});
   return cs;
 }
 

@@ -140,11 +140,13 @@ def sentencepiece(kiln, vocab_dir, tmp):
 QUANT_TOKENS = [1, 72, 101, 108, 108, 111, 44, 32, 119]
 
 
-def quantized_folder(kiln, tmp, gguf, label, flags, d_max, top1_min):
+def quantized_folder(kiln, tmp, gguf, label, flags, d_max, top1_min, spare=0):
     """A quantized folder written by make_hf_checkpoint.py `flags` and the
     same values dequantized to F32: Kiln on the first must give the
-    logits of the second within (d_max, top1_min). Returns (the quantized
-    folder, Kiln's logits on the dequantized one, failures)."""
+    logits of the second within (d_max, top1_min), over all but the `spare`
+    farthest positions (MoE: 8-bit activations may flip a near-tie between
+    experts). Returns (the quantized folder, Kiln's logits on the
+    dequantized one, failures)."""
     folders = {}
     for what in ("q", "deq"):
         folders[what] = os.path.join(tmp, f"{label.replace(' ', '-')}-{what}")
@@ -153,11 +155,11 @@ def quantized_folder(kiln, tmp, gguf, label, flags, d_max, top1_min):
     extra = ["--tokens", ",".join(map(str, QUANT_TOKENS))]
     got, _ = run(kiln, folders["q"], extra, os.path.join(tmp, "got.npy"))
     want, _ = run(kiln, folders["deq"], extra, os.path.join(tmp, "want.npy"))
-    d = float(np.abs(got - want).max() / want.std())
+    d = float(np.sort(np.abs(got - want).max(-1))[-1 - spare] / want.std())
     top1 = float((got.argmax(-1) == want.argmax(-1)).mean())
     ok = d <= d_max and top1 >= top1_min
     print(f"{'ok  ' if ok else 'FAIL'} {label}: Kiln(quantized folder) vs the dequantized F32 folder "
-          f"max|d|/std {d:.2e} top-1 {top1:.3f}")
+          f"max|d|/std {d:.2e} top-1 {top1:.3f}" + (f" ({spare} positions spared)" if spare else ""))
     return folders["q"], want, int(not ok)
 
 
@@ -193,10 +195,12 @@ def quantized(kiln, llama_cpp, tmp):
       kernels with 8-bit activations as llama.cpp's Q4 formats, within
       0.15 and 90 % top-1 (seen 0.04-0.08, 100 %). llama, groups of 128
       (all interleaved across 16 rows); SmolLM's widths (576, not whole
-      256s) in one layer, groups of 64 (the row-major kernel).
+      256s) in one layer, groups of 64 (the row-major kernel); qwen3moe,
+      groups of 64, its experts too (grouped: gate/up interleaved, down
+      row-major).
     - compressed-tensors INT8 (--int8: a scale per channel): gemv_w8a8
       with per-token int8 activations, within 0.15 and 90 % (seen
-      0.05-0.06, 100 %).
+      0.05-0.06, 100 %); qwen3moe's experts through the grouped gemv_w8a8.
     - GPT-OSS's MXFP4 experts (--mxfp4): the MXFP4 kernels with 8-bit
       activations, within 0.15 and 90 % (seen 0.017, 100 %).
     kiln convert writes FP8 and INT8 as BF16 (llama.cpp against Kiln on the
@@ -216,8 +220,10 @@ def quantized(kiln, llama_cpp, tmp):
         got, _ = run(kiln, folder, extra, os.path.join(tmp, "got.npy"))
         bad += converted_in_llamacpp(kiln, llama_cpp, tmp, label, folder, got, 0.1, 0.8,
                                      2 if gguf == qwen3moe else 0)
-    for gguf, label, group in ((llama, "llama awq 128", 128), (smol, "smollm awq 64", 64)):
-        folder, want, b = quantized_folder(kiln, tmp, gguf, label, ["--awq", str(group)], 0.15, 0.9)
+    for gguf, label, group in ((llama, "llama awq 128", 128), (smol, "smollm awq 64", 64),
+                               (qwen3moe, "qwen3moe awq 64", 64)):
+        folder, want, b = quantized_folder(kiln, tmp, gguf, label, ["--awq", str(group)], 0.15, 0.9,
+                                           2 if gguf == qwen3moe else 0)
         bad += b
         if gguf == llama:
             bad += converted_in_llamacpp(kiln, llama_cpp, tmp, label, folder, want, 0.05, 0.99)
@@ -230,8 +236,9 @@ def quantized(kiln, llama_cpp, tmp):
     bad += b
     got, _ = run(kiln, folder, extra, os.path.join(tmp, "got.npy"))
     bad += converted_in_llamacpp(kiln, llama_cpp, tmp, "gpt-oss mxfp4", folder, got, 0.05, 0.9)
-    for gguf, label in ((llama, "llama int8"), (qwen3, "qwen3 int8")):
-        folder, _, b = quantized_folder(kiln, tmp, gguf, label, ["--int8"], 0.15, 0.9)
+    for gguf, label in ((llama, "llama int8"), (qwen3, "qwen3 int8"), (qwen3moe, "qwen3moe int8")):
+        folder, _, b = quantized_folder(kiln, tmp, gguf, label, ["--int8"], 0.15, 0.9,
+                                        2 if gguf == qwen3moe else 0)
         bad += b
         if gguf == llama:
             got, _ = run(kiln, folder, extra, os.path.join(tmp, "got.npy"))

@@ -532,7 +532,8 @@ TEST_CASE("hf: FP8 experts stack their codes and their block scales", "[models][
   CHECK(bf16_bits_to_f32(h) == 2.0f * (3 % 5 + 1));
 }
 
-TEST_CASE("hf: INT8 and AWQ experts are refused, naming the tensor", "[models][hf][error]") {
+TEST_CASE("hf: INT8 experts stack their codes and row scales; AWQ experts are checked",
+          "[models][hf]") {
   {
     TinyFolder t;
     make_qwen3moe(t, "int8");
@@ -544,12 +545,19 @@ TEST_CASE("hf: INT8 and AWQ experts are refused, naming the tensor", "[models][h
     t.config["quantization_config"] = {
         {"quant_method", "compressed-tensors"},
         {"config_groups", {{"group_0", {{"weights", w}, {"input_activations", x}}}}}};
-    CHECK_THAT(t.error(), Catch::Contains("INT8 expert 'model.layers.0.mlp.experts.0.up_proj"));
+    t.write();
+    GgufFile f = open_model_file(t.dir.string());
+    const GgufTensor& q = f.tensor("blk.0.ffn_up_exps.weight");
+    CHECK(q.type == GgmlType::i8_channel);
+    CHECK(q.shape == std::vector<int64_t>{8, 16, 2});
+    const GgufTensor& s = f.tensor(std::string("blk.0.ffn_up_exps.weight") + kBlockScaleSuffix);
+    CHECK(s.shape == std::vector<int64_t>{16, 2});
   }
   {
-    TinyFolder t;
+    TinyFolder t;  // the experts' 8 inputs are not a whole AWQ group
     make_qwen3moe(t, "awq");
-    CHECK_THAT(t.error(), Catch::Contains("AWQ expert 'model.layers.0.mlp.experts.0.up_proj"));
+    CHECK_THAT(t.error(), Catch::Contains("AWQ tensor 'model.layers.0.mlp.experts.0.up_proj") &&
+                              Catch::Contains("groups of 32"));
   }
 }
 

@@ -1,6 +1,7 @@
 // The grouped matmuls (kernels/moe/expert_tiles.h): qgemv (Q4_0, Q8_0,
-// Q4_K), qgemv_rows16 (Q8_0, Q4_K, Q6_K, MXFP4), gemv_int4w_rows16 and gemm
-// (f16, and FP8 with a scale matrix per expert) with GROUPED 1 (rows gathered from
+// Q4_K), qgemv_rows16 (Q8_0, Q4_K, Q6_K, MXFP4), gemv_int4w_rows16,
+// gemv_int4w (scales and zero points per expert), gemv_w8a8 (row scales per
+// expert) and gemm (f16, and FP8 with a scale matrix per expert) with GROUPED 1 (rows gathered from
 // the layer's input) and 2 (rows in sorted order), for tiles of 1, 2 and 4 rows, over a stack of
 // experts some of which no token chose. Each row must equal the plain kernel (BLOCK_T 1, checked
 // against scalar references in its own tests) run on its expert's matrix and its x row: the same
@@ -40,72 +41,125 @@ std::vector<Arg> ordered(const Spec& spec, const std::map<std::string, Arg>& nam
   return args;
 }
 
-// What one kernel needs: its name, constexprs, each expert's weight bytes
-// (as the kernel reads them) and its x operands for given float rows.
+// What one kernel needs: its name, constexprs, each expert's weight
+// operands (as the kernel reads them) and its x operands for given float
+// rows.
 struct Case {
   std::string kernel;
   std::map<std::string, int64_t> constexprs;
   std::map<std::string, DType> dtypes;
   QuantType quant = QuantType::Q8_0;
-  bool floats = false;    // gemm over f16 weights
-  bool int4w = false;     // gemv_int4w_rows16 (Q8_K-style activations, as its forwards)
-  int64_t fp8_block = 0;  // gemm over FP8 weights with block scales (ws) of this size
+  enum Form { ggml, f16, fp8, int4w_rows16, int4w, w8a8 } form = ggml;
 };
 
-// An FP8 expert's block scales [M / B, K / B], as FP8 checkpoints' are.
-std::vector<float> expert_scales(const Case& c, int64_t e) {
-  std::vector<float> s(static_cast<size_t>((M / c.fp8_block) * (K / c.fp8_block)));
-  for (size_t i = 0; i < s.size(); ++i) s[i] = 0.001f * static_cast<float>(1 + (i * 7 + e) % 13);
-  return s;
+// One expert's operands by parameter name, as bytes; a stack of experts
+// concatenates each. `w` (or int4w's `q`) is the one w_stride describes.
+using Operands = std::map<std::string, std::vector<uint8_t>>;
+
+template <class T>
+std::vector<uint8_t> as_bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(T));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
 }
 
-std::vector<uint8_t> expert_bytes(const Case& c, int64_t e) {
+Operands expert_operands(const Case& c, int64_t e) {
   std::vector<float> wf = test::normal_floats(static_cast<size_t>(M * K), 100 + e);
-  if (c.fp8_block) {  // every E4M3 code but the NaNs
-    std::vector<uint8_t> out(M * K);
-    for (int64_t i = 0; i < M * K; ++i) out[i] = static_cast<uint8_t>((i * 37 + e * 11) % 254);
-    for (uint8_t& b : out) b = b == 0x7F ? 0x7E : b;
-    return out;
-  }
-  if (c.floats) {
-    std::vector<uint8_t> out(M * K * 2);
-    for (int64_t i = 0; i < M * K; ++i) {
-      uint16_t h = f32_to_f16_bits(wf[i]);
-      std::memcpy(&out[2 * i], &h, 2);
+  switch (c.form) {
+    case Case::fp8: {  // every E4M3 code but the NaNs, FP8 checkpoints' block scales
+      const int64_t b = c.constexprs.at("SCALE_BLOCK");
+      std::vector<uint8_t> w(M * K);
+      for (int64_t i = 0; i < M * K; ++i) w[i] = static_cast<uint8_t>((i * 37 + e * 11) % 254);
+      for (uint8_t& x : w) x = x == 0x7F ? 0x7E : x;
+      std::vector<float> ws(static_cast<size_t>((M / b) * (K / b)));
+      for (size_t i = 0; i < ws.size(); ++i)
+        ws[i] = 0.001f * static_cast<float>(1 + (i * 7 + e) % 13);
+      return {{"w", w}, {"ws", as_bytes(ws)}};
     }
-    return out;
+    case Case::f16: {
+      std::vector<uint16_t> w(M * K);
+      for (int64_t i = 0; i < M * K; ++i) w[i] = f32_to_f16_bits(wf[i]);
+      return {{"w", as_bytes(w)}};
+    }
+    case Case::int4w_rows16:
+      return {{"w", interleave_int4w_rows16(
+                        test::random_int4w(M, K, c.constexprs.at("GROUP"), false, 100 + e))}};
+    case Case::int4w: {
+      Int4wRows r = test::random_int4w(M, K, c.constexprs.at("GROUP"), true, 100 + e);
+      return {{"q", r.q}, {"scales", as_bytes(r.scales)}, {"zeros", r.zeros}};
+    }
+    case Case::w8a8: {  // codes of every value, a scale per row
+      std::vector<uint8_t> w(M * K);
+      for (int64_t i = 0; i < M * K; ++i) w[i] = static_cast<uint8_t>((i * 53 + e * 7) % 256);
+      std::vector<float> ws(M);
+      for (int64_t i = 0; i < M; ++i) ws[i] = 0.002f * static_cast<float>(1 + (i + e) % 9);
+      return {{"w", w}, {"ws", as_bytes(ws)}};
+    }
+    case Case::ggml: break;
   }
-  if (c.int4w)
-    return interleave_int4w_rows16(
-        test::random_int4w(M, K, c.constexprs.at("GROUP"), false, 100 + e));
   const ggml::BlockFormat& f = ggml::block_format(c.quant);
   std::vector<uint8_t> w(static_cast<size_t>(M * K / f.block_elems * f.block_bytes));
   ggml::quantize(c.quant, wf.data(), M * K, w.data());
-  if (c.kernel == "qgemv_rows16") return ggml::interleave_rows16(c.quant, w.data(), M, K);
-  return w;
+  if (c.kernel == "qgemv_rows16") return {{"w", ggml::interleave_rows16(c.quant, w.data(), M, K)}};
+  return {{"w", w}};
 }
 
-// y [rows, M] of the kernel over weights `w` (one matrix, or a stack with
-// `grouped`), x rows `x`, through the JIT or the interpreter.
-std::vector<float> run(const Case& c, std::map<std::string, int64_t> cx, std::vector<uint8_t>& w,
+// x rows as gemv_w8a8 reads them (quantize_rows_i8's form: int8 codes, a
+// scale and the code sum per row).
+struct RowsI8 {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> s;
+};
+
+RowsI8 quantize_rows(const std::vector<float>& x) {
+  const int64_t rows = static_cast<int64_t>(x.size()) / K;
+  RowsI8 r{std::vector<int8_t>(x.size()), std::vector<float>(rows), std::vector<int32_t>(rows)};
+  for (int64_t i = 0; i < rows; ++i) {
+    float amax = 0;
+    for (int64_t j = 0; j < K; ++j) amax = std::max(amax, std::fabs(x[i * K + j]));
+    r.d[i] = amax / 127;
+    for (int64_t j = 0; j < K; ++j) {
+      r.q[i * K + j] = static_cast<int8_t>(std::nearbyint(x[i * K + j] / r.d[i]));
+      r.s[i] += r.q[i * K + j];
+    }
+  }
+  return r;
+}
+
+// y [rows, M] of the kernel over weight operands `w` (one expert's, or a
+// stack with `grouped`), x rows `x`, through the JIT or the interpreter.
+std::vector<float> run(const Case& c, std::map<std::string, int64_t> cx, Operands& w,
                        std::vector<float>& x, int64_t t, int64_t y_rows,
                        std::map<std::string, Arg> grouped, std::vector<float> y, bool interpret) {
   for (const auto& [name, v] : c.constexprs) cx.emplace(name, v);
   Spec spec = find_kernel(c.kernel).make_spec(c.dtypes, cx);
+  const Kernel kernel = build_kernel(spec);
   const int64_t x_rows = static_cast<int64_t>(x.size()) / K;
   std::map<std::string, Arg> a = grouped;
   a.emplace("y", Arg::buffer(y.data(), y_rows * M));
   a.emplace("t", Arg::scalar_int(t));
   a.emplace("k", Arg::scalar_int(K));
+  for (auto& [name, bytes] : w)
+    for (const Param& p : kernel.params)
+      if (p.name == name)
+        a.emplace(name, Arg::buffer(bytes.data(),
+                                    static_cast<int64_t>(bytes.size()) / dtype_bytes(p.dtype)));
   test::QuantizedX xq;
-  if (c.floats) {
-    a.emplace("w", Arg::buffer(w.data(), static_cast<int64_t>(w.size()) / (c.fp8_block ? 1 : 2)));
+  RowsI8 xi;
+  if (c.form == Case::f16 || c.form == Case::fp8) {
     a.emplace("x", Arg::buffer(x.data(), x_rows * K));
     a.emplace("n", Arg::scalar_int(M));
+  } else if (c.form == Case::w8a8) {
+    xi = quantize_rows(x);
+    a.emplace("xq", Arg::buffer(xi.q.data(), x_rows * K));
+    a.emplace("xd", Arg::buffer(xi.d.data(), x_rows));
+    a.emplace("xs", Arg::buffer(xi.s.data(), x_rows));
+    a.emplace("m", Arg::scalar_int(M));
   } else {
-    const bool qk = c.int4w || ggml::block_format(c.quant).block_elems == 256;
+    const bool qk = c.form == Case::int4w_rows16 ||
+                    (c.form == Case::ggml && ggml::block_format(c.quant).block_elems == 256);
     xq = test::quantize_x(x, false, qk ? 256 : 32);
-    a.emplace("w", Arg::buffer(w.data(), static_cast<int64_t>(w.size())));
     a.emplace("xq", Arg::buffer(xq.q.data(), x_rows * K));
     a.emplace("xd", Arg::buffer(xq.d.data(), x_rows * K / 32));
     a.emplace("xs", Arg::buffer(xq.s.data(), x_rows * K / 32));
@@ -125,20 +179,16 @@ void check_grouped(const Case& c) {
   std::vector<int32_t> ids(T * TOP);
   for (int32_t& e : ids) e = static_cast<int32_t>(rng() % 4) - 1;  // experts 0-2, some dropped
   ids[0] = 0;
-  std::vector<std::vector<uint8_t>> per_expert;
-  std::vector<uint8_t> stack;
+  std::vector<Operands> per_expert;
+  Operands stack;
   for (int64_t e = 0; e < NE; ++e) {
-    per_expert.push_back(expert_bytes(c, e));
-    stack.insert(stack.end(), per_expert.back().begin(), per_expert.back().end());
+    per_expert.push_back(expert_operands(c, e));
+    for (const auto& [name, bytes] : per_expert.back())
+      stack[name].insert(stack[name].end(), bytes.begin(), bytes.end());
   }
+  const std::string strided = c.form == Case::int4w ? "q" : "w";
   const int64_t stride =
-      static_cast<int64_t>(per_expert[0].size()) / (c.floats && !c.fp8_block ? 2 : 1);
-  std::vector<std::vector<float>> scales;  // FP8: each expert's, and their stack
-  std::vector<float> scale_stack;
-  for (int64_t e = 0; c.fp8_block && e < NE; ++e) {
-    scales.push_back(expert_scales(c, e));
-    scale_stack.insert(scale_stack.end(), scales.back().begin(), scales.back().end());
-  }
+      static_cast<int64_t>(per_expert[0][strided].size()) / (c.form == Case::f16 ? 2 : 1);
   for (int64_t tile : {1, 2, 4})
     for (Grouping mode : {Grouping::gather, Grouping::sorted}) {
       const int64_t rows = moe_rows_bound(T, TOP, NE, tile);
@@ -151,23 +201,17 @@ void check_grouped(const Case& c) {
           {"n_expert", Arg::scalar_int(NE)},
           {"w_stride", Arg::scalar_int(stride)},
           {"tokens", Arg::scalar_int(T)}};
-      if (c.fp8_block)
-        g.emplace("ws", Arg::buffer(scale_stack.data(), static_cast<int64_t>(scale_stack.size())));
       std::map<std::string, int64_t> cx = {{"GROUPED", static_cast<int64_t>(mode)}};
-      if (c.floats)
+      if (c.kernel == "gemm")
         cx.insert({{"PANEL_T", tile}, {"BLOCK_T", tile}});
       else
         cx["BLOCK_T"] = tile;
       const float poison = -12345.0f;
       // The plain kernel per expert over every x row.
       std::vector<std::vector<float>> plain;
-      for (int64_t e = 0; e < NE; ++e) {
-        std::map<std::string, Arg> own;
-        if (c.fp8_block)
-          own.emplace("ws", Arg::buffer(scales[e].data(), static_cast<int64_t>(scales[e].size())));
-        plain.push_back(run(c, {{"BLOCK_T", 1}}, per_expert[e], x, x_rows, x_rows, own,
+      for (int64_t e = 0; e < NE; ++e)
+        plain.push_back(run(c, {{"BLOCK_T", 1}}, per_expert[e], x, x_rows, x_rows, {},
                             std::vector<float>(x_rows * M), false));
-      }
       for (bool interpret : {false, true}) {
         INFO(c.kernel << " tile " << tile << " mode " << static_cast<int>(mode)
                       << (interpret ? " interpreter" : " JIT"));
@@ -208,10 +252,11 @@ TEST_CASE("grouped matmuls equal the plain kernel on each row's expert", "[kerne
   check_grouped({"qgemv", {{"FMT", 2}, {"BLOCK_M", 4}}, {}, QuantType::Q4_0});
   check_grouped({"qgemv_rows16", {{"FMT", 39}}, {}, QuantType::MXFP4});
   check_grouped({"qgemv_rows16", {{"FMT", 8}}, {}, QuantType::Q8_0});
-  check_grouped({"gemm", {}, {{"W", DType::f16}}, QuantType::Q8_0, true});
-  check_grouped(
-      {"gemm", {{"SCALE_BLOCK", 16}}, {{"W", DType::f8e4m3}}, QuantType::Q8_0, true, false, 16});
-  check_grouped({"gemv_int4w_rows16", {{"GROUP", 128}}, {}, QuantType::Q8_0, false, true});
+  check_grouped({"gemm", {}, {{"W", DType::f16}}, {}, Case::f16});
+  check_grouped({"gemm", {{"SCALE_BLOCK", 16}}, {{"W", DType::f8e4m3}}, {}, Case::fp8});
+  check_grouped({"gemv_int4w_rows16", {{"GROUP", 128}}, {}, {}, Case::int4w_rows16});
+  check_grouped({"gemv_int4w", {{"GROUP", 64}, {"ZP", 1}, {"BLOCK_M", 4}}, {}, {}, Case::int4w});
+  check_grouped({"gemv_w8a8", {{"BLOCK_M", 4}}, {}, {}, Case::w8a8});
 }
 
 TEST_CASE("grouped matmuls refuse a row count off the tile and a short expert stride",
