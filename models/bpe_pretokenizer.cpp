@@ -168,29 +168,62 @@ Pieces split_gpt2(const Cps& cps, const Pieces& in) {
   });
 }
 
-// Llama 3's regex (max_digits 3) and Qwen2's (max_digits 1):
-// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max}|
-//  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-// alternative by alternative at each position, as llama.cpp's
-// unicode_regex_split_custom_llama3 reads it.
-Pieces split_llama3(const Cps& cps, const Pieces& in, size_t max_digits) {
+// Llama 3's regex (max_digits 3), Qwen2's (max_digits 1) and, `cased`,
+// OpenAI's o200k (GPT-4o, GPT-OSS). Llama 3's:
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max}|
+//    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// o200k's words split where lower case turns upper and keep a contraction
+// after them, and its punctuation takes slashes too:
+//   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?|
+//   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?|
+//   \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// Alternative by alternative at each position, as llama.cpp reads them:
+// Llama 3's as unicode_regex_split_custom_llama3 does; o200k's as its regex
+// engine does, which sees other scripts' letters as one class, so the cased
+// classes are "a letter but not a-z" and "a letter but not A-Z" (marks
+// dropping out), with the regex's backtracking.
+Pieces split_llama3(const Cps& cps, const Pieces& in, size_t max_digits, bool cased) {
   return cut_pieces(in, [&](const size_t lo, const size_t hi, auto&& add) {
     constexpr uint32_t kOut = 0xFFFFFFFF;
     auto cpt = [&](size_t p) { return p >= lo && p < hi ? cps[p] : kOut; };
     auto in_piece = [&](size_t p) { return p >= lo && p < hi; };
     auto letter = [&](size_t p) { return in_piece(p) && is_unicode_letter(cps[p]); };
+    auto upper = [&](size_t p) { return letter(p) && !(cps[p] >= 'a' && cps[p] <= 'z'); };
+    auto lower = [&](size_t p) { return letter(p) && !(cps[p] >= 'A' && cps[p] <= 'Z'); };
     auto number = [&](size_t p) { return in_piece(p) && is_unicode_number(cps[p]); };
     auto space = [&](size_t p) { return in_piece(p) && is_space(cps[p]); };
+    // The end of o200k's cased word from q (a letter): upper* lower+, the
+    // upper run backing off to its last letter that is also lower, else
+    // upper+ lower* (lower* empty there); then an optional contraction.
+    auto cased_word = [&](size_t q) {
+      size_t u = q;
+      while (upper(u)) ++u;
+      size_t end = u;
+      if (lower(u)) {
+        while (lower(end)) ++end;
+      } else {
+        for (size_t j = u; j-- > q;)
+          if (lower(j)) {
+            end = j + 1;
+            break;
+          }
+      }
+      return end + contraction(cpt, end, hi, true);
+    };
     for (size_t pos = lo; pos < hi;) {
       const uint32_t c = cpt(pos);
-      if (size_t n = contraction(cpt, pos, hi, true)) {
+      if (size_t n = cased ? 0 : contraction(cpt, pos, hi, true)) {
         add(pos += n);
         continue;
       }
-      // [^\r\n\p{L}\p{N}]?\p{L}+
+      // [^\r\n\p{L}\p{N}]? then a word
       if (c != '\r' && c != '\n' && !number(pos) && (letter(pos) || letter(pos + 1))) {
-        ++pos;
-        while (letter(pos)) ++pos;
+        const size_t q = letter(pos) ? pos : pos + 1;
+        if (cased) {
+          pos = cased_word(q);
+        } else {
+          for (pos = q; letter(pos);) ++pos;
+        }
         add(pos);
         continue;
       }
@@ -205,13 +238,13 @@ Pieces split_llama3(const Cps& cps, const Pieces& in, size_t max_digits) {
         add(pos);
         continue;
       }
-      //  ?[^\s\p{L}\p{N}]+[\r\n]*
+      //  ?[^\s\p{L}\p{N}]+[\r\n]* (o200k: [\r\n/]*)
       auto other = [&](size_t p) { return in_piece(p) && !space(p) && !letter(p) && !number(p); };
       const size_t q = c == ' ' ? pos + 1 : pos;
       if (other(q)) {
         pos = q;
         while (other(pos)) ++pos;
-        while (cpt(pos) == '\r' || cpt(pos) == '\n') ++pos;
+        while (cpt(pos) == '\r' || cpt(pos) == '\n' || (cased && cpt(pos) == '/')) ++pos;
         add(pos);
         continue;
       }
@@ -232,79 +265,6 @@ Pieces split_llama3(const Cps& cps, const Pieces& in, size_t max_digits) {
         continue;
       }
       add(++pos);
-    }
-  });
-}
-
-// OpenAI's o200k regex (GPT-4o, GPT-OSS):
-// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?|
-// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?|
-// \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
-// as llama.cpp runs it: its regex engine sees other scripts' letters as one
-// letter class, so the cased classes become "a letter but not a-z" and "a
-// letter but not A-Z" (marks drop out), and each alternative is tried in
-// order with the regex's backtracking.
-Pieces split_o200k(const Cps& cps, const Pieces& in) {
-  return cut_pieces(in, [&](const size_t lo, const size_t hi, auto&& add) {
-    constexpr uint32_t kOut = 0xFFFFFFFF;
-    auto cpt = [&](size_t p) { return p >= lo && p < hi ? cps[p] : kOut; };
-    auto in_piece = [&](size_t p) { return p >= lo && p < hi; };
-    auto letter = [&](size_t p) { return in_piece(p) && is_unicode_letter(cps[p]); };
-    auto upper = [&](size_t p) { return letter(p) && !(cps[p] >= 'a' && cps[p] <= 'z'); };
-    auto lower = [&](size_t p) { return letter(p) && !(cps[p] >= 'A' && cps[p] <= 'Z'); };
-    auto number = [&](size_t p) { return in_piece(p) && is_unicode_number(cps[p]); };
-    auto space = [&](size_t p) { return in_piece(p) && is_space(cps[p]); };
-    for (size_t pos = lo; pos < hi;) {
-      const uint32_t c = cpt(pos);
-      // The two cased-word alternatives, after an optional other character.
-      const size_t q =
-          !letter(pos) && !number(pos) && c != '\r' && c != '\n' && letter(pos + 1) ? pos + 1 : pos;
-      if (letter(q)) {
-        size_t u = q;
-        while (upper(u)) ++u;
-        size_t end = u;
-        if (lower(u)) {  // upper* lower+
-          while (lower(end)) ++end;
-        } else {  // upper* backs off to the last upper letter that is also lower
-          for (size_t j = u; j-- > q;)
-            if (lower(j)) {
-              end = j + 1;
-              break;
-            }
-        }  // else upper+ lower*, lower* empty: end stays u
-        end += contraction(cpt, end, hi, true);
-        add(pos = end);
-        continue;
-      }
-      if (number(pos)) {  // \p{N}{1,3}
-        size_t n = 0;
-        while (n < 3 && number(pos + n)) ++n;
-        add(pos += n);
-        continue;
-      }
-      //  ?[^\s\p{L}\p{N}]+[\r\n/]*
-      auto other = [&](size_t p) { return in_piece(p) && !space(p) && !letter(p) && !number(p); };
-      const size_t o = c == ' ' ? pos + 1 : pos;
-      if (other(o)) {
-        pos = o;
-        while (other(pos)) ++pos;
-        while (cpt(pos) == '\r' || cpt(pos) == '\n' || cpt(pos) == '/') ++pos;
-        add(pos);
-        continue;
-      }
-      size_t spaces = 0, after_newline = 0;
-      for (; space(pos + spaces); ++spaces)
-        if (cpt(pos + spaces) == '\r' || cpt(pos + spaces) == '\n')
-          after_newline = pos + spaces + 1;
-      if (after_newline > 0) {  // \s*[\r\n]+
-        add(pos = after_newline);
-        continue;
-      }
-      if (spaces > 1 && cpt(pos + spaces) != kOut) {  // \s+(?!\S)
-        add(pos += spaces - 1);
-        continue;
-      }
-      add(pos += spaces > 0 ? spaces : 1);  // \s+, or a character nothing matched
     }
   });
 }
@@ -374,9 +334,9 @@ std::vector<std::string> pre_tokenize(BpePreTokenizer kind, std::string_view tex
     case BpePreTokenizer::gpt2: pieces = split_gpt2(cps, pieces); break;
     case BpePreTokenizer::llama_default: pieces = split_default(cps, pieces); break;
     case BpePreTokenizer::deepseek_coder: pieces = split_deepseek_coder(cps, pieces); break;
-    case BpePreTokenizer::llama3: pieces = split_llama3(cps, pieces, 3); break;
-    case BpePreTokenizer::qwen2: pieces = split_llama3(cps, pieces, 1); break;
-    case BpePreTokenizer::o200k: pieces = split_o200k(cps, pieces); break;
+    case BpePreTokenizer::llama3: pieces = split_llama3(cps, pieces, 3, false); break;
+    case BpePreTokenizer::qwen2: pieces = split_llama3(cps, pieces, 1, false); break;
+    case BpePreTokenizer::o200k: pieces = split_llama3(cps, pieces, 3, true); break;
   }
   std::vector<std::string> words;
   words.reserve(pieces.size());

@@ -455,6 +455,18 @@ TEST_CASE("hf: FP8 weights keep their bytes and scales, or dequantize to write",
   }
 }
 
+// compressed-tensors' w8a8 config: int8 weights per channel, dynamic int8
+// activations per token.
+json int8_config() {
+  const json scheme = {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}};
+  json w = scheme, x = scheme;
+  w["strategy"] = "channel";
+  x["strategy"] = "token";
+  x["dynamic"] = true;
+  return {{"quant_method", "compressed-tensors"},
+          {"config_groups", {{"group_0", {{"weights", w}, {"input_activations", x}}}}}};
+}
+
 // The tiny llama as a qwen3_moe: 2 experts of 16 (one used), q/k norms;
 // each expert's up projection [16, 8] as FP8 codes with one 16x16 block
 // scale (expert e's is e + 1), or as INT8 / AWQ, which no grouped kernel runs.
@@ -537,14 +549,7 @@ TEST_CASE("hf: INT8 experts stack their codes and row scales; AWQ experts are ch
   {
     TinyFolder t;
     make_qwen3moe(t, "int8");
-    const json scheme = {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}};
-    json w = scheme, x = scheme;
-    w["strategy"] = "channel";
-    x["strategy"] = "token";
-    x["dynamic"] = true;
-    t.config["quantization_config"] = {
-        {"quant_method", "compressed-tensors"},
-        {"config_groups", {{"group_0", {{"weights", w}, {"input_activations", x}}}}}};
+    t.config["quantization_config"] = int8_config();
     t.write();
     GgufFile f = open_model_file(t.dir.string());
     const GgufTensor& q = f.tensor("blk.0.ffn_up_exps.weight");
@@ -608,14 +613,7 @@ TEST_CASE("hf: AWQ folders Kiln cannot run as they are are refused", "[models][h
 // scale per row; kept to run, BF16 to write, refused where the form is off.
 TEST_CASE("hf: INT8 weights keep their codes and channel scales", "[models][hf]") {
   auto int8_folder = [](TinyFolder& t) {
-    const json scheme = {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}};
-    json w = scheme, x = scheme;
-    w["strategy"] = "channel";
-    x["strategy"] = "token";
-    x["dynamic"] = true;
-    t.config["quantization_config"] = {
-        {"quant_method", "compressed-tensors"},
-        {"config_groups", {{"group_0", {{"weights", w}, {"input_activations", x}}}}}};
+    t.config["quantization_config"] = int8_config();
     StTensor& up = t.tensor("model.layers.0.mlp.up_proj.weight");  // [16, 8]
     up.dtype = "I8";
     up.bytes.clear();
