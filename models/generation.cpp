@@ -69,6 +69,10 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
       r.stop_reason = "stop string";
       break;
     }
+    if (o.cancelled && o.cancelled()) {
+      r.stop_reason = "cancelled";
+      break;
+    }
     if (i + 1 == o.n_predict || model.pos() >= model.n_ctx()) break;
     auto t1 = std::chrono::steady_clock::now();
     logits = &model.forward({next}, o.all_logits);

@@ -18,6 +18,9 @@ struct GenerationOptions {
   std::vector<std::string> stop;  // stop strings (not included in the output)
   bool stop_at_eos = true;
   bool all_logits = false;  // keep every position's logits (logits_out)
+  // Asked after each token; true ends the generation ("cancelled": a
+  // server's client has gone).
+  std::function<bool()> cancelled;
 };
 
 struct GenerationResult {
@@ -27,7 +30,7 @@ struct GenerationResult {
   std::vector<double> token_ms;  // per decoded token
   std::vector<float> logits;     // [positions, n_vocab] when all_logits
   int64_t launches_prefill = 0, launches_per_token = 0;
-  std::string stop_reason;  // "length", "eos", "stop string"
+  std::string stop_reason;  // "length", "eos", "stop string", "cancelled"
 };
 
 // `on_text` receives each newly decoded piece of text.

@@ -56,6 +56,7 @@ int cmd_prune_experts(const std::vector<std::string>& args);
 int cmd_convert(const std::vector<std::string>& args);
 int cmd_tokenize(const std::vector<std::string>& args);
 int cmd_kld(const std::vector<std::string>& args);
+int cmd_serve(const std::vector<std::string>& args);
 
 }  // namespace kiln
 

@@ -27,6 +27,7 @@ void usage() {
       "  convert  write a Hugging Face folder (safetensors) as a GGUF file\n"
       "  tokenize a model's token ids for a text\n"
       "  kld      KL divergence of a run with another KV cache (AURA, q8_0) from a base run\n"
+      "  serve    an OpenAI-compatible HTTP server (/v1/completions, streaming) over a model\n"
       "\n"
       "`kiln <command> --help` describes a command's options.");
 }
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     if (cmd == "kld") return kiln::cmd_kld(args);
     if (cmd == "convert") return kiln::cmd_convert(args);
     if (cmd == "tokenize") return kiln::cmd_tokenize(args);
+    if (cmd == "serve") return kiln::cmd_serve(args);
     std::fprintf(stderr, "kiln: error: unknown command '%s' (run `kiln --help`)\n", cmd.c_str());
     return 2;
   } catch (const kiln::Error& e) {

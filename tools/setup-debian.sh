@@ -16,8 +16,8 @@ SAFETENSORS=0.8.0
 test_deps=0
 [ "${1:-}" = "--test" ] && test_deps=1
 
-packages=(cmake make g++ llvm-19-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev catch2
-          libbenchmark-dev)
+packages=(cmake make g++ pkg-config llvm-19-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev
+          libcpp-httplib-dev catch2 libbenchmark-dev)
 [ $test_deps -eq 1 ] && ! command -v python3 >/dev/null && packages+=(python3)
 [ $test_deps -eq 1 ] && ! python3 -m pip --version >/dev/null 2>&1 && packages+=(python3-pip)
 

@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""`kiln serve`'s HTTP contract, over loopback against a generated llama.
+
+Starts `kiln serve --port 0` on a `kiln gen-model` model and checks, with
+the standard library's HTTP client only:
+- GET /health, /v1/models, /metrics;
+- a greedy completion (temperature 0) gives the tokens `kiln run` picks:
+  the argmax of its --logits-out rows, token for token; its usage counts;
+- streaming: every event `data: {json}` and a blank line, text pieces
+  whose concatenation is the whole completion's text, finish_reason only on
+  the last chunk (which carries usage), then exactly one `data: [DONE]`;
+- a stop string spanning two tokens ends the text before it (streamed and
+  whole alike), finish_reason "stop";
+- errors before the stream: 400 (bad JSON, no prompt, invalid UTF-8), 422
+  (unknown field, out-of-range or wrongly typed values, n = 2, 17 stop
+  strings, a prompt longer than the context, token ids past the
+  vocabulary), 413 (a body over --max-body), 503 (the queue full);
+- a streaming client that disconnects cancels its sequence (metrics:
+  cancelled, nothing running) and the server keeps serving;
+- a bounded load (40 requests on 8 threads, some streamed, some dropped
+  mid-stream) ends with every request answered once and nothing queued.
+
+  serve_api.py --kiln build/tools/kiln
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+PROMPT = [1, 72, 101, 108, 108, 111]
+failures = []
+
+
+def check(ok, what):
+    print(f"{'ok  ' if ok else 'FAIL'} {what}", flush=True)
+    if not ok:
+        failures.append(what)
+
+
+class Server:
+    def __init__(self, kiln, model, extra):
+        self.proc = subprocess.Popen([kiln, "serve", "-m", model, "--port", "0"] + extra,
+                                     stderr=subprocess.PIPE, text=True)
+        line = self.proc.stderr.readline()
+        m = re.search(r"listening on http://([0-9.]+):(\d+)", line)
+        if not m:
+            raise SystemExit(f"FAIL: kiln serve did not start: {line}{self.proc.stderr.read()}")
+        self.port = int(m.group(2))
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+
+    def conn(self):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+
+    def request(self, method, path, body=None, raw=None):
+        c = self.conn()
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        c.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        out = r.status, r.read()
+        c.close()
+        return out
+
+    def complete(self, body):
+        status, data = self.request("POST", "/v1/completions", body)
+        return status, json.loads(data)
+
+    def stream(self, body):
+        """(status, events): the data of each event, JSON-decoded but [DONE]."""
+        c = self.conn()
+        c.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)).encode())
+        r = c.getresponse()
+        text = r.read().decode()
+        c.close()
+        if r.status != 200:
+            return r.status, text
+        blocks = text.split("\n\n")
+        ok = blocks[-1] == "" and all(b.startswith("data: ") and "\n" not in b for b in blocks[:-1])
+        events = [b[6:] for b in blocks[:-1]]
+        return (200 if ok else -1), [e if e == "[DONE]" else json.loads(e) for e in events]
+
+    def metrics(self):
+        _, data = self.request("GET", "/metrics")
+        return {k: float(v) for k, v in re.findall(r"^(kiln_\w+) ([0-9.e+-]+)$", data.decode(), re.M)}
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def greedy_reference(kiln, model, tmp, n):
+    """The tokens `kiln run` picks greedily after PROMPT: the argmax of its
+    logits rows (ties to the lowest id, as its sampler)."""
+    out = os.path.join(tmp, "run.npy")
+    subprocess.run([kiln, "run", "-m", model, "--tokens", ",".join(map(str, PROMPT)), "-n", str(n),
+                    "--temp", "0", "--logits-out", out], check=True, capture_output=True)
+    logits = np.load(out)
+    return [int(i) for i in logits[len(PROMPT) - 1:].argmax(-1)]
+
+
+def contract(kiln, model, tmp):
+    s = Server(kiln, model, ["--queue", "4", "--ctx", "256", "--max-body", "65536"])
+    try:
+        st, data = s.request("GET", "/health")
+        check(st == 200 and json.loads(data) == {"status": "ok"}, "GET /health")
+        st, data = s.request("GET", "/v1/models")
+        check(st == 200 and json.loads(data)["data"][0]["id"] == os.path.basename(model), "GET /v1/models")
+
+        greedy = {"prompt": PROMPT, "max_tokens": 12, "temperature": 0}
+        st, r = s.complete(dict(greedy, return_token_ids=True))
+        want = greedy_reference(kiln, model, tmp, 12)
+        got = r["choices"][0]["token_ids"]
+        check(st == 200 and got == want[:len(got)] and (len(got) == 12 or r["choices"][0]["finish_reason"] == "stop"),
+              f"greedy completion = kiln run's argmax tokens ({len(got)} tokens)")
+        check(r["usage"] == {"prompt_tokens": len(PROMPT), "completion_tokens": len(got),
+                             "total_tokens": len(PROMPT) + len(got)} and r["prompt_token_ids"] == PROMPT,
+              "usage counts")
+        whole = r["choices"][0]["text"]
+
+        st, ev = s.stream(greedy)
+        chunks = [e for e in ev if e != "[DONE]"]
+        check(st == 200 and ev[-1] == "[DONE]" and ev.count("[DONE]") == 1, "stream: one data: [DONE], last")
+        check("".join(c["choices"][0]["text"] for c in chunks) == whole, "stream: the pieces make the whole text")
+        check(all(c["choices"][0]["finish_reason"] is None and "usage" not in c for c in chunks[:-1]) and
+              chunks[-1]["choices"][0]["finish_reason"] in ("length", "stop") and
+              chunks[-1]["usage"]["completion_tokens"] == len(got), "stream: finish_reason and usage on the last chunk")
+
+        # A stop string of two ASCII tokens in a row: it spans their boundary.
+        pairs = [i for i in range(1, len(got) - 1) if all(32 <= t < 127 for t in got[i:i + 2])]
+        check(bool(pairs), "the greedy text has two ASCII tokens in a row (for the stop string)")
+        if pairs:
+            stop = "".join(chr(t) for t in got[pairs[0]:pairs[0] + 2])
+            before = whole[:whole.find(stop)]
+            st, r = s.complete(dict(greedy, stop=[stop, "never seen"]))
+            check(st == 200 and r["choices"][0]["text"] == before and r["choices"][0]["finish_reason"] == "stop",
+                  f"stop string {stop!r} across a token boundary")
+            st, ev = s.stream(dict(greedy, stop=stop))
+            text = "".join(e["choices"][0]["text"] for e in ev if e != "[DONE]")
+            check(st == 200 and text == before, "stop string, streamed")
+
+        bad = [({"prompt": "x", "max_tokens": -1}, 422, "negative max_tokens"),
+               ({"prompt": "x", "temperature": 3}, 422, "temperature 3"),
+               ({"prompt": "x", "top_p": 0}, 422, "top_p 0"),
+               ({"prompt": "x", "n": 2}, 422, "n 2"),
+               ({"prompt": "x", "stream": "yes"}, 422, "stream 'yes'"),
+               ({"prompt": "x", "logprobs": 1}, 422, "an unsupported field"),
+               ({"prompt": "x", "stop": ["a"] * 17}, 422, "17 stop strings"),
+               ({"prompt": list(range(1, 300))}, 422, "a prompt longer than the context"),
+               ({"prompt": [1, 10 ** 6]}, 422, "a token id past the vocabulary"),
+               ({"prompt": ["a", "b"]}, 422, "a list of prompts"),
+               ({"max_tokens": 3}, 400, "no prompt")]
+        for body, code, what in bad:
+            st, r = s.complete(body)
+            check(st == code and r["error"]["code"] == code and r["error"]["message"], f"{code}: {what}")
+        for raw, code, what in ((b"{bad", 400, "malformed JSON"), (b"[1, 2]", 400, "not an object"),
+                                (b'{"prompt": "\xff\xfe"}', 400, "invalid UTF-8"),
+                                (b'{"prompt": "' + b"a" * 70000 + b'"}', 413, "a body over --max-body")):
+            st, data = s.request("POST", "/v1/completions", raw=raw)
+            check(st == code, f"{code}: {what}")
+    finally:
+        s.stop()
+
+
+def disconnect_and_load(kiln, model):
+    s = Server(kiln, model, ["--queue", "1"])
+    try:
+        # A stream dropped after its first event: cancelled at the next token.
+        c = s.conn()
+        c.request("POST", "/v1/completions",
+                  body=json.dumps({"prompt": PROMPT, "max_tokens": 2000, "temperature": 1, "stream": True}))
+        r = c.getresponse()
+        r.read(1)
+        c.sock.close()
+        c.close()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            m = s.metrics()
+            if m.get("kiln_requests_cancelled_total", 0) >= 1 and m.get("kiln_running_sequences", 1) == 0:
+                break
+            time.sleep(0.05)
+        check(m.get("kiln_requests_cancelled_total", 0) >= 1 and m["kiln_running_sequences"] == 0,
+              "a dropped stream is cancelled and frees the engine")
+
+        # The queue holds 1: one running (greedy, 2000 tokens: no end of
+        # sequence among them), one waiting, a third refused.
+        c = s.conn()
+        c.request("POST", "/v1/completions",
+                  body=json.dumps({"prompt": PROMPT, "max_tokens": 2000, "temperature": 0, "stream": True}))
+        first = c.getresponse()
+        first.read(1)  # running now
+        waiting = threading.Thread(target=s.complete, args=({"prompt": PROMPT, "max_tokens": 4},))
+        waiting.start()
+        time.sleep(0.03)
+        st, r = s.complete({"prompt": PROMPT, "max_tokens": 4})
+        check(st == 503 and r["error"]["code"] == 503, "503 when the queue is full")
+        rest = first.read().decode()
+        c.close()
+        check(rest.endswith("data: [DONE]\n\n") and '"finish_reason":"length"' in rest,
+              "the running request ends at its max_tokens")
+        waiting.join()
+
+        # Load: 40 requests on 8 threads, streamed or whole, every 5th dropped.
+        results = []
+
+        def client(i):
+            body = {"prompt": PROMPT, "max_tokens": 8 + i % 13, "temperature": 0.8, "seed": i}
+            if i % 5 == 0:
+                try:
+                    c = s.conn()
+                    c.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)))
+                    c.getresponse().read(1)
+                    c.sock.close()
+                    results.append("dropped")
+                except OSError:
+                    results.append("dropped")
+                return
+            st, r = s.stream(body) if i % 2 else s.complete(body)
+            results.append(st)
+
+        threads = [threading.Thread(target=lambda k=k: [client(i) for i in range(k, 40, 8)]) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        answered = sum(r in (200, 503) for r in results)
+        check(len(results) == 40 and answered + results.count("dropped") == 40 and not any(t.is_alive() for t in threads),
+              f"load: 40 requests answered or dropped ({results.count(200)} served, {results.count(503)} refused)")
+        time.sleep(0.5)
+        m = s.metrics()
+        check(m["kiln_queue_depth"] == 0 and m["kiln_running_sequences"] == 0, "load: nothing left queued or running")
+        st, data = s.request("GET", "/health")
+        check(st == 200, "the server still serves after the load")
+    finally:
+        s.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "llama-tiny.gguf")
+        subprocess.run([a.kiln, "gen-model", "--arch", "llama", "--preset", "tiny", "--type", "q8_0", "-o", model,
+                        "--seed", "1"], check=True, capture_output=True)
+        contract(a.kiln, model, tmp)
+        disconnect_and_load(a.kiln, model)
+    if failures:
+        raise SystemExit(f"{len(failures)} check(s) failed")
+    print("serve: ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+// The OpenAI-style bodies of `kiln serve`'s POST /v1/completions: the
+// request read and checked into a prompt and GenerationOptions, and the
+// response, stream chunk and error bodies written back.
+//
+// Checking lives apart from the HTTP server so that each status code has
+// one rule: 400 for a body that is not a JSON object or lacks its prompt,
+// 422 for a field Kiln does not take (unknown or unsupported) and for a
+// value of the wrong type or out of range. An ApiError carries the status,
+// the message and the parameter it names.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "models/generation.h"
+#include "models/tokenizer.h"
+
+namespace kiln {
+
+struct ApiError : std::runtime_error {
+  ApiError(int status, const std::string& message, std::string param = "")
+      : std::runtime_error(message), status(status), param(std::move(param)) {}
+  int status;
+  std::string param;
+};
+
+struct CompletionRequest {
+  std::vector<int32_t> prompt;  // token ids (a text prompt tokenized, BOS as the model adds it)
+  GenerationOptions options;
+  bool stream = false;
+  // vLLM's extension: the response lists the prompt's and the choice's ids.
+  bool return_token_ids = false;
+};
+
+// Limits that keep one request from taking the server: stop strings (count
+// and bytes each) and max_tokens.
+inline constexpr int kMaxStopStrings = 16, kMaxStopBytes = 256;
+
+// Reads a /v1/completions body for a model of `n_ctx` positions. Throws
+// ApiError. Without a seed, `fresh_seed` is used (sampling then differs
+// between requests, as OpenAI's does).
+CompletionRequest parse_completion_request(const std::string& body, const Tokenizer& tok,
+                                           int64_t n_ctx, uint64_t fresh_seed);
+
+// "stop" for an end of sequence or a stop string, "length" otherwise.
+std::string finish_reason(const GenerationResult& r);
+
+// The response of a whole completion, one stream chunk (`finish` empty
+// while the text goes on; the last chunk carries usage too), and an error.
+std::string completion_body(const std::string& id, int64_t created, const std::string& model,
+                            const GenerationResult& r, bool token_ids);
+std::string chunk_body(const std::string& id, int64_t created, const std::string& model,
+                       const std::string& text, const std::string& finish,
+                       const GenerationResult* usage);
+std::string error_body(const ApiError& e);
+
+// The length of the longest prefix of s that does not end inside a UTF-8
+// sequence: what a stream may send now, the rest waiting for its bytes.
+size_t complete_utf8_prefix(const std::string& s);
+
+}  // namespace kiln
