@@ -54,7 +54,8 @@ class Server:
         if not m:
             raise SystemExit(f"FAIL: kiln serve did not start: {line}{self.proc.stderr.read()}")
         self.port = int(m.group(2))
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+        self.log = []  # the rest of stderr: a sanitizer's report, if any
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
 
     def conn(self):
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
@@ -93,6 +94,8 @@ class Server:
     def stop(self):
         self.proc.kill()
         self.proc.wait()
+        report = [line for line in self.log if "Sanitizer" in line or "runtime error" in line]
+        check(not report, "the server's stderr holds no sanitizer report" + (f": {report[0]}" if report else ""))
 
 
 def greedy_reference(kiln, model, tmp, n):
