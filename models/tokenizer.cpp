@@ -31,12 +31,18 @@ int byte_of(std::string_view text) {
 }  // namespace
 
 Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
-  for (int32_t id = 0; id < vocab_.size(); ++id)
-    if (vocab_.types[id] == TokenType::user_defined) user_defined_.push_back(id);
+  for (int32_t id = 0; id < vocab_.size(); ++id) {
+    const TokenType t = vocab_.types[id];
+    if (t == TokenType::user_defined) user_defined_.push_back(id);
+    if ((t == TokenType::user_defined || t == TokenType::control || t == TokenType::unknown) &&
+        !vocab_.tokens[id].empty())
+      special_.push_back(id);
+  }
   // Longer tokens first, so one that contains another wins (as in llama.cpp).
-  std::stable_sort(user_defined_.begin(), user_defined_.end(), [&](int32_t a, int32_t b) {
-    return vocab_.tokens[a].size() > vocab_.tokens[b].size();
-  });
+  for (auto* list : {&user_defined_, &special_})
+    std::stable_sort(list->begin(), list->end(), [&](int32_t a, int32_t b) {
+      return vocab_.tokens[a].size() > vocab_.tokens[b].size();
+    });
 }
 
 Tokenizer::~Tokenizer() = default;
@@ -59,17 +65,19 @@ std::unique_ptr<Tokenizer> Tokenizer::create(Vocab vocab) {
               "' (Kiln reads llama = SentencePiece and gpt2 = byte-level BPE)");
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
   std::vector<int32_t> out;
   if (add_bos) {
     if (vocab_.bos < 0) throw Error("cannot add BOS: the vocabulary has no BOS token");
     out.push_back(vocab_.bos);
   }
   if (text.empty()) return out;
-  // Cut the text at every user-defined token, longest tokens first, each
-  // one splitting what the longer ones left as text.
+  // Cut the text at every user-defined token (and control token, parsing
+  // special ones), longest tokens first, each one splitting what the longer
+  // ones left as text.
   std::vector<Fragment> frags = {{-1, 0, text.size()}}, next;
-  for (int32_t id : user_defined_) {
+  for (int32_t id : parse_special ? special_ : user_defined_) {
     const std::string& tok = vocab_.tokens[id];
     if (text.find(tok) == std::string_view::npos) continue;
     next.clear();

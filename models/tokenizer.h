@@ -32,7 +32,10 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> create(Vocab vocab);
 
   // add_bos prepends the BOS token (an error when the vocabulary has none).
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  // parse_special: control tokens' texts in `text` are those tokens (as
+  // llama.cpp's parse_special: a chat template's layout), not plain text.
+  std::vector<int32_t> encode(std::string_view text, bool add_bos,
+                              bool parse_special = false) const;
   // The concatenated pieces of the ids, without control tokens. A
   // SentencePiece vocabulary's dummy space prefix is removed from the first
   // piece, so decode(encode(s)) == s for any s the vocabulary covers.
@@ -63,6 +66,7 @@ class Tokenizer {
 
  private:
   std::vector<int32_t> user_defined_;  // longest text first
+  std::vector<int32_t> special_;       // user-defined, control and unknown: longest first
 };
 
 std::unique_ptr<Tokenizer> make_spm_tokenizer(Vocab vocab);

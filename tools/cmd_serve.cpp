@@ -1,8 +1,9 @@
 // `kiln serve`: an OpenAI-compatible HTTP server over one model.
 //
-// HTTP/1.1 by cpp-httplib. POST /v1/completions (whole responses, or
-// server-sent events with `stream: true`), GET /v1/models, /health and
-// /metrics (Prometheus text). Requests are checked (tools/serve_api.h)
+// HTTP/1.1 by cpp-httplib. POST /v1/completions and /v1/chat/completions
+// (whole responses, or server-sent events with `stream: true`; chats laid
+// out by the model's chat template, models/chat_template.h), GET
+// /v1/models, /health and /metrics (Prometheus text). Requests are checked (tools/serve_api.h)
 // before they queue; a bounded FCFS queue feeds one engine thread that runs
 // one sequence at a time on the model's KV cache. A streaming client that
 // goes away cancels its sequence at the next token. Every request ends in
@@ -10,6 +11,7 @@
 // stream, `data: [DONE]` or one error event.
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,7 +25,9 @@
 #include <thread>
 
 #include "ir/error.h"
+#include "models/chat_template.h"
 #include "models/generation.h"
+#include "models/read_file.h"
 #include "tools/cli.h"
 #include "tools/serve_api.h"
 
@@ -198,15 +202,18 @@ std::string sse(const std::string& data) { return "data: " + data + "\n\n"; }
 
 int cmd_serve(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help"});
-  a.allow_only(
-      {"help", "model", "host", "port", "queue", "threads", "ctx", "kv", "device", "max-body"});
+  a.allow_only({"help", "model", "host", "port", "queue", "threads", "ctx", "kv", "device",
+                "max-body", "chat-template"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln serve -m MODEL.gguf|HF_DIR [--host 127.0.0.1] [--port 8080] [--queue 16]\n"
         "                  [--threads N] [--ctx N] [--kv f16|q8_0|...] [--device cpu|cuda]\n"
-        "                  [--max-body BYTES]\n"
-        "An OpenAI-compatible server: POST /v1/completions (stream: true for server-sent\n"
-        "events), GET /v1/models, /health, /metrics. One sequence runs at a time; up to\n"
+        "                  [--max-body BYTES] [--chat-template NAME|FILE]\n"
+        "An OpenAI-compatible server: POST /v1/completions and /v1/chat/completions (stream:\n"
+        "true for server-sent events), GET /v1/models, /health, /metrics. Chats are laid out\n"
+        "by the model's tokenizer.chat_template, or --chat-template (a family such as chatml,\n"
+        "llama3, gemma, or a file holding a template), else chatml. One sequence runs at a\n"
+        "time; up to\n"
         "--queue requests wait, first come first served, and more are refused with 503.\n"
         "--port 0 takes a free port; the line 'kiln serve: listening on http://HOST:PORT'\n"
         "on stderr says which.");
@@ -223,6 +230,20 @@ int cmd_serve(const std::vector<std::string>& argv) {
   const std::string path = a.get("model");
   Llm model(path, rt, a.get_int("ctx", 0), parse_kv_type(a.get("kv", "f16")), 0);
   const std::string model_id = std::filesystem::path(path).filename().string();
+  // The chat layout: --chat-template, else the model's, else chatml (as llama.cpp).
+  ChatTemplate chat;
+  std::string tmpl = a.get("chat-template");
+  const auto& families = chat_template_families();
+  if (!tmpl.empty() && std::find(families.begin(), families.end(), tmpl) == families.end())
+    tmpl = read_file(tmpl, "chat template file");
+  if (tmpl.empty())
+    tmpl = std::string(model.file().find_string("tokenizer.chat_template").value_or("chatml"));
+  try {
+    chat.family = chat_template_family(tmpl);
+  } catch (const Error& e) {
+    chat.error = std::string(e.what()) + "; start the server with --chat-template NAME";
+    std::fprintf(stderr, "kiln serve: chat requests will be refused: %s\n", chat.error.c_str());
+  }
   Engine engine(model, static_cast<size_t>(queue));
   std::atomic<uint64_t> next_id{0};
   std::random_device entropy;
@@ -249,67 +270,75 @@ int cmd_serve(const std::vector<std::string>& argv) {
   svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
     res.set_content(engine.metrics(), "text/plain; version=0.0.4");
   });
-  svr.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) {
-    std::shared_ptr<Job> job;
-    uint64_t seed;
-    {
-      std::lock_guard<std::mutex> lk(seed_mu);
-      seed = (static_cast<uint64_t>(entropy()) << 32) | entropy();
-    }
-    try {
-      job =
-          engine.submit(parse_completion_request(req.body, model.tokenizer(), model.n_ctx(), seed));
-    } catch (const ApiError& e) {
-      return reply_error(res, e);
-    }
-    const std::string id = "cmpl-" + std::to_string(++next_id);
-    const int64_t created = static_cast<int64_t>(std::time(nullptr));
-    if (!job->request.stream) {
-      std::unique_lock<std::mutex> lk(job->mu);
-      job->cv.wait(lk, [&] { return job->done; });
-      if (!job->error.empty()) return reply_error(res, ApiError(500, job->error));
-      res.set_content(
-          completion_body(id, created, model_id, job->result, job->request.return_token_ids),
-          "application/json");
-      return;
-    }
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [job, id, created, &model_id](size_t, httplib::DataSink& sink) {
-          auto send = [&](const std::string& data) {
-            const std::string ev = sse(data);
-            return sink.write(ev.data(), ev.size());
-          };
-          std::string held;  // an incomplete UTF-8 sequence at the end
-          for (;;) {
-            std::unique_lock<std::mutex> lk(job->mu);
-            job->cv.wait(lk, [&] { return job->done || !job->text.empty(); });
-            held += job->text;
-            job->text.clear();
-            const bool done = job->done;
-            lk.unlock();
-            if (done) {
-              if (!job->error.empty())
-                send(error_body(ApiError(500, job->error)));
-              else if (send(chunk_body(id, created, model_id, held, finish_reason(job->result),
-                                       &job->result)))
-                send("[DONE]");
-              sink.done();
-              return true;
+  auto completions = [&](Endpoint endpoint) {
+    return [&, endpoint](const httplib::Request& req, httplib::Response& res) {
+      std::shared_ptr<Job> job;
+      uint64_t seed;
+      {
+        std::lock_guard<std::mutex> lk(seed_mu);
+        seed = (static_cast<uint64_t>(entropy()) << 32) | entropy();
+      }
+      try {
+        job = engine.submit(
+            parse_request(endpoint, req.body, model.tokenizer(), chat, model.n_ctx(), seed));
+      } catch (const ApiError& e) {
+        return reply_error(res, e);
+      }
+      const std::string id =
+          (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id);
+      const int64_t created = static_cast<int64_t>(std::time(nullptr));
+      if (!job->request.stream) {
+        std::unique_lock<std::mutex> lk(job->mu);
+        job->cv.wait(lk, [&] { return job->done; });
+        if (!job->error.empty()) return reply_error(res, ApiError(500, job->error));
+        res.set_content(completion_body(endpoint, id, created, model_id, job->result,
+                                        job->request.return_token_ids),
+                        "application/json");
+        return;
+      }
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [job, id, created, endpoint, &model_id](size_t, httplib::DataSink& sink) {
+            auto send = [&](const std::string& data) {
+              const std::string ev = sse(data);
+              return sink.write(ev.data(), ev.size());
+            };
+            std::string held;  // an incomplete UTF-8 sequence at the end
+            bool first = true;
+            for (;;) {
+              std::unique_lock<std::mutex> lk(job->mu);
+              job->cv.wait(lk, [&] { return job->done || !job->text.empty(); });
+              held += job->text;
+              job->text.clear();
+              const bool done = job->done;
+              lk.unlock();
+              if (done) {
+                if (!job->error.empty())
+                  send(error_body(ApiError(500, job->error)));
+                else if (send(chunk_body(endpoint, id, created, model_id, held, first,
+                                         finish_reason(job->result), &job->result)))
+                  send("[DONE]");
+                sink.done();
+                return true;
+              }
+              const size_t n = complete_utf8_prefix(held);
+              if (n && !send(chunk_body(endpoint, id, created, model_id, held.substr(0, n), first,
+                                        "", nullptr))) {
+                job->cancelled = true;  // the client has gone
+                return false;
+              }
+              first = first && n == 0;
+              held.erase(0, n);
             }
-            const size_t n = complete_utf8_prefix(held);
-            if (n && !send(chunk_body(id, created, model_id, held.substr(0, n), "", nullptr))) {
-              job->cancelled = true;  // the client has gone
-              return false;
-            }
-            held.erase(0, n);
-          }
-        },
-        [job](bool success) {
-          if (!success) job->cancelled = true;
-        });
-  });
+          },
+          [job](bool success) {
+            if (!success) job->cancelled = true;
+          });
+    };
+  };
+  svr.Post("/v1/completions", completions(Endpoint::completions));
+  svr.Post("/v1/chat/completions", completions(Endpoint::chat));
 
   const std::string host = a.get("host", "127.0.0.1");
   int bound = static_cast<int>(port);

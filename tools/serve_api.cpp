@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "models/chat_template.h"
 #include "models/unicode.h"
 
 namespace kiln {
@@ -92,6 +93,32 @@ std::vector<int32_t> prompt_tokens(const json& body, const Tokenizer& tok) {
   return ids;
 }
 
+// A chat's messages laid out by the model's chat template (the assistant's
+// turn opened), tokenized with the template's special tokens as such.
+std::vector<int32_t> chat_tokens(const json& body, const Tokenizer& tok, const ChatTemplate& tmpl) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) throw ApiError(400, "'messages' is required", "messages");
+  if (!it->is_array() || it->empty()) invalid("messages", "must be a non-empty list");
+  std::vector<ChatMessage> msgs;
+  for (const json& m : *it) {
+    if (!m.is_object() || !m.value("role", json()).is_string() ||
+        !m.value("content", json()).is_string())
+      invalid("messages", "must hold {\"role\": string, \"content\": string} objects");
+    for (const auto& [key, v] : m.items())
+      if (key != "role" && key != "content" && key != "name")
+        invalid("messages", "field '" + key + "' is not one Kiln takes");
+    const std::string& role = m["role"].get_ref<const std::string&>();
+    if (role != "system" && role != "user" && role != "assistant")
+      invalid("messages", "role '" + role + "' is not system, user or assistant");
+    if (!valid_utf8(m["content"].get_ref<const std::string&>()))
+      throw ApiError(400, "a message is not valid UTF-8", "messages");
+    msgs.push_back({role, m["content"].get<std::string>()});
+  }
+  if (!tmpl.error.empty()) throw ApiError(422, tmpl.error, "messages");
+  const std::string text = apply_chat_template(tmpl.family, msgs, true);
+  return tok.encode(text, tok.add_bos_default() && tok.bos_id() >= 0, true);
+}
+
 json usage_of(const GenerationResult& r) {
   const size_t p = r.prompt.size(), c = r.generated.size();
   return {{"prompt_tokens", p}, {"completion_tokens", c}, {"total_tokens", p + c}};
@@ -99,8 +126,9 @@ json usage_of(const GenerationResult& r) {
 
 }  // namespace
 
-CompletionRequest parse_completion_request(const std::string& body_text, const Tokenizer& tok,
-                                           int64_t n_ctx, uint64_t fresh_seed) {
+CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
+                                const Tokenizer& tok, const ChatTemplate& tmpl, int64_t n_ctx,
+                                uint64_t fresh_seed) {
   json body;
   try {
     body = json::parse(body_text);
@@ -108,20 +136,25 @@ CompletionRequest parse_completion_request(const std::string& body_text, const T
     throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
   }
   if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
+  const bool chat = endpoint == Endpoint::chat;
   static const std::set<std::string> known = {
-      "model", "prompt", "max_tokens", "temperature",        "top_p",  "top_k",
-      "stop",  "seed",   "n",          "repetition_penalty", "stream", "return_token_ids"};
+      "model", "max_tokens", "temperature",        "top_p",  "top_k",           "stop",
+      "seed",  "n",          "repetition_penalty", "stream", "return_token_ids"};
   for (const auto& [key, value] : body.items())
-    if (!known.count(key)) invalid(key, "is not a field Kiln takes");
+    if (!known.count(key) && key != (chat ? "messages" : "prompt") &&
+        !(chat && key == "max_completion_tokens"))
+      invalid(key, "is not a field Kiln takes");
   CompletionRequest r;
-  r.prompt = prompt_tokens(body, tok);
+  r.prompt = chat ? chat_tokens(body, tok, tmpl) : prompt_tokens(body, tok);
+  const char* input = chat ? "messages" : "prompt";
   if (static_cast<int64_t>(r.prompt.size()) >= n_ctx)
-    invalid("prompt", "has " + std::to_string(r.prompt.size()) + " tokens; the context holds " +
-                          std::to_string(n_ctx) + " with room for one generated");
+    invalid(input, "take " + std::to_string(r.prompt.size()) + " tokens; the context holds " +
+                       std::to_string(n_ctx) + " with room for one generated");
   if (auto m = body.find("model"); m != body.end() && !m->is_string())
     invalid("model", "must be a string");
   GenerationOptions& o = r.options;
-  o.n_predict = integer_in(body, "max_tokens", 16, 0, n_ctx);
+  o.n_predict = integer_in(body, "max_tokens", chat ? n_ctx : 16, 0, n_ctx);
+  if (chat) o.n_predict = integer_in(body, "max_completion_tokens", o.n_predict, 0, n_ctx);
   o.sampler.temperature = number_in(body, "temperature", 1.0, 0, 2, false);
   o.sampler.top_p = number_in(body, "top_p", 1.0, 0, 1, true);
   o.sampler.top_k = integer_in(body, "top_k", 0, 0, tok.vocab_size());
@@ -144,26 +177,41 @@ std::string finish_reason(const GenerationResult& r) {
   return r.stop_reason == "length" ? "length" : "stop";
 }
 
-std::string completion_body(const std::string& id, int64_t created, const std::string& model,
-                            const GenerationResult& r, bool token_ids) {
-  json choice = {
-      {"index", 0}, {"text", r.text}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}};
+std::string completion_body(Endpoint endpoint, const std::string& id, int64_t created,
+                            const std::string& model, const GenerationResult& r, bool token_ids) {
+  const bool chat = endpoint == Endpoint::chat;
+  json choice = {{"index", 0}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}};
+  if (chat)
+    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+  else
+    choice["text"] = r.text;
   if (token_ids) choice["token_ids"] = r.generated;
-  json body = {{"id", id},       {"object", "text_completion"},      {"created", created},
-               {"model", model}, {"choices", json::array({choice})}, {"usage", usage_of(r)}};
+  json body = {{"id", id},
+               {"object", chat ? "chat.completion" : "text_completion"},
+               {"created", created},
+               {"model", model},
+               {"choices", json::array({choice})},
+               {"usage", usage_of(r)}};
   if (token_ids) body["prompt_token_ids"] = r.prompt;
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string chunk_body(const std::string& id, int64_t created, const std::string& model,
-                       const std::string& text, const std::string& finish,
-                       const GenerationResult* usage) {
+std::string chunk_body(Endpoint endpoint, const std::string& id, int64_t created,
+                       const std::string& model, const std::string& text, bool first,
+                       const std::string& finish, const GenerationResult* usage) {
+  const bool chat = endpoint == Endpoint::chat;
   json choice = {{"index", 0},
-                 {"text", text},
                  {"finish_reason", finish.empty() ? json(nullptr) : json(finish)},
                  {"logprobs", nullptr}};
+  if (!chat) {
+    choice["text"] = text;
+  } else {
+    choice["delta"] = json::object();
+    if (first) choice["delta"]["role"] = "assistant";
+    if (!text.empty() || finish.empty()) choice["delta"]["content"] = text;
+  }
   json chunk = {{"id", id},
-                {"object", "text_completion"},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
                 {"created", created},
                 {"model", model},
                 {"choices", json::array({choice})}};

@@ -1,6 +1,7 @@
-// The OpenAI-style bodies of `kiln serve`'s POST /v1/completions: the
-// request read and checked into a prompt and GenerationOptions, and the
-// response, stream chunk and error bodies written back.
+// The OpenAI-style bodies of `kiln serve`'s POST /v1/completions and
+// /v1/chat/completions: the request read and checked into prompt tokens and
+// GenerationOptions, and the response, stream chunk and error bodies written
+// back.
 //
 // Checking lives apart from the HTTP server so that each status code has
 // one rule: 400 for a body that is not a JSON object or lacks its prompt,
@@ -34,26 +35,37 @@ struct CompletionRequest {
   bool return_token_ids = false;
 };
 
+// POST /v1/completions (a prompt) or /v1/chat/completions (messages).
+enum class Endpoint { completions, chat };
+
+// The model's chat template as Kiln lays it out (models/chat_template.h):
+// its family, or why there is none (chat requests are then refused, 422).
+struct ChatTemplate {
+  std::string family, error;
+};
+
 // Limits that keep one request from taking the server: stop strings (count
-// and bytes each) and max_tokens.
+// and bytes each).
 inline constexpr int kMaxStopStrings = 16, kMaxStopBytes = 256;
 
-// Reads a /v1/completions body for a model of `n_ctx` positions. Throws
-// ApiError. Without a seed, `fresh_seed` is used (sampling then differs
-// between requests, as OpenAI's does).
-CompletionRequest parse_completion_request(const std::string& body, const Tokenizer& tok,
-                                           int64_t n_ctx, uint64_t fresh_seed);
+// Reads a request body for a model of `n_ctx` positions. Throws ApiError.
+// Without a seed, `fresh_seed` is used (sampling then differs between
+// requests, as OpenAI's does). Chat: max_tokens (or max_completion_tokens)
+// defaults to the context, completions' to 16, as OpenAI's do.
+CompletionRequest parse_request(Endpoint endpoint, const std::string& body, const Tokenizer& tok,
+                                const ChatTemplate& tmpl, int64_t n_ctx, uint64_t fresh_seed);
 
 // "stop" for an end of sequence or a stop string, "length" otherwise.
 std::string finish_reason(const GenerationResult& r);
 
-// The response of a whole completion, one stream chunk (`finish` empty
-// while the text goes on; the last chunk carries usage too), and an error.
-std::string completion_body(const std::string& id, int64_t created, const std::string& model,
-                            const GenerationResult& r, bool token_ids);
-std::string chunk_body(const std::string& id, int64_t created, const std::string& model,
-                       const std::string& text, const std::string& finish,
-                       const GenerationResult* usage);
+// The response of a whole completion, and one stream chunk (`first`: a
+// chat's opens the assistant's turn; `finish` empty while the text goes
+// on; the last chunk carries usage too).
+std::string completion_body(Endpoint endpoint, const std::string& id, int64_t created,
+                            const std::string& model, const GenerationResult& r, bool token_ids);
+std::string chunk_body(Endpoint endpoint, const std::string& id, int64_t created,
+                       const std::string& model, const std::string& text, bool first,
+                       const std::string& finish, const GenerationResult* usage);
 std::string error_body(const ApiError& e);
 
 // The length of the longest prefix of s that does not end inside a UTF-8

@@ -129,6 +129,23 @@ TEST_CASE("SentencePiece without byte tokens falls back to the unknown token",
              Catch::Contains("no byte token <0x62> and no unknown token"));
 }
 
+TEST_CASE("control tokens in the text are text unless special tokens are parsed",
+          "[models][tokenizer]") {
+  std::string sp = kSp;
+  auto tok =
+      Tokenizer::create(spm_vocab({{sp, -1}, {"a", -1}, {"<|im_start|>", 0, TokenType::control}}));
+  const int32_t start = tok->vocab().find("<|im_start|>"), a = tok->vocab().find("a");
+  // Parsed (a chat template's layout): the control token, then the text
+  // after it with SentencePiece's dummy prefix, as llama.cpp's parse_special.
+  CHECK(tok->encode("<|im_start|>a", false, true) ==
+        std::vector<int32_t>{start, tok->vocab().find(sp), a});
+  CHECK(tok->encode("a<s>", true, true) == std::vector<int32_t>{1, tok->vocab().find(sp), a, 1});
+  // Plain (a user's text): its characters as bytes.
+  const std::vector<int32_t> plain = tok->encode("<|im_start|>a", false);
+  CHECK(std::find(plain.begin(), plain.end(), start) == plain.end());
+  CHECK(plain.size() > 10);
+}
+
 TEST_CASE("byte-level BPE merges by rank, within words", "[models][tokenizer]") {
   std::string g = gpt2_char(' ');  // Ġ
   auto tok = Tokenizer::create(bpe_vocab({{"ab"},

@@ -4,6 +4,8 @@
 Starts `kiln serve --port 0` on a `kiln gen-model` model and checks, with
 the standard library's HTTP client only:
 - GET /health, /v1/models, /metrics;
+- /v1/chat/completions: the chatml layout and tokens llama.cpp gives the
+  same messages, chat.completion(.chunk) shapes, its own 400/422s;
 - a greedy completion (temperature 0) gives the tokens `kiln run` picks:
   the argmax of its --logits-out rows, token for token; its usage counts;
 - streaming: every event `data: {json}` and a blank line, text pieces
@@ -69,14 +71,14 @@ class Server:
         c.close()
         return out
 
-    def complete(self, body):
-        status, data = self.request("POST", "/v1/completions", body)
+    def complete(self, body, path="/v1/completions"):
+        status, data = self.request("POST", path, body)
         return status, json.loads(data)
 
-    def stream(self, body):
+    def stream(self, body, path="/v1/completions"):
         """(status, events): the data of each event, JSON-decoded but [DONE]."""
         c = self.conn()
-        c.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)).encode())
+        c.request("POST", path, body=json.dumps(dict(body, stream=True)).encode())
         r = c.getresponse()
         text = r.read().decode()
         c.close()
@@ -148,6 +150,8 @@ def contract(kiln, model, tmp):
             text = "".join(e["choices"][0]["text"] for e in ev if e != "[DONE]")
             check(st == 200 and text == before, "stop string, streamed")
 
+        chat_api(s, model)
+
         bad = [({"prompt": "x", "max_tokens": -1}, 422, "negative max_tokens"),
                ({"prompt": "x", "temperature": 3}, 422, "temperature 3"),
                ({"prompt": "x", "top_p": 0}, 422, "top_p 0"),
@@ -169,6 +173,44 @@ def contract(kiln, model, tmp):
             check(st == code, f"{code}: {what}")
     finally:
         s.stop()
+
+
+def chat_api(s, model):
+    """/v1/chat/completions: the chatml layout (the model has no template),
+    tokenized with its special tokens, as llama.cpp lays out and tokenizes
+    it; the response and stream shapes; its own errors."""
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
+    body = {"messages": chat, "max_tokens": 6, "temperature": 0}
+    st, r = s.complete(dict(body, return_token_ids=True), "/v1/chat/completions")
+    msg = r["choices"][0]["message"] if st == 200 else {}
+    check(st == 200 and r["object"] == "chat.completion" and msg.get("role") == "assistant" and
+          r["usage"]["completion_tokens"] == len(r["choices"][0]["token_ids"]), "chat: a chat.completion")
+    try:
+        import ctypes
+        import llama_cpp
+        arr = (llama_cpp.llama_chat_message * len(chat))(
+            *[llama_cpp.llama_chat_message(role=m["role"].encode(), content=m["content"].encode()) for m in chat])
+        buf = ctypes.create_string_buffer(4096)
+        n = llama_cpp.llama_chat_apply_template(b"chatml", arr, len(chat), True, buf, len(buf))
+        vocab = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False)
+        want = vocab.tokenize(buf.raw[:n], add_bos=True, special=True)
+        check(st == 200 and r["prompt_token_ids"] == want,
+              f"chat: the prompt is llama.cpp's chatml layout and tokens ({len(want)} tokens)")
+    except ImportError:
+        print("skipped: llama-cpp-python is not installed (the chat prompt's tokens are not compared)")
+    st, ev = s.stream(body, "/v1/chat/completions")
+    chunks = [e for e in ev if e != "[DONE]"] if st == 200 else []
+    check(st == 200 and ev[-1] == "[DONE]" and chunks[0]["object"] == "chat.completion.chunk" and
+          chunks[0]["choices"][0]["delta"].get("role") == "assistant" and
+          "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == msg.get("content") and
+          chunks[-1]["choices"][0]["finish_reason"] is not None, "chat: streamed deltas make the message")
+    for b, code, what in (({"max_tokens": 2}, 400, "no messages"),
+                          ({"messages": []}, 422, "no message in the list"),
+                          ({"messages": [{"role": "tool", "content": "x"}]}, 422, "a role Kiln does not take"),
+                          ({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, 422, "content parts"),
+                          ({"messages": chat, "prompt": "x"}, 422, "a prompt beside the messages")):
+        st, r = s.complete(b, "/v1/chat/completions")
+        check(st == code and r["error"]["code"] == code, f"chat {code}: {what}")
 
 
 def disconnect_and_load(kiln, model):
