@@ -24,11 +24,16 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
   auto keep = [&](const std::vector<float>& l) {
     if (o.all_logits) r.logits.insert(r.logits.end(), l.begin(), l.end());
   };
+  if (o.cached < 0 || o.cached >= static_cast<int64_t>(prompt.size()) || model.pos() != o.cached)
+    throw Error("generate: " + std::to_string(o.cached) + " cached prompt tokens of " +
+                std::to_string(prompt.size()) + ", the model's cache holding " +
+                std::to_string(model.pos()));
+  const std::vector<int32_t> fresh(prompt.begin() + o.cached, prompt.end());
   // Plans are recorded (kernels compiled) before the clock starts.
-  model.prepare(static_cast<int64_t>(prompt.size()), o.all_logits);
+  model.prepare(static_cast<int64_t>(fresh.size()), o.all_logits);
   if (o.n_predict > 1) model.prepare(1, o.all_logits);
   auto t0 = std::chrono::steady_clock::now();
-  const std::vector<float>* logits = &model.forward(prompt, o.all_logits);
+  const std::vector<float>* logits = &model.forward(fresh, o.all_logits);
   r.prefill_ms = ms_since(t0);
   r.launches_prefill = model.last_kernel_launches();
   keep(*logits);

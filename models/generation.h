@@ -21,6 +21,9 @@ struct GenerationOptions {
   // Asked after each token; true ends the generation ("cancelled": a
   // server's client has gone).
   std::function<bool()> cancelled;
+  // The first `cached` prompt tokens are already in the model's KV cache
+  // (model.pos() == cached): only the rest is prefilled.
+  int64_t cached = 0;
 };
 
 struct GenerationResult {

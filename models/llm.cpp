@@ -180,6 +180,13 @@ const std::vector<float>& Llm::forward(const std::vector<int32_t>& tokens, bool 
   return s.logits;
 }
 
+void Llm::rewind(int64_t pos) {
+  if (pos < 0 || pos > pos_)
+    throw Error("rewind: position " + std::to_string(pos) + " is not in 0 .. " +
+                std::to_string(pos_) + " (the tokens in the cache)");
+  pos_ = pos;
+}
+
 void Llm::count_expert_hits() {
   if (!cfg_.moe()) throw Error("expert hits: the model has no experts (arch " + cfg_.arch + ")");
   if (!steps_.empty()) throw Error("expert hits: counting must start before the first forward");

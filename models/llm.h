@@ -56,6 +56,10 @@ class Llm {
   size_t kv_cache_bytes() const;
   int64_t pos() const { return pos_; }  // tokens in the KV cache
   void reset() { pos_ = 0; }
+  // Keeps the first `pos` tokens' keys and values (pos <= pos()), so that a
+  // sequence sharing them (a server's next request with the same system
+  // prompt) continues from there.
+  void rewind(int64_t pos);
 
   // Appends `tokens` to the sequence. Returns the logits [rows, n_vocab]:
   // every position's when all_logits, else the last token's only. With

@@ -77,7 +77,10 @@ struct Histogram {
 // The model's one sequence slot, fed first come, first served.
 class Engine {
  public:
-  Engine(Llm& model, size_t queue) : model_(model), capacity_(queue) {
+  // prefix_cache: a request whose prompt begins with the tokens the cache
+  // holds from the last one (a shared system prompt) prefills only the rest.
+  Engine(Llm& model, size_t queue, bool prefix_cache)
+      : model_(model), capacity_(queue), prefix_cache_(prefix_cache) {
     worker_ = std::thread([this] { loop(); });
   }
   ~Engine() {
@@ -117,6 +120,7 @@ class Engine {
            line("counter", "kiln_requests_rejected_total", static_cast<double>(rejected_)) +
            line("counter", "kiln_requests_cancelled_total", static_cast<double>(cancelled_)) +
            line("counter", "kiln_prompt_tokens_total", static_cast<double>(prompt_tokens_)) +
+           line("counter", "kiln_prompt_tokens_cached_total", static_cast<double>(cached_tokens_)) +
            line("counter", "kiln_generated_tokens_total", static_cast<double>(generated_)) +
            line("gauge", "kiln_generated_tokens_per_second", tokens_per_s_) +
            ttft_.text("kiln_time_to_first_token_seconds") +
@@ -144,13 +148,21 @@ class Engine {
   void run(Job& job) {
     GenerationOptions o = job.request.options;
     o.cancelled = [&job] { return job.cancelled.load(); };
+    // The longest prefix of the prompt the cache holds, one token short of
+    // the whole (its logits must be computed).
+    const std::vector<int32_t>& prompt = job.request.prompt;
+    size_t common = 0;
+    while (prefix_cache_ && common + 1 < prompt.size() && common < in_cache_.size() &&
+           in_cache_[common] == prompt[common])
+      ++common;
+    o.cached = static_cast<int64_t>(common);
     bool first = true;
     GenerationResult r;
     std::string error;
     const Clock::time_point start = Clock::now();
     try {
-      model_.reset();
-      r = generate(model_, job.request.prompt, o, [&](const std::string& piece) {
+      model_.rewind(o.cached);
+      r = generate(model_, prompt, o, [&](const std::string& piece) {
         if (first) {
           std::lock_guard<std::mutex> lk(mu_);
           ttft_.add(std::chrono::duration<double>(Clock::now() - job.queued).count());
@@ -160,12 +172,19 @@ class Engine {
         job.text += piece;
         job.cv.notify_all();
       });
+      // What the cache holds now: the prompt and the tokens fed back.
+      in_cache_ = prompt;
+      in_cache_.insert(in_cache_.end(), r.generated.begin(), r.generated.end());
+      in_cache_.resize(static_cast<size_t>(model_.pos()));
     } catch (const Error& e) {
       error = e.what();
+      in_cache_.clear();
+      model_.reset();
     }
     {
       std::lock_guard<std::mutex> lk(mu_);
       prompt_tokens_ += r.prompt.size();
+      if (error.empty()) cached_tokens_ += common;
       generated_ += r.generated.size();
       cancelled_ += r.stop_reason == "cancelled";
       for (double ms : r.token_ms) itl_.add(ms / 1e3);
@@ -181,12 +200,15 @@ class Engine {
 
   Llm& model_;
   const size_t capacity_;
+  const bool prefix_cache_;
+  std::vector<int32_t> in_cache_;  // the tokens whose keys and values the cache holds
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stopping_ = false;
   double running_ = 0, tokens_per_s_ = 0;
-  uint64_t requests_ = 0, rejected_ = 0, cancelled_ = 0, prompt_tokens_ = 0, generated_ = 0;
+  uint64_t requests_ = 0, rejected_ = 0, cancelled_ = 0, prompt_tokens_ = 0, generated_ = 0,
+           cached_tokens_ = 0;
   Histogram ttft_, itl_;
   std::thread worker_;
 };
@@ -201,20 +223,22 @@ std::string sse(const std::string& data) { return "data: " + data + "\n\n"; }
 }  // namespace
 
 int cmd_serve(const std::vector<std::string>& argv) {
-  CliArgs a(argv, {"help"});
+  CliArgs a(argv, {"help", "no-prefix-cache"});
   a.allow_only({"help", "model", "host", "port", "queue", "threads", "ctx", "kv", "device",
-                "max-body", "chat-template"});
+                "max-body", "chat-template", "no-prefix-cache"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln serve -m MODEL.gguf|HF_DIR [--host 127.0.0.1] [--port 8080] [--queue 16]\n"
         "                  [--threads N] [--ctx N] [--kv f16|q8_0|...] [--device cpu|cuda]\n"
-        "                  [--max-body BYTES] [--chat-template NAME|FILE]\n"
+        "                  [--max-body BYTES] [--chat-template NAME|FILE] [--no-prefix-cache]\n"
         "An OpenAI-compatible server: POST /v1/completions and /v1/chat/completions (stream:\n"
         "true for server-sent events), GET /v1/models, /health, /metrics. Chats are laid out\n"
         "by the model's tokenizer.chat_template, or --chat-template (a family such as chatml,\n"
         "llama3, gemma, or a file holding a template), else chatml. One sequence runs at a\n"
         "time; up to\n"
         "--queue requests wait, first come first served, and more are refused with 503.\n"
+        "A prompt that begins with the tokens the cache holds from the last request (a shared\n"
+        "system prompt) prefills only the rest, unless --no-prefix-cache.\n"
         "--port 0 takes a free port; the line 'kiln serve: listening on http://HOST:PORT'\n"
         "on stderr says which.");
     return 0;
@@ -244,7 +268,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
     chat.error = std::string(e.what()) + "; start the server with --chat-template NAME";
     std::fprintf(stderr, "kiln serve: chat requests will be refused: %s\n", chat.error.c_str());
   }
-  Engine engine(model, static_cast<size_t>(queue));
+  Engine engine(model, static_cast<size_t>(queue), !a.flag("no-prefix-cache"));
   std::atomic<uint64_t> next_id{0};
   std::random_device entropy;
   std::mutex seed_mu;

@@ -308,6 +308,39 @@ TEST_CASE("greedy generation is deterministic and stops on stop strings", "[mode
   }
 }
 
+TEST_CASE("a prompt continuing cached tokens generates as a fresh run", "[models][llm]") {
+  // A server's next request sharing the last one's first tokens: the model
+  // rewinds to them and prefills only the rest.
+  std::string path = tiny_model("qwen3", WeightFormat::q8_0);
+  Llm warm(path, test::runtime(), 64), fresh(path, test::runtime(), 64);
+  GenerationOptions o;
+  o.n_predict = 5;
+  o.stop_at_eos = false;
+  o.all_logits = true;
+  const std::vector<int32_t> first = {1, 5, 9, 13, 17, 21, 2}, second = {1, 5, 9, 13, 17, 40, 41};
+  generate(warm, first, o);
+  warm.rewind(5);
+  o.cached = 5;
+  GenerationResult w = generate(warm, second, o);
+  o.cached = 0;
+  GenerationResult f = generate(fresh, second, o);
+  CHECK(w.generated == f.generated);
+  CHECK(w.prompt == second);
+  // Logits of the positions after the cached ones: the fresh run's rows 5...
+  const int64_t V = fresh.config().n_vocab;
+  REQUIRE(w.logits.size() + 5 * static_cast<size_t>(V) == f.logits.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < w.logits.size(); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>(w.logits[i]) - f.logits[i + 5 * V]));
+    scale = std::max(scale, std::fabs(static_cast<double>(f.logits[i + 5 * V])));
+  }
+  CHECK(worst <= 1e-4 * scale);
+  CHECK_THROWS_WITH(warm.rewind(warm.pos() + 1), Catch::Contains("is not in 0 .."));
+  o.cached = 3;  // the cache does not hold 3 tokens
+  warm.reset();
+  CHECK_THROWS_WITH(generate(warm, second, o), Catch::Contains("3 cached prompt tokens"));
+}
+
 TEST_CASE("a decode step over more than one 512-key slice matches prefill", "[models][llm]") {
   // ctx 1024 puts decode on split-K attention (ops::attention), and 700
   // cached tokens give it two slices, the second partial; for each KV

@@ -6,6 +6,8 @@ the standard library's HTTP client only:
 - GET /health, /v1/models, /metrics;
 - /v1/chat/completions: the chatml layout and tokens llama.cpp gives the
   same messages, chat.completion(.chunk) shapes, its own 400/422s;
+- a chat sharing the last one's system prompt reuses its cached tokens and
+  still gives `kiln run`'s greedy tokens;
 - a greedy completion (temperature 0) gives the tokens `kiln run` picks:
   the argmax of its --logits-out rows, token for token; its usage counts;
 - streaming: every event `data: {json}` and a blank line, text pieces
@@ -100,14 +102,14 @@ class Server:
         check(not report, "the server's stderr holds no sanitizer report" + (f": {report[0]}" if report else ""))
 
 
-def greedy_reference(kiln, model, tmp, n):
-    """The tokens `kiln run` picks greedily after PROMPT: the argmax of its
+def greedy_reference(kiln, model, tmp, n, prompt=PROMPT):
+    """The tokens `kiln run` picks greedily after `prompt`: the argmax of its
     logits rows (ties to the lowest id, as its sampler)."""
     out = os.path.join(tmp, "run.npy")
-    subprocess.run([kiln, "run", "-m", model, "--tokens", ",".join(map(str, PROMPT)), "-n", str(n),
+    subprocess.run([kiln, "run", "-m", model, "--tokens", ",".join(map(str, prompt)), "-n", str(n),
                     "--temp", "0", "--logits-out", out], check=True, capture_output=True)
     logits = np.load(out)
-    return [int(i) for i in logits[len(PROMPT) - 1:].argmax(-1)]
+    return [int(i) for i in logits[len(prompt) - 1:].argmax(-1)]
 
 
 def contract(kiln, model, tmp):
@@ -151,6 +153,7 @@ def contract(kiln, model, tmp):
             check(st == 200 and text == before, "stop string, streamed")
 
         chat_api(s, model)
+        prefix_cache(s, kiln, model, tmp)
 
         bad = [({"prompt": "x", "max_tokens": -1}, 422, "negative max_tokens"),
                ({"prompt": "x", "temperature": 3}, 422, "temperature 3"),
@@ -213,13 +216,37 @@ def chat_api(s, model):
         check(st == code and r["error"]["code"] == code, f"chat {code}: {what}")
 
 
+def prefix_cache(s, kiln, model, tmp):
+    """Two chats sharing a long system prompt, one after the other: the
+    second prefills only what follows the shared tokens (metrics), and its
+    greedy tokens are still `kiln run`'s from the whole prompt."""
+    system = "You are a careful assistant who answers briefly. " * 2
+    out = []
+    for q in ("What is two and two?", "Name a colour."):
+        before = s.metrics()["kiln_prompt_tokens_cached_total"]
+        st, r = s.complete({"messages": [{"role": "system", "content": system}, {"role": "user", "content": q}],
+                            "max_tokens": 6, "temperature": 0, "return_token_ids": True}, "/v1/chat/completions")
+        out.append(r if st == 200 else None)
+    cached = s.metrics()["kiln_prompt_tokens_cached_total"] - before  # the second chat's
+    if not all(out):
+        return check(False, "prefix cache: both chats answered")
+    a, b = out[0]["prompt_token_ids"], out[1]["prompt_token_ids"]
+    shared = next(i for i in range(min(len(a), len(b))) if a[i] != b[i])
+    check(shared > 40 and cached == shared, f"prefix cache: the second chat reused {cached:.0f} of {len(b)} "
+          f"prompt tokens (the {shared} it shares)")
+    got = out[1]["choices"][0]["token_ids"]
+    want = greedy_reference(kiln, model, tmp, 6, b)
+    check(got == want[:len(got)], "prefix cache: the reusing chat's greedy tokens are kiln run's")
+
+
 def disconnect_and_load(kiln, model):
     s = Server(kiln, model, ["--queue", "1"])
     try:
-        # A stream dropped after its first event: cancelled at the next token.
+        # A stream dropped after its first event: cancelled at the next token
+        # (greedy: no end of sequence in its 2000 tokens).
         c = s.conn()
         c.request("POST", "/v1/completions",
-                  body=json.dumps({"prompt": PROMPT, "max_tokens": 2000, "temperature": 1, "stream": True}))
+                  body=json.dumps({"prompt": PROMPT, "max_tokens": 2000, "temperature": 0, "stream": True}))
         r = c.getresponse()
         r.read(1)
         c.sock.close()
