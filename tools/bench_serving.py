@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Serving benchmark: drives an OpenAI-compatible server with three workloads
+and reports throughput, time to first token (TTFT), inter-token latency
+(ITL) and request latency percentiles.
+
+  W1 single:        one request at a time, prompt 256 tokens, 256 generated
+  W2 mixed:         16 concurrent, prompts 32-1024 tokens, 64-256 generated
+  W3 shared prefix: 16 concurrent chats sharing one system prompt
+
+The same script drives `kiln serve` (--kiln KILN -m MODEL) or any server
+already listening (--url http://HOST:PORT, e.g. llama-cpp-python's
+`python3 -m llama_cpp.server --model MODEL --n_ctx N`), so both are measured
+by one client. Prompts are text (words drawn with a fixed seed), so any
+server tokenizes them; lengths are in words, about a token each. Streams
+are timed per event: TTFT from the request to the first text, ITL between
+later text events, tokens counted by the final usage (or by events).
+
+  bench_serving.py --kiln build/tools/kiln -m MODEL.gguf [--workloads W1,W2,W3]
+                   [--scale 1.0] [--ctx 2048] [--json OUT.json]
+  bench_serving.py --url http://127.0.0.1:8000 [--model NAME] ...
+"""
+import argparse
+import http.client
+import json
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+WORDS = ("the of and to in is was that for on with as by at from his her they this which "
+         "time people year way day man thing woman life child world school state family "
+         "student group country problem hand part place case week company system program").split()
+
+
+def text_of(n, rng):
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def percentile(v, q):
+    if not v:
+        return float("nan")
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))]
+
+
+def one_request(host, port, path, body):
+    """Streams one request; returns (ttft, [itl...], latency, tokens) or None on an error."""
+    t0 = time.perf_counter()
+    c = http.client.HTTPConnection(host, port, timeout=3600)
+    c.request("POST", path, body=json.dumps(dict(body, stream=True)), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        r.read()
+        return None
+    ttft, last, itl, events, tokens = None, None, [], 0, None
+    buf = b""
+    while True:
+        chunk = r.read1(65536)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n\n" in buf:
+            block, buf = buf.split(b"\n\n", 1)
+            line = block.decode(errors="replace").strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                continue
+            ev = json.loads(data)
+            ch = ev.get("choices") or [{}]
+            piece = ch[0].get("text") or (ch[0].get("delta") or {}).get("content") or ""
+            now = time.perf_counter()
+            if piece:
+                events += 1
+                if ttft is None:
+                    ttft = now - t0
+                else:
+                    itl.append(now - last)
+                last = now
+            if ev.get("usage"):
+                tokens = ev["usage"].get("completion_tokens")
+    c.close()
+    return ttft, itl, time.perf_counter() - t0, tokens if tokens is not None else events
+
+
+def run_workload(host, port, requests, concurrency):
+    results, lock = [], threading.Lock()
+    queue = list(requests)
+
+    def worker():
+        while True:
+            with lock:
+                if not queue:
+                    return
+                path, body = queue.pop(0)
+            res = one_request(host, port, path, body)
+            with lock:
+                results.append(res)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    ok = [r for r in results if r and r[0] is not None]
+    itl = [x for r in ok for x in r[1]]
+    tokens = sum(r[3] for r in ok)
+    return {"requests": len(results), "failed": len(results) - len(ok), "wall_s": wall,
+            "output_tok_s": tokens / wall if wall > 0 else 0.0,
+            "ttft_ms": {q: 1e3 * percentile([r[0] for r in ok], p) for q, p in (("p50", .5), ("p95", .95), ("p99", .99))},
+            "itl_ms": {q: 1e3 * percentile(itl, p) for q, p in (("p50", .5), ("p95", .95), ("p99", .99))},
+            "latency_s": {q: percentile([r[2] for r in ok], p) for q, p in (("p50", .5), ("p95", .95), ("p99", .99))}}
+
+
+def workloads(names, scale, model, seed):
+    rng = random.Random(seed)
+    n = lambda x: max(1, int(x * scale))
+    out = {}
+    common = {"temperature": 0.8, "top_p": 0.95, "seed": 1, "model": model}
+    if "W1" in names:
+        out["W1"] = (1, [("/v1/completions", dict(common, prompt=text_of(n(256), rng), max_tokens=n(256)))
+                         for _ in range(3)])
+    if "W2" in names:
+        out["W2"] = (16, [("/v1/completions", dict(common, prompt=text_of(n(rng.randint(32, 1024)), rng),
+                                                    max_tokens=n(rng.randint(64, 256)))) for _ in range(16)])
+    if "W3" in names:
+        system = "You are a helpful assistant for a travel company. " + text_of(n(400), rng)
+        out["W3"] = (16, [("/v1/chat/completions",
+                           dict(common, max_tokens=n(64),
+                                messages=[{"role": "system", "content": system},
+                                          {"role": "user", "content": text_of(n(20), rng)}])) for _ in range(16)])
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln")
+    ap.add_argument("-m", "--model-path")
+    ap.add_argument("--url")
+    ap.add_argument("--model", default="model")
+    ap.add_argument("--workloads", default="W1,W2,W3")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every prompt and output length")
+    ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    server = None
+    if a.kiln:
+        server = subprocess.Popen([a.kiln, "serve", "-m", a.model_path, "--port", "0", "--ctx", str(a.ctx),
+                                   "--threads", str(a.threads), "--queue", "64"], stderr=subprocess.PIPE, text=True)
+        m = re.search(r"http://([0-9.]+):(\d+)", server.stderr.readline())
+        if not m:
+            raise SystemExit("kiln serve did not start")
+        host, port = m.group(1), int(m.group(2))
+        threading.Thread(target=server.stderr.read, daemon=True).start()
+    elif a.url:
+        u = urllib.parse.urlparse(a.url)
+        host, port = u.hostname, u.port
+    else:
+        raise SystemExit("give --kiln KILN -m MODEL or --url URL")
+    report = {}
+    try:
+        for name, (conc, reqs) in workloads(a.workloads.split(","), a.scale, a.model, 7).items():
+            r = run_workload(host, port, reqs, conc)
+            report[name] = r
+            print(f"{name}: {r['requests']} requests ({r['failed']} failed), {r['output_tok_s']:.1f} output tok/s, "
+                  f"TTFT p50/p95/p99 {r['ttft_ms']['p50']:.0f}/{r['ttft_ms']['p95']:.0f}/{r['ttft_ms']['p99']:.0f} ms, "
+                  f"ITL p50/p95/p99 {r['itl_ms']['p50']:.1f}/{r['itl_ms']['p95']:.1f}/{r['itl_ms']['p99']:.1f} ms, "
+                  f"latency p50 {r['latency_s']['p50']:.2f} s", flush=True)
+    finally:
+        if server:
+            server.kill()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
