@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "ir/error.h"
+#include "models/read_file.h"
 
 namespace kiln {
 
@@ -235,6 +236,13 @@ const std::vector<std::string>& chat_template_families() {
     return n;
   }();
   return names;
+}
+
+std::string chat_template_option(const std::string& name_or_path) {
+  const auto& names = chat_template_families();
+  return std::find(names.begin(), names.end(), name_or_path) != names.end()
+             ? name_or_path
+             : read_file(name_or_path, "chat template file");
 }
 
 std::string chat_template_family(const std::string& tmpl) {

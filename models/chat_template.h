@@ -31,4 +31,8 @@ std::string apply_chat_template(const std::string& family, const std::vector<Cha
 // The family names Kiln knows, for messages and tests.
 const std::vector<std::string>& chat_template_families();
 
+// What a --chat-template / --template option names: a family's name as it
+// is, else the text of the template file at that path.
+std::string chat_template_option(const std::string& name_or_path);
+
 }  // namespace kiln

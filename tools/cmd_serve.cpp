@@ -11,7 +11,6 @@
 // stream, `data: [DONE]` or one error event.
 #include <httplib.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -27,7 +26,6 @@
 #include "ir/error.h"
 #include "models/chat_template.h"
 #include "models/generation.h"
-#include "models/read_file.h"
 #include "tools/cli.h"
 #include "tools/serve_api.h"
 
@@ -256,10 +254,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
   const std::string model_id = std::filesystem::path(path).filename().string();
   // The chat layout: --chat-template, else the model's, else chatml (as llama.cpp).
   ChatTemplate chat;
-  std::string tmpl = a.get("chat-template");
-  const auto& families = chat_template_families();
-  if (!tmpl.empty() && std::find(families.begin(), families.end(), tmpl) == families.end())
-    tmpl = read_file(tmpl, "chat template file");
+  std::string tmpl = a.has("chat-template") ? chat_template_option(a.get("chat-template")) : "";
   if (tmpl.empty())
     tmpl = std::string(model.file().find_string("tokenizer.chat_template").value_or("chatml"));
   try {

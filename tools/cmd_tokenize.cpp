@@ -1,6 +1,5 @@
 // `kiln tokenize`: a model's tokenizer on a text, as ids; or a conversation
 // laid out by its chat template (models/chat_template.h), as text or ids.
-#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -61,10 +60,7 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
   std::optional<GgufFile> f;
   if (a.has("model")) f.emplace(open_model_file(a.get("model")));
   if (a.has("chat")) {
-    std::string tmpl = a.get("template");
-    if (!tmpl.empty() && std::find(chat_template_families().begin(), chat_template_families().end(),
-                                   tmpl) == chat_template_families().end())
-      tmpl = read_file(tmpl, "chat template file");
+    std::string tmpl = a.has("template") ? chat_template_option(a.get("template")) : "";
     if (tmpl.empty()) {
       auto t = f->find_string("tokenizer.chat_template");
       if (!t)
