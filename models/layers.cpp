@@ -48,10 +48,16 @@ Tensor Forward::attention(int64_t l, const Tensor& h) {
   q = ops::rope(g, q, table, positions, D, c.rope_neox);
   k = ops::rope(g, k, table, positions, D, c.rope_neox);
   KvCache& kv = cache.at(static_cast<size_t>(l));
-  ops::kv_append(g, kv, k, v, pos0());
   ops::AttentionMask mask{c.sliding(l) ? c.sliding_window : 0, {}};
   if (c.attn_sinks) mask.sinks = w.vector(g, blk(l, "attn_sinks.weight"));
-  Tensor o = ops::attention(g, q, kv, c.attn_scale, kv_len(), pos0(), mask);
+  Tensor o;
+  if (batch) {
+    ops::kv_append(g, kv, k, v, positions, *batch);
+    o = ops::attention(g, q, kv, c.attn_scale, *batch, mask);
+  } else {
+    ops::kv_append(g, kv, k, v, pos0());
+    o = ops::attention(g, q, kv, c.attn_scale, kv_len(), pos0(), mask);
+  }
   o = linear(blk(l, "attn_output.weight"), "output", o);
   return c.out_bias ? ops::add_rows(g, o, w.vector(g, blk(l, "attn_output.bias"))) : o;
 }
@@ -85,7 +91,9 @@ Tensor Forward::moe(int64_t l, const Tensor& h) {
 
 Tensor Forward::logits(const Tensor& x) {
   Graph::Scope s(g, "output");
-  Tensor last = norm(x.rows(n_tokens - out_rows, out_rows), "output_norm.weight");
+  Tensor last =
+      norm(out_ids ? ops::get_rows(g, x, *out_ids) : x.rows(n_tokens - out_rows, out_rows),
+           "output_norm.weight");
   return linear(w.has("output.weight") ? "output.weight" : "token_embd.weight", "lm_head", last);
 }
 

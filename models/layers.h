@@ -6,6 +6,7 @@
 // q/k norms, experts) is read from the ModelConfig, never from metadata.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ class Forward {
   // Per MoE layer of a pruned model that kept its full router, i32
   // [n_router]: the router's experts' new ids, -1 pruned; empty otherwise.
   std::vector<Tensor> expert_map;
+  // A serving step's packed sequences (paged caches): attention per
+  // sequence, and the logits of the rows out_ids lists (i32 [out_rows],
+  // each sequence's last token) instead of the last out_rows.
+  std::optional<ops::SeqBatch> batch;
+  std::optional<Tensor> out_ids;
 
   // "blk.<layer>.<name>"
   static std::string blk(int64_t layer, const std::string& name);

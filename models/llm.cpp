@@ -16,13 +16,17 @@ namespace kiln {
 
 // The plan for one token count, over the scratch its graph planned.
 struct Llm::Step {
-  Step(Runtime& rt, int64_t n, bool all) : graph(rt), plan(rt), n_tokens(n), all_logits(all) {}
+  Step(Runtime& rt, int64_t n, bool all, int64_t seqs = 0)
+      : graph(rt), plan(rt), n_tokens(n), all_logits(all), n_seqs(seqs) {}
   Graph graph;
   Plan plan;
   int64_t n_tokens;
   bool all_logits;
+  int64_t n_seqs;                          // > 0: a serving step (forward_batch)
   std::vector<int32_t> tokens, positions;  // host, read or uploaded per replay
   std::vector<float> logits;               // host, written or downloaded per replay
+  // A serving step's packed batch (ops::SeqBatch) and logit rows, likewise.
+  std::vector<int32_t> cu_seqlens, seq_pos0, seq_len, tok_seq, tables, out_ids;
 };
 
 namespace {
@@ -34,7 +38,8 @@ bool auto_asymmetric_enabled() {
 
 }  // namespace
 
-Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, KvCacheType kv, int64_t kv_page)
+Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, KvCacheType kv, int64_t kv_page,
+         int64_t kv_pages)
     : file_(open_model_file(path)),
       cfg_(ModelConfig::from_gguf(file_)),
       tok_(Tokenizer::from_gguf(file_)),
@@ -66,7 +71,13 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, KvCacheType kv, in
     throw Error("KV page of " + std::to_string(kv_page) + " rows: must be a multiple of " +
                 std::to_string(key_block_) + " (the key block)");
   page_ = kv_page;
-  if (page_ > 0) {
+  if (kv_pages < 0 || (kv_pages > 0 && page_ == 0))
+    throw Error("a serving KV pool of " + std::to_string(kv_pages) +
+                " pages: needs a page size (kv_page > 0) and >= 1 page");
+  if (kv_pages > 0) {
+    serving_ = true;  // each step brings its sequences' tables
+    n_pages_ = kv_pages;
+  } else if (page_ > 0) {
     // One sequence holding the whole context; every layer's pool numbers
     // its pages alike, so one table serves them all.
     KvPagePool pool((n_ctx_ + page_ - 1) / page_, page_);
@@ -160,6 +171,9 @@ Llm::Step& Llm::step_for(int64_t n_tokens, bool all_logits) {
 
 const std::vector<float>& Llm::forward(const std::vector<int32_t>& tokens, bool all_logits,
                                        bool interpret) {
+  if (serving_)
+    throw Error("forward: this model's cache is a serving pool of " + std::to_string(n_pages_) +
+                " pages; run its sequences with forward_batch");
   if (tokens.empty()) throw Error("forward: no tokens");
   if (pos_ + static_cast<int64_t>(tokens.size()) > n_ctx_)
     throw Error("forward: " + std::to_string(pos_) + " + " + std::to_string(tokens.size()) +
@@ -176,6 +190,84 @@ const std::vector<float>& Llm::forward(const std::vector<int32_t>& tokens, bool 
   s.plan.profile(profiling_);
   s.plan.run(rt_, interpret);
   pos_ += s.n_tokens;
+  last_launches_ = s.plan.kernel_launches();
+  return s.logits;
+}
+
+namespace {
+// Serving plans kept: a step's shape is its token and sequence counts.
+constexpr size_t kMaxBatchSteps = 48;
+}  // namespace
+
+Llm::Step& Llm::batch_step_for(int64_t n_tokens, int64_t n_seqs) {
+  const std::pair<int64_t, int64_t> key{n_tokens, n_seqs};
+  if (!batch_steps_.count(key) && batch_steps_.size() >= kMaxBatchSteps) {
+    auto oldest =
+        std::min_element(batch_used_.begin(), batch_used_.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    batch_steps_.erase(oldest->first);
+    batch_used_.erase(oldest);
+  }
+  batch_used_[key] = ++batch_clock_;
+  auto& slot = batch_steps_[key];
+  if (!slot) {
+    slot = std::make_unique<Step>(rt_, n_tokens, false, n_seqs);
+    record(*slot);
+  }
+  return *slot;
+}
+
+const std::vector<float>& Llm::forward_batch(const std::vector<SeqChunk>& seqs, bool interpret) {
+  if (!serving_)
+    throw Error("forward_batch: the model's KV cache is not a serving pool (kv_pages)");
+  if (seqs.empty()) throw Error("forward_batch: no sequences");
+  const int64_t entries = (n_ctx_ + page_ - 1) / page_;
+  int64_t total = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SeqChunk& c = seqs[i];
+    const std::string who = "forward_batch: sequence " + std::to_string(i) + ": ";
+    const int64_t n = static_cast<int64_t>(c.tokens.size());
+    if (n == 0) throw Error(who + "no tokens");
+    if (c.pos0 < 0 || c.pos0 + n > n_ctx_)
+      throw Error(who + "positions " + std::to_string(c.pos0) + " .. " +
+                  std::to_string(c.pos0 + n - 1) + " are outside the context of " +
+                  std::to_string(n_ctx_));
+    for (int32_t t : c.tokens)
+      if (t < 0 || t >= cfg_.n_vocab)
+        throw Error(who + "token id " + std::to_string(t) + " is outside the vocabulary of " +
+                    std::to_string(cfg_.n_vocab));
+    const int64_t live = (c.pos0 + n + page_ - 1) / page_;
+    if (static_cast<int64_t>(c.table.size()) > entries)
+      throw Error(who + "a block table of " + std::to_string(c.table.size()) +
+                  " pages, more than the context's " + std::to_string(entries));
+    try {
+      check_block_table(c.table, live, n_pages_);
+    } catch (const Error& e) {
+      throw Error(who + e.what());
+    }
+    total += n;
+  }
+  const int64_t S = static_cast<int64_t>(seqs.size());
+  Step& s = batch_step_for(total, S);
+  int64_t row = 0;
+  for (int64_t i = 0; i < S; ++i) {
+    const SeqChunk& c = seqs[static_cast<size_t>(i)];
+    const int64_t n = static_cast<int64_t>(c.tokens.size());
+    s.cu_seqlens[i] = static_cast<int32_t>(row);
+    s.seq_pos0[i] = static_cast<int32_t>(c.pos0);
+    s.seq_len[i] = static_cast<int32_t>(c.pos0 + n);
+    for (int64_t j = 0; j < n; ++j, ++row) {
+      s.tokens[row] = c.tokens[static_cast<size_t>(j)];
+      s.positions[row] = static_cast<int32_t>(c.pos0 + j);
+      s.tok_seq[row] = static_cast<int32_t>(i);
+    }
+    s.out_ids[i] = static_cast<int32_t>(row - 1);
+    std::fill(std::copy(c.table.begin(), c.table.end(), s.tables.begin() + i * entries),
+              s.tables.begin() + (i + 1) * entries, -1);
+  }
+  s.cu_seqlens[S] = static_cast<int32_t>(row);
+  s.plan.profile(profiling_);
+  s.plan.run(rt_, interpret);
   last_launches_ = s.plan.kernel_launches();
   return s.logits;
 }
@@ -207,7 +299,7 @@ std::pair<size_t, size_t> Llm::scratch_bytes(int64_t n_tokens, bool all_logits) 
 
 void Llm::record(Step& s) {
   const ModelConfig& c = cfg_;
-  const int64_t T = s.n_tokens, out_rows = s.all_logits ? T : 1;
+  const int64_t T = s.n_tokens, S = s.n_seqs, out_rows = S > 0 ? S : s.all_logits ? T : 1;
   s.tokens.resize(T);
   s.positions.resize(T);
   s.logits.resize(out_rows * c.n_vocab);
@@ -215,6 +307,20 @@ void Llm::record(Step& s) {
   Forward f(g, c, weights_, T, out_rows, n_ctx_);
   f.tokens = g.input("input", s.tokens.data(), DType::i32, {T});
   f.positions = g.input("input", s.positions.data(), DType::i32, {T});
+  if (S > 0) {
+    const int64_t entries = (n_ctx_ + page_ - 1) / page_;
+    auto input = [&](std::vector<int32_t>& v, int64_t n) {
+      v.assign(static_cast<size_t>(n), 0);
+      return g.input("input", v.data(), DType::i32, {n});
+    };
+    f.batch = ops::SeqBatch{S,
+                            input(s.cu_seqlens, S + 1),
+                            input(s.seq_pos0, S),
+                            input(s.seq_len, S),
+                            input(s.tok_seq, T),
+                            input(s.tables, S * entries)};
+    f.out_ids = input(s.out_ids, S);
+  }
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const DeviceBuffer &k = k_cache_[l], &v = v_cache_[l], &rope = *layer_rope_[l];
     const int64_t esize = static_cast<int64_t>(dtype_bytes(kv_.dtype));
@@ -242,7 +348,9 @@ void Llm::record(Step& s) {
       cache.v_rot = matrix(v_rot_[l]);
       cache.v_unrot = matrix(v_unrot_[l]);
     }
-    if (page_)
+    if (S > 0)
+      cache.table = f.batch->tables;
+    else if (page_)
       cache.table = g.external(block_table_->data(), DType::i32,
                                {static_cast<int64_t>(block_table_->bytes() / sizeof(int32_t))});
     f.cache.push_back(cache);

@@ -39,9 +39,11 @@ class Llm {
   // applies, and kv_type() names the scheme in effect).
   // kv_page > 0: each layer's cache is a paged pool (kv_cache.h) of pages
   // of kv_page rows, the sequence's pages listed by a block table
-  // (KvPagePool), as a server holds many sequences.
+  // (KvPagePool), as a server holds many sequences. kv_pages > 0 (with
+  // kv_page) makes it a serving pool of that many pages, shared by the
+  // sequences of forward_batch; forward() is then refused.
   Llm(const std::string& path, Runtime& rt, int64_t n_ctx = 0, KvCacheType kv = DType::f16,
-      int64_t kv_page = 0);
+      int64_t kv_page = 0, int64_t kv_pages = 0);
   ~Llm();
 
   const ModelConfig& config() const { return cfg_; }
@@ -67,6 +69,22 @@ class Llm {
   const std::vector<float>& forward(const std::vector<int32_t>& tokens, bool all_logits = false,
                                     bool interpret = false);
 
+  // One step of a serving engine over the pool (kv_pages > 0): each
+  // sequence's new tokens, its first at position pos0, stored in and
+  // attending to the rows of the pages its table lists (a KvPagePool's
+  // table of the sequence, holding pos0 + tokens rows). Sequences bring one
+  // token each (decode) or more (a prompt's chunk). Returns the logits
+  // [sequences, n_vocab] of each sequence's last token.
+  struct SeqChunk {
+    std::vector<int32_t> tokens;
+    int64_t pos0 = 0;
+    std::vector<int32_t> table;
+  };
+  const std::vector<float>& forward_batch(const std::vector<SeqChunk>& seqs,
+                                          bool interpret = false);
+  int64_t kv_page() const { return page_; }
+  int64_t kv_pages() const { return serving_ ? n_pages_ : 0; }
+
   // Records (selects and compiles the kernels of) the plan for n tokens
   // now, so that timing a forward does not include it.
   void prepare(int64_t n_tokens, bool all_logits = false) { step_for(n_tokens, all_logits); }
@@ -89,6 +107,7 @@ class Llm {
  private:
   struct Step;
   Step& step_for(int64_t n_tokens, bool all_logits);
+  Step& batch_step_for(int64_t n_tokens, int64_t n_seqs);
   void record(Step& s);
 
   GgufFile file_;
@@ -111,6 +130,12 @@ class Llm {
   std::map<std::pair<double, RopeScaling>, DeviceBuffer> rope_tables_;
   std::vector<const DeviceBuffer*> layer_rope_;
   std::map<std::pair<int64_t, bool>, std::unique_ptr<Step>> steps_;
+  // Serving: the plans of (tokens, sequences), the least recently used
+  // dropped past kMaxBatchSteps (a server meets many shapes).
+  bool serving_ = false;
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Step>> batch_steps_;
+  std::map<std::pair<int64_t, int64_t>, uint64_t> batch_used_;
+  uint64_t batch_clock_ = 0;
   int64_t last_launches_ = 0;
   bool profiling_ = false;
 };

@@ -1,6 +1,7 @@
 #include "runtime/ops.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "ir/error.h"
 #include "kernels/attention/kv_cache.h"
@@ -546,6 +547,112 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
   Tensor qr = aura_rotate(g, q, *cache.k_rot, d, D, DType::f32);
   Tensor o = attention_launches(g, qr, rotated, scale, kv_len, pos0, mask);
   return aura_rotate(g, o, *cache.v_unrot, D, d, q.dtype);
+}
+
+namespace {
+// The batch's tensors fit its tokens and the cache's pool.
+void check_batch(const char* op, const KvCache& cache, int64_t n_tokens, const SeqBatch& b) {
+  if (cache.page == 0 || !cache.table)
+    mismatch(op, "a packed batch needs a paged KV cache (kv_page > 0)");
+  if (is_aura_kv(cache.k.dtype)) mismatch(op, "an AURA cache cannot be paged");
+  const int64_t entries = (cache.max_ctx + cache.page - 1) / cache.page;
+  if (b.n_seqs < 1 || b.n_seqs > n_tokens)
+    mismatch(op,
+             std::to_string(b.n_seqs) + " sequences for " + std::to_string(n_tokens) + " tokens");
+  for (const auto& [t, name, n] :
+       {std::tuple<const Tensor&, const char*, int64_t>{b.cu_seqlens, "cu_seqlens", b.n_seqs + 1},
+        {b.seq_pos0, "seq_pos0", b.n_seqs},
+        {b.seq_len, "seq_len", b.n_seqs},
+        {b.tok_seq, "tok_seq", n_tokens},
+        {b.tables, "block tables", b.n_seqs * entries}}) {
+    need_dtype(op, t, DType::i32, name);
+    if (t.numel() != n)
+      mismatch(op, std::string(name) + " " + t.str() + " should hold " + std::to_string(n));
+  }
+}
+}  // namespace
+
+Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
+                 const Tensor& positions, const SeqBatch& batch) {
+  const int64_t kd = cache.n_kv_heads * cache.head_dim;
+  if (k.rank() != 2 || k.dim(1) != kd || k.shape != v.shape)
+    mismatch("kv_append", "keys " + k.str() + " and values " + v.str() + " are not [t, " +
+                              std::to_string(kd) + "]");
+  check_batch("kv_append", cache, k.dim(0), batch);
+  need_dtype("kv_append", positions, DType::i32, "positions");
+  cache.k = g.overwrite(cache.k);
+  cache.v = g.overwrite(cache.v);
+  if (cache.k_scale) cache.k_scale = g.overwrite(*cache.k_scale);
+  if (cache.v_scale) cache.v_scale = g.overwrite(*cache.v_scale);
+  KvCache paged = cache;
+  paged.table = batch.tables;
+  Graph::Operands args = {{"xk", k},
+                          {"xv", v},
+                          {"k", cache.k},
+                          {"v", cache.v},
+                          {"n_tokens", Arg::scalar_int(k.dim(0))},
+                          {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
+                          {"max_ctx", Arg::scalar_int(cache.max_ctx)},
+                          {"positions", positions},
+                          {"tok_seq", batch.tok_seq},
+                          {"n_seqs", Arg::scalar_int(batch.n_seqs)}};
+  add_cache_operands(args, paged);
+  g.launch("kv_store", "kv_cache_store", {{"KV", cache.k.dtype}}, args, {},
+           {{"HEAD_DIM", cache.head_dim}, {"PAGE", cache.page}, {"VARLEN", 1}});
+  return cache.k;
+}
+
+Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
+                 const SeqBatch& batch, const AttentionMask& mask) {
+  const int64_t d = cache.head_dim;
+  if (q.rank() != 2 || q.dim(1) % d || (q.dim(1) / d) % cache.n_kv_heads)
+    mismatch("attention", "q " + q.str() + " is not [t, heads * " + std::to_string(d) +
+                              "] with heads a multiple of " + std::to_string(cache.n_kv_heads));
+  const int64_t t = q.dim(0), heads = q.dim(1) / d;
+  check_batch("attention", cache, t, batch);
+  if (mask.window < 0) mismatch("attention", "window " + std::to_string(mask.window) + " < 0");
+  if (mask.sinks && (mask.sinks->dtype != DType::f32 || mask.sinks->numel() != heads))
+    mismatch("attention", "sinks " + mask.sinks->str() + " for " + std::to_string(heads) +
+                              " heads (f32, one per head)");
+  KvCache paged = cache;
+  paged.table = batch.tables;
+  Tensor out = g.scratch(q.dtype, q.shape);
+  Graph::Operands args = {{"q", q},
+                          {"k", cache.k},
+                          {"v", cache.v},
+                          {"out", out},
+                          {"n_heads", Arg::scalar_int(heads)},
+                          {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
+                          {"max_ctx", Arg::scalar_int(cache.max_ctx)},
+                          {"n_seqs", Arg::scalar_int(batch.n_seqs)},
+                          {"scale", Arg::scalar_float(scale)},
+                          {"window", Arg::scalar_int(mask.window)}};
+  if (mask.sinks) args["sinks"] = *mask.sinks;
+  add_cache_operands(args, paged);
+  if (is_quantized_kv(cache.k.dtype)) {
+    need_dtype("attention", q, DType::f32, "q over a q8_0 cache");
+    std::vector<Tensor> q8 = quantize_q8(g, q, kKvQuantBlock);
+    args["q"] = q8[0];
+    args["q_scale"] = q8[1];
+    args["q_sum"] = q8[2];
+  }
+  const std::map<std::string, int64_t> fixed = {
+      {"HEAD_DIM", d}, {"SINKS", mask.sinks ? 1 : 0}, {"PAGE", cache.page}};
+  if (t == batch.n_seqs) {  // one token each: a decode step
+    args["seq_len"] = batch.seq_len;
+    g.launch("attention", "attention_decode_batch", {{"KV", cache.k.dtype}, {"T", q.dtype}}, args,
+             {}, fixed);
+    return out;
+  }
+  // The grid covers the longest sequence's tokens, at most what is left
+  // when every other sequence brings one.
+  args["cu_seqlens"] = batch.cu_seqlens;
+  args["seq_pos0"] = batch.seq_pos0;
+  args["n_tokens"] = Arg::scalar_int(t);
+  args["max_seq_tokens"] = Arg::scalar_int(std::min(t - batch.n_seqs + 1, cache.max_ctx));
+  g.launch("attention", "attention_prefill_varlen", {{"KV", cache.k.dtype}, {"T", q.dtype}}, args,
+           {}, fixed);
+  return out;
 }
 
 Routing moe_route(Graph& g, const Tensor& logits, int64_t k, const RouterOptions& o) {

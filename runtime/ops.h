@@ -108,6 +108,27 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                  const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
                  const AttentionMask& mask = {});
 
+// A serving step's packed batch (varlen): n_seqs sequences' new tokens back
+// to back, each sequence's rows in its own pages of a paged cache's pool.
+// The tensors are i32 inputs the step uploads before each replay.
+struct SeqBatch {
+  int64_t n_seqs = 0;
+  Tensor cu_seqlens;  // [n_seqs + 1]: sequence s's tokens are rows cu[s] .. cu[s+1] - 1
+  Tensor seq_pos0;    // [n_seqs]: the position of each sequence's first new token
+  Tensor seq_len;     // [n_seqs]: the rows each sequence holds after the step
+  Tensor tok_seq;     // [n_tokens]: each token's sequence
+  Tensor tables;      // [n_seqs, ceil(max_ctx / page)]: each sequence's pages
+};
+// Appends a packed batch's keys and values, token t at row positions[t] of
+// its sequence's pages.
+Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
+                 const Tensor& positions, const SeqBatch& batch);
+// Causal attention of each sequence's new tokens over its own rows:
+// attention_decode_batch when every sequence brings one token (decode),
+// else attention_prefill_varlen (chunked prefill mixed with decodes).
+Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
+                 const SeqBatch& batch, const AttentionMask& mask = {});
+
 // MoE, grouped (kernels/moe/): the router's choice per token, the pairs
 // sorted by expert, one launch per matmul for all experts, and the combine.
 // Nothing returns to the host: an expert no token chose costs nothing.

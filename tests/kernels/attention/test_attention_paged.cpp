@@ -8,6 +8,7 @@
 // Tolerance: as the kernels' own tests (2e-5 absolute): paging changes only
 // where a block's rows are read from.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 
 #include "attention_case.h"
@@ -165,6 +166,72 @@ TEST_CASE("kv_cache_store writes through a block table", "[kernels][attention]")
         CHECK(v.get(v_page_index(pg, j % P, h, i, nkv, D, P)) ==
               static_cast<double>(static_cast<_Float16>(xv.get(x))));
       }
+}
+
+TEST_CASE("kv_cache_store writes a packed batch through each sequence's table",
+          "[kernels][attention]") {
+  // Two sequences' tokens interleaved as a serving step packs them (VARLEN):
+  // each row lands in its own sequence's pages, f16 and q8_0 alike.
+  const int64_t P = 16, D = 32, nkv = 2, n_pages = 6, max_ctx = 48, entries = 3;
+  const std::vector<int32_t> seq = {0, 0, 1, 1, 1, 0}, pos = {14, 15, 3, 4, 5, 16};
+  const std::vector<int32_t> tables = {5, 1, 2, /* seq 1 */ 0, -1, -1};
+  const int64_t nt = static_cast<int64_t>(seq.size());
+  HostBuffer xk = HostBuffer::random(DType::f32, nt * nkv * D, 3),
+             xv = HostBuffer::random(DType::f32, nt * nkv * D, 4);
+  HostBuffer positions(DType::i32, nt), tok_seq(DType::i32, nt), table(DType::i32, 2 * entries);
+  for (int64_t t = 0; t < nt; ++t) {
+    positions.set(t, pos[t]);
+    tok_seq.set(t, seq[t]);
+  }
+  for (int64_t i = 0; i < 2 * entries; ++i) table.set(i, tables[i]);
+  for (DType kv : {DType::f16, DType::i8}) {
+    INFO(dtype_name(kv));
+    const bool q8 = kv == DType::i8;
+    HostBuffer k(kv, k_pool_elems(n_pages, nkv, D, P)), v(kv, v_pool_elems(n_pages, nkv, D, P));
+    HostBuffer ks(DType::f16, k_pool_elems(n_pages, nkv, D, P) / 32),
+        vs(DType::f16, v_pool_elems(n_pages, nkv, D, P) / 32);
+    Spec s = find_kernel("kv_cache_store")
+                 .make_spec({{"KV", kv}}, {{"HEAD_DIM", D}, {"PAGE", P}, {"VARLEN", 1}});
+    std::vector<Arg> args = {xk.arg(),
+                             xv.arg(),
+                             k.arg(),
+                             v.arg(),
+                             Arg::scalar_int(nt),
+                             Arg::scalar_int(nkv),
+                             Arg::scalar_int(max_ctx),
+                             positions.arg(),
+                             tok_seq.arg(),
+                             Arg::scalar_int(2),
+                             table.arg(),
+                             Arg::scalar_int(n_pages)};
+    if (q8) {
+      args.push_back(ks.arg());
+      args.push_back(vs.arg());
+    }
+    test::runtime().launch(s, args);
+    const int64_t kb = kiln::test::kTestKeyBlock;
+    for (int64_t t = 0; t < nt; ++t)
+      for (int64_t h = 0; h < nkv; ++h)
+        for (int64_t i = 0; i < D; ++i) {
+          const int64_t j = pos[t], pg = tables[seq[t] * entries + j / P],
+                        x = (t * nkv + h) * D + i;
+          INFO("token " << t << " head " << h << " dim " << i);
+          const int64_t ki = k_page_index(pg, j % P, h, i, nkv, D, P, kb),
+                        vi = v_page_index(pg, j % P, h, i, nkv, D, P);
+          if (!q8) {
+            CHECK(k.get(ki) == static_cast<double>(static_cast<_Float16>(xk.get(x))));
+            CHECK(v.get(vi) == static_cast<double>(static_cast<_Float16>(xv.get(x))));
+            continue;
+          }
+          // q8_0: within half a step of its block's scale, plus the scale's f16
+          // rounding (2^-11 relative) times up to 127 steps: 0.57 of a step.
+          const double kscale = ks.get(k_page_index(pg, j % P, h, i / 32, nkv, D / 32, P, kb)),
+                       vscale = vs.get(v_page_index(pg, j % P, h, i / 32, nkv, D / 32, P));
+          CHECK(kscale > 0);
+          CHECK(std::fabs(k.get(ki) * kscale - xk.get(x)) <= 0.57 * kscale);
+          CHECK(std::fabs(v.get(vi) * vscale - xv.get(x)) <= 0.57 * vscale);
+        }
+  }
 }
 
 TEST_CASE("attention kernels refuse a page off the key blocks and an empty pool",
