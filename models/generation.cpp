@@ -37,9 +37,7 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
   r.prefill_ms = ms_since(t0);
   r.launches_prefill = model.last_kernel_launches();
   keep(*logits);
-  // Decoded text is emitted once it can no longer be the start of a stop
-  // string, so a stop string never reaches the stream.
-  std::string pending;
+  StopText text(model.tokenizer(), o.stop);
   r.stop_reason = "length";
   for (int64_t i = 0; i < o.n_predict; ++i) {
     const float* last = logits->data() + logits->size() - V;
@@ -50,27 +48,10 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
     }
     r.generated.push_back(next);
     history.push_back(next);
-    pending += model.tokenizer().token_to_piece(next);
-    bool stopped = false;
-    for (const auto& s : o.stop) {
-      size_t at = pending.find(s);
-      if (!s.empty() && at != std::string::npos) {
-        pending.resize(at);
-        stopped = true;
-      }
-    }
-    size_t safe = pending.size();
-    if (!stopped)
-      for (const auto& s : o.stop)
-        for (size_t n = std::min(s.size() - 1, pending.size()); n > 0; --n)
-          if (pending.compare(pending.size() - n, n, s, 0, n) == 0) {
-            safe = std::min(safe, pending.size() - n);
-            break;
-          }
-    if (on_text && safe) on_text(pending.substr(0, safe));
-    r.text += pending.substr(0, safe);
-    pending.erase(0, safe);
-    if (stopped) {
+    const std::string piece = text.push(next);
+    if (on_text && !piece.empty()) on_text(piece);
+    r.text += piece;
+    if (text.stopped()) {
       r.stop_reason = "stop string";
       break;
     }
@@ -85,9 +66,40 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
     r.launches_per_token = model.last_kernel_launches();
     keep(*logits);
   }
-  if (on_text && !pending.empty()) on_text(pending);
-  r.text += pending;
+  const std::string rest = text.flush();
+  if (on_text && !rest.empty()) on_text(rest);
+  r.text += rest;
   return r;
+}
+
+std::string StopText::push(int32_t token) {
+  if (stopped_) return "";
+  pending_ += tok_.token_to_piece(token);
+  for (const auto& s : stop_) {
+    size_t at = pending_.find(s);
+    if (!s.empty() && at != std::string::npos) {
+      pending_.resize(at);
+      stopped_ = true;
+    }
+  }
+  size_t safe = pending_.size();
+  if (!stopped_)
+    for (const auto& s : stop_)
+      for (size_t n = std::min(s.size() - 1, pending_.size()); n > 0; --n)
+        if (pending_.compare(pending_.size() - n, n, s, 0, n) == 0) {
+          safe = std::min(safe, pending_.size() - n);
+          break;
+        }
+  std::string out = pending_.substr(0, safe);
+  pending_.erase(0, safe);
+  if (stopped_) pending_.clear();
+  return out;
+}
+
+std::string StopText::flush() {
+  std::string out = std::move(pending_);
+  pending_.clear();
+  return out;
 }
 
 }  // namespace kiln

@@ -36,6 +36,25 @@ struct GenerationResult {
   std::string stop_reason;  // "length", "eos", "stop string", "cancelled"
 };
 
+// The text of generated tokens as a stream may show it: a piece is released
+// once it can no longer be the start of a stop string, so a stop string
+// never reaches the stream, and the text ends before the first stop string.
+class StopText {
+ public:
+  StopText(const Tokenizer& tok, std::vector<std::string> stop)
+      : tok_(tok), stop_(std::move(stop)) {}
+  // Adds a token's piece; returns the text released by it.
+  std::string push(int32_t token);
+  bool stopped() const { return stopped_; }  // a stop string was met
+  std::string flush();                       // the text held back, at the end
+
+ private:
+  const Tokenizer& tok_;
+  std::vector<std::string> stop_;
+  std::string pending_;
+  bool stopped_ = false;
+};
+
 // `on_text` receives each newly decoded piece of text.
 GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
                           const GenerationOptions& o,

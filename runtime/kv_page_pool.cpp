@@ -30,6 +30,28 @@ KvPagePool::SeqId KvPagePool::create() {
   return next_++;
 }
 
+KvPagePool::SeqId KvPagePool::create(const std::vector<int32_t>& shared) {
+  for (int32_t p : shared)
+    if (p < 0 || p >= n_pages() || refs_[static_cast<size_t>(p)] == 0)
+      throw Error("KV page pool: page " + std::to_string(p) +
+                  " is not held (shared pages must be)");
+  for (int32_t p : shared) ++refs_[static_cast<size_t>(p)];
+  seqs_[next_] = Seq{shared, static_cast<int64_t>(shared.size()) * page_};
+  return next_++;
+}
+
+void KvPagePool::retain(int32_t page) {
+  if (page < 0 || page >= n_pages() || refs_[static_cast<size_t>(page)] == 0)
+    throw Error("KV page pool: retaining page " + std::to_string(page) + ", which is not held");
+  ++refs_[static_cast<size_t>(page)];
+}
+
+void KvPagePool::release(int32_t page) {
+  if (page < 0 || page >= n_pages() || refs_[static_cast<size_t>(page)] == 0)
+    throw Error("KV page pool: releasing page " + std::to_string(page) + ", which is not held");
+  if (--refs_[static_cast<size_t>(page)] == 0) free_.push_back(page);
+}
+
 KvPagePool::SeqId KvPagePool::fork(SeqId src) {
   Seq copy = at(src);
   for (int32_t p : copy.pages) ++refs_[static_cast<size_t>(p)];

@@ -31,6 +31,9 @@ class KvPagePool {
   };
 
   SeqId create();  // an empty sequence
+  // A sequence that starts with `shared`, full pages another holder keeps
+  // (a prefix cache's): it shares them, read-only, and appends after them.
+  SeqId create(const std::vector<int32_t>& shared);
   // A new sequence with src's rows: it shares every page of src.
   SeqId fork(SeqId src);
   // Room for n more rows at the end of seq: new pages from the free list,
@@ -40,6 +43,11 @@ class KvPagePool {
   std::vector<PageCopy> append(SeqId seq, int64_t n);
   // Drops seq: its pages no other sequence holds return to the free list.
   void free(SeqId seq);
+  // A holder besides sequences (a prefix cache keeping a full page for
+  // later requests): retain adds one to the page's holders, release drops
+  // one, freeing the page when none is left.
+  void retain(int32_t page);
+  void release(int32_t page);
 
   // seq's pages in order (row j lives in table(seq)[j / page]).
   const std::vector<int32_t>& table(SeqId seq) const;

@@ -1,0 +1,276 @@
+#include "models/batch_scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "ir/error.h"
+#include "models/sampler.h"
+
+namespace kiln {
+
+using Clock = std::chrono::steady_clock;
+
+struct BatchScheduler::Seq {
+  Seq(SeqRequest r, uint64_t at, const Tokenizer& tok)
+      : req(std::move(r)),
+        arrival(at),
+        tokens(req.prompt),
+        sampler(req.options.sampler),
+        text(tok, req.options.stop) {
+    result.prompt = req.prompt;
+  }
+  SeqRequest req;
+  uint64_t arrival;
+  std::vector<int32_t> tokens;  // the prompt, then the tokens generated
+  int64_t computed = 0;         // of tokens, the rows in the cache
+  KvPagePool::SeqId kv = -1;    // its pages; -1 while waiting
+  bool admitted = false, done = false;
+  Sampler sampler;
+  StopText text;
+  GenerationResult result;
+  Clock::time_point start = Clock::now(), last{};
+};
+
+namespace {
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+}  // namespace
+
+BatchScheduler::BatchScheduler(Llm& model, SchedulerOptions o)
+    : model_(model),
+      o_(o),
+      pool_(model.kv_pages() > 0 ? model.kv_pages() : 1, std::max<int64_t>(model.kv_page(), 1)),
+      cache_(pool_) {
+  if (model.kv_pages() == 0)
+    throw Error("batch scheduler: the model's KV cache is not a serving pool (kv_pages)");
+  if (o_.max_batch < 1 || o_.token_budget < o_.max_batch)
+    throw Error("batch scheduler: max_batch " + std::to_string(o_.max_batch) +
+                " and a token budget of " + std::to_string(o_.token_budget) +
+                " (need max_batch >= 1 and a budget of at least max_batch tokens)");
+}
+
+BatchScheduler::~BatchScheduler() {
+  for (auto& s : running_) finish(*s, "", "the server is stopping");
+  for (auto& s : waiting_) finish(*s, "", "the server is stopping");
+}
+
+void BatchScheduler::add(SeqRequest r) {
+  auto s = std::make_unique<Seq>(std::move(r), arrivals_++, model_.tokenizer());
+  const int64_t n = static_cast<int64_t>(s->tokens.size());
+  stats_.prompt_tokens += n;
+  if (n == 0) return finish(*s, "", "the prompt has no tokens");
+  if (n > model_.n_ctx())
+    return finish(*s, "",
+                  "the prompt's " + std::to_string(n) + " tokens exceed the context of " +
+                      std::to_string(model_.n_ctx()));
+  if ((n + pool_.page() - 1) / pool_.page() > pool_.n_pages())
+    return finish(*s, "",
+                  "the prompt's " + std::to_string(n) + " tokens exceed the KV pool of " +
+                      std::to_string(pool_.n_pages()) + " pages of " +
+                      std::to_string(pool_.page()));
+  if (s->req.options.n_predict <= 0) return finish(*s, "length");
+  waiting_.push_back(std::move(s));
+}
+
+SchedulerStats BatchScheduler::stats() const {
+  SchedulerStats st = stats_;
+  st.waiting = static_cast<int64_t>(waiting_.size());
+  st.running = static_cast<int64_t>(running_.size());
+  st.pages = pool_.n_pages();
+  st.pages_used = pool_.n_pages() - pool_.free_pages();
+  st.pages_cached = cache_.pages();
+  return st;
+}
+
+void BatchScheduler::keep_pages(Seq& s) {
+  if (!o_.prefix_cache || s.kv < 0) return;
+  const std::vector<int32_t> rows(s.tokens.begin(), s.tokens.begin() + s.computed);
+  cache_.insert(rows, pool_.table(s.kv));
+}
+
+void BatchScheduler::finish(Seq& s, const std::string& reason, const std::string& error) {
+  if (s.done) return;
+  s.done = true;
+  if (s.kv >= 0) {
+    if (error.empty()) keep_pages(s);
+    pool_.free(s.kv);
+    s.kv = -1;
+  }
+  if (error.empty()) {
+    const std::string rest = s.text.flush();
+    s.result.text += rest;
+    if (!rest.empty() && s.req.on_text) s.req.on_text(rest);
+  }
+  s.result.stop_reason = reason;
+  stats_.generated_tokens += static_cast<int64_t>(s.result.generated.size());
+  if (s.req.on_done) s.req.on_done(s.result, error);
+}
+
+void BatchScheduler::preempt(Seq& s) {
+  keep_pages(s);  // a recompute may find them still cached
+  pool_.free(s.kv);
+  s.kv = -1;
+  s.computed = 0;
+  ++stats_.preemptions;
+  auto it = std::find_if(running_.begin(), running_.end(),
+                         [&](const std::unique_ptr<Seq>& p) { return p.get() == &s; });
+  std::unique_ptr<Seq> owned = std::move(*it);
+  running_.erase(it);
+  // Back among the waiting in arrival order: ahead of everyone who came later.
+  auto at = std::find_if(waiting_.begin(), waiting_.end(), [&](const std::unique_ptr<Seq>& w) {
+    return w->arrival > owned->arrival;
+  });
+  waiting_.insert(at, std::move(owned));
+}
+
+bool BatchScheduler::reserve(Seq& s, int64_t rows, const std::vector<Seq*>& scheduled) {
+  const int64_t page = pool_.page();
+  const int64_t need = (pool_.length(s.kv) + rows + page - 1) / page -
+                       static_cast<int64_t>(pool_.table(s.kv).size());
+  while (pool_.free_pages() < need) {
+    if (o_.prefix_cache && cache_.evict(need)) break;
+    // The latest arrival not yet in this step gives its pages back.
+    Seq* victim = nullptr;
+    for (auto it = running_.rbegin(); it != running_.rend() && !victim; ++it)
+      if (it->get() != &s &&
+          std::find(scheduled.begin(), scheduled.end(), it->get()) == scheduled.end())
+        victim = it->get();
+    if (!victim) {
+      preempt(s);
+      return false;
+    }
+    preempt(*victim);
+  }
+  pool_.append(s.kv, rows);
+  return true;
+}
+
+bool BatchScheduler::admit(Seq& s, int64_t budget) {
+  const int64_t page = pool_.page(), n = static_cast<int64_t>(s.tokens.size());
+  std::vector<int32_t> shared;
+  // Cached pages, one token short of the whole: the last one's logits are
+  // computed.
+  if (o_.prefix_cache) shared = cache_.match(s.tokens, (n - 1) / page);
+  s.kv = pool_.create(shared);
+  s.computed = static_cast<int64_t>(shared.size()) * page;
+  const int64_t rows = std::min(n - s.computed, budget);
+  const int64_t need = (s.computed + rows + page - 1) / page - static_cast<int64_t>(shared.size());
+  if (pool_.free_pages() < need && !(o_.prefix_cache && cache_.evict(need))) {
+    pool_.free(s.kv);
+    s.kv = -1;
+    s.computed = 0;
+    return false;
+  }
+  pool_.append(s.kv, rows);
+  if (!s.admitted) stats_.cached_prompt_tokens += s.computed;
+  s.admitted = true;
+  return true;
+}
+
+void BatchScheduler::step() {
+  auto cancelled = [](const Seq& s) {
+    return s.req.options.cancelled && s.req.options.cancelled();
+  };
+  for (auto& s : running_)
+    if (cancelled(*s)) finish(*s, "cancelled");
+  for (auto& s : waiting_)
+    if (cancelled(*s)) finish(*s, "cancelled");
+  auto sweep = [](auto& list) {
+    list.erase(std::remove_if(list.begin(), list.end(), [](const auto& s) { return s->done; }),
+               list.end());
+  };
+  sweep(running_);
+  sweep(waiting_);
+
+  // Decodes first, then the chunks of prompts being read, then newcomers,
+  // each in arrival order, up to the token budget.
+  std::vector<Seq*> batch;
+  std::vector<int64_t> rows;
+  int64_t budget = o_.token_budget;
+  for (bool decodes : {true, false}) {
+    std::vector<Seq*> order;
+    for (auto& s : running_) order.push_back(s.get());
+    for (Seq* s : order) {
+      if (s->kv < 0 || std::find(batch.begin(), batch.end(), s) != batch.end()) continue;
+      const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->computed;
+      if ((left == 1) != decodes || budget == 0) continue;
+      const int64_t n = std::min(left, budget);
+      if (!reserve(*s, n, batch)) continue;
+      batch.push_back(s);
+      rows.push_back(n);
+      budget -= n;
+    }
+  }
+  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < o_.max_batch && budget > 0) {
+    Seq& w = *waiting_.front();
+    if ((static_cast<int64_t>(w.tokens.size()) + pool_.page() - 1) / pool_.page() >
+        pool_.n_pages()) {
+      finish(w, "length");  // preempted, then grown past what the whole pool holds
+      waiting_.pop_front();
+      continue;
+    }
+    if (!admit(w, budget)) break;
+    const int64_t n = pool_.length(w.kv) - w.computed;
+    std::unique_ptr<Seq> owned = std::move(waiting_.front());
+    waiting_.pop_front();
+    auto at = std::find_if(running_.begin(), running_.end(), [&](const std::unique_ptr<Seq>& r) {
+      return r->arrival > owned->arrival;
+    });
+    running_.insert(at, std::move(owned));
+    batch.push_back(&w);
+    rows.push_back(n);
+    budget -= n;
+  }
+  if (batch.empty()) return;
+
+  std::vector<Llm::SeqChunk> chunks;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Seq& s = *batch[i];
+    auto first = s.tokens.begin() + s.computed;
+    chunks.push_back({std::vector<int32_t>(first, first + rows[i]), s.computed, pool_.table(s.kv)});
+  }
+  ++stats_.steps;
+  const std::vector<float>* logits = nullptr;
+  try {
+    logits = &model_.forward_batch(chunks);
+  } catch (const Error& e) {
+    for (Seq* s : batch) finish(*s, "", e.what());
+    sweep(running_);
+    return;
+  }
+  const int64_t V = model_.config().n_vocab, page = pool_.page();
+  const Clock::time_point now = Clock::now();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Seq& s = *batch[i];
+    const int64_t before = s.computed;
+    s.computed += rows[i];
+    if (s.computed / page > before / page) keep_pages(s);              // a page filled
+    if (s.computed < static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt
+    const int32_t next =
+        s.sampler.sample(logits->data() + static_cast<int64_t>(i) * V, V, s.tokens);
+    if (s.result.generated.empty())
+      s.result.prefill_ms = ms_between(s.start, now);
+    else
+      s.result.token_ms.push_back(ms_between(s.last, now));
+    s.last = now;
+    const GenerationOptions& o = s.req.options;
+    if (o.stop_at_eos && next == model_.tokenizer().eos_id()) {
+      finish(s, "eos");
+      continue;
+    }
+    s.tokens.push_back(next);
+    s.result.generated.push_back(next);
+    const std::string piece = s.text.push(next);
+    s.result.text += piece;
+    if (!piece.empty() && s.req.on_text) s.req.on_text(piece);
+    if (s.text.stopped())
+      finish(s, "stop string");
+    else if (static_cast<int64_t>(s.result.generated.size()) >= o.n_predict ||
+             s.computed >= model_.n_ctx())
+      finish(s, "length");
+  }
+  sweep(running_);
+}
+
+}  // namespace kiln

@@ -1,0 +1,92 @@
+// Continuous batching: many generations at once over one serving Llm
+// (Llm::forward_batch on a pool of KV pages), as vLLM's scheduler.
+//
+// Why: a server's requests arrive at any time and are of any length; run
+// one at a time, each decode step reads every weight for one token. Here
+// each step packs every running sequence's next token (decodes first) and
+// chunks of prompts still being read, up to a token budget, into one
+// forward: weights are read once per step for all of them, sequences join
+// and leave between steps, and a long prompt does not stall the others'
+// tokens. Prompts share the full KV pages of prefixes computed before
+// (runtime/prefix_cache.h). When the pool runs out of pages the latest
+// arrived running sequence is preempted: its pages are freed (its full
+// pages left in the prefix cache) and it waits again, to be recomputed from
+// its prompt and tokens so far, its sampler's state kept, so it continues
+// with the tokens it would have produced. Waiting sequences are admitted
+// first come, first served, none overtaking another: no starvation.
+//
+// One thread calls add, step and stats (a server's engine thread); the
+// callbacks run on it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/generation.h"
+#include "models/llm.h"
+#include "runtime/kv_page_pool.h"
+#include "runtime/prefix_cache.h"
+
+namespace kiln {
+
+struct SeqRequest {
+  std::vector<int32_t> prompt;
+  // n_predict, sampler, stop strings, stop_at_eos, and cancelled (asked
+  // before every step: true ends the sequence, its pages freed at once).
+  GenerationOptions options;
+  std::function<void(const std::string&)> on_text;  // each released piece
+  // Called exactly once: the result (stop_reason "length", "eos", "stop
+  // string" or "cancelled"), or a non-empty error.
+  std::function<void(const GenerationResult&, const std::string& error)> on_done;
+};
+
+struct SchedulerOptions {
+  int64_t max_batch = 8;       // sequences running at once
+  int64_t token_budget = 256;  // tokens per step: decodes, then prompt chunks
+  bool prefix_cache = true;
+};
+
+struct SchedulerStats {
+  int64_t waiting = 0, running = 0;
+  int64_t pages = 0, pages_used = 0, pages_cached = 0;  // of the pool; cached: the prefix cache's
+  int64_t steps = 0, preemptions = 0;
+  int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
+};
+
+class BatchScheduler {
+ public:
+  // model: a serving Llm (kv_pages > 0).
+  BatchScheduler(Llm& model, SchedulerOptions o);
+  ~BatchScheduler();
+
+  // Queues a request; a prompt the context or the pool cannot hold ends at
+  // once with an error.
+  void add(SeqRequest r);
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  // One forward of the running sequences (none when idle).
+  void step();
+  SchedulerStats stats() const;
+
+ private:
+  struct Seq;
+  bool admit(Seq& s, int64_t budget);
+  bool reserve(Seq& s, int64_t rows, const std::vector<Seq*>& scheduled);
+  void preempt(Seq& s);
+  void finish(Seq& s, const std::string& reason, const std::string& error = "");
+  void keep_pages(Seq& s);
+
+  Llm& model_;
+  SchedulerOptions o_;
+  KvPagePool pool_;
+  PrefixCache cache_;
+  std::deque<std::unique_ptr<Seq>> waiting_;   // by arrival
+  std::vector<std::unique_ptr<Seq>> running_;  // by arrival
+  uint64_t arrivals_ = 0;
+  SchedulerStats stats_;
+};
+
+}  // namespace kiln
