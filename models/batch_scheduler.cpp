@@ -103,7 +103,6 @@ void BatchScheduler::finish(Seq& s, const std::string& reason, const std::string
     if (!rest.empty() && s.req.on_text) s.req.on_text(rest);
   }
   s.result.stop_reason = reason;
-  stats_.generated_tokens += static_cast<int64_t>(s.result.generated.size());
   if (s.req.on_done) s.req.on_done(s.result, error);
 }
 
@@ -261,6 +260,7 @@ void BatchScheduler::step() {
     }
     s.tokens.push_back(next);
     s.result.generated.push_back(next);
+    ++stats_.generated_tokens;
     const std::string piece = s.text.push(next);
     s.result.text += piece;
     if (!piece.empty() && s.req.on_text) s.req.on_text(piece);

@@ -38,9 +38,17 @@ bool auto_asymmetric_enabled() {
 
 }  // namespace
 
+int64_t Llm::context_for(const ModelConfig& c, int64_t n_ctx) {
+  return n_ctx > 0 ? n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
+}
+
 Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, KvCacheType kv, int64_t kv_page,
          int64_t kv_pages)
-    : file_(open_model_file(path)),
+    : Llm(open_model_file(path), rt, n_ctx, kv, kv_page, kv_pages) {}
+
+Llm::Llm(GgufFile file, Runtime& rt, int64_t n_ctx, KvCacheType kv, int64_t kv_page,
+         int64_t kv_pages)
+    : file_(std::move(file)),
       cfg_(ModelConfig::from_gguf(file_)),
       tok_(Tokenizer::from_gguf(file_)),
       rt_(rt),
@@ -62,7 +70,7 @@ Llm::Llm(const std::string& path, Runtime& rt, int64_t n_ctx, KvCacheType kv, in
       kv.aura = aura_auto_asymmetric(kv.aura, cfg_.n_head / cfg_.n_head_kv);
   }
   kv_ = kv;
-  n_ctx_ = n_ctx > 0 ? n_ctx : std::min<int64_t>(cfg_.n_ctx_train, 4096);
+  n_ctx_ = context_for(cfg_, n_ctx);
   Backend& b = rt.backend();
   const size_t elem = dtype_bytes(kv_.dtype);
   const int64_t D = aura_padded_dim(cfg_.head_dim);

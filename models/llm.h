@@ -44,6 +44,12 @@ class Llm {
   // sequences of forward_batch; forward() is then refused.
   Llm(const std::string& path, Runtime& rt, int64_t n_ctx = 0, KvCacheType kv = DType::f16,
       int64_t kv_page = 0, int64_t kv_pages = 0);
+  // The same over a model file already open (open_model_file).
+  Llm(GgufFile file, Runtime& rt, int64_t n_ctx = 0, KvCacheType kv = DType::f16,
+      int64_t kv_page = 0, int64_t kv_pages = 0);
+  // The context a model of config c gets for n_ctx (0: its training
+  // context, capped at 4096).
+  static int64_t context_for(const ModelConfig& c, int64_t n_ctx);
   ~Llm();
 
   const ModelConfig& config() const { return cfg_; }

@@ -3,10 +3,11 @@
 // HTTP/1.1 by cpp-httplib. POST /v1/completions and /v1/chat/completions
 // (whole responses, or server-sent events with `stream: true`; chats laid
 // out by the model's chat template, models/chat_template.h), GET
-// /v1/models, /health and /metrics (Prometheus text). Requests are checked (tools/serve_api.h)
-// before they queue; a bounded FCFS queue feeds one engine thread that runs
-// one sequence at a time on the model's KV cache. A streaming client that
-// goes away cancels its sequence at the next token. Every request ends in
+// /v1/models, /health and /metrics (Prometheus text). Requests are checked
+// (tools/serve_api.h) before they queue; one engine thread runs them
+// together by continuous batching (models/batch_scheduler.h) over a pool of
+// KV pages. A streaming client that goes away cancels its sequence before
+// the next step, which frees its pages. Every request ends in
 // exactly one terminal event: the response, an error body, or, in a
 // stream, `data: [DONE]` or one error event.
 #include <httplib.h>
@@ -24,8 +25,10 @@
 #include <thread>
 
 #include "ir/error.h"
+#include "models/batch_scheduler.h"
 #include "models/chat_template.h"
 #include "models/generation.h"
+#include "models/hf_checkpoint.h"
 #include "tools/cli.h"
 #include "tools/serve_api.h"
 
@@ -46,6 +49,7 @@ struct Job {
   GenerationResult result;
   std::string error;  // a failure while generating
   std::atomic<bool> cancelled{false};
+  bool first_text = false;  // the engine thread's: TTFT taken
 };
 
 // Prometheus histogram with fixed buckets (seconds).
@@ -72,13 +76,13 @@ struct Histogram {
   }
 };
 
-// The model's one sequence slot, fed first come, first served.
+// The engine thread: requests join a BatchScheduler (continuous batching
+// over the model's pool of KV pages) between its steps.
 class Engine {
  public:
-  // prefix_cache: a request whose prompt begins with the tokens the cache
-  // holds from the last one (a shared system prompt) prefills only the rest.
-  Engine(Llm& model, size_t queue, bool prefix_cache)
-      : model_(model), capacity_(queue), prefix_cache_(prefix_cache) {
+  // queue: requests that may wait beyond the max_batch running ones.
+  Engine(Llm& model, size_t queue, SchedulerOptions o)
+      : sched_(model, o), capacity_(queue + static_cast<size_t>(o.max_batch)) {
     worker_ = std::thread([this] { loop(); });
   }
   ~Engine() {
@@ -96,12 +100,13 @@ class Engine {
     {
       std::lock_guard<std::mutex> lk(mu_);
       ++requests_;
-      if (queue_.size() >= capacity_) {
+      if (unfinished_ >= capacity_) {
         ++rejected_;
-        throw ApiError(503, "the queue is full (" + std::to_string(capacity_) +
-                                " requests wait); try again later");
+        throw ApiError(503, "the server is full (" + std::to_string(capacity_) +
+                                " requests running or waiting); try again later");
       }
-      queue_.push_back(job);
+      ++unfinished_;
+      inbox_.push_back(job);
     }
     cv_.notify_all();
     return job;
@@ -112,14 +117,22 @@ class Engine {
     auto line = [](const char* type, const std::string& name, double v) {
       return "# TYPE " + name + " " + type + "\n" + name + " " + std::to_string(v) + "\n";
     };
-    return line("gauge", "kiln_queue_depth", static_cast<double>(queue_.size())) +
-           line("gauge", "kiln_running_sequences", running_) +
+    const SchedulerStats& st = stats_;
+    return line("gauge", "kiln_queue_depth", static_cast<double>(inbox_.size() + st.waiting)) +
+           line("gauge", "kiln_running_sequences", static_cast<double>(st.running)) +
+           line("gauge", "kiln_kv_blocks_total", static_cast<double>(st.pages)) +
+           line("gauge", "kiln_kv_blocks_used", static_cast<double>(st.pages_used)) +
+           line("gauge", "kiln_kv_blocks_cached", static_cast<double>(st.pages_cached)) +
+           line("counter", "kiln_steps_total", static_cast<double>(st.steps)) +
+           line("counter", "kiln_preemptions_total", static_cast<double>(st.preemptions)) +
            line("counter", "kiln_requests_total", static_cast<double>(requests_)) +
            line("counter", "kiln_requests_rejected_total", static_cast<double>(rejected_)) +
            line("counter", "kiln_requests_cancelled_total", static_cast<double>(cancelled_)) +
-           line("counter", "kiln_prompt_tokens_total", static_cast<double>(prompt_tokens_)) +
-           line("counter", "kiln_prompt_tokens_cached_total", static_cast<double>(cached_tokens_)) +
-           line("counter", "kiln_generated_tokens_total", static_cast<double>(generated_)) +
+           line("counter", "kiln_prompt_tokens_total", static_cast<double>(st.prompt_tokens)) +
+           line("counter", "kiln_prompt_tokens_cached_total",
+                static_cast<double>(st.cached_prompt_tokens)) +
+           line("counter", "kiln_generated_tokens_total",
+                static_cast<double>(st.generated_tokens)) +
            line("gauge", "kiln_generated_tokens_per_second", tokens_per_s_) +
            ttft_.text("kiln_time_to_first_token_seconds") +
            itl_.text("kiln_inter_token_latency_seconds");
@@ -127,86 +140,76 @@ class Engine {
 
  private:
   void loop() {
+    Clock::time_point window = Clock::now();
+    int64_t window_tokens = 0;
     for (;;) {
-      std::shared_ptr<Job> job;
+      std::vector<std::shared_ptr<Job>> arrived;
       {
         std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+        cv_.wait(lk, [&] { return stopping_ || !inbox_.empty() || !sched_.idle(); });
         if (stopping_) return;
-        job = queue_.front();
-        queue_.pop_front();
-        running_ = 1;
+        arrived.swap(inbox_);
       }
-      run(*job);
+      // The callbacks take mu_: they run outside it (add may end a request
+      // at once).
+      for (auto& job : arrived) sched_.add(request_of(job));
+      const int64_t before = sched_.stats().generated_tokens;
+      sched_.step();
       std::lock_guard<std::mutex> lk(mu_);
-      running_ = 0;
+      stats_ = sched_.stats();
+      window_tokens += stats_.generated_tokens - before;
+      const double s = std::chrono::duration<double>(Clock::now() - window).count();
+      if (s >= 1 || sched_.idle()) {
+        if (s > 0) tokens_per_s_ = static_cast<double>(window_tokens) / s;
+        window = Clock::now();
+        window_tokens = 0;
+      }
     }
   }
 
-  void run(Job& job) {
-    GenerationOptions o = job.request.options;
-    o.cancelled = [&job] { return job.cancelled.load(); };
-    // The longest prefix of the prompt the cache holds, one token short of
-    // the whole (its logits must be computed).
-    const std::vector<int32_t>& prompt = job.request.prompt;
-    size_t common = 0;
-    while (prefix_cache_ && common + 1 < prompt.size() && common < in_cache_.size() &&
-           in_cache_[common] == prompt[common])
-      ++common;
-    o.cached = static_cast<int64_t>(common);
-    bool first = true;
-    GenerationResult r;
-    std::string error;
-    const Clock::time_point start = Clock::now();
-    try {
-      model_.rewind(o.cached);
-      r = generate(model_, prompt, o, [&](const std::string& piece) {
-        if (first) {
-          std::lock_guard<std::mutex> lk(mu_);
-          ttft_.add(std::chrono::duration<double>(Clock::now() - job.queued).count());
-          first = false;
-        }
-        std::lock_guard<std::mutex> lk(job.mu);
-        job.text += piece;
-        job.cv.notify_all();
-      });
-      // What the cache holds now: the prompt and the tokens fed back.
-      in_cache_ = prompt;
-      in_cache_.insert(in_cache_.end(), r.generated.begin(), r.generated.end());
-      in_cache_.resize(static_cast<size_t>(model_.pos()));
-    } catch (const Error& e) {
-      error = e.what();
-      in_cache_.clear();
-      model_.reset();
-    }
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      prompt_tokens_ += r.prompt.size();
-      if (error.empty()) cached_tokens_ += common;
-      generated_ += r.generated.size();
-      cancelled_ += r.stop_reason == "cancelled";
-      for (double ms : r.token_ms) itl_.add(ms / 1e3);
-      const double s = std::chrono::duration<double>(Clock::now() - start).count();
-      if (s > 0) tokens_per_s_ = static_cast<double>(r.generated.size()) / s;
-    }
-    std::lock_guard<std::mutex> lk(job.mu);
-    job.result = std::move(r);
-    job.error = error;
-    job.done = true;
-    job.cv.notify_all();
+  // The scheduler's request for a job: its text into the job as it comes,
+  // the end with its timings into the metrics.
+  SeqRequest request_of(const std::shared_ptr<Job>& job) {
+    SeqRequest r;
+    r.prompt = job->request.prompt;
+    r.options = job->request.options;
+    r.options.cancelled = [job] { return job->cancelled.load(); };
+    r.on_text = [this, job](const std::string& piece) {
+      if (!job->first_text) {
+        std::lock_guard<std::mutex> lk(mu_);
+        ttft_.add(std::chrono::duration<double>(Clock::now() - job->queued).count());
+        job->first_text = true;
+      }
+      std::lock_guard<std::mutex> lk(job->mu);
+      job->text += piece;
+      job->cv.notify_all();
+    };
+    r.on_done = [this, job](const GenerationResult& g, const std::string& error) {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        cancelled_ += g.stop_reason == "cancelled";
+        for (double ms : g.token_ms) itl_.add(ms / 1e3);
+        --unfinished_;
+      }
+      std::lock_guard<std::mutex> lk(job->mu);
+      job->result = g;
+      job->error = error;
+      job->done = true;
+      job->cv.notify_all();
+    };
+    return r;
   }
 
-  Llm& model_;
+  BatchScheduler sched_;
   const size_t capacity_;
-  const bool prefix_cache_;
-  std::vector<int32_t> in_cache_;  // the tokens whose keys and values the cache holds
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::shared_ptr<Job>> inbox_;
+  SchedulerStats stats_;
+  size_t unfinished_ = 0;
   bool stopping_ = false;
-  double running_ = 0, tokens_per_s_ = 0;
-  uint64_t requests_ = 0, rejected_ = 0, cancelled_ = 0, prompt_tokens_ = 0, generated_ = 0,
-           cached_tokens_ = 0;
+  double tokens_per_s_ = 0;
+  uint64_t requests_ = 0, rejected_ = 0, cancelled_ = 0;
   Histogram ttft_, itl_;
   std::thread worker_;
 };
@@ -223,20 +226,26 @@ std::string sse(const std::string& data) { return "data: " + data + "\n\n"; }
 int cmd_serve(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "no-prefix-cache"});
   a.allow_only({"help", "model", "host", "port", "queue", "threads", "ctx", "kv", "device",
-                "max-body", "chat-template", "no-prefix-cache"});
+                "max-body", "chat-template", "no-prefix-cache", "max-batch", "kv-blocks", "kv-page",
+                "step-tokens"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln serve -m MODEL.gguf|HF_DIR [--host 127.0.0.1] [--port 8080] [--queue 16]\n"
-        "                  [--threads N] [--ctx N] [--kv f16|q8_0|...] [--device cpu|cuda]\n"
+        "                  [--max-batch 8] [--kv-blocks N] [--kv-page 32] [--step-tokens 256]\n"
+        "                  [--threads N] [--ctx N] [--kv f16|bf16|f32|q8_0] [--device cpu|cuda]\n"
         "                  [--max-body BYTES] [--chat-template NAME|FILE] [--no-prefix-cache]\n"
         "An OpenAI-compatible server: POST /v1/completions and /v1/chat/completions (stream:\n"
         "true for server-sent events), GET /v1/models, /health, /metrics. Chats are laid out\n"
         "by the model's tokenizer.chat_template, or --chat-template (a family such as chatml,\n"
-        "llama3, gemma, or a file holding a template), else chatml. One sequence runs at a\n"
-        "time; up to\n"
-        "--queue requests wait, first come first served, and more are refused with 503.\n"
-        "A prompt that begins with the tokens the cache holds from the last request (a shared\n"
-        "system prompt) prefills only the rest, unless --no-prefix-cache.\n"
+        "llama3, gemma, or a file holding a template), else chatml.\n"
+        "Continuous batching: up to --max-batch sequences run together, each step one forward\n"
+        "of their next tokens (decodes first, then chunks of prompts) up to --step-tokens;\n"
+        "their keys and values live in a pool of --kv-blocks pages of --kv-page tokens\n"
+        "(default: room for --max-batch full contexts). When the pool runs short the latest\n"
+        "arrival is preempted and later recomputed. Up to --queue more requests wait, first\n"
+        "come first served, and more are refused with 503. Full pages of prompts are kept\n"
+        "for later prompts that begin alike (a shared system prompt is computed once),\n"
+        "unless --no-prefix-cache.\n"
         "--port 0 takes a free port; the line 'kiln serve: listening on http://HOST:PORT'\n"
         "on stderr says which.");
     return 0;
@@ -245,12 +254,26 @@ int cmd_serve(const std::vector<std::string>& argv) {
   const int64_t port = a.get_int("port", 8080), queue = a.get_int("queue", 16);
   if (port < 0 || port > 65535) throw Error("--port expects 0 to 65535");
   if (queue < 1) throw Error("--queue expects at least 1");
+  SchedulerOptions so;
+  so.max_batch = a.get_int("max-batch", 8);
+  so.token_budget = a.get_int("step-tokens", 256);
+  so.prefix_cache = !a.flag("no-prefix-cache");
+  if (so.max_batch < 1 || so.max_batch > 256) throw Error("--max-batch expects 1 to 256");
+  if (so.token_budget < so.max_batch)
+    throw Error("--step-tokens expects at least --max-batch (" + std::to_string(so.max_batch) +
+                ") tokens");
+  const int64_t page = a.get_int("kv-page", 32);
+  if (page < 1) throw Error("--kv-page expects at least 1");
   RuntimeOptions ro;
   ro.threads = static_cast<int>(a.get_int("threads", 0));
   ro.backend = a.get("device", "cpu");
   Runtime rt(ro);
   const std::string path = a.get("model");
-  Llm model(path, rt, a.get_int("ctx", 0), parse_kv_type(a.get("kv", "f16")), 0);
+  GgufFile file = open_model_file(path);
+  const int64_t ctx = Llm::context_for(ModelConfig::from_gguf(file), a.get_int("ctx", 0));
+  const int64_t blocks = a.get_int("kv-blocks", so.max_batch * ((ctx + page - 1) / page));
+  if (blocks < 1) throw Error("--kv-blocks expects at least 1");
+  Llm model(std::move(file), rt, ctx, parse_kv_type(a.get("kv", "f16")), page, blocks);
   const std::string model_id = std::filesystem::path(path).filename().string();
   // The chat layout: --chat-template, else the model's, else chatml (as llama.cpp).
   ChatTemplate chat;
@@ -263,7 +286,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
     chat.error = std::string(e.what()) + "; start the server with --chat-template NAME";
     std::fprintf(stderr, "kiln serve: chat requests will be refused: %s\n", chat.error.c_str());
   }
-  Engine engine(model, static_cast<size_t>(queue), !a.flag("no-prefix-cache"));
+  Engine engine(model, static_cast<size_t>(queue), so);
   std::atomic<uint64_t> next_id{0};
   std::random_device entropy;
   std::mutex seed_mu;
@@ -274,7 +297,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
   svr.set_write_timeout(10, 0);
   // One thread per waiting request beside a few for the rest: a full queue
   // answers 503 instead of leaving connections in the accept backlog.
-  const size_t threads = static_cast<size_t>(queue) + 4;
+  const size_t threads = static_cast<size_t>(queue + so.max_batch) + 4;
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
 
   svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
@@ -368,8 +391,12 @@ int cmd_serve(const std::vector<std::string>& argv) {
   if (bound < 0)
     throw Error("cannot listen on " + host + ":" + std::to_string(port) +
                 " (in use, or not an address of this machine)");
-  std::fprintf(stderr, "kiln serve: listening on http://%s:%d (model %s, %lld positions)\n",
-               host.c_str(), bound, model_id.c_str(), static_cast<long long>(model.n_ctx()));
+  std::fprintf(stderr,
+               "kiln serve: listening on http://%s:%d (model %s, %lld positions, %lld sequences "
+               "at once, %lld KV pages of %lld)\n",
+               host.c_str(), bound, model_id.c_str(), static_cast<long long>(model.n_ctx()),
+               static_cast<long long>(so.max_batch), static_cast<long long>(blocks),
+               static_cast<long long>(page));
   std::fflush(stderr);
   if (!svr.listen_after_bind()) throw Error("the server stopped listening");
   return 0;

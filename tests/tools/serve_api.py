@@ -6,8 +6,8 @@ the standard library's HTTP client only:
 - GET /health, /v1/models, /metrics;
 - /v1/chat/completions: the chatml layout and tokens llama.cpp gives the
   same messages, chat.completion(.chunk) shapes, its own 400/422s;
-- a chat sharing the last one's system prompt reuses its cached tokens and
-  still gives `kiln run`'s greedy tokens;
+- a chat sharing the last one's system prompt reuses its cached full KV
+  pages and still gives `kiln run`'s greedy tokens;
 - a greedy completion (temperature 0) gives the tokens `kiln run` picks:
   the argmax of its --logits-out rows, token for token; its usage counts;
 - streaming: every event `data: {json}` and a blank line, text pieces
@@ -21,8 +21,10 @@ the standard library's HTTP client only:
   vocabulary), 413 (a body over --max-body), 503 (the queue full);
 - a streaming client that disconnects cancels its sequence (metrics:
   cancelled, nothing running) and the server keeps serving;
-- a bounded load (40 requests on 8 threads, some streamed, some dropped
-  mid-stream) ends with every request answered once and nothing queued.
+- a bounded load (200 requests from 32 clients on 8 running sequences and
+  a pool short of pages, some streamed, some dropped mid-stream) ends with
+  every request answered once, batched greedy requests with `kiln run`'s
+  tokens, nothing queued and no KV page held but by the prefix cache.
 
   serve_api.py --kiln build/tools/kiln
 """
@@ -113,7 +115,7 @@ def greedy_reference(kiln, model, tmp, n, prompt=PROMPT):
 
 
 def contract(kiln, model, tmp):
-    s = Server(kiln, model, ["--queue", "4", "--ctx", "256", "--max-body", "65536"])
+    s = Server(kiln, model, ["--queue", "4", "--ctx", "256", "--max-body", "65536", "--kv-page", "32"])
     try:
         st, data = s.request("GET", "/health")
         check(st == 200 and json.loads(data) == {"status": "ok"}, "GET /health")
@@ -232,15 +234,17 @@ def prefix_cache(s, kiln, model, tmp):
         return check(False, "prefix cache: both chats answered")
     a, b = out[0]["prompt_token_ids"], out[1]["prompt_token_ids"]
     shared = next(i for i in range(min(len(a), len(b))) if a[i] != b[i])
-    check(shared > 40 and cached == shared, f"prefix cache: the second chat reused {cached:.0f} of {len(b)} "
-          f"prompt tokens (the {shared} it shares)")
+    # Full KV pages of 32 are shared: the shared tokens rounded down to pages.
+    check(shared > 64 and cached == shared // 32 * 32,
+          f"prefix cache: the second chat reused {cached:.0f} of {len(b)} prompt tokens (the {shared} it "
+          f"shares, in whole pages of 32)")
     got = out[1]["choices"][0]["token_ids"]
     want = greedy_reference(kiln, model, tmp, 6, b)
     check(got == want[:len(got)], "prefix cache: the reusing chat's greedy tokens are kiln run's")
 
 
-def disconnect_and_load(kiln, model):
-    s = Server(kiln, model, ["--queue", "1"])
+def disconnect_and_queue(kiln, model):
+    s = Server(kiln, model, ["--queue", "1", "--max-batch", "1"])
     try:
         # A stream dropped after its first event: cancelled at the next token
         # (greedy: no end of sequence in its 2000 tokens).
@@ -260,7 +264,7 @@ def disconnect_and_load(kiln, model):
         check(m.get("kiln_requests_cancelled_total", 0) >= 1 and m["kiln_running_sequences"] == 0,
               "a dropped stream is cancelled and frees the engine")
 
-        # The queue holds 1: one running (greedy, 2000 tokens: no end of
+        # One runs, the queue holds 1: one running (greedy, 2000 tokens: no end of
         # sequence among them), one waiting, a third refused.
         c = s.conn()
         c.request("POST", "/v1/completions",
@@ -278,35 +282,72 @@ def disconnect_and_load(kiln, model):
               "the running request ends at its max_tokens")
         waiting.join()
 
-        # Load: 40 requests on 8 threads, streamed or whole, every 5th dropped.
-        results = []
+        st, data = s.request("GET", "/health")
+        check(st == 200, "the server still serves after the queue was full")
+    finally:
+        s.stop()
+
+
+def load(kiln, model, tmp):
+    """200 requests from 32 clients at once on 8 running sequences and a pool
+    too small for all of them (preemptions): every 7th stream dropped after
+    its first event, every 11th after a few; greedy requests of three prompts
+    must get `kiln run`'s tokens however they were batched; at the end nothing
+    runs or waits and only the prefix cache holds KV pages."""
+    prompts = [PROMPT, [1, 87, 111, 114, 108, 100, 33, 32, 72, 105] * 3, [1] + list(range(200, 250))]
+    want = [greedy_reference(kiln, model, tmp, 24, p) for p in prompts]
+    s = Server(kiln, model, ["--queue", "32", "--max-batch", "8", "--kv-blocks", "10", "--kv-page", "32",
+                             "--ctx", "256", "--step-tokens", "64"])
+    try:
+        results, greedy = [], []
 
         def client(i):
-            body = {"prompt": PROMPT, "max_tokens": 8 + i % 13, "temperature": 0.8, "seed": i}
-            if i % 5 == 0:
+            p = prompts[i % 3]
+            body = {"prompt": p, "max_tokens": 8 + i % 40, "temperature": 0.8, "seed": i}
+            if i % 7 == 0 or i % 11 == 0:
                 try:
                     c = s.conn()
                     c.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)))
-                    c.getresponse().read(1)
+                    r = c.getresponse()
+                    r.read(1 if i % 7 == 0 else 400)
                     c.sock.close()
-                    results.append("dropped")
                 except OSError:
-                    results.append("dropped")
+                    pass
+                results.append("dropped")
+                return
+            if i % 4 == 1:
+                body = {"prompt": p, "max_tokens": 24, "temperature": 0, "return_token_ids": True}
+                st, r = s.complete(body)
+                results.append(st)
+                if st == 200:
+                    greedy.append(r["choices"][0]["token_ids"] == want[i % 3][:len(r["choices"][0]["token_ids"])])
                 return
             st, r = s.stream(body) if i % 2 else s.complete(body)
             results.append(st)
 
-        threads = [threading.Thread(target=lambda k=k: [client(i) for i in range(k, 40, 8)]) for k in range(8)]
+        threads = [threading.Thread(target=lambda k=k: [client(i) for i in range(k, 200, 32)]) for k in range(32)]
         for t in threads:
             t.start()
         for t in threads:
-            t.join(120)
-        answered = sum(r in (200, 503) for r in results)
-        check(len(results) == 40 and answered + results.count("dropped") == 40 and not any(t.is_alive() for t in threads),
-              f"load: 40 requests answered or dropped ({results.count(200)} served, {results.count(503)} refused)")
-        time.sleep(0.5)
-        m = s.metrics()
+            t.join(300)
+        # A dropped stream holds its place until the engine's next step, so a
+        # client's next request may briefly find the server full (503).
+        served, refused = results.count(200), results.count(503)
+        check(len(results) == 200 and served + refused + results.count("dropped") == 200
+              and not any(t.is_alive() for t in threads),
+              f"load: 200 requests from 32 clients served, refused or dropped ({served} served, {refused} "
+              f"refused, others {[r for r in results if r not in (200, 503, 'dropped')]})")
+        check(greedy and all(greedy), f"load: {sum(greedy)} of {len(greedy)} batched greedy requests got kiln run's tokens")
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            m = s.metrics()
+            if m["kiln_queue_depth"] == 0 and m["kiln_running_sequences"] == 0:
+                break
+            time.sleep(0.05)
         check(m["kiln_queue_depth"] == 0 and m["kiln_running_sequences"] == 0, "load: nothing left queued or running")
+        check(m["kiln_kv_blocks_used"] == m["kiln_kv_blocks_cached"],
+              f"load: no KV page leaked ({m['kiln_kv_blocks_used']:.0f} used, all by the prefix cache; "
+              f"{m['kiln_preemptions_total']:.0f} preemptions, {m['kiln_steps_total']:.0f} steps)")
         st, data = s.request("GET", "/health")
         check(st == 200, "the server still serves after the load")
     finally:
@@ -322,7 +363,8 @@ def main():
         subprocess.run([a.kiln, "gen-model", "--arch", "llama", "--preset", "tiny", "--type", "q8_0", "-o", model,
                         "--seed", "1"], check=True, capture_output=True)
         contract(a.kiln, model, tmp)
-        disconnect_and_load(a.kiln, model)
+        disconnect_and_queue(a.kiln, model)
+        load(a.kiln, model, tmp)
     if failures:
         raise SystemExit(f"{len(failures)} check(s) failed")
     print("serve: ok")
