@@ -387,10 +387,10 @@ void add_cache_operands(Graph::Operands& args, const KvCache& cache) {
   args["block_table"] = *cache.table;
   args["n_pages"] = Arg::scalar_int(cache.n_pages);
 }
-}  // namespace
 
-Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
-                 const Plan::Dynamic& pos0) {
+// A store's operands for keys and values [t, n_kv_heads * head_dim]; the
+// cache's buffers become the store's results (graph order).
+Graph::Operands store_operands(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v) {
   const int64_t kd = cache.n_kv_heads * cache.head_dim;
   if (k.rank() != 2 || k.dim(1) != kd || k.shape != v.shape)
     mismatch("kv_append", "keys " + k.str() + " and values " + v.str() + " are not [t, " +
@@ -399,32 +399,58 @@ Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
   cache.v = g.overwrite(cache.v);
   if (cache.k_scale) cache.k_scale = g.overwrite(*cache.k_scale);
   if (cache.v_scale) cache.v_scale = g.overwrite(*cache.v_scale);
+  return {{"xk", k},
+          {"xv", v},
+          {"k", cache.k},
+          {"v", cache.v},
+          {"n_tokens", Arg::scalar_int(k.dim(0))},
+          {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
+          {"max_ctx", Arg::scalar_int(cache.max_ctx)}};
+}
+
+// q's heads (q [t, heads * head_dim], heads a multiple of the cache's) once
+// q and the mask are checked against the cache.
+int64_t attention_heads(const Tensor& q, const KvCache& cache, const AttentionMask& mask) {
+  const int64_t d = cache.head_dim;
+  if (q.rank() != 2 || q.dim(1) % d || (q.dim(1) / d) % cache.n_kv_heads)
+    mismatch("attention", "q " + q.str() + " is not [t, heads * " + std::to_string(d) +
+                              "] with heads a multiple of " + std::to_string(cache.n_kv_heads));
+  const int64_t heads = q.dim(1) / d;
+  if (mask.window < 0) mismatch("attention", "window " + std::to_string(mask.window) + " < 0");
+  if (mask.sinks) {
+    need_dtype("attention", *mask.sinks, DType::f32, "sinks");
+    if (mask.sinks->numel() != heads)
+      mismatch("attention",
+               "sinks " + mask.sinks->str() + " for " + std::to_string(heads) + " heads");
+  }
+  return heads;
+}
+
+// Scores against a q8_0 cache take q as Q8_0, as llama.cpp's do
+// (kernels/attention/kv_walk.h): q, q_scale and q_sum in args.
+void add_query_operands(Graph& g, Graph::Operands& args, const Tensor& q, const KvCache& cache) {
+  if (!is_quantized_kv(cache.k.dtype)) return;
+  need_dtype("attention", q, DType::f32, "q over a q8_0 cache");
+  std::vector<Tensor> q8 = quantize_q8(g, q, kKvQuantBlock);
+  args["q"] = q8[0];
+  args["q_scale"] = q8[1];
+  args["q_sum"] = q8[2];
+}
+}  // namespace
+
+Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
+                 const Plan::Dynamic& pos0) {
+  Graph::Operands args = store_operands(g, cache, k, v);
+  args["pos0"] = pos0;
+  add_cache_operands(args, cache);
   if (is_aura_kv(cache.k.dtype)) {
     if (!cache.k_rot || !cache.v_rot) mismatch("kv_append", "an AURA KV cache without rotations");
-    Graph::Operands args = {{"xk", k},
-                            {"xv", v},
-                            {"k", cache.k},
-                            {"v", cache.v},
-                            {"k_rot", *cache.k_rot},
-                            {"v_rot", *cache.v_rot},
-                            {"n_tokens", Arg::scalar_int(k.dim(0))},
-                            {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
-                            {"max_ctx", Arg::scalar_int(cache.max_ctx)},
-                            {"pos0", pos0}};
-    add_cache_operands(args, cache);
+    args["k_rot"] = *cache.k_rot;
+    args["v_rot"] = *cache.v_rot;
     g.launch("kv_store", "aura_encode", {{"T", k.dtype}}, args, {},
              {{"HEAD_DIM", cache.head_dim}, {"KBITS", cache.kbits}, {"VBITS", cache.vbits}});
     return cache.k;
   }
-  Graph::Operands args = {{"xk", k},
-                          {"xv", v},
-                          {"k", cache.k},
-                          {"v", cache.v},
-                          {"n_tokens", Arg::scalar_int(k.dim(0))},
-                          {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
-                          {"max_ctx", Arg::scalar_int(cache.max_ctx)},
-                          {"pos0", pos0}};
-  add_cache_operands(args, cache);
   g.launch("kv_store", "kv_cache_store", {{"KV", cache.k.dtype}}, args, {},
            {{"HEAD_DIM", cache.head_dim}, {"PAGE", cache.page}});
   return cache.k;
@@ -456,18 +482,7 @@ Tensor aura_rotate(Graph& g, const Tensor& x, const Tensor& rot, int64_t din, in
 Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                           const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
                           const AttentionMask& mask) {
-  const int64_t d = cache.head_dim;
-  if (q.rank() != 2 || q.dim(1) % d || (q.dim(1) / d) % cache.n_kv_heads)
-    mismatch("attention", "q " + q.str() + " is not [t, heads * " + std::to_string(d) +
-                              "] with heads a multiple of " + std::to_string(cache.n_kv_heads));
-  const int64_t t = q.dim(0), heads = q.dim(1) / d;
-  if (mask.window < 0) mismatch("attention", "window " + std::to_string(mask.window) + " < 0");
-  if (mask.sinks) {
-    need_dtype("attention", *mask.sinks, DType::f32, "sinks");
-    if (mask.sinks->numel() != heads)
-      mismatch("attention",
-               "sinks " + mask.sinks->str() + " for " + std::to_string(heads) + " heads");
-  }
+  const int64_t d = cache.head_dim, t = q.dim(0), heads = attention_heads(q, cache, mask);
   const int64_t sinks = mask.sinks ? 1 : 0;
   Tensor out = g.scratch(q.dtype, q.shape);
   Graph::Operands args = {{"q", q},
@@ -484,15 +499,7 @@ Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, doubl
                           {"window", Arg::scalar_int(mask.window)}};
   if (mask.sinks) args["sinks"] = *mask.sinks;
   add_cache_operands(args, cache);
-  if (is_quantized_kv(cache.k.dtype)) {
-    // Scores against a q8_0 cache take q as Q8_0, as llama.cpp's do
-    // (kernels/attention/kv_walk.h).
-    need_dtype("attention", q, DType::f32, "q over a q8_0 cache");
-    std::vector<Tensor> q8 = quantize_q8(g, q, kKvQuantBlock);
-    args["q"] = q8[0];
-    args["q_scale"] = q8[1];
-    args["q_sum"] = q8[2];
-  }
+  add_query_operands(g, args, q, cache);
   // The keys a decode step may walk: a window's at most.
   const int64_t span = mask.window ? std::min(mask.window, cache.max_ctx) : cache.max_ctx;
   if (t == 1 && span > kDecodeSplitKeys) {
@@ -574,28 +581,14 @@ void check_batch(const char* op, const KvCache& cache, int64_t n_tokens, const S
 
 Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
                  const Tensor& positions, const SeqBatch& batch) {
-  const int64_t kd = cache.n_kv_heads * cache.head_dim;
-  if (k.rank() != 2 || k.dim(1) != kd || k.shape != v.shape)
-    mismatch("kv_append", "keys " + k.str() + " and values " + v.str() + " are not [t, " +
-                              std::to_string(kd) + "]");
   check_batch("kv_append", cache, k.dim(0), batch);
   need_dtype("kv_append", positions, DType::i32, "positions");
-  cache.k = g.overwrite(cache.k);
-  cache.v = g.overwrite(cache.v);
-  if (cache.k_scale) cache.k_scale = g.overwrite(*cache.k_scale);
-  if (cache.v_scale) cache.v_scale = g.overwrite(*cache.v_scale);
+  Graph::Operands args = store_operands(g, cache, k, v);
+  args["positions"] = positions;
+  args["tok_seq"] = batch.tok_seq;
+  args["n_seqs"] = Arg::scalar_int(batch.n_seqs);
   KvCache paged = cache;
   paged.table = batch.tables;
-  Graph::Operands args = {{"xk", k},
-                          {"xv", v},
-                          {"k", cache.k},
-                          {"v", cache.v},
-                          {"n_tokens", Arg::scalar_int(k.dim(0))},
-                          {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
-                          {"max_ctx", Arg::scalar_int(cache.max_ctx)},
-                          {"positions", positions},
-                          {"tok_seq", batch.tok_seq},
-                          {"n_seqs", Arg::scalar_int(batch.n_seqs)}};
   add_cache_operands(args, paged);
   g.launch("kv_store", "kv_cache_store", {{"KV", cache.k.dtype}}, args, {},
            {{"HEAD_DIM", cache.head_dim}, {"PAGE", cache.page}, {"VARLEN", 1}});
@@ -604,16 +597,8 @@ Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
 
 Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                  const SeqBatch& batch, const AttentionMask& mask) {
-  const int64_t d = cache.head_dim;
-  if (q.rank() != 2 || q.dim(1) % d || (q.dim(1) / d) % cache.n_kv_heads)
-    mismatch("attention", "q " + q.str() + " is not [t, heads * " + std::to_string(d) +
-                              "] with heads a multiple of " + std::to_string(cache.n_kv_heads));
-  const int64_t t = q.dim(0), heads = q.dim(1) / d;
+  const int64_t d = cache.head_dim, t = q.dim(0), heads = attention_heads(q, cache, mask);
   check_batch("attention", cache, t, batch);
-  if (mask.window < 0) mismatch("attention", "window " + std::to_string(mask.window) + " < 0");
-  if (mask.sinks && (mask.sinks->dtype != DType::f32 || mask.sinks->numel() != heads))
-    mismatch("attention", "sinks " + mask.sinks->str() + " for " + std::to_string(heads) +
-                              " heads (f32, one per head)");
   KvCache paged = cache;
   paged.table = batch.tables;
   Tensor out = g.scratch(q.dtype, q.shape);
@@ -629,13 +614,7 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                           {"window", Arg::scalar_int(mask.window)}};
   if (mask.sinks) args["sinks"] = *mask.sinks;
   add_cache_operands(args, paged);
-  if (is_quantized_kv(cache.k.dtype)) {
-    need_dtype("attention", q, DType::f32, "q over a q8_0 cache");
-    std::vector<Tensor> q8 = quantize_q8(g, q, kKvQuantBlock);
-    args["q"] = q8[0];
-    args["q_scale"] = q8[1];
-    args["q_sum"] = q8[2];
-  }
+  add_query_operands(g, args, q, cache);
   const std::map<std::string, int64_t> fixed = {
       {"HEAD_DIM", d}, {"SINKS", mask.sinks ? 1 : 0}, {"PAGE", cache.page}};
   if (t == batch.n_seqs) {  // one token each: a decode step

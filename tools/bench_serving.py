@@ -7,16 +7,18 @@ and reports throughput, time to first token (TTFT), inter-token latency
   W2 mixed:         16 concurrent, prompts 32-1024 tokens, 64-256 generated
   W3 shared prefix: 16 concurrent chats sharing one system prompt
 
-The same script drives `kiln serve` (--kiln KILN -m MODEL) or any server
-already listening (--url http://HOST:PORT, e.g. llama-cpp-python's
-`python3 -m llama_cpp.server --model MODEL --n_ctx N`), so both are measured
+The same script drives `kiln serve` (--kiln KILN -m MODEL, with
+--serve-args for its options), llama-cpp-python's server (--llamacpp -m
+MODEL: `python3 -m llama_cpp.server`, which runs one request at a time), or
+any server already listening (--url http://HOST:PORT), so all are measured
 by one client. Prompts are text (words drawn with a fixed seed), so any
 server tokenizes them; lengths are in words, about a token each. Streams
 are timed per event: TTFT from the request to the first text, ITL between
 later text events, tokens counted by the final usage (or by events).
 
   bench_serving.py --kiln build/tools/kiln -m MODEL.gguf [--workloads W1,W2,W3]
-                   [--scale 1.0] [--ctx 2048] [--json OUT.json]
+                   [--scale 1.0] [--ctx 2048] [--serve-args "--max-batch 16"] [--json OUT.json]
+  bench_serving.py --llamacpp -m MODEL.gguf ...
   bench_serving.py --url http://127.0.0.1:8000 [--model NAME] ...
 """
 import argparse
@@ -87,6 +89,28 @@ def one_request(host, port, path, body):
     return ttft, itl, time.perf_counter() - t0, tokens if tokens is not None else events
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(host, port, server, limit=120):
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        if server.poll() is not None:
+            raise SystemExit("the server exited while starting")
+        try:
+            c = http.client.HTTPConnection(host, port, timeout=2)
+            c.request("GET", "/v1/models")
+            if c.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("the server did not start listening")
+
+
 def run_workload(host, port, requests, concurrency):
     results, lock = [], threading.Lock()
     queue = list(requests)
@@ -143,6 +167,8 @@ def main():
     ap.add_argument("--kiln")
     ap.add_argument("-m", "--model-path")
     ap.add_argument("--url")
+    ap.add_argument("--llamacpp", action="store_true", help="start llama-cpp-python's server on -m")
+    ap.add_argument("--serve-args", default="", help="more options for kiln serve")
     ap.add_argument("--model", default="model")
     ap.add_argument("--workloads", default="W1,W2,W3")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every prompt and output length")
@@ -153,17 +179,25 @@ def main():
     server = None
     if a.kiln:
         server = subprocess.Popen([a.kiln, "serve", "-m", a.model_path, "--port", "0", "--ctx", str(a.ctx),
-                                   "--threads", str(a.threads), "--queue", "64"], stderr=subprocess.PIPE, text=True)
+                                   "--threads", str(a.threads), "--queue", "64"] + a.serve_args.split(),
+                                  stderr=subprocess.PIPE, text=True)
         m = re.search(r"http://([0-9.]+):(\d+)", server.stderr.readline())
         if not m:
             raise SystemExit("kiln serve did not start")
         host, port = m.group(1), int(m.group(2))
         threading.Thread(target=server.stderr.read, daemon=True).start()
+    elif a.llamacpp:
+        host, port = "127.0.0.1", free_port()
+        server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", a.model_path,
+                                   "--n_ctx", str(a.ctx), "--n_threads", str(a.threads),
+                                   "--n_threads_batch", str(a.threads), "--host", host, "--port", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_listening(host, port, server)
     elif a.url:
         u = urllib.parse.urlparse(a.url)
         host, port = u.hostname, u.port
     else:
-        raise SystemExit("give --kiln KILN -m MODEL or --url URL")
+        raise SystemExit("give --kiln KILN -m MODEL, --llamacpp -m MODEL or --url URL")
     report = {}
     try:
         for name, (conc, reqs) in workloads(a.workloads.split(","), a.scale, a.model, 7).items():

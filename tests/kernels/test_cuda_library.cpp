@@ -137,6 +137,10 @@ std::vector<Case> cases() {
                   {{"KV", kv}},
                   {{"HEAD_DIM", 32}},
                   {{"n_tokens", 3}, {"n_kv_heads", 2}, {"max_ctx", 20}, {"pos0", 14}}});
+    cs.push_back({"kv_cache_store",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 32}, {"PAGE", 16}, {"VARLEN", 1}},
+                  {{"n_tokens", 5}, {"n_kv_heads", 2}, {"max_ctx", 32}, {"n_seqs", 2}, {"n_pages", 5}}});
     cs.push_back({"attention_decode_batch",
                   {{"KV", kv}},
                   {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"PAGE", 16}, {"SINKS", 1}},
@@ -436,6 +440,10 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       const int32_t cu[] = {0, 3, 7}, pos[] = {5, 16};
       for (int64_t j = 0; j < n; ++j)
         static_cast<int32_t*>(m)[j] = p.name == "cu_seqlens" ? cu[j] : pos[j];
+    } else if (p.name == "positions" || p.name == "tok_seq") {
+      // A packed batch of two sequences, alternating: distinct rows.
+      for (int64_t j = 0; j < n; ++j)
+        static_cast<int32_t*>(m)[j] = static_cast<int32_t>(p.name == "tok_seq" ? j % 2 : 3 + j);
     } else if (p.name == "seq_len") {
       // Sequences of 1, 18 and 35 keys.
       for (int64_t j = 0; j < n; ++j)

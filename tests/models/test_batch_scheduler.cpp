@@ -16,22 +16,14 @@
 #include "models/generation.h"
 #include "models/model_generator.h"
 #include "support/runtime_fixture.h"
-#include "support/temp_dir.h"
+#include "support/tiny_model.h"
 
 using namespace kiln;
 
 namespace {
 
 const std::string& model_path() {
-  static const test::TempDir dir("kiln-test-batch-scheduler");
-  static const std::string path = [] {
-    std::string p = dir.path("llama.gguf");
-    GenModelOptions o;
-    o.format = WeightFormat::f16;
-    o.seed = 13;
-    generate_model(find_model_preset("llama", "tiny"), o, p);
-    return p;
-  }();
+  static const std::string path = test::tiny_model("llama", WeightFormat::f16, 13);
   return path;
 }
 

@@ -29,25 +29,14 @@
 #include "models/model_generator.h"
 #include "support/runtime_fixture.h"
 #include "support/temp_dir.h"
+#include "support/tiny_model.h"
 
 using namespace kiln;
 
 namespace {
 
 std::string tiny_model(const std::string& family, WeightFormat format) {
-  // Written once per test process into its own directory, removed at exit: a
-  // directory shared across runs would keep models of an older preset, and
-  // one shared by the processes ctest runs in parallel would let one read a
-  // file another is still writing.
-  static const test::TempDir models("kiln-test-llm");
-  std::string path = models.path(family + "-" + std::string(weight_format_name(format)) + ".gguf");
-  if (!std::filesystem::exists(path)) {
-    GenModelOptions o;
-    o.format = format;
-    o.seed = 3;
-    generate_model(find_model_preset(family, "tiny"), o, path);
-  }
-  return path;
+  return test::tiny_model(family, format, 3);
 }
 
 double spread(const std::vector<float>& v) {

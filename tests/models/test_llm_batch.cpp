@@ -20,20 +20,14 @@
 #include "models/model_generator.h"
 #include "runtime/kv_page_pool.h"
 #include "support/runtime_fixture.h"
-#include "support/temp_dir.h"
+#include "support/tiny_model.h"
 
 using namespace kiln;
 
 namespace {
 
 std::string tiny_model(const std::string& family) {
-  static const test::TempDir models("kiln-test-llm-batch");
-  std::string path = models.path(family + ".gguf");
-  GenModelOptions o;
-  o.format = WeightFormat::f16;
-  o.seed = 9;
-  generate_model(find_model_preset(family, "tiny"), o, path);
-  return path;
+  return test::tiny_model(family, WeightFormat::f16, 9);
 }
 
 double rel_diff(const float* a, const float* b, int64_t n) {
