@@ -160,11 +160,14 @@ size_t Llm::kv_cache_bytes() const {
 
 std::map<std::string, std::pair<double, int64_t>> Llm::profile_ms() const {
   std::map<std::string, std::pair<double, int64_t>> all;
-  for (const auto& [key, s] : steps_)
-    for (const auto& [label, p] : s->plan.profile_ms()) {
+  auto add = [&](const Step& s) {
+    for (const auto& [label, p] : s.plan.profile_ms()) {
       all[label].first += p.first;
       all[label].second += p.second;
     }
+  };
+  for (const auto& [key, s] : steps_) add(*s);
+  for (const auto& [key, s] : batch_steps_) add(*s);
   return all;
 }
 

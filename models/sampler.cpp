@@ -21,29 +21,49 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<
   }
   if (o_.temperature <= 0)
     return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+  // Candidates best first (ties to the lower id), sorted only as far as
+  // needed: a vocabulary-wide sort costs milliseconds a token.
   std::vector<int32_t> ids(n_vocab);
   std::iota(ids.begin(), ids.end(), 0);
-  int64_t k = o_.top_k > 0 ? std::min(o_.top_k, n_vocab) : n_vocab;
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
-                    [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
-  ids.resize(k);
-  std::vector<double> p(k);
-  double mx = l[ids[0]], total = 0;
-  for (int64_t i = 0; i < k; ++i) total += p[i] = std::exp((l[ids[i]] - mx) / o_.temperature);
-  // Top-p: the smallest prefix whose probability reaches top_p.
-  int64_t keep = k;
-  if (o_.top_p < 1.0) {
-    double acc = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      acc += p[i] / total;
+  auto better = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
+  const double mx = *std::max_element(l.begin(), l.end());
+  auto weight = [&](int32_t id) { return std::exp((l[id] - mx) / o_.temperature); };
+  if (o_.top_k <= 0 && o_.top_p >= 1.0) {  // every token, by its weight
+    std::vector<double> p(n_vocab);
+    for (int64_t i = 0; i < n_vocab; ++i) p[i] = weight(static_cast<int32_t>(i));
+    std::discrete_distribution<int64_t> pick(p.begin(), p.end());
+    return static_cast<int32_t>(pick(rng_));
+  }
+  const int64_t k = o_.top_k > 0 ? std::min(o_.top_k, n_vocab) : n_vocab;
+  double total = 0;
+  if (k == n_vocab)
+    for (int64_t i = 0; i < n_vocab; ++i) total += weight(static_cast<int32_t>(i));
+  // Top-p: the smallest prefix whose probability reaches top_p, looked for
+  // in sorted prefixes of growing length (k at once with top-k).
+  int64_t sorted = k == n_vocab ? std::min<int64_t>(64, n_vocab) : k, keep = k;
+  std::vector<double> p;
+  for (;;) {
+    std::partial_sort(ids.begin() + static_cast<int64_t>(p.size()), ids.begin() + sorted, ids.end(),
+                      better);
+    for (int64_t i = static_cast<int64_t>(p.size()); i < sorted; ++i) p.push_back(weight(ids[i]));
+    if (k < n_vocab) {
+      total = 0;
+      for (double w : p) total += w;
+    }
+    if (o_.top_p < 1.0) {
+      double acc = 0;
+      int64_t i = 0;
+      while (i < sorted && acc < o_.top_p) acc += p[static_cast<size_t>(i++)] / total;
       if (acc >= o_.top_p) {
-        keep = i + 1;
+        keep = i;
         break;
       }
     }
+    if (sorted == k) break;
+    sorted = std::min(k, sorted * 4);
   }
   std::discrete_distribution<int64_t> pick(p.begin(), p.begin() + keep);
-  return ids[pick(rng_)];
+  return ids[static_cast<size_t>(pick(rng_))];
 }
 
 }  // namespace kiln
