@@ -51,7 +51,9 @@ Tensor Forward::attention(int64_t l, const Tensor& h) {
   ops::AttentionMask mask{c.sliding(l) ? c.sliding_window : 0, {}};
   if (c.attn_sinks) mask.sinks = w.vector(g, blk(l, "attn_sinks.weight"));
   Tensor o;
-  if (batch) {
+  // One sequence runs the single-sequence kernels over its pages (split-K
+  // decode at long contexts); several, the packed-batch ones.
+  if (batch && batch->n_seqs > 1) {
     ops::kv_append(g, kv, k, v, positions, *batch);
     o = ops::attention(g, q, kv, c.attn_scale, *batch, mask);
   } else {

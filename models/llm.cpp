@@ -277,6 +277,10 @@ const std::vector<float>& Llm::forward_batch(const std::vector<SeqChunk>& seqs, 
               s.tables.begin() + (i + 1) * entries, -1);
   }
   s.cu_seqlens[S] = static_cast<int32_t>(row);
+  if (S == 1) {  // the single-sequence kernels (Forward::attention)
+    s.plan.set("pos0", seqs[0].pos0);
+    s.plan.set("kv_len", seqs[0].pos0 + total);
+  }
   s.plan.profile(profiling_);
   s.plan.run(rt_, interpret);
   last_launches_ = s.plan.kernel_launches();

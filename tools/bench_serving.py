@@ -121,7 +121,10 @@ def run_workload(host, port, requests, concurrency):
                 if not queue:
                     return
                 path, body = queue.pop(0)
-            res = one_request(host, port, path, body)
+            try:
+                res = one_request(host, port, path, body)
+            except (OSError, http.client.HTTPException, ValueError):
+                res = None  # a dropped or broken stream: failed
             with lock:
                 results.append(res)
 
@@ -146,7 +149,9 @@ def workloads(names, scale, model, seed):
     rng = random.Random(seed)
     n = lambda x: max(1, int(x * scale))
     out = {}
-    common = {"temperature": 0.8, "top_p": 0.95, "seed": 1, "model": model}
+    # llama.cpp's default sampling (top-k 40 as `kiln run`): a server's
+    # default of no top-k sorts the whole vocabulary for top-p every token.
+    common = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "seed": 1, "model": model}
     if "W1" in names:
         out["W1"] = (1, [("/v1/completions", dict(common, prompt=text_of(n(256), rng), max_tokens=n(256)))
                          for _ in range(3)])
@@ -174,6 +179,8 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every prompt and output length")
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--concurrency", type=int, default=0,
+                    help="at most this many requests at once (llama-cpp-python's server takes one)")
     ap.add_argument("--json")
     a = ap.parse_args()
     server = None
@@ -201,7 +208,7 @@ def main():
     report = {}
     try:
         for name, (conc, reqs) in workloads(a.workloads.split(","), a.scale, a.model, 7).items():
-            r = run_workload(host, port, reqs, conc)
+            r = run_workload(host, port, reqs, min(conc, a.concurrency) if a.concurrency > 0 else conc)
             report[name] = r
             print(f"{name}: {r['requests']} requests ({r['failed']} failed), {r['output_tok_s']:.1f} output tok/s, "
                   f"TTFT p50/p95/p99 {r['ttft_ms']['p50']:.0f}/{r['ttft_ms']['p95']:.0f}/{r['ttft_ms']['p99']:.0f} ms, "
