@@ -107,6 +107,34 @@ TEST_CASE("serving steps give each sequence its own forward's logits", "[models]
   check_batched("llama", DType::i8, script);
 }
 
+TEST_CASE("a sequence on a prefix's cached pages gets the logits of computing the prefix",
+          "[models][llm][batch]") {
+  // Sequence a computes a 64-token prefix (two full pages); b starts on
+  // those pages (KvPagePool::create(shared), as a prefix-cache hit) and
+  // reads only its own 9 tokens. The same kernels run on the same shapes
+  // as an unbatched forward of the prefix and then the 9: bit for bit.
+  for (const char* family : {"llama", "gpt-oss"}) {
+    INFO(family);
+    const std::string path = tiny_model(family);
+    const int64_t page = 32;
+    Llm served(path, test::runtime(), 128, DType::f16, page, 8);
+    KvPagePool pool(8, page);
+    std::vector<int32_t> prefix, tail = run_of(5, 9);
+    for (int32_t i = 0; i < 64; ++i) prefix.push_back(1 + (i * 37) % 250);
+    auto a = pool.create();
+    pool.append(a, 64);
+    served.forward_batch({{prefix, 0, pool.table(a)}});
+    auto b = pool.create(pool.table(a));
+    pool.append(b, 9);
+    const std::vector<float> got = served.forward_batch({{tail, 64, pool.table(b)}});
+    Llm alone(path, test::runtime(), 128, DType::f16, page);
+    alone.forward(prefix);
+    const std::vector<float>& want = alone.forward(tail);
+    CHECK(got == want);
+    CHECK(pool.refs(pool.table(a)[0]) == 2);
+  }
+}
+
 TEST_CASE("serving steps refuse bad sequences, and a serving model refuses forward",
           "[models][llm][batch][error]") {
   const std::string path = tiny_model("llama");
