@@ -311,10 +311,16 @@ def load(kiln, model, tmp):
                     r = c.getresponse()
                     r.read(1 if i % 7 == 0 else 400)
                     c.sock.close()
-                except OSError:
+                except (OSError, http.client.HTTPException):
                     pass
                 results.append("dropped")
                 return
+            try:
+                served(i, p, body)
+            except Exception as e:  # reported by the check below
+                results.append(repr(e))
+
+        def served(i, p, body):
             if i % 4 == 1:
                 body = {"prompt": p, "max_tokens": 24, "temperature": 0, "return_token_ids": True}
                 st, r = s.complete(body)
