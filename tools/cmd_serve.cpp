@@ -82,7 +82,7 @@ class Engine {
  public:
   // queue: requests that may wait beyond the max_batch running ones.
   Engine(Llm& model, size_t queue, SchedulerOptions o)
-      : sched_(model, o), capacity_(queue + static_cast<size_t>(o.max_batch)) {
+      : capacity_(queue + static_cast<size_t>(o.max_batch)), sched_(model, o) {
     worker_ = std::thread([this] { loop(); });
   }
   ~Engine() {
@@ -200,7 +200,6 @@ class Engine {
     return r;
   }
 
-  BatchScheduler sched_;
   const size_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -211,6 +210,8 @@ class Engine {
   double tokens_per_s_ = 0;
   uint64_t requests_ = 0, rejected_ = 0, cancelled_ = 0;
   Histogram ttft_, itl_;
+  // After what its callbacks use: destroyed first, it ends what is left.
+  BatchScheduler sched_;
   std::thread worker_;
 };
 
