@@ -182,7 +182,9 @@ class Engine {
       }
       std::lock_guard<std::mutex> lk(job->mu);
       job->text += piece;
-      job->cv.notify_all();
+      // Only a stream's writer waits for text; waking a whole response's
+      // thread every token takes a core from the next step.
+      if (job->request.stream) job->cv.notify_all();
     };
     r.on_done = [this, job](const GenerationResult& g, const std::string& error) {
       {
