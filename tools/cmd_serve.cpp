@@ -12,6 +12,7 @@
 // stream, `data: [DONE]` or one error event.
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -277,6 +278,8 @@ int cmd_serve(const std::vector<std::string>& argv) {
   const int64_t blocks = a.get_int("kv-blocks", so.max_batch * ((ctx + page - 1) / page));
   if (blocks < 1) throw Error("--kv-blocks expects at least 1");
   Llm model(std::move(file), rt, ctx, parse_kv_type(a.get("kv", "f16")), page, blocks);
+  // The rows one sequence may hold: its context, or the whole pool if smaller.
+  const int64_t max_rows = std::min(ctx, blocks * page);
   const std::string model_id = std::filesystem::path(path).filename().string();
   // The chat layout: --chat-template, else the model's, else chatml (as llama.cpp).
   ChatTemplate chat;
@@ -325,7 +328,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
       }
       try {
         job = engine.submit(
-            parse_request(endpoint, req.body, model.tokenizer(), chat, model.n_ctx(), seed));
+            parse_request(endpoint, req.body, model.tokenizer(), chat, max_rows, seed));
       } catch (const ApiError& e) {
         return reply_error(res, e);
       }

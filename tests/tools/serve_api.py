@@ -243,6 +243,19 @@ def prefix_cache(s, kiln, model, tmp):
     check(got == want[:len(got)], "prefix cache: the reusing chat's greedy tokens are kiln run's")
 
 
+def small_pool(kiln, model):
+    """A pool smaller than the context bounds a prompt: 422 before it queues."""
+    s = Server(kiln, model, ["--kv-blocks", "1", "--kv-page", "32"])
+    try:
+        st, r = s.complete({"prompt": list(range(1, 41))})
+        check(st == 422 and "32" in r["error"]["message"],
+              f"422: a prompt longer than a pool of one 32-row page ({st})")
+        st, r = s.complete({"prompt": list(range(1, 21)), "max_tokens": 4})
+        check(st == 200 and r["usage"]["completion_tokens"] == 4, "a prompt the pool holds is served")
+    finally:
+        s.stop()
+
+
 def disconnect_and_queue(kiln, model):
     s = Server(kiln, model, ["--queue", "1", "--max-batch", "1"])
     try:
@@ -369,6 +382,7 @@ def main():
         subprocess.run([a.kiln, "gen-model", "--arch", "llama", "--preset", "tiny", "--type", "q8_0", "-o", model,
                         "--seed", "1"], check=True, capture_output=True)
         contract(a.kiln, model, tmp)
+        small_pool(a.kiln, model)
         disconnect_and_queue(a.kiln, model)
         load(a.kiln, model, tmp)
     if failures:
