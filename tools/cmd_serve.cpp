@@ -10,7 +10,9 @@
 // the next step, which frees its pages. Every request ends in
 // exactly one terminal event: the response, an error body, or, in a
 // stream, `data: [DONE]` or one error event.
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -389,6 +391,14 @@ int cmd_serve(const std::vector<std::string>& argv) {
   svr.Post("/v1/chat/completions", completions(Endpoint::chat));
 
   const std::string host = a.get("host", "127.0.0.1");
+  // cpp-httplib listens with a backlog of 5 connections: a burst of clients
+  // beyond it saw resets. Its listening socket is taken as it is made and
+  // listened on again with the system's maximum once bound.
+  std::vector<int> made;
+  svr.set_socket_options([&made](socket_t sock) {
+    httplib::default_socket_options(sock);
+    made.push_back(sock);
+  });
   int bound = static_cast<int>(port);
   if (port == 0)
     bound = svr.bind_to_any_port(host);
@@ -397,6 +407,13 @@ int cmd_serve(const std::vector<std::string>& argv) {
   if (bound < 0)
     throw Error("cannot listen on " + host + ":" + std::to_string(port) +
                 " (in use, or not an address of this machine)");
+  for (int sock : made) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (getsockname(sock, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+        ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port) == bound)
+      ::listen(sock, SOMAXCONN);
+  }
   std::fprintf(stderr,
                "kiln serve: listening on http://%s:%d (model %s, %lld positions, %lld sequences "
                "at once, %lld KV pages of %lld)\n",
