@@ -123,10 +123,13 @@ void BatchScheduler::preempt(Seq& s) {
   waiting_.insert(at, std::move(owned));
 }
 
-bool BatchScheduler::reserve(Seq& s, int64_t rows, const std::vector<Seq*>& scheduled) {
+int64_t BatchScheduler::new_pages(KvPagePool::SeqId kv, int64_t rows) const {
   const int64_t page = pool_.page();
-  const int64_t need = (pool_.length(s.kv) + rows + page - 1) / page -
-                       static_cast<int64_t>(pool_.table(s.kv).size());
+  return (pool_.length(kv) + rows + page - 1) / page - static_cast<int64_t>(pool_.table(kv).size());
+}
+
+bool BatchScheduler::reserve(Seq& s, int64_t rows, const std::vector<Seq*>& scheduled) {
+  const int64_t need = new_pages(s.kv, rows);
   while (pool_.free_pages() < need) {
     if (o_.prefix_cache && cache_.evict(need)) break;
     // The latest arrival not yet in this step gives its pages back.
@@ -154,7 +157,7 @@ bool BatchScheduler::admit(Seq& s, int64_t budget) {
   s.kv = pool_.create(shared);
   s.computed = static_cast<int64_t>(shared.size()) * page;
   const int64_t rows = std::min(n - s.computed, budget);
-  const int64_t need = (s.computed + rows + page - 1) / page - static_cast<int64_t>(shared.size());
+  const int64_t need = new_pages(s.kv, rows);
   if (pool_.free_pages() < need && !(o_.prefix_cache && cache_.evict(need))) {
     pool_.free(s.kv);
     s.kv = -1;

@@ -74,6 +74,8 @@ class BatchScheduler {
  private:
   struct Seq;
   bool admit(Seq& s, int64_t budget);
+  // Pages the pool must hand kv for `rows` more rows.
+  int64_t new_pages(KvPagePool::SeqId kv, int64_t rows) const;
   bool reserve(Seq& s, int64_t rows, const std::vector<Seq*>& scheduled);
   void preempt(Seq& s);
   void finish(Seq& s, const std::string& reason, const std::string& error = "");

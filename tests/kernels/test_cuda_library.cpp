@@ -137,10 +137,11 @@ std::vector<Case> cases() {
                   {{"KV", kv}},
                   {{"HEAD_DIM", 32}},
                   {{"n_tokens", 3}, {"n_kv_heads", 2}, {"max_ctx", 20}, {"pos0", 14}}});
-    cs.push_back({"kv_cache_store",
-                  {{"KV", kv}},
-                  {{"HEAD_DIM", 32}, {"PAGE", 16}, {"VARLEN", 1}},
-                  {{"n_tokens", 5}, {"n_kv_heads", 2}, {"max_ctx", 32}, {"n_seqs", 2}, {"n_pages", 5}}});
+    cs.push_back(
+        {"kv_cache_store",
+         {{"KV", kv}},
+         {{"HEAD_DIM", 32}, {"PAGE", 16}, {"VARLEN", 1}},
+         {{"n_tokens", 5}, {"n_kv_heads", 2}, {"max_ctx", 32}, {"n_seqs", 2}, {"n_pages", 5}}});
     cs.push_back({"attention_decode_batch",
                   {{"KV", kv}},
                   {{"HEAD_DIM", 64}, {"BLOCK_G", 2}, {"PAGE", 16}, {"SINKS", 1}},
