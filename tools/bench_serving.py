@@ -8,16 +8,20 @@ and reports throughput, time to first token (TTFT), inter-token latency
   W3 shared prefix: 16 concurrent chats sharing one system prompt
 
 The same script drives `kiln serve` (--kiln KILN -m MODEL, with
---serve-args for its options), llama-cpp-python's server (--llamacpp -m
-MODEL: `python3 -m llama_cpp.server`, which runs one request at a time), or
-any server already listening (--url http://HOST:PORT), so all are measured
-by one client. Prompts are text (words drawn with a fixed seed), so any
+--serve-args for its options), llama.cpp's own server (--llama-server
+LLAMA_SERVER -m MODEL --slots N: N parallel slots with continuous batching,
+each slot given --ctx tokens of cache; tools/build-llama-server.sh builds it
+from the llama.cpp that llama-cpp-python vendors), llama-cpp-python's server
+(--llamacpp -m MODEL: `python3 -m llama_cpp.server`, which runs one request
+at a time), or any server already listening (--url http://HOST:PORT), so all
+are measured by one client. Prompts are text (words drawn with a fixed seed), so any
 server tokenizes them; lengths are in words, about a token each. Streams
 are timed per event: TTFT from the request to the first text, ITL between
 later text events, tokens counted by the final usage (or by events).
 
   bench_serving.py --kiln build/tools/kiln -m MODEL.gguf [--workloads W1,W2,W3]
                    [--scale 1.0] [--ctx 2048] [--serve-args "--max-batch 16"] [--json OUT.json]
+  bench_serving.py --llama-server PATH/llama-server -m MODEL.gguf --slots 16 ...
   bench_serving.py --llamacpp -m MODEL.gguf ...
   bench_serving.py --url http://127.0.0.1:8000 [--model NAME] ...
 """
@@ -139,7 +143,8 @@ def run_workload(host, port, requests, concurrency):
     itl = [x for r in ok for x in r[1]]
     tokens = sum(r[3] for r in ok)
     return {"requests": len(results), "failed": len(results) - len(ok), "wall_s": wall,
-            "output_tok_s": tokens / wall if wall > 0 else 0.0,
+            "output_tokens": tokens, "output_tok_s": tokens / wall if wall > 0 else 0.0,
+            "itl_mean_ms": 1e3 * sum(itl) / len(itl) if itl else float("nan"),
             "ttft_ms": {q: 1e3 * percentile([r[0] for r in ok], p) for q, p in (("p50", .5), ("p95", .95), ("p99", .99))},
             "itl_ms": {q: 1e3 * percentile(itl, p) for q, p in (("p50", .5), ("p95", .95), ("p99", .99))},
             "latency_s": {q: percentile([r[2] for r in ok], p) for q, p in (("p50", .5), ("p95", .95), ("p99", .99))}}
@@ -172,6 +177,8 @@ def main():
     ap.add_argument("--kiln")
     ap.add_argument("-m", "--model-path")
     ap.add_argument("--url")
+    ap.add_argument("--llama-server", help="start this llama.cpp llama-server binary on -m")
+    ap.add_argument("--slots", type=int, default=16, help="llama-server's parallel slots (-np)")
     ap.add_argument("--llamacpp", action="store_true", help="start llama-cpp-python's server on -m")
     ap.add_argument("--serve-args", default="", help="more options for kiln serve")
     ap.add_argument("--model", default="model")
@@ -193,6 +200,14 @@ def main():
             raise SystemExit("kiln serve did not start")
         host, port = m.group(1), int(m.group(2))
         threading.Thread(target=server.stderr.read, daemon=True).start()
+    elif a.llama_server:
+        host, port = "127.0.0.1", free_port()
+        # -c is the cache of all slots together; each slot gets --ctx.
+        server = subprocess.Popen([a.llama_server, "-m", a.model_path, "-c", str(a.ctx * a.slots),
+                                   "-np", str(a.slots), "-t", str(a.threads), "-tb", str(a.threads),
+                                   "--host", host, "--port", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_listening(host, port, server)
     elif a.llamacpp:
         host, port = "127.0.0.1", free_port()
         server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", a.model_path,
@@ -204,15 +219,16 @@ def main():
         u = urllib.parse.urlparse(a.url)
         host, port = u.hostname, u.port
     else:
-        raise SystemExit("give --kiln KILN -m MODEL, --llamacpp -m MODEL or --url URL")
+        raise SystemExit("give --kiln KILN -m MODEL, --llama-server PATH -m MODEL, --llamacpp -m MODEL or --url URL")
     report = {}
     try:
         for name, (conc, reqs) in workloads(a.workloads.split(","), a.scale, a.model, 7).items():
             r = run_workload(host, port, reqs, min(conc, a.concurrency) if a.concurrency > 0 else conc)
             report[name] = r
-            print(f"{name}: {r['requests']} requests ({r['failed']} failed), {r['output_tok_s']:.1f} output tok/s, "
+            print(f"{name}: {r['requests']} requests ({r['failed']} failed), {r['output_tokens']} tokens, "
+                  f"{r['output_tok_s']:.1f} output tok/s, "
                   f"TTFT p50/p95/p99 {r['ttft_ms']['p50']:.0f}/{r['ttft_ms']['p95']:.0f}/{r['ttft_ms']['p99']:.0f} ms, "
-                  f"ITL p50/p95/p99 {r['itl_ms']['p50']:.1f}/{r['itl_ms']['p95']:.1f}/{r['itl_ms']['p99']:.1f} ms, "
+                  f"ITL mean {r['itl_mean_ms']:.1f}, p50/p95/p99 {r['itl_ms']['p50']:.1f}/{r['itl_ms']['p95']:.1f}/{r['itl_ms']['p99']:.1f} ms, "
                   f"latency p50 {r['latency_s']['p50']:.2f} s", flush=True)
     finally:
         if server:

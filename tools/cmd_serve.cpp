@@ -33,6 +33,7 @@
 #include "models/generation.h"
 #include "models/hf_checkpoint.h"
 #include "tools/cli.h"
+#include "tools/request_deadline.h"
 #include "tools/serve_api.h"
 
 namespace kiln {
@@ -233,13 +234,14 @@ int cmd_serve(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "no-prefix-cache"});
   a.allow_only({"help", "model", "host", "port", "queue", "threads", "ctx", "kv", "device",
                 "max-body", "chat-template", "no-prefix-cache", "max-batch", "kv-blocks", "kv-page",
-                "step-tokens"});
+                "step-tokens", "request-timeout"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln serve -m MODEL.gguf|HF_DIR [--host 127.0.0.1] [--port 8080] [--queue 16]\n"
         "                  [--max-batch 8] [--kv-blocks N] [--kv-page 32] [--step-tokens 256]\n"
         "                  [--threads N] [--ctx N] [--kv f16|bf16|f32|q8_0] [--device cpu|cuda]\n"
-        "                  [--max-body BYTES] [--chat-template NAME|FILE] [--no-prefix-cache]\n"
+        "                  [--max-body BYTES] [--request-timeout 10] [--chat-template NAME|FILE]\n"
+        "                  [--no-prefix-cache]\n"
         "An OpenAI-compatible server: POST /v1/completions and /v1/chat/completions (stream:\n"
         "true for server-sent events), GET /v1/models, /health, /metrics. Chats are laid out\n"
         "by the model's tokenizer.chat_template, or --chat-template (a family such as chatml,\n"
@@ -251,7 +253,8 @@ int cmd_serve(const std::vector<std::string>& argv) {
         "arrival is preempted and later recomputed. Up to --queue more requests wait, first\n"
         "come first served, and more are refused with 503. Full pages of prompts are kept\n"
         "for later prompts that begin alike (a shared system prompt is computed once),\n"
-        "unless --no-prefix-cache.\n"
+        "unless --no-prefix-cache. A request must arrive whole within --request-timeout\n"
+        "seconds (else 408); its response may take as long as it needs.\n"
         "--port 0 takes a free port; the line 'kiln serve: listening on http://HOST:PORT'\n"
         "on stderr says which.");
     return 0;
@@ -260,6 +263,10 @@ int cmd_serve(const std::vector<std::string>& argv) {
   const int64_t port = a.get_int("port", 8080), queue = a.get_int("queue", 16);
   if (port < 0 || port > 65535) throw Error("--port expects 0 to 65535");
   if (queue < 1) throw Error("--queue expects at least 1");
+  const double request_timeout =
+      a.has("request-timeout") ? parse_double(a.get("request-timeout"), "--request-timeout") : 10;
+  if (!(request_timeout > 0 && request_timeout <= 3600))
+    throw Error("--request-timeout expects seconds, more than 0 and at most 3600");
   SchedulerOptions so;
   so.max_batch = a.get_int("max-batch", 8);
   so.token_budget = a.get_int("step-tokens", 256);
@@ -299,29 +306,32 @@ int cmd_serve(const std::vector<std::string>& argv) {
   std::random_device entropy;
   std::mutex seed_mu;
 
-  httplib::Server svr;
+  DeadlineServer svr(std::chrono::milliseconds(static_cast<int64_t>(request_timeout * 1000)));
   svr.set_payload_max_length(static_cast<size_t>(a.get_int("max-body", 1 << 20)));
-  svr.set_read_timeout(10, 0);  // a client that stops sending is dropped
-  svr.set_write_timeout(10, 0);
+  svr.set_write_timeout(10, 0);  // a client that stops reading is dropped
   // One thread per waiting request beside a few for the rest: a full queue
   // answers 503 instead of leaving connections in the accept backlog.
   const size_t threads = static_cast<size_t>(queue + so.max_batch) + 4;
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
 
-  svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+  svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+    svr.request_read();
     res.set_content("{\"status\": \"ok\"}", "application/json");
   });
   svr.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
+    svr.request_read();
     res.set_content(
         "{\"object\": \"list\", \"data\": [{\"id\": " + nlohmann::json(model_id).dump() +
             ", \"object\": \"model\", \"owned_by\": \"kiln\"}]}",
         "application/json");
   });
   svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    svr.request_read();
     res.set_content(engine.metrics(), "text/plain; version=0.0.4");
   });
   auto completions = [&](Endpoint endpoint) {
     return [&, endpoint](const httplib::Request& req, httplib::Response& res) {
+      svr.request_read();
       std::shared_ptr<Job> job;
       uint64_t seed;
       {

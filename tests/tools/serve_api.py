@@ -19,6 +19,8 @@ the standard library's HTTP client only:
   (unknown field, out-of-range or wrongly typed values, n = 2, 17 stop
   strings, a prompt longer than the context, token ids past the
   vocabulary), 413 (a body over --max-body), 503 (the queue full);
+- slow-loris clients (silent, or trickling a request line or body) are
+  answered 408 or closed after --request-timeout while others are served;
 - a streaming client that disconnects cancels its sequence (metrics:
   cancelled, nothing running) and the server keeps serving;
 - a bounded load (200 requests from 32 clients on 8 running sequences and
@@ -301,6 +303,81 @@ def disconnect_and_queue(kiln, model):
         s.stop()
 
 
+def slow_clients(kiln, model):
+    """Slow-loris: connections that send nothing, trickle a request line, or
+    trickle a body hold every worker thread (--queue 1 --max-batch 1: 6), yet
+    each is answered 408 (or closed, if it sent nothing) once --request-timeout
+    has passed, and a normal request is served meanwhile."""
+    import socket
+    limit = 1.5
+    s = Server(kiln, model, ["--queue", "1", "--max-batch", "1", "--request-timeout", str(limit)])
+    try:
+        body = json.dumps({"prompt": PROMPT, "max_tokens": 2}).encode()
+        head = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        kinds = ["silent", "line", "body"] * 3  # 9 connections for 6 workers
+        socks, t0 = [], time.time()
+        for _ in kinds:
+            k = socket.create_connection(("127.0.0.1", s.port))
+            k.settimeout(0.01)
+            socks.append(k)
+        answers = [b""] * len(kinds)
+        closed_at = [None] * len(kinds)
+        sent = [0] * len(kinds)
+        ok_at = [None]
+
+        def normal():
+            st, r = s.complete({"prompt": PROMPT, "max_tokens": 2})
+            if st == 200 and r["usage"]["completion_tokens"] == 2:
+                ok_at[0] = time.time() - t0
+        client = threading.Thread(target=normal)
+        client.start()
+        while time.time() - t0 < 4 * limit + 2 and None in closed_at:
+            for i, (k, kind) in enumerate(zip(socks, kinds)):
+                if closed_at[i] is not None:
+                    continue
+                try:
+                    got = k.recv(4096)
+                    answers[i] += got
+                    if not got:
+                        closed_at[i] = time.time() - t0
+                except socket.timeout:
+                    pass
+                except OSError:
+                    closed_at[i] = time.time() - t0
+                if closed_at[i] is not None:
+                    continue
+                # one more byte each round, never the last: the headers whole
+                # at once for a trickled body
+                data = {"line": head, "body": head + body}.get(kind, b"")
+                n = len(head) if kind == "body" and sent[i] == 0 else sent[i] + 1
+                if n < len(data):
+                    try:
+                        k.send(data[sent[i]:n])
+                        sent[i] = n
+                    except OSError:
+                        pass
+            time.sleep(0.1)
+        client.join(timeout=30)
+        for k in socks:
+            k.close()
+        # 9 connections on 6 workers: the last ones wait a round for a worker
+        # (2 * limit), and a loaded machine is given one more
+        late = [t for t in closed_at if t is None or t > 3 * limit + 1.5]
+        check(not late, f"every slow connection is closed within the deadline (at {closed_at})")
+        check(all(a.startswith(b"HTTP/1.1 408 ") and b'"code": 408' in a
+                  for a, kind in zip(answers, kinds) if kind != "silent"),
+              f"a request trickled past the deadline is answered 408 ({[a[:12] for a in answers]})")
+        check(all(a == b"" for a, kind in zip(answers, kinds) if kind == "silent"),
+              "a connection that sends nothing is closed without an answer")
+        check(ok_at[0] is not None and ok_at[0] < 2 * limit + 5,
+              f"a normal request is served while slow clients hold the workers ({ok_at[0]} s)")
+        st, _ = s.request("GET", "/health")
+        check(st == 200, "the server still serves after the slow clients")
+    finally:
+        s.stop()
+
+
 def load(kiln, model, tmp):
     """200 requests from 32 clients at once on 8 running sequences and a pool
     too small for all of them (preemptions): every 7th stream dropped after
@@ -384,6 +461,7 @@ def main():
         contract(a.kiln, model, tmp)
         small_pool(a.kiln, model)
         disconnect_and_queue(a.kiln, model)
+        slow_clients(a.kiln, model)
         load(a.kiln, model, tmp)
     if failures:
         raise SystemExit(f"{len(failures)} check(s) failed")
