@@ -133,6 +133,7 @@ namespace {
 
 // The pool page holding keys `key` (i32, any shape), clamped into the pool.
 Value page_of(const KvView& kv, const Value& key) {
+  if (kv.pinned_page.valid()) return broadcast_to(kv.pinned_page, key.shape());
   auto entry = (key / static_cast<int>(kv.page)).to(DType::i64);
   if (kv.table_row.valid()) entry = entry + kv.table_row;
   auto id = load(*kv.table + entry);
@@ -140,6 +141,13 @@ Value page_of(const KvView& kv, const Value& key) {
 }
 
 }  // namespace
+
+KvView pin_block_page(const KvView& kv, const Value& block) {
+  if (kv.page == 0) return kv;
+  KvView pinned = kv;
+  pinned.pinned_page = page_of(kv, block * static_cast<int>(kv.key_block));
+  return pinned;
+}
 
 Value k_tile_offsets(const KvView& kv, const Value& block, int64_t d0, int64_t nd,
                      const Value& lane0, int64_t nk) {
@@ -253,7 +261,6 @@ Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
 }
 
 void prefetch_kv_block(const KvView& kv, const Value& block) {
-  if (kv.page > 0) return;
   constexpr int64_t kLineBytes = 64;
   if (kv.kbits) {
     // The block's code rows of K and V, each one contiguous run.

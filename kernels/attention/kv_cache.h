@@ -108,6 +108,7 @@ struct KvView {
   std::optional<Buffer> table{};               // i32 [ceil(max_ctx / page)] from table_row on
   Value n_kv{}, n_pages{};                     // i32 scalars, paged only
   Value table_row{};                           // i64: the sequence's first entry (invalid: 0)
+  Value pinned_page{};                         // i64: pin_block_page's, else invalid
   std::optional<Buffer> k_scale{}, v_scale{};  // f16, a q8_0 cache's scales, AURA's norms
   int kbits = 0, vbits = 0;                    // an AURA cache's (KV = u32)
 };
@@ -127,6 +128,12 @@ void check_kv_layout(const std::string& kernel, const Spec& s);
 // A launch's n_pages (the pool's pages) with PAGE > 0; throws kiln::Error
 // naming `kernel` unless it is >= 1.
 int64_t pool_pages(const std::string& kernel, const ScalarArgs& a);
+
+// The view with the pool page of K block `block` looked up once (a paged
+// cache; otherwise kv itself): a walk addresses a block's K rows and V rows
+// dozens of times, and each lookup is a table load and a clamp. Only keys
+// of that block may be addressed through it.
+KvView pin_block_page(const KvView& kv, const Value& block);
 
 // IR offsets [nd, nk] into K of dims d0 .. d0+nd-1 of keys block*key_block +
 // lane0 .. + nk-1; the keys must lie in one block (lane0 + nk <= key_block).
@@ -175,9 +182,8 @@ Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
 // at a time. Each is a contiguous run, but a program computes on a block
 // for far longer than a DRAM miss takes, so the hardware prefetchers (which
 // also stop at every 4 KiB page) leave each block's loads to wait on DRAM;
-// prefetching blocks ahead overlaps them. Blocks past the cache are
-// harmless (a prefetch never faults); a paged view prefetches nothing, as
-// a block past the sequence has no table entry to read.
+// prefetching blocks ahead overlaps them. The block must be the
+// sequence's (a paged cache's table has no entry past it).
 void prefetch_kv_block(const KvView& kv, const Value& block);
 
 }  // namespace kiln

@@ -161,9 +161,12 @@ void key_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
   auto keys = j0 + arange(KB);
   auto kmask = (keys >= begin) & (keys < end);
   std::vector<std::vector<Value>> sc;  // [block][row]
+  // Each block's page looked up once for its K and V rows.
+  std::vector<WalkInputs> at(nb, in);
   for (int64_t b = 0; b < nb; ++b) {
-    sc.push_back(block_scores(k, in, j0 / static_cast<int>(KB) + static_cast<int>(b),
-                              masked ? kmask : Value(), rows));
+    auto block = j0 / static_cast<int>(KB) + static_cast<int>(b);
+    at[b].kv = pin_block_page(in.kv, block);
+    sc.push_back(block_scores(k, at[b], block, masked ? kmask : Value(), rows));
     if (masked)
       for (size_t h = 0; h < rows; ++h) {
         auto visible = in.lo.empty() ? kmask : kmask & (keys >= in.lo[h]) & (keys < in.hi[h]);
@@ -210,11 +213,11 @@ void key_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
       // values accumulate in lane order (walk_output restores it).
       Value vrow, norm;
       if (in.kv.vbits) {
-        AuraRows r = load_aura_v_rows(in.kv, key, 1, true, vmask);
+        AuraRows r = load_aura_v_rows(at[b].kv, key, 1, true, vmask);
         vrow = reshape(r.values, {D});
         norm = r.norms;
       } else {
-        vrow = reshape(load_v_rows(in.kv, key, 1, vmask), {D});
+        vrow = reshape(load_v_rows(at[b].kv, key, 1, vmask), {D});
       }
       for (size_t h = 0; h < rows; ++h) {
         auto w = slice(p[b][h], {j}, {1});
@@ -312,7 +315,10 @@ void walk_keys(KernelBuilder& k, const WalkInputs& in, const Value& begin, const
   const int step = kb * static_cast<int>(kSoftmaxBlocks);
   auto multi_end = full_end - (full_end - body) % step;
   k.for_(body, multi_end, step, [&](Value j0) {
-    if (in.prefetch > 0) prefetch_kv_block(in.kv, j0 / kb + static_cast<int>(in.prefetch));
+    // Clamped to the range's last block: a paged cache has no table entry
+    // past the sequence.
+    if (in.prefetch > 0)
+      prefetch_kv_block(in.kv, minimum(j0 / kb + static_cast<int>(in.prefetch), (end - 1) / kb));
     key_blocks(k, in, j0, body, full_end, kSoftmaxBlocks, false, st);
   });
   // One loop (one copy of the masked block's code, which on CUDA is most
