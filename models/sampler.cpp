@@ -3,21 +3,26 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace kiln {
 
 int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history) {
   std::vector<float> l(logits, logits + n_vocab);
-  if (o_.repeat_penalty != 1.0) {
-    // llama.cpp's rule: positive logits shrink, negative ones grow.
-    std::unordered_set<int32_t> seen;
+  if (o_.repeat_penalty != 1.0 || o_.presence_penalty != 0 || o_.frequency_penalty != 0) {
+    std::unordered_map<int32_t, int64_t> seen;  // token -> times in the window
     int64_t from = std::max<int64_t>(0, static_cast<int64_t>(history.size()) - o_.repeat_last_n);
-    for (int64_t i = from; i < static_cast<int64_t>(history.size()); ++i) seen.insert(history[i]);
-    for (int32_t t : seen)
-      if (t >= 0 && t < n_vocab)
-        l[t] = l[t] > 0 ? static_cast<float>(l[t] / o_.repeat_penalty)
-                        : static_cast<float>(l[t] * o_.repeat_penalty);
+    for (int64_t i = from; i < static_cast<int64_t>(history.size()); ++i) ++seen[history[i]];
+    // In float, as llama.cpp computes it.
+    const auto repeat = static_cast<float>(o_.repeat_penalty);
+    const auto freq = static_cast<float>(o_.frequency_penalty);
+    const auto present = static_cast<float>(o_.presence_penalty);
+    for (auto [t, count] : seen) {
+      if (t < 0 || t >= n_vocab) continue;
+      float& x = l[static_cast<size_t>(t)];
+      x = x <= 0 ? x * repeat : x / repeat;
+      x -= static_cast<float>(count) * freq + present;
+    }
   }
   if (o_.temperature <= 0)
     return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());

@@ -1,7 +1,10 @@
 // Picks the next token from logits: greedy, or temperature sampling after
-// a repetition penalty and top-k / top-p filtering, as llama.cpp's default
-// chain orders them (penalty, top-k, top-p, temperature). Seeded, so a run
-// repeats exactly.
+// the penalties and top-k / top-p filtering, as llama.cpp's default chain
+// orders them (penalties, top-k, top-p, temperature). The penalties are
+// llama.cpp's too, over the last repeat_last_n tokens: a seen token's logit
+// is divided by repeat_penalty (multiplied when negative), then lowered by
+// frequency_penalty per time seen and presence_penalty once (OpenAI's
+// fields, as llama-server maps them). Seeded, so a run repeats exactly.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +20,13 @@ struct SamplerOptions {
   double repeat_penalty = 1.0;
   int64_t repeat_last_n = 64;
   uint64_t seed = 0;
+  double presence_penalty = 0, frequency_penalty = 0;
 };
 
 class Sampler {
  public:
   explicit Sampler(SamplerOptions o) : o_(o), rng_(o.seed) {}
-  // `history`: the tokens so far (prompt and generated), for the penalty.
+  // `history`: the tokens so far (prompt and generated), for the penalties.
   int32_t sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history);
 
  private:

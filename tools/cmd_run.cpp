@@ -87,16 +87,35 @@ std::vector<int32_t> parse_tokens(const std::string& s) {
 
 int cmd_run(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "profile", "ignore-eos", "no-bos"});
-  a.allow_only({"help",           "profile", "ignore-eos", "no-bos",     "model", "prompt",
-                "n-predict",      "threads", "seed",       "temp",       "top-k", "top-p",
-                "repeat-penalty", "stop",    "tokens",     "logits-out", "ctx",   "kv",
-                "kv-page",        "device"});
+  a.allow_only({"help",
+                "profile",
+                "ignore-eos",
+                "no-bos",
+                "model",
+                "prompt",
+                "n-predict",
+                "threads",
+                "seed",
+                "temp",
+                "top-k",
+                "top-p",
+                "repeat-penalty",
+                "stop",
+                "tokens",
+                "logits-out",
+                "ctx",
+                "kv",
+                "kv-page",
+                "device",
+                "presence-penalty",
+                "frequency-penalty"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln run [-m MODEL.gguf|HF_DIR] [-p PROMPT | --tokens 1,2,3] [-n 64] [--threads "
         "N]\n"
         "                [--temp 0] [--top-k 40] [--top-p 0.95] [--repeat-penalty 1.0] "
         "[--seed 0]\n"
+        "                [--presence-penalty 0] [--frequency-penalty 0]\n"
         "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N]\n"
         "                [--kv f16|bf16|f32|q8_0|aura4v4|aura8v4|...] [--kv-page N]\n"
         "                [--logits-out FILE.npy] "
@@ -134,6 +153,9 @@ int cmd_run(const std::vector<std::string>& argv) {
   o.sampler.top_k = a.get_int("top-k", 40);
   o.sampler.top_p = parse_double(a.get("top-p", "0.95"), "--top-p");
   o.sampler.repeat_penalty = parse_double(a.get("repeat-penalty", "1.0"), "--repeat-penalty");
+  o.sampler.presence_penalty = parse_double(a.get("presence-penalty", "0"), "--presence-penalty");
+  o.sampler.frequency_penalty =
+      parse_double(a.get("frequency-penalty", "0"), "--frequency-penalty");
   o.sampler.seed = static_cast<uint64_t>(a.get_int("seed", 0));
   o.stop = a.all("stop");
   o.stop_at_eos = !a.flag("ignore-eos");

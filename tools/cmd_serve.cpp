@@ -377,7 +377,9 @@ int cmd_serve(const std::vector<std::string>& argv) {
                 if (!job->error.empty())
                   send(error_body(ApiError(500, job->error)));
                 else if (send(chunk_body(endpoint, id, created, model_id, held, first,
-                                         finish_reason(job->result), &job->result)))
+                                         finish_reason(job->result), &job->result)) &&
+                         (!job->request.include_usage ||
+                          send(usage_chunk_body(endpoint, id, created, model_id, job->result))))
                   send("[DONE]");
                 sink.done();
                 return true;

@@ -137,9 +137,21 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
   }
   if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
   const bool chat = endpoint == Endpoint::chat;
-  static const std::set<std::string> known = {
-      "model", "max_tokens", "temperature",        "top_p",  "top_k",           "stop",
-      "seed",  "n",          "repetition_penalty", "stream", "return_token_ids"};
+  static const std::set<std::string> known = {"model",
+                                              "max_tokens",
+                                              "temperature",
+                                              "top_p",
+                                              "top_k",
+                                              "stop",
+                                              "seed",
+                                              "n",
+                                              "stream",
+                                              "return_token_ids",
+                                              "stream_options",
+                                              "repetition_penalty",
+                                              "user",
+                                              "presence_penalty",
+                                              "frequency_penalty"};
   for (const auto& [key, value] : body.items())
     if (!known.count(key) && key != (chat ? "messages" : "prompt") &&
         !(chat && key == "max_completion_tokens"))
@@ -150,8 +162,9 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
   if (static_cast<int64_t>(r.prompt.size()) >= n_ctx)
     invalid(input, "take " + std::to_string(r.prompt.size()) + " tokens; the context holds " +
                        std::to_string(n_ctx) + " with room for one generated");
-  if (auto m = body.find("model"); m != body.end() && !m->is_string())
-    invalid("model", "must be a string");
+  for (const char* key : {"model", "user"})
+    if (auto m = body.find(key); m != body.end() && !m->is_null() && !m->is_string())
+      invalid(key, "must be a string");
   GenerationOptions& o = r.options;
   o.n_predict = integer_in(body, "max_tokens", chat ? n_ctx : 16, 0, n_ctx);
   if (chat) o.n_predict = integer_in(body, "max_completion_tokens", o.n_predict, 0, n_ctx);
@@ -159,6 +172,8 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
   o.sampler.top_p = number_in(body, "top_p", 1.0, 0, 1, true);
   o.sampler.top_k = integer_in(body, "top_k", 0, 0, tok.vocab_size());
   o.sampler.repeat_penalty = number_in(body, "repetition_penalty", 1.0, 0, 10, true);
+  o.sampler.presence_penalty = number_in(body, "presence_penalty", 0, -2, 2, false);
+  o.sampler.frequency_penalty = number_in(body, "frequency_penalty", 0, -2, 2, false);
   o.sampler.seed = body.contains("seed") && !body["seed"].is_null()
                        ? static_cast<uint64_t>(integer_in(body, "seed", 0, 0, INT64_MAX))
                        : fresh_seed;
@@ -170,6 +185,15 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
       if (!f->is_boolean()) invalid(key, "must be true or false");
       *flag = f->get<bool>();
     }
+  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
+    if (!r.stream) invalid("stream_options", "is taken only with stream: true");
+    if (!so->is_object()) invalid("stream_options", "must be an object");
+    for (const auto& [key, value] : so->items()) {
+      if (key != "include_usage") invalid("stream_options." + key, "is not a field Kiln takes");
+      if (!value.is_boolean()) invalid("stream_options.include_usage", "must be true or false");
+      r.include_usage = value.get<bool>();
+    }
+  }
   return r;
 }
 
@@ -218,6 +242,17 @@ std::string chunk_body(Endpoint endpoint, const std::string& id, int64_t created
   if (usage) chunk["usage"] = usage_of(*usage);
   // A piece may end inside a UTF-8 sequence: replaced, never a throw.
   return chunk.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string usage_chunk_body(Endpoint endpoint, const std::string& id, int64_t created,
+                             const std::string& model, const GenerationResult& r) {
+  return json{{"id", id},
+              {"object", endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", json::array()},
+              {"usage", usage_of(r)}}
+      .dump();
 }
 
 size_t complete_utf8_prefix(const std::string& s) {

@@ -33,6 +33,9 @@ struct CompletionRequest {
   bool stream = false;
   // vLLM's extension: the response lists the prompt's and the choice's ids.
   bool return_token_ids = false;
+  // stream_options.include_usage: a stream ends with a chunk of usage alone
+  // (no choices), as OpenAI sends it.
+  bool include_usage = false;
 };
 
 // POST /v1/completions (a prompt) or /v1/chat/completions (messages).
@@ -66,6 +69,9 @@ std::string completion_body(Endpoint endpoint, const std::string& id, int64_t cr
 std::string chunk_body(Endpoint endpoint, const std::string& id, int64_t created,
                        const std::string& model, const std::string& text, bool first,
                        const std::string& finish, const GenerationResult* usage);
+// The chunk of usage alone that ends a stream with include_usage.
+std::string usage_chunk_body(Endpoint endpoint, const std::string& id, int64_t created,
+                             const std::string& model, const GenerationResult& r);
 std::string error_body(const ApiError& e);
 
 // The length of the longest prefix of s that does not end inside a UTF-8

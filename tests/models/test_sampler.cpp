@@ -87,6 +87,23 @@ TEST_CASE("greedy takes the lowest of tied maxima; the penalty and the seed", "[
   CHECK(Sampler(SamplerOptions{0, 40, 0.95, 2.0, 64, 0}).sample(neg.data(), 2, {1}) == 0);
   // Only the last repeat_last_n tokens count.
   CHECK(Sampler(SamplerOptions{0, 40, 0.95, 2.0, 1, 0}).sample(l.data(), 5, {1, 4}) == 1);
+  // OpenAI's penalties by llama.cpp's rule: after the repetition penalty,
+  // frequency_penalty per time seen and presence_penalty once.
+  auto pick = [](std::vector<float> logits, double rep, double present, double freq,
+                 std::vector<int32_t> history) {
+    SamplerOptions o{0, 40, 0.95, rep, 64, 0};
+    o.presence_penalty = present;
+    o.frequency_penalty = freq;
+    return Sampler(o).sample(logits.data(), static_cast<int64_t>(logits.size()), history);
+  };
+  CHECK(pick(l, 1.0, 0.1, 0, {1}) == 3);        // 2.9 < 3
+  CHECK(pick(l, 1.0, 0, 0.4, {1, 3, 1}) == 3);  // 3 - 0.8 < 3 - 0.4
+  CHECK(pick(l, 1.0, -0.1, 0, {3}) == 3);       // a negative one raises: 3.1
+  // 1 / 2 - (2 * 0.2 + 0.1) is exactly 0, tied with token 0 (the lower id
+  // wins); with 0.19 it is 0.02.
+  CHECK(pick({0, 1}, 2.0, 0.1, 0.2, {1, 1}) == 0);
+  CHECK(pick({0, 1}, 2.0, 0.1, 0.19, {1, 1}) == 1);
+  CHECK(pick({-1, -0.9f}, 1.0, 0.2, 0, {1}) == 0);  // -1.1
   std::vector<float> wide(500);
   for (size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<float>(std::sin(i * 0.37));
   for (SamplerOptions o :

@@ -156,8 +156,16 @@ def contract(kiln, model, tmp):
             text = "".join(e["choices"][0]["text"] for e in ev if e != "[DONE]")
             check(st == 200 and text == before, "stop string, streamed")
 
+        st, ev = s.stream(dict(greedy, stream_options={"include_usage": True}))
+        chunks = [e for e in ev if e != "[DONE]"] if st == 200 else [{}]
+        check(st == 200 and chunks[-1].get("choices") == [] and
+              chunks[-1].get("usage", {}).get("completion_tokens") == len(got) and
+              chunks[-2]["choices"][0]["finish_reason"] in ("length", "stop"),
+              "stream_options.include_usage: a last chunk of usage alone, then [DONE]")
+
         chat_api(s, model)
         prefix_cache(s, kiln, model, tmp)
+        penalties(s, kiln, model, tmp, got)
 
         bad = [({"prompt": "x", "max_tokens": -1}, 422, "negative max_tokens"),
                ({"prompt": "x", "temperature": 3}, 422, "temperature 3"),
@@ -165,6 +173,12 @@ def contract(kiln, model, tmp):
                ({"prompt": "x", "n": 2}, 422, "n 2"),
                ({"prompt": "x", "stream": "yes"}, 422, "stream 'yes'"),
                ({"prompt": "x", "logprobs": 1}, 422, "an unsupported field"),
+               ({"prompt": "x", "presence_penalty": 2.5}, 422, "presence_penalty 2.5"),
+               ({"prompt": "x", "frequency_penalty": "high"}, 422, "frequency_penalty 'high'"),
+               ({"prompt": "x", "user": 7}, 422, "user 7"),
+               ({"prompt": "x", "stream_options": {"include_usage": True}}, 422, "stream_options without stream"),
+               ({"prompt": "x", "stream": True, "stream_options": {"continuous": True}}, 422,
+                "an unknown stream option"),
                ({"prompt": "x", "stop": ["a"] * 17}, 422, "17 stop strings"),
                ({"prompt": list(range(1, 300))}, 422, "a prompt longer than the context"),
                ({"prompt": [1, 10 ** 6]}, 422, "a token id past the vocabulary"),
@@ -180,6 +194,40 @@ def contract(kiln, model, tmp):
             check(st == code, f"{code}: {what}")
     finally:
         s.stop()
+
+
+def penalties(s, kiln, model, tmp, plain):
+    """OpenAI's presence and frequency penalties with the repetition penalty,
+    as llama.cpp applies them over the last 64 tokens: each greedy token is
+    the argmax of `kiln run`'s logits for the same tokens, penalised here in
+    float32 by llama.cpp's rule, and the tokens differ from the unpenalised
+    ones. Each penalty alone, then all three."""
+    for rep, freq, present in ((1.0, 0.0, 2.0), (1.0, 1.0, 0.0), (1.5, 0.0, 0.0), (1.3, 1.5, 0.5)):
+        st, r = s.complete({"prompt": PROMPT, "max_tokens": 12, "temperature": 0, "repetition_penalty": rep,
+                            "frequency_penalty": freq, "presence_penalty": present, "user": "tester",
+                            "return_token_ids": True})
+        got = r["choices"][0]["token_ids"] if st == 200 else []
+        what = f"repetition {rep}, frequency {freq}, presence {present}"
+        if len(got) < 2:
+            check(False, f"penalties ({what}): a greedy completion of 2 tokens or more ({st}, {got})")
+            continue
+        out = os.path.join(tmp, "pen.npy")
+        seq = PROMPT + got
+        subprocess.run([kiln, "run", "-m", model, "--tokens", ",".join(map(str, seq[:-1])), "-n", "1",
+                        "--temp", "0", "--logits-out", out], check=True, capture_output=True)
+        rows = np.load(out).astype(np.float32)
+        want = []
+        for i in range(len(got)):
+            l = rows[len(PROMPT) - 1 + i].copy()
+            window = seq[:len(PROMPT) + i][-64:]
+            for t in set(window):
+                c = window.count(t)
+                x = l[t] * np.float32(rep) if l[t] <= 0 else l[t] / np.float32(rep)
+                l[t] = x - (np.float32(c) * np.float32(freq) + np.float32(present))
+            want.append(int(l.argmax()))
+        check(got == want and got != plain[:len(got)],
+              f"penalties ({what}): each token the argmax of kiln run's logits penalised as llama.cpp "
+              f"does, not the unpenalised tokens")
 
 
 def chat_api(s, model):
