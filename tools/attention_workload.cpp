@@ -1,9 +1,12 @@
 #include "tools/attention_workload.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <utility>
 
+#include "ir/error.h"
 #include "kernels/attention/kv_cache.h"
 #include "tools/random_buffer.h"
 
@@ -11,15 +14,28 @@ namespace kiln {
 
 AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                                      int64_t kv_len, int64_t key_block, KvCacheType kv,
-                                     int64_t n_tokens, uint64_t seed)
+                                     int64_t n_tokens, int64_t page, uint64_t seed)
     : h_(n_heads),
       kvh_(n_kv_heads),
       d_(head_dim),
       len_(kv_len),
       kb_(key_block),
       t_(n_tokens),
+      page_(page),
       kv_(kv) {
+  if (page_ > 0 && is_aura_kv(kv_.dtype))
+    throw Error("an AURA cache is not paged (--kv-page with --kv " + kv_cache_type_name(kv_) + ")");
+  if (page_ < 0 || page_ % key_block)
+    throw Error("--kv-page expects a multiple of the key block (" + std::to_string(key_block) +
+                "), got " + std::to_string(page_));
   std::mt19937_64 rng(seed);
+  if (page_ > 0) {
+    std::vector<int32_t> order(static_cast<size_t>((len_ + page_ - 1) / page_));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::shuffle(order.begin(), order.end(), rng);
+    table_ = HostMemory(order.size() * 4);
+    std::memcpy(table_.data(), order.data(), order.size() * 4);
+  }
   q_ = random_buffer(t_ * h_ * d_, DType::f32, rng);
   out_ = HostMemory(static_cast<size_t>(t_ * h_ * d_ * 4));
   if (is_aura_kv(kv_.dtype)) {
@@ -33,11 +49,11 @@ AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_
     v_scale_ = random_buffer(len_ * kvh_, DType::f16, rng);
     return;
   }
-  k_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_), kv_.dtype, rng);
-  v_ = random_buffer(v_cache_elems(len_, kvh_, d_), kv_.dtype, rng);
+  k_ = random_buffer(k_elems(), kv_.dtype, rng);
+  v_ = random_buffer(v_elems(), kv_.dtype, rng);
   if (is_quantized_kv(kv_.dtype)) {
-    k_scale_ = random_buffer(k_cache_elems(len_, kvh_, d_, kb_) / kKvQuantBlock, DType::f16, rng);
-    v_scale_ = random_buffer(v_cache_elems(len_, kvh_, d_) / kKvQuantBlock, DType::f16, rng);
+    k_scale_ = random_buffer(k_elems() / kKvQuantBlock, DType::f16, rng);
+    v_scale_ = random_buffer(v_elems() / kKvQuantBlock, DType::f16, rng);
     // A q8_0 cache's kernels read q as Q8_0: codes, with their blocks'
     // scales and sums.
     const int64_t n = t_ * h_ * d_;
@@ -52,34 +68,48 @@ AttentionWorkload::AttentionWorkload(int64_t n_heads, int64_t n_kv_heads, int64_
   }
 }
 
+int64_t AttentionWorkload::k_elems() const {
+  return page_ ? k_pool_elems((len_ + page_ - 1) / page_, kvh_, d_, page_)
+               : k_cache_elems(len_, kvh_, d_, kb_);
+}
+
+int64_t AttentionWorkload::v_elems() const {
+  return page_ ? v_pool_elems((len_ + page_ - 1) / page_, kvh_, d_, page_)
+               : v_cache_elems(len_, kvh_, d_);
+}
+
 std::map<std::string, int64_t> AttentionWorkload::kv_constexprs() const {
-  if (!is_aura_kv(kv_.dtype)) return {};
-  return {{"KBITS", kv_.aura.kbits}, {"VBITS", kv_.aura.vbits}};
+  if (is_aura_kv(kv_.dtype)) return {{"KBITS", kv_.aura.kbits}, {"VBITS", kv_.aura.vbits}};
+  if (page_) return {{"PAGE", page_}};
+  return {};
 }
 
 std::vector<Arg> AttentionWorkload::args() {
   const bool aura = is_aura_kv(kv_.dtype);
-  std::vector<Arg> a = {Arg::buffer(q_.data(), t_ * h_ * d_),
-                        Arg::buffer(k_.data(), aura ? static_cast<int64_t>(k_.size() / 4)
-                                                    : k_cache_elems(len_, kvh_, d_, kb_)),
-                        Arg::buffer(v_.data(), aura ? static_cast<int64_t>(v_.size() / 4)
-                                                    : v_cache_elems(len_, kvh_, d_)),
-                        Arg::buffer(out_.data(), t_ * h_ * d_),
-                        Arg::scalar_int(t_),
-                        Arg::scalar_int(h_),
-                        Arg::scalar_int(kvh_),
-                        Arg::scalar_int(len_),
-                        Arg::scalar_int(len_),
-                        Arg::scalar_int(len_ - t_),
-                        Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_))),
-                        Arg::scalar_int(0)};  // no sliding window
+  std::vector<Arg> a = {
+      Arg::buffer(q_.data(), t_ * h_ * d_),
+      Arg::buffer(k_.data(), aura ? static_cast<int64_t>(k_.size() / 4) : k_elems()),
+      Arg::buffer(v_.data(), aura ? static_cast<int64_t>(v_.size() / 4) : v_elems()),
+      Arg::buffer(out_.data(), t_ * h_ * d_),
+      Arg::scalar_int(t_),
+      Arg::scalar_int(h_),
+      Arg::scalar_int(kvh_),
+      Arg::scalar_int(len_),
+      Arg::scalar_int(len_),
+      Arg::scalar_int(len_ - t_),
+      Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_))),
+      Arg::scalar_int(0)};  // no sliding window
+  if (page_) {
+    a.push_back(Arg::buffer(table_.data(), static_cast<int64_t>(table_.size() / 4)));
+    a.push_back(Arg::scalar_int(static_cast<int64_t>(table_.size() / 4)));
+  }
   if (aura) {
     a.push_back(Arg::buffer(k_scale_.data(), len_ * kvh_));
     a.push_back(Arg::buffer(v_scale_.data(), len_ * kvh_));
   }
   if (is_quantized_kv(kv_.dtype)) {
-    a.push_back(Arg::buffer(k_scale_.data(), k_cache_elems(len_, kvh_, d_, kb_) / kKvQuantBlock));
-    a.push_back(Arg::buffer(v_scale_.data(), v_cache_elems(len_, kvh_, d_) / kKvQuantBlock));
+    a.push_back(Arg::buffer(k_scale_.data(), k_elems() / kKvQuantBlock));
+    a.push_back(Arg::buffer(v_scale_.data(), v_elems() / kKvQuantBlock));
     a.push_back(Arg::buffer(q_scale_.data(), t_ * h_ * d_ / kKvQuantBlock));
     a.push_back(Arg::buffer(q_sum_.data(), t_ * h_ * d_ / kKvQuantBlock));
   }

@@ -181,7 +181,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   for (const auto& s : argv) (s.rfind("--benchmark_", 0) == 0 ? gbench : ours).push_back(s);
   CliArgs a(ours, {"help", "warm"});
   a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats", "tokens", "warm",
-                "contexts", "heads", "kv", "experts"});
+                "contexts", "heads", "kv", "experts", "kv-page"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln bench [--threads 1,2] [--shapes 4096x4096,4096x14336] [--dtypes "
@@ -190,6 +190,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "                  [--experts 8]\n"
         "                  [--contexts 2048] [--heads 32x4x64,32x8x128] [--kv "
         "f16,bf16,f32,q8_0,aura4v4,...]\n"
+        "                  [--kv-page N]\n"
         "                  [--const BLOCK_K=128] [--benchmark_* Google Benchmark options]\n"
         "Benchmarks gemv (y = W x) for each weight dtype or format, shape and thread count,\n"
         "(f8e4m3 with a scale per 128x128 block, as FP8 checkpoints have them),\n"
@@ -206,7 +207,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "Decode attention (attention_decode, and the split-K pair attention_decode_split +\n"
         "merge: one token against a KV cache of each --contexts length and --kv dtype; 0\n"
         "skips it) for each --heads n_heads x n_kv_heads x head_dim reports GB/s of cache\n"
-        "rows read, cold as the GEMVs, next to the probe. Prefill attention (attention_prefill:\n"
+        "rows read, cold as the GEMVs, next to the probe; with --kv-page N over a pool of\n"
+        "N-key pages, the sequence's in shuffled order. Prefill attention (attention_prefill:\n"
         "a --tokens prompt over its own keys, each --heads and --kv) reports GFLOP/s against\n"
         "dot_peak/f32.");
     return 0;
@@ -442,6 +444,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   // Decode attention: the KV cache rows a token reads, against the probe.
   std::vector<KvCacheType> kv_dtypes;
   for (const auto& name : split(a.get("kv", "f16"), ',')) kv_dtypes.push_back(parse_kv_type(name));
+  const int64_t kv_page = a.get_int("kv-page", 0);
   for (const auto& c : split(a.get("contexts", "2048"), ','))
     for (const KvCacheType& kv : kv_dtypes) {
       if (c == "0") continue;
@@ -450,14 +453,15 @@ int cmd_bench(const std::vector<std::string>& argv) {
       for (const auto& hs : split(a.get("heads", "32x4x64,32x8x128"), ',')) {
         auto [nh, nkv, hdim] = parse_heads(hs);
         auto work = std::make_shared<AttentionWorkload>(
-            nh, nkv, hdim, ctx, kv_key_block(runtimes.begin()->second->backend().target_desc()),
-            kv);
+            nh, nkv, hdim, ctx, kv_key_block(runtimes.begin()->second->backend().target_desc()), kv,
+            1, kv_page);
         std::map<std::string, int64_t> fixed = declared_consts("attention_decode");
         fixed["HEAD_DIM"] = work->head_dim();
         for (const auto& [name, v] : work->kv_constexprs()) fixed[name] = v;
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           const std::string tail = "/" + kv_name + "/" + hs + "/ctx:" + std::to_string(ctx) +
+                                   (kv_page ? "/page:" + std::to_string(kv_page) : "") +
                                    "/threads:" + std::to_string(t);
           register_streaming(
               "attention_decode" + tail, rt, probe, work->cache_bytes(), work->args(), work,
