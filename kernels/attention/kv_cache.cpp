@@ -70,14 +70,14 @@ int64_t v_pool_elems(int64_t n_pages, int64_t n_kv_heads, int64_t head_dim, int6
   return n_pages * n_kv_heads * page * head_dim;
 }
 
-int64_t k_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_kv_heads,
+int64_t k_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_pages,
                      int64_t head_dim, int64_t page, int64_t kb) {
-  return (((page_id * n_kv_heads + h) * (page / kb) + j / kb) * head_dim + d) * kb + j % kb;
+  return (((h * n_pages + page_id) * (page / kb) + j / kb) * head_dim + d) * kb + j % kb;
 }
 
-int64_t v_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_kv_heads,
+int64_t v_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_pages,
                      int64_t head_dim, int64_t page) {
-  return ((page_id * n_kv_heads + h) * page + j) * head_dim + d;
+  return ((h * n_pages + page_id) * page + j) * head_dim + d;
 }
 
 void check_kv_layout(const std::string& kernel, const Spec& s) {
@@ -142,10 +142,14 @@ Value page_of(const KvView& kv, const Value& key) {
 
 }  // namespace
 
-KvView pin_block_page(const KvView& kv, const Value& block) {
+KvView pin_block_page(const KvView& kv, const Value& first_key) {
   if (kv.page == 0) return kv;
   KvView pinned = kv;
-  pinned.pinned_page = page_of(kv, block * static_cast<int>(kv.key_block));
+  pinned.pinned_page = page_of(kv, first_key);
+  pinned.pinned_key = first_key;
+  pinned.pinned_row =
+      (kv.kvh.to(DType::i64) * kv.n_pages.to(DType::i64) + pinned.pinned_page) * kv.page +
+      (first_key % static_cast<int>(kv.page)).to(DType::i64);
   return pinned;
 }
 
@@ -160,7 +164,7 @@ Value k_tile_offsets(const KvView& kv, const Value& block, int64_t d0, int64_t n
   } else {
     const int per_page = static_cast<int>(kv.page / KB);
     auto page = page_of(kv, block * static_cast<int>(KB));
-    first = ((page * kv.n_kv.to(DType::i64) + kv.kvh.to(DType::i64)) * per_page +
+    first = ((kv.kvh.to(DType::i64) * kv.n_pages.to(DType::i64) + page) * per_page +
              (block % per_page).to(DType::i64)) *
             (D * KB);
   }
@@ -174,9 +178,11 @@ Value v_tile_offsets(const KvView& kv, const Value& first, int64_t n) {
   Value row;  // the first key's row
   if (kv.page == 0) {
     row = kv.kvh.to(DType::i64) * kv.max_ctx.to(DType::i64) + first.to(DType::i64);
+  } else if (kv.pinned_row.valid()) {
+    row = kv.pinned_row + (first - kv.pinned_key).to(DType::i64);
   } else {
     const int page = static_cast<int>(kv.page);
-    row = (page_of(kv, first) * kv.n_kv.to(DType::i64) + kv.kvh.to(DType::i64)) * kv.page +
+    row = (kv.kvh.to(DType::i64) * kv.n_pages.to(DType::i64) + page_of(kv, first)) * kv.page +
           (first % page).to(DType::i64);
   }
   auto rows = row + arange(n).to(DType::i64);

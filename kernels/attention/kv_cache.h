@@ -86,16 +86,19 @@ int64_t v_cache_index(int64_t j, int64_t h, int64_t d, int64_t max_ctx, int64_t 
 // A paged pool (PAGE > 0 keys per page, a multiple of the key block) holds
 // many sequences' rows in fixed pages, each sequence's in the pages its
 // block table lists (table[i] holds its keys i*PAGE .. i*PAGE + PAGE-1):
-//   K: [n_pages][n_kv_heads][PAGE / KB][HEAD_DIM][KB]
-//   V: [n_pages][n_kv_heads][PAGE][HEAD_DIM]
-// A page is one sequence's rows of every head, so sharing a prefix is
-// sharing whole pages and copying one on write is one contiguous run; within
-// a page each head's K blocks and V rows keep the layout above.
+//   K: [n_kv_heads][n_pages][PAGE / KB][HEAD_DIM][KB]
+//   V: [n_kv_heads][n_pages][PAGE][HEAD_DIM]
+// Head-major, so one head's pages in id order are one run laid out as the
+// contiguous cache: a sequence on consecutive pages (as a fresh pool hands
+// them out) is read as one stream, where pages of every head interleaved
+// broke it every PAGE rows (kiln bench --kv-page 32, 32x4x64 heads: 0.6 of
+// the contiguous cache's GB/s). Within a page each head's K blocks and V rows
+// keep the layout above; sharing a prefix is sharing page ids.
 int64_t k_pool_elems(int64_t n_pages, int64_t n_kv_heads, int64_t head_dim, int64_t page);
 int64_t v_pool_elems(int64_t n_pages, int64_t n_kv_heads, int64_t head_dim, int64_t page);
-int64_t k_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_kv_heads,
+int64_t k_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_pages,
                      int64_t head_dim, int64_t page, int64_t key_block);
-int64_t v_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_kv_heads,
+int64_t v_page_index(int64_t page_id, int64_t j, int64_t h, int64_t d, int64_t n_pages,
                      int64_t head_dim, int64_t page);
 
 // One KV head's rows as a kernel addresses them: the contiguous cache, or
@@ -105,12 +108,12 @@ struct KvView {
   Value kvh{}, max_ctx{};  // i32 scalars; max_ctx: the rows a sequence may hold
   int64_t head_dim = 0, key_block = 0;
   int64_t page = 0;
-  std::optional<Buffer> table{};               // i32 [ceil(max_ctx / page)] from table_row on
-  Value n_kv{}, n_pages{};                     // i32 scalars, paged only
-  Value table_row{};                           // i64: the sequence's first entry (invalid: 0)
-  Value pinned_page{};                         // i64: pin_block_page's, else invalid
-  std::optional<Buffer> k_scale{}, v_scale{};  // f16, a q8_0 cache's scales, AURA's norms
-  int kbits = 0, vbits = 0;                    // an AURA cache's (KV = u32)
+  std::optional<Buffer> table{};                    // i32 [ceil(max_ctx / page)] from table_row on
+  Value n_kv{}, n_pages{};                          // i32 scalars, paged only
+  Value table_row{};                                // i64: the sequence's first entry (invalid: 0)
+  Value pinned_page{}, pinned_key{}, pinned_row{};  // pin_block_page's, else invalid
+  std::optional<Buffer> k_scale{}, v_scale{};       // f16, a q8_0 cache's scales, AURA's norms
+  int kbits = 0, vbits = 0;                         // an AURA cache's (KV = u32)
 };
 
 // The view of a kernel's cache buffers k and v for its spec (HEAD_DIM and
@@ -129,11 +132,14 @@ void check_kv_layout(const std::string& kernel, const Spec& s);
 // naming `kernel` unless it is >= 1.
 int64_t pool_pages(const std::string& kernel, const ScalarArgs& a);
 
-// The view with the pool page of K block `block` looked up once (a paged
-// cache; otherwise kv itself): a walk addresses a block's K rows and V rows
-// dozens of times, and each lookup is a table load and a clamp. Only keys
-// of that block may be addressed through it.
-KvView pin_block_page(const KvView& kv, const Value& block);
+// The view with the pool page of the K block whose first key is
+// `first_key` (i32) looked up once (a paged cache; otherwise kv itself): a
+// walk addresses a block's K rows and V rows dozens of times, and each
+// lookup is a table load, a clamp and the row arithmetic. A V row is then
+// the block's first plus (key - first_key), which folds to a constant for
+// keys written as first_key + j. Only keys of that block may be addressed
+// through it.
+KvView pin_block_page(const KvView& kv, const Value& first_key);
 
 // IR offsets [nd, nk] into K of dims d0 .. d0+nd-1 of keys block*key_block +
 // lane0 .. + nk-1; the keys must lie in one block (lane0 + nk <= key_block).

@@ -165,7 +165,7 @@ void key_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
   std::vector<WalkInputs> at(nb, in);
   for (int64_t b = 0; b < nb; ++b) {
     auto block = j0 / static_cast<int>(KB) + static_cast<int>(b);
-    at[b].kv = pin_block_page(in.kv, block);
+    at[b].kv = pin_block_page(in.kv, j0 + static_cast<int>(b * KB));
     sc.push_back(block_scores(k, at[b], block, masked ? kmask : Value(), rows));
     if (masked)
       for (size_t h = 0; h < rows; ++h) {

@@ -214,21 +214,22 @@ struct AttentionData {
   void write_pages(const AttentionCase& c, int64_t rows, const std::vector<int32_t>& table,
                    int64_t page, KvTensors& to) const {
     const int64_t D = c.head_dim, nkv = c.n_kv_heads, kb = c.key_block();
+    const int64_t n_pages = to.v.size() / (nkv * page * D);
     const bool q8 = is_quantized_kv(c.kv);
     const int64_t dg = D / kKvQuantBlock;
     for (int64_t j = 0; j < rows; ++j)
       for (int64_t h = 0; h < nkv; ++h) {
         const int64_t pg = table[static_cast<size_t>(j / page)];
         for (int64_t i = 0; i < D; ++i) {
-          to.k.set(k_page_index(pg, j % page, h, i, nkv, D, page, kb),
+          to.k.set(k_page_index(pg, j % page, h, i, n_pages, D, page, kb),
                    cache.k.get(k_cache_index(j, h, i, c.rows(), D, kb)));
-          to.v.set(v_page_index(pg, j % page, h, i, nkv, D, page),
+          to.v.set(v_page_index(pg, j % page, h, i, n_pages, D, page),
                    cache.v.get(v_cache_index(j, h, i, c.rows(), D)));
         }
         for (int64_t g = 0; q8 && g < dg; ++g) {
-          to.ks.set(k_page_index(pg, j % page, h, g, nkv, dg, page, kb),
+          to.ks.set(k_page_index(pg, j % page, h, g, n_pages, dg, page, kb),
                     cache.ks.get(k_cache_index(j, h, g, c.rows(), dg, kb)));
-          to.vs.set(v_page_index(pg, j % page, h, g, nkv, dg, page),
+          to.vs.set(v_page_index(pg, j % page, h, g, n_pages, dg, page),
                     cache.vs.get(v_cache_index(j, h, g, c.rows(), dg)));
         }
       }

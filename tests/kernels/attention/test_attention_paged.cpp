@@ -161,9 +161,9 @@ TEST_CASE("kv_cache_store writes through a block table", "[kernels][attention]")
       for (int64_t i = 0; i < D; ++i) {
         const int64_t j = pos0 + t, pg = pages[j / P], x = (t * nkv + h) * D + i;
         INFO("token " << t << " head " << h << " dim " << i);
-        CHECK(k.get(k_page_index(pg, j % P, h, i, nkv, D, P, kb)) ==
+        CHECK(k.get(k_page_index(pg, j % P, h, i, n_pages, D, P, kb)) ==
               static_cast<double>(static_cast<_Float16>(xk.get(x))));
-        CHECK(v.get(v_page_index(pg, j % P, h, i, nkv, D, P)) ==
+        CHECK(v.get(v_page_index(pg, j % P, h, i, n_pages, D, P)) ==
               static_cast<double>(static_cast<_Float16>(xv.get(x))));
       }
 }
@@ -216,8 +216,8 @@ TEST_CASE("kv_cache_store writes a packed batch through each sequence's table",
           const int64_t j = pos[t], pg = tables[seq[t] * entries + j / P],
                         x = (t * nkv + h) * D + i;
           INFO("token " << t << " head " << h << " dim " << i);
-          const int64_t ki = k_page_index(pg, j % P, h, i, nkv, D, P, kb),
-                        vi = v_page_index(pg, j % P, h, i, nkv, D, P);
+          const int64_t ki = k_page_index(pg, j % P, h, i, n_pages, D, P, kb),
+                        vi = v_page_index(pg, j % P, h, i, n_pages, D, P);
           if (!q8) {
             CHECK(k.get(ki) == static_cast<double>(static_cast<_Float16>(xk.get(x))));
             CHECK(v.get(vi) == static_cast<double>(static_cast<_Float16>(xv.get(x))));
@@ -225,8 +225,8 @@ TEST_CASE("kv_cache_store writes a packed batch through each sequence's table",
           }
           // q8_0: within half a step of its block's scale, plus the scale's f16
           // rounding (2^-11 relative) times up to 127 steps: 0.57 of a step.
-          const double kscale = ks.get(k_page_index(pg, j % P, h, i / 32, nkv, D / 32, P, kb)),
-                       vscale = vs.get(v_page_index(pg, j % P, h, i / 32, nkv, D / 32, P));
+          const double kscale = ks.get(k_page_index(pg, j % P, h, i / 32, n_pages, D / 32, P, kb)),
+                       vscale = vs.get(v_page_index(pg, j % P, h, i / 32, n_pages, D / 32, P));
           CHECK(kscale > 0);
           CHECK(std::fabs(k.get(ki) * kscale - xk.get(x)) <= 0.57 * kscale);
           CHECK(std::fabs(v.get(vi) * vscale - xv.get(x)) <= 0.57 * vscale);

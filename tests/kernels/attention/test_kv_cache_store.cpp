@@ -105,11 +105,11 @@ TEST_CASE("kv_cache_store rounds a q8_0 cache as llama.cpp's x86 Q8_0", "[kernel
       else
         kiln::test::runtime().launch(spec, args);
       auto k_at = [&](int64_t j, int64_t h, int64_t d, int64_t dims) {
-        return page ? k_page_index(pages[j / P], j % P, h, d, nkv, dims, P, kTestKeyBlock)
+        return page ? k_page_index(pages[j / P], j % P, h, d, n_pages, dims, P, kTestKeyBlock)
                     : k_cache_index(j, h, d, max_ctx, dims, kTestKeyBlock);
       };
       auto v_at = [&](int64_t j, int64_t h, int64_t d, int64_t dims) {
-        return page ? v_page_index(pages[j / P], j % P, h, d, nkv, dims, P)
+        return page ? v_page_index(pages[j / P], j % P, h, d, n_pages, dims, P)
                     : v_cache_index(j, h, d, max_ctx, dims);
       };
       for (int64_t t = 0; t < nt; ++t)
