@@ -11,8 +11,7 @@ KvPagePool::KvPagePool(int64_t n_pages, int64_t page) : page_(page) {
     throw Error("KV page pool: " + std::to_string(n_pages) + " pages of " + std::to_string(page) +
                 " rows (need >= 1 of each)");
   refs_.assign(static_cast<size_t>(n_pages), 0);
-  // Handed out from the back: page 0 first.
-  for (int64_t p = n_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
+  for (int64_t p = 0; p < n_pages; ++p) free_.insert(free_.end(), static_cast<int32_t>(p));
 }
 
 KvPagePool::Seq& KvPagePool::at(SeqId seq) {
@@ -49,7 +48,7 @@ void KvPagePool::retain(int32_t page) {
 void KvPagePool::release(int32_t page) {
   if (page < 0 || page >= n_pages() || refs_[static_cast<size_t>(page)] == 0)
     throw Error("KV page pool: releasing page " + std::to_string(page) + ", which is not held");
-  if (--refs_[static_cast<size_t>(page)] == 0) free_.push_back(page);
+  if (--refs_[static_cast<size_t>(page)] == 0) free_.insert(page);
 }
 
 KvPagePool::SeqId KvPagePool::fork(SeqId src) {
@@ -70,8 +69,8 @@ std::vector<KvPagePool::PageCopy> KvPagePool::append(SeqId seq, int64_t n) {
                 std::to_string(need + (cow ? 1 : 0)) + " more pages of " + std::to_string(page_) +
                 " rows, " + std::to_string(free_pages()) + " are free");
   auto take = [&] {
-    int32_t p = free_.back();
-    free_.pop_back();
+    int32_t p = *free_.begin();
+    free_.erase(free_.begin());
     refs_[static_cast<size_t>(p)] = 1;
     return p;
   };
@@ -90,7 +89,7 @@ std::vector<KvPagePool::PageCopy> KvPagePool::append(SeqId seq, int64_t n) {
 void KvPagePool::free(SeqId seq) {
   Seq& s = at(seq);
   for (int32_t p : s.pages)
-    if (--refs_[static_cast<size_t>(p)] == 0) free_.push_back(p);
+    if (--refs_[static_cast<size_t>(p)] == 0) free_.insert(p);
   seqs_.erase(seq);
 }
 

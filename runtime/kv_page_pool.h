@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <vector>
 
 namespace kiln {
@@ -70,7 +71,10 @@ class KvPagePool {
 
   int64_t page_;
   std::vector<int64_t> refs_;  // per page: the sequences holding it
-  std::vector<int32_t> free_;  // taken from the back
+  // The lowest free page is taken first, so a sequence that grows by
+  // several pages at once (a prompt) gets consecutive ones, which the
+  // head-major pool lays out as one run per head (kv_cache.h).
+  std::set<int32_t> free_;
   std::map<SeqId, Seq> seqs_;
   SeqId next_ = 0;
 };

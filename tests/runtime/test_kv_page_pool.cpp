@@ -1,4 +1,4 @@
-// KvPagePool's bookkeeping: pages handed out and returned, tables, forks
+// KvPagePool's bookkeeping: pages handed out (lowest first) and returned, tables, forks
 // sharing pages, copy-on-write of a shared partly filled page (and none for
 // a shared full one), and running out of pages without a change.
 #include <catch2/catch.hpp>
@@ -30,6 +30,21 @@ TEST_CASE("a page pool hands out pages as sequences grow and takes them back", "
         std::vector<int32_t>{pool.table(b)[0], pool.table(b)[1], pool.table(b)[2], -1, -1});
   CHECK_THROWS_WITH(pool.padded_table(b, 2), Catch::Contains("holds 3 pages"));
   CHECK_THROWS_WITH(pool.length(a), Catch::Contains("no sequence 0"));
+}
+
+TEST_CASE("a page pool hands out its lowest free pages first", "[runtime][kv]") {
+  // So that a prompt's pages are consecutive: one run per head in the
+  // head-major pool.
+  KvPagePool pool(8, 16);
+  auto a = pool.create(), b = pool.create();
+  pool.append(a, 48);
+  pool.append(b, 32);
+  CHECK(pool.table(a) == std::vector<int32_t>{0, 1, 2});
+  CHECK(pool.table(b) == std::vector<int32_t>{3, 4});
+  pool.free(a);
+  auto c = pool.create();
+  pool.append(c, 64);
+  CHECK(pool.table(c) == std::vector<int32_t>{0, 1, 2, 5});
 }
 
 TEST_CASE("a fork shares its prefix and copies a shared partly filled page on write",
