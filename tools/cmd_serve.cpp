@@ -314,24 +314,20 @@ int cmd_serve(const std::vector<std::string>& argv) {
   const size_t threads = static_cast<size_t>(queue + so.max_batch) + 4;
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
 
-  svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
-    svr.request_read();
+  svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"status\": \"ok\"}", "application/json");
   });
   svr.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
-    svr.request_read();
     res.set_content(
         "{\"object\": \"list\", \"data\": [{\"id\": " + nlohmann::json(model_id).dump() +
             ", \"object\": \"model\", \"owned_by\": \"kiln\"}]}",
         "application/json");
   });
   svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    svr.request_read();
     res.set_content(engine.metrics(), "text/plain; version=0.0.4");
   });
   auto completions = [&](Endpoint endpoint) {
     return [&, endpoint](const httplib::Request& req, httplib::Response& res) {
-      svr.request_read();
       std::shared_ptr<Job> job;
       uint64_t seed;
       {

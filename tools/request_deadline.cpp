@@ -112,12 +112,49 @@ class DeadlineStream : public httplib::Stream {
 
 thread_local DeadlineStream* current = nullptr;
 
+// The handler runs once its request has been read whole.
+httplib::Server::Handler stopping_clock(httplib::Server::Handler handler) {
+  return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    if (current) current->stop_clock();
+    handler(req, res);
+  };
+}
+
+// Answers a request that ran out of time (unless part of an answer already
+// went out) and closes the connection gently: closing with unread bytes
+// would reset it and could lose the answer, so what the client still sends
+// is read for a moment.
+void answer_timeout(socket_t sock, std::chrono::milliseconds deadline, bool wrote) {
+  if (!wrote) {
+    const std::string body =
+        "{\"error\": {\"message\": \"the request did not arrive whole within " +
+        std::to_string(deadline.count()) + " ms\", \"type\": \"timeout\", \"code\": 408}}";
+    const std::string reply =
+        "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: "
+        "application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    ::send(sock, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  ::shutdown(sock, SHUT_WR);
+  const auto until = Clock::now() + std::chrono::milliseconds(250);
+  pollfd p{sock, POLLIN, 0};
+  char sink[4096];
+  while (::poll(&p, 1, 50) > 0 && ::recv(sock, sink, sizeof(sink), 0) > 0 && Clock::now() < until) {
+  }
+}
+
 }  // namespace
 
 DeadlineServer::DeadlineServer(std::chrono::milliseconds deadline) : deadline_(deadline) {}
 
-void DeadlineServer::request_read() {
-  if (current) current->stop_clock();
+DeadlineServer& DeadlineServer::Get(const std::string& pattern, Handler handler) {
+  httplib::Server::Get(pattern, stopping_clock(std::move(handler)));
+  return *this;
+}
+
+DeadlineServer& DeadlineServer::Post(const std::string& pattern, Handler handler) {
+  httplib::Server::Post(pattern, stopping_clock(std::move(handler)));
+  return *this;
 }
 
 bool DeadlineServer::process_and_close_socket(socket_t sock) {
@@ -136,24 +173,7 @@ bool DeadlineServer::process_and_close_socket(socket_t sock) {
     ok = process_request(strm, n + 1 == keep_alive_max_count_, closed, nullptr);
     current = nullptr;
     if (strm.expired()) {
-      if (!strm.wrote()) {
-        const std::string body =
-            "{\"error\": {\"message\": \"the request did not arrive whole within " +
-            std::to_string(deadline_.count()) + " ms\", \"type\": \"timeout\", \"code\": 408}}";
-        const std::string reply =
-            "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: "
-            "application/json\r\nContent-Length: " +
-            std::to_string(body.size()) + "\r\n\r\n" + body;
-        ::send(sock, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      }
-      // Closing with unread bytes would reset the connection and could
-      // lose the answer: read what the client still sends, for a moment.
-      ::shutdown(sock, SHUT_WR);
-      const auto until = Clock::now() + milliseconds(250);
-      char sink[4096];
-      while (::poll(&p, 1, 50) > 0 && ::recv(sock, sink, sizeof(sink), 0) > 0 &&
-             Clock::now() < until) {
-      }
+      answer_timeout(sock, deadline_, strm.wrote());
       break;
     }
     if (closed) break;

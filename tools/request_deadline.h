@@ -5,15 +5,17 @@
 // and enough of them would stop the server. DeadlineServer reads each
 // connection through its own stream that gives a request (line, headers and
 // body) a deadline from its first byte: past it the client is answered 408
-// and the connection closed, which frees the worker. A handler calls
-// `request_read()` first; from then on the response may take as long as it
-// needs (a stream of thousands of tokens). Between requests on a kept-alive
-// connection the worker waits at most the keep-alive timeout.
+// and the connection closed, which frees the worker. The clock stops when
+// a handler registered through Get or Post starts; from then on the response
+// may take as long as it needs (a stream of thousands of tokens). Between
+// requests on a kept-alive connection the worker waits at most the
+// keep-alive timeout.
 #pragma once
 
 #include <httplib.h>
 
 #include <chrono>
+#include <string>
 
 namespace kiln {
 
@@ -21,8 +23,10 @@ class DeadlineServer : public httplib::Server {
  public:
   explicit DeadlineServer(std::chrono::milliseconds deadline);
 
-  // The calling worker's request has been read: stop its clock.
-  static void request_read();
+  // httplib's registrations, each handler wrapped to stop its request's
+  // clock first (they hide the base class's).
+  DeadlineServer& Get(const std::string& pattern, Handler handler);
+  DeadlineServer& Post(const std::string& pattern, Handler handler);
 
  private:
   bool process_and_close_socket(socket_t sock) override;

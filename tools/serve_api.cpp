@@ -220,6 +220,19 @@ std::string completion_body(Endpoint endpoint, const std::string& id, int64_t cr
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+
+// What every stream chunk of a request carries.
+json chunk_envelope(Endpoint endpoint, const std::string& id, int64_t created,
+                    const std::string& model) {
+  return {{"id", id},
+          {"object", endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model}};
+}
+
+}  // namespace
+
 std::string chunk_body(Endpoint endpoint, const std::string& id, int64_t created,
                        const std::string& model, const std::string& text, bool first,
                        const std::string& finish, const GenerationResult* usage) {
@@ -234,11 +247,8 @@ std::string chunk_body(Endpoint endpoint, const std::string& id, int64_t created
     if (first) choice["delta"]["role"] = "assistant";
     if (!text.empty() || finish.empty()) choice["delta"]["content"] = text;
   }
-  json chunk = {{"id", id},
-                {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                {"created", created},
-                {"model", model},
-                {"choices", json::array({choice})}};
+  json chunk = chunk_envelope(endpoint, id, created, model);
+  chunk["choices"] = json::array({choice});
   if (usage) chunk["usage"] = usage_of(*usage);
   // A piece may end inside a UTF-8 sequence: replaced, never a throw.
   return chunk.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -246,13 +256,10 @@ std::string chunk_body(Endpoint endpoint, const std::string& id, int64_t created
 
 std::string usage_chunk_body(Endpoint endpoint, const std::string& id, int64_t created,
                              const std::string& model, const GenerationResult& r) {
-  return json{{"id", id},
-              {"object", endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
-              {"created", created},
-              {"model", model},
-              {"choices", json::array()},
-              {"usage", usage_of(r)}}
-      .dump();
+  json chunk = chunk_envelope(endpoint, id, created, model);
+  chunk["choices"] = json::array();
+  chunk["usage"] = usage_of(r);
+  return chunk.dump();
 }
 
 size_t complete_utf8_prefix(const std::string& s) {

@@ -41,7 +41,7 @@ Kernel build_attention_decode_batch(const Spec& s) {
   auto scale = k.scalar("scale", DType::f32);
   auto window = k.scalar("window", DType::i32);
   // No kv_len or pos0: each sequence's come from seq_len.
-  KvView kv = declare_kv_view(k, s, kc, vc, n_kv, max_ctx);
+  KvView kv = declare_kv_view(k, s, kc, vc, max_ctx);
   DecodeScalars sc{n_heads, n_kv, max_ctx, {}, {}, scale, window, kv, declare_query_scales(k, s)};
   auto sinks = declare_sinks(k, s);
 

@@ -23,7 +23,7 @@ Kernel build_attention_prefill(const Spec& s) {
   auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
   auto scale = k.scalar("scale", DType::f32);
   auto window = k.scalar("window", DType::i32);
-  KvView kv = declare_kv_view(k, s, kc, vc, n_kv, max_ctx);
+  KvView kv = declare_kv_view(k, s, kc, vc, max_ctx);
   QueryScales q8 = declare_query_scales(k, s);
   auto sinks = declare_sinks(k, s);
   auto h = k.program_id(1);

@@ -42,7 +42,7 @@ Kernel build_attention_prefill_varlen(const Spec& s) {
   k.scalar("max_seq_tokens", DType::i32);
   auto scale = k.scalar("scale", DType::f32);
   auto window = k.scalar("window", DType::i32);
-  KvView kv = declare_kv_view(k, s, kc, vc, n_kv, max_ctx);
+  KvView kv = declare_kv_view(k, s, kc, vc, max_ctx);
   QueryScales q8 = declare_query_scales(k, s);
   auto sinks = declare_sinks(k, s);
 

@@ -106,7 +106,7 @@ int64_t pool_pages(const std::string& kernel, const ScalarArgs& a) {
 }
 
 KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const Buffer& v,
-                       const Value& n_kv_heads, const Value& max_ctx) {
+                       const Value& max_ctx) {
   KvView kv{.k = k,
             .v = v,
             .max_ctx = max_ctx,
@@ -116,7 +116,6 @@ KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const 
   if (kv.page > 0) {
     kv.table = kb.buffer("block_table", DType::i32);
     kv.n_pages = kb.scalar("n_pages", DType::i32);
-    kv.n_kv = n_kv_heads;
   }
   if (is_quantized_kv(k.dtype()) || is_aura_kv(k.dtype())) {
     kv.k_scale = kb.buffer("k_scale", DType::f16);
@@ -140,6 +139,18 @@ Value page_of(const KvView& kv, const Value& key) {
   return minimum(maximum(id, zeros(DType::i32, id.shape())), kv.n_pages - 1).to(DType::i64);
 }
 
+// The run of kv's head in pool page `page` (i64), in pages from the pool's
+// start: the head-major layout.
+Value head_page(const KvView& kv, const Value& page) {
+  return kv.kvh.to(DType::i64) * kv.n_pages.to(DType::i64) + page;
+}
+
+// The pool row of key `key` (i32 scalar) of kv's head.
+Value pool_row(const KvView& kv, const Value& key) {
+  return head_page(kv, page_of(kv, key)) * kv.page +
+         (key % static_cast<int>(kv.page)).to(DType::i64);
+}
+
 }  // namespace
 
 KvView pin_block_page(const KvView& kv, const Value& first_key) {
@@ -147,9 +158,7 @@ KvView pin_block_page(const KvView& kv, const Value& first_key) {
   KvView pinned = kv;
   pinned.pinned_page = page_of(kv, first_key);
   pinned.pinned_key = first_key;
-  pinned.pinned_row =
-      (kv.kvh.to(DType::i64) * kv.n_pages.to(DType::i64) + pinned.pinned_page) * kv.page +
-      (first_key % static_cast<int>(kv.page)).to(DType::i64);
+  pinned.pinned_row = pool_row(pinned, first_key);
   return pinned;
 }
 
@@ -164,9 +173,7 @@ Value k_tile_offsets(const KvView& kv, const Value& block, int64_t d0, int64_t n
   } else {
     const int per_page = static_cast<int>(kv.page / KB);
     auto page = page_of(kv, block * static_cast<int>(KB));
-    first = ((kv.kvh.to(DType::i64) * kv.n_pages.to(DType::i64) + page) * per_page +
-             (block % per_page).to(DType::i64)) *
-            (D * KB);
+    first = (head_page(kv, page) * per_page + (block % per_page).to(DType::i64)) * (D * KB);
   }
   auto base = first + d0 * KB + lane0.to(DType::i64);
   auto dims = expand_dims(arange(nd).to(DType::i64) * KB, 1);  // [nd, 1]
@@ -181,9 +188,7 @@ Value v_tile_offsets(const KvView& kv, const Value& first, int64_t n) {
   } else if (kv.pinned_row.valid()) {
     row = kv.pinned_row + (first - kv.pinned_key).to(DType::i64);
   } else {
-    const int page = static_cast<int>(kv.page);
-    row = (kv.kvh.to(DType::i64) * kv.n_pages.to(DType::i64) + page_of(kv, first)) * kv.page +
-          (first % page).to(DType::i64);
+    row = pool_row(kv, first);
   }
   auto rows = row + arange(n).to(DType::i64);
   return expand_dims(rows * kv.head_dim, 1) + expand_dims(arange(kv.head_dim).to(DType::i64), 0);

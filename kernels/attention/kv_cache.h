@@ -109,7 +109,7 @@ struct KvView {
   int64_t head_dim = 0, key_block = 0;
   int64_t page = 0;
   std::optional<Buffer> table{};                    // i32 [ceil(max_ctx / page)] from table_row on
-  Value n_kv{}, n_pages{};                          // i32 scalars, paged only
+  Value n_pages{};                                  // i32 scalar, paged only
   Value table_row{};                                // i64: the sequence's first entry (invalid: 0)
   Value pinned_page{}, pinned_key{}, pinned_row{};  // pin_block_page's, else invalid
   std::optional<Buffer> k_scale{}, v_scale{};       // f16, a q8_0 cache's scales, AURA's norms
@@ -122,7 +122,7 @@ struct KvView {
 // order; then for a q8_0 cache (k and v i8) or an AURA cache (u32) the
 // buffers `k_scale` and `v_scale`. kvh is left for the caller to set.
 KvView declare_kv_view(KernelBuilder& kb, const Spec& s, const Buffer& k, const Buffer& v,
-                       const Value& n_kv_heads, const Value& max_ctx);
+                       const Value& max_ctx);
 // Throws kiln::Error naming `kernel` when PAGE is not 0 or a multiple of the
 // key block, a q8_0 cache's HEAD_DIM is not a multiple of 32, or an AURA
 // cache is paged, its HEAD_DIM not a power of two >= 32 or its bits not 2,

@@ -49,7 +49,7 @@ Kernel build_kv_cache_store(const Spec& s) {
   } else {
     pos0 = k.scalar("pos0", DType::i32);
   }
-  KvView kv = declare_kv_view(k, s, kc, vc, n_kv, max_ctx);
+  KvView kv = declare_kv_view(k, s, kc, vc, max_ctx);
   auto h = k.program_id(0), t = k.program_id(1);
   kv.kvh = h;
   auto row = (t * n_kv + h).to(DType::i64) * D + arange(D).to(DType::i64);

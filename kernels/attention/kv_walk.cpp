@@ -248,7 +248,7 @@ DecodeScalars declare_decode_scalars(KernelBuilder& k, const Spec& s, const Buff
   auto pos0 = k.scalar("pos0", DType::i32);
   auto scale = k.scalar("scale", DType::f32);
   auto window = k.scalar("window", DType::i32);
-  KvView kv = declare_kv_view(k, s, kc, vc, n_kv, max_ctx);
+  KvView kv = declare_kv_view(k, s, kc, vc, max_ctx);
   return {n_heads, n_kv, max_ctx, kv_len, pos0, scale, window, kv, declare_query_scales(k, s)};
 }
 
