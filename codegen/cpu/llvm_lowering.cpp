@@ -231,32 +231,49 @@ void Lowering::lane_loop(int64_t n, const std::function<void(llvm::Value*)>& bod
   b_.SetInsertPoint(done);
 }
 
+// A counter narrower than 64 bits steps in 64, where i + step cannot wrap:
+// the loop then has one exit and a plain compare, which LLVM keeps in
+// registers (a wrap check was a second exit that cost every reduction
+// loop's accumulators a register copy per step). An i64 counter keeps the
+// wrap check.
 void Lowering::lower_for(const Op& op) {
   llvm::Value* lo = v(op.args[0]);
   llvm::Value* hi = v(op.args[1]);
   llvm::Value* step = v(op.args[2]);
   DType t = ty(op.result).dtype;
   bool s = is_signed_int(t);
-  llvm::Value* zero = llvm::Constant::getNullValue(lo->getType());
+  llvm::Type* ct = lo->getType();
+  llvm::Value* zero = llvm::Constant::getNullValue(ct);
   llvm::Value* run = b_.CreateAnd(s ? b_.CreateICmpSGT(step, zero) : b_.CreateICmpNE(step, zero),
                                   s ? b_.CreateICmpSLT(lo, hi) : b_.CreateICmpULT(lo, hi));
+  const bool wide = ct->getIntegerBitWidth() < 64;
+  auto counter = [&](llvm::Value* x) {
+    if (!wide) return x;
+    return s ? b_.CreateSExt(x, b_.getInt64Ty()) : b_.CreateZExt(x, b_.getInt64Ty());
+  };
+  llvm::Value *lo_c = counter(lo), *hi_c = counter(hi), *step_c = counter(step);
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* body = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
   auto* exit = llvm::BasicBlock::Create(ctx_, "for.exit", fn_);
   b_.CreateCondBr(run, body, exit);
   b_.SetInsertPoint(body);
-  llvm::PHINode* iv = b_.CreatePHI(lo->getType(), 2, "i");
-  iv->addIncoming(lo, pre);
-  vals_[op.result] = iv;
+  llvm::PHINode* ic = b_.CreatePHI(lo_c->getType(), 2, wide ? "i.wide" : "i");
+  ic->addIncoming(lo_c, pre);
+  vals_[op.result] = wide ? b_.CreateTrunc(ic, ct, "i") : static_cast<llvm::Value*>(ic);
   track_affine(op);
   lower_block(op.regions[0]);
-  auto id = s ? llvm::Intrinsic::sadd_with_overflow : llvm::Intrinsic::uadd_with_overflow;
-  llvm::Value* sum = b_.CreateIntrinsic(id, {lo->getType()}, {iv, step});
-  llvm::Value* next = b_.CreateExtractValue(sum, 0);
-  llvm::Value* ovf = b_.CreateExtractValue(sum, 1);
-  llvm::Value* more =
-      b_.CreateAnd(b_.CreateNot(ovf), s ? b_.CreateICmpSLT(next, hi) : b_.CreateICmpULT(next, hi));
-  iv->addIncoming(next, b_.GetInsertBlock());
+  llvm::Value *next, *ovf = nullptr;
+  if (wide) {
+    next = b_.CreateAdd(ic, step_c, "", /*HasNUW=*/!s, /*HasNSW=*/s);
+  } else {
+    auto id = s ? llvm::Intrinsic::sadd_with_overflow : llvm::Intrinsic::uadd_with_overflow;
+    llvm::Value* sum = b_.CreateIntrinsic(id, {ct}, {ic, step});
+    next = b_.CreateExtractValue(sum, 0);
+    ovf = b_.CreateExtractValue(sum, 1);
+  }
+  llvm::Value* more = s ? b_.CreateICmpSLT(next, hi_c) : b_.CreateICmpULT(next, hi_c);
+  if (ovf) more = b_.CreateAnd(b_.CreateNot(ovf), more);
+  ic->addIncoming(next, b_.GetInsertBlock());
   b_.CreateCondBr(more, body, exit);
   b_.SetInsertPoint(exit);
 }

@@ -664,6 +664,42 @@ TEST_CASE("control flow, variables, atomics and grids match the interpreter", "[
   }
 }
 
+// The JIT steps 32-bit counters in 64 bits: a loop whose last step would
+// pass INT32_MAX must still stop there, as the interpreter's does.
+TEST_CASE("loops that end at the counter's limit stop there", "[codegen][cpu]") {
+  Spec s{"limit", {}, {}};
+  KernelBuilder k("limit", s);
+  auto out = k.buffer("out", DType::i32);
+  auto lo = k.scalar("lo", DType::i32), hi = k.scalar("hi", DType::i32),
+       step = k.scalar("step", DType::i32);
+  auto count = k.var(zeros(DType::i32, {1})), last = k.var(zeros(DType::i32, {1}));
+  k.for_(lo, hi, step, [&](Value i) {
+    count = count + 1;
+    last = broadcast_to(i - lo, {1});
+  });
+  store(out + arange(1), count);
+  store(out + (arange(1) + 1), last);
+  Kernel kern = k.finish();
+  const int32_t top = std::numeric_limits<int32_t>::max();
+  struct Case {
+    int32_t lo, hi, step, count, last;
+  };
+  for (Case c :
+       {Case{top - 10, top, 3, 4, 9}, Case{top - 10, top, 7, 2, 7}, Case{top - 1, top, top, 1, 0},
+        Case{-top, top, top, 2, top}, Case{-5, 5, 4, 3, 8}}) {
+    INFO("lo " << c.lo << " hi " << c.hi << " step " << c.step);
+    HostBuffer oj(DType::i32, 2), oi(DType::i32, 2);
+    std::vector<Arg> args{oj.arg(), Arg::scalar_int(c.lo), Arg::scalar_int(c.hi),
+                          Arg::scalar_int(c.step)};
+    run_jit(kern, args, {1, 1, 1});
+    args[0] = oi.arg();
+    interpret(kern, args, {1, 1, 1});
+    CHECK(same_bits(oj, oi));
+    CHECK(oj.get(0) == c.count);
+    CHECK(oj.get(1) == c.last);
+  }
+}
+
 TEST_CASE("the JIT refuses bad launches with a clear error", "[codegen][cpu][error]") {
   Kernel k = elementwise_kernel(DType::f32, DType::f32, 16, [](Value a, Value b) { return a + b; });
   HostBuffer x(DType::f32, 16);
