@@ -24,9 +24,10 @@ TEST_CASE("a Q4_K GEMV chunk loads its codes close to address order on znver4", 
                        "+avx2,+avx512bw,+avx512dq,+avx512f,+avx512vl,+avx512vnni,+f16c,+fma"};
   Spec spec = find_kernel("qgemv_rows16").make_spec({}, {{"FMT", 12}, {"BLOCK_T", 1}});
   std::string s = cpu_assembly(build_kernel(spec), zen4);
-  // Full-vector loads at constant offsets from one base register: the
-  // chunk's header and codes (codes from Q4KRows16::kCodes on).
-  std::regex load(R"(vmovdqu64\s+(\d+)\(%(r\w+)\), %zmm)");
+  // Full-vector loads at constant offsets from one address (a base
+  // register, or a base and an index): the chunk's header and codes (codes
+  // from Q4KRows16::kCodes on).
+  std::regex load(R"(vmovdqu64\s+(\d+)\((%r\w+(?:,%r\w+)?)\), %zmm)");
   std::map<std::string, std::vector<long>> by_base;
   std::istringstream lines(s);
   for (std::string line; std::getline(lines, line);) {
@@ -36,7 +37,7 @@ TEST_CASE("a Q4_K GEMV chunk loads its codes close to address order on znver4", 
       if (off >= ggml::Q4KRows16::kCodes) by_base[m[2]].push_back(off);
     }
   }
-  // The base register holding the chunk pointer has the 32 code loads (of
+  // The address holding the chunk pointer has the 32 code loads (of
   // each copy of the loop the compiler made; the first is checked).
   std::vector<long> codes;
   for (const auto& [base, offs] : by_base)
