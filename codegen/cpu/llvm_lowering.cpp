@@ -246,9 +246,9 @@ void Lowering::lower_for(const Op& op) {
   llvm::Value* zero = llvm::Constant::getNullValue(ct);
   llvm::Value* run = b_.CreateAnd(s ? b_.CreateICmpSGT(step, zero) : b_.CreateICmpNE(step, zero),
                                   s ? b_.CreateICmpSLT(lo, hi) : b_.CreateICmpULT(lo, hi));
-  const bool wide = ct->getIntegerBitWidth() < 64;
+  const bool widened = ct->getIntegerBitWidth() < 64;
   auto counter = [&](llvm::Value* x) {
-    if (!wide) return x;
+    if (!widened) return x;
     return s ? b_.CreateSExt(x, b_.getInt64Ty()) : b_.CreateZExt(x, b_.getInt64Ty());
   };
   llvm::Value *lo_c = counter(lo), *hi_c = counter(hi), *step_c = counter(step);
@@ -257,13 +257,13 @@ void Lowering::lower_for(const Op& op) {
   auto* exit = llvm::BasicBlock::Create(ctx_, "for.exit", fn_);
   b_.CreateCondBr(run, body, exit);
   b_.SetInsertPoint(body);
-  llvm::PHINode* ic = b_.CreatePHI(lo_c->getType(), 2, wide ? "i.wide" : "i");
+  llvm::PHINode* ic = b_.CreatePHI(lo_c->getType(), 2, widened ? "i.wide" : "i");
   ic->addIncoming(lo_c, pre);
-  vals_[op.result] = wide ? b_.CreateTrunc(ic, ct, "i") : static_cast<llvm::Value*>(ic);
+  vals_[op.result] = widened ? b_.CreateTrunc(ic, ct, "i") : static_cast<llvm::Value*>(ic);
   track_affine(op);
   lower_block(op.regions[0]);
   llvm::Value *next, *ovf = nullptr;
-  if (wide) {
+  if (widened) {
     next = b_.CreateAdd(ic, step_c, "", /*HasNUW=*/!s, /*HasNSW=*/s);
   } else {
     auto id = s ? llvm::Intrinsic::sadd_with_overflow : llvm::Intrinsic::uadd_with_overflow;
