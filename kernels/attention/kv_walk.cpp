@@ -315,10 +315,12 @@ void walk_keys(KernelBuilder& k, const WalkInputs& in, const Value& begin, const
   const int step = kb * static_cast<int>(kSoftmaxBlocks);
   auto multi_end = full_end - (full_end - body) % step;
   k.for_(body, multi_end, step, [&](Value j0) {
-    // Clamped to the range's last block: a paged cache has no table entry
+    // Each of the step's blocks has its own block PREFETCH ahead fetched,
+    // clamped to the range's last block: a paged cache has no table entry
     // past the sequence.
-    if (in.prefetch > 0)
-      prefetch_kv_block(in.kv, minimum(j0 / kb + static_cast<int>(in.prefetch), (end - 1) / kb));
+    for (int64_t b = 0; in.prefetch > 0 && b < kSoftmaxBlocks; ++b)
+      prefetch_kv_block(in.kv,
+                        minimum(j0 / kb + static_cast<int>(in.prefetch + b), (end - 1) / kb));
     key_blocks(k, in, j0, body, full_end, kSoftmaxBlocks, false, st);
   });
   // One loop (one copy of the masked block's code, which on CUDA is most
