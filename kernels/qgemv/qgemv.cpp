@@ -622,9 +622,13 @@ KILN_REGISTER_KERNEL((KernelDef{
     // stream per thread) for Q4_0 and Q8_0, whose one-row pass takes 8
     // blocks per step as a tile (1.7x the tok/s of 8 interleaved rows on
     // TinyLlama); 4 rows for the 16-weight-group formats, whose per-group
-    // scales are [rows, 8] tiles; 8 for the rest, which gain most from
-    // sharing x's blocks. kiln bench, 2 threads, fraction of the probe at
-    // 4096x14336 / 14336x4096 (rows per program):
+    // scales are [rows, 8] tiles; 16 for the other 32-weight blocks and 8
+    // for the rest, which gain most from sharing x's blocks. kiln bench, 2
+    // threads, fraction of the probe at 4096x14336 / 14336x4096 (rows per
+    // program), on Zen 5, 8 and 16 alternated 3x, medians: Q4_1 0.69 / 0.60
+    // (8), 0.75 / 0.69 (16); Q5_0 0.63 / 0.42, 0.68 / 0.53; Q5_1 0.72 /
+    // 0.66, 0.76 / 0.61; IQ4_NL 0.60 / 0.47, 0.72 / 0.51; MXFP4 0.59 / 0.38,
+    // 0.71 / 0.52. Earlier, on Zen 4:
     //   Q4_1 0.19 / 0.22 (1), 0.66 / 0.47 (4), 0.75 / 0.44 (8); Q5_0 and
     //   Q5_1 alike; IQ4_NL 0.69 / 0.45 (4), 0.80 / 0.52 (8); IQ4_XS and
     //   MXFP4 alike; Q2_K 0.24 / 0.23 (1), 0.47 / 0.31 (4), 0.48 / 0.29 (8);
@@ -634,7 +638,12 @@ KILN_REGISTER_KERNEL((KernelDef{
       int64_t fmt = s.constexpr_("FMT");
       if (a.i("t") >= 4) return {{"BLOCK_T", scale_min_k(fmt) ? 8 : 4}, {"BLOCK_M", 8}};
       const bool one_row = fmt == 2 || fmt == 8;
-      return {{"BLOCK_T", 1}, {"BLOCK_M", one_row ? 1 : group_scales(fmt) ? 4 : 8}};
+      const bool small_blocks = ggml::block_format(static_cast<int>(fmt)).block_elems == 32;
+      return {{"BLOCK_T", 1},
+              {"BLOCK_M", one_row             ? 1
+                          : group_scales(fmt) ? 4
+                          : small_blocks      ? 16
+                                              : 8}};
     },
     .tunables = {{"BLOCK_M", {1, 2, 4, 8, 16}}, {"BLOCK_T", {1, 2, 4, 8}}},
     .shape_keys = {"m", "k", "t"},
