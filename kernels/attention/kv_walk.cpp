@@ -315,9 +315,9 @@ void walk_keys(KernelBuilder& k, const WalkInputs& in, const Value& begin, const
   const int step = kb * static_cast<int>(kSoftmaxBlocks);
   auto multi_end = full_end - (full_end - body) % step;
   k.for_(body, multi_end, step, [&](Value j0) {
-    // Each of the step's blocks has its own block PREFETCH ahead fetched,
-    // clamped to the range's last block: a paged cache has no table entry
-    // past the sequence.
+    // The block PREFETCH ahead of each of the step's blocks, clamped to the
+    // range's last block: a paged cache has no table entry past the
+    // sequence.
     for (int64_t b = 0; in.prefetch > 0 && b < kSoftmaxBlocks; ++b)
       prefetch_kv_block(in.kv,
                         minimum(j0 / kb + static_cast<int>(in.prefetch + b), (end - 1) / kb));
