@@ -52,6 +52,13 @@ namespace {
 // Formats with a scale per 16-weight group: Q2_K, Q3_K, Q6_K.
 bool group_scales(int64_t fmt) { return fmt == 10 || fmt == 11 || fmt == 14; }
 
+// Formats of 32-weight blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4):
+// short rows of small blocks, whose decode wants more rows per program and
+// the next row block prefetched.
+bool small_blocks(int64_t fmt) {
+  return ggml::block_format(static_cast<int>(fmt)).block_elems == 32;
+}
+
 bool lattice(int64_t fmt) { return ggml::is_lattice(static_cast<ggml::QuantType>(fmt)); }
 
 // The sign bytes of a lattice format's 8-weight groups as byte masks: entry
@@ -586,7 +593,7 @@ Kernel build_qgemv(const Spec& s) {
         // 0.68 -> 0.83-0.86 of the probe, Q5_0 0.49-0.57 -> 0.83-0.85,
         // MXFP4 0.52 -> 0.74-0.93; at 4096x14336 0.68-0.75 -> 0.70-0.89).
         // The 256-weight formats' plain pass gained nothing clear (Q4_K lost).
-        if (!row_masked && !stepped && f.block_elems == 32)
+        if (!row_masked && !stepped && small_blocks(FMT))
           prefetch(we + (row_base + (b * f.block_bytes).to(DType::i64) +
                          static_cast<int64_t>(BM) * row_bytes));
         if (dec.steps_per_block() == 1)
@@ -647,11 +654,10 @@ KILN_REGISTER_KERNEL((KernelDef{
       int64_t fmt = s.constexpr_("FMT");
       if (a.i("t") >= 4) return {{"BLOCK_T", scale_min_k(fmt) ? 8 : 4}, {"BLOCK_M", 8}};
       const bool one_row = fmt == 2 || fmt == 8;
-      const bool small_blocks = ggml::block_format(static_cast<int>(fmt)).block_elems == 32;
       return {{"BLOCK_T", 1},
               {"BLOCK_M", one_row             ? 1
                           : group_scales(fmt) ? 4
-                          : small_blocks      ? 16
+                          : small_blocks(fmt) ? 16
                                               : 8}};
     },
     .tunables = {{"BLOCK_M", {1, 2, 4, 8, 16}}, {"BLOCK_T", {1, 2, 4, 8}}},

@@ -14,16 +14,14 @@
 
 #include "kernels/quant/rows16.h"
 #include "runtime/runtime.h"
+#include "support/zen4_target.h"
 #include "targets/cpu/cpu_jit.h"
-#include "targets/cpu/cpu_target.h"
 
 using namespace kiln;
 
 TEST_CASE("a Q4_K GEMV chunk loads its codes close to address order on znver4", "[targets][cpu]") {
-  const CpuTarget zen4{"znver4", "x86_64-unknown-linux-gnu", "znver4",
-                       "+avx2,+avx512bw,+avx512dq,+avx512f,+avx512vl,+avx512vnni,+f16c,+fma"};
   Spec spec = find_kernel("qgemv_rows16").make_spec({}, {{"FMT", 12}, {"BLOCK_T", 1}});
-  std::string s = cpu_assembly(build_kernel(spec), zen4);
+  std::string s = cpu_assembly(build_kernel(spec), test::zen4_target());
   // Full-vector loads at constant offsets from one address (a base
   // register, or a base and an index): the chunk's header and codes (codes
   // from Q4KRows16::kCodes on).

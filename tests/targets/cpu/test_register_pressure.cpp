@@ -15,15 +15,12 @@
 
 #include "runtime/runtime.h"
 #include "runtime/tuning_db.h"
+#include "support/zen4_target.h"
 #include "targets/cpu/cpu_jit.h"
-#include "targets/cpu/cpu_target.h"
 
 using namespace kiln;
 
 namespace {
-
-const CpuTarget kZen4{"znver4", "x86_64-unknown-linux-gnu", "znver4",
-                      "+avx2,+avx512bw,+avx512dq,+avx512f,+avx512vl,+avx512vnni,+f16c,+fma"};
 
 // Vector registers stored to or loaded from the stack in each loop of `s`
 // that is one basic block (a label, straight-line code, a branch back to
@@ -50,17 +47,15 @@ std::vector<int> fma_loop_spills(const std::string& s) {
   return spills;
 }
 
-// FP8 weights come with 128 x 128 block scales, as checkpoints have them.
-std::map<std::string, int64_t> gemv_variant(DType w) {
-  if (w == DType::f8e4m3) return {{"SCALE_BLOCK", 128}};
-  return {};
+// The GEMV of W over f32 x with `blocks`; FP8 weights with 128 x 128 block
+// scales, as checkpoints have them.
+Spec gemv_spec(DType w, std::map<std::string, int64_t> blocks = {}) {
+  if (w == DType::f8e4m3) blocks["SCALE_BLOCK"] = 128;
+  return find_kernel("gemv").make_spec({{"W", w}, {"X", DType::f32}}, blocks);
 }
 
 std::vector<int> gemv_spills(DType w, const std::map<std::string, int64_t>& blocks) {
-  auto consts = blocks;
-  for (auto [c, v] : gemv_variant(w)) consts[c] = v;
-  Spec spec = find_kernel("gemv").make_spec({{"W", w}, {"X", DType::f32}}, consts);
-  return fma_loop_spills(cpu_assembly(build_kernel(spec), kZen4));
+  return fma_loop_spills(cpu_assembly(build_kernel(gemv_spec(w, blocks)), test::zen4_target()));
 }
 
 }  // namespace
@@ -71,9 +66,10 @@ TEST_CASE("the shipped AVX-512 GEMV block sizes keep the accumulators in registe
   db.load_text(default_tuning_text("x86-64-v4"), "x86-64-v4");
   for (DType w : {DType::f32, DType::f16, DType::bf16, DType::f8e4m3})
     for (int64_t k : {4096, 16384}) {  // buckets: powers of two
-      // Looked up as the runtime does, with the variant (runtime/tuning_db.h).
+      // Looked up as the runtime does, with the spec's variant.
+      Spec spec = gemv_spec(w);
       auto blocks = db.find(
-          {"gemv", {{"W", w}, {"X", DType::f32}}, {{"m", 4096}, {"k", k}}, gemv_variant(w)});
+          {"gemv", spec.dtypes, {{"m", 4096}, {"k", k}}, spec_variant(find_kernel("gemv"), spec)});
       REQUIRE(blocks);
       INFO(dtype_name(w) << " k " << k << ": BLOCK_M " << blocks->at("BLOCK_M") << ", BLOCK_K "
                          << blocks->at("BLOCK_K"));
