@@ -31,7 +31,7 @@ int inspect_cuda(const KernelDef& def, const Spec& spec, const CliArgs& a) {
     return 0;
   }
   CompileCache cache(CompileCache::default_dir());
-  CachedPtx ptx = cached_ptx(cache, src);
+  CachedModule ptx = cached_module(cache, src);
   if (a.flag("ptx")) {
     std::fputs(ptx.module.ptx.c_str(), stdout);
     return 0;

@@ -14,21 +14,26 @@ namespace {
 
 struct CudaProgram : Program {
   CudaSource src;
-  PtxModule ptx;
+  CudaModule module;  // the cubin for the GPU at hand
 };
 
 class CudaLaunch : public BoundLaunch {
  public:
   CudaLaunch(CudaDevice& dev, const CudaProgram& p, const Kernel& k, std::vector<Arg> args,
              const Grid& grid)
-      : dev_(dev), p_(p), k_(k), args_(std::move(args)), grid_(grid) {
+      : dev_(dev),
+        p_(p),
+        fn_(dev.load(p.src, p.module)),
+        k_(k),
+        args_(std::move(args)),
+        grid_(grid) {
     repack();
   }
   void set_scalar(size_t index, int64_t v) override {
     args_.at(index) = Arg::scalar_int(v);
     repack();
   }
-  void run() override { dev_.launch(p_.src, p_.ptx, grid_, params_.ptrs.data()); }
+  void run() override { dev_.launch(p_.src, fn_, grid_, params_.ptrs.data()); }
 
  private:
   void repack() {
@@ -38,6 +43,7 @@ class CudaLaunch : public BoundLaunch {
   }
   CudaDevice& dev_;
   const CudaProgram& p_;
+  CudaDevice::Function fn_;
   const Kernel& k_;
   std::vector<Arg> args_;
   Grid grid_;
@@ -61,9 +67,9 @@ class CudaBackend : public Backend {
                                    CompileCache& cache) override {
     auto p = std::make_unique<CudaProgram>();
     p->src = emit_cuda(k, {kCudaBackendWarps, dev_.sm()});
-    CachedPtx ptx = cached_ptx(cache, p->src);
-    p->ptx = std::move(ptx.module);
-    p->from_cache = ptx.from_cache;
+    CachedModule m = cached_module(cache, p->src, dev_.sm());
+    p->module = std::move(m.module);
+    p->from_cache = m.from_cache;
     return p;
   }
 

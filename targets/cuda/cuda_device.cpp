@@ -120,18 +120,18 @@ void CudaDevice::download(void* dst, uint64_t src, size_t bytes) {
 }
 void CudaDevice::synchronize() { check(*api_, api_->ctx_synchronize(), "cuCtxSynchronize"); }
 
-void CudaDevice::launch(const CudaSource& src, const PtxModule& ptx, const Grid& grid,
-                        void** params) {
-  check_cuda_launch(src, grid);
+CudaDevice::Function CudaDevice::load(const CudaSource& src, const CudaModule& m) {
   if (src.sm > sm_)
     throw Error("CUDA kernel '" + src.entry + "' was generated for sm_" + std::to_string(src.sm) +
                 " but " + name_ + " is sm_" + std::to_string(sm_));
+  const std::string& image = m.cubin.empty() ? m.ptx : m.cubin;
   void* module = nullptr;
-  for (auto& [text, m] : modules_)
-    if (text == ptx.ptx) module = m;
+  for (auto& [loaded, mod] : modules_)
+    if (loaded == image) module = mod;
   if (!module) {
-    check(*api_, api_->module_load_data(&module, ptx.ptx.c_str()), "cuModuleLoadData");
-    modules_.emplace_back(ptx.ptx, module);
+    check(*api_, api_->module_load_data(&module, image.c_str()),
+          m.cubin.empty() ? "cuModuleLoadData(PTX)" : "cuModuleLoadData(cubin)");
+    modules_.emplace_back(image, module);
   }
   void* fn = nullptr;
   check(*api_, api_->module_get_function(&fn, module, src.entry.c_str()), "cuModuleGetFunction");
@@ -140,6 +140,11 @@ void CudaDevice::launch(const CudaSource& src, const PtxModule& ptx, const Grid&
         *api_,
         api_->func_set_attribute(fn, kFuncAttrMaxDynamicShared, static_cast<int>(src.shared_bytes)),
         "cuFuncSetAttribute(max dynamic shared memory)");
+  return fn;
+}
+
+void CudaDevice::launch(const CudaSource& src, Function fn, const Grid& grid, void** params) {
+  check_cuda_launch(src, grid);
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;
   check(*api_,
         api_->launch_kernel(fn, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
@@ -148,8 +153,9 @@ void CudaDevice::launch(const CudaSource& src, const PtxModule& ptx, const Grid&
         "cuLaunchKernel");
 }
 
-void CudaDevice::run(const Kernel& k, const CudaSource& src, const PtxModule& ptx,
+void CudaDevice::run(const Kernel& k, const CudaSource& src, const CudaModule& m,
                      const std::vector<Arg>& args, const Grid& grid) {
+  Function fn = load(src, m);
   std::vector<uint64_t> buffers(args.size(), 0);
   KernelParams params = pack_kernel_params(k, args, [&](size_t i) {
     size_t bytes = static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype));
@@ -157,7 +163,7 @@ void CudaDevice::run(const Kernel& k, const CudaSource& src, const PtxModule& pt
     upload(buffers[i], args[i].data, bytes);
     return buffers[i];
   });
-  launch(src, ptx, grid, params.ptrs.data());
+  launch(src, fn, grid, params.ptrs.data());
   synchronize();
   for (size_t i = 0; i < args.size(); ++i) {
     if (k.params[i].kind != ParamKind::Buffer) continue;

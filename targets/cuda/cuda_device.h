@@ -3,8 +3,9 @@
 // Nothing links against the driver, so Kiln builds and runs on machines
 // without one; only asking for the device (`--device cuda`) fails there,
 // with a one-line reason. The device holds one context; modules are loaded
-// from PTX (the driver JIT-compiles it for the GPU at hand) and launches
-// check the block and shared-memory limits before calling the driver.
+// from a cubin for the GPU at hand, or from PTX (which the driver compiles),
+// and launches check the block and shared-memory limits before calling the
+// driver.
 #pragma once
 
 #include <cstdint>
@@ -33,14 +34,19 @@ class CudaDevice {
   void download(void* dst, uint64_t src, size_t bytes);
   void synchronize();
 
-  // Loads the module (once per PTX text) and launches src.entry over `grid`
-  // blocks of src.threads threads with src.shared_bytes of dynamic shared
-  // memory; `params` point at each argument's value, as cuLaunchKernel takes.
-  void launch(const CudaSource& src, const PtxModule& ptx, const Grid& grid, void** params);
+  // A kernel ready to launch: its module loaded (once per cubin or PTX
+  // image; the driver JIT-compiles PTX) and its shared-memory limit raised.
+  using Function = void*;
+  Function load(const CudaSource& src, const CudaModule& m);
+
+  // Launches src.entry over `grid` blocks of src.threads threads with
+  // src.shared_bytes of dynamic shared memory; `params` point at each
+  // argument's value, as cuLaunchKernel takes.
+  void launch(const CudaSource& src, Function fn, const Grid& grid, void** params);
 
   // Copies the host buffers of `args` to the device, launches, copies them
   // back: the simplest way to run one kernel on host data.
-  void run(const Kernel& k, const CudaSource& src, const PtxModule& ptx,
+  void run(const Kernel& k, const CudaSource& src, const CudaModule& m,
            const std::vector<Arg>& args, const Grid& grid);
 
   struct Api;
@@ -51,7 +57,7 @@ class CudaDevice {
   void* ctx_ = nullptr;
   std::string name_;
   int sm_ = 0;
-  std::vector<std::pair<std::string, void*>> modules_;  // PTX text -> CUmodule
+  std::vector<std::pair<std::string, void*>> modules_;  // image -> CUmodule
 };
 
 }  // namespace kiln

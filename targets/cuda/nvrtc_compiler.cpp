@@ -33,6 +33,8 @@ struct Nvrtc {
   int (*compile)(nvrtcProgram, int, const char* const*);
   int (*ptx_size)(nvrtcProgram, size_t*);
   int (*ptx)(nvrtcProgram, char*);
+  int (*cubin_size)(nvrtcProgram, size_t*);
+  int (*cubin)(nvrtcProgram, char*);
   int (*log_size)(nvrtcProgram, size_t*);
   int (*log)(nvrtcProgram, char*);
   int (*destroy)(nvrtcProgram*);
@@ -69,6 +71,8 @@ const Nvrtc& nvrtc() {
     api.compile = reinterpret_cast<decltype(api.compile)>(sym("nvrtcCompileProgram"));
     api.ptx_size = reinterpret_cast<decltype(api.ptx_size)>(sym("nvrtcGetPTXSize"));
     api.ptx = reinterpret_cast<decltype(api.ptx)>(sym("nvrtcGetPTX"));
+    api.cubin_size = reinterpret_cast<decltype(api.cubin_size)>(sym("nvrtcGetCUBINSize"));
+    api.cubin = reinterpret_cast<decltype(api.cubin)>(sym("nvrtcGetCUBIN"));
     api.log_size = reinterpret_cast<decltype(api.log_size)>(sym("nvrtcGetProgramLogSize"));
     api.log = reinterpret_cast<decltype(api.log)>(sym("nvrtcGetProgramLog"));
     api.destroy = reinterpret_cast<decltype(api.destroy)>(sym("nvrtcDestroyProgram"));
@@ -116,8 +120,14 @@ std::string nvrtc_version() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-PtxModule compile_ptx(const CudaSource& src) {
-  int sm = src.sm;
+namespace {
+
+// compute_<src.sm> gives PTX alone; sm_<gpu_sm> gives PTX and a cubin.
+CudaModule compile(const CudaSource& src, int gpu_sm) {
+  int sm = gpu_sm ? gpu_sm : src.sm;
+  if (sm < src.sm)
+    throw Error("CUDA kernel '" + src.entry + "' was generated for sm_" + std::to_string(src.sm) +
+                " and cannot be compiled for sm_" + std::to_string(sm));
   const Nvrtc& api = nvrtc();
   std::string home = find_cuda_toolkit();
   auto t0 = std::chrono::steady_clock::now();
@@ -127,7 +137,8 @@ PtxModule compile_ptx(const CudaSource& src) {
   const char* header_names[] = {"kiln_cuda.cuh"};
   check(api.create(&prog, src.code.c_str(), (src.entry + ".cu").c_str(), 1, headers, header_names),
         "create program");
-  std::string arch = "--gpu-architecture=compute_" + std::to_string(sm);
+  std::string arch =
+      std::string("--gpu-architecture=") + (gpu_sm ? "sm_" : "compute_") + std::to_string(sm);
   std::string inc = "--include-path=" + home + "/include";
   std::vector<const char*> opts = {arch.c_str(), "--std=c++17", "--fmad=false",
                                    "--device-as-default-execution-space"};
@@ -142,19 +153,31 @@ PtxModule compile_ptx(const CudaSource& src) {
     throw Error("NVRTC rejected kernel '" + src.entry + "' for sm_" + std::to_string(sm) +
                 " (source written to " + keep_source(src, sm) + "):\n" + log);
   }
-  PtxModule m;
+  CudaModule m;
   api.ptx_size(prog, &n);
   m.ptx.assign(n, '\0');
   api.ptx(prog, m.ptx.data());
   if (!m.ptx.empty() && m.ptx.back() == '\0') m.ptx.pop_back();
+  int cubin_rc = 0;
+  if (gpu_sm && (cubin_rc = api.cubin_size(prog, &n)) == 0) {
+    m.cubin.assign(n, '\0');
+    cubin_rc = api.cubin(prog, m.cubin.data());
+  }
   api.destroy(&prog);
+  check(cubin_rc, "get cubin");
   m.arch = "sm_" + std::to_string(sm);
   m.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }
 
-PtxasReport run_ptxas(const PtxModule& m, int sm) {
+}  // namespace
+
+CudaModule compile_ptx(const CudaSource& src) { return compile(src, 0); }
+
+CudaModule compile_cubin(const CudaSource& src, int sm) { return compile(src, sm); }
+
+PtxasReport run_ptxas(const CudaModule& m, int sm) {
   std::string why, home = find_cuda_toolkit(&why);
   if (home.empty()) throw Error("ptxas not found: " + why);
   fs::path dir = fs::temp_directory_path() / ("kiln-cuda-" + std::to_string(getuid()));

@@ -21,17 +21,25 @@ std::string find_cuda_toolkit(std::string* why = nullptr);
 // "13.0": NVRTC's version (throws when NVRTC cannot be loaded).
 std::string nvrtc_version();
 
-struct PtxModule {
+// What NVRTC made of one CUDA source.
+struct CudaModule {
   std::string ptx;
   std::string arch;  // "sm_80"
+  // Machine code for `arch` (compile_cubin), which the driver loads as it
+  // is; empty for PTX alone, which the driver compiles again in every
+  // process that loads it (seconds for a large kernel).
+  std::string cubin;
   double compile_ms = 0;
 };
 
 // Compiles for compute_<src.sm>. Throws kiln::Error with NVRTC's log and
 // the path the source was written to when the compile fails. Safe to call
-// from several threads at once (each call is its own NVRTC program), as is
-// run_ptxas.
-PtxModule compile_ptx(const CudaSource& src);
+// from several threads at once (each call is its own NVRTC program), as are
+// compile_cubin and run_ptxas.
+CudaModule compile_ptx(const CudaSource& src);
+
+// Compiles for the GPU sm_<sm> (sm >= src.sm): the PTX and the cubin.
+CudaModule compile_cubin(const CudaSource& src, int sm);
 
 // What ptxas reports for one kernel at one arch.
 struct PtxasReport {
@@ -43,6 +51,6 @@ struct PtxasReport {
 };
 
 // Assembles the PTX for sm_XX; throws with ptxas' output when it rejects it.
-PtxasReport run_ptxas(const PtxModule& m, int sm);
+PtxasReport run_ptxas(const CudaModule& m, int sm);
 
 }  // namespace kiln

@@ -590,18 +590,18 @@ TEST_CASE("cuda: library kernels on the GPU match the interpreter", "[cuda][kern
     Inputs in = make_inputs(c, spec, k);
     ps.push_back({std::move(k), case_name(c, spec), std::move(in), chk});
   }
-  std::vector<PtxModule> ptx(srcs.size());
+  std::vector<CudaModule> modules(srcs.size());
   std::vector<std::string> errors =
-      on_all_cores(srcs.size(), [&](size_t i) { ptx[i] = compile_ptx(srcs[i]); });
+      on_all_cores(srcs.size(), [&](size_t i) { modules[i] = compile_cubin(srcs[i], gpu->sm()); });
   for (size_t i = 0; i < ps.size(); ++i) {
     INFO(ps[i].name << " on " << gpu->name());
     CHECK(errors[i] == "");
     if (!errors[i].empty()) continue;
-    // cuda_vs_interpreter emits the same source again; run the PTX compiled above.
+    // cuda_vs_interpreter emits the same source again; run the cubin compiled above.
     auto on_gpu = [&](const Kernel& kk, const CudaSource& src, const std::vector<Arg>& args,
                       const Grid& grid) {
       REQUIRE(src.code == srcs[i].code);
-      gpu->run(kk, src, ptx[i], args, grid);
+      gpu->run(kk, src, modules[i], args, grid);
     };
     CHECK(test::cuda_vs_interpreter(ps[i].k, ps[i].in.args, ps[i].in.grid, ps[i].chk, on_gpu) ==
           "");
@@ -628,7 +628,7 @@ TEST_CASE("cuda: library kernels compile through NVRTC and ptxas for sm_80 and s
       names.push_back(case_name(c, spec) + " sm_" + std::to_string(sm));
     }
   }
-  std::vector<PtxModule> ptx(srcs.size());
+  std::vector<CudaModule> ptx(srcs.size());
   std::vector<PtxasReport> reports(srcs.size());
   std::vector<std::string> errors = on_all_cores(srcs.size(), [&](size_t i) {
     ptx[i] = compile_ptx(srcs[i]);

@@ -45,7 +45,7 @@ TEST_CASE("cuda: f16/bf16/int8 dots are mma.sync in the PTX on sm_80 and sm_90",
       INFO(dtype_name(t) << " sm_" << sm);
       CudaOptions o;
       o.sm = sm;
-      PtxModule m = compile_ptx(emit_cuda(mma_kernel(t), o));
+      CudaModule m = compile_ptx(emit_cuda(mma_kernel(t), o));
       std::string instr =
           is_float(t) ? "mma.sync.aligned.m16n8k16.row.col.f32." + std::string(dtype_name(t))
                       : "mma.sync.aligned.m16n8k32.row.col.s32." +
@@ -65,7 +65,7 @@ TEST_CASE("cuda: dot_groups are dp4a in the PTX", "[cuda][nvrtc]") {
     auto a = b.buffer("a", t), w = b.buffer("b", DType::i8), o = b.buffer("o", DType::i32);
     auto off = arange(256);
     store(o + arange(64), dot_groups(load(a + off), load(w + off)));
-    PtxModule m = compile_ptx(emit_cuda(b.finish()));
+    CudaModule m = compile_ptx(emit_cuda(b.finish()));
     CHECK(m.ptx.find(t == DType::u8 ? "dp4a.u32.s32" : "dp4a.s32.s32") != std::string::npos);
   }
 }
@@ -87,7 +87,7 @@ TEST_CASE("cuda: lookup tables compile with NVRTC and ptxas", "[cuda][nvrtc]") {
     INFO("sm_" << sm);
     CudaOptions o;
     o.sm = sm;
-    PtxModule m = compile_ptx(emit_cuda(k, o));
+    CudaModule m = compile_ptx(emit_cuda(k, o));
     // Global arrays of bytes, read through the read-only data cache.
     CHECK(m.ptx.find(".global .align 1 .b8 kiln_table0[16] = {129, 152,") != std::string::npos);
     CHECK(m.ptx.find(".global .align 8 .b8 kiln_table1[2048]") != std::string::npos);
