@@ -182,18 +182,19 @@ Groups16 bits2_groups() {
   using L = ggml::Bits2Rows16<Q2>;
   return {L::kScales, Q2 ? 0 : 4, Q2 ? L::kDmin : -1,
           [](const Rows16Context& x, const Value& h64, int64_t g) {
-            auto a = x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0)));
+            auto a = u32_lanes(x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0))));
             std::array<Value, 4> c;
-            for (int j = 0; j < 4; ++j) c[j] = j ? (a >> (2 * j)) & 3 : a & 3;
+            for (int j = 0; j < 4; ++j) c[j] = (j ? a >> (2 * j) : a) & 0x03030303;
             if constexpr (!Q2) {
               // Bits 4h .. 4h + 3 of the hmask bytes to bit 2 of codes 0-3.
-              auto hm = x.lanes4(x.at(L::high_at(g, 0)));
-              auto bits = hm >> broadcast_to(h64.to(DType::u8) * 4, {R, 4});
-              c[0] = c[0] | ((bits & 1) << 2);
-              c[1] = c[1] | ((bits & 2) << 1);
-              c[2] = c[2] | (bits & 4);
-              c[3] = c[3] | ((bits >> 1) & 4);
+              auto bits = u32_lanes(x.lanes4(x.at(L::high_at(g, 0)))) >>
+                          broadcast_to(h64.to(DType::u32) * 4, {R});
+              for (int j = 0; j < 4; ++j) {
+                auto moved = j < 2 ? bits << (2 - j) : j == 2 ? bits : bits >> 1;
+                c[j] = c[j] | (moved & 0x04040404);
+              }
             }
+            for (Value& v : c) v = u8_lanes(v);
             return c;
           }};
 }

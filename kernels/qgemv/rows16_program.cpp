@@ -53,6 +53,9 @@ Value Rows16Context::split_sums16_4(size_t i, int64_t quad, bool high) const {
 
 Value dot4(const Value& codes, const Value& x) { return sum(codes.to(DType::i32) * x, 1); }
 
+Value u32_lanes(const Value& bytes4) { return reshape(bytes4.bitcast(DType::u32), {R}); }
+Value u8_lanes(const Value& words) { return reshape(words.bitcast(DType::u8), {R, 4}); }
+
 NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_t codes,
                                 size_t tokens, int64_t high) {
   NibblePairDots d{std::vector<Value>(tokens), std::vector<Value>(tokens)};
@@ -61,18 +64,15 @@ NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_
     auto lo = c & 15, hi = c >> 4;
     if (high >= 0) {
       // Bit 2p of each qh byte to bit 4 of the low code, bit 2p + 1 of the
-      // high, in u32 lanes (x86 has no byte shifts): one shift by 2p for
-      // both, and the bits that cross into a neighbouring byte are masked
-      // off, so each code is a shift, a mask and a merge. Q5_K, kiln bench,
-      // 4096x14336, 2 threads: prompt GEMM 58.2-58.6 -> 56.8-58.1 ms, decode
-      // 0.66-0.71 -> 0.71-0.74 of the probe.
-      auto word = [](const Value& v) { return reshape(v.bitcast(DType::u32), {R}); };
-      auto bytes = [](const Value& v) { return reshape(v.bitcast(DType::u8), {R, 4}); };
+      // high: one shift by 2p for both, then a shift, a mask and a merge
+      // per code. Q5_K, kiln bench, 4096x14336, 2 threads: prompt GEMM
+      // 58.2-58.6 -> 56.8-58.1 ms, decode 0.66-0.71 -> 0.71-0.74 of the
+      // probe (byte shifts before).
       auto bits =
-          word(x.lanes4(x.at(high + g * R * 4))) >> broadcast_to(p64.to(DType::u32) * 2, {R});
+          u32_lanes(x.lanes4(x.at(high + g * R * 4))) >> broadcast_to(p64.to(DType::u32) * 2, {R});
       const int64_t nibbles = 0x0F0F0F0F, bit4 = 0x10101010;
-      lo = bytes((word(c) & nibbles) | ((bits << 4) & bit4));
-      hi = bytes(((word(c) >> 4) & nibbles) | ((bits << 3) & bit4));
+      lo = u8_lanes((u32_lanes(c) & nibbles) | ((bits << 4) & bit4));
+      hi = u8_lanes(((u32_lanes(c) >> 4) & nibbles) | ((bits << 3) & bit4));
     }
     for (size_t i = 0; i < tokens; ++i) {
       auto dlo = dot4(lo, x.x4(i, p64 * 64 + static_cast<int>(4 * g)));

@@ -58,6 +58,12 @@ struct Rows16Context {
 // u8 codes [16, 4] times 4 x codes [16, 4], summed per row: one vpdpbusd.
 Value dot4(const Value& codes, const Value& x);
 
+// A row's 4 bytes [16, 4] u8 as one u32 lane [16], and back. Bit planes are
+// moved in u32 lanes (x86 has no byte shifts): a shift and a mask that drops
+// the bits crossing into a neighbouring byte.
+Value u32_lanes(const Value& bytes4);
+Value u8_lanes(const Value& words);
+
 // The 4-bit codes of 64 weights (pair p of a chunk) laid out as
 // u8 [8 groups][16 rows][4] at `codes + 512 p`, where byte i of group g of a
 // row holds weight 64 p + 4 g + i in its low nibble and 64 p + 32 + 4 g + i
