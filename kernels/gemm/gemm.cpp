@@ -44,7 +44,7 @@ void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const
                 SB = s.constexpr_("SCALE_BLOCK");
   auto K64 = K.to(DType::i64), N64 = N.to(DType::i64);
   auto tok_begin = tiles.first();
-  auto row_begin = k.program_id(1) * static_cast<int>(PN);
+  auto row_begin = tiles.row_block() * static_cast<int>(PN);
   auto tok_end = minimum(tok_begin + static_cast<int>(PT), T);
   auto row_end = minimum(row_begin + static_cast<int>(PN), N);
   auto k_main = K - K % static_cast<int>(BK);

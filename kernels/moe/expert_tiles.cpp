@@ -14,15 +14,20 @@ Grouping grouping(const Spec& s) {
 }
 
 ExpertTiles::ExpertTiles(KernelBuilder& k, const Spec& s, int64_t tile, const Value& t)
-    : k_(k), mode_(grouping(s)), t_(t), first_(k.program_id(0) * static_cast<int>(tile)) {
+    : k_(k),
+      mode_(grouping(s)),
+      t_(t),
+      first_(k.program_id(grouped() ? 1 : 0) * static_cast<int>(tile)) {
   if (!grouped()) return;
   tile_expert_.emplace(k.buffer("tile_expert", DType::i32));
   if (mode_ == Grouping::gather) sorted_.emplace(k.buffer("sorted", DType::i32));
   n_expert_ = k.scalar("n_expert", DType::i32);
   w_stride_ = k.scalar("w_stride", DType::i32);
   if (mode_ == Grouping::gather) k.scalar("tokens", DType::i32);
-  expert_ = load(*tile_expert_ + k.program_id(0));
+  expert_ = load(*tile_expert_ + k.program_id(1));
 }
+
+Value ExpertTiles::row_block() const { return k_.program_id(grouped() ? 0 : 1); }
 
 Value ExpertTiles::x_row(const Value& pos) const {
   if (mode_ != Grouping::gather) return pos;
@@ -78,6 +83,7 @@ LaunchShape expert_tiles_launch(const std::string& kernel, const Spec& s, const 
     plain.buffer_elems["sorted"] = t;
     for (const auto& [name, per_row] : x_per_row) plain.buffer_elems[name] = tokens * per_row;
   }
+  std::swap(plain.grid[0], plain.grid[1]);
   return plain;
 }
 

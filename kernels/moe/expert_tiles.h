@@ -40,8 +40,18 @@ class ExpertTiles {
  public:
   // Declares the grouped mode's buffers (tile_expert i32, and sorted i32
   // for gather) and scalars (n_expert, w_stride, and tokens for gather);
-  // `tile` slots per program on axis 0, `t` the kernel's row count.
+  // `tile` slots per program, `t` the kernel's row count.
   ExpertTiles(KernelBuilder& k, const Spec& s, int64_t tile, const Value& t);
+
+  // The program's block of output rows (weight rows). Plain, token tiles
+  // are axis 0 and row blocks axis 1, so on the CPU (axis 0 fastest) a row
+  // block's weights stay in cache while every token tile passes over them.
+  // Grouped, the axes swap: an expert's tiles are few (one in a decode) and
+  // its matrix small, and walking its row blocks in address order lets
+  // each program's prefetches run into the next one's weights (Qwen3-30B-
+  // A3B-shaped experts, Q4_K/Q6_K, 2 threads: moe.down 0.30 -> 0.22 ms,
+  // gate and up 0.19 -> 0.17 ms per decode step).
+  Value row_block() const;
 
   bool grouped() const { return mode_ != Grouping::plain; }
   // The program's first slot (i32).
@@ -69,8 +79,9 @@ class ExpertTiles {
 // axis-0 count the caller computed with `tile` slots per program): checks t
 // against the tile, sizes tile_expert and sorted, w as n_expert x w_stride
 // (at least the plain `w_elems`), and in gather mode the x buffers to
-// `tokens` rows (`x_per_row`: each x buffer's elements per row). Errors
-// name `kernel`. A plain spec's launch is returned unchanged.
+// `tokens` rows (`x_per_row`: each x buffer's elements per row), and swaps
+// grid axes 0 and 1 (row_block). Errors name `kernel`. A plain spec's
+// launch is returned unchanged.
 LaunchShape expert_tiles_launch(const std::string& kernel, const Spec& s, const ScalarArgs& a,
                                 LaunchShape plain, int64_t tile, const std::string& w,
                                 const std::map<std::string, int64_t>& x_per_row);

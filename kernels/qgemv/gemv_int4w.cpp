@@ -45,7 +45,7 @@ Kernel build_gemv_int4w(const Spec& s) {
   // while the token blocks pass over them.
   ExpertTiles tiles(k, s, BT, T);
   tiles.run([&] {
-    auto row0 = k.program_id(1) * static_cast<int>(BM);
+    auto row0 = tiles.row_block() * static_cast<int>(BM);
     auto tok0 = tiles.first();
     auto toks = tiles.x_rows(BT);
     auto per_expert = (M.to(DType::i64) * ngroups.to(DType::i64));

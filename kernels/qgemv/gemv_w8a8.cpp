@@ -39,7 +39,7 @@ Kernel build_gemv_w8a8(const Spec& s) {
   // the token blocks pass over them.
   ExpertTiles tiles(k, s, BT, T);
   tiles.run([&] {
-    auto row0 = k.program_id(1) * static_cast<int>(BM);
+    auto row0 = tiles.row_block() * static_cast<int>(BM);
     auto tok0 = tiles.first();
     auto toks = tiles.x_rows(BT);
     auto w = tiles.weights(w_all), ws = tiles.of_expert(ws_all, M.to(DType::i64));

@@ -560,10 +560,10 @@ Kernel build_qgemv(const Spec& s) {
     one_row_pass(k, FMT, f, w, {xq, xd, xs}, y, M, nb, kb);
     return k.finish();
   }
-  // Token blocks vary fastest (axis 0), so a row block's weights stay in
-  // cache while every token block passes over them.
+  // Plain, token blocks vary fastest, so a row block's weights stay in
+  // cache while every token block passes over them (ExpertTiles::row_block).
   tiles.run([&] {
-    auto row0 = k.program_id(1) * static_cast<int>(BM);
+    auto row0 = tiles.row_block() * static_cast<int>(BM);
     auto tok0 = tiles.first();
     auto toks = tiles.x_rows(BT);
     auto we = tiles.weights(w);

@@ -96,7 +96,7 @@ void build_rows16_program(KernelBuilder& k, const Spec& s, int64_t block_t, cons
   tiles.run([&] {
     x.w = tiles.weights(w);
     auto nb = K / 256;
-    auto group = k.program_id(1);
+    auto group = tiles.row_block();
     std::vector<Var> out, acc;
     for (const Value& t : tiles.x_rows(block_t)) {
       x.xbyte.push_back(t.to(DType::i64) * K.to(DType::i64));
