@@ -41,8 +41,8 @@ Kernel build_gemv_int4w(const Spec& s) {
   auto T = k.scalar("t", DType::i32);
   Value group = G == 0 ? K : k.constant(static_cast<double>(G), DType::i32);
   auto ngroups = K / group;
-  // Token blocks vary fastest (axis 0): a row block's weights stay in cache
-  // while the token blocks pass over them.
+  // Plain, token blocks vary fastest, so a row block's weights stay in
+  // cache while every token block passes over them (ExpertTiles::row_block).
   ExpertTiles tiles(k, s, BT, T);
   tiles.run([&] {
     auto row0 = tiles.row_block() * static_cast<int>(BM);

@@ -35,8 +35,8 @@ Kernel build_gemv_w8a8(const Spec& s) {
   auto T = k.scalar("t", DType::i32);
   auto K64 = K.to(DType::i64);
   auto k_main = K - K % static_cast<int>(BK);
-  // Token blocks vary fastest: a row block's weights stay in cache while
-  // the token blocks pass over them.
+  // Plain, token blocks vary fastest, so a row block's weights stay in
+  // cache while every token block passes over them (ExpertTiles::row_block).
   ExpertTiles tiles(k, s, BT, T);
   tiles.run([&] {
     auto row0 = tiles.row_block() * static_cast<int>(BM);
