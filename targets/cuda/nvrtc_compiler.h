@@ -1,4 +1,5 @@
-// CUDA C -> PTX through NVRTC, and PTX -> SASS checks through ptxas.
+// CUDA C -> PTX (and a cubin for one GPU) through NVRTC, and PTX -> SASS
+// checks through ptxas.
 //
 // Both come from the CUDA toolkit, found at run time ($KILN_CUDA_HOME,
 // $CUDA_HOME, else /usr/local/cuda): NVRTC is loaded with dlopen and ptxas
