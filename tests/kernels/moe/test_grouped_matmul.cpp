@@ -276,3 +276,20 @@ TEST_CASE("grouped matmuls refuse a row count off the tile and a short expert st
   REQUIRE_THROWS_WITH(grouping(find_kernel("gemm").make_spec({}, {{"GROUPED", 3}})),
                       Catch::Contains("GROUPED = 3"));
 }
+
+// The CPU runs axis 0 fastest: plain launches keep a row block while the
+// token tiles pass over it; grouped ones walk an expert's row blocks in
+// address order (ExpertTiles::row_block).
+TEST_CASE("grouped launches put row blocks on axis 0, plain ones token tiles", "[kernels][moe]") {
+  const KernelDef& d = find_kernel("qgemv_rows16");
+  ScalarArgs a;
+  for (auto [n, v] : std::map<std::string, int64_t>{
+           {"m", 64}, {"k", 256}, {"t", 8}, {"n_expert", 4}, {"w_stride", 1 << 20}})
+    a.set_int(n, v);
+  Grid plain = d.launch_shape(d.make_spec({}, {{"FMT", 12}, {"BLOCK_T", 2}}), a).grid;
+  CHECK(plain == Grid{4, 4, 1});  // 8 / 2 token tiles, then 64 / 16 row blocks
+  a.set_int("m", 128);
+  Grid grouped =
+      d.launch_shape(d.make_spec({}, {{"FMT", 12}, {"BLOCK_T", 2}, {"GROUPED", 2}}), a).grid;
+  CHECK(grouped == Grid{8, 4, 1});  // 128 / 16 row blocks, then 8 / 2 tiles
+}
