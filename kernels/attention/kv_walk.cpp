@@ -318,9 +318,10 @@ void walk_keys(KernelBuilder& k, const WalkInputs& in, const Value& begin, const
     // The block PREFETCH ahead of each of the step's blocks, clamped to the
     // range's last block: a paged cache has no table entry past the
     // sequence.
-    for (int64_t b = 0; in.prefetch > 0 && b < kSoftmaxBlocks; ++b)
-      prefetch_kv_block(in.kv,
-                        minimum(j0 / kb + static_cast<int>(in.prefetch + b), (end - 1) / kb));
+    if (in.prefetch > 0)
+      for (int64_t b = 0; b < kSoftmaxBlocks; ++b)
+        prefetch_kv_block(in.kv,
+                          minimum(j0 / kb + static_cast<int>(in.prefetch + b), (end - 1) / kb));
     key_blocks(k, in, j0, body, full_end, kSoftmaxBlocks, false, st);
   });
   // One loop (one copy of the masked block's code, which on CUDA is most

@@ -43,6 +43,7 @@
 #include "kernels/quant/e8m0.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "kernels/quant/iq_grids.h"
+#include "kernels/quant/rows16.h"
 #include "kernels/registry.h"
 #include "kernels/row_block.h"
 
@@ -55,9 +56,7 @@ bool group_scales(int64_t fmt) { return fmt == 10 || fmt == 11 || fmt == 14; }
 // Formats of 32-weight blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4):
 // short rows of small blocks, whose decode wants more rows per program and
 // the next row block prefetched.
-bool small_blocks(int64_t fmt) {
-  return ggml::block_format(static_cast<int>(fmt)).block_elems == 32;
-}
+bool small_blocks(int64_t fmt) { return ggml::is_blocks32(static_cast<ggml::QuantType>(fmt)); }
 
 bool lattice(int64_t fmt) { return ggml::is_lattice(static_cast<ggml::QuantType>(fmt)); }
 

@@ -27,6 +27,7 @@
 #include "runtime/host_memory.h"
 #include "runtime/runtime.h"
 #include "support/cuda_check.h"
+#include "support/cuda_toolkit.h"
 #include "support/random_int4w.h"
 #include "support/runtime_fixture.h"
 #include "targets/cpu/thread_pool.h"
@@ -610,11 +611,7 @@ TEST_CASE("cuda: library kernels on the GPU match the interpreter", "[cuda][kern
 
 TEST_CASE("cuda: library kernels compile through NVRTC and ptxas for sm_80 and sm_90",
           "[cuda][kernels][nvrtc]") {
-  std::string why;
-  if (find_cuda_toolkit(&why).empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  if (!test::have_cuda_toolkit()) return;
   std::vector<std::string> names;
   std::vector<CudaSource> srcs;
   for (const Case& c : cases()) {

@@ -10,6 +10,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "support/cuda_toolkit.h"
 #include "support/ir_helpers.h"
 #include "targets/cuda/nvrtc_compiler.h"
 
@@ -17,13 +18,6 @@ using namespace kiln;
 using namespace kiln::test;
 
 namespace {
-
-bool have_toolkit() {
-  std::string why;
-  if (!find_cuda_toolkit(&why).empty()) return true;
-  WARN("skipped: " << why);
-  return false;
-}
 
 Kernel mma_kernel(DType t) {
   KernelBuilder b("mmak", spec_for("mmak"));
@@ -39,7 +33,7 @@ Kernel mma_kernel(DType t) {
 }  // namespace
 
 TEST_CASE("cuda: f16/bf16/int8 dots are mma.sync in the PTX on sm_80 and sm_90", "[cuda][nvrtc]") {
-  if (!have_toolkit()) return;
+  if (!have_cuda_toolkit()) return;
   for (DType t : {DType::f16, DType::bf16, DType::i8, DType::u8})
     for (int sm : {80, 90}) {
       INFO(dtype_name(t) << " sm_" << sm);
@@ -58,7 +52,7 @@ TEST_CASE("cuda: f16/bf16/int8 dots are mma.sync in the PTX on sm_80 and sm_90",
 }
 
 TEST_CASE("cuda: dot_groups are dp4a in the PTX", "[cuda][nvrtc]") {
-  if (!have_toolkit()) return;
+  if (!have_cuda_toolkit()) return;
   for (DType t : {DType::u8, DType::i8}) {
     INFO(dtype_name(t));
     KernelBuilder b("dg", spec_for("dg"));
@@ -71,7 +65,7 @@ TEST_CASE("cuda: dot_groups are dp4a in the PTX", "[cuda][nvrtc]") {
 }
 
 TEST_CASE("cuda: lookup tables compile with NVRTC and ptxas", "[cuda][nvrtc]") {
-  if (!have_toolkit()) return;
+  if (!have_cuda_toolkit()) return;
   KernelBuilder b("lut", spec_for("lut"));
   auto x = b.buffer("x", DType::u8), q = b.buffer("q", DType::i8), g = b.buffer("g", DType::i64);
   auto off = arange(256);
@@ -98,7 +92,7 @@ TEST_CASE("cuda: lookup tables compile with NVRTC and ptxas", "[cuda][nvrtc]") {
 
 TEST_CASE("cuda: NVRTC's log and the source location are shown on failure",
           "[cuda][nvrtc][errors]") {
-  if (!have_toolkit()) return;
+  if (!have_cuda_toolkit()) return;
   CudaSource src;
   src.entry = "broken";
   src.code =

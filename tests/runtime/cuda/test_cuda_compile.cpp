@@ -10,6 +10,7 @@
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "runtime/cuda/cuda_compile.h"
+#include "support/cuda_toolkit.h"
 #include "support/ir_helpers.h"
 
 using namespace kiln;
@@ -39,11 +40,7 @@ bool is_elf(const std::string& image) {
 
 TEST_CASE("cuda: the backend's cubin is compiled for the GPU and cached apart from the PTX",
           "[cuda][nvrtc][cache]") {
-  std::string why;
-  if (find_cuda_toolkit(&why).empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  if (!have_cuda_toolkit()) return;
   fs::path dir = fs::temp_directory_path() / ("kiln-test-cubin-" + std::to_string(getpid()));
   fs::remove_all(dir);
   CompileCache cache(dir.string());
