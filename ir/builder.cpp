@@ -139,16 +139,31 @@ Value KernelBuilder::constant(double v, DType t, const Shape& shape) {
   return emit(OpKind::Const, {}, Type{t, shape}, normalize_int(static_cast<int64_t>(v), t), 0.0);
 }
 
-Buffer KernelBuilder::buffer(const std::string& name, DType t) {
+void KernelBuilder::check_new_name(const std::string& name, std::string_view op) {
   for (const auto& p : kernel_.params)
-    if (p.name == name) fail("buffer", "parameter '" + name + "' declared twice");
+    if (p.name == name) fail(op, "parameter '" + name + "' declared twice");
+  for (const auto& s : kernel_.scratch)
+    if (s.name == name) fail(op, "'" + name + "' is already a scratch array");
+}
+
+Buffer KernelBuilder::buffer(const std::string& name, DType t) {
+  check_new_name(name, "buffer");
   kernel_.params.push_back({name, ParamKind::Buffer, t});
   return Buffer(this, static_cast<int>(kernel_.params.size()) - 1, t);
 }
 
+Buffer KernelBuilder::scratch(const std::string& name, DType t, int64_t elems) {
+  check_new_name(name, "scratch");
+  if (elems < 1 || elems > kMaxScratchElems)
+    fail("scratch", "'" + name + "' has " + std::to_string(elems) + " elements (1.." +
+                        std::to_string(kMaxScratchElems) + ")");
+  kernel_.scratch.push_back({name, t, elems});
+  return Buffer(this, static_cast<int>(scratch_ref(static_cast<int>(kernel_.scratch.size()) - 1)),
+                t);
+}
+
 Value KernelBuilder::scalar(const std::string& name, DType t) {
-  for (const auto& p : kernel_.params)
-    if (p.name == name) fail("scalar", "parameter '" + name + "' declared twice");
+  check_new_name(name, "scalar");
   kernel_.params.push_back({name, ParamKind::Scalar, t});
   return emit(OpKind::Param, {}, Type{t, {}}, static_cast<int64_t>(kernel_.params.size()) - 1);
 }
@@ -345,7 +360,7 @@ Value check_offsets(const Pointer& p, std::string_view op) {
   k.check_usable(p.offsets, op);
   DType t = p.offsets.dtype();
   if (t != DType::i32 && t != DType::i64)
-    k.fail(op, "offsets into buffer '" + k.kernel().params[p.buffer.param()].name +
+    k.fail(op, "offsets into buffer '" + *memory_name(k.kernel(), p.buffer.param()) +
                    "' must be i32 or i64, got " + type_str(p.offsets.type()));
   return p.offsets;
 }
@@ -357,7 +372,7 @@ std::vector<Value> write_args(const Pointer& p, const Value& v, const Value* mas
   KernelBuilder& k = *p.buffer.builder();
   Value off = check_offsets(p, op);
   k.check_usable(v, op);
-  const std::string& bname = k.kernel().params[p.buffer.param()].name;
+  const std::string& bname = *memory_name(k.kernel(), p.buffer.param());
   if (v.dtype() != p.buffer.dtype())
     k.fail(op, "buffer '" + bname + "' holds " + std::string(dtype_name(p.buffer.dtype())) +
                    " but the value is " + type_str(v.type()) + "; cast with .to()");
@@ -376,6 +391,10 @@ std::vector<Value> write_args(const Pointer& p, const Value& v, const Value* mas
 
 Value atomic(OpKind kind, const Pointer& p, const Value& v, const Value* mask) {
   KernelBuilder& k = *p.buffer.builder();
+  if (is_scratch_ref(p.buffer.param()))
+    k.fail(op_name(kind), "'" + *memory_name(k.kernel(), p.buffer.param()) +
+                              "' is a scratch array: it is private to the program, so "
+                              "store to it instead");
   auto args = write_args(p, v, mask, op_name(kind));
   return k.emit(kind, args, Type{p.buffer.dtype(), args[0].shape()}, p.buffer.param());
 }
@@ -621,6 +640,7 @@ Value load(const Pointer& p, const Value& mask, const Value& other) {
 
 void prefetch(const Pointer& p) {
   Value off = check_offsets(p, "prefetch");
+  if (is_scratch_ref(p.buffer.param())) return;  // already close
   p.buffer.builder()->emit_void(OpKind::Prefetch, {off}, p.buffer.param());
 }
 

@@ -125,6 +125,9 @@ class KernelBuilder {
   KernelBuilder& operator=(const KernelBuilder&) = delete;
 
   Buffer buffer(const std::string& name, DType t);
+  // A scratch array of `elems` elements private to each program
+  // (ir/kernel.h's Scratch): load and store reach it like a buffer.
+  Buffer scratch(const std::string& name, DType t, int64_t elems);
   Value scalar(const std::string& name, DType t);
   Value program_id(int axis);
   Value num_programs(int axis);
@@ -150,6 +153,8 @@ class KernelBuilder {
   void store_var(int var_id, const Value& v);
 
  private:
+  // Throws when `name` is already a parameter or scratch array.
+  void check_new_name(const std::string& name, std::string_view op);
   int new_value(const Type& t);
   Op make_op(OpKind kind, const std::vector<Value>& args, int64_t ival);
   Block& block() { return *blocks_.back(); }

@@ -58,6 +58,7 @@ class Interpreter {
       for (int64_t y = 0; y < grid[1]; ++y)
         for (int64_t x = 0; x < grid[0]; ++x) {
           pid_ = {x, y, z};
+          fresh_scratch();
           exec_block(k_.body);
         }
   }
@@ -169,15 +170,45 @@ class Interpreter {
     return op.ival;
   }
 
-  void check_index(const Op& op, int64_t param, int64_t index) const {
-    if (index < 0 || index >= args_[param].count) [[unlikely]]
-      out_of_range(op, param, index);
+  // What a memory op reads or writes: a buffer argument or this program's
+  // scratch array.
+  struct Memory {
+    void* data;
+    int64_t count;
+    DType dtype;
+    const std::string& name;
+  };
+  Memory memory(const Op& op) {
+    if (!is_scratch_ref(op.ival)) {
+      int64_t param = param_index(op, ParamKind::Buffer);
+      const Arg& a = args_[param];
+      return {a.data, a.count, k_.params[param].dtype, k_.params[param].name};
+    }
+    size_t s = static_cast<size_t>(scratch_index(op.ival));
+    if (s >= k_.scratch.size())
+      fail(op, "scratch array index " + std::to_string(s) + " out of range");
+    const Scratch& sc = k_.scratch[s];
+    return {scratch_[s].data(), sc.elems, sc.dtype, sc.name};
   }
 
-  [[noreturn]] void out_of_range(const Op& op, int64_t param, int64_t index) const {
-    fail(op, "index " + std::to_string(index) + " out of range for buffer '" +
-                 k_.params[param].name + "' of " + std::to_string(args_[param].count) +
-                 " elements");
+  // Each program starts with its scratch arrays filled with 0xFF bytes (NaN
+  // in floats), so a read before the program's own store shows.
+  void fresh_scratch() {
+    scratch_.resize(k_.scratch.size());
+    for (size_t s = 0; s < k_.scratch.size(); ++s)
+      scratch_[s].assign(
+          static_cast<size_t>(k_.scratch[s].elems * dtype_bytes(k_.scratch[s].dtype)), 0xFF);
+  }
+
+  void check_index(const Op& op, const Memory& m, int64_t index) const {
+    if (index < 0 || index >= m.count) [[unlikely]]
+      out_of_range(op, m, index);
+  }
+
+  [[noreturn]] void out_of_range(const Op& op, const Memory& m, int64_t index) const {
+    fail(op, "index " + std::to_string(index) + " out of range for " +
+                 (is_scratch_ref(op.ival) ? "scratch array '" : "buffer '") + m.name + "' of " +
+                 std::to_string(m.count) + " elements");
   }
 
   // dst[j] = src[base + sum_d idx_d * strides[d]] over the row-major indices
@@ -330,20 +361,20 @@ class Interpreter {
   void exec_load(const Op& op) {
     expect_args(op, 1, 3);
     if (op.args.size() == 2) fail(op, "needs offsets, or offsets, mask and other");
-    int64_t param = param_index(op, ParamKind::Buffer);
-    DType t = k_.params[param].dtype;
+    Memory m = memory(op);
+    DType t = m.dtype;
     Tile& o = out(op);
     int64_t n = static_cast<int64_t>(o.size());
     const ScalarValue* off = in_n(op, 0, n);
     const ScalarValue* mask = op.args.size() == 3 ? in_n(op, 1, n) : nullptr;
     const ScalarValue* other = op.args.size() == 3 ? in_n(op, 2, n) : nullptr;
-    const void* data = args_[param].data;
+    const void* data = m.data;
     for (int64_t j = 0; j < n; ++j) {
       if (mask && mask[j].i == 0) {
         o[j] = other[j];
         continue;
       }
-      check_index(op, param, off[j].i);
+      check_index(op, m, off[j].i);
       o[j] = load_element(data, off[j].i, t);
     }
   }
@@ -351,21 +382,22 @@ class Interpreter {
   // Store and the atomics: element by element in row-major order.
   void exec_write(const Op& op) {
     expect_args(op, 2, 3);
-    int64_t param = param_index(op, ParamKind::Buffer);
-    DType t = k_.params[param].dtype;
+    Memory m = memory(op);
+    DType t = m.dtype;
     int64_t n = type_of(op, op.args[0]).numel();
     const ScalarValue* off = in_n(op, 0, n);
     const ScalarValue* val = in_n(op, 1, n);
     const ScalarValue* mask = op.args.size() == 3 ? in_n(op, 2, n) : nullptr;
-    void* data = args_[param].data;
+    void* data = m.data;
     if (op.kind == OpKind::Store) {
       for (int64_t j = 0; j < n; ++j) {
         if (mask && mask[j].i == 0) continue;
-        check_index(op, param, off[j].i);
+        check_index(op, m, off[j].i);
         store_element(data, off[j].i, t, val[j]);
       }
       return;
     }
+    if (is_scratch_ref(op.ival)) fail(op, "'" + m.name + "' is a scratch array: no atomics");
     Tile& o = out(op);
     if (static_cast<int64_t>(o.size()) != n) fail(op, "result and offsets differ in size");
     OpKind combine = op.kind == OpKind::AtomicAdd   ? OpKind::Add
@@ -376,7 +408,7 @@ class Interpreter {
         o[j] = ScalarValue{};
         continue;
       }
-      check_index(op, param, off[j].i);
+      check_index(op, m, off[j].i);
       ScalarValue old = load_element(data, off[j].i, t);
       ScalarValue nv = val[j];
       if (op.kind != OpKind::AtomicXchg) {
@@ -569,8 +601,9 @@ class Interpreter {
   const std::vector<Arg>& args_;
   Grid grid_{};
   std::array<int64_t, 3> pid_{};
-  std::vector<Tile> vals_;  // by value id
-  std::vector<Tile> vars_;  // by variable id
+  std::vector<Tile> vals_;                           // by value id
+  std::vector<Tile> vars_;                           // by variable id
+  std::vector<std::vector<unsigned char>> scratch_;  // this program's, by scratch index
   std::vector<int64_t> idx_;
 };
 

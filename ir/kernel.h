@@ -24,9 +24,26 @@ struct Param {
   DType dtype = DType::f32;  // buffer element type, or the scalar's type
 };
 
+// A program's private array of `elems` elements (Kernel::scratch): what a
+// kernel stages through memory rather than registers, e.g. a block of
+// attention scores read back one element at a time. Every program has its
+// own; its contents are undefined when the program starts. Launches pass
+// nothing for it: a CPU program keeps it on its stack, a CUDA block in
+// shared memory.
+struct Scratch {
+  std::string name;
+  DType dtype = DType::f32;
+  int64_t elems = 0;
+};
+
+// The most elements a scratch array may hold, so a stack or a block's
+// shared memory always has room (64 KiB of f32).
+constexpr int64_t kMaxScratchElems = 16384;
+
 struct Kernel {
   std::string name;
   std::vector<Param> params;
+  std::vector<Scratch> scratch;
   std::vector<std::pair<std::string, int64_t>> constexprs;  // sorted by name
   std::vector<Type> values;                                 // indexed by value id
   std::vector<Type> vars;                                   // indexed by variable id
@@ -40,6 +57,15 @@ struct Kernel {
   int num_buffers() const;
   int num_scalars() const;
 };
+
+// Memory ops (Load, Store, the atomics, Prefetch) name their memory in
+// Op::ival: a buffer parameter's index (>= 0), or scratch array s as -1 - s.
+constexpr int64_t scratch_ref(int s) { return -1 - static_cast<int64_t>(s); }
+constexpr bool is_scratch_ref(int64_t ival) { return ival < 0; }
+constexpr int scratch_index(int64_t ival) { return static_cast<int>(-1 - ival); }
+// The name and element type of memory `ival` (nullptr: it names nothing).
+const std::string* memory_name(const Kernel& k, int64_t ival);
+DType memory_dtype(const Kernel& k, int64_t ival);
 
 // Position of buffer/scalar parameter `param_index` among the parameters of
 // the same kind (how launches and compiled code address them).

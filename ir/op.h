@@ -29,6 +29,10 @@
 //   element indices (i32 or i64 tiles). A masked-off lane never touches
 //   memory. An unmasked out-of-range access is an error in the interpreter
 //   and undefined in compiled code (launches check buffer sizes up front).
+//   A scratch array (Kernel::scratch) is memory too, private to each
+//   program and undefined at its start; Load and Store reach it (not the
+//   atomics or Prefetch), and within a program every access sees the
+//   stores before it, whichever lanes made them.
 #pragma once
 
 #include <cstddef>
@@ -110,7 +114,8 @@ enum class OpKind : uint8_t {
             // a byte table of up to 16 entries up with x86 pshufb or AArch64
             // tbl, anything else is a read from a constant array).
 
-  // ---- memory (`ival` = buffer parameter index) -----------------------------
+  // ---- memory (`ival` = buffer parameter index, or a scratch array's
+  //      scratch_ref, ir/kernel.h) ---------------------------------------------
   Load,       // (offsets [, mask, other]) -> buf.dtype[offsets.shape]:
               // masked-off lanes take `other` (same type as the result).
   Store,      // (offsets, value [, mask]) -> nothing.

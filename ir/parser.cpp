@@ -227,6 +227,12 @@ class Parser {
         expect(")");
       }
     }
+    if (accept_keyword("scratch")) {
+      expect("(");
+      do scratch();
+      while (accept(","));
+      expect(")");
+    }
     block(&k_.body);
     if (peek().kind != Tok::End) fail(peek(), "expected end of input, found " + describe(peek()));
     verify(k_);
@@ -362,6 +368,24 @@ class Parser {
     }
     param_index_[p.name] = static_cast<int>(k_.params.size());
     k_.params.push_back(std::move(p));
+  }
+
+  // `name: dtype[elems]`
+  void scratch() {
+    Token at = peek();
+    Scratch sc;
+    sc.name = name("a scratch array name");
+    if (param_index_.count(sc.name)) fail(at, "name " + quote(sc.name) + " declared twice");
+    expect(":");
+    sc.dtype = dtype();
+    expect("[");
+    Token n = peek();
+    sc.elems = integer("an element count");
+    if (sc.elems < 1 || sc.elems > kMaxScratchElems)
+      fail(n, "a scratch array holds 1.." + std::to_string(kMaxScratchElems) + " elements");
+    expect("]");
+    param_index_[sc.name] = scratch_ref(static_cast<int>(k_.scratch.size()));
+    k_.scratch.push_back(std::move(sc));
   }
 
   int64_t param_ref(const std::string& what) {

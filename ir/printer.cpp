@@ -124,6 +124,15 @@ class Printer {
       }
       out_ += ")";
     }
+    if (!k_.scratch.empty()) {
+      out_ += " scratch(";
+      for (size_t i = 0; i < k_.scratch.size(); ++i) {
+        const Scratch& s = k_.scratch[i];
+        out_ += (i ? ", " : "") + name_str(s.name) + ": " + std::string(dtype_name(s.dtype)) + "[" +
+                std::to_string(s.elems) + "]";
+      }
+      out_ += ")";
+    }
     out_ += " {\n";
     block(k_.body, 1);
     out_ += "}\n";
@@ -162,8 +171,8 @@ class Printer {
     return type_str(k_.values[id]);
   }
   std::string param_name(int64_t i) const {
-    if (i < 0 || static_cast<size_t>(i) >= k_.params.size()) return "?" + std::to_string(i);
-    return name_str(k_.params[i].name);
+    const std::string* n = memory_name(k_, i);
+    return n ? name_str(*n) : "?" + std::to_string(i);
   }
   DType result_dtype(const Op& op) const {
     if (op.result < 0 || static_cast<size_t>(op.result) >= k_.values.size()) return DType::f32;

@@ -51,6 +51,12 @@ class Verifier {
       if (p.name.empty()) fail_kernel("parameter " + std::to_string(i) + " has no name");
       if (!names.insert(p.name).second) fail_kernel("parameter '" + p.name + "' is declared twice");
     }
+    for (const Scratch& s : k_.scratch) {
+      if (!names.insert(s.name).second) fail_kernel("scratch array '" + s.name + "' reuses a name");
+      if (s.elems < 1 || s.elems > kMaxScratchElems)
+        fail_kernel("scratch array '" + s.name + "' has " + std::to_string(s.elems) +
+                    " elements (1.." + std::to_string(kMaxScratchElems) + ")");
+    }
   }
 
   // Values and variables defined in a block stop being visible when the
@@ -99,9 +105,19 @@ class Verifier {
     if (a != b) fail(what + ": " + type_str(a) + " vs " + type_str(b));
   }
 
-  const Param& buffer_param() {
+  // The memory a memory op names: a buffer parameter, or a scratch array
+  // where `scratch_ok` (load and store).
+  Param memory(bool scratch_ok) {
     int64_t p = cur_.op->ival;
-    if (p < 0 || static_cast<size_t>(p) >= k_.params.size())
+    if (is_scratch_ref(p)) {
+      size_t s = static_cast<size_t>(scratch_index(p));
+      if (s >= k_.scratch.size())
+        fail("scratch array index " + std::to_string(s) + " out of range");
+      if (!scratch_ok)
+        fail("'" + k_.scratch[s].name + "' is a scratch array, which only load and store reach");
+      return {k_.scratch[s].name, ParamKind::Buffer, k_.scratch[s].dtype};
+    }
+    if (static_cast<size_t>(p) >= k_.params.size())
       fail("buffer parameter index " + std::to_string(p) + " out of range");
     const Param& param = k_.params[p];
     if (param.kind != ParamKind::Buffer)
@@ -365,7 +381,7 @@ class Verifier {
       case OpKind::Load: {
         expect_args(1, 3);
         if (op.args.size() == 2) fail("expects 1 or 3 operands, got 2");
-        const Param& buf = buffer_param();
+        const Param buf = memory(true);
         const Type& off = check_offsets(buf);
         Type want{buf.dtype, off.shape};
         if (op.args.size() == 3) {
@@ -379,7 +395,7 @@ class Verifier {
       case OpKind::Store: check_write(false); return;
       case OpKind::Prefetch:
         expect_args(1);
-        check_offsets(buffer_param());
+        check_offsets(memory(false));
         return;
       case OpKind::Dot: {
         expect_args(3);
@@ -469,7 +485,7 @@ class Verifier {
   // Store and atomics: (offsets, value [, mask]).
   void check_write(bool has_result) {
     expect_args(2, 3);
-    const Param& buf = buffer_param();
+    const Param buf = memory(!has_result);
     const Type& off = check_offsets(buf);
     const Type& v = arg(1);
     Type want{buf.dtype, off.shape};

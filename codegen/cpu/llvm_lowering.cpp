@@ -40,6 +40,14 @@ void Lowering::run(const std::string& symbol) {
     buffers_[i] = b_.CreateLoad(ptr, slot, k_.params[i].name);
   }
   for (const Type& t : k_.vars) vars_.push_back(b_.CreateAlloca(reg_type(t)));
+  // A program's scratch arrays live in its frame, aligned for vector access.
+  for (const Scratch& sc : k_.scratch) {
+    llvm::AllocaInst* a = b_.CreateAlloca(
+        llvm::ArrayType::get(storage_type(sc.dtype), static_cast<uint64_t>(sc.elems)), nullptr,
+        sc.name);
+    a->setAlignment(llvm::Align(64));
+    scratch_.push_back(a);
+  }
 
   lower_block(k_.body);
   b_.CreateRetVoid();

@@ -47,9 +47,12 @@ Lowering::Affine Lowering::affine(int value) {
   return a;
 }
 
-llvm::Value* Lowering::element_ptr(int buffer_param, llvm::Value* index_i64) {
-  return b_.CreateGEP(storage_type(k_.params[buffer_param].dtype), buffers_[buffer_param],
-                      index_i64);
+llvm::Value* Lowering::memory_base(int64_t memory) const {
+  return is_scratch_ref(memory) ? scratch_[scratch_index(memory)] : buffers_[memory];
+}
+
+llvm::Value* Lowering::element_ptr(int64_t memory, llvm::Value* index_i64) {
+  return b_.CreateGEP(storage_type(memory_dtype(k_, memory)), memory_base(memory), index_i64);
 }
 
 // Start offsets of each innermost row of an affine access (loads and stores
@@ -126,7 +129,7 @@ llvm::Value* Lowering::load(const Op& op) {
   }
   // General case: one pointer per lane.
   llvm::Value* idx = b_.CreateSExt(off, i64_like(rt.shape));
-  llvm::Value* ptrs = b_.CreateGEP(st, buffers_[buf], idx);
+  llvm::Value* ptrs = b_.CreateGEP(st, memory_base(buf), idx);
   llvm::Value* m =
       masked ? mask : llvm::Constant::getAllOnesValue(shaped(b_.getInt1Ty(), rt.shape));
   llvm::Type* vty = shaped(st, rt.shape);
@@ -200,7 +203,7 @@ void Lowering::store(const Op& op) {
     return;
   }
   llvm::Value* idx = b_.CreateSExt(v(op.args[0]), i64_like(vt.shape));
-  llvm::Value* ptrs = b_.CreateGEP(storage_type(dt), buffers_[buf], idx);
+  llvm::Value* ptrs = b_.CreateGEP(storage_type(dt), memory_base(buf), idx);
   llvm::Value* m =
       masked ? mask : llvm::Constant::getAllOnesValue(shaped(b_.getInt1Ty(), vt.shape));
   b_.CreateMaskedScatter(val, ptrs, align, m);

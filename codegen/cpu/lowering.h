@@ -208,7 +208,10 @@ class Lowering {
   void lower_for(const Op& op);
   void lower_if(const Op& op);
   void track_affine(const Op& op);
-  llvm::Value* element_ptr(int buffer_param, llvm::Value* index_i64);
+  // Where memory `memory` (a buffer parameter or scratch_ref, ir/kernel.h)
+  // starts, and its element at index_i64.
+  llvm::Value* memory_base(int64_t memory) const;
+  llvm::Value* element_ptr(int64_t memory, llvm::Value* index_i64);
   void prefetch(const Op& op);
   // An offsets value's affine form (ir/affine.h) as LLVM values: base +
   // sum_i stride_i * index_i over the tile's axes, in i64. Strides stay
@@ -253,7 +256,8 @@ class Lowering {
   AffineForms forms_;
   std::vector<llvm::Value*> sym_vals_;  // by AffineForms::Sym, once emitted
   std::vector<llvm::AllocaInst*> vars_;
-  std::vector<llvm::Value*> buffers_;  // by parameter index
+  std::vector<llvm::Value*> buffers_;       // by parameter index
+  std::vector<llvm::AllocaInst*> scratch_;  // by scratch index
 };
 
 }  // namespace kiln::cpu_lowering

@@ -183,6 +183,14 @@ class Emitter {
       unpack += std::string(i ? ", " : "") + "*(" + ty + " const*)a[" + std::to_string(i) + "]";
     }
     find_hazards(k_.body);
+    // Scratch arrays take the start of the block's shared memory, each
+    // 16-byte aligned; the staging of tile ops goes after them.
+    for (const Scratch& sc : k_.scratch) {
+      scratch_at_.push_back(smem_);
+      s.scratch.push_back({sc.name, smem_, sc.elems * dtype_bytes(sc.dtype)});
+      smem_ += (sc.elems * dtype_bytes(sc.dtype) + 15) / 16 * 16;
+    }
+    staging_at_ = smem_;
     line("const int tid = threadIdx.x;");
     line("const int lane = tid & 31, warp = tid >> 5;");
     line("(void)lane; (void)warp;");
@@ -316,11 +324,20 @@ class Emitter {
     indent_ = saved_indent;
   }
 
-  void need_smem(int64_t bytes) { smem_ = std::max(smem_, (bytes + 15) / 16 * 16); }
+  void need_smem(int64_t bytes) { smem_ = std::max(smem_, staging_at_ + (bytes + 15) / 16 * 16); }
 
-  // Scratch in shared memory of `type` starting at byte `offset`.
-  static std::string smem_ptr(const std::string& type, int64_t offset) {
-    return "((" + type + "*)(kiln_smem + " + std::to_string(offset) + "))";
+  // Staging in shared memory of `type` starting at byte `offset`.
+  std::string smem_ptr(const std::string& type, int64_t offset) const {
+    return "((" + type + "*)(kiln_smem + " + std::to_string(staging_at_ + offset) + "))";
+  }
+
+  // The memory a memory op names: a buffer parameter, or a scratch array
+  // in shared memory.
+  std::string memory(int64_t ival) const {
+    if (!is_scratch_ref(ival)) return pname(static_cast<size_t>(ival));
+    int s = scratch_index(ival);
+    return "((" + mem_type(k_.scratch[s].dtype) + "*)(kiln_smem + " +
+           std::to_string(scratch_at_[s]) + "))";
   }
 
   // Row-major coordinates of flat index j in `shape` mapped through strides.
@@ -364,6 +381,7 @@ class Emitter {
     std::vector<bool> loaded(k_.params.size()), stored(k_.params.size());
     std::function<void(const Block&)> scan = [&](const Block& blk) {
       for (const Op& op : blk.ops) {
+        if (is_scratch_ref(op.ival)) continue;
         if (op.kind == OpKind::Load) loaded[op.ival] = true;
         if (op.kind == OpKind::Store || is_atomic(op.kind)) stored[op.ival] = true;
         for (const Block& r : op.regions) scan(r);
@@ -374,8 +392,11 @@ class Emitter {
     for (size_t i = 0; i < hazard_.size(); ++i) hazard_[i] = loaded[i] && stored[i];
   }
 
-  void sync_if_hazard(int64_t param) {
-    if (hazard_[param]) line("__syncthreads();  // in-place buffer: order against other threads");
+  void sync_if_hazard(int64_t memory) {
+    if (is_scratch_ref(memory))
+      line("__syncthreads();  // scratch array: order against other threads");
+    else if (hazard_[memory])
+      line("__syncthreads();  // in-place buffer: order against other threads");
   }
 
   // ---- ops ----------------------------------------------------------------------
@@ -623,8 +644,8 @@ class Emitter {
 
   void emit_load(const Op& op) {
     sync_if_hazard(op.ival);
-    DType t = k_.params[op.ival].dtype;
-    std::string at = "KILN_AT(" + pname(op.ival) + ", " + el(op.args[0]) + ")";
+    DType t = memory_dtype(k_, op.ival);
+    std::string at = "KILN_AT(" + memory(op.ival) + ", " + el(op.args[0]) + ")";
     std::string v = load_expr(t, at);
     if (op.args.size() == 3) v = el(op.args[1]) + " ? " + v + " : " + el(op.args[2]);
     each(op.result, [&] { line(el(op.result) + " = " + v + ";"); });
@@ -655,10 +676,10 @@ class Emitter {
 
   void emit_write(const Op& op) {
     sync_if_hazard(op.ival);
-    DType t = k_.params[op.ival].dtype;
+    DType t = memory_dtype(k_, op.ival);
     int off = op.args[0], val = op.args[1];
     bool masked = op.args.size() == 3;
-    std::string at = "KILN_AT_W(" + pname(op.ival) + ", " + el(off) + ")";
+    std::string at = "KILN_AT_W(" + memory(op.ival) + ", " + el(off) + ")";
     bool scalar = ty(off).is_scalar();
     if (op.kind == OpKind::Store) {
       // A scalar store is made once per block, by thread 0.
@@ -1027,6 +1048,8 @@ class Emitter {
   std::string body_;
   int indent_ = 0;
   int64_t smem_ = 0;
+  int64_t staging_at_ = 0;           // where tile staging starts in shared memory
+  std::vector<int64_t> scratch_at_;  // where each scratch array starts
   bool uses_mma_ = false;
   int tmp_ = 0;
   int64_t pending_n_ = -1;  // element count of the pending fused loop, -1: none

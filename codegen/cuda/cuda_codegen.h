@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ir/interpreter.h"
 #include "ir/kernel.h"
@@ -38,6 +39,13 @@ struct CudaSource {
   std::string entry;         // extern "C" __global__ function
   int threads = 0;           // per block
   int64_t shared_bytes = 0;  // dynamic shared memory per block
+  // Where the kernel's scratch arrays lie in it (the simulator checks
+  // accesses against them).
+  struct ScratchRange {
+    std::string name;
+    int64_t offset = 0, bytes = 0;
+  };
+  std::vector<ScratchRange> scratch;
   bool uses_mma = false;
 };
 

@@ -329,6 +329,10 @@ void SimulatedKernel::launch(const Kernel& k, const std::vector<Arg>& args,
   }
   l.threads.resize(static_cast<size_t>(n));
   l.shared.assign(static_cast<size_t>(src_.shared_bytes), 0);
+  for (const CudaSource::ScratchRange& r : src_.scratch) {
+    const char* b = reinterpret_cast<const char*>(l.shared.data()) + r.offset;
+    l.buffers.push_back({b, b + r.bytes, "scratch " + r.name});
+  }
   l.warp_slots.assign(static_cast<size_t>((n + 31) / 32) * 32 * KILN_SIM_SLOT_WORDS, 0);
   l.block_dim = KilnSimDim3{static_cast<unsigned>(n), 1, 1};
   l.grid_dim = KilnSimDim3{static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),

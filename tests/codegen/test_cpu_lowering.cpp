@@ -19,6 +19,7 @@
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "runtime/cpu/cpu_launch.h"
+#include "support/scratch_kernel.h"
 #include "support/test_data.h"
 #include "targets/cpu/cpu_jit.h"
 
@@ -661,6 +662,21 @@ TEST_CASE("control flow, variables, atomics and grids match the interpreter", "[
     interpret(kern, {oi.arg(), hi.arg(), Arg::scalar_int(40), Arg::scalar_int(st)}, g);
     CHECK(same_bits(oj, oi));
     CHECK(same_bits(hj, hi));
+  }
+}
+
+TEST_CASE("scratch arrays are per program and match the interpreter bit for bit",
+          "[codegen][cpu][scratch]") {
+  Kernel kern = kiln::test::scratch_kernel();
+  const int64_t N = kiln::test::kScratchTile, programs = 7;
+  HostBuffer x = HostBuffer::random(DType::f32, N * programs, 5);
+  for (int64_t n : {int64_t{0}, int64_t{29}, N}) {
+    INFO("n = " << n);
+    HostBuffer oj(DType::f32, N * programs), oi(DType::f32, N * programs);
+    // Two threads run programs at once, each with its own array.
+    run_jit(kern, {x.arg(), oj.arg(), Arg::scalar_int(n)}, {programs, 1, 1});
+    interpret(kern, {x.arg(), oi.arg(), Arg::scalar_int(n)}, {programs, 1, 1});
+    CHECK(same_bits(oj, oi));
   }
 }
 

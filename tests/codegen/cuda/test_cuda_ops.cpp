@@ -14,6 +14,7 @@
 #include "ir/error.h"
 #include "support/cuda_check.h"
 #include "support/ir_helpers.h"
+#include "support/scratch_kernel.h"
 #include "support/test_data.h"
 
 using namespace kiln;
@@ -357,4 +358,15 @@ extern "C" void kiln_sim_thread(void* const* a) { hang(*(float* const*)a[0]); }
   CHECK_THROWS_WITH(sim->launch(k, {p.arg()}, {1, 1, 1}),
                     Catch::Contains("deadlock in block (0,0,0): 62 threads wait at __syncthreads, "
                                     "2 at a warp-wide exchange"));
+}
+
+TEST_CASE("cuda: scratch arrays in shared memory, ordered by barriers", "[cuda][sim][scratch]") {
+  Kernel k = scratch_kernel();
+  const int64_t N = kScratchTile, programs = 3;
+  HostBuffer x = HostBuffer::random(DType::f32, N * programs, 9), o(DType::f32, N * programs);
+  for (int64_t n : {int64_t{0}, int64_t{29}, N}) {
+    INFO("n = " << n);
+    std::vector<Arg> args = {x.arg(), o.arg(), Arg::scalar_int(n)};
+    CHECK(cuda_vs_interpreter(k, args, {programs, 1, 1}) == "");
+  }
 }
