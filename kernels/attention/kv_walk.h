@@ -14,11 +14,13 @@
 // (one element at a time, broadcast from memory, so no shuffle) with the
 // block's K rows (keys in the lanes), summed in independent chains so
 // HEAD_DIM dependent FMAs do not serialise on their latency (over a q8_0
-// cache, grouped 8-bit dots of the codes, below); then the online
-// softmax (log2-scaled scores, exp2, running max m and sum l) and acc = acc
-// * alpha + sum_j p_j V_j, each V row loaded once for all the rows. Blocks
-// every row sees whole use plain loads; only the blocks at the range's ends
-// (and, with per-row ranges, those some row sees only in part) are masked,
+// cache, grouped 8-bit dots of the codes, below). Blocks every row sees
+// whole go kChunkKeys keys at a time: their scores are stored to a scratch
+// array, one online-softmax step (log2-scaled scores, exp2, running max m
+// and sum l) turns them into weights there, and acc = acc * alpha +
+// sum_j p_j V_j reads each weight back as a scalar, each V row loaded once
+// for all the rows. Only the blocks at the range's ends (and, with per-row
+// ranges, those some row sees only in part) are masked, one block a step,
 // so cache rows outside the range are never read.
 #pragma once
 
@@ -64,15 +66,21 @@ struct WalkInputs {
   int64_t head_dim = 0, key_block = 0, prefetch = 0;
 };
 
+// Keys per softmax step of the walk's unmasked blocks.
+constexpr int64_t kChunkKeys = 128;
+
 // The rows' running state: m (log2 units) and l f32 scalars, acc f32
 // [HEAD_DIM] (over an AURA cache in its V codes' lane order: read it
-// through walk_output).
+// through walk_output); and the scratch array a step's scores and weights
+// go through (f32 [rows * kChunkKeys]).
 struct WalkState {
   std::vector<Var> m, l, acc;
+  std::optional<Buffer> scratch;
 };
 // A row's acc in natural order.
 Value walk_output(const WalkInputs& in, const Value& acc);
 
+// Declares the scratch array: once per kernel.
 WalkState walk_start(KernelBuilder& k, size_t rows, int64_t head_dim);
 
 // Adds keys [begin, end) of the KV head to the state (each row only those
