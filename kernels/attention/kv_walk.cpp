@@ -148,22 +148,21 @@ std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Va
   return sc;
 }
 
-// One online-softmax step for every row: sc[row] holds its log2-scaled
-// scores of the step's keys (-inf where it does not see one). Updates the
-// running max m, sum l and the accumulators' scale, and returns each row's
-// weights p = 2^(score - m).
-std::vector<Value> softmax_step(const std::vector<Value>& sc, int64_t head_dim, WalkState& st) {
+// The start of an online-softmax step for every row, given the largest of
+// its new log2-scaled scores (top, f32 scalar; -inf when it sees none of
+// them): the running max moves to m_new, l and acc are rescaled by alpha
+// = 2^(m_old - m_new), and the returned m_sub[row] is what the step's
+// weights are 2^(score - m_sub) of. The alphas are one vector exp2, not
+// one scalar exp2 (a polynomial of ~40 instructions) per row.
+std::vector<Value> rescale(const std::vector<Value>& top, int64_t head_dim, WalkState& st) {
   const double neg_inf = -std::numeric_limits<double>::infinity();
   const size_t rows = st.m.size();
-  const int64_t n = sc[0].shape()[0];
-  // The rows' rescale factors alpha = 2^(m_old - m_new) as one vector
-  // exp2, not one scalar exp2 (a polynomial of ~40 instructions) per row.
   std::vector<Value> m_sub(rows);
   Value diff = zeros(DType::f32, {static_cast<int64_t>(rows)});
   auto lane = arange(static_cast<int64_t>(rows));
   for (size_t h = 0; h < rows; ++h) {
     Value m_old = st.m[h];
-    auto m_new = maximum(m_old, fold_last_axis(sc[h], Fold::Max));
+    auto m_new = maximum(m_old, top[h]);
     // A row that has seen only masked keys keeps m = -inf; subtracting 0
     // instead keeps exp2 away from -inf - -inf (NaN).
     m_sub[h] = where(m_new > neg_inf, m_new, zeros(DType::f32, {}));
@@ -172,14 +171,12 @@ std::vector<Value> softmax_step(const std::vector<Value>& sc, int64_t head_dim, 
     st.m[h] = m_new;
   }
   auto alphas = exp2(diff);
-  std::vector<Value> p(rows);
   for (size_t h = 0; h < rows; ++h) {
     auto alpha = reshape(slice(alphas, {static_cast<int64_t>(h)}, {1}), {});
-    p[h] = exp2(sc[h] - broadcast_to(m_sub[h], {n}));
-    st.l[h] = Value(st.l[h]) * alpha + fold_last_axis(p[h], Fold::Sum);
+    st.l[h] = Value(st.l[h]) * alpha;
     st.acc[h] = Value(st.acc[h]) * broadcast_to(alpha, {head_dim});
   }
-  return p;
+  return m_sub;
 }
 
 // acc[row] += weight(row) * V[key] for every row (weight: [1] f32), the
@@ -221,7 +218,13 @@ void masked_block(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     auto visible = in.lo.empty() ? kmask : kmask & (keys >= in.lo[h]) & (keys < in.hi[h]);
     sc[h] = where(visible, sc[h], full({KB}, neg_inf, DType::f32));
   }
-  auto p = softmax_step(sc, in.head_dim, st);
+  std::vector<Value> top, p(rows);
+  for (size_t h = 0; h < rows; ++h) top.push_back(fold_last_axis(sc[h], Fold::Max));
+  auto m_sub = rescale(top, in.head_dim, st);
+  for (size_t h = 0; h < rows; ++h) {
+    p[h] = exp2(sc[h] - broadcast_to(m_sub[h], {KB}));
+    st.l[h] = Value(st.l[h]) + fold_last_axis(p[h], Fold::Sum);
+  }
   for (int64_t j = 0; j < KB; ++j) {
     // The key from the scalar j0 (not a slice of a keys vector), so its
     // row's offsets stay one contiguous run to the lowering.
@@ -234,39 +237,52 @@ void masked_block(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
 
 // Adds nb (an i32 scalar, 1 .. kChunkKeys / KB) whole K blocks from key j0
 // on, which every row sees, to the state: their scores go to the scratch
-// array, one softmax step takes them all, and P V reads each weight back
-// from it as a scalar (on x86 an FMA's broadcast operand), V row by V row.
-// Per key block the walk would pay the softmax's folds and exp2 latency
-// each 16 keys, and a lane shuffle per weight (kiln bench, 2 threads,
-// 32x4x64 f16 heads at 4096 keys: 0.28 -> 0.15 ms).
+// array (each row's running lane-wise max kept on the way), one softmax
+// step takes them all, turning them into weights in place block by block,
+// and P V reads each weight back as a scalar (on x86 an FMA's broadcast
+// operand), V row by V row. Per key block the walk would pay the
+// softmax's folds and exp2 latency each 16 keys, and a lane shuffle per
+// weight (kiln bench, 2 threads, 32x4x64 f16 heads at 4096 keys: 0.28 ->
+// 0.15 ms). The loops over blocks run at run time: unrolled, the chunk's
+// scores would be live at once, and spilled.
 void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const Value& nb,
                   const Value& last_block, WalkState& st) {
   const int64_t D = in.head_dim, KB = in.key_block, C = kChunkKeys;
   const int kb = static_cast<int>(KB);
   const size_t rows = st.m.size();
   const Buffer& scr = *st.scratch;
-  auto row_at = [&](size_t h, const Value& key_in_chunk) {
-    return key_in_chunk.to(DType::i64) + static_cast<int64_t>(h * C);
+  // Row h's lanes of the chunk's keys from key_in_chunk (i32) on.
+  auto at = [&](size_t h, const Value& key_in_chunk, int64_t n) {
+    auto first = key_in_chunk.to(DType::i64) + static_cast<int64_t>(h * C);
+    return n == 1 ? first : broadcast_to(first, {n}) + arange(n).to(DType::i64);
   };
+  std::vector<Var> top;
+  for (size_t h = 0; h < rows; ++h)
+    top.push_back(k.var(full({KB}, -std::numeric_limits<double>::infinity(), DType::f32)));
   k.for_(0, nb, 1, [&](Value b) {
     auto first = j0 + b * kb;
     if (in.prefetch > 0)
       prefetch_kv_block(in.kv, minimum(first / kb + static_cast<int>(in.prefetch), last_block));
-    WalkInputs at = in;
-    at.kv = pin_block_page(in.kv, first);
-    auto sc = block_scores(k, at, first / kb, Value(), rows);
-    for (size_t h = 0; h < rows; ++h)
-      store(scr + (row_at(h, b * kb) + arange(KB).to(DType::i64)), sc[h]);
+    WalkInputs blk = in;
+    blk.kv = pin_block_page(in.kv, first);
+    auto sc = block_scores(k, blk, first / kb, Value(), rows);
+    for (size_t h = 0; h < rows; ++h) {
+      store(scr + at(h, b * kb, KB), sc[h]);
+      top[h] = maximum(Value(top[h]), sc[h]);
+    }
   });
-  const double neg_inf = -std::numeric_limits<double>::infinity();
-  auto live = arange(C) < nb * kb;  // lanes past the chunk's blocks hold stale scores
-  std::vector<Value> sc(rows);
-  for (size_t h = 0; h < rows; ++h)
-    sc[h] = where(live, load(scr + (row_at(h, zeros(DType::i32, {})) + arange(C).to(DType::i64))),
-                  full({C}, neg_inf, DType::f32));
-  auto p = softmax_step(sc, D, st);
-  for (size_t h = 0; h < rows; ++h)
-    store(scr + (row_at(h, zeros(DType::i32, {})) + arange(C).to(DType::i64)), p[h]);
+  std::vector<Value> tops;
+  for (size_t h = 0; h < rows; ++h) tops.push_back(fold_last_axis(top[h], Fold::Max));
+  auto m_sub = rescale(tops, D, st);
+  for (size_t h = 0; h < rows; ++h) {
+    auto sum = k.var(zeros(DType::f32, {KB}));
+    k.for_(0, nb * kb, kb, [&](Value c) {
+      auto p = exp2(load(scr + at(h, c, KB)) - broadcast_to(m_sub[h], {KB}));
+      store(scr + at(h, c, KB), p);
+      sum = Value(sum) + p;
+    });
+    st.l[h] = Value(st.l[h]) + fold_last_axis(sum, Fold::Sum);
+  }
   k.for_(0, nb, 1, [&](Value b) {
     auto first = j0 + b * kb;
     auto kv = pin_block_page(in.kv, first);
@@ -276,7 +292,7 @@ void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
       for (int u = 0; u < 2; ++u)
         add_value_row(
             kv, first + j + u, Value(), D,
-            [&](size_t h) { return reshape(load(scr + row_at(h, b * kb + j + u)), {1}); }, st);
+            [&](size_t h) { return reshape(load(scr + at(h, b * kb + j + u, 1)), {1}); }, st);
     });
   });
 }
