@@ -4,9 +4,9 @@
 // Every token streams the whole cache, and all query heads of a GQA group
 // read the same K/V rows, so a program owns one KV head, one token and
 // BLOCK_G of the heads that share it, and walks the cache once with the
-// state of all its heads in registers (kv_walk.h). The accumulators are
-// BLOCK_G * HEAD_DIM / 16 registers on AVX-512, which bounds BLOCK_G (the
-// heuristic keeps it within 16 of 32). With few programs for the threads
+// state of all its heads (kv_walk.h); each head's scores take a register
+// in the score loop, which bounds BLOCK_G (attention_shape.cpp measures
+// it). With few programs for the threads
 // (few KV heads) or a long cache, attention_decode_split (flash-decoding)
 // divides the walk instead.
 //

@@ -72,7 +72,7 @@ Kernel build_attention_decode_split(const Spec& s) {
   walk_keys(k, in, maximum(first, window_begin(pos, sc.window)), end, st);
   for (int64_t h = 0; h < BG; ++h) {
     auto valid = g0 + static_cast<int>(h) < group;
-    store(part_o + (part[h] * D + arange(D).to(DType::i64)), walk_output(in, st.acc[h]),
+    store(part_o + (part[h] * D + arange(D).to(DType::i64)), walk_output(in, st, h),
           broadcast_to(valid, {D}));
     auto ml =
         where(arange(2) == 0, broadcast_to(Value(st.m[h]), {2}), broadcast_to(Value(st.l[h]), {2}));

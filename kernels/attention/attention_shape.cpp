@@ -164,29 +164,28 @@ DecodeBatchSizes decode_batch_sizes(const std::string& kernel, const Spec& s, co
 
 namespace {
 
-// Rows of kv_walk.h whose accumulators (HEAD_DIM f32 each) fit 1/`share`
-// of the target's vector registers, capped by `n` rounded up to a power of
-// two.
-int64_t walk_rows(const Spec& s, int64_t n, int64_t share) {
-  const int64_t regs = s.target.vector_registers / share * s.target.lanes(DType::f32);
-  int64_t rows = std::max<int64_t>(1, regs / s.constexpr_("HEAD_DIM")), cap = 1;
+// `rows`, capped by n rounded up to a power of two.
+int64_t walk_rows(int64_t rows, int64_t n) {
+  int64_t cap = 1;
   while (cap < n) cap *= 2;
   return std::min(rows, cap);
 }
 
 }  // namespace
 
-// Decode: the whole register file. kiln bench, 2 threads, f16 cache, split-K:
-// at HEAD_DIM 128 four heads beat two (32x8x128: 1.35 -> 0.97 ms at 8192
-// keys, 4.7-5.3 -> 4.0 at 32768; 8x1x128: 0.29 -> 0.24 at 8192), though
-// their accumulators take every AVX-512 register; at 64, 8 heads and 4
-// within noise. AURA caches alike (aura4v4 at 16384 keys: 2.5 -> 2.3 ms).
-std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a) {
-  return {{"BLOCK_G", walk_rows(s, a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads")), 1)}};
+// The walk keeps its accumulators in scratch and a part of HEAD_DIM of
+// them in registers at a time (kv_walk.h), so rows are no longer bound by
+// the register file, but by the score loop's registers (a score vector per
+// row). kiln bench, 2 threads, f16 cache, 8192 keys: decode at 4 heads
+// 0.29-0.31 ms (32x4x64), 8 heads 0.30 (32x4x64) and 1.28 (32x8x128, 4 of
+// them padding); prefill of 512 tokens at 8 rows 0.59 and 0.66 of the FMA
+// peak (HEAD_DIM 64, 128), 4 rows 0.57 and 0.64, 16 rows 0.44 and 0.49.
+std::map<std::string, int64_t> decode_block_g(const Spec&, const ScalarArgs& a) {
+  return {{"BLOCK_G", walk_rows(4, a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads")))}};
 }
 
-std::map<std::string, int64_t> prefill_block_m(const Spec& s, const ScalarArgs& a) {
-  return {{"BLOCK_M", walk_rows(s, a.i("n_tokens"), 2)}};
+std::map<std::string, int64_t> prefill_block_m(const Spec&, const ScalarArgs& a) {
+  return {{"BLOCK_M", walk_rows(8, a.i("n_tokens"))}};
 }
 
 int64_t attention_lanes(const TargetDesc& t) {

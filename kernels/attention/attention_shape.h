@@ -69,14 +69,11 @@ struct DecodeBatchSizes {
 };
 DecodeBatchSizes decode_batch_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a);
 
-// BLOCK_G of the decode kernels for a launch: the accumulators of BLOCK_G
-// heads (BLOCK_G * HEAD_DIM f32) within the target's vector registers (on
-// AVX-512, 32 x 16 f32; measured in attention_shape.cpp), and no wider than
-// the group rounded up to a power of two.
+// BLOCK_G of the decode kernels for a launch: 4 heads (measured in
+// attention_shape.cpp), no more than the group rounded up to a power of two.
 std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a);
-// BLOCK_M of the prefill kernels: their rows' (tokens') accumulators within
-// half the registers, and no wider than n_tokens rounded up to a power of
-// two.
+// BLOCK_M of the prefill kernels: 8 tokens, no more than n_tokens rounded
+// up to a power of two.
 std::map<std::string, int64_t> prefill_block_m(const Spec& s, const ScalarArgs& a);
 
 // The new rows a cache store writes (kv_cache_store, aura_encode):

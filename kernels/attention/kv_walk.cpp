@@ -21,6 +21,15 @@ constexpr int64_t kScoreChains = 8;
 // Dims per step of the score loop.
 constexpr int64_t kDimChunk = 16;
 
+// The part of HEAD_DIM whose accumulators add_values keeps in registers
+// for all rows at once: at most 16 vector registers of them (of KB f32
+// lanes each), a power of two dividing HEAD_DIM.
+int64_t walk_value_part(int64_t rows, int64_t head_dim, int64_t key_block) {
+  int64_t part = head_dim;
+  while (part > key_block && rows * (part / key_block) > 16) part /= 2;
+  return part;
+}
+
 // Each row's scores against K block `block` of a q8_0 cache, [KB] (before
 // the softmax scale): per 32-dim block, an i32 sum of u8 x i8 dots (4 dims
 // of 16 keys per instruction on AVX-512 VNNI) of the K codes, made unsigned
@@ -150,14 +159,16 @@ std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Va
 
 // The start of an online-softmax step for every row, given the largest of
 // its new log2-scaled scores (top, f32 scalar; -inf when it sees none of
-// them): the running max moves to m_new, l and acc are rescaled by alpha
-// = 2^(m_old - m_new), and the returned m_sub[row] is what the step's
-// weights are 2^(score - m_sub) of. The alphas are one vector exp2, not
-// one scalar exp2 (a polynomial of ~40 instructions) per row.
-std::vector<Value> rescale(const std::vector<Value>& top, int64_t head_dim, WalkState& st) {
+// them): the running max moves to m_new and l is rescaled by alpha =
+// 2^(m_old - m_new); returns each row's alpha, for its accumulator
+// (add_values), and sets m_sub[row], what the step's weights are
+// 2^(score - m_sub) of. The alphas are one vector exp2, not one scalar exp2
+// (a polynomial of ~40 instructions) per row.
+std::vector<Value> rescale(const std::vector<Value>& top, WalkState& st,
+                           std::vector<Value>& m_sub) {
   const double neg_inf = -std::numeric_limits<double>::infinity();
   const size_t rows = st.m.size();
-  std::vector<Value> m_sub(rows);
+  m_sub.assign(rows, Value());
   Value diff = zeros(DType::f32, {static_cast<int64_t>(rows)});
   auto lane = arange(static_cast<int64_t>(rows));
   for (size_t h = 0; h < rows; ++h) {
@@ -171,32 +182,68 @@ std::vector<Value> rescale(const std::vector<Value>& top, int64_t head_dim, Walk
     st.m[h] = m_new;
   }
   auto alphas = exp2(diff);
+  std::vector<Value> alpha(rows);
   for (size_t h = 0; h < rows; ++h) {
-    auto alpha = reshape(slice(alphas, {static_cast<int64_t>(h)}, {1}), {});
-    st.l[h] = Value(st.l[h]) * alpha;
-    st.acc[h] = Value(st.acc[h]) * broadcast_to(alpha, {head_dim});
+    alpha[h] = reshape(slice(alphas, {static_cast<int64_t>(h)}, {1}), {});
+    st.l[h] = Value(st.l[h]) * alpha[h];
   }
-  return m_sub;
+  return alpha;
 }
 
-// acc[row] += weight(row) * V[key] for every row (weight: [1] f32), the
-// V row loaded once for all of them (kv pinned to key's block). An AURA
-// row's norm joins the weight (one multiply, not HEAD_DIM), and its values
-// accumulate in lane order (walk_output restores it).
-void add_value_row(const KvView& kv, const Value& key, const Value& vmask, int64_t head_dim,
-                   const std::function<Value(size_t)>& weight, WalkState& st) {
-  Value vrow, norm;
-  if (kv.vbits) {
-    AuraRows r = load_aura_v_rows(kv, key, 1, true, vmask);
-    vrow = reshape(r.values, {head_dim});
-    norm = r.norms;
-  } else {
-    vrow = reshape(load_v_rows(kv, key, 1, vmask), {head_dim});
-  }
-  for (size_t h = 0; h < st.acc.size(); ++h) {
-    auto w = weight(h);
-    if (norm.valid()) w = w * norm;
-    st.acc[h] = fma(broadcast_to(w, {head_dim}), vrow, Value(st.acc[h]));
+// acc = acc * alpha + sum_j p_j V_j for every row, over nb K blocks (an i32
+// scalar) from key j0 on, p_j in lanes [0, nb * KB) of the row's scores in
+// scratch; with `masked`, keys outside [begin, end) are not read (their
+// p_j is 0). The accumulators live in scratch and are taken a part of
+// HEAD_DIM at a time, each part's registers for all rows kept while the
+// keys go by: all of HEAD_DIM for every row at once would need more
+// registers than there are (8 heads of 64, 4 of 128, or the prefill's
+// token rows). Each weight is read back as a scalar (on x86 an FMA's
+// broadcast operand). An AURA row's norm joins the weight (one multiply,
+// not HEAD_DIM), and its values accumulate in lane order (walk_output
+// restores it).
+void add_values(KernelBuilder& k, const WalkInputs& in, const Value& j0, const Value& nb,
+                const std::vector<Value>& alpha, const Value& begin, const Value& end, bool masked,
+                WalkState& st) {
+  const int64_t D = in.head_dim, KB = in.key_block, C = kChunkKeys;
+  const int kb = static_cast<int>(KB);
+  const size_t rows = st.m.size();
+  const int64_t part = walk_value_part(static_cast<int64_t>(rows), D, KB);
+  for (int64_t p0 = 0; p0 < D; p0 += part) {
+    std::vector<Var> acc;
+    auto acc_at = [&](size_t h) {
+      return arange(part).to(DType::i64) + static_cast<int64_t>(h * D + p0);
+    };
+    for (size_t h = 0; h < rows; ++h)
+      acc.push_back(k.var(load(*st.acc + acc_at(h)) * broadcast_to(alpha[h], {part})));
+    k.for_(0, nb, 1, [&](Value b) {
+      auto first = j0 + b * kb;
+      auto kv = pin_block_page(in.kv, first);
+      // Two keys a step: unrolled over the block, LLVM hoists every V row's
+      // widening to the top and spills them.
+      k.for_(0, kb, 2, [&](Value j) {
+        for (int u = 0; u < 2; ++u) {
+          auto key = first + j + u;
+          auto vmask = masked ? reshape((key >= begin) & (key < end), {1}) : Value();
+          Value vrow, norm;
+          if (kv.vbits) {
+            AuraRows r = load_aura_v_rows(kv, key, 1, true, vmask);
+            vrow = reshape(r.values, {D});
+            norm = r.norms;
+          } else {
+            vrow = reshape(load_v_rows(kv, key, 1, vmask), {D});
+          }
+          if (part < D) vrow = slice(vrow, {p0}, {part});
+          for (size_t h = 0; h < rows; ++h) {
+            auto w = reshape(
+                load(*st.scratch + ((b * kb + j + u).to(DType::i64) + static_cast<int64_t>(h * C))),
+                {1});
+            if (norm.valid()) w = w * norm;
+            acc[h] = fma(broadcast_to(w, {part}), vrow, Value(acc[h]));
+          }
+        }
+      });
+    });
+    for (size_t h = 0; h < rows; ++h) store(*st.acc + acc_at(h), Value(acc[h]));
   }
 }
 
@@ -218,21 +265,15 @@ void masked_block(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     auto visible = in.lo.empty() ? kmask : kmask & (keys >= in.lo[h]) & (keys < in.hi[h]);
     sc[h] = where(visible, sc[h], full({KB}, neg_inf, DType::f32));
   }
-  std::vector<Value> top, p(rows);
+  std::vector<Value> top, m_sub;
   for (size_t h = 0; h < rows; ++h) top.push_back(fold_last_axis(sc[h], Fold::Max));
-  auto m_sub = rescale(top, in.head_dim, st);
+  auto alpha = rescale(top, st, m_sub);
   for (size_t h = 0; h < rows; ++h) {
-    p[h] = exp2(sc[h] - broadcast_to(m_sub[h], {KB}));
-    st.l[h] = Value(st.l[h]) + fold_last_axis(p[h], Fold::Sum);
+    auto p = exp2(sc[h] - broadcast_to(m_sub[h], {KB}));
+    st.l[h] = Value(st.l[h]) + fold_last_axis(p, Fold::Sum);
+    store(*st.scratch + (arange(KB).to(DType::i64) + static_cast<int64_t>(h * kChunkKeys)), p);
   }
-  for (int64_t j = 0; j < KB; ++j) {
-    // The key from the scalar j0 (not a slice of a keys vector), so its
-    // row's offsets stay one contiguous run to the lowering.
-    auto key = j0 + static_cast<int>(j);
-    add_value_row(
-        at.kv, key, reshape((key >= begin) & (key < end), {1}), in.head_dim,
-        [&](size_t h) { return slice(p[h], {j}, {1}); }, st);
-  }
+  add_values(k, at, j0, full({}, 1, DType::i32), alpha, begin, end, true, st);
 }
 
 // Adds nb (an i32 scalar, 1 .. kChunkKeys / KB) whole K blocks from key j0
@@ -247,7 +288,7 @@ void masked_block(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
 // scores would be live at once, and spilled.
 void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const Value& nb,
                   const Value& last_block, WalkState& st) {
-  const int64_t D = in.head_dim, KB = in.key_block, C = kChunkKeys;
+  const int64_t KB = in.key_block, C = kChunkKeys;
   const int kb = static_cast<int>(KB);
   const size_t rows = st.m.size();
   const Buffer& scr = *st.scratch;
@@ -273,7 +314,8 @@ void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
   });
   std::vector<Value> tops;
   for (size_t h = 0; h < rows; ++h) tops.push_back(fold_last_axis(top[h], Fold::Max));
-  auto m_sub = rescale(tops, D, st);
+  std::vector<Value> m_sub;
+  auto alpha = rescale(tops, st, m_sub);
   for (size_t h = 0; h < rows; ++h) {
     auto sum = k.var(zeros(DType::f32, {KB}));
     k.for_(0, nb * kb, kb, [&](Value c) {
@@ -283,18 +325,7 @@ void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     });
     st.l[h] = Value(st.l[h]) + fold_last_axis(sum, Fold::Sum);
   }
-  k.for_(0, nb, 1, [&](Value b) {
-    auto first = j0 + b * kb;
-    auto kv = pin_block_page(in.kv, first);
-    // Two keys a step: unrolled over the block, LLVM hoists every V row's
-    // widening to the top and spills them.
-    k.for_(0, kb, 2, [&](Value j) {
-      for (int u = 0; u < 2; ++u)
-        add_value_row(
-            kv, first + j + u, Value(), D,
-            [&](size_t h) { return reshape(load(scr + at(h, b * kb + j + u, 1)), {1}); }, st);
-    });
-  });
+  add_values(k, in, j0, nb, alpha, Value(), Value(), false, st);
 }
 
 }  // namespace
@@ -345,15 +376,19 @@ WalkInputs decode_inputs(const Spec& s, const Buffer& q, const DecodeScalars& sc
 WalkState walk_start(KernelBuilder& k, size_t rows, int64_t head_dim) {
   WalkState st;
   st.scratch = k.scratch("walk_scores", DType::f32, static_cast<int64_t>(rows) * kChunkKeys);
+  st.acc = k.scratch("walk_acc", DType::f32, static_cast<int64_t>(rows) * head_dim);
+  const int64_t n = static_cast<int64_t>(rows) * head_dim;
+  store(*st.acc + arange(n), zeros(DType::f32, {n}));
   for (size_t h = 0; h < rows; ++h) {
     st.m.push_back(k.var(full({}, -std::numeric_limits<double>::infinity(), DType::f32)));
     st.l.push_back(k.var(zeros(DType::f32, {})));
-    st.acc.push_back(k.var(zeros(DType::f32, {head_dim})));
   }
   return st;
 }
 
-Value walk_output(const WalkInputs& in, const Value& acc) {
+Value walk_output(const WalkInputs& in, const WalkState& st, size_t row) {
+  const int64_t D = in.head_dim;
+  auto acc = load(*st.acc + (arange(D).to(DType::i64) + static_cast<int64_t>(row) * D));
   return in.kv.vbits ? aura_lanes_to_natural(acc, in.kv.vbits) : acc;
 }
 
@@ -363,7 +398,7 @@ void walk_finish(const WalkInputs& in, const WalkState& st, const Buffer& out,
   for (size_t h = 0; h < st.m.size(); ++h) {
     auto inv = softmax_normaliser(st.m[h], st.l[h], sinks[h]);
     store(out + (in.qrow[h] + arange(D).to(DType::i64)),
-          (walk_output(in, st.acc[h]) * broadcast_to(inv, {D})).to(out.dtype()),
+          (walk_output(in, st, h) * broadcast_to(inv, {D})).to(out.dtype()),
           broadcast_to(live[h], {D}));
   }
 }

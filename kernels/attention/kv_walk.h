@@ -1,5 +1,5 @@
-// The key loop every attention kernel shares: a few query rows,
-// their online-softmax state in registers, walking a range of one KV
+// The key loop every attention kernel shares: a few query rows and
+// their online-softmax state, walking a range of one KV
 // head's cache (kv_cache.h) one K block (KB keys) at a time. A row is one
 // query vector: a head of a GQA group at one token (the decode kernels),
 // or one token of a head (prefill, whose rows differ in the keys they see).
@@ -69,18 +69,18 @@ struct WalkInputs {
 // Keys per softmax step of the walk's unmasked blocks.
 constexpr int64_t kChunkKeys = 128;
 
-// The rows' running state: m (log2 units) and l f32 scalars, acc f32
-// [HEAD_DIM] (over an AURA cache in its V codes' lane order: read it
-// through walk_output); and the scratch array a step's scores and weights
-// go through (f32 [rows * kChunkKeys]).
+// The rows' running state: m (log2 units) and l f32 scalars; two scratch
+// arrays, a step's scores and weights (f32 [rows * kChunkKeys]) and the
+// rows' accumulators (f32 [rows * HEAD_DIM], over an AURA cache in its V
+// codes' lane order: read them through walk_output).
 struct WalkState {
-  std::vector<Var> m, l, acc;
-  std::optional<Buffer> scratch;
+  std::vector<Var> m, l;
+  std::optional<Buffer> scratch, acc;
 };
-// A row's acc in natural order.
-Value walk_output(const WalkInputs& in, const Value& acc);
+// A row's accumulator (f32 [HEAD_DIM]) in natural order.
+Value walk_output(const WalkInputs& in, const WalkState& st, size_t row);
 
-// Declares the scratch array: once per kernel.
+// Declares the scratch arrays: once per kernel.
 WalkState walk_start(KernelBuilder& k, size_t rows, int64_t head_dim);
 
 // Adds keys [begin, end) of the KV head to the state (each row only those
