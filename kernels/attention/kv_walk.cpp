@@ -273,7 +273,7 @@ void masked_block(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     st.l[h] = Value(st.l[h]) + fold_last_axis(p, Fold::Sum);
     store(*st.scratch + (arange(KB).to(DType::i64) + static_cast<int64_t>(h * kChunkKeys)), p);
   }
-  add_values(k, at, j0, full({}, 1, DType::i32), alpha, begin, end, true, st);
+  add_values(k, in, j0, full({}, 1, DType::i32), alpha, begin, end, true, st);
 }
 
 // Adds nb (an i32 scalar, 1 .. kChunkKeys / KB) whole K blocks from key j0
