@@ -381,9 +381,9 @@ class Emitter {
     std::vector<bool> loaded(k_.params.size()), stored(k_.params.size());
     std::function<void(const Block&)> scan = [&](const Block& blk) {
       for (const Op& op : blk.ops) {
-        if (is_scratch_ref(op.ival)) continue;
-        if (op.kind == OpKind::Load) loaded[op.ival] = true;
-        if (op.kind == OpKind::Store || is_atomic(op.kind)) stored[op.ival] = true;
+        bool buffer = !is_scratch_ref(op.ival);  // scratch arrays always synchronise
+        if (op.kind == OpKind::Load && buffer) loaded[op.ival] = true;
+        if ((op.kind == OpKind::Store || is_atomic(op.kind)) && buffer) stored[op.ival] = true;
         for (const Block& r : op.regions) scan(r);
       }
     };
