@@ -28,16 +28,15 @@ struct Param {
 // kernel stages through memory rather than registers, e.g. a block of
 // attention scores read back one element at a time. Every program has its
 // own; its contents are undefined when the program starts. Launches pass
-// nothing for it: a CPU program keeps it on its stack, a CUDA block in
-// shared memory.
+// nothing for it: each backend places it in the program's own memory.
 struct Scratch {
   std::string name;
   DType dtype = DType::f32;
   int64_t elems = 0;
 };
 
-// The most elements a scratch array may hold, so a stack or a block's
-// shared memory always has room (64 KiB of f32).
+// The most elements a scratch array may hold (64 KiB of f32), so that
+// every backend's per-program memory has room.
 constexpr int64_t kMaxScratchElems = 16384;
 
 struct Kernel {

@@ -351,12 +351,19 @@ class Parser {
     return r;
   }
 
-  void param() {
+  // A name not yet given to a parameter or scratch array, and the colon
+  // after it; `kind` names the thing in the error.
+  std::string new_name(const std::string& what, const std::string& kind) {
     Token at = peek();
-    Param p;
-    p.name = name("a parameter name");
-    if (param_index_.count(p.name)) fail(at, "parameter " + quote(p.name) + " declared twice");
+    std::string n = name(what);
+    if (param_index_.count(n)) fail(at, kind + " " + quote(n) + " declared twice");
     expect(":");
+    return n;
+  }
+
+  void param() {
+    Param p;
+    p.name = new_name("a parameter name", "parameter");
     if (accept_keyword("buf")) {
       p.kind = ParamKind::Buffer;
       expect("<");
@@ -372,11 +379,8 @@ class Parser {
 
   // `name: dtype[elems]`
   void scratch() {
-    Token at = peek();
     Scratch sc;
-    sc.name = name("a scratch array name");
-    if (param_index_.count(sc.name)) fail(at, "name " + quote(sc.name) + " declared twice");
-    expect(":");
+    sc.name = new_name("a scratch array name", "name");
     sc.dtype = dtype();
     expect("[");
     Token n = peek();

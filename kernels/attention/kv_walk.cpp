@@ -20,13 +20,35 @@ constexpr int64_t kScoreChains = 8;
 // Dims per step of the score loop.
 constexpr int64_t kDimChunk = 16;
 
+// Vector registers add_values keeps accumulators in, for all rows at once
+// (half the AVX-512 file: V rows and weights take the rest).
+constexpr int64_t kValueRegisters = 16;
+
 // The part of HEAD_DIM whose accumulators add_values keeps in registers
-// for all rows at once: at most 16 vector registers of them (of KB f32
-// lanes each), a power of two dividing HEAD_DIM.
+// for all rows at once: at most kValueRegisters of them (of KB f32 lanes
+// each), a power of two dividing HEAD_DIM.
 int64_t walk_value_part(int64_t rows, int64_t head_dim, int64_t key_block) {
   int64_t part = head_dim;
-  while (part > key_block && rows * (part / key_block) > 16) part /= 2;
+  while (part > key_block && rows * (part / key_block) > kValueRegisters) part /= 2;
   return part;
+}
+
+// Offsets into the weights' scratch array (WalkState::scratch) of row
+// `row`'s lanes lane .. lane + n - 1 (lane an i32 scalar; a scalar offset
+// for n = 1).
+Value weight_at(size_t row, const Value& lane, int64_t n) {
+  auto first = lane.to(DType::i64) + static_cast<int64_t>(row) * kChunkKeys;
+  return n == 1 ? first : broadcast_to(first, {n}) + arange(n).to(DType::i64);
+}
+
+// V row `key` widened to f32 [head_dim] (an AURA row in its codes' lane
+// order, its norm in `norm`; invalid otherwise), not read outside vmask.
+Value load_value_row(const KvView& kv, const Value& key, const Value& vmask, int64_t head_dim,
+                     Value& norm) {
+  if (!kv.vbits) return reshape(load_v_rows(kv, key, 1, vmask), {head_dim});
+  AuraRows r = load_aura_v_rows(kv, key, 1, true, vmask);
+  norm = r.norms;
+  return reshape(r.values, {head_dim});
 }
 
 // Each row's scores against K block `block` of a q8_0 cache, [KB] (before
@@ -203,7 +225,7 @@ std::vector<Value> rescale(const std::vector<Value>& top, WalkState& st,
 void add_values(KernelBuilder& k, const WalkInputs& in, const Value& j0, const Value& nb,
                 const std::vector<Value>& alpha, const Value& begin, const Value& end, bool masked,
                 WalkState& st) {
-  const int64_t D = in.head_dim, KB = in.key_block, C = kChunkKeys;
+  const int64_t D = in.head_dim, KB = in.key_block;
   const int kb = static_cast<int>(KB);
   const size_t rows = st.m.size();
   const int64_t part = walk_value_part(static_cast<int64_t>(rows), D, KB);
@@ -223,19 +245,11 @@ void add_values(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
         for (int u = 0; u < 2; ++u) {
           auto key = first + j + u;
           auto vmask = masked ? reshape((key >= begin) & (key < end), {1}) : Value();
-          Value vrow, norm;
-          if (kv.vbits) {
-            AuraRows r = load_aura_v_rows(kv, key, 1, true, vmask);
-            vrow = reshape(r.values, {D});
-            norm = r.norms;
-          } else {
-            vrow = reshape(load_v_rows(kv, key, 1, vmask), {D});
-          }
+          Value norm;
+          auto vrow = load_value_row(kv, key, vmask, D, norm);
           if (part < D) vrow = slice(vrow, {p0}, {part});
           for (size_t h = 0; h < rows; ++h) {
-            auto w = reshape(
-                load(*st.scratch + ((b * kb + j + u).to(DType::i64) + static_cast<int64_t>(h * C))),
-                {1});
+            auto w = reshape(load(*st.scratch + weight_at(h, b * kb + j + u, 1)), {1});
             if (norm.valid()) w = w * norm;
             acc[h] = fma(broadcast_to(w, {part}), vrow, Value(acc[h]));
           }
@@ -270,7 +284,7 @@ void masked_block(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
   for (size_t h = 0; h < rows; ++h) {
     auto p = exp2(sc[h] - broadcast_to(m_sub[h], {KB}));
     st.l[h] = Value(st.l[h]) + fold_last_axis(p, Fold::Sum);
-    store(*st.scratch + (arange(KB).to(DType::i64) + static_cast<int64_t>(h * kChunkKeys)), p);
+    store(*st.scratch + weight_at(h, zeros(DType::i32, {}), KB), p);
   }
   add_values(k, in, j0, full({}, 1, DType::i32), alpha, begin, end, true, st);
 }
@@ -287,15 +301,10 @@ void masked_block(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
 // scores would be live at once, and spilled.
 void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const Value& nb,
                   const Value& last_block, WalkState& st) {
-  const int64_t KB = in.key_block, C = kChunkKeys;
+  const int64_t KB = in.key_block;
   const int kb = static_cast<int>(KB);
   const size_t rows = st.m.size();
   const Buffer& scr = *st.scratch;
-  // Row h's lanes of the chunk's keys from key_in_chunk (i32) on.
-  auto at = [&](size_t h, const Value& key_in_chunk, int64_t n) {
-    auto first = key_in_chunk.to(DType::i64) + static_cast<int64_t>(h * C);
-    return n == 1 ? first : broadcast_to(first, {n}) + arange(n).to(DType::i64);
-  };
   std::vector<Var> top;
   for (size_t h = 0; h < rows; ++h)
     top.push_back(k.var(full({KB}, -std::numeric_limits<double>::infinity(), DType::f32)));
@@ -307,7 +316,7 @@ void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     blk.kv = pin_block_page(in.kv, first);
     auto sc = block_scores(k, blk, first / kb, Value(), rows);
     for (size_t h = 0; h < rows; ++h) {
-      store(scr + at(h, b * kb, KB), sc[h]);
+      store(scr + weight_at(h, b * kb, KB), sc[h]);
       top[h] = maximum(Value(top[h]), sc[h]);
     }
   });
@@ -318,8 +327,8 @@ void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
   for (size_t h = 0; h < rows; ++h) {
     auto sum = k.var(zeros(DType::f32, {KB}));
     k.for_(0, nb * kb, kb, [&](Value c) {
-      auto p = exp2(load(scr + at(h, c, KB)) - broadcast_to(m_sub[h], {KB}));
-      store(scr + at(h, c, KB), p);
+      auto p = exp2(load(scr + weight_at(h, c, KB)) - broadcast_to(m_sub[h], {KB}));
+      store(scr + weight_at(h, c, KB), p);
       sum = Value(sum) + p;
     });
     st.l[h] = Value(st.l[h]) + fold_last_axis(sum, Fold::Sum);
