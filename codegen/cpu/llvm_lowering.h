@@ -50,6 +50,9 @@ struct CpuProfile {
   // x86 vpermi2w (AVX-512BW): a 16-bit table of up to 256 entries looked
   // up 32 indices at a time, 64 entries per instruction.
   bool x86_permw = false;
+  // AVX-512F vscalefps: y * 2^n in one instruction, the last step of exp
+  // and exp2 (softmax's cost per score in attention).
+  bool x86_scalef = false;
 };
 
 // The module may call the fp8 helpers of fp8_helpers.h; whoever links it

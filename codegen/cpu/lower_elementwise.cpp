@@ -139,13 +139,13 @@ llvm::Value* Lowering::unary(const Op& op, DType t, llvm::Value* x) {
       r = b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),
                         b_.CreateIntrinsic(llvm::Intrinsic::sqrt, {ty}, {x}));
       break;
-    case OpKind::Exp: r = cpu_math::exp(b_, x); break;
-    case OpKind::Exp2: r = cpu_math::exp2(b_, x); break;
+    case OpKind::Exp: r = cpu_math::exp(b_, x, profile_); break;
+    case OpKind::Exp2: r = cpu_math::exp2(b_, x, profile_); break;
     case OpKind::Log: r = cpu_math::log(b_, x); break;
     case OpKind::Log2: r = cpu_math::log2(b_, x); break;
-    case OpKind::Tanh: r = cpu_math::tanh(b_, x); break;
-    case OpKind::Sigmoid: r = cpu_math::sigmoid(b_, x); break;
-    case OpKind::Erf: r = cpu_math::erf(b_, x); break;
+    case OpKind::Tanh: r = cpu_math::tanh(b_, x, profile_); break;
+    case OpKind::Sigmoid: r = cpu_math::sigmoid(b_, x, profile_); break;
+    case OpKind::Erf: r = cpu_math::erf(b_, x, profile_); break;
     default: unsupported(op, "float operand");
   }
   return round_to(r, t);

@@ -1,5 +1,8 @@
 #include "codegen/cpu/vector_math.h"
 
+#include <llvm/Analysis/VectorUtils.h>
+#include <llvm/IR/IntrinsicsX86.h>
+
 #include <initializer_list>
 #include <limits>
 
@@ -24,10 +27,16 @@ llvm::Type* int_like(llvm::Value* x) {
   return i32;
 }
 
+// a * x + y, fused where the target has FMA (half the ops and latency of
+// a polynomial step), a multiply and an add where it has not.
+llvm::Value* mul_add(llvm::IRBuilder<>& b, llvm::Value* a, llvm::Value* x, llvm::Value* y) {
+  return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {a, x, y});
+}
+
 // Horner evaluation of sum coeffs[i] * x^(n-1-i).
 llvm::Value* poly(llvm::IRBuilder<>& b, llvm::Value* x, std::initializer_list<double> coeffs) {
   llvm::Value* acc = nullptr;
-  for (double k : coeffs) acc = acc ? b.CreateFAdd(b.CreateFMul(acc, x), c(b, x, k)) : c(b, x, k);
+  for (double k : coeffs) acc = acc ? mul_add(b, acc, x, c(b, x, k)) : c(b, x, k);
   return acc;
 }
 
@@ -46,7 +55,7 @@ llvm::Value* exp_reduced(llvm::IRBuilder<>& b, llvm::Value* r) {
                         {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
                          1.6666665459E-1, 5.0000001201E-1});
   llvm::Value* r2 = b.CreateFMul(r, r);
-  return b.CreateFAdd(b.CreateFAdd(b.CreateFMul(p, r2), r), c(b, r, 1.0));
+  return b.CreateFAdd(mul_add(b, p, r2, r), c(b, r, 1.0));
 }
 
 // Scales y by 2^n where n may be as large as 128 or as small as -149: split
@@ -58,9 +67,58 @@ llvm::Value* ldexp(llvm::IRBuilder<>& b, llvm::Value* y, llvm::Value* n) {
   return b.CreateFMul(b.CreateFMul(y, pow2i(b, half)), pow2i(b, rest));
 }
 
+// y * 2^n in one vscalefps per 16 lanes (a shorter vector or a scalar is
+// padded): exact before its single rounding, so overflow to inf and
+// gradual underflow come out right with no range split and no selects.
+llvm::Value* scalef(llvm::IRBuilder<>& b, llvm::Value* y, llvm::Value* n) {
+  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(y->getType());
+  unsigned lanes = vt ? vt->getNumElements() : 1, padded = (lanes + 15) / 16 * 16;
+  auto widen = [&](llvm::Value* v) {
+    if (!vt)
+      return b.CreateInsertElement(
+          llvm::PoisonValue::get(llvm::FixedVectorType::get(v->getType(), padded)), v, uint64_t{0});
+    llvm::SmallVector<int> m(padded, -1);
+    for (unsigned i = 0; i < lanes; ++i) m[i] = static_cast<int>(i);
+    return lanes == padded ? v : b.CreateShuffleVector(v, m);
+  };
+  llvm::Value *yw = widen(y), *nw = widen(n);
+  llvm::SmallVector<llvm::Value*> parts;
+  for (unsigned at = 0; at < padded; at += 16) {
+    llvm::SmallVector<int> m(16);
+    for (unsigned i = 0; i < 16; ++i) m[i] = static_cast<int>(at + i);
+    llvm::Value* yp = padded == 16 ? yw : b.CreateShuffleVector(yw, m);
+    llvm::Value* np = padded == 16 ? nw : b.CreateShuffleVector(nw, m);
+    parts.push_back(b.CreateIntrinsic(llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, {},
+                                      {yp, np, yp, b.getInt16(0xffff), b.getInt32(4)}));
+  }
+  llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b, parts);
+  if (!vt) return b.CreateExtractElement(all, uint64_t{0});
+  llvm::SmallVector<int> m(lanes);
+  for (unsigned i = 0; i < lanes; ++i) m[i] = static_cast<int>(i);
+  return lanes == padded ? all : b.CreateShuffleVector(all, m);
+}
+
+// x limited to [lo, hi] with a NaN kept (the compare-selects are x86's
+// vminps/vmaxps with x second), so NaN flows through to the result.
+llvm::Value* clamp_keep_nan(llvm::IRBuilder<>& b, llvm::Value* x, double lo, double hi) {
+  x = b.CreateSelect(b.CreateFCmpOGT(x, c(b, x, hi)), c(b, x, hi), x);
+  return b.CreateSelect(b.CreateFCmpOLT(x, c(b, x, lo)), c(b, x, lo), x);
+}
+
+llvm::Value* round_even(llvm::IRBuilder<>& b, llvm::Value* x) {
+  return b.CreateIntrinsic(llvm::Intrinsic::roundeven, {x->getType()}, {x});
+}
+
 }  // namespace
 
-llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x) {
+llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p) {
+  if (p.x86_scalef) {
+    llvm::Value* xc = clamp_keep_nan(b, x, -104.0, 89.0);
+    llvm::Value* n = round_even(b, b.CreateFMul(xc, c(b, x, 1.44269504088896341)));
+    llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, c(b, x, 0.693359375)));
+    r = b.CreateFSub(r, b.CreateFMul(n, c(b, x, -2.12194440e-4)));
+    return scalef(b, exp_reduced(b, r), n);
+  }
   // x = n ln2 + r; ln2 split in two so n*ln2 is exact for |n| < 2^9.
   llvm::Value* xc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {x->getType()}, {x, c(b, x, 89.0)});
   xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {x->getType()}, {xc, c(b, x, -104.0)});
@@ -76,7 +134,13 @@ llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x) {
   return b.CreateSelect(is_nan(b, x), x, y);
 }
 
-llvm::Value* exp2(llvm::IRBuilder<>& b, llvm::Value* x) {
+llvm::Value* exp2(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p) {
+  if (p.x86_scalef) {
+    llvm::Value* xc = clamp_keep_nan(b, x, -151.0, 129.0);
+    llvm::Value* n = round_even(b, xc);
+    llvm::Value* r = b.CreateFMul(b.CreateFSub(xc, n), c(b, x, 0.693147180559945309));
+    return scalef(b, exp_reduced(b, r), n);
+  }
   llvm::Value* xc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {x->getType()}, {x, c(b, x, 129.0)});
   xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {x->getType()}, {xc, c(b, x, -151.0)});
   llvm::Value* n =
@@ -126,7 +190,7 @@ llvm::Value* log2(llvm::IRBuilder<>& b, llvm::Value* x) {
   return b.CreateFMul(log(b, x), c(b, x, 1.44269504088896341));
 }
 
-llvm::Value* tanh(llvm::IRBuilder<>& b, llvm::Value* x) {
+llvm::Value* tanh(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profile) {
   llvm::Value* ax = b.CreateIntrinsic(llvm::Intrinsic::fabs, {x->getType()}, {x});
   // Small |x|: odd polynomial (Cephes tanhf); large: 1 - 2 / (e^{2|x|} + 1).
   llvm::Value* z = b.CreateFMul(x, x);
@@ -134,7 +198,7 @@ llvm::Value* tanh(llvm::IRBuilder<>& b, llvm::Value* x) {
                         {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2, 1.33314422036E-1,
                          -3.33332819422E-1});
   llvm::Value* small = b.CreateFAdd(b.CreateFMul(b.CreateFMul(p, z), x), x);
-  llvm::Value* e = exp(b, b.CreateFAdd(ax, ax));
+  llvm::Value* e = exp(b, b.CreateFAdd(ax, ax), profile);
   llvm::Value* big =
       b.CreateFSub(c(b, x, 1.0), b.CreateFDiv(c(b, x, 2.0), b.CreateFAdd(e, c(b, x, 1.0))));
   big = b.CreateIntrinsic(llvm::Intrinsic::copysign, {x->getType()}, {big, x});
@@ -142,12 +206,12 @@ llvm::Value* tanh(llvm::IRBuilder<>& b, llvm::Value* x) {
   return b.CreateSelect(is_nan(b, x), x, r);
 }
 
-llvm::Value* sigmoid(llvm::IRBuilder<>& b, llvm::Value* x) {
-  llvm::Value* e = exp(b, b.CreateFNeg(x));
+llvm::Value* sigmoid(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p) {
+  llvm::Value* e = exp(b, b.CreateFNeg(x), p);
   return b.CreateFDiv(c(b, x, 1.0), b.CreateFAdd(c(b, x, 1.0), e));
 }
 
-llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x) {
+llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p) {
   llvm::Value* ax = b.CreateIntrinsic(llvm::Intrinsic::fabs, {x->getType()}, {x});
   // |x| < 0.84375: Maclaurin series of erf up to x^17 (relative error < 1e-7).
   llvm::Value* z = b.CreateFMul(x, x);
@@ -160,7 +224,7 @@ llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x) {
       b.CreateFDiv(c(b, x, 1.0), b.CreateFAdd(c(b, x, 1.0), b.CreateFMul(ax, c(b, x, 0.3275911))));
   llvm::Value* q = poly(b, t, {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592});
   q = b.CreateFMul(q, t);
-  llvm::Value* big = b.CreateFSub(c(b, x, 1.0), b.CreateFMul(q, exp(b, b.CreateFNeg(z))));
+  llvm::Value* big = b.CreateFSub(c(b, x, 1.0), b.CreateFMul(q, exp(b, b.CreateFNeg(z), p)));
   big = b.CreateIntrinsic(llvm::Intrinsic::copysign, {x->getType()}, {big, x});
   llvm::Value* r = b.CreateSelect(b.CreateFCmpOLT(ax, c(b, x, 0.84375)), small, big);
   return b.CreateSelect(is_nan(b, x), x, r);

@@ -6,19 +6,22 @@
 // Accuracy against the interpreter's double-precision results (checked in
 // tests/codegen): exp, exp2, log, log2 within 2 ulp; tanh, sigmoid within
 // 4 ulp; erf within 2e-7 absolute. Each takes and returns f32 scalars or
-// vectors and handles NaN, +-inf and overflow/underflow.
+// vectors and handles NaN, +-inf and overflow/underflow. The profile says
+// which target instructions may shorten them (AVX-512's vscalefps).
 #pragma once
 
 #include <llvm/IR/IRBuilder.h>
 
+#include "codegen/cpu/llvm_lowering.h"
+
 namespace kiln::cpu_math {
 
-llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x);
-llvm::Value* exp2(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p);
+llvm::Value* exp2(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p);
 llvm::Value* log(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* log2(llvm::IRBuilder<>& b, llvm::Value* x);
-llvm::Value* tanh(llvm::IRBuilder<>& b, llvm::Value* x);
-llvm::Value* sigmoid(llvm::IRBuilder<>& b, llvm::Value* x);
-llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* tanh(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p);
+llvm::Value* sigmoid(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p);
+llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p);
 
 }  // namespace kiln::cpu_math

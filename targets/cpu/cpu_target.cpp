@@ -82,9 +82,10 @@ CpuProfile cpu_profile(const CpuTarget& t) {
   else if (x86 && (t.has_feature("ssse3") || t.cpu == "x86-64-v2"))
     p.x86_pshufb_bits = 128;
   p.aarch64_tbl = t.triple.rfind("aarch64", 0) == 0;
-  if (x86 && (t.has_feature("avx512f") || t.cpu == "x86-64-v4"))
+  if (x86 && (t.has_feature("avx512f") || t.cpu == "x86-64-v4")) {
     p.x86_permd_entries = 16;
-  else if (x86 && (t.has_feature("avx2") || t.cpu == "x86-64-v3"))
+    p.x86_scalef = true;
+  } else if (x86 && (t.has_feature("avx2") || t.cpu == "x86-64-v3"))
     p.x86_permd_entries = 8;
   return p;
 }

@@ -64,11 +64,11 @@ Kernel elementwise_kernel(DType in, DType out, int64_t block,
 
 // Runs kernel k on x, y through both paths; returns (jit z, interpreter z).
 std::pair<HostBuffer, HostBuffer> both(const Kernel& k, HostBuffer x, HostBuffer y, DType out,
-                                       int64_t block) {
+                                       int64_t block, CpuJit& with = jit()) {
   int64_t n = x.size();
   HostBuffer zj(out, n), zi(out, n);
   Grid g{(n + block - 1) / block, 1, 1};
-  run_jit(k, {x.arg(), y.arg(), zj.arg(), Arg::scalar_int(n)}, g);
+  run_jit(k, {x.arg(), y.arg(), zj.arg(), Arg::scalar_int(n)}, g, with);
   interpret(k, {x.arg(), y.arg(), zi.arg(), Arg::scalar_int(n)}, g);
   return {std::move(zj), std::move(zi)};
 }
@@ -304,24 +304,32 @@ TEST_CASE("unary ops: exact ones bitwise, transcendental ones within tolerance",
       {"sigmoid", [](Value a) { return sigmoid(a); }, 1e-7, 5e-7},
       {"erf", [](Value a) { return erf(a); }, 2e-7, 2e-7},
   };
-  for (const U& u : ops) {
-    INFO(u.name);
-    Kernel k =
-        elementwise_kernel(DType::f32, DType::f32, 64, [&](Value a, Value) { return u.f(a); });
-    HostBuffer x = HostBuffer::random(DType::f32, 2000, 11, -20, 20);
-    for (int64_t i = 0; i < 200; ++i) x.set(i, (i - 100) * 1e-3);  // near zero
-    const double specials[] = {0.0,  -0.0,  INFINITY, -INFINITY, NAN,
-                               88.0, -87.0, 100.0,    -110,      1e-40};
-    for (int i = 0; i < 10; ++i) x.set(200 + i, specials[i]);
-    auto [zj, zi] = both(k, x, x, DType::f32, 64);
-    if (u.atol == 0 && u.rtol == 0) {
-      CHECK(same_bits(zj, zi));
-    } else {
-      std::vector<double> ref(zi.size());
-      for (int64_t i = 0; i < zi.size(); ++i) ref[i] = zi.get(i);
-      CHECK(kiln::test::worst_error(zj, ref, u.atol, u.rtol) <= 1.0);
-    }
-  }
+  HostBuffer x = HostBuffer::random(DType::f32, 2000, 11, -20, 20);
+  for (int64_t i = 0; i < 200; ++i) x.set(i, (i - 100) * 1e-3);  // near zero
+  // Around exp's and exp2's overflow and (gradual) underflow edges too.
+  const double specials[] = {0.0,    -0.0,  INFINITY, -INFINITY, NAN,    88.0,   -87.0,
+                             100.0,  -110,  1e-40,    88.7,      88.8,   -103.9, -104.1,
+                             127.99, 128.0, -126.5,   -140.3,    -149.4, -149.6, -150.2};
+  for (size_t i = 0; i < std::size(specials); ++i)
+    x.set(200 + static_cast<int64_t>(i), specials[i]);
+  // The host's vscalefps forms of exp and exp2 and the portable ones; a
+  // tile of 24 pads to whole registers, a tile of 1 is a scalar.
+  const std::pair<const char*, CpuJit*> jits[] = {{"host", &jit()}, {"portable", &portable_jit()}};
+  for (const U& u : ops)
+    for (auto [jit_name, with] : jits)
+      for (int64_t block : {64, 24, 1}) {
+        INFO(u.name << ", " << jit_name << ", tile " << block);
+        Kernel k = elementwise_kernel(DType::f32, DType::f32, block,
+                                      [&](Value a, Value) { return u.f(a); });
+        auto [zj, zi] = both(k, x, x, DType::f32, block, *with);
+        if (u.atol == 0 && u.rtol == 0) {
+          CHECK(same_bits(zj, zi));
+        } else {
+          std::vector<double> ref(zi.size());
+          for (int64_t i = 0; i < zi.size(); ++i) ref[i] = zi.get(i);
+          CHECK(kiln::test::worst_error(zj, ref, u.atol, u.rtol) <= 1.0);
+        }
+      }
 }
 
 TEST_CASE("loads and stores: contiguous, strided, gathered, masked, 2-D", "[codegen][cpu]") {
