@@ -111,8 +111,8 @@ llvm::Value* round_even(llvm::IRBuilder<>& b, llvm::Value* x) {
 
 }  // namespace
 
-llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p) {
-  if (p.x86_scalef) {
+llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profile) {
+  if (profile.x86_scalef) {
     llvm::Value* xc = clamp_keep_nan(b, x, -104.0, 89.0);
     llvm::Value* n = round_even(b, b.CreateFMul(xc, c(b, x, 1.44269504088896341)));
     llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, c(b, x, 0.693359375)));
@@ -134,8 +134,8 @@ llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p) {
   return b.CreateSelect(is_nan(b, x), x, y);
 }
 
-llvm::Value* exp2(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p) {
-  if (p.x86_scalef) {
+llvm::Value* exp2(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profile) {
+  if (profile.x86_scalef) {
     llvm::Value* xc = clamp_keep_nan(b, x, -151.0, 129.0);
     llvm::Value* n = round_even(b, xc);
     llvm::Value* r = b.CreateFMul(b.CreateFSub(xc, n), c(b, x, 0.693147180559945309));
@@ -206,12 +206,12 @@ llvm::Value* tanh(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profil
   return b.CreateSelect(is_nan(b, x), x, r);
 }
 
-llvm::Value* sigmoid(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p) {
-  llvm::Value* e = exp(b, b.CreateFNeg(x), p);
+llvm::Value* sigmoid(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profile) {
+  llvm::Value* e = exp(b, b.CreateFNeg(x), profile);
   return b.CreateFDiv(c(b, x, 1.0), b.CreateFAdd(c(b, x, 1.0), e));
 }
 
-llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p) {
+llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profile) {
   llvm::Value* ax = b.CreateIntrinsic(llvm::Intrinsic::fabs, {x->getType()}, {x});
   // |x| < 0.84375: Maclaurin series of erf up to x^17 (relative error < 1e-7).
   llvm::Value* z = b.CreateFMul(x, x);
@@ -224,7 +224,7 @@ llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p) {
       b.CreateFDiv(c(b, x, 1.0), b.CreateFAdd(c(b, x, 1.0), b.CreateFMul(ax, c(b, x, 0.3275911))));
   llvm::Value* q = poly(b, t, {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592});
   q = b.CreateFMul(q, t);
-  llvm::Value* big = b.CreateFSub(c(b, x, 1.0), b.CreateFMul(q, exp(b, b.CreateFNeg(z), p)));
+  llvm::Value* big = b.CreateFSub(c(b, x, 1.0), b.CreateFMul(q, exp(b, b.CreateFNeg(z), profile)));
   big = b.CreateIntrinsic(llvm::Intrinsic::copysign, {x->getType()}, {big, x});
   llvm::Value* r = b.CreateSelect(b.CreateFCmpOLT(ax, c(b, x, 0.84375)), small, big);
   return b.CreateSelect(is_nan(b, x), x, r);

@@ -16,12 +16,12 @@
 
 namespace kiln::cpu_math {
 
-llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p);
-llvm::Value* exp2(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p);
+llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profile);
+llvm::Value* exp2(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profile);
 llvm::Value* log(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* log2(llvm::IRBuilder<>& b, llvm::Value* x);
-llvm::Value* tanh(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p);
-llvm::Value* sigmoid(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p);
-llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& p);
+llvm::Value* tanh(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profile);
+llvm::Value* sigmoid(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profile);
+llvm::Value* erf(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profile);
 
 }  // namespace kiln::cpu_math
