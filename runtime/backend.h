@@ -68,6 +68,9 @@ class Backend {
   // compiled code there.
   virtual std::unique_ptr<Program> compile(const Kernel& k, const std::string& digest,
                                            CompileCache& cache) = 0;
+  // Whether compile() may run on several threads at once: a plan's kernels
+  // are then compiled in parallel (Runtime::compile_all).
+  virtual bool parallel_compile() const { return false; }
   // Checks and packs a launch. `bytes`: what its buffers need, -1 for a
   // compute-bound launch (see LaunchShape). Buffers must be this backend's.
   virtual std::unique_ptr<BoundLaunch> bind(const Program& p, const Kernel& k,

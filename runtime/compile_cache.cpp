@@ -94,6 +94,7 @@ std::string CompileCache::entry_path(const std::string& digest) const {
 }
 
 std::optional<std::string> CompileCache::load(const std::string& digest) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (dir_.empty()) {
     ++misses;
     return std::nullopt;
@@ -115,6 +116,7 @@ std::optional<std::string> CompileCache::load(const std::string& digest) {
 
 void CompileCache::store(const std::string& digest, const std::string& kernel,
                          std::string_view object) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (dir_.empty()) return;
   std::string data = std::string(kMagic) + "\nkernel " + kernel + "\ndigest " + digest + "\nsize " +
                      std::to_string(object.size()) + "\nsha256 " + sha256_hex(object) + "\n\n";

@@ -7,10 +7,13 @@
 // key digest, size and the SHA-256 of its payload; a truncated or corrupt
 // entry is reported as a miss (and replaced by the next store), never
 // loaded. An unusable directory (read-only, full, not a directory) gives one
-// warning and the cache keeps working in memory only.
+// warning and the cache keeps working in memory only. load() and store()
+// may be called from several threads at once (parallel compiles).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,7 +43,7 @@ class CompileCache {
   int clear();  // removes every entry; returns how many
 
   // Counters of this process.
-  int hits = 0, misses = 0, corrupt = 0;
+  std::atomic<int> hits = 0, misses = 0, corrupt = 0;
 
  private:
   std::string entry_path(const std::string& digest) const;
@@ -48,6 +51,7 @@ class CompileCache {
 
   std::string root_;
   std::string dir_;  // the schema folder; empty when memory-only
+  std::mutex mu_;    // dir_, which a failed store clears
 };
 
 }  // namespace kiln

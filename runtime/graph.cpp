@@ -246,6 +246,7 @@ void Graph::record(Plan& plan) {
       }
     }
   }
+  plan.compile();
 }
 
 }  // namespace kiln

@@ -92,9 +92,9 @@ class Graph {
                            const std::function<std::vector<Tensor>()>& make);
   static std::string key(const Tensor& v);
 
-  // Lays out scratch, allocates it on the runtime's backend and records
-  // every step into `plan`. The graph owns the scratch: keep it alive while
-  // the plan runs. Once only.
+  // Lays out scratch, allocates it on the runtime's backend, records every
+  // step into `plan` and compiles its kernels (Plan::compile). The graph
+  // owns the scratch: keep it alive while the plan runs. Once only.
   void record(Plan& plan);
   size_t scratch_bytes() const { return arena_.bytes(); }
   // What the scratch would take with one allocation per buffer.

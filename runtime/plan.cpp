@@ -32,13 +32,29 @@ void Plan::launch(const std::string& label, const std::string& kernel,
     st.args.push_back(Arg::scalar_int(d.bound));
     st.dynamic.push_back({i, &slots_[d.slot], d.slot});
   }
-  Spec spec = rt_.select(kernel, dtypes, st.args, sizes, fixed);
-  st.kernel = &rt_.compile(spec);
-  Runtime::CheckedLaunch checked = rt_.check_launch(spec, st.kernel->kernel, st.args, sizes);
+  st.spec = rt_.select(kernel, dtypes, st.args, sizes, fixed);
+  Runtime::CheckedLaunch checked =
+      rt_.check_launch(st.spec, rt_.signature(st.spec), st.args, sizes);
   st.grid = checked.grid;
-  st.bound =
-      rt_.backend().bind(*st.kernel->program, st.kernel->kernel, st.args, st.grid, checked.bytes);
+  st.launch_bytes = checked.bytes;
+  st.launch = true;
   steps_.push_back(std::move(st));
+  ready_ = false;
+}
+
+void Plan::compile() {
+  if (ready_) return;
+  std::vector<Spec> specs;
+  for (const Step& st : steps_)
+    if (st.launch && !st.kernel) specs.push_back(st.spec);
+  rt_.compile_all(specs);
+  for (Step& st : steps_) {
+    if (!st.launch || st.kernel) continue;
+    st.kernel = &rt_.compile(st.spec);
+    st.bound = rt_.backend().bind(*st.kernel->program, st.kernel->kernel, st.args, st.grid,
+                                  st.launch_bytes);
+  }
+  ready_ = true;
 }
 
 void Plan::add_copy(const std::string& label, Step::Copy kind, void* dst, const void* src,
@@ -62,7 +78,7 @@ void Plan::download(const std::string& label, void* dst, const void* src, size_t
 
 int64_t Plan::kernel_launches() const {
   int64_t n = 0;
-  for (const Step& s : steps_) n += s.kernel != nullptr;
+  for (const Step& s : steps_) n += s.launch;
   return n;
 }
 
@@ -83,10 +99,11 @@ void Plan::run(Runtime& rt, bool interpret) {
   if (interpret && !rt_.backend().host_visible())
     throw Error("the reference interpreter reads host memory; backend '" + rt_.backend().name() +
                 "' keeps its buffers on the device");
+  compile();
   using clock = std::chrono::steady_clock;
   for (Step& st : steps_) {
     auto t0 = profiling_ ? clock::now() : clock::time_point{};
-    if (!st.kernel) {
+    if (!st.launch) {
       run_copy(st);
     } else {
       for (const Step::Dynamic& d : st.dynamic) {

@@ -41,12 +41,18 @@ class Plan {
 
   explicit Plan(Runtime& rt) : rt_(rt) {}
 
-  // Records a launch of `kernel`, selected and compiled now. Every
-  // parameter must be named once in `args` (errors name the kernel and the
-  // parameter). Dynamic scalars are checked at their bounds.
+  // Records a launch of `kernel`, its spec selected and its arguments
+  // checked now. Every parameter must be named once in `args` (errors name
+  // the kernel and the parameter). Dynamic scalars are checked at their
+  // bounds.
   void launch(const std::string& label, const std::string& kernel,
               const std::map<std::string, DType>& dtypes, const Args& args, const Sizes& sizes = {},
               const std::map<std::string, int64_t>& fixed = {});
+  // Compiles the launches recorded since the last call, all at once
+  // (Runtime::compile_all: in parallel where the backend allows), and
+  // binds them. run() calls it first; recording code calls it so that
+  // compiling is over before a replay is timed.
+  void compile();
   // Copies host memory into a backend buffer, or back, at this point.
   void upload(const std::string& label, void* dst, const void* src, size_t bytes);
   void download(const std::string& label, void* dst, const void* src, size_t bytes);
@@ -65,9 +71,12 @@ class Plan {
  private:
   struct Step {
     std::string label;
-    const CompiledKernel* kernel = nullptr;  // null for copies
+    bool launch = false;                     // else a copy
+    Spec spec;                               // launches: selected when recorded
+    const CompiledKernel* kernel = nullptr;  // and compiled by compile()
     std::vector<Arg> args;                   // for the interpreter
     std::unique_ptr<BoundLaunch> bound;
+    int64_t launch_bytes = 0;  // Runtime::CheckedLaunch::bytes
     struct Dynamic {
       size_t arg;
       const std::optional<int64_t>* value;  // in slots_
@@ -90,6 +99,7 @@ class Plan {
   // Slot values by name (empty until set); map nodes stay put, so steps
   // keep pointers to them.
   std::map<std::string, std::optional<int64_t>> slots_;
+  bool ready_ = true;  // every launch compiled and bound
   bool profiling_ = false;
   std::map<std::string, std::pair<double, int64_t>> prof_;  // label -> (ms, calls)
 };

@@ -1,6 +1,11 @@
 #include "runtime/runtime.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
+#include <set>
+#include <thread>
 
 #include "ir/error.h"
 #include "ir/passes.h"
@@ -45,10 +50,12 @@ std::string Runtime::user_tuning_path() const {
 }
 
 const CompiledKernel& Runtime::compile(const Spec& spec) {
+  compile_all({spec});
   std::lock_guard<std::mutex> lock(mu_);
-  std::string key = spec.str();
-  auto it = compiled_.find(key);
-  if (it != compiled_.end()) return *it->second;
+  return *compiled_.at(spec.str());
+}
+
+std::unique_ptr<CompiledKernel> Runtime::compile_new(const Spec& spec) {
   auto t0 = std::chrono::steady_clock::now();
   auto c = std::make_unique<CompiledKernel>();
   c->spec = spec;
@@ -58,7 +65,52 @@ const CompiledKernel& Runtime::compile(const Spec& spec) {
   c->from_disk = c->program->from_cache;
   c->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return *compiled_.emplace(key, std::move(c)).first->second;
+  return c;
+}
+
+void Runtime::compile_all(const std::vector<Spec>& specs) {
+  std::vector<const Spec*> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::set<std::string> seen;
+    for (const Spec& s : specs) {
+      std::string key = s.str();
+      if (!compiled_.count(key) && seen.insert(key).second) todo.push_back(&s);
+    }
+  }
+  if (todo.empty()) return;
+  const bool parallel = backend_->parallel_compile();
+  // A backend that compiles one kernel at a time gets one caller at a time.
+  std::unique_lock<std::mutex> serial(compile_mu_, std::defer_lock);
+  if (!parallel) serial.lock();
+  std::vector<std::unique_ptr<CompiledKernel>> done(todo.size());
+  std::vector<std::exception_ptr> failed(todo.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < todo.size();) {
+      try {
+        done[i] = compile_new(*todo[i]);
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    }
+  };
+  size_t helpers =
+      parallel
+          ? std::min<size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency())) - 1
+          : 0;
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < helpers; ++i) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  {
+    // A kernel another caller compiled meanwhile keeps its first program.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < todo.size(); ++i)
+      if (done[i]) compiled_.emplace(todo[i]->str(), std::move(done[i]));
+  }
+  for (const std::exception_ptr& e : failed)
+    if (e) std::rethrow_exception(e);
 }
 
 Runtime::CompileStats Runtime::compile_stats() {

@@ -60,6 +60,11 @@ class Runtime {
   std::string user_tuning_path() const;  // "" without a cache dir
 
   const CompiledKernel& compile(const Spec& spec);
+  // Compiles every spec not compiled yet, on as many threads as the host
+  // has cores where the backend allows (Backend::parallel_compile): a
+  // model's kernels are independent LLVM or NVRTC compiles. Throws the
+  // first failure in `specs` order after all have finished.
+  void compile_all(const std::vector<Spec>& specs);
   // Kernels compiled (or loaded) by this runtime and the time it took.
   struct CompileStats {
     int64_t kernels = 0;
@@ -103,7 +108,10 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   CompileCache cache_;
   TuningDb tuning_;
+  std::unique_ptr<CompiledKernel> compile_new(const Spec& spec);
+
   std::mutex mu_;
+  std::mutex compile_mu_;  // held while compiling on a backend without parallel compiles
   std::map<std::string, std::unique_ptr<CompiledKernel>> compiled_;
   std::map<std::string, Kernel> signatures_;  // by spec, parameters only
 };

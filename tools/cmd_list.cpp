@@ -42,7 +42,7 @@ int cmd_list(const std::vector<std::string>& argv) {
   }
   if (rt)
     std::printf("total time to have every kernel ready: %.1f ms (%d from the disk cache)\n", total,
-                rt->cache().hits);
+                rt->cache().hits.load());
   return 0;
 }
 

@@ -215,8 +215,8 @@ int cmd_run(const std::vector<std::string>& argv) {
       r.prompt.size(), r.generated.size(), r.prompt.size() / (r.prefill_ms / 1e3),
       r.token_ms.empty() ? 0.0 : r.token_ms.size() / (decode_ms / 1e3), percentile(r.token_ms, 0.5),
       percentile(r.token_ms, 0.95), peak_rss_mib(), cs.ms, static_cast<long long>(cs.kernels),
-      rt.cache().hits, rt.cache().misses, static_cast<long long>(r.launches_per_token),
-      r.stop_reason.c_str(), wall_ms);
+      rt.cache().hits.load(), rt.cache().misses.load(),
+      static_cast<long long>(r.launches_per_token), r.stop_reason.c_str(), wall_ms);
   return 0;
 }
 

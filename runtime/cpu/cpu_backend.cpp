@@ -3,6 +3,7 @@
 #include <llvm/Config/llvm-config.h>
 
 #include <map>
+#include <mutex>
 
 #include "ir/error.h"
 #include "runtime/cpu/cpu_launch.h"
@@ -37,32 +38,44 @@ class CpuBackend : public HostMemoryBackend {
   TargetDesc target_desc() const override { return kiln::target_desc(jit_.target()); }
   int threads() const override { return pool_.size(); }
 
+  // LLVM's code generation (compile_to_object, its own context and target
+  // machine) runs outside the lock; the JIT's symbol table inside it.
   std::unique_ptr<Program> compile(const Kernel& k, const std::string& digest,
                                    CompileCache& cache) override {
     auto p = std::make_unique<CpuProgram>();
-    // Specs that differ only in what a kernel ignores (an unused dtype role)
-    // build the same IR, hence the same digest and symbol, which the JIT
-    // may define once: they share the loaded function.
+    std::string symbol = "kiln_" + k.name + "_" + digest.substr(0, 24);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Specs that differ only in what a kernel ignores (an unused dtype
+      // role) build the same IR, hence the same digest and symbol, which
+      // the JIT may define once: they share the loaded function.
+      if (auto it = loaded_.find(digest); it != loaded_.end()) {
+        p->fn = it->second;
+        return p;
+      }
+      if (auto obj = cache.load(digest)) {
+        try {
+          p->fn = loaded_[digest] = jit_.load_object(*obj, symbol).fn;
+          p->from_cache = true;
+          return p;
+        } catch (const Error&) {
+          // A checksummed entry the linker still rejects: recompile and replace it.
+          ++cache.corrupt;
+        }
+      }
+    }
+    std::string obj = jit_.compile_to_object(k, symbol);
+    std::lock_guard<std::mutex> lock(mu_);
+    // Another thread may have compiled the same digest meanwhile.
     if (auto it = loaded_.find(digest); it != loaded_.end()) {
       p->fn = it->second;
       return p;
     }
-    std::string symbol = "kiln_" + k.name + "_" + digest.substr(0, 24);
-    if (auto obj = cache.load(digest)) {
-      try {
-        p->fn = loaded_[digest] = jit_.load_object(*obj, symbol).fn;
-        p->from_cache = true;
-        return p;
-      } catch (const Error&) {
-        // A checksummed entry the linker still rejects: recompile and replace it.
-        ++cache.corrupt;
-      }
-    }
-    std::string obj = jit_.compile_to_object(k, symbol);
     cache.store(digest, k.name, obj);
     p->fn = loaded_[digest] = jit_.load_object(obj, symbol).fn;
     return p;
   }
+  bool parallel_compile() const override { return true; }
 
   std::unique_ptr<BoundLaunch> bind(const Program& p, const Kernel& k, const std::vector<Arg>& args,
                                     const Grid& grid, int64_t bytes) override {
@@ -75,6 +88,7 @@ class CpuBackend : public HostMemoryBackend {
  private:
   ThreadPool& pool_;
   CpuJit jit_;
+  std::mutex mu_;                                // loaded_ and the JIT's symbols
   std::map<std::string, KernelRangeFn> loaded_;  // by digest
 };
 

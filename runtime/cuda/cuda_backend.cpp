@@ -72,6 +72,9 @@ class CudaBackend : public Backend {
     p->from_cache = m.from_cache;
     return p;
   }
+  // emit_cuda is pure, NVRTC compiles each program on its own, and the
+  // cache locks itself.
+  bool parallel_compile() const override { return true; }
 
   std::unique_ptr<BoundLaunch> bind(const Program& p, const Kernel& k, const std::vector<Arg>& args,
                                     const Grid& grid, int64_t) override {
