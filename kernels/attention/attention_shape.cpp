@@ -180,8 +180,15 @@ int64_t walk_rows(int64_t rows, int64_t n) {
 // 0.29-0.31 ms (32x4x64), 8 heads 0.30 (32x4x64) and 1.28 (32x8x128, 4 of
 // them padding); prefill of 512 tokens at 8 rows 0.59 and 0.66 of the FMA
 // peak (HEAD_DIM 64, 128), 4 rows 0.57 and 0.64, 16 rows 0.44 and 0.49.
-std::map<std::string, int64_t> decode_block_g(const Spec&, const ScalarArgs& a) {
-  return {{"BLOCK_G", walk_rows(4, a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads")))}};
+// AURA's 8-bit keys cost a 256-entry lookup per code, paid once per program
+// for its rows, so they take 8 rows: aura8v4, 32x4x64, 16384 keys, 1.15 ->
+// 0.70 ms (split-K 0.88 -> 0.66), where aura4v4 is slower at 8 (0.50 ->
+// 0.64) and f16 the same within noise.
+std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a) {
+  const bool aura8 = s.dtypes.count("KV") && s.dtypes.at("KV") == DType::u32 &&
+                     s.constexprs.count("KBITS") && s.constexprs.at("KBITS") == 8;
+  return {{"BLOCK_G",
+           walk_rows(aura8 ? 8 : 4, a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads")))}};
 }
 
 std::map<std::string, int64_t> prefill_block_m(const Spec&, const ScalarArgs& a) {
