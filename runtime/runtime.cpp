@@ -69,6 +69,10 @@ std::unique_ptr<CompiledKernel> Runtime::compile_new(const Spec& spec) {
 }
 
 void Runtime::compile_all(const std::vector<Spec>& specs) {
+  const bool parallel = backend_->parallel_compile();
+  // A backend that compiles one kernel at a time gets one caller at a time.
+  std::unique_lock<std::mutex> serial(compile_mu_, std::defer_lock);
+  if (!parallel) serial.lock();
   std::vector<const Spec*> todo;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -79,10 +83,6 @@ void Runtime::compile_all(const std::vector<Spec>& specs) {
     }
   }
   if (todo.empty()) return;
-  const bool parallel = backend_->parallel_compile();
-  // A backend that compiles one kernel at a time gets one caller at a time.
-  std::unique_lock<std::mutex> serial(compile_mu_, std::defer_lock);
-  if (!parallel) serial.lock();
   std::vector<std::unique_ptr<CompiledKernel>> done(todo.size());
   std::vector<std::exception_ptr> failed(todo.size());
   std::atomic<size_t> next{0};
