@@ -104,12 +104,13 @@ class Runtime {
   const Kernel& signature(const Spec& spec);
 
  private:
+  // Builds and compiles one spec, outside every lock but the backend's.
+  std::unique_ptr<CompiledKernel> compile_new(const Spec& spec);
+
   ThreadPool pool_;
   std::unique_ptr<Backend> backend_;
   CompileCache cache_;
   TuningDb tuning_;
-  std::unique_ptr<CompiledKernel> compile_new(const Spec& spec);
-
   std::mutex mu_;
   std::mutex compile_mu_;  // held while compiling on a backend without parallel compiles
   std::map<std::string, std::unique_ptr<CompiledKernel>> compiled_;
