@@ -3,6 +3,7 @@
 // the same thread count (the only honest unit on a shared, noisy machine).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -92,6 +93,14 @@ void streaming_counters(benchmark::State& st, double seconds, int64_t bytes, dou
   st.counters["frac_of_probe"] = gbps / roof;
 }
 
+// The smallest buffer a quantized GEMV's cold copies take: its weights
+// however small (a 2048x768 Q4_K matrix is 0.9 MB, under the default
+// threshold, and re-read from cache it ran at 2.5x the probe), and no
+// smaller buffer (x, its scales, y).
+int64_t cold_threshold(const QgemvWorkload& w) {
+  return std::min(kColdBufferBytes, w.weight_bytes());
+}
+
 // One memory-bound kernel, in GB/s of `bytes` and as a fraction of the probe
 // re-measured right before it (on a shared machine bandwidth drifts within
 // a run). `keep` owns the memory `args` point into; `pick` chooses the spec.
@@ -171,7 +180,7 @@ void register_grouped_gemv(const std::string& f, int64_t m, int64_t k, ggml::Qua
       [rt, kernel, fixed](const std::vector<Arg>& a) {
         return rt->select(kernel, {}, a, {}, fixed);
       },
-      cold);
+      cold, cold_threshold(*work));
 }
 
 }  // namespace
@@ -428,7 +437,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
             [rt, kernel, fixed](const std::vector<Arg>& args) {
               return rt->select(kernel, {}, args, {}, fixed);
             },
-            cold);
+            cold, cold_threshold(*work));
       }
       if (experts > 0)
         for (int t : threads)
