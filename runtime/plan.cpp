@@ -37,7 +37,6 @@ void Plan::launch(const std::string& label, const std::string& kernel,
       rt_.check_launch(st.spec, rt_.signature(st.spec), st.args, sizes);
   st.grid = checked.grid;
   st.launch_bytes = checked.bytes;
-  st.launch = true;
   steps_.push_back(std::move(st));
   ready_ = false;
 }
@@ -46,10 +45,10 @@ void Plan::compile() {
   if (ready_) return;
   std::vector<Spec> specs;
   for (const Step& st : steps_)
-    if (st.launch && !st.kernel) specs.push_back(st.spec);
+    if (st.is_launch() && !st.kernel) specs.push_back(st.spec);
   rt_.compile_all(specs);
   for (Step& st : steps_) {
-    if (!st.launch || st.kernel) continue;
+    if (!st.is_launch() || st.kernel) continue;
     st.kernel = &rt_.compile(st.spec);
     st.bound = rt_.backend().bind(*st.kernel->program, st.kernel->kernel, st.args, st.grid,
                                   st.launch_bytes);
@@ -78,7 +77,7 @@ void Plan::download(const std::string& label, void* dst, const void* src, size_t
 
 int64_t Plan::kernel_launches() const {
   int64_t n = 0;
-  for (const Step& s : steps_) n += s.launch;
+  for (const Step& s : steps_) n += s.is_launch();
   return n;
 }
 
@@ -103,7 +102,7 @@ void Plan::run(Runtime& rt, bool interpret) {
   using clock = std::chrono::steady_clock;
   for (Step& st : steps_) {
     auto t0 = profiling_ ? clock::now() : clock::time_point{};
-    if (!st.launch) {
+    if (!st.is_launch()) {
       run_copy(st);
     } else {
       for (const Step::Dynamic& d : st.dynamic) {

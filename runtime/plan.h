@@ -71,7 +71,6 @@ class Plan {
  private:
   struct Step {
     std::string label;
-    bool launch = false;                     // else a copy
     Spec spec;                               // launches: selected when recorded
     const CompiledKernel* kernel = nullptr;  // and compiled by compile()
     std::vector<Arg> args;                   // for the interpreter
@@ -86,6 +85,7 @@ class Plan {
     Grid grid{};
     // Copies: upload (dst is the backend's) or download.
     enum class Copy { none, upload, download } copy = Copy::none;
+    bool is_launch() const { return copy == Copy::none; }
     void* dst = nullptr;
     const void* src = nullptr;
     size_t bytes = 0;

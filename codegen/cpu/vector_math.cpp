@@ -49,6 +49,12 @@ llvm::Value* pow2i(llvm::IRBuilder<>& b, llvm::Value* n) {
   return b.CreateBitCast(b.CreateShl(e, ci(b, ity, 23)), n->getType());
 }
 
+// x - n ln2, ln2 split in two so that n * ln2 is exact for |n| < 2^9.
+llvm::Value* minus_n_ln2(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* n) {
+  llvm::Value* r = b.CreateFSub(x, b.CreateFMul(n, c(b, x, 0.693359375)));
+  return b.CreateFSub(r, b.CreateFMul(n, c(b, x, -2.12194440e-4)));
+}
+
 // e^r for |r| <= ln2/2 (Cephes expf polynomial).
 llvm::Value* exp_reduced(llvm::IRBuilder<>& b, llvm::Value* r) {
   llvm::Value* p = poly(b, r,
@@ -115,19 +121,15 @@ llvm::Value* exp(llvm::IRBuilder<>& b, llvm::Value* x, const CpuProfile& profile
   if (profile.x86_scalef) {
     llvm::Value* xc = clamp_keep_nan(b, x, -104.0, 89.0);
     llvm::Value* n = round_even(b, b.CreateFMul(xc, c(b, x, 1.44269504088896341)));
-    llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, c(b, x, 0.693359375)));
-    r = b.CreateFSub(r, b.CreateFMul(n, c(b, x, -2.12194440e-4)));
-    return scalef(b, exp_reduced(b, r), n);
+    return scalef(b, exp_reduced(b, minus_n_ln2(b, xc, n)), n);
   }
-  // x = n ln2 + r; ln2 split in two so n*ln2 is exact for |n| < 2^9.
+  // x = n ln2 + r.
   llvm::Value* xc = b.CreateIntrinsic(llvm::Intrinsic::minnum, {x->getType()}, {x, c(b, x, 89.0)});
   xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {x->getType()}, {xc, c(b, x, -104.0)});
   llvm::Value* n = b.CreateIntrinsic(
       llvm::Intrinsic::floor, {x->getType()},
       {b.CreateFAdd(b.CreateFMul(xc, c(b, x, 1.44269504088896341)), c(b, x, 0.5))});
-  llvm::Value* r = b.CreateFSub(xc, b.CreateFMul(n, c(b, x, 0.693359375)));
-  r = b.CreateFSub(r, b.CreateFMul(n, c(b, x, -2.12194440e-4)));
-  llvm::Value* y = ldexp(b, exp_reduced(b, r), n);
+  llvm::Value* y = ldexp(b, exp_reduced(b, minus_n_ln2(b, xc, n)), n);
   y = b.CreateSelect(b.CreateFCmpOGT(x, c(b, x, 88.72283935546875)),
                      c(b, x, std::numeric_limits<double>::infinity()), y);
   y = b.CreateSelect(b.CreateFCmpOLT(x, c(b, x, -103.972084045410)), c(b, x, 0.0), y);

@@ -6,9 +6,8 @@
 // BLOCK_G of the heads that share it, and walks the cache once with the
 // state of all its heads (kv_walk.h); each head's scores take a register
 // in the score loop, which bounds BLOCK_G (attention_shape.cpp measures
-// it). With few programs for the threads
-// (few KV heads) or a long cache, attention_decode_split (flash-decoding)
-// divides the walk instead.
+// it). With few programs for the threads (few KV heads) or a long cache,
+// attention_decode_split (flash-decoding) divides the walk instead.
 //
 // With PREFETCH > 0 each full block first prefetches the block PREFETCH
 // blocks ahead (kv_cache.h's prefetch_kv_block). Token t sees keys

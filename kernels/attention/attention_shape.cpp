@@ -185,8 +185,7 @@ int64_t walk_rows(int64_t rows, int64_t n) {
 // 0.70 ms (split-K 0.88 -> 0.66), where aura4v4 is slower at 8 (0.50 ->
 // 0.64) and f16 the same within noise.
 std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a) {
-  const bool aura8 = s.dtypes.count("KV") && s.dtypes.at("KV") == DType::u32 &&
-                     s.constexprs.count("KBITS") && s.constexprs.at("KBITS") == 8;
+  const bool aura8 = is_aura_kv(s.dtype("KV")) && s.constexpr_("KBITS") == 8;
   return {{"BLOCK_G",
            walk_rows(aura8 ? 8 : 4, a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads")))}};
 }

@@ -69,8 +69,9 @@ struct DecodeBatchSizes {
 };
 DecodeBatchSizes decode_batch_sizes(const std::string& kernel, const Spec& s, const ScalarArgs& a);
 
-// BLOCK_G of the decode kernels for a launch: 4 heads (measured in
-// attention_shape.cpp), no more than the group rounded up to a power of two.
+// BLOCK_G of the decode kernels for a launch: 4 heads, 8 over AURA's 8-bit
+// keys (measured in attention_shape.cpp), no more than the group rounded up
+// to a power of two.
 std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a);
 // BLOCK_M of the prefill kernels: 8 tokens, no more than n_tokens rounded
 // up to a power of two.
