@@ -42,6 +42,7 @@ void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const
                 BK = s.constexpr_("BLOCK_K"), PT = s.constexpr_("PANEL_T"),
                 PN = s.constexpr_("PANEL_N"), PK = s.constexpr_("PANEL_K"),
                 SB = s.constexpr_("SCALE_BLOCK");
+  const bool fp8 = SB && s.dtype("W") == DType::f8e4m3;
   auto K64 = K.to(DType::i64), N64 = N.to(DType::i64);
   auto tok_begin = tiles.first();
   auto row_begin = tiles.row_block() * static_cast<int>(PN);
@@ -86,12 +87,11 @@ void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const
     for (size_t j = 0; j < wbase.size(); ++j) {
       const Value& b = wbase[j];
       auto raw = tail ? load(w + (b + cols), cmask, 0.0) : load(w + (b + cols));
-      const bool fp8 = SB && s.dtype("W") == DType::f8e4m3;
       auto v = fp8 ? widen_fp8_scaled_down(raw) : raw.to(DType::f32);
       if (SB) {
         auto block = (k0 / static_cast<int>(SB)).to(DType::i64);
         auto scale = load(*ws + (sbase[j] + block));
-        v = v * broadcast_to(fp8 ? scale * kFp8Unscale : scale, {BK});
+        v = v * broadcast_to(fp8 ? scale * kFp8HalfUnscale : scale, {BK});
       }
       wv.push_back(v);
     }
@@ -110,7 +110,8 @@ void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const
         auto valid = (tok < tok_end) & (row < row_end);
         auto off = y + (tok.to(DType::i64) * N64 + row.to(DType::i64));
         auto before = load(off, valid & !first_chunk, 0.0);
-        store(off, before + sum(Value(acc[i][j])), valid);
+        auto sums = sum(Value(acc[i][j]));
+        store(off, before + (fp8 ? sums * kFp8HalfUnscale : sums), valid);
       }
     }
   };
@@ -149,8 +150,9 @@ Kernel build_gemm(const Spec& s) {
   if (SB < 0 || (SB && SB % BK))
     throw Error("kernel 'gemm': SCALE_BLOCK (" + std::to_string(SB) +
                 ") must be 0 or a multiple of BLOCK_K (" + std::to_string(BK) + ")");
-  // Block-scaled FP8 is read as bytes and widened as its f16 image
-  // (kernels/quant/fp8.h).
+  // Block-scaled FP8 is read as bytes and widened scaled down by 2^-120
+  // (kernels/quant/fp8.h): half the factor is folded into the block scale,
+  // half into the finished sums.
   const bool fp8 = SB && TW == DType::f8e4m3;
   auto w = k.buffer("w", fp8 ? DType::u8 : TW), x = k.buffer("x", DType::f32),
        y = k.buffer("y", DType::f32);

@@ -16,6 +16,7 @@
 #include "models/model_generator.h"
 #include "runtime/plan.h"
 #include "support/runtime_fixture.h"
+#include "support/test_data.h"
 #include "support/tiny_model.h"
 
 using namespace kiln;
@@ -46,7 +47,7 @@ Agreement agree(const std::vector<float>& a, const std::vector<float>& b, int64_
   REQUIRE(s > 0);
   for (size_t i = 0; i < a.size(); ++i) {
     REQUIRE(std::isfinite(a[i]));
-    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+    worst = kiln::test::worse(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
   }
   Agreement r{worst / s, 0};
   for (size_t row = 0; row < a.size() / V; ++row) {

@@ -20,6 +20,7 @@
 #include "models/model_generator.h"
 #include "runtime/kv_page_pool.h"
 #include "support/runtime_fixture.h"
+#include "support/test_data.h"
 #include "support/tiny_model.h"
 
 using namespace kiln;
@@ -37,7 +38,7 @@ double rel_diff(const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) s += (b[i] - m) * (b[i] - m);
   s = std::sqrt(s / static_cast<double>(n));
   for (int64_t i = 0; i < n; ++i)
-    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+    worst = kiln::test::worse(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
   return worst / s;
 }
 

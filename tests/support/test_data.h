@@ -2,6 +2,8 @@
 // reproducible random data, element access as double, and comparisons.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -46,6 +48,13 @@ class HostBuffer {
   int64_t n_;
   std::vector<uint8_t> bytes_;
 };
+
+// The larger of a running worst error and a new one, a NaN counting as
+// infinitely large: std::max(worst, NaN) keeps worst, so a check of the
+// running maximum would pass a kernel that wrote NaN.
+inline double worse(double worst, double err) {
+  return std::isnan(err) ? INFINITY : std::max(worst, err);
+}
 
 // Largest |a - b| / (atol + rtol * |b|) over all elements: <= 1 means within tolerance.
 double worst_error(const HostBuffer& a, const std::vector<double>& ref, double atol, double rtol);

@@ -54,9 +54,10 @@ TEST_CASE("gemm matches a double-precision reference", "[kernels][gemm]") {
               mag += std::fabs(w.get(n * s.k + j) * x.get(t * s.k + j));
             }
             double tol = s.k * 6e-8 * mag + 1e-7;
-            worst = std::max(worst, std::fabs(y.get(t * s.n + n) - ref) / tol);
-            worst = std::max(worst, std::fabs(yi.get(t * s.n + n) - ref) / tol);
-            worst = std::max(worst, std::fabs(y.get(t * s.n + n) - yi.get(t * s.n + n)) / tol);
+            worst = kiln::test::worse(worst, std::fabs(y.get(t * s.n + n) - ref) / tol);
+            worst = kiln::test::worse(worst, std::fabs(yi.get(t * s.n + n) - ref) / tol);
+            worst =
+                kiln::test::worse(worst, std::fabs(y.get(t * s.n + n) - yi.get(t * s.n + n)) / tol);
           }
         CHECK(worst <= 1.0);
       }
@@ -76,21 +77,24 @@ TEST_CASE("gemm rejects a k chunk that is not a whole number of steps", "[kernel
 // FP8 checkpoints' weights (e4m3 times a scale per B x B block) against the
 // double product of the stored values and their block's scale, within the
 // bound above; panels and blocks off the shapes so rows of a panel's last
-// block repeat across a scale-block boundary.
+// block repeat across a scale-block boundary. The last two cases put
+// |x * scale| near 1e12 and 1e-15, as gemv's test does.
 TEST_CASE("gemm with FP8 block scales matches a double-precision reference", "[kernels][gemm]") {
   struct Case {
     int64_t t, n, k, block, bk, pn, pk;
+    double s_lo = 0.001, s_hi = 0.01, x_mag = 1;
   };
   for (Case c : {Case{5, 37, 100, 32, 16, 48, 4096}, Case{9, 70, 256, 128, 16, 11, 64},
-                 Case{3, 20, 17, 16, 16, 16, 32}}) {
+                 Case{3, 20, 17, 16, 16, 16, 32}, Case{5, 37, 100, 32, 16, 48, 64, 1e5, 1e6, 1e6},
+                 Case{5, 37, 100, 32, 16, 48, 64, 1e-9, 1e-8, 1e-6}}) {
     INFO("t=" << c.t << " n=" << c.n << " k=" << c.k << " SCALE_BLOCK=" << c.block);
     Spec spec = find_kernel("gemm").make_spec(
         {{"W", DType::f8e4m3}},
         {{"BLOCK_K", c.bk}, {"PANEL_N", c.pn}, {"PANEL_K", c.pk}, {"SCALE_BLOCK", c.block}});
     const int64_t kb = (c.k + c.block - 1) / c.block, nb = (c.n + c.block - 1) / c.block;
     auto w = HostBuffer::random(DType::f8e4m3, c.n * c.k, 31),
-         x = HostBuffer::random(DType::f32, c.t * c.k, 32),
-         ws = HostBuffer::random(DType::f32, nb * kb, 33, 0.001, 0.01);
+         x = HostBuffer::random(DType::f32, c.t * c.k, 32, -c.x_mag, c.x_mag),
+         ws = HostBuffer::random(DType::f32, nb * kb, 33, c.s_lo, c.s_hi);
     HostBuffer y(DType::f32, c.t * c.n);
     kiln::test::runtime().launch(spec, {w.arg(), x.arg(), y.arg(), ws.arg(), Arg::scalar_int(c.t),
                                         Arg::scalar_int(c.n), Arg::scalar_int(c.k)});
@@ -104,7 +108,8 @@ TEST_CASE("gemm with FP8 block scales matches a double-precision reference", "[k
           ref += p;
           mag += std::fabs(p);
         }
-        worst = std::max(worst, std::fabs(y.get(t * c.n + n) - ref) / (c.k * 6e-8 * mag + 1e-30));
+        worst = kiln::test::worse(worst,
+                                  std::fabs(y.get(t * c.n + n) - ref) / (c.k * 6e-8 * mag + 1e-30));
       }
     CHECK(worst <= 1.0);
   }

@@ -22,6 +22,7 @@
 #include "support/quantized_x.h"
 #include "support/random_int4w.h"
 #include "support/runtime_fixture.h"
+#include "support/test_data.h"
 
 using namespace kiln;
 using ggml::QuantType;
@@ -232,7 +233,7 @@ void check_grouped(const Case& c) {
           for (int64_t i = 0; i < M; ++i) {
             const float want = plain[e][xr * M + i];
             scale = std::max(scale, std::fabs(static_cast<double>(want)));
-            worst = std::max(worst, std::fabs(static_cast<double>(y[r * M + i]) - want));
+            worst = kiln::test::worse(worst, std::fabs(static_cast<double>(y[r * M + i]) - want));
           }
         }
         CHECK(written_past == 0);

@@ -13,6 +13,7 @@
 #include "ir/dtype.h"
 #include "support/quantized_x.h"
 #include "support/runtime_fixture.h"
+#include "support/test_data.h"
 
 using namespace kiln;
 
@@ -69,7 +70,7 @@ void check_int4w(Case c, int bm, int bt) {
         bound += std::fabs(w) * xq.d[(tok * c.k + j) / 32] / 2;
       }
       float got = y[tok * c.m + i], interp = yi[tok * c.m + i];
-      worst = std::max(worst, std::fabs(got - ref) / (bound + 1e-5 * mag + 1e-7));
+      worst = kiln::test::worse(worst, std::fabs(got - ref) / (bound + 1e-5 * mag + 1e-7));
       worst_interp = std::max(worst_interp, std::fabs(got - interp) / (1e-6 * mag + 1e-7));
     }
   CHECK(worst <= 1.0);

@@ -43,7 +43,7 @@ TEST_CASE("quantize_rows_i8: one scale per row, codes within half a step", "[ker
       double q = r.q.get(i * n + j);
       CHECK(std::fabs(q) <= 127);
       sum += q;
-      worst = std::max(worst, std::fabs(x.get(i * n + j) - q * r.d.get(i)));
+      worst = kiln::test::worse(worst, std::fabs(x.get(i * n + j) - q * r.d.get(i)));
     }
     CHECK(worst <= r.d.get(i) * 0.5 * (1 + 1e-5));
     CHECK(r.s.get(i) == sum);
@@ -82,8 +82,8 @@ TEST_CASE("gemv_w8a8 matches a double-precision reference", "[kernels][qgemv]") 
         double dot = 0;
         for (int64_t j = 0; j < c.k; ++j) dot += w.get(i * c.k + j) * xq.q.get(t * c.k + j);
         double ref = dot * ws.get(i) * xq.d.get(t);
-        worst =
-            std::max(worst, std::fabs(y.get(t * c.m + i) - ref) / (3e-7 * std::fabs(ref) + 1e-30));
+        worst = kiln::test::worse(
+            worst, std::fabs(y.get(t * c.m + i) - ref) / (3e-7 * std::fabs(ref) + 1e-30));
       }
     CHECK(worst <= 1.0);
     HostBuffer y2(DType::f32, c.t * c.m);
