@@ -91,7 +91,10 @@ void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const
       if (SB) {
         auto block = (k0 / static_cast<int>(SB)).to(DType::i64);
         auto scale = load(*ws + (sbase[j] + block));
-        v = v * broadcast_to(fp8 ? scale * kFp8HalfUnscale : scale, {BK});
+        if (fp8)  // scaled through an FMA: see scale_fp8 (kernels/quant/fp8.h)
+          v = scale_fp8(v, broadcast_to(scale * kFp8HalfUnscale, {BK}));
+        else
+          v = v * broadcast_to(scale, {BK});
       }
       wv.push_back(v);
     }
