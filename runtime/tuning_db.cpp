@@ -125,6 +125,12 @@ void TuningDb::load_text(const std::string& text, const std::string& source_name
               problem = "bucket size '" + std::string(dim.str()) + "' is not a positive integer";
               break;
             }
+            if (std::find(def->shape_keys.begin(), def->shape_keys.end(), dim.str()) ==
+                def->shape_keys.end()) {
+              problem =
+                  "bucket size '" + std::string(dim.str()) + "' is not a shape key of " + kernel;
+              break;
+            }
             key.bucket[std::string(dim.str())] = *iv;
           }
         } else if (auto iv = v.value<int64_t>(); iv && v.is_integer()) {
@@ -179,14 +185,25 @@ void TuningDb::load_file(const std::string& path) {
 }
 
 std::optional<std::map<std::string, int64_t>> TuningDb::find(const TuningKey& key) const {
-  auto it = entries_.find(key);
-  if (it == entries_.end()) {
-    TuningKey any = key;
-    any.bucket.clear();
-    it = entries_.find(any);
+  // The entry whose bucket names the most of key's sizes, all equal:
+  // the whole bucket, then a partial one, then none.
+  const std::map<std::string, int64_t>* best = nullptr;
+  size_t best_named = 0;
+  for (auto it = entries_.lower_bound(TuningKey{key.kernel, {}, {}});
+       it != entries_.end() && it->first.kernel == key.kernel; ++it) {
+    const TuningKey& k = it->first;
+    if (k.dtypes != key.dtypes || k.variant != key.variant) continue;
+    bool matches = std::all_of(k.bucket.begin(), k.bucket.end(), [&](const auto& dim) {
+      auto size = key.bucket.find(dim.first);
+      return size != key.bucket.end() && size->second == dim.second;
+    });
+    if (matches && (!best || k.bucket.size() > best_named)) {
+      best = &it->second;
+      best_named = k.bucket.size();
+    }
   }
-  if (it == entries_.end()) return std::nullopt;
-  return it->second;
+  if (!best) return std::nullopt;
+  return *best;
 }
 
 void TuningDb::set(const TuningKey& key, const std::map<std::string, int64_t>& constexprs) {

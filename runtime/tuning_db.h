@@ -9,7 +9,9 @@
 // warning naming the file, the line and the entry, and is ignored (the
 // kernel's heuristic applies). An entry without a bucket is the target's
 // measured default for every shape of its dtypes and variant: a tuned
-// bucket overrides it.
+// bucket overrides it. A bucket may name only some of the sizes (a GEMV's
+// k, whatever its m): it serves every size of the others, and the entry
+// naming the most sizes that match wins.
 //
 //   [[gemv]]
 //   dtypes = { W = "f16", X = "f32" }
@@ -51,7 +53,8 @@ class TuningDb {
   // Missing file: nothing happens. Unreadable or malformed: warnings.
   void load_file(const std::string& path);
 
-  // The entry of key's bucket, else the entry without a bucket.
+  // The entry of key's bucket, else of the partial bucket naming the most
+  // of its sizes, else the entry without a bucket.
   std::optional<std::map<std::string, int64_t>> find(const TuningKey& key) const;
   void set(const TuningKey& key, const std::map<std::string, int64_t>& constexprs);
   // Merges this db's entries into `path` (read, update, write via temp + rename).

@@ -66,6 +66,28 @@ BLOCK_K = 128
       "[[gemv]]\ndtypes = { W = \"f16\" }\nbucket = { m = 4096, k = 16384 }\nBLOCK_M = 8\n",
       "user.toml");
   CHECK(db.find(key)->at("BLOCK_M") == 8);  // later files override
+  // A bucket naming only k serves every m at that k; a whole bucket beats
+  // it, and it beats the entry without a bucket.
+  db.load_text(R"([[gemv]]
+dtypes = { W = "f16" }
+bucket = { k = 16384 }
+BLOCK_M = 1
+BLOCK_K = 64
+
+[[gemv]]
+dtypes = { W = "f16" }
+BLOCK_M = 16
+)",
+               "partial.toml");
+  CHECK(db.warnings().empty());
+  CHECK(db.find(key)->at("BLOCK_M") == 8);
+  TuningKey other_m = key;
+  other_m.bucket["m"] = 1024;
+  CHECK(db.find(other_m)->at("BLOCK_M") == 1);
+  CHECK(db.find(other_m)->at("BLOCK_K") == 64);
+  TuningKey other_k = key;
+  other_k.bucket["k"] = 4096;
+  CHECK(db.find(other_k)->at("BLOCK_M") == 16);
   ScalarArgs sizes;
   sizes.set_int("m", 4000);
   sizes.set_int("k", 14336);
@@ -97,15 +119,22 @@ BLOCK = 1
 [[gemv]]
 bucket = { m = 64, k = 64 }
 BLOCK_Q = 2
+
+[[gemv]]
+bucket = { n = 64 }
+BLOCK_M = 2
 )",
                 "bad.toml");
-  REQUIRE(db2.warnings().size() == 4);
+  REQUIRE(db2.warnings().size() == 5);
   CHECK_THAT(db2.warnings()[0],
              Catch::StartsWith("bad.toml:1: gemv entry: BLOCK_M = 3 is outside"));
   CHECK_THAT(db2.warnings()[1], Catch::Contains("bad.toml:6:"));
   CHECK_THAT(db2.warnings()[2], Catch::StartsWith("bad.toml:11: unknown kernel 'nope'"));
   CHECK_THAT(db2.warnings()[3],
              Catch::Contains("bad.toml:14: gemv entry: 'BLOCK_Q' is not a tunable"));
+  CHECK_THAT(
+      db2.warnings()[4],
+      Catch::Contains("bad.toml:18: gemv entry: bucket size 'n' is not a shape key of gemv"));
   CHECK(db2.size() == 0);
 }
 
