@@ -93,34 +93,39 @@ void streaming_counters(benchmark::State& st, double seconds, int64_t bytes, dou
   st.counters["frac_of_probe"] = gbps / roof;
 }
 
-// The smallest buffer a quantized GEMV's cold copies take: its weights
-// however small (a 2048x768 Q4_K matrix is 0.9 MB, under the default
-// threshold, and re-read from cache it ran at 2.5x the probe), and no
-// smaller buffer (x, its scales, y).
-int64_t cold_threshold(const QgemvWorkload& w) {
-  return std::min(kColdBufferBytes, w.weight_bytes());
+// The bytes of the largest of k's buffer arguments: a GEMV's weights.
+int64_t largest_buffer(const Kernel& k, const std::vector<Arg>& args) {
+  int64_t most = 0;
+  for (size_t i = 0; i < args.size() && i < k.params.size(); ++i)
+    if (args[i].is_buffer) most = std::max(most, args[i].count * dtype_bytes(k.params[i].dtype));
+  return most;
 }
 
 // One memory-bound kernel, in GB/s of `bytes` and as a fraction of the probe
 // re-measured right before it (on a shared machine bandwidth drifts within
 // a run). `keep` owns the memory `args` point into; `pick` chooses the spec.
 // `cold`: each launch reads its weights (its buffers of `large` bytes or
-// more) from DRAM (runtime/cold_copies.h).
+// more, and its largest however small: a 2048x768 Q4_K matrix is 0.9 MB,
+// and re-read from cache it ran at 2.5x the probe) from DRAM
+// (runtime/cold_copies.h).
 void register_streaming(const std::string& name, Runtime* rt, const BandwidthProbe& probe,
                         int64_t bytes, std::vector<Arg> args, std::shared_ptr<const void> keep,
                         std::function<Spec(const std::vector<Arg>&)> pick, bool cold,
                         int64_t large = kColdBufferBytes) {
-  benchmark::RegisterBenchmark(
-      name.c_str(),
-      [=, &probe](benchmark::State& st) {
-        (void)keep;
-        Spec spec = pick(args);
-        ColdCopies copies =
-            cold ? ColdCopies(find_kernel(spec.kernel).build(spec), args, large) : ColdCopies(args);
-        double roof = probe.measure_gbps(rt->pool(), 3);
-        double s = timed(st, [&] { rt->launch(spec, copies.next()); });
-        streaming_counters(st, s, bytes, roof);
-      })
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [=, &probe](benchmark::State& st) {
+                                 (void)keep;
+                                 Spec spec = pick(args);
+                                 ColdCopies copies(args);
+                                 if (cold) {
+                                   Kernel k = find_kernel(spec.kernel).build(spec);
+                                   copies = ColdCopies(k, args,
+                                                       std::min(large, largest_buffer(k, args)));
+                                 }
+                                 double roof = probe.measure_gbps(rt->pool(), 3);
+                                 double s = timed(st, [&] { rt->launch(spec, copies.next()); });
+                                 streaming_counters(st, s, bytes, roof);
+                               })
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
 }
@@ -180,7 +185,7 @@ void register_grouped_gemv(const std::string& f, int64_t m, int64_t k, ggml::Qua
       [rt, kernel, fixed](const std::vector<Arg>& a) {
         return rt->select(kernel, {}, a, {}, fixed);
       },
-      cold, cold_threshold(*work));
+      cold);
 }
 
 }  // namespace
@@ -437,7 +442,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
             [rt, kernel, fixed](const std::vector<Arg>& args) {
               return rt->select(kernel, {}, args, {}, fixed);
             },
-            cold, cold_threshold(*work));
+            cold);
       }
       if (experts > 0)
         for (int t : threads)
