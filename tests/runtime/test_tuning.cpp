@@ -223,10 +223,16 @@ TEST_CASE("the shipped tuning databases are valid", "[runtime][tuning]") {
   TuningDb db;
   db.load_text(default_tuning_text("x86-64-v4"), "x86-64-v4");
   auto gemv =
-      db.find({"gemv", {{"W", DType::bf16}, {"X", DType::f32}}, {{"m", 2048}, {"k", 2048}}});
+      db.find({"gemv", {{"W", DType::bf16}, {"X", DType::f32}}, {{"m", 2048}, {"k", 16384}}});
   REQUIRE(gemv);
   CHECK(gemv->at("BLOCK_M") == 4);
   CHECK(gemv->at("BLOCK_K") == 64);
+  // Short rows, whatever m: one row per program (a bucket naming only k).
+  for (int64_t m : {256, 2048, 16384}) {
+    gemv = db.find({"gemv", {{"W", DType::bf16}, {"X", DType::f32}}, {{"m", m}, {"k", 2048}}});
+    REQUIRE(gemv);
+    CHECK(gemv->at("BLOCK_M") == 1);
+  }
 }
 
 TEST_CASE("non-tunable constexprs key separate tuning variants", "[runtime][tuning]") {
