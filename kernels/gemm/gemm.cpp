@@ -91,10 +91,7 @@ void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const
       if (SB) {
         auto block = (k0 / static_cast<int>(SB)).to(DType::i64);
         auto scale = load(*ws + (sbase[j] + block));
-        if (fp8)  // scaled through an FMA: see scale_fp8 (kernels/quant/fp8.h)
-          v = scale_fp8(v, broadcast_to(scale * kFp8HalfUnscale, {BK}));
-        else
-          v = v * broadcast_to(scale, {BK});
+        v = fp8 ? scale_fp8(v, scale) : v * broadcast_to(scale, {BK});
       }
       wv.push_back(v);
     }

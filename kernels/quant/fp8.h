@@ -34,14 +34,16 @@ inline Value widen_fp8_scaled_down(const Value& bytes) {
   return bits.bitcast(DType::f32);
 }
 
-// widen_fp8_scaled_down(..) * scale, through an FMA with a +0 addend. Zen 5
-// multiplies a subnormal (an E4M3 subnormal, widened) slowly in vmulps and
-// at full speed in vfmadd: a 4096x14336 FP8 GEMM over 512 tokens, 1
-// thread, took 730 ms through the multiply, 400 through the FMA. The
-// addend keeps LLVM from folding it back into a multiply (fma(a, b, +0) is
-// +0 where a * b is -0).
+// Widened weights times their block scale (a scalar) and half the 2^120
+// they lack, through an FMA with a +0 addend; the finished sums take the
+// other half. Zen 5 multiplies a subnormal (an E4M3 subnormal, widened)
+// slowly in vmulps and at full speed in vfmadd: a 4096x14336 FP8 GEMM over
+// 512 tokens, 1 thread, took 730 ms through the multiply, 400 through the
+// FMA. The addend keeps LLVM from folding it back into a multiply
+// (fma(a, b, +0) is +0 where a * b is -0).
 inline Value scale_fp8(const Value& widened, const Value& scale) {
-  return fma(widened, scale, zeros(DType::f32, widened.shape()));
+  return fma(widened, broadcast_to(scale * kFp8HalfUnscale, widened.shape()),
+             zeros(DType::f32, widened.shape()));
 }
 
 }  // namespace kiln

@@ -74,10 +74,10 @@ TEST_CASE("gemv with FP8 block scales matches a double-precision reference", "[k
     int64_t m, k, block, bm, bk;
     double s_lo = 0.001, s_hi = 0.01, x_mag = 1;
   };
-  for (Case c : {Case{37, 100, 32, 4, 16}, Case{33, 256, 128, 8, 64}, Case{130, 300, 128, 4, 128},
-                 Case{5, 17, 16, 2, 16}, Case{7, 200, 128, 1, 64},
-                 Case{33, 256, 128, 4, 64, 1e5, 1e6, 1e6},
-                 Case{33, 256, 128, 4, 64, 1e-9, 1e-8, 1e-6}}) {
+  for (Case c :
+       {Case{37, 100, 32, 4, 16}, Case{33, 256, 128, 8, 64}, Case{130, 300, 128, 4, 128},
+        Case{5, 17, 16, 2, 16}, Case{7, 200, 128, 1, 64}, Case{33, 256, 128, 4, 64, 1e5, 1e6, 1e6},
+        Case{33, 256, 128, 4, 64, 1e-9, 1e-8, 1e-6}}) {
     INFO("m=" << c.m << " k=" << c.k << " SCALE_BLOCK=" << c.block << " BLOCK_M=" << c.bm
               << " BLOCK_K=" << c.bk << " scales " << c.s_lo << ".." << c.s_hi
               << " |x| <= " << c.x_mag);
