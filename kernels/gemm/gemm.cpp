@@ -91,7 +91,7 @@ void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const
       if (SB) {
         auto block = (k0 / static_cast<int>(SB)).to(DType::i64);
         auto scale = load(*ws + (sbase[j] + block));
-        v = fp8 ? scale_fp8(v, scale) : v * broadcast_to(scale, {BK});
+        v = v * broadcast_to(fp8 ? scale * kFp8Unscale : scale, {BK});
       }
       wv.push_back(v);
     }
@@ -111,7 +111,7 @@ void gemm_panel(KernelBuilder& k, const Spec& s, const ExpertTiles& tiles, const
         auto off = y + (tok.to(DType::i64) * N64 + row.to(DType::i64));
         auto before = load(off, valid & !first_chunk, 0.0);
         auto sums = sum(Value(acc[i][j]));
-        store(off, before + (fp8 ? sums * kFp8HalfUnscale : sums), valid);
+        store(off, before + sums, valid);
       }
     }
   };
@@ -150,9 +150,8 @@ Kernel build_gemm(const Spec& s) {
   if (SB < 0 || (SB && SB % BK))
     throw Error("kernel 'gemm': SCALE_BLOCK (" + std::to_string(SB) +
                 ") must be 0 or a multiple of BLOCK_K (" + std::to_string(BK) + ")");
-  // Block-scaled FP8 is read as bytes and widened scaled down by 2^-120
-  // (kernels/quant/fp8.h): half the factor is folded into the block scale,
-  // half into the finished sums.
+  // Block-scaled FP8 is read as bytes and widened scaled down by 2^-8
+  // (kernels/quant/fp8.h), the factor folded into the block scale.
   const bool fp8 = SB && TW == DType::f8e4m3;
   auto w = k.buffer("w", fp8 ? DType::u8 : TW), x = k.buffer("x", DType::f32),
        y = k.buffer("y", DType::f32);

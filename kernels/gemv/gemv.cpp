@@ -31,9 +31,8 @@ Kernel build_gemv(const Spec& s) {
     throw Error("kernel 'gemv': SCALE_BLOCK (" + std::to_string(SB) +
                 ") must be 0 or a multiple of BLOCK_K (" + std::to_string(BK) + ") and BLOCK_M (" +
                 std::to_string(BM) + ")");
-  // Block-scaled FP8 is read as bytes and widened scaled down by 2^-120
-  // (kernels/quant/fp8.h), half the factor it lacks folded into the scale,
-  // half into the row sums.
+  // Block-scaled FP8 is read as bytes and widened scaled down by 2^-8
+  // (kernels/quant/fp8.h), the factor folded into the block scale.
   const bool fp8 = SB && TW == DType::f8e4m3;
   auto W = k.buffer("w", fp8 ? DType::u8 : TW), x = k.buffer("x", TX), y = k.buffer("y", TX);
   std::optional<Buffer> ws;
@@ -53,7 +52,7 @@ Kernel build_gemv(const Spec& s) {
     auto xv = (cmask ? load(x + cols, *cmask, 0.0) : load(x + cols)).to(DType::f32);
     if (!SB) return xv;
     auto scale = load(*ws + (scale_row + (k0 / static_cast<int>(SB)).to(DType::i64)));
-    if (fp8) scale = scale * kFp8HalfUnscale;
+    if (fp8) scale = scale * kFp8Unscale;
     return xv * broadcast_to(scale, {BK});
   };
 
@@ -81,9 +80,7 @@ Kernel build_gemv(const Spec& s) {
       auto w = load(W + off, wmask, 0.0);
       acc = fma(widen(w), x_at(k_main, cols, cmask), acc);
     });
-    auto sums = sum(Value(acc), 1);
-    auto out = (fp8 ? sums * kFp8HalfUnscale : sums).to(TX);
-    store_rows(y + rows, out, rows, M, row_masked);
+    store_rows(y + rows, sum(Value(acc), 1).to(TX), rows, M, row_masked);
   };
   split_row_block(k, row0, BM, M, rows_pass);
   return k.finish();
