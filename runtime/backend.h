@@ -55,6 +55,9 @@ class Backend {
   virtual std::string codegen_version() const = 0;
   // The tuning database's file name for this target ("x86-64-v4", "sm_90").
   virtual std::string tuning_class() const = 0;
+  // The machine's model, which tuning entries may be restricted to
+  // ("znver5"); empty where none is.
+  virtual std::string tuning_cpu() const { return ""; }
   // What kernels built for this backend may assume of the machine (Spec::target).
   virtual TargetDesc target_desc() const = 0;
   // Whether buffers are host memory: then host code and the reference

@@ -39,16 +39,18 @@ int64_t next_pow2(int64_t v) {
 }  // namespace
 
 bool TuningKey::operator<(const TuningKey& o) const {
-  return std::tie(kernel, dtypes, bucket, variant) <
-         std::tie(o.kernel, o.dtypes, o.bucket, o.variant);
+  return std::tie(kernel, dtypes, bucket, variant, cpus) <
+         std::tie(o.kernel, o.dtypes, o.bucket, o.variant, o.cpus);
 }
 
 std::string TuningKey::str() const {
   std::string d;
   for (const auto& [k, v] : dtypes)
     d += (d.empty() ? "" : ",") + k + "=" + std::string(dtype_name(v));
+  std::string c;
+  for (const std::string& cpu : cpus) c += (c.empty() ? " cpus=" : ",") + cpu;
   return kernel + " " + d + " " + join_map(bucket) +
-         (variant.empty() ? "" : " " + join_map(variant));
+         (variant.empty() ? "" : " " + join_map(variant)) + c;
 }
 
 void TuningDb::warn(const std::string& w) {
@@ -133,6 +135,17 @@ void TuningDb::load_text(const std::string& text, const std::string& source_name
             }
             key.bucket[std::string(dim.str())] = *iv;
           }
+        } else if (name == "cpus" && v.is_array()) {
+          for (const toml::node& c : *v.as_array()) {
+            auto cpu = c.value<std::string>();
+            if (!cpu || cpu->empty()) {
+              problem = "cpus must list CPU model names (strings)";
+              break;
+            }
+            key.cpus.push_back(*cpu);
+          }
+          if (problem.empty() && key.cpus.empty()) problem = "cpus lists no CPU model";
+          std::sort(key.cpus.begin(), key.cpus.end());
         } else if (auto iv = v.value<int64_t>(); iv && v.is_integer()) {
           const Tunable* tn = def->tunable(name);
           if (!tn) {
@@ -188,18 +201,20 @@ std::optional<std::map<std::string, int64_t>> TuningDb::find(const TuningKey& ke
   // The entry whose bucket names the most of key's sizes, all equal:
   // the whole bucket, then a partial one, then none.
   const std::map<std::string, int64_t>* best = nullptr;
-  size_t best_named = 0;
+  std::pair<size_t, bool> best_rank;  // (sizes named, restricted to this CPU)
   for (auto it = entries_.lower_bound(TuningKey{key.kernel, {}, {}});
        it != entries_.end() && it->first.kernel == key.kernel; ++it) {
     const TuningKey& k = it->first;
     if (k.dtypes != key.dtypes || k.variant != key.variant) continue;
+    if (!k.cpus.empty() && std::find(k.cpus.begin(), k.cpus.end(), cpu_) == k.cpus.end()) continue;
     bool matches = std::all_of(k.bucket.begin(), k.bucket.end(), [&](const auto& dim) {
       auto size = key.bucket.find(dim.first);
       return size != key.bucket.end() && size->second == dim.second;
     });
-    if (matches && (!best || k.bucket.size() > best_named)) {
+    std::pair<size_t, bool> rank{k.bucket.size(), !k.cpus.empty()};
+    if (matches && (!best || rank > best_rank)) {
       best = &it->second;
-      best_named = k.bucket.size();
+      best_rank = rank;
     }
   }
   if (!best) return std::nullopt;
@@ -235,13 +250,19 @@ std::string TuningDb::to_toml() const {
       }
       out += " }\n";
     }
+    if (!key.cpus.empty()) {
+      out += "cpus = [";
+      for (size_t i = 0; i < key.cpus.size(); ++i)
+        out += std::string(i ? ", " : "") + "\"" + key.cpus[i] + "\"";
+      out += "]\n";
+    }
     for (const auto& [c, v] : consts) out += c + " = " + std::to_string(v) + "\n";
   }
   return out;
 }
 
 void TuningDb::save_to(const std::string& path) const {
-  TuningDb merged;
+  TuningDb merged(cpu_);
   merged.load_file(path);
   for (const auto& [k, v] : entries_) merged.set(k, v);
   std::filesystem::path p(path);

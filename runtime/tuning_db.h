@@ -11,12 +11,16 @@
 // measured default for every shape of its dtypes and variant: a tuned
 // bucket overrides it. A bucket may name only some of the sizes (a GEMV's
 // k, whatever its m): it serves every size of the others, and the entry
-// naming the most sizes that match wins.
+// naming the most sizes that match wins. An entry with `cpus` applies only
+// on those CPU models (LLVM's names for the host, as `znver5`), where it
+// beats an unrestricted entry naming as many sizes: one class's cores
+// differ (Zen 5 streams one GEMV row per program best, Intel's Xeons four).
 //
 //   [[gemv]]
 //   dtypes = { W = "f16", X = "f32" }
 //   bucket = { m = 4096, k = 16384 }
 //   variant = { }                 (non-default non-tunable constexprs, e.g. qgemv's FMT)
+//   cpus = ["znver5"]             (optional)
 //   BLOCK_M = 1
 //   BLOCK_K = 256
 #pragma once
@@ -25,6 +29,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -41,6 +46,8 @@ struct TuningKey {
   // from the kernel's defaults: they pick a kernel variant, so each variant
   // is tuned on its own.
   std::map<std::string, int64_t> variant = {};
+  // The CPU models the entry is restricted to (sorted); empty: every one.
+  std::vector<std::string> cpus = {};
 
   bool operator<(const TuningKey& o) const;
   std::string str() const;  // "gemv W=f16,X=f32 m=4096,k=16384"
@@ -48,13 +55,18 @@ struct TuningKey {
 
 class TuningDb {
  public:
+  // `cpu`: the machine's model name, which entries with `cpus` must list
+  // to apply; empty (a GPU, a named target) matches none of them.
+  explicit TuningDb(std::string cpu = "") : cpu_(std::move(cpu)) {}
+
   // Adds the entries of a TOML text; later entries override earlier ones.
   void load_text(const std::string& text, const std::string& source_name);
   // Missing file: nothing happens. Unreadable or malformed: warnings.
   void load_file(const std::string& path);
 
   // The entry of key's bucket, else of the partial bucket naming the most
-  // of its sizes, else the entry without a bucket.
+  // of its sizes, else the entry without a bucket; among those naming as
+  // many, one restricted to this CPU model. key.cpus is ignored.
   std::optional<std::map<std::string, int64_t>> find(const TuningKey& key) const;
   void set(const TuningKey& key, const std::map<std::string, int64_t>& constexprs);
   // Merges this db's entries into `path` (read, update, write via temp + rename).
@@ -66,6 +78,7 @@ class TuningDb {
 
  private:
   void warn(const std::string& w);
+  std::string cpu_;
   std::map<TuningKey, std::map<std::string, int64_t>> entries_;
   std::vector<std::string> warnings_;
 };

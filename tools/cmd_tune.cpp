@@ -63,9 +63,10 @@ int cmd_tune(const std::vector<std::string>& argv) {
   o.budget_s = parse_double(a.get("budget", "60"), "--budget");
   o.warm = a.flag("warm");
   Runtime rt(static_cast<int>(a.get_int("threads", 0)));
-  std::printf("tuning %s for %s on %s, %d thread(s), budget %.0f s\n", kernel.c_str(),
-              a.get("shape").c_str(), rt.backend().tuning_class().c_str(), rt.threads(),
-              o.budget_s);
+  const std::string cpu = rt.backend().tuning_cpu();
+  std::printf("tuning %s for %s on %s%s, %d thread(s), budget %.0f s\n", kernel.c_str(),
+              a.get("shape").c_str(), rt.backend().tuning_class().c_str(),
+              cpu.empty() ? "" : (" (" + cpu + ")").c_str(), rt.threads(), o.budget_s);
   // The budget covers the candidates; the reference they are checked
   // against comes first, from the interpreter, which is slow on large shapes.
   std::printf("computing the reference in the interpreter (minutes for a large GEMM)...\n");

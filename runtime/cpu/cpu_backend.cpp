@@ -35,6 +35,7 @@ class CpuBackend : public HostMemoryBackend {
     return "llvm " LLVM_VERSION_STRING ", kiln " KILN_VERSION "+" KILN_CPU_CODEGEN_FINGERPRINT;
   }
   std::string tuning_class() const override { return kiln::tuning_class(jit_.target()); }
+  std::string tuning_cpu() const override { return jit_.target().cpu; }
   TargetDesc target_desc() const override { return kiln::target_desc(jit_.target()); }
   int threads() const override { return pool_.size(); }
 

@@ -95,6 +95,60 @@ BLOCK_M = 16
         std::map<std::string, int64_t>{{"k", 16384}, {"m", 4096}});
 }
 
+TEST_CASE("an entry with cpus applies on those CPU models only, and wins their ties",
+          "[runtime][tuning]") {
+  const std::string text = R"([[gemv]]
+dtypes = { W = "f16" }
+bucket = { k = 4096 }
+BLOCK_M = 4
+
+[[gemv]]
+dtypes = { W = "f16" }
+bucket = { k = 4096 }
+cpus = ["znver5", "znver4"]
+BLOCK_M = 1
+
+[[gemv]]
+dtypes = { W = "f16" }
+bucket = { m = 2048, k = 4096 }
+BLOCK_M = 8
+)";
+  TuningKey key{"gemv", {{"W", DType::f16}, {"X", DType::f32}}, {{"m", 1024}, {"k", 4096}}};
+  TuningKey whole = key;
+  whole.bucket["m"] = 2048;
+  for (const char* cpu : {"znver4", "znver5", "sapphirerapids", ""}) {
+    INFO("cpu '" << cpu << "'");
+    TuningDb db(cpu);
+    db.load_text(text, "cpus.toml");
+    CHECK(db.warnings().empty());
+    const bool listed = std::string(cpu).rfind("znver", 0) == 0;
+    CHECK(db.find(key)->at("BLOCK_M") == (listed ? 1 : 4));
+    CHECK(db.find(whole)->at("BLOCK_M") == 8);  // naming more sizes still wins
+    // Written back with the restriction, so a merge keeps other machines' entries.
+    TuningDb again(cpu);
+    again.load_text(db.to_toml(), "written.toml");
+    CHECK(again.warnings().empty());
+    CHECK(again.size() == 3);
+    CHECK(again.find(key)->at("BLOCK_M") == (listed ? 1 : 4));
+  }
+  TuningDb bad("znver5");
+  bad.load_text(R"([[gemv]]
+dtypes = { W = "f16" }
+cpus = []
+BLOCK_M = 1
+
+[[gemv]]
+dtypes = { W = "f16" }
+cpus = ["znver5", 5]
+BLOCK_M = 1
+)",
+                "badcpus.toml");
+  REQUIRE(bad.warnings().size() == 2);
+  CHECK_THAT(bad.warnings()[0], Catch::Contains("badcpus.toml:1: gemv entry: cpus lists no CPU"));
+  CHECK_THAT(bad.warnings()[1], Catch::Contains("badcpus.toml:6: gemv entry: cpus must list"));
+  CHECK(bad.size() == 0);
+}
+
 TEST_CASE("malformed or out-of-range entries warn with file and line, then are ignored",
           "[runtime][tuning][error]") {
   TuningDb db;
@@ -227,12 +281,18 @@ TEST_CASE("the shipped tuning databases are valid", "[runtime][tuning]") {
   REQUIRE(gemv);
   CHECK(gemv->at("BLOCK_M") == 4);
   CHECK(gemv->at("BLOCK_K") == 64);
-  // Short rows, whatever m: one row per program (a bucket naming only k).
-  for (int64_t m : {256, 2048, 16384}) {
-    gemv = db.find({"gemv", {{"W", DType::bf16}, {"X", DType::f32}}, {{"m", m}, {"k", 2048}}});
-    REQUIRE(gemv);
-    CHECK(gemv->at("BLOCK_M") == 1);
-  }
+  // Short rows, whatever m: on Zen 5 one row per program (a bucket naming
+  // only k), elsewhere the 4 rows of every shape.
+  TuningDb zen5("znver5");
+  zen5.load_text(default_tuning_text("x86-64-v4"), "x86-64-v4");
+  for (int64_t m : {256, 2048, 16384})
+    for (DType w : {DType::bf16, DType::f16}) {
+      TuningKey key{"gemv", {{"W", w}, {"X", DType::f32}}, {{"m", m}, {"k", 2048}}};
+      REQUIRE(zen5.find(key));
+      CHECK(zen5.find(key)->at("BLOCK_M") == 1);
+      REQUIRE(db.find(key));
+      CHECK(db.find(key)->at("BLOCK_M") == 4);
+    }
 }
 
 TEST_CASE("non-tunable constexprs key separate tuning variants", "[runtime][tuning]") {
