@@ -133,8 +133,10 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
   rt.interpret(base, w.args, sizes);
   for (size_t i = 0; i < w.buffers.size(); ++i) w.reference.push_back(w.values(i));
 
+  // Measured on this CPU model, so recorded for it (tuning_db.h's cpus).
   result.key = TuningKey{kernel, base.dtypes, shape_bucket(def, scalar_args(k0, w.args, sizes)),
                          spec_variant(def, base)};
+  if (std::string cpu = rt.backend().tuning_cpu(); !cpu.empty()) result.key.cpus = {cpu};
   auto t0 = Clock::now();
   std::set<Config> tried;
 

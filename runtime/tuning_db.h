@@ -15,6 +15,7 @@
 // on those CPU models (LLVM's names for the host, as `znver5`), where it
 // beats an unrestricted entry naming as many sizes: one class's cores
 // differ (Zen 5 streams one GEMV row per program best, Intel's Xeons four).
+// `kiln tune` records its entries for the CPU model it measured on.
 //
 //   [[gemv]]
 //   dtypes = { W = "f16", X = "f32" }

@@ -231,6 +231,9 @@ TEST_CASE("the tuner restores inputs, rejects wrong and broken candidates, and r
   CHECK(r.best.constexprs.at("BLOCK") != 48);
   CHECK(r.best.constexprs.at("BLOCK") != 128);
   CHECK(r.key.bucket.at("n") == 1024);
+  // Recorded for the CPU model it was measured on.
+  const std::string cpu = rt.backend().tuning_cpu();
+  CHECK(r.key.cpus == (cpu.empty() ? std::vector<std::string>{} : std::vector{cpu}));
 
   std::string path =
       (std::filesystem::temp_directory_path() / ("kiln-tune-" + std::to_string(getpid()) + ".toml"))
@@ -238,7 +241,7 @@ TEST_CASE("the tuner restores inputs, rejects wrong and broken candidates, and r
   TuningDb db;
   db.set(r.key, r.best.constexprs);
   db.save_to(path);
-  TuningDb back;
+  TuningDb back(cpu);
   back.load_file(path);
   CHECK(back.warnings().empty());
   CHECK(back.find(r.key) == r.best.constexprs);
