@@ -1,5 +1,6 @@
 #include "runtime/cold_copies.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -7,15 +8,20 @@ namespace kiln {
 
 ColdCopies::ColdCopies(const Kernel& k, const std::vector<Arg>& args, int64_t large, int64_t total)
     : args_{args} {
+  auto size_of = [&](size_t i) {
+    return args[i].is_buffer ? args[i].count * dtype_bytes(k.params[i].dtype) : int64_t{0};
+  };
+  int64_t largest = 0;
+  for (size_t i = 0; i < args.size() && i < k.params.size(); ++i)
+    largest = std::max(largest, size_of(i));
   std::vector<std::pair<size_t, size_t>> copied;  // (argument, bytes)
   int64_t bytes = 0;
-  for (size_t i = 0; i < args.size() && i < k.params.size(); ++i)
-    if (args[i].is_buffer) {
-      auto size = static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype));
-      if (static_cast<int64_t>(size) < large) continue;
-      copied.emplace_back(i, size);
-      bytes += static_cast<int64_t>(size);
-    }
+  for (size_t i = 0; i < args.size() && i < k.params.size(); ++i) {
+    const int64_t size = size_of(i);
+    if (size == 0 || size < std::min(large, largest)) continue;
+    copied.emplace_back(i, static_cast<size_t>(size));
+    bytes += size;
+  }
   for (int64_t n = 1; !copied.empty() && n * bytes < total; ++n) {
     std::vector<Arg> copy = args;
     for (auto [i, size] : copied) {

@@ -93,36 +93,25 @@ void streaming_counters(benchmark::State& st, double seconds, int64_t bytes, dou
   st.counters["frac_of_probe"] = gbps / roof;
 }
 
-// The copies a cold row cycles through: spec's buffer arguments of `large`
-// bytes or more, and its largest however small (a GEMV's weights: a
-// 2048x768 Q4_K matrix is 0.9 MB, and re-read from cache it ran at 2.5x
-// the probe).
-ColdCopies cold_copies(const Spec& spec, const std::vector<Arg>& args, int64_t large) {
-  Kernel k = find_kernel(spec.kernel).build(spec);
-  int64_t most = 0;
-  for (size_t i = 0; i < args.size() && i < k.params.size(); ++i)
-    if (args[i].is_buffer) most = std::max(most, args[i].count * dtype_bytes(k.params[i].dtype));
-  return ColdCopies(k, args, std::min(large, most));
-}
-
 // One memory-bound kernel, in GB/s of `bytes` and as a fraction of the probe
 // re-measured right before it (on a shared machine bandwidth drifts within
 // a run). `keep` owns the memory `args` point into; `pick` chooses the spec.
-// `cold`: each launch reads its weights from DRAM (cold_copies).
+// `cold`: each launch reads its weights from DRAM (ColdCopies).
 void register_streaming(const std::string& name, Runtime* rt, const BandwidthProbe& probe,
                         int64_t bytes, std::vector<Arg> args, std::shared_ptr<const void> keep,
                         std::function<Spec(const std::vector<Arg>&)> pick, bool cold,
                         int64_t large = kColdBufferBytes) {
-  benchmark::RegisterBenchmark(name.c_str(),
-                               [=, &probe](benchmark::State& st) {
-                                 (void)keep;
-                                 Spec spec = pick(args);
-                                 ColdCopies copies =
-                                     cold ? cold_copies(spec, args, large) : ColdCopies(args);
-                                 double roof = probe.measure_gbps(rt->pool(), 3);
-                                 double s = timed(st, [&] { rt->launch(spec, copies.next()); });
-                                 streaming_counters(st, s, bytes, roof);
-                               })
+  benchmark::RegisterBenchmark(
+      name.c_str(),
+      [=, &probe](benchmark::State& st) {
+        (void)keep;
+        Spec spec = pick(args);
+        ColdCopies copies =
+            cold ? ColdCopies(find_kernel(spec.kernel).build(spec), args, large) : ColdCopies(args);
+        double roof = probe.measure_gbps(rt->pool(), 3);
+        double s = timed(st, [&] { rt->launch(spec, copies.next()); });
+        streaming_counters(st, s, bytes, roof);
+      })
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
 }

@@ -44,16 +44,25 @@ TEST_CASE("cold copies duplicate the large buffers only, with their contents",
   CHECK(c.next()[0].data == args[0].data);  // cycles back to the original
 }
 
-TEST_CASE("cold copies of a launch without large buffers, or warm, are the launch itself",
+TEST_CASE("cold copies of a launch without large buffers copy its largest; warm, none",
           "[runtime][cold_copies]") {
-  auto x = HostBuffer::random(DType::f32, 64, 1), y = HostBuffer::random(DType::f32, 64, 2);
-  auto out = HostBuffer(DType::f32, 64);
-  std::vector<Arg> args = {x.arg(), y.arg(), out.arg(), Arg::scalar_int(64)};
-  ColdCopies none(add_kernel(), args);
-  CHECK(none.count() == 1);
-  CHECK(none.next()[0].data == args[0].data);
-  CHECK(none.next()[0].data == args[0].data);
+  // out is the largest (1 KiB), x as large, y smaller: x and out are copied,
+  // 2 KiB a set, 8 KiB in all: the original and 3 copies.
+  auto x = HostBuffer::random(DType::f32, 256, 1), y = HostBuffer::random(DType::f32, 64, 2);
+  auto out = HostBuffer(DType::f32, 256);
+  std::vector<Arg> args = {x.arg(), y.arg(), out.arg(), Arg::scalar_int(256)};
+  ColdCopies small(add_kernel(), args, kColdBufferBytes, 8192);
+  REQUIRE(small.count() == 4);
+  std::set<void*> xs;
+  for (size_t i = 0; i < small.count(); ++i) {
+    const std::vector<Arg>& a = small.next();
+    xs.insert(a[0].data);
+    CHECK(a[1].data == args[1].data);
+    CHECK(std::memcmp(a[0].data, args[0].data, 256 * 4) == 0);
+  }
+  CHECK(xs.size() == 4);
   ColdCopies warm(args);
   CHECK(warm.count() == 1);
+  CHECK(warm.next()[2].data == args[2].data);
   CHECK(warm.next()[2].data == args[2].data);
 }

@@ -248,7 +248,7 @@ TEST_CASE("the tuner restores inputs, rejects wrong and broken candidates, and r
   std::filesystem::remove(path);
 }
 
-TEST_CASE("the tuner times cold copies of large buffers unless told warm", "[runtime][tuning]") {
+TEST_CASE("the tuner times cold copies of its buffers unless told warm", "[runtime][tuning]") {
   Runtime rt(RuntimeOptions{1, "", false});
   TuneOptions o;
   o.shape = {{"n", 1 << 18}};  // x and y of 1 MiB each
@@ -263,9 +263,11 @@ TEST_CASE("the tuner times cold copies of large buffers unless told warm", "[run
   TuneResult warm = tune(rt, "tune_probe", o);
   CHECK(warm.copies == 1);
   CHECK(warm.best.status == "ok");
+  // Small buffers too, the largest and those as large (x and y, 4000 bytes
+  // each): a forward reads a small matrix from DRAM as well.
   o.warm = false;
   o.shape = {{"n", 1000}};
-  CHECK(tune(rt, "tune_probe", o).copies == 1);
+  CHECK(tune(rt, "tune_probe", o).copies == static_cast<size_t>((kColdTotalBytes + 7999) / 8000));
 }
 
 TEST_CASE("the shipped tuning databases are valid", "[runtime][tuning]") {
