@@ -106,7 +106,7 @@ int cmd_tune(const std::vector<std::string>& argv) {
   if (a.flag("dry-run")) return 0;
   std::string path = a.has("db") ? a.get("db") : rt.user_tuning_path();
   if (path.empty()) throw Error("no cache dir to hold the tuning database; pass --db FILE");
-  TuningDb db(rt.backend().tuning_cpu());
+  TuningDb db(cpu);
   db.set(r.key, r.best.constexprs);
   db.save_to(path);
   std::printf("wrote %s -> %s\n", r.key.str().c_str(), path.c_str());
