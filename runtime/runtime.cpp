@@ -35,9 +35,11 @@ ScalarArgs scalar_args(const Kernel& k, const std::vector<Arg>& args, const Size
 Runtime::Runtime(int threads) : Runtime(RuntimeOptions{threads}) {}
 
 Runtime::Runtime(const RuntimeOptions& o)
-    : pool_(o.threads), backend_(make_backend(o.backend, pool_)), cache_(o.cache_dir) {
+    : pool_(o.threads),
+      backend_(make_backend(o.backend, pool_)),
+      cache_(o.cache_dir),
+      tuning_(backend_->tuning_cpu()) {
   if (!o.use_tuning_db) return;
-  tuning_ = TuningDb(backend_->tuning_cpu());
   std::string cls = backend_->tuning_class();
   tuning_.load_text(default_tuning_text(cls), "runtime/tuning/" + cls + ".toml");
   if (!user_tuning_path().empty()) tuning_.load_file(user_tuning_path());

@@ -62,11 +62,11 @@ std::vector<int> gemv_spills(DType w, const std::map<std::string, int64_t>& bloc
 
 TEST_CASE("the shipped AVX-512 GEMV block sizes keep the accumulators in registers",
           "[targets][cpu]") {
-  for (const char* cpu : {"znver5", "sapphirerapids"})
+  for (const char* cpu : {"znver5", "sapphirerapids"}) {
+    TuningDb db(cpu);
+    db.load_text(default_tuning_text("x86-64-v4"), "x86-64-v4");
     for (DType w : {DType::f32, DType::f16, DType::bf16, DType::f8e4m3})
       for (int64_t k : {4096, 16384}) {  // buckets: powers of two
-        TuningDb db(cpu);
-        db.load_text(default_tuning_text("x86-64-v4"), "x86-64-v4");
         // Looked up as the runtime does, with the spec's variant.
         Spec spec = gemv_spec(w);
         auto blocks = db.find({"gemv",
@@ -80,6 +80,7 @@ TEST_CASE("the shipped AVX-512 GEMV block sizes keep the accumulators in registe
         REQUIRE_FALSE(spills.empty());
         for (int n : spills) CHECK(n == 0);
       }
+  }
 }
 
 TEST_CASE("a GEMV tile of 32 accumulator registers is seen to spill", "[targets][cpu]") {
