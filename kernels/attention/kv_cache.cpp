@@ -271,30 +271,32 @@ Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
   return load_k_rows(scale_view(kv), block, group, 1, key_mask).to(DType::f32);
 }
 
-void prefetch_kv_block(const KvView& kv, const Value& block) {
+void prefetch_kv_block(const KvView& kv, const Value& block, const Value& part, int64_t parts) {
   constexpr int64_t kLineBytes = 64;
+  // Piece `part` of the run of `elems` elements of buf from `first` (an i64
+  // scalar): its share of the lines, the last piece's overhang clamped to
+  // the run's last line (a repeated prefetch costs one issue slot).
+  auto fetch = [&](const Buffer& buf, const Value& first, int64_t elems) {
+    const int64_t per_line = kLineBytes / dtype_bytes(buf.dtype());
+    const int64_t lines = cdiv(elems, per_line), n = cdiv(lines, parts);
+    auto line = minimum(broadcast_to(part * static_cast<int>(n), {n}) + arange(n),
+                        static_cast<int>(lines - 1));
+    prefetch(buf + (broadcast_to(first, {n}) + line.to(DType::i64) * per_line));
+  };
+  const int64_t KB = kv.key_block, D = kv.head_dim;
+  auto first_key = block * static_cast<int>(KB);
   if (kv.kbits) {
-    // The block's code rows of K and V, each one contiguous run.
-    auto first = reshape(aura_rows(kv, block * static_cast<int>(kv.key_block), 1), {});
-    for (auto [buf, bits] : {std::pair{kv.k, kv.kbits}, std::pair{kv.v, kv.vbits}}) {
-      const int64_t W = packed_words(kv.head_dim, bits);
-      auto lines = arange(std::max<int64_t>(1, kv.key_block * W * 4 / kLineBytes)).to(DType::i64) *
-                   (kLineBytes / 4);
-      prefetch(buf + (first * W + lines));
-    }
+    // Each key's codes are one row of packed words, its norm one f16.
+    auto row = reshape(aura_rows(kv, first_key, 1), {});
+    fetch(kv.k, row * packed_words(D, kv.kbits), KB * packed_words(D, kv.kbits));
+    fetch(kv.v, row * packed_words(D, kv.vbits), KB * packed_words(D, kv.vbits));
+    fetch(*kv.k_scale, row, KB);
+    fetch(*kv.v_scale, row, KB);
     return;
   }
-  // A K block and its V rows are each key_block * head_dim contiguous
-  // elements: one offset per 64-byte line from the first.
-  const int64_t elem = dtype_bytes(kv.k.dtype());
-  auto lines =
-      arange(std::max<int64_t>(1, kv.key_block * kv.head_dim * elem / kLineBytes)).to(DType::i64) *
-      (kLineBytes / elem);
-  auto first_k = k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), 1);
-  auto first_v = v_tile_offsets(kv, block * static_cast<int>(kv.key_block), 1);
-  prefetch(kv.k + (reshape(first_k, {}) + lines));
-  prefetch(kv.v + (reshape(slice(first_v, {0, 0}, {1, 1}), {}) + lines));
-  if (kv.k_scale) prefetch_kv_block(scale_view(kv), block);
+  fetch(kv.k, reshape(k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), 1), {}), KB * D);
+  fetch(kv.v, reshape(slice(v_tile_offsets(kv, first_key, 1), {0, 0}, {1, 1}), {}), KB * D);
+  if (kv.k_scale) prefetch_kv_block(scale_view(kv), block, part, parts);
 }
 
 }  // namespace kiln

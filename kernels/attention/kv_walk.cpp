@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "kernels/attention/attention_sinks.h"
@@ -33,6 +34,10 @@ int64_t walk_value_part(int64_t rows, int64_t head_dim, int64_t key_block) {
   return part;
 }
 
+// A call for each step of a loop over a K block's dims: the step (an i32
+// scalar) and the number of steps.
+using BlockStep = std::function<void(const Value&, int64_t)>;
+
 // Offsets into the weights' scratch array (WalkState::scratch) of row
 // `row`'s lanes lane .. lane + n - 1 (lane an i32 scalar; a scalar offset
 // for n = 1).
@@ -58,13 +63,14 @@ Value load_value_row(const KvView& kv, const Value& key, const Value& vmask, int
 // block's q sum, then scaled by q's and the keys' scales. The loop over the
 // blocks runs at run time, so q's addresses move with it (see block_scores).
 std::vector<Value> q8_block_scores(KernelBuilder& k, const WalkInputs& in, const Value& block,
-                                   const Value& key_mask, size_t rows) {
+                                   const Value& key_mask, size_t rows, const BlockStep& step) {
   const int64_t D = in.head_dim, KB = in.key_block, QB = kKvQuantBlock;
   std::vector<Var> score;
   for (size_t h = 0; h < rows; ++h) score.push_back(k.var(zeros(DType::f32, {KB})));
   std::vector<Value> srow;  // each row's first scale/sum index (i64)
   for (size_t h = 0; h < rows; ++h) srow.push_back(in.qrow[h] / QB);
   k.for_(0, static_cast<int>(D / QB), 1, [&](Value b) {
+    step(b, D / QB);
     auto bi = b.to(DType::i64);
     std::vector<Var> dots;
     for (size_t h = 0; h < rows; ++h)
@@ -99,7 +105,7 @@ std::vector<Value> q8_block_scores(KernelBuilder& k, const WalkInputs& in, const
 // looked up in the codebook and FMA'd with the row's q element broadcast
 // from memory, as over a float cache; then times the keys' norms.
 std::vector<Value> aura_block_scores(KernelBuilder& k, const WalkInputs& in, const Value& block,
-                                     const Value& key_mask, size_t rows) {
+                                     const Value& key_mask, size_t rows, const BlockStep& step) {
   const int64_t D = in.head_dim, KB = in.key_block;
   const int bits = in.kv.kbits;
   const int64_t W = packed_words(D, bits);
@@ -111,6 +117,7 @@ std::vector<Value> aura_block_scores(KernelBuilder& k, const WalkInputs& in, con
   auto key_rows = aura_rows(in.kv, block * static_cast<int>(KB), KB);
   auto first_words = expand_dims(key_rows * W, 1) + expand_dims(arange(bits).to(DType::i64), 0);
   k.for_(0, static_cast<int>(D / 32), 1, [&](Value g) {
+    step(g, D / 32);
     auto off = first_words + g.to(DType::i64) * bits;  // [KB, bits]
     auto words = key_mask.valid()
                      ? load(in.kv.k + off, broadcast_to(expand_dims(key_mask, 1), {KB, bits}), 0.0)
@@ -144,11 +151,13 @@ std::vector<Value> aura_block_scores(KernelBuilder& k, const WalkInputs& in, con
 }
 
 // Each row's log2-scaled scores against K block `block`, [KB]; keys outside
-// key_mask (when given) read as 0.
-std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Value& block,
-                                const Value& key_mask, size_t rows) {
-  if (in.q8.sum) return q8_block_scores(k, in, block, key_mask, rows);
-  if (in.kv.kbits) return aura_block_scores(k, in, block, key_mask, rows);
+// key_mask (when given) read as 0. Each step of the loop over HEAD_DIM
+// calls step(i, n), i (i32) counting the n steps.
+std::vector<Value> block_scores(
+    KernelBuilder& k, const WalkInputs& in, const Value& block, const Value& key_mask, size_t rows,
+    const BlockStep& step = [](const Value&, int64_t) {}) {
+  if (in.q8.sum) return q8_block_scores(k, in, block, key_mask, rows, step);
+  if (in.kv.kbits) return aura_block_scores(k, in, block, key_mask, rows, step);
   const int64_t D = in.head_dim, KB = in.key_block;
   const int64_t parts =
       std::clamp<int64_t>(kScoreChains / static_cast<int64_t>(rows), 1, std::min<int64_t>(4, D));
@@ -160,6 +169,7 @@ std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Va
   // invariant of the key loop, hoisted and spilled.
   const int64_t chunk = std::min<int64_t>(kDimChunk, D);
   k.for_(0, static_cast<int>(D), static_cast<int>(chunk), [&](Value c) {
+    step(c / static_cast<int>(chunk), D / chunk);
     for (int64_t dd = 0; dd < chunk; ++dd) {
       auto d = c + static_cast<int>(dd);
       auto krow = reshape(load_k_rows(in.kv, block, d, 1, key_mask), {KB}).to(DType::f32);
@@ -310,11 +320,15 @@ void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     top.push_back(k.var(full({KB}, -std::numeric_limits<double>::infinity(), DType::f32)));
   k.for_(0, nb, 1, [&](Value b) {
     auto first = j0 + b * kb;
-    if (in.prefetch > 0)
-      prefetch_kv_block(in.kv, minimum(first / kb + static_cast<int>(in.prefetch), last_block));
+    // The block PREFETCH ahead, a piece per step of the scores (kv_cache.h).
+    Value ahead;
+    if (in.prefetch > 0) ahead = minimum(first / kb + static_cast<int>(in.prefetch), last_block);
+    auto step = [&](const Value& i, int64_t n) {
+      if (ahead.valid()) prefetch_kv_block(in.kv, ahead, i, n);
+    };
     WalkInputs blk = in;
     blk.kv = pin_block_page(in.kv, first);
-    auto sc = block_scores(k, blk, first / kb, Value(), rows);
+    auto sc = block_scores(k, blk, first / kb, Value(), rows, step);
     for (size_t h = 0; h < rows; ++h) {
       store(scr + weight_at(h, b * kb, KB), sc[h]);
       top[h] = maximum(Value(top[h]), sc[h]);
