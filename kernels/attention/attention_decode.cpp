@@ -9,8 +9,9 @@
 // it). With few programs for the threads (few KV heads) or a long cache,
 // attention_decode_split (flash-decoding) divides the walk instead.
 //
-// With PREFETCH > 0 each full block's score loop prefetches, a piece a
-// step, the block PREFETCH blocks ahead (kv_cache.h's prefetch_kv_block).
+// With PREFETCH > 0 the unmasked blocks prefetch the block PREFETCH
+// blocks ahead, its K a piece per step of the score loop and its V a piece
+// per step of P V (kv_cache.h's prefetch_k_block and prefetch_v_block).
 // Token t sees keys
 // [window_begin(pos0 + t), min(pos0 + t + 1, kv_len)) (attention_window.h),
 // so n_tokens > 1 works, each token on its own; with SINKS the heads' sinks
@@ -63,7 +64,7 @@ KILN_REGISTER_KERNEL((KernelDef{
                     kActivationRole},
     .constexpr_defaults = {{"HEAD_DIM", 128},
                            {"BLOCK_G", 2},
-                           {"PREFETCH", 1},
+                           {"PREFETCH", 2},
                            {"SINKS", 0},
                            {"PAGE", 0},
                            {"KBITS", 4},
@@ -78,8 +79,9 @@ KILN_REGISTER_KERNEL((KernelDef{
     .shape_heuristic = decode_block_g,
     // Without prefetches the loads of a block wait on DRAM while the core
     // computes, and compute and memory take turns (kiln bench, cold, Xeon,
-    // 2 threads, 32x8x128 f16 heads, 4096 and 16384 keys: 0.57 of the probe
-    // at 0, 0.74 at 1, 0.67 at 2; q8_0 0.46 -> 0.51).
+    // 2 threads, 32x8x128 heads, 4096 and 32768 keys, fraction of the
+    // probe: f16 0.57 at 0, 0.70-0.76 at 1, 0.70-0.86 at 2, 0.74-0.76 at
+    // 4; q8_0 0.46, 0.51-0.57, 0.61-0.63, 0.60-0.62).
     .tunables = {{"BLOCK_G", {1, 2, 4, 8}}, {"PREFETCH", {0, 1, 2}}},
     .shape_keys = {"kv_len", "n_heads", "n_kv_heads"},
     // f32 dot products over HEAD_DIM, the vector exp2 (~2.5e-7 relative) and

@@ -137,7 +137,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .constexpr_defaults = {{"HEAD_DIM", 128},
                            {"BLOCK_G", 2},
                            {"SPLIT", 512},
-                           {"PREFETCH", 1},
+                           {"PREFETCH", 2},
                            {"PAGE", 0},
                            {"KBITS", 4},
                            {"VBITS", 4}},

@@ -271,32 +271,52 @@ Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
   return load_k_rows(scale_view(kv), block, group, 1, key_mask).to(DType::f32);
 }
 
-void prefetch_kv_block(const KvView& kv, const Value& block, const Value& part, int64_t parts) {
+namespace {
+
+// Piece `part` (i32) of `parts` of the run of `elems` elements of buf from
+// `first` (an i64 scalar): its share of the run's 64-byte lines, the last
+// piece's overhang clamped to the run's last line (a repeated prefetch
+// costs an issue slot).
+void prefetch_run(const Buffer& buf, const Value& first, int64_t elems, const Value& part,
+                  int64_t parts) {
   constexpr int64_t kLineBytes = 64;
-  // Piece `part` of the run of `elems` elements of buf from `first` (an i64
-  // scalar): its share of the lines, the last piece's overhang clamped to
-  // the run's last line (a repeated prefetch costs one issue slot).
-  auto fetch = [&](const Buffer& buf, const Value& first, int64_t elems) {
-    const int64_t per_line = kLineBytes / dtype_bytes(buf.dtype());
-    const int64_t lines = cdiv(elems, per_line), n = cdiv(lines, parts);
-    auto line = minimum(broadcast_to(part * static_cast<int>(n), {n}) + arange(n),
-                        static_cast<int>(lines - 1));
-    prefetch(buf + (broadcast_to(first, {n}) + line.to(DType::i64) * per_line));
-  };
+  const int64_t per_line = kLineBytes / dtype_bytes(buf.dtype());
+  const int64_t lines = cdiv(elems, per_line), n = cdiv(lines, parts);
+  auto line = minimum(broadcast_to(part * static_cast<int>(n), {n}) + arange(n),
+                      static_cast<int>(lines - 1));
+  prefetch(buf + (broadcast_to(first, {n}) + line.to(DType::i64) * per_line));
+}
+
+}  // namespace
+
+void prefetch_k_block(const KvView& kv, const Value& block, const Value& part, int64_t parts) {
   const int64_t KB = kv.key_block, D = kv.head_dim;
-  auto first_key = block * static_cast<int>(KB);
   if (kv.kbits) {
     // Each key's codes are one row of packed words, its norm one f16.
-    auto row = reshape(aura_rows(kv, first_key, 1), {});
-    fetch(kv.k, row * packed_words(D, kv.kbits), KB * packed_words(D, kv.kbits));
-    fetch(kv.v, row * packed_words(D, kv.vbits), KB * packed_words(D, kv.vbits));
-    fetch(*kv.k_scale, row, KB);
-    fetch(*kv.v_scale, row, KB);
+    auto row = reshape(aura_rows(kv, block * static_cast<int>(KB), 1), {});
+    prefetch_run(kv.k, row * packed_words(D, kv.kbits), KB * packed_words(D, kv.kbits), part,
+                 parts);
+    prefetch_run(*kv.k_scale, row, KB, part, parts);
     return;
   }
-  fetch(kv.k, reshape(k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), 1), {}), KB * D);
-  fetch(kv.v, reshape(slice(v_tile_offsets(kv, first_key, 1), {0, 0}, {1, 1}), {}), KB * D);
-  if (kv.k_scale) prefetch_kv_block(scale_view(kv), block, part, parts);
+  auto first = reshape(k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), 1), {});
+  prefetch_run(kv.k, first, KB * D, part, parts);
+  if (kv.k_scale) prefetch_k_block(scale_view(kv), block, part, parts);
+}
+
+void prefetch_v_block(const KvView& kv, const Value& block, const Value& part, int64_t parts) {
+  const int64_t KB = kv.key_block, D = kv.head_dim;
+  auto first_key = block * static_cast<int>(KB);
+  if (kv.vbits) {
+    auto row = reshape(aura_rows(kv, first_key, 1), {});
+    prefetch_run(kv.v, row * packed_words(D, kv.vbits), KB * packed_words(D, kv.vbits), part,
+                 parts);
+    prefetch_run(*kv.v_scale, row, KB, part, parts);
+    return;
+  }
+  auto first = reshape(slice(v_tile_offsets(kv, first_key, 1), {0, 0}, {1, 1}), {});
+  prefetch_run(kv.v, first, KB * D, part, parts);
+  if (kv.v_scale) prefetch_v_block(scale_view(kv), block, part, parts);
 }
 
 }  // namespace kiln

@@ -184,17 +184,17 @@ Value load_k_rows(const KvView& kv, const Value& block, const Value& d, int64_t 
 Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
                     const Value& key_mask = {});
 
-// Prefetches piece `part` (an i32 scalar in [0, parts)) of K block `block`
-// and of its keys' V rows (and their scales or norms): each is a contiguous
+// Prefetch piece `part` (an i32 scalar in [0, parts)) of K block `block`
+// (with its scales or norms), or of its keys' V rows: each is a contiguous
 // run, cut into `parts` pieces of whole 64-byte lines. A program computes
 // on a block for far longer than a DRAM miss takes, and the hardware
-// prefetchers alone leave its loads waiting on DRAM; a walk issues one
-// piece per step of a loop it runs over the block anyway, so the
-// prefetches spread over the work. All of a block's lines at once fill the
-// core's miss buffers and stall it until they drain (kiln bench, Xeon, 2
-// threads, 32x8x128 f16 heads, 4096 keys: 0.57 of the probe with the
-// whole block at once, 0.73 spread). The block must be the sequence's (a
-// paged cache's table has no entry past it).
-void prefetch_kv_block(const KvView& kv, const Value& block, const Value& part, int64_t parts);
+// prefetchers alone leave its loads waiting on DRAM while the core idles
+// between them. A walk issues a piece per step of a loop it runs over a
+// block anyway, K in the score loop and V in the P V loop, so that the
+// misses spread evenly over the work: all of a block's lines at once fill
+// the core's miss buffers and stall it. The block must be the sequence's
+// (a paged cache's table has no entry past it).
+void prefetch_k_block(const KvView& kv, const Value& block, const Value& part, int64_t parts);
+void prefetch_v_block(const KvView& kv, const Value& block, const Value& part, int64_t parts);
 
 }  // namespace kiln

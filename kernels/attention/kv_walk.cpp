@@ -34,9 +34,11 @@ int64_t walk_value_part(int64_t rows, int64_t head_dim, int64_t key_block) {
   return part;
 }
 
-// A call for each step of a loop over a K block's dims: the step (an i32
-// scalar) and the number of steps.
-using BlockStep = std::function<void(const Value&, int64_t)>;
+// A call for each step of a loop over a K block or its V rows: the step
+// (an i32 scalar) and the number of steps. A walk's unmasked blocks
+// prefetch the block PREFETCH ahead through it (kv_cache.h).
+using BlockStep = std::function<void(const Value& step, int64_t steps)>;
+const BlockStep kNoStep = [](const Value&, int64_t) {};
 
 // Offsets into the weights' scratch array (WalkState::scratch) of row
 // `row`'s lanes lane .. lane + n - 1 (lane an i32 scalar; a scalar offset
@@ -153,9 +155,8 @@ std::vector<Value> aura_block_scores(KernelBuilder& k, const WalkInputs& in, con
 // Each row's log2-scaled scores against K block `block`, [KB]; keys outside
 // key_mask (when given) read as 0. Each step of the loop over HEAD_DIM
 // calls step(i, n), i (i32) counting the n steps.
-std::vector<Value> block_scores(
-    KernelBuilder& k, const WalkInputs& in, const Value& block, const Value& key_mask, size_t rows,
-    const BlockStep& step = [](const Value&, int64_t) {}) {
+std::vector<Value> block_scores(KernelBuilder& k, const WalkInputs& in, const Value& block,
+                                const Value& key_mask, size_t rows, const BlockStep& step) {
   if (in.q8.sum) return q8_block_scores(k, in, block, key_mask, rows, step);
   if (in.kv.kbits) return aura_block_scores(k, in, block, key_mask, rows, step);
   const int64_t D = in.head_dim, KB = in.key_block;
@@ -234,7 +235,7 @@ std::vector<Value> rescale(const std::vector<Value>& top, WalkState& st,
 // restores it).
 void add_values(KernelBuilder& k, const WalkInputs& in, const Value& j0, const Value& nb,
                 const std::vector<Value>& alpha, const Value& begin, const Value& end, bool masked,
-                WalkState& st) {
+                WalkState& st, const std::function<BlockStep(const Value& block)>& v_step) {
   const int64_t D = in.head_dim, KB = in.key_block;
   const int kb = static_cast<int>(KB);
   const size_t rows = st.m.size();
@@ -249,9 +250,12 @@ void add_values(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
     k.for_(0, nb, 1, [&](Value b) {
       auto first = j0 + b * kb;
       auto kv = pin_block_page(in.kv, first);
+      // Each V row is read once per part: the first part's steps prefetch.
+      BlockStep step = p0 == 0 ? v_step(first / kb) : kNoStep;
       // Two keys a step: unrolled over the block, LLVM hoists every V row's
       // widening to the top and spills them.
       k.for_(0, kb, 2, [&](Value j) {
+        step(j / 2, KB / 2);
         for (int u = 0; u < 2; ++u) {
           auto key = first + j + u;
           auto vmask = masked ? reshape((key >= begin) & (key < end), {1}) : Value();
@@ -270,6 +274,16 @@ void add_values(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
   }
 }
 
+// The steps of K block `block`'s loop prefetching block + PREFETCH (at
+// most last_block) with `fetch` (kv_cache.h's prefetch_k_block or
+// prefetch_v_block); none with PREFETCH = 0.
+BlockStep prefetch_step(const WalkInputs& in, const Value& block, const Value& last_block,
+                        void (*fetch)(const KvView&, const Value&, const Value&, int64_t)) {
+  if (in.prefetch == 0) return kNoStep;
+  auto ahead = minimum(block + static_cast<int>(in.prefetch), last_block);
+  return [kv = in.kv, ahead, fetch](const Value& i, int64_t n) { fetch(kv, ahead, i, n); };
+}
+
 // Adds the keys of the K block starting at key j0 that lie in [begin,
 // end) (and each row's [lo, hi)) to the state: one masked block, for the
 // ends of a walk's range.
@@ -283,7 +297,7 @@ void masked_block(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
   WalkInputs at = in;
   // The block's page looked up once for its K and V rows.
   at.kv = pin_block_page(in.kv, j0);
-  auto sc = block_scores(k, at, j0 / static_cast<int>(KB), kmask, rows);
+  auto sc = block_scores(k, at, j0 / static_cast<int>(KB), kmask, rows, kNoStep);
   for (size_t h = 0; h < rows; ++h) {
     auto visible = in.lo.empty() ? kmask : kmask & (keys >= in.lo[h]) & (keys < in.hi[h]);
     sc[h] = where(visible, sc[h], full({KB}, neg_inf, DType::f32));
@@ -296,7 +310,8 @@ void masked_block(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     st.l[h] = Value(st.l[h]) + fold_last_axis(p, Fold::Sum);
     store(*st.scratch + weight_at(h, zeros(DType::i32, {}), KB), p);
   }
-  add_values(k, in, j0, full({}, 1, DType::i32), alpha, begin, end, true, st);
+  add_values(k, in, j0, full({}, 1, DType::i32), alpha, begin, end, true, st,
+             [](const Value&) { return kNoStep; });
 }
 
 // Adds nb (an i32 scalar, 1 .. kChunkKeys / KB) whole K blocks from key j0
@@ -320,15 +335,10 @@ void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     top.push_back(k.var(full({KB}, -std::numeric_limits<double>::infinity(), DType::f32)));
   k.for_(0, nb, 1, [&](Value b) {
     auto first = j0 + b * kb;
-    // The block PREFETCH ahead, a piece per step of the scores (kv_cache.h).
-    Value ahead;
-    if (in.prefetch > 0) ahead = minimum(first / kb + static_cast<int>(in.prefetch), last_block);
-    auto step = [&](const Value& i, int64_t n) {
-      if (ahead.valid()) prefetch_kv_block(in.kv, ahead, i, n);
-    };
     WalkInputs blk = in;
     blk.kv = pin_block_page(in.kv, first);
-    auto sc = block_scores(k, blk, first / kb, Value(), rows, step);
+    auto sc = block_scores(k, blk, first / kb, Value(), rows,
+                           prefetch_step(in, first / kb, last_block, prefetch_k_block));
     for (size_t h = 0; h < rows; ++h) {
       store(scr + weight_at(h, b * kb, KB), sc[h]);
       top[h] = maximum(Value(top[h]), sc[h]);
@@ -347,7 +357,9 @@ void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     });
     st.l[h] = Value(st.l[h]) + fold_last_axis(sum, Fold::Sum);
   }
-  add_values(k, in, j0, nb, alpha, Value(), Value(), false, st);
+  add_values(k, in, j0, nb, alpha, Value(), Value(), false, st, [&](const Value& block) {
+    return prefetch_step(in, block, last_block, prefetch_v_block);
+  });
 }
 
 }  // namespace
