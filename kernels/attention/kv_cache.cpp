@@ -287,36 +287,36 @@ void prefetch_run(const Buffer& buf, const Value& first, int64_t elems, const Va
   prefetch(buf + (broadcast_to(first, {n}) + line.to(DType::i64) * per_line));
 }
 
+// Piece `part` of K block `block` (keys) or of its keys' V rows, with
+// their scales (q8_0) or norms (AURA).
+void prefetch_block(const KvView& kv, bool keys, const Value& block, const Value& part,
+                    int64_t parts) {
+  const int64_t KB = kv.key_block, D = kv.head_dim;
+  const Buffer& codes = keys ? kv.k : kv.v;
+  const auto& scales = keys ? kv.k_scale : kv.v_scale;
+  auto first_key = block * static_cast<int>(KB);
+  if (const int bits = keys ? kv.kbits : kv.vbits) {
+    // Each key's codes are one row of packed words, its norm one f16.
+    auto row = reshape(aura_rows(kv, first_key, 1), {});
+    const int64_t W = packed_words(D, bits);
+    prefetch_run(codes, row * W, KB * W, part, parts);
+    prefetch_run(*scales, row, KB, part, parts);
+    return;
+  }
+  auto first = keys ? k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), 1)
+                    : slice(v_tile_offsets(kv, first_key, 1), {0, 0}, {1, 1});
+  prefetch_run(codes, reshape(first, {}), KB * D, part, parts);
+  if (scales) prefetch_block(scale_view(kv), keys, block, part, parts);
+}
+
 }  // namespace
 
 void prefetch_k_block(const KvView& kv, const Value& block, const Value& part, int64_t parts) {
-  const int64_t KB = kv.key_block, D = kv.head_dim;
-  if (kv.kbits) {
-    // Each key's codes are one row of packed words, its norm one f16.
-    auto row = reshape(aura_rows(kv, block * static_cast<int>(KB), 1), {});
-    prefetch_run(kv.k, row * packed_words(D, kv.kbits), KB * packed_words(D, kv.kbits), part,
-                 parts);
-    prefetch_run(*kv.k_scale, row, KB, part, parts);
-    return;
-  }
-  auto first = reshape(k_tile_offsets(kv, block, 0, 1, zeros(DType::i32, {}), 1), {});
-  prefetch_run(kv.k, first, KB * D, part, parts);
-  if (kv.k_scale) prefetch_k_block(scale_view(kv), block, part, parts);
+  prefetch_block(kv, true, block, part, parts);
 }
 
 void prefetch_v_block(const KvView& kv, const Value& block, const Value& part, int64_t parts) {
-  const int64_t KB = kv.key_block, D = kv.head_dim;
-  auto first_key = block * static_cast<int>(KB);
-  if (kv.vbits) {
-    auto row = reshape(aura_rows(kv, first_key, 1), {});
-    prefetch_run(kv.v, row * packed_words(D, kv.vbits), KB * packed_words(D, kv.vbits), part,
-                 parts);
-    prefetch_run(*kv.v_scale, row, KB, part, parts);
-    return;
-  }
-  auto first = reshape(slice(v_tile_offsets(kv, first_key, 1), {0, 0}, {1, 1}), {});
-  prefetch_run(kv.v, first, KB * D, part, parts);
-  if (kv.v_scale) prefetch_v_block(scale_view(kv), block, part, parts);
+  prefetch_block(kv, false, block, part, parts);
 }
 
 }  // namespace kiln

@@ -222,6 +222,17 @@ std::vector<Value> rescale(const std::vector<Value>& top, WalkState& st,
   return alpha;
 }
 
+// The steps of K block `block`'s loop prefetching block + PREFETCH (at
+// most last_block) with `fetch` (kv_cache.h's prefetch_k_block or
+// prefetch_v_block); none with PREFETCH = 0 or without a last_block (the
+// masked blocks at a range's ends).
+BlockStep prefetch_step(const WalkInputs& in, const Value& block, const Value& last_block,
+                        void (*fetch)(const KvView&, const Value&, const Value&, int64_t)) {
+  if (in.prefetch == 0 || !last_block.valid()) return kNoStep;
+  auto ahead = minimum(block + static_cast<int>(in.prefetch), last_block);
+  return [kv = in.kv, ahead, fetch](const Value& i, int64_t n) { fetch(kv, ahead, i, n); };
+}
+
 // acc = acc * alpha + sum_j p_j V_j for every row, over nb K blocks (an i32
 // scalar) from key j0 on, p_j in lanes [0, nb * KB) of the row's scores in
 // scratch; with `masked`, keys outside [begin, end) are not read (their
@@ -232,10 +243,11 @@ std::vector<Value> rescale(const std::vector<Value>& top, WalkState& st,
 // token rows). Each weight is read back as a scalar (on x86 an FMA's
 // broadcast operand). An AURA row's norm joins the weight (one multiply,
 // not HEAD_DIM), and its values accumulate in lane order (walk_output
-// restores it).
+// restores it). With a last_block the blocks prefetch the V rows ahead
+// (prefetch_step).
 void add_values(KernelBuilder& k, const WalkInputs& in, const Value& j0, const Value& nb,
                 const std::vector<Value>& alpha, const Value& begin, const Value& end, bool masked,
-                WalkState& st, const std::function<BlockStep(const Value& block)>& v_step) {
+                WalkState& st, const Value& last_block) {
   const int64_t D = in.head_dim, KB = in.key_block;
   const int kb = static_cast<int>(KB);
   const size_t rows = st.m.size();
@@ -251,7 +263,8 @@ void add_values(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
       auto first = j0 + b * kb;
       auto kv = pin_block_page(in.kv, first);
       // Each V row is read once per part: the first part's steps prefetch.
-      BlockStep step = p0 == 0 ? v_step(first / kb) : kNoStep;
+      BlockStep step =
+          p0 == 0 ? prefetch_step(in, first / kb, last_block, prefetch_v_block) : kNoStep;
       // Two keys a step: unrolled over the block, LLVM hoists every V row's
       // widening to the top and spills them.
       k.for_(0, kb, 2, [&](Value j) {
@@ -272,16 +285,6 @@ void add_values(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
     });
     for (size_t h = 0; h < rows; ++h) store(*st.acc + acc_at(h), Value(acc[h]));
   }
-}
-
-// The steps of K block `block`'s loop prefetching block + PREFETCH (at
-// most last_block) with `fetch` (kv_cache.h's prefetch_k_block or
-// prefetch_v_block); none with PREFETCH = 0.
-BlockStep prefetch_step(const WalkInputs& in, const Value& block, const Value& last_block,
-                        void (*fetch)(const KvView&, const Value&, const Value&, int64_t)) {
-  if (in.prefetch == 0) return kNoStep;
-  auto ahead = minimum(block + static_cast<int>(in.prefetch), last_block);
-  return [kv = in.kv, ahead, fetch](const Value& i, int64_t n) { fetch(kv, ahead, i, n); };
 }
 
 // Adds the keys of the K block starting at key j0 that lie in [begin,
@@ -310,8 +313,7 @@ void masked_block(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     st.l[h] = Value(st.l[h]) + fold_last_axis(p, Fold::Sum);
     store(*st.scratch + weight_at(h, zeros(DType::i32, {}), KB), p);
   }
-  add_values(k, in, j0, full({}, 1, DType::i32), alpha, begin, end, true, st,
-             [](const Value&) { return kNoStep; });
+  add_values(k, in, j0, full({}, 1, DType::i32), alpha, begin, end, true, st, Value());
 }
 
 // Adds nb (an i32 scalar, 1 .. kChunkKeys / KB) whole K blocks from key j0
@@ -357,9 +359,7 @@ void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     });
     st.l[h] = Value(st.l[h]) + fold_last_axis(sum, Fold::Sum);
   }
-  add_values(k, in, j0, nb, alpha, Value(), Value(), false, st, [&](const Value& block) {
-    return prefetch_step(in, block, last_block, prefetch_v_block);
-  });
+  add_values(k, in, j0, nb, alpha, Value(), Value(), false, st, last_block);
 }
 
 }  // namespace
