@@ -9,6 +9,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <regex>
 #include <sstream>
 #include <tuple>
 
@@ -52,6 +54,42 @@ std::tuple<int64_t, int64_t, int64_t> parse_heads(const std::string& hs) {
   return {parse_positive(hd[0], "--heads"), parse_positive(hd[1], "--heads"),
           parse_positive(hd[2], "--heads")};
 }
+
+// The rows --benchmark_filter keeps, so that a filtered run builds only
+// their workloads: Google Benchmark filters after registration, and
+// building every default row's (random weights, quantised to each format,
+// KV caches) takes minutes. It matches the same POSIX extended regex by
+// search against the full name ("/real_time" included), a leading '-'
+// negating; a filter this cannot compile keeps every row and leaves the
+// verdict to Google Benchmark.
+class RowFilter {
+ public:
+  explicit RowFilter(const std::vector<std::string>& gbench_args) {
+    std::string spec;
+    const std::string flag = "--benchmark_filter=";
+    for (const auto& arg : gbench_args)
+      if (arg.rfind(flag, 0) == 0) spec = arg.substr(flag.size());
+    if (spec.empty() || spec == "all") return;
+    if (spec[0] == '-') negate_ = true, spec.erase(0, 1);
+    try {
+      re_.emplace(spec, std::regex::extended);
+    } catch (const std::regex_error&) {
+      negate_ = false;
+    }
+  }
+  bool keeps(const std::string& name) const {
+    return !re_ || std::regex_search(name + "/real_time", *re_) != negate_;
+  }
+  // Whether the row of any thread count, named by name(t), is kept.
+  template <class Name>
+  bool keeps_any(const std::vector<int>& threads, Name&& name) const {
+    return std::any_of(threads.begin(), threads.end(), [&](int t) { return keeps(name(t)); });
+  }
+
+ private:
+  std::optional<std::regex> re_;
+  bool negate_ = false;
+};
 
 // Runs the benchmark loop and returns its wall time in seconds. One untimed
 // run first takes what only the first launch pays (a lazy compile, first
@@ -150,6 +188,11 @@ void register_split_attention(const std::string& name, Runtime* rt, const Bandwi
       ->Unit(benchmark::kMillisecond);
 }
 
+std::string grouped_gemv_name(const std::string& f, int64_t m, int64_t k, int64_t experts, int t) {
+  return "qgemv_grouped/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
+         "/experts:" + std::to_string(experts) + "/threads:" + std::to_string(t);
+}
+
 // One decode token through `experts` experts of m x k (every one chosen),
 // stacked as a model's expert tensor, in one grouped launch (GROUPED 1,
 // tiles of one row): GB/s of the experts' weights against the probe.
@@ -163,11 +206,8 @@ void register_grouped_gemv(const std::string& f, int64_t m, int64_t k, ggml::Qua
   std::vector<Arg> args = work->grouped_args(experts);
   fixed["GROUPED"] = 1;
   fixed["BLOCK_T"] = 1;
-  const std::string name = "qgemv_grouped/" + f + "/" + std::to_string(m) + "x" +
-                           std::to_string(k) + "/experts:" + std::to_string(experts) +
-                           "/threads:" + std::to_string(t);
   register_streaming(
-      name, rt, probe, work->weight_bytes(), args, work,
+      grouped_gemv_name(f, m, k, experts, t), rt, probe, work->weight_bytes(), args, work,
       [rt, kernel, fixed](const std::vector<Arg>& a) {
         return rt->select(kernel, {}, a, {}, fixed);
       },
@@ -180,6 +220,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   std::vector<std::string> ours, gbench = {"kiln-bench"};
   for (const auto& s : argv) (s.rfind("--benchmark_", 0) == 0 ? gbench : ours).push_back(s);
   CliArgs a(ours, {"help", "warm"});
+  const RowFilter filter(gbench);
   a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats", "tokens", "warm",
                 "contexts", "heads", "kv", "experts", "kv-page"});
   if (a.flag("help")) {
@@ -273,11 +314,15 @@ int cmd_bench(const std::vector<std::string>& argv) {
     // heuristic), unless --const fixes them.
     const std::map<std::string, DType> dts = {{"W", wt}, {"X", DType::f32}};
     for (auto [m, k] : shapes) {
+      auto name_of = [&](int t) {
+        return "gemv/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
+               std::to_string(k) + "/threads:" + std::to_string(t);
+      };
+      if (!filter.keeps_any(threads, name_of)) continue;
       auto work = std::make_shared<GemvWorkload>(m, k, wt, DType::f32, 1, consts.at("SCALE_BLOCK"));
       for (int t : threads) {
         Runtime* rt = runtimes[t].get();
-        std::string name = "gemv/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
-                           std::to_string(k) + "/threads:" + std::to_string(t);
+        const std::string name = name_of(t);
         register_streaming(
             name, rt, probe, work->bytes(), work->args(), work,
             [rt, dts, consts](const std::vector<Arg>& args) {
@@ -294,6 +339,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
   if (tokens > 0)
     for (DType wt : dtypes)
       for (auto [m, k] : shapes) {
+        const std::string prefix = "gemm/" + std::string(dtype_name(wt));
+        if (!filter.keeps_any(threads, [&](int t) { return gemm_name(prefix, m, k, tokens, t); }))
+          continue;
         const int64_t sb = scale_block(wt);
         auto w = std::make_shared<GemvWorkload>(m, k, wt, DType::f32, 1, sb);  // weights only
         auto x = std::make_shared<HostMemory>(static_cast<size_t>(tokens * k * 4));
@@ -301,7 +349,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           DotProbe* fma = fma_probes[t].get();
-          std::string name = gemm_name("gemm/" + std::string(dtype_name(wt)), m, k, tokens, t);
+          std::string name = gemm_name(prefix, m, k, tokens, t);
           benchmark::RegisterBenchmark(
               name.c_str(),
               [=](benchmark::State& st) {
@@ -355,13 +403,16 @@ int cmd_bench(const std::vector<std::string>& argv) {
     const auto& int4 = int4_formats();
     if (f == "w8a8") {  // INT8 checkpoints' GEMV (one token)
       for (auto [m, k] : shapes) {
+        auto name_of = [&](int t) {
+          return f + "/" + std::to_string(m) + "x" + std::to_string(k) +
+                 "/threads:" + std::to_string(t);
+        };
+        if (!filter.keeps_any(threads, name_of)) continue;
         auto work = std::make_shared<Int4Workload>(w8a8_workload(m, k));
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           register_streaming(
-              f + "/" + std::to_string(m) + "x" + std::to_string(k) +
-                  "/threads:" + std::to_string(t),
-              rt, probe, work->weight_bytes, work->args, work,
+              name_of(t), rt, probe, work->weight_bytes, work->args, work,
               [rt, work](const std::vector<Arg>& args) {
                 return rt->select(work->kernel, {}, args, {}, work->fixed);
               },
@@ -372,19 +423,25 @@ int cmd_bench(const std::vector<std::string>& argv) {
     }
     if (std::find(int4.begin(), int4.end(), f) != int4.end()) {
       for (auto [m, k] : shapes) {
-        auto work = std::make_shared<Int4Workload>(int4_workload(f, m, k));
-        for (int t : threads) {
-          Runtime* rt = runtimes[t].get();
-          std::string name = f + "/" + std::to_string(m) + "x" + std::to_string(k) +
-                             "/threads:" + std::to_string(t);
-          register_streaming(
-              name, rt, probe, work->weight_bytes, work->args, work,
-              [rt, work](const std::vector<Arg>& args) {
-                return rt->select(work->kernel, {}, args, {}, work->fixed);
-              },
-              cold);
+        auto name_of = [&](int t) {
+          return f + "/" + std::to_string(m) + "x" + std::to_string(k) +
+                 "/threads:" + std::to_string(t);
+        };
+        if (filter.keeps_any(threads, name_of)) {
+          auto work = std::make_shared<Int4Workload>(int4_workload(f, m, k));
+          for (int t : threads) {
+            Runtime* rt = runtimes[t].get();
+            register_streaming(
+                name_of(t), rt, probe, work->weight_bytes, work->args, work,
+                [rt, work](const std::vector<Arg>& args) {
+                  return rt->select(work->kernel, {}, args, {}, work->fixed);
+                },
+                cold);
+          }
         }
-        if (tokens > 1 && f != "awq") {  // gemv_awq is a GEMV only
+        if (tokens > 1 && f != "awq" &&  // gemv_awq is a GEMV only
+            filter.keeps_any(threads,
+                             [&](int t) { return gemm_name("qgemm/" + f, m, k, tokens, t); })) {
           auto batch = std::make_shared<Int4Workload>(int4_workload(f, m, k, tokens));
           register_qgemm(f, m, k, batch->quantize_args, batch->args, batch, batch->kernel,
                          batch->fixed, {{"QBLOCK", 32}});
@@ -417,24 +474,31 @@ int cmd_bench(const std::vector<std::string>& argv) {
     fixed["FMT"] = static_cast<int>(fmt);
     const std::map<std::string, int64_t> qfixed = {{"QBLOCK", kquant ? 256 : 32}};
     for (auto [m, k] : shapes) {
-      auto work = std::make_shared<QgemvWorkload>(m, k, fmt, 1, rows16);
-      runtimes.begin()->second->call("quantize_q8", {}, work->quantize_args(), {}, qfixed);
-      for (int t : threads) {
-        Runtime* rt = runtimes[t].get();
-        std::string name = "qgemv/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
-                           "/threads:" + std::to_string(t);
-        register_streaming(
-            name, rt, probe, work->weight_bytes(), work->args(), work,
-            [rt, kernel, fixed](const std::vector<Arg>& args) {
-              return rt->select(kernel, {}, args, {}, fixed);
-            },
-            cold);
+      auto name_of = [&](int t) {
+        return "qgemv/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
+               "/threads:" + std::to_string(t);
+      };
+      if (filter.keeps_any(threads, name_of)) {
+        auto work = std::make_shared<QgemvWorkload>(m, k, fmt, 1, rows16);
+        runtimes.begin()->second->call("quantize_q8", {}, work->quantize_args(), {}, qfixed);
+        for (int t : threads) {
+          Runtime* rt = runtimes[t].get();
+          register_streaming(
+              name_of(t), rt, probe, work->weight_bytes(), work->args(), work,
+              [rt, kernel, fixed](const std::vector<Arg>& args) {
+                return rt->select(kernel, {}, args, {}, fixed);
+              },
+              cold);
+        }
       }
       if (experts > 0)
         for (int t : threads)
-          register_grouped_gemv(f, m, k, fmt, rows16, experts, runtimes[t].get(), t, probe, kernel,
-                                fixed, qfixed, cold);
-      if (tokens > 1) {
+          if (filter.keeps(grouped_gemv_name(f, m, k, experts, t)))
+            register_grouped_gemv(f, m, k, fmt, rows16, experts, runtimes[t].get(), t, probe,
+                                  kernel, fixed, qfixed, cold);
+      if (tokens > 1 && filter.keeps_any(threads, [&](int t) {
+            return gemm_name("qgemm/" + f, m, k, tokens, t);
+          })) {
         auto batch = std::make_shared<QgemvWorkload>(m, k, fmt, tokens, rows16);
         register_qgemm(f, m, k, batch->quantize_args(), batch->args(), batch, kernel, fixed,
                        qfixed);
@@ -452,6 +516,14 @@ int cmd_bench(const std::vector<std::string>& argv) {
       const std::string kv_name = kv_cache_type_name(kv);
       for (const auto& hs : split(a.get("heads", "32x4x64,32x8x128"), ',')) {
         auto [nh, nkv, hdim] = parse_heads(hs);
+        auto tail = [&](int t) {
+          return "/" + kv_name + "/" + hs + "/ctx:" + std::to_string(ctx) +
+                 (kv_page ? "/page:" + std::to_string(kv_page) : "") +
+                 "/threads:" + std::to_string(t);
+        };
+        auto one_pass = [&](int t) { return "attention_decode" + tail(t); };
+        auto split_k = [&](int t) { return "attention_decode_split" + tail(t); };
+        if (!filter.keeps_any(threads, one_pass) && !filter.keeps_any(threads, split_k)) continue;
         auto work = std::make_shared<AttentionWorkload>(
             nh, nkv, hdim, ctx, kv_key_block(runtimes.begin()->second->backend().target_desc()), kv,
             1, kv_page);
@@ -460,17 +532,14 @@ int cmd_bench(const std::vector<std::string>& argv) {
         for (const auto& [name, v] : work->kv_constexprs()) fixed[name] = v;
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
-          const std::string tail = "/" + kv_name + "/" + hs + "/ctx:" + std::to_string(ctx) +
-                                   (kv_page ? "/page:" + std::to_string(kv_page) : "") +
-                                   "/threads:" + std::to_string(t);
           register_streaming(
-              "attention_decode" + tail, rt, probe, work->cache_bytes(), work->args(), work,
+              one_pass(t), rt, probe, work->cache_bytes(), work->args(), work,
               [rt, fixed, kv](const std::vector<Arg>& args) {
                 return rt->select("attention_decode", {{"KV", kv.dtype}}, args, {}, fixed);
               },
               // Copy the cache's buffers, not q and out.
               cold, work->cache_buffer_bytes());
-          register_split_attention("attention_decode_split" + tail, rt, probe, work,
+          register_split_attention(split_k(t), rt, probe, work,
                                    declared_consts("attention_decode_split"), cold);
         }
       }
@@ -482,6 +551,11 @@ int cmd_bench(const std::vector<std::string>& argv) {
     for (const KvCacheType& kv : kv_dtypes)
       for (const auto& hs : split(a.get("heads", "32x4x64,32x8x128"), ',')) {
         auto [nh, nkv, hdim] = parse_heads(hs);
+        auto name_of = [&](int t) {
+          return "attention_prefill/" + kv_cache_type_name(kv) + "/" + hs +
+                 "/tokens:" + std::to_string(tokens) + "/threads:" + std::to_string(t);
+        };
+        if (!filter.keeps_any(threads, name_of)) continue;
         auto work = std::make_shared<AttentionWorkload>(
             nh, nkv, hdim, tokens, kv_key_block(runtimes.begin()->second->backend().target_desc()),
             kv, tokens);
@@ -491,9 +565,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           DotProbe* fma = fma_probes[t].get();
-          const std::string name = "attention_prefill/" + kv_cache_type_name(kv) + "/" + hs +
-                                   "/tokens:" + std::to_string(tokens) +
-                                   "/threads:" + std::to_string(t);
+          const std::string name = name_of(t);
           benchmark::RegisterBenchmark(
               name.c_str(),
               [=](benchmark::State& st) {

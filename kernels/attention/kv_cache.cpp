@@ -274,17 +274,19 @@ Value load_k_scales(const KvView& kv, const Value& block, const Value& group,
 namespace {
 
 // Piece `part` (i32) of `parts` of the run of `elems` elements of buf from
-// `first` (an i64 scalar): its share of the run's 64-byte lines, the last
-// piece's overhang clamped to the run's last line (a repeated prefetch
-// costs an issue slot).
+// `first` (an i64 scalar): its share of the run's 64-byte lines, a last
+// piece that would overhang the run moved back to end with it. The piece's
+// start is one clamped scalar, so its lines are constant offsets from one
+// address (x86: one prefetch each, no address arithmetic); clamping each
+// line made every address a vector lane to extract.
 void prefetch_run(const Buffer& buf, const Value& first, int64_t elems, const Value& part,
                   int64_t parts) {
   constexpr int64_t kLineBytes = 64;
   const int64_t per_line = kLineBytes / dtype_bytes(buf.dtype());
   const int64_t lines = cdiv(elems, per_line), n = cdiv(lines, parts);
-  auto line = minimum(broadcast_to(part * static_cast<int>(n), {n}) + arange(n),
-                      static_cast<int>(lines - 1));
-  prefetch(buf + (broadcast_to(first, {n}) + line.to(DType::i64) * per_line));
+  auto start = minimum(part * static_cast<int>(n), static_cast<int>(lines - n));
+  auto at = first + start.to(DType::i64) * per_line;
+  prefetch(buf + (broadcast_to(at, {n}) + arange(n).to(DType::i64) * per_line));
 }
 
 // Piece `part` of K block `block` (keys) or of its keys' V rows, with
