@@ -103,6 +103,12 @@ double timed(benchmark::State& st, F&& body) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// "<prefix>/MxK/threads:N", a GEMV's benchmark name.
+std::string gemv_name(const std::string& prefix, int64_t m, int64_t k, int threads) {
+  return prefix + "/" + std::to_string(m) + "x" + std::to_string(k) +
+         "/threads:" + std::to_string(threads);
+}
+
 // "<prefix>/MxK/tokens:T/threads:N", a prompt GEMM's benchmark name.
 std::string gemm_name(const std::string& prefix, int64_t m, int64_t k, int64_t tokens,
                       int threads) {
@@ -315,8 +321,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     const std::map<std::string, DType> dts = {{"W", wt}, {"X", DType::f32}};
     for (auto [m, k] : shapes) {
       auto name_of = [&](int t) {
-        return "gemv/" + std::string(dtype_name(wt)) + "/" + std::to_string(m) + "x" +
-               std::to_string(k) + "/threads:" + std::to_string(t);
+        return gemv_name("gemv/" + std::string(dtype_name(wt)), m, k, t);
       };
       if (!filter.keeps_any(threads, name_of)) continue;
       auto work = std::make_shared<GemvWorkload>(m, k, wt, DType::f32, 1, consts.at("SCALE_BLOCK"));
@@ -403,10 +408,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     const auto& int4 = int4_formats();
     if (f == "w8a8") {  // INT8 checkpoints' GEMV (one token)
       for (auto [m, k] : shapes) {
-        auto name_of = [&](int t) {
-          return f + "/" + std::to_string(m) + "x" + std::to_string(k) +
-                 "/threads:" + std::to_string(t);
-        };
+        auto name_of = [&](int t) { return gemv_name(f, m, k, t); };
         if (!filter.keeps_any(threads, name_of)) continue;
         auto work = std::make_shared<Int4Workload>(w8a8_workload(m, k));
         for (int t : threads) {
@@ -423,10 +425,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     }
     if (std::find(int4.begin(), int4.end(), f) != int4.end()) {
       for (auto [m, k] : shapes) {
-        auto name_of = [&](int t) {
-          return f + "/" + std::to_string(m) + "x" + std::to_string(k) +
-                 "/threads:" + std::to_string(t);
-        };
+        auto name_of = [&](int t) { return gemv_name(f, m, k, t); };
         if (filter.keeps_any(threads, name_of)) {
           auto work = std::make_shared<Int4Workload>(int4_workload(f, m, k));
           for (int t : threads) {
@@ -474,10 +473,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
     fixed["FMT"] = static_cast<int>(fmt);
     const std::map<std::string, int64_t> qfixed = {{"QBLOCK", kquant ? 256 : 32}};
     for (auto [m, k] : shapes) {
-      auto name_of = [&](int t) {
-        return "qgemv/" + f + "/" + std::to_string(m) + "x" + std::to_string(k) +
-               "/threads:" + std::to_string(t);
-      };
+      auto name_of = [&](int t) { return gemv_name("qgemv/" + f, m, k, t); };
       if (filter.keeps_any(threads, name_of)) {
         auto work = std::make_shared<QgemvWorkload>(m, k, fmt, 1, rows16);
         runtimes.begin()->second->call("quantize_q8", {}, work->quantize_args(), {}, qfixed);
