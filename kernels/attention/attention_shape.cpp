@@ -176,18 +176,27 @@ int64_t walk_rows(int64_t rows, int64_t n) {
 // The walk keeps its accumulators in scratch and a part of HEAD_DIM of
 // them in registers at a time (kv_walk.h), so rows are no longer bound by
 // the register file, but by the score loop's registers (a score vector per
-// row). kiln bench, 2 threads, f16 cache, 8192 keys: decode at 4 heads
-// 0.29-0.31 ms (32x4x64), 8 heads 0.30 (32x4x64) and 1.28 (32x8x128, 4 of
-// them padding); prefill of 512 tokens at 8 rows 0.59 and 0.66 of the FMA
-// peak (HEAD_DIM 64, 128), 4 rows 0.57 and 0.64, 16 rows 0.44 and 0.49.
+// row). Prefill of 512 tokens at 8 rows: 0.59 and 0.66 of the FMA peak
+// (HEAD_DIM 64, 128), 4 rows 0.57 and 0.64, 16 rows 0.44 and 0.49.
+//
+// Decode takes a whole GQA group of up to 8 heads where the score vectors
+// fill at most a quarter of the registers (AVX-512; 4 heads on AVX2 and
+// NEON, unmeasured there): a program per 4 heads reads the group's cache
+// twice. Xeon (Emerald Rapids), 2 threads, 4096 and 32768 keys, 4 -> 8
+// heads: 32x4x64 f16 0.30 -> 0.25 and 2.5 -> 1.8 ms (0.42 -> 0.59 of the
+// probe), q8_0 0.22 -> 0.17 and 1.8 -> 1.3 ms, 32x4x128 f16 0.63 -> 0.55
+// and 5.7 -> 4.2 ms; split-K alike. CUDA keeps 4 (not measured).
 // AURA's 8-bit keys cost a 256-entry lookup per code, paid once per program
 // for its rows, so they take 8 rows: aura8v4, 32x4x64, 16384 keys, 1.15 ->
-// 0.70 ms (split-K 0.88 -> 0.66), where aura4v4 is slower at 8 (0.50 ->
-// 0.64) and f16 the same within noise.
+// 0.70 ms (split-K 0.88 -> 0.66); its other widths 4, as they are slower
+// at 8 (aura4v4 0.50 -> 0.64 ms; on the Xeon 0.27 -> 0.30 at 4096 keys).
 std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a) {
-  const bool aura8 = is_aura_kv(s.dtype("KV")) && s.constexpr_("KBITS") == 8;
-  return {{"BLOCK_G",
-           walk_rows(aura8 ? 8 : 4, a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads")))}};
+  const TargetDesc& t = s.target;
+  const int64_t score_registers = cdiv(kv_key_block(t), t.lanes(DType::f32));
+  int64_t rows =
+      t.warp_size > 1 ? 4 : std::clamp<int64_t>(t.vector_registers / (4 * score_registers), 1, 8);
+  if (is_aura_kv(s.dtype("KV"))) rows = s.constexpr_("KBITS") == 8 ? 8 : 4;
+  return {{"BLOCK_G", walk_rows(rows, a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads")))}};
 }
 
 std::map<std::string, int64_t> prefill_block_m(const Spec&, const ScalarArgs& a) {
