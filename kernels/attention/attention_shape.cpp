@@ -192,10 +192,13 @@ int64_t walk_rows(int64_t rows, int64_t n) {
 // at 8 (aura4v4 0.50 -> 0.64 ms; on the Xeon 0.27 -> 0.30 at 4096 keys).
 std::map<std::string, int64_t> decode_block_g(const Spec& s, const ScalarArgs& a) {
   const TargetDesc& t = s.target;
-  const int64_t score_registers = cdiv(kv_key_block(t), t.lanes(DType::f32));
-  int64_t rows =
-      t.warp_size > 1 ? 4 : std::clamp<int64_t>(t.vector_registers / (4 * score_registers), 1, 8);
-  if (is_aura_kv(s.dtype("KV"))) rows = s.constexpr_("KBITS") == 8 ? 8 : 4;
+  int64_t rows = 4;
+  if (is_aura_kv(s.dtype("KV"))) {
+    if (s.constexpr_("KBITS") == 8) rows = 8;
+  } else if (t.warp_size == 1) {
+    const int64_t score_registers = cdiv(kv_key_block(t), t.lanes(DType::f32));
+    rows = std::clamp<int64_t>(t.vector_registers / (4 * score_registers), 1, 8);
+  }
   return {{"BLOCK_G", walk_rows(rows, a.i("n_heads") / std::max<int64_t>(1, a.i("n_kv_heads")))}};
 }
 

@@ -32,6 +32,37 @@ TEST_CASE("attention_decode built for a 256-bit target (8 lanes, 8-key cache blo
   kiln::test::check_attention_sweep(kKernel, kAtol, TargetDesc{256, 16, 1});
 }
 
+TEST_CASE("attention_decode takes a GQA group's heads as its target's registers allow",
+          "[kernels][attention]") {
+  // BLOCK_G for n_heads / n_kv_heads query heads per KV head: up to 8 where
+  // the score vectors fill a quarter of the registers (AVX-512), 4 on AVX2,
+  // NEON (two registers per 8-key block) and CUDA; AURA 8 with 8-bit keys,
+  // else 4; never more than the group, rounded up to a power of two.
+  const KernelDef& d = find_kernel(kKernel);
+  auto block_g = [&](TargetDesc t, int64_t heads, int64_t kv_heads, DType kv = DType::f16,
+                     int64_t kbits = 8) {
+    std::map<std::string, int64_t> c;
+    if (kv == DType::u32) c = {{"KBITS", kbits}, {"VBITS", 4}};
+    Spec s = d.make_spec({{"KV", kv}}, c);
+    s.target = t;
+    ScalarArgs a;
+    a.set_int("n_heads", heads);
+    a.set_int("n_kv_heads", kv_heads);
+    return d.shape_heuristic(s, a).at("BLOCK_G");
+  };
+  const TargetDesc avx512{}, avx2{256, 16, 1}, neon{128, 32, 1}, cuda{1024, 255, 32};
+  CHECK(block_g(avx512, 32, 4) == 8);
+  CHECK(block_g(avx512, 64, 4) == 8);
+  CHECK(block_g(avx512, 32, 8) == 4);
+  CHECK(block_g(avx512, 24, 8) == 4);  // a group of 3
+  CHECK(block_g(avx512, 32, 4, DType::i8) == 8);
+  CHECK(block_g(avx2, 32, 4) == 4);
+  CHECK(block_g(neon, 32, 4) == 4);
+  CHECK(block_g(cuda, 32, 4) == 4);
+  CHECK(block_g(avx512, 32, 4, DType::u32, 8) == 8);
+  CHECK(block_g(avx512, 32, 4, DType::u32, 4) == 4);
+}
+
 TEST_CASE("attention_decode rescales over a long cache", "[kernels][attention]") {
   // Many key blocks, and scores spread wide enough that the running max keeps moving.
   for (DType kv : {DType::f16, DType::f32, DType::i8}) {
