@@ -406,28 +406,14 @@ int cmd_bench(const std::vector<std::string>& argv) {
                                    "rows16,int4w,int4w-rows16,awq,awq-int4w,awq-rows16"),
                              ',')) {
     const auto& int4 = int4_formats();
-    if (f == "w8a8") {  // INT8 checkpoints' GEMV (one token)
-      for (auto [m, k] : shapes) {
-        auto name_of = [&](int t) { return gemv_name(f, m, k, t); };
-        if (!filter.keeps_any(threads, name_of)) continue;
-        auto work = std::make_shared<Int4Workload>(w8a8_workload(m, k));
-        for (int t : threads) {
-          Runtime* rt = runtimes[t].get();
-          register_streaming(
-              name_of(t), rt, probe, work->weight_bytes, work->args, work,
-              [rt, work](const std::vector<Arg>& args) {
-                return rt->select(work->kernel, {}, args, {}, work->fixed);
-              },
-              cold);
-        }
-      }
-      continue;
-    }
-    if (std::find(int4.begin(), int4.end(), f) != int4.end()) {
+    // INT8 checkpoints' GEMV (one token) and the int4 weight-only formats.
+    const bool w8a8 = f == "w8a8";
+    if (w8a8 || std::find(int4.begin(), int4.end(), f) != int4.end()) {
       for (auto [m, k] : shapes) {
         auto name_of = [&](int t) { return gemv_name(f, m, k, t); };
         if (filter.keeps_any(threads, name_of)) {
-          auto work = std::make_shared<Int4Workload>(int4_workload(f, m, k));
+          auto work =
+              std::make_shared<Int4Workload>(w8a8 ? w8a8_workload(m, k) : int4_workload(f, m, k));
           for (int t : threads) {
             Runtime* rt = runtimes[t].get();
             register_streaming(
@@ -438,7 +424,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                 cold);
           }
         }
-        if (tokens > 1 && f != "awq" &&  // gemv_awq is a GEMV only
+        if (tokens > 1 && !w8a8 && f != "awq" &&  // w8a8 and gemv_awq: GEMVs only
             filter.keeps_any(threads,
                              [&](int t) { return gemm_name("qgemm/" + f, m, k, tokens, t); })) {
           auto batch = std::make_shared<Int4Workload>(int4_workload(f, m, k, tokens));
