@@ -1,5 +1,7 @@
 #include "kernels/qgemv/rows16_program.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
 #include "kernels/moe/expert_tiles.h"
 #include "kernels/qgemv/token_dots.h"
@@ -108,16 +110,19 @@ void build_rows16_program(KernelBuilder& k, const Spec& s, int64_t block_t, cons
     k.for_(0, nb, 1, [&](Value b) {
       x.b64 = b.to(DType::i64);
       x.c = (chunk0 + x.b64) * f.chunk_bytes;
-      // The next chunk, every line: a 16-row group's chunks are contiguous,
-      // but the hardware prefetchers stop at each 4 KiB page, about every
-      // second chunk, and decode (one token) has too little work per chunk
-      // to hide a DRAM miss. kiln bench, 4096x14336, 2 threads: Q4_1 decode
-      // 20-23 -> 30-33 GB/s. One chunk ahead rather than two (2.3-3.4 KB):
-      // Q6_K 0.68-0.79 -> 0.78-0.79 of the probe, Q3_K 0.69-0.73 ->
-      // 0.75-0.85, IQ4_XS 0.69-0.76 -> 0.75-0.89, Q2_K/Q4_0/Q5_K better by
-      // a few hundredths, Q4_K/Q4_1/Q8_0 unchanged (2 rounds, 4096x14336 and
-      // 14336x4096; the output head's 151936x2048 Q6_K 5.25 -> 4.71 ms).
-      prefetch(x.w + (x.c + f.chunk_bytes + arange(f.chunk_bytes / 64).to(DType::i64) * 64));
+      // The chunk 4 KiB ahead, every line: a 16-row group's chunks are
+      // contiguous, but the hardware prefetchers stop at each 4 KiB page,
+      // and decode (one token) has too little work per chunk to hide a DRAM
+      // miss (Q4_1 decode 20-23 -> 30-33 GB/s with the next chunk). Ahead
+      // by bytes, not by one chunk: a Q2_K/Q3_K chunk (1.3/1.8 KB) takes
+      // less time than the miss. kiln bench, 4096x14336 and 14336x4096, 2
+      // threads, 2 rounds each, fraction of the probe, one chunk -> 4 KiB:
+      // Q2_K 0.65 -> 0.76-0.78, Q3_K 0.66 -> 0.65-0.75, Q4_K 0.86 ->
+      // 0.89-0.93, IQ4_XS 0.72-0.80 -> 0.81-0.89, Q4_0 0.77-0.85 -> 0.85-0.93,
+      // Q6_K equal; 8 KiB ahead equal to 4 within noise.
+      const int64_t ahead = std::max<int64_t>(1, (4096 + f.chunk_bytes - 1) / f.chunk_bytes);
+      prefetch(x.w +
+               (x.c + ahead * f.chunk_bytes + arange(f.chunk_bytes / 64).to(DType::i64) * 64));
       if (!f.superblock_scaled) {
         f.chunk(k, x, out);
         return;
