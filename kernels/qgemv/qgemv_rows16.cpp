@@ -88,6 +88,11 @@ struct Groups16 {
   // Code vector j holds its codes times 2^(code_step j) (Q2_K's 2-bit codes
   // masked in place, not shifted down): the scales are raised to match.
   int code_step = 0;
+  // Sum the groups' terms in f32: exact when every partial sum stays below
+  // 2^24 (Q2_K, Q3_K: |dot_s sc_s| < 2^19, 16 groups), and a convert and
+  // an FMA per group and token instead of an i32 multiply (2 uops on one
+  // port) and an add. Q6_K's terms reach 2^24, so it stays in i32.
+  bool f32_sums = false;
   std::function<std::array<Value, 4>(const Rows16Context&, const Value& h64, int64_t g)> codes;
 };
 
@@ -120,14 +125,14 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
       low = q == 0 ? l : low + l;
       high = q == 0 ? h : high + h;
     }
+    Value start = zeros(DType::i32, {R});
     if (mins) {
       min_sum[i] = low + (high << 6);
-      isum.push_back(k.var(zeros(DType::i32, {R})));
     } else {
       auto total = sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64))));
-      isum.push_back(
-          k.var((low + (high << 6) - broadcast_to(total << 7, {R})) * static_cast<int>(-f.offset)));
+      start = (low + (high << 6) - broadcast_to(total << 7, {R})) * static_cast<int>(-f.offset);
     }
+    isum.push_back(k.var(f.f32_sums ? start.to(DType::f32) : start));
   }
   // Half h: weights 128 h .. 128 h + 127, groups 8 h .. 8 h + 7.
   k.for_(0, 2, 1, [&](Value h) {
@@ -151,6 +156,9 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
         const int down = static_cast<int>(8 * (s % 4)) - up;
         auto byte = down >= 0 ? quads[s / 4] >> down : quads[s / 4] << -down;
         auto sc = mins ? byte & (15 << up) : (byte & 255) - 128;
+        // In f32 each term is dot_s sc_s itself: the raise comes off the scale.
+        Value scf;
+        if (f.f32_sums) scf = sc.to(DType::f32) * (1.0f / static_cast<float>(1 << top));
         for (size_t i = 0; i < BT; ++i) {
           Value dot;
           for (int64_t g = 0; g < 4; ++g) {
@@ -158,21 +166,24 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
                            x.x4(i, h64 * 128 + static_cast<int>(32 * j + 4 * (4 * quarter + g))));
             dot = g == 0 ? dd : dot + dd;
           }
-          isum[i] = Value(isum[i]) + dot * sc;
+          isum[i] =
+              f.f32_sums ? fma(dot.to(DType::f32), scf, Value(isum[i])) : Value(isum[i]) + dot * sc;
         }
       }
     }
   });
   auto d = x.f16s(x.at(0));
   for (size_t i = 0; i < BT; ++i) {
-    acc[i] = (top ? Value(isum[i]) >> top : Value(isum[i])).to(DType::f32) * d;
+    Value total = Value(isum[i]);
+    if (!f.f32_sums) total = (top ? total >> top : total).to(DType::f32);
+    acc[i] = total * d;
     if (mins) acc[i] = fma(min_sum[i].to(DType::f32), -x.f16s(x.at(f.dmin)), Value(acc[i]));
   }
 }
 
 Groups16 q6_k_groups() {
   using L = ggml::Q6KRows16;
-  return {L::kScales, 32, -1, 0, [](const Rows16Context& x, const Value& h64, int64_t g) {
+  return {L::kScales, 32, -1, 0, false, [](const Rows16Context& x, const Value& h64, int64_t g) {
             auto piece = [&](int64_t part) {
               return x.lanes4(h64 * (8 * L::kGroupBytes) +
                               static_cast<int>(L::kCodes + g * L::kGroupBytes + part * 64));
@@ -188,7 +199,11 @@ Groups16 q6_k_groups() {
 template <bool Q2>
 Groups16 bits2_groups() {
   using L = ggml::Bits2Rows16<Q2>;
-  return {L::kScales, Q2 ? 0 : 4, Q2 ? L::kDmin : -1, Q2 ? 2 : 0,
+  return {L::kScales,
+          Q2 ? 0 : 4,
+          Q2 ? L::kDmin : -1,
+          Q2 ? 2 : 0,
+          true,
           [](const Rows16Context& x, const Value& h64, int64_t g) {
             auto a = u32_lanes(x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0))));
             std::array<Value, 4> c;
