@@ -85,14 +85,14 @@ struct Groups16 {
   int offset = 0;
   // Q2_K (w = d sc_s q - dmin m_s): the byte is sc_s | m_s << 4, dmin at this offset.
   int64_t dmin = -1;
-  // Code vector j holds its codes times 2^(code_step j) (Q2_K's 2-bit codes
-  // masked in place, not shifted down): the scales are raised to match.
-  int code_step = 0;
   // Sum the groups' terms in f32: exact when every partial sum stays below
   // 2^24 (Q2_K, Q3_K: |dot_s sc_s| < 2^19, 16 groups), and a convert and
   // an FMA per group and token instead of an i32 multiply (2 uops on one
   // port) and an add. Q6_K's terms reach 2^24, so it stays in i32.
   bool f32_sums = false;
+  // With f32 sums, code vector j may hold its codes times 2^code_shift[j]
+  // (decoded in place, not shifted down); the group's f32 scale takes it off.
+  std::array<int, 4> code_shift = {0, 0, 0, 0};
   std::function<std::array<Value, 4>(const Rows16Context&, const Value& h64, int64_t g)> codes;
 };
 
@@ -103,8 +103,6 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
                          const Groups16& f) {
   const size_t BT = acc.size();
   const bool mins = f.dmin >= 0;
-  // Every group's term carries 2^top: code j's factor times its scale's.
-  const int top = 3 * f.code_step;
   // sum_s u_s bsum16_s for a u8 u_s per group (4 groups per i32 lane), as
   // byte dots: quantize_q8 splits bsum16_s = low + 64 high into i8, so it is
   // sum_s u_s low_s + 64 sum_s u_s high_s: 8 vpdpbusd per token. u_s is the
@@ -151,14 +149,10 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
       // and 8 tokens' sums fit the registers beside the codes.
       for (int64_t j = 0; j < 4; ++j) {
         int64_t s = quarter + 2 * j;  // group within the half
-        // The group's byte, raised by 2^up in the same shift.
-        const int up = top - f.code_step * static_cast<int>(j);
-        const int down = static_cast<int>(8 * (s % 4)) - up;
-        auto byte = down >= 0 ? quads[s / 4] >> down : quads[s / 4] << -down;
-        auto sc = mins ? byte & (15 << up) : (byte & 255) - 128;
-        // In f32 each term is dot_s sc_s itself: the raise comes off the scale.
+        auto byte = quads[s / 4] >> static_cast<int>(8 * (s % 4));
+        auto sc = mins ? byte & 15 : (byte & 255) - 128;
         Value scf;
-        if (f.f32_sums) scf = sc.to(DType::f32) * (1.0f / static_cast<float>(1 << top));
+        if (f.f32_sums) scf = sc.to(DType::f32) * (1.0f / static_cast<float>(1 << f.code_shift[j]));
         for (size_t i = 0; i < BT; ++i) {
           Value dot;
           for (int64_t g = 0; g < 4; ++g) {
@@ -174,16 +168,19 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
   });
   auto d = x.f16s(x.at(0));
   for (size_t i = 0; i < BT; ++i) {
-    Value total = Value(isum[i]);
-    if (!f.f32_sums) total = (top ? total >> top : total).to(DType::f32);
-    acc[i] = total * d;
+    acc[i] = (f.f32_sums ? Value(isum[i]) : Value(isum[i]).to(DType::f32)) * d;
     if (mins) acc[i] = fma(min_sum[i].to(DType::f32), -x.f16s(x.at(f.dmin)), Value(acc[i]));
   }
 }
 
 Groups16 q6_k_groups() {
   using L = ggml::Q6KRows16;
-  return {L::kScales, 32, -1, 0, false, [](const Rows16Context& x, const Value& h64, int64_t g) {
+  return {L::kScales,
+          32,
+          -1,
+          false,
+          {0, 0, 0, 0},
+          [](const Rows16Context& x, const Value& h64, int64_t g) {
             auto piece = [&](int64_t part) {
               return x.lanes4(h64 * (8 * L::kGroupBytes) +
                               static_cast<int>(L::kCodes + g * L::kGroupBytes + part * 64));
@@ -199,26 +196,29 @@ Groups16 q6_k_groups() {
 template <bool Q2>
 Groups16 bits2_groups() {
   using L = ggml::Bits2Rows16<Q2>;
+  // Codes j decoded in place, each times 2^shift[j]: Q2_K's at bits 2j, one
+  // mask each; Q3_K's 0-2 likewise with their third bit at 2j + 2 (one merge
+  // from the hmask bytes, which rows16.h's q3k_high_bit puts there), and
+  // code 3 moved to bits 3-4 with its bit at 5.
+  constexpr std::array<int, 4> shift =
+      Q2 ? std::array<int, 4>{0, 2, 4, 6} : std::array<int, 4>{0, 2, 4, 3};
   return {L::kScales,
           Q2 ? 0 : 4,
           Q2 ? L::kDmin : -1,
-          Q2 ? 2 : 0,
           true,
+          shift,
           [](const Rows16Context& x, const Value& h64, int64_t g) {
             auto a = u32_lanes(x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0))));
             std::array<Value, 4> c;
-            // Q2_K: codes j stay at bits 2j (times 4^j), one mask each;
-            // Q3_K's third bit goes above the two, so they move down.
-            for (int j = 0; j < 4; ++j)
-              c[j] = Q2 ? a & (0x03030303 << (2 * j)) : (j ? a >> (2 * j) : a) & 0x03030303;
+            for (int j = 0; j < 4; ++j) c[j] = a & (int64_t{0x03030303} << (2 * j));
+            if constexpr (!Q2) c[3] = (a >> 3) & 0x18181818;
             if constexpr (!Q2) {
-              // Bits 4h .. 4h + 3 of the hmask bytes to bit 2 of codes 0-3.
+              // Half 1's bits are half 0's plus one.
               auto bits = u32_lanes(x.lanes4(x.at(L::high_at(g, 0)))) >>
-                          broadcast_to(h64.to(DType::u32) * 4, {R});
-              for (int j = 0; j < 4; ++j) {
-                auto moved = j < 2 ? bits << (2 - j) : j == 2 ? bits : bits >> 1;
-                c[j] = c[j] | (moved & 0x04040404);
-              }
+                          broadcast_to(h64.to(DType::u32), {R});
+              for (int j = 0; j < 3; ++j)
+                c[j] = c[j] | (bits & (0x01010101 << ggml::q3k_high_bit(0, j)));
+              c[3] = c[3] | ((bits << 5) & 0x20202020);
             }
             for (Value& v : c) v = u8_lanes(v);
             return c;

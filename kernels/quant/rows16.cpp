@@ -195,7 +195,14 @@ void interleave_bits2_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_
     for (int64_t g = 0; g < 8; ++g) {
       for (int64_t h = 0; h < 2; ++h)
         std::memcpy(c + L::code_at(h, g, r), blk + qs + 32 * h + 4 * g, 4);
-      if constexpr (!Q2) std::memcpy(c + L::high_at(g, r), blk + 4 * g, 4);
+      if constexpr (!Q2)
+        for (int64_t i = 0; i < 4; ++i) {
+          uint8_t moved = 0;
+          for (int h = 0; h < 2; ++h)
+            for (int j = 0; j < 4; ++j)
+              moved |= ((blk[4 * g + i] >> (4 * h + j)) & 1) << q3k_high_bit(h, j);
+          c[L::high_at(g, r) + i] = moved;
+        }
     }
   });
 }
@@ -218,7 +225,8 @@ std::vector<float> dequantize_bits2_rows16(const uint8_t* rows16, int64_t m, int
             if constexpr (Q2) {
               row[at] = d * (sc & 15) * low - f16(c + L::kDmin + 2 * r) * (sc >> 4);
             } else {
-              const int q = low - ((c[L::high_at(g, r) + i] >> (4 * h + j)) & 1 ? 0 : 4);
+              const int high = c[L::high_at(g, r) + i] >> q3k_high_bit(h, j);
+              const int q = low - (high & 1 ? 0 : 4);
               row[at] = d * (sc - 128) * q;
             }
           }

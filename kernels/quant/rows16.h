@@ -49,8 +49,14 @@
 //   qs    u8  [2][8][16][4]   [half h][group g][row r][i] is ggml's
 //                             qs[32 h + 4 g + i]: bits 2j..2j+1 the low code
 //                             bits of weight 128 h + 32 j + 4 g + i
-//   hm    u8  [8][16][4]      [group g][row r][i] is ggml's hmask[4 g + i]:
-//                             bit 4 h + j the third bit of that weight
+//   hm    u8  [8][16][4]      [group g][row r][i] is ggml's hmask[4 g + i]
+//                             with its bits moved: bit 4 h + j, the third
+//                             bit of that weight, to q3k_high_bit(h, j), so
+//                             that the kernel merges it with the low bits
+//                             of code j in place (codes j = 0-2 at bits
+//                             2j, then that bit at 2j + 2; code 3 moved to
+//                             bits 3-4, that bit at 5 = bit 0 shifted up);
+//                             half 1's bits are half 0's plus one
 //
 // Q2_K: per 16 rows and super-block, one 1344-byte chunk (16 x 84):
 //   d     f16 [16]
@@ -145,6 +151,9 @@ struct Q6KRows16 {
   static constexpr int64_t scale_at(int64_t s, int64_t r) { return kScales + group16_at(s, r); }
   static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
 };
+
+// Where bit 4 h + j of ggml's Q3_K hmask byte is in the 16-row layout's.
+constexpr int q3k_high_bit(int h, int j) { return (j < 3 ? 2 * j + 2 : 0) + h; }
 
 // Q3_K (Q2 = false) and Q2_K: 2-bit codes in ggml's order, [half][group][row][4].
 template <bool Q2>
