@@ -17,8 +17,8 @@
 // - Q6_K and Q3_K (w = d sc_s (q - o), 16-weight groups s, signed sc, o 32
 //   or 4), Q2_K (w = d sc_s q - dmin m_s):
 //     y += dx d sum_s sc_s (dot_s(q, xq) - o bsum16_s) [- dx dmin sum_s m_s bsum16_s],
-//   exactly in i32, bsum16_s the sum of the token's 16 x codes of group s
-//   (quantize_q8's split s8);
+//   exactly (in i32, or f32 where it holds the sums exactly), bsum16_s the sum of the token's 16 x
+//   codes of group s (quantize_q8's split s8);
 // - IQ4_XS (w = d (ls_s - 32) table[q], 32-weight sub-blocks s), codes
 //   looked up as table[q] + 128 (unsigned, a byte shuffle):
 //     y += dx d (sum_s (ls_s - 32) dot_s(u, xq) - 128 sum_s (ls_s - 32) bsum_s),
@@ -97,7 +97,7 @@ struct Groups16 {
 };
 
 // Sets acc to d sum_s sc_s (dot_s(q, xq) - offset bsum16_s) [- dmin sum_s
-// m_s bsum16_s], exact in i32 up to the f32 scaling; bsum16_s is the sum
+// m_s bsum16_s], exact up to the final scaling (Groups16::f32_sums); bsum16_s is the sum
 // of the token's 16 x codes of group s (quantize_q8's split s8).
 void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc,
                          const Groups16& f) {
