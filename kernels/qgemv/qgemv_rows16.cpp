@@ -85,6 +85,7 @@ struct Groups16 {
   int offset = 0;
   // Q2_K (w = d sc_s q - dmin m_s): the byte is sc_s | m_s << 4, dmin at this offset.
   int64_t dmin = -1;
+  std::function<std::array<Value, 4>(const Rows16Context&, const Value& h64, int64_t g)> codes;
   // Sum the groups' terms in f32: exact when every partial sum stays below
   // 2^24 (Q2_K, Q3_K: |dot_s sc_s| < 2^19, 16 groups), and a convert and
   // an FMA per group and token instead of an i32 multiply (2 uops on one
@@ -93,7 +94,6 @@ struct Groups16 {
   // With f32 sums, code vector j may hold its codes times 2^code_shift[j]
   // (decoded in place, not shifted down); the group's f32 scale takes it off.
   std::array<int, 4> code_shift = {0, 0, 0, 0};
-  std::function<std::array<Value, 4>(const Rows16Context&, const Value& h64, int64_t g)> codes;
 };
 
 // Sets acc to d sum_s sc_s (dot_s(q, xq) - offset bsum16_s) [- dmin sum_s
@@ -175,12 +175,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
 
 Groups16 q6_k_groups() {
   using L = ggml::Q6KRows16;
-  return {L::kScales,
-          32,
-          -1,
-          false,
-          {0, 0, 0, 0},
-          [](const Rows16Context& x, const Value& h64, int64_t g) {
+  return {L::kScales, 32, -1, [](const Rows16Context& x, const Value& h64, int64_t g) {
             auto piece = [&](int64_t part) {
               return x.lanes4(h64 * (8 * L::kGroupBytes) +
                               static_cast<int>(L::kCodes + g * L::kGroupBytes + part * 64));
@@ -202,27 +197,22 @@ Groups16 bits2_groups() {
   // code 3 moved to bits 3-4 with its bit at 5.
   constexpr std::array<int, 4> shift =
       Q2 ? std::array<int, 4>{0, 2, 4, 6} : std::array<int, 4>{0, 2, 4, 3};
-  return {L::kScales,
-          Q2 ? 0 : 4,
-          Q2 ? L::kDmin : -1,
-          true,
-          shift,
-          [](const Rows16Context& x, const Value& h64, int64_t g) {
-            auto a = u32_lanes(x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0))));
-            std::array<Value, 4> c;
-            for (int j = 0; j < 4; ++j) c[j] = a & (int64_t{0x03030303} << (2 * j));
-            if constexpr (!Q2) c[3] = (a >> 3) & 0x18181818;
-            if constexpr (!Q2) {
-              // Half 1's bits are half 0's plus one.
-              auto bits = u32_lanes(x.lanes4(x.at(L::high_at(g, 0)))) >>
-                          broadcast_to(h64.to(DType::u32), {R});
-              for (int j = 0; j < 3; ++j)
-                c[j] = c[j] | (bits & (0x01010101 << ggml::q3k_high_bit(0, j)));
-              c[3] = c[3] | ((bits << 5) & 0x20202020);
-            }
-            for (Value& v : c) v = u8_lanes(v);
-            return c;
-          }};
+  auto codes = [](const Rows16Context& x, const Value& h64, int64_t g) {
+    auto a = u32_lanes(x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0))));
+    std::array<Value, 4> c;
+    for (int j = 0; j < 4; ++j) c[j] = a & (int64_t{0x03030303} << (2 * j));
+    if constexpr (!Q2) {
+      c[3] = (a >> 3) & 0x18181818;
+      // Half 1's bits are half 0's plus one.
+      auto bits =
+          u32_lanes(x.lanes4(x.at(L::high_at(g, 0)))) >> broadcast_to(h64.to(DType::u32), {R});
+      for (int j = 0; j < 3; ++j) c[j] = c[j] | (bits & (0x01010101 << ggml::q3k_high_bit(0, j)));
+      c[3] = c[3] | ((bits << 5) & 0x20202020);
+    }
+    for (Value& v : c) v = u8_lanes(v);
+    return c;
+  };
+  return {L::kScales, Q2 ? 0 : 4, Q2 ? L::kDmin : -1, codes, true, shift};
 }
 
 void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
