@@ -135,6 +135,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
   // Half h: weights 128 h .. 128 h + 127, groups 8 h .. 8 h + 7.
   k.for_(0, 2, 1, [&](Value h) {
     auto h64 = h.to(DType::i64);
+    x.prefetch_ahead(h, 2);
     // The half's 8 group bytes, 4 per i32 lane.
     Value quads[2];
     for (int64_t j = 0; j < 2; ++j)
@@ -347,6 +348,7 @@ Kernel build_qgemv_rows16(const Spec& s) {
       f.chunk = [g](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
         groups16_superblock(kb, x, acc, g);
       };
+      f.prefetch_parts = 2;  // one per half
       break;
     }
     default:

@@ -53,6 +53,13 @@ Value Rows16Context::split_sums16_4(size_t i, int64_t quad, bool high) const {
   return split_bytes4(*this, i, split_sum16_low_at(4 * quad) + (high ? 16 : 0));
 }
 
+void Rows16Context::prefetch_ahead(const Value& part, int64_t parts) const {
+  // The last part may run a line or two into the next chunk (prefetched again later).
+  const int64_t per = (chunk_bytes / 64 + parts - 1) / parts;
+  auto lines = arange(per).to(DType::i64) * 64;
+  prefetch(w + (parts == 1 ? ahead + lines : ahead + part.to(DType::i64) * (per * 64) + lines));
+}
+
 Value dot4(const Value& codes, const Value& x) { return sum(codes.to(DType::i32) * x, 1); }
 
 Value u32_lanes(const Value& bytes4) { return reshape(bytes4.bitcast(DType::u32), {R}); }
@@ -89,7 +96,7 @@ NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_
 void build_rows16_program(KernelBuilder& k, const Spec& s, int64_t block_t, const Rows16Format& f) {
   auto w = k.buffer("w", DType::u8), xq = k.buffer("xq", DType::i8);
   auto xd = k.buffer("xd", DType::f32), xs = k.buffer("xs", DType::i32);
-  Rows16Context x{w, xq, xd, xs, {}, {}, {}, {}, {}};
+  Rows16Context x{w, xq, xd, xs, {}, {}, {}, {}, {}, {}, f.chunk_bytes};
   if (f.split_sums) x.xs8 = k.buffer("xs8", DType::i8);
   auto y = k.buffer("y", DType::f32);
   auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
@@ -121,8 +128,8 @@ void build_rows16_program(KernelBuilder& k, const Spec& s, int64_t block_t, cons
       // 0.89-0.93, IQ4_XS 0.72-0.80 -> 0.81-0.89, Q4_0 0.77-0.85 -> 0.85-0.93,
       // Q6_K equal; 8 KiB ahead equal to 4 within noise.
       const int64_t ahead = std::max<int64_t>(1, (4096 + f.chunk_bytes - 1) / f.chunk_bytes);
-      prefetch(x.w +
-               (x.c + ahead * f.chunk_bytes + arange(f.chunk_bytes / 64).to(DType::i64) * 64));
+      x.ahead = x.c + ahead * f.chunk_bytes;
+      if (f.prefetch_parts == 1) x.prefetch_ahead(x.b64, 1);
       if (!f.superblock_scaled) {
         f.chunk(k, x, out);
         return;

@@ -33,6 +33,8 @@ struct Rows16Context {
   std::optional<Buffer> xs8;       // with Rows16Format::split_sums
   std::vector<Value> xbyte, xblk;  // each token's first x byte and x block, i64
   Value c, b64;                    // the chunk's first byte, the chunk index (i64)
+  Value ahead;                     // the first byte of the chunk 4 KiB ahead (i64)
+  int64_t chunk_bytes = 0;
 
   Value bytes(const Value& off, int64_t n) const;
   // 4 bytes per row from off ([16, 4] u8): the codes or group bytes of one
@@ -53,6 +55,9 @@ struct Rows16Context {
   // Token i's split sums of the chunk's 16-code groups 4 quad .. 4 quad + 3,
   // their low or high bytes, broadcast to every row ([16, 4] i8).
   Value split_sums16_4(size_t i, int64_t quad, bool high) const;
+  // Prefetches part `part` of `parts` (a runtime loop index) of the chunk
+  // 4 KiB ahead, every line once.
+  void prefetch_ahead(const Value& part, int64_t parts) const;
 };
 
 // u8 codes [16, 4] times 4 x codes [16, 4], summed per row: one vpdpbusd.
@@ -87,6 +92,11 @@ struct Rows16Format {
   bool superblock_scaled = false;
   bool split_sums = false;  // the kernel takes xs8
   std::function<void(KernelBuilder&, const Rows16Context&, std::vector<Var>& acc)> chunk;
+  // How many parts of the chunk 4 KiB ahead `chunk` prefetches itself, one
+  // per iteration of its loop (Rows16Context::prefetch_ahead): the lines are
+  // requested as the work goes rather than in one burst, which the core's
+  // miss queue holds back. 1: the frame prefetches the whole chunk first.
+  int64_t prefetch_parts = 1;
 };
 
 // Emits the whole program: BLOCK_T tokens per program (axis 0), a 16-row
