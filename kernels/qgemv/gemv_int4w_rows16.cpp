@@ -48,6 +48,7 @@ void int4w_chunk(const Int4wRows16& L, KernelBuilder& k, const Rows16Context& x,
   // once per pair, which costs one convert and FMA per 16 rows and 64
   // weights.
   k.for_(0, 4, 1, [&](Value p) {
+    x.prefetch_ahead(p, 4);
     auto p64 = p.to(DType::i64);
     NibblePairDots d = nibble_pair_dots(x, p64, L.codes_at(), BT);
     std::vector<Value> lo_sum(BT), hi_sum(BT);
@@ -75,9 +76,9 @@ Kernel build_gemv_int4w_rows16(const Spec& s) {
   Rows16Format f{.chunk_bytes = L.chunk_bytes(),
                  .superblock_scaled = true,
                  .split_sums = false,
-                 .chunk = [L](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
-                   int4w_chunk(L, kb, x, acc);
-                 }};
+                 .chunk = [L](KernelBuilder& kb, const Rows16Context& x,
+                              std::vector<Var>& acc) { int4w_chunk(L, kb, x, acc); },
+                 .prefetch_parts = 4};
   build_rows16_program(k, s, s.constexpr_("BLOCK_T"), f);
   return k.finish();
 }

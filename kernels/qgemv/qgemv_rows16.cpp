@@ -62,6 +62,7 @@ void k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& ac
   // A runtime loop over the 4 pairs of sub-blocks: unrolled, the scheduler
   // overlaps pairs and their accumulators spill.
   k.for_(0, 4, 1, [&](Value p) {
+    x.prefetch_ahead(p, 4);
     auto p64 = p.to(DType::i64);
     NibblePairDots dots = nibble_pair_dots(x, p64, L::kCodes, BT, Q5 ? L::kHigh : -1);
     auto scale = [&](int64_t half) {
@@ -235,6 +236,7 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
     isum.push_back(k.var((low + (high << 6) - broadcast_to(total << 5, {R})) * -128));
   }
   k.for_(0, 8, 1, [&](Value s) {
+    x.prefetch_ahead(s, 8);
     auto s64 = s.to(DType::i64);
     std::vector<Value> dot(BT);
     for (int64_t g = 0; g < 4; ++g) {
@@ -273,6 +275,7 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
   const std::vector<int64_t> codebook = table ? ggml::unsigned_codebook(t) : std::vector<int64_t>{};
   const int64_t groups = L.code_bytes / 4;
   k.for_(0, 8, 1, [&](Value j) {
+    x.prefetch_ahead(j, 8);
     auto j64 = j.to(DType::i64);
     // Two sums per token (groups' even and odd halves), so a decode's
     // chain of dependent dots is half as long.
@@ -336,9 +339,9 @@ Kernel build_qgemv_rows16(const Spec& s) {
                  .chunk = nullptr};
   using ggml::QuantType;
   switch (qt) {
-    case QuantType::Q4_K: f.chunk = k_superblock<false>; break;
-    case QuantType::Q5_K: f.chunk = k_superblock<true>; break;
-    case QuantType::IQ4_XS: f.chunk = iq4_xs_superblock; break;
+    case QuantType::Q4_K: f.chunk = k_superblock<false>, f.prefetch_parts = 4; break;
+    case QuantType::Q5_K: f.chunk = k_superblock<true>, f.prefetch_parts = 4; break;
+    case QuantType::IQ4_XS: f.chunk = iq4_xs_superblock, f.prefetch_parts = 8; break;
     case QuantType::Q2_K:
     case QuantType::Q3_K:
     case QuantType::Q6_K: {
@@ -355,6 +358,7 @@ Kernel build_qgemv_rows16(const Spec& s) {
       f.chunk = [qt](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& out) {
         blocks32_chunk(kb, x, qt, out);
       };
+      f.prefetch_parts = 8;  // one per block
   }
   build_rows16_program(k, s, BT, f);
   return k.finish();
