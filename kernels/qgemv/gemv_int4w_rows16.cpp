@@ -76,9 +76,9 @@ Kernel build_gemv_int4w_rows16(const Spec& s) {
   Rows16Format f{.chunk_bytes = L.chunk_bytes(),
                  .superblock_scaled = true,
                  .split_sums = false,
-                 .chunk = [L](KernelBuilder& kb, const Rows16Context& x,
-                              std::vector<Var>& acc) { int4w_chunk(L, kb, x, acc); },
-                 .prefetch_parts = 4};
+                 .chunk = [L](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
+                   int4w_chunk(L, kb, x, acc);
+                 }};
   build_rows16_program(k, s, s.constexpr_("BLOCK_T"), f);
   return k.finish();
 }

@@ -339,9 +339,9 @@ Kernel build_qgemv_rows16(const Spec& s) {
                  .chunk = nullptr};
   using ggml::QuantType;
   switch (qt) {
-    case QuantType::Q4_K: f.chunk = k_superblock<false>, f.prefetch_parts = 4; break;
-    case QuantType::Q5_K: f.chunk = k_superblock<true>, f.prefetch_parts = 4; break;
-    case QuantType::IQ4_XS: f.chunk = iq4_xs_superblock, f.prefetch_parts = 8; break;
+    case QuantType::Q4_K: f.chunk = k_superblock<false>; break;
+    case QuantType::Q5_K: f.chunk = k_superblock<true>; break;
+    case QuantType::IQ4_XS: f.chunk = iq4_xs_superblock; break;
     case QuantType::Q2_K:
     case QuantType::Q3_K:
     case QuantType::Q6_K: {
@@ -351,14 +351,12 @@ Kernel build_qgemv_rows16(const Spec& s) {
       f.chunk = [g](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
         groups16_superblock(kb, x, acc, g);
       };
-      f.prefetch_parts = 2;  // one per half
       break;
     }
     default:
       f.chunk = [qt](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& out) {
         blocks32_chunk(kb, x, qt, out);
       };
-      f.prefetch_parts = 8;  // one per block
   }
   build_rows16_program(k, s, BT, f);
   return k.finish();

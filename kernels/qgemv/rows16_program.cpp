@@ -56,8 +56,7 @@ Value Rows16Context::split_sums16_4(size_t i, int64_t quad, bool high) const {
 void Rows16Context::prefetch_ahead(const Value& part, int64_t parts) const {
   // The last part may run a line or two into the next chunk (prefetched again later).
   const int64_t per = (chunk_bytes / 64 + parts - 1) / parts;
-  auto lines = arange(per).to(DType::i64) * 64;
-  prefetch(w + (parts == 1 ? ahead + lines : ahead + part.to(DType::i64) * (per * 64) + lines));
+  prefetch(w + (ahead + part.to(DType::i64) * (per * 64) + arange(per).to(DType::i64) * 64));
 }
 
 Value dot4(const Value& codes, const Value& x) { return sum(codes.to(DType::i32) * x, 1); }
@@ -117,19 +116,21 @@ void build_rows16_program(KernelBuilder& k, const Spec& s, int64_t block_t, cons
     k.for_(0, nb, 1, [&](Value b) {
       x.b64 = b.to(DType::i64);
       x.c = (chunk0 + x.b64) * f.chunk_bytes;
-      // The chunk 4 KiB ahead, every line: a 16-row group's chunks are
-      // contiguous, but the hardware prefetchers stop at each 4 KiB page,
-      // and decode (one token) has too little work per chunk to hide a DRAM
-      // miss (Q4_1 decode 20-23 -> 30-33 GB/s with the next chunk). Ahead
-      // by bytes, not by one chunk: a Q2_K/Q3_K chunk (1.3/1.8 KB) takes
-      // less time than the miss. kiln bench, 4096x14336 and 14336x4096, 2
-      // threads, 2 rounds each, fraction of the probe, one chunk -> 4 KiB:
-      // Q2_K 0.65 -> 0.76-0.78, Q3_K 0.66 -> 0.65-0.75, Q4_K 0.86 ->
-      // 0.89-0.93, IQ4_XS 0.72-0.80 -> 0.81-0.89, Q4_0 0.77-0.85 -> 0.85-0.93,
-      // Q6_K equal; 8 KiB ahead equal to 4 within noise.
+      // The chunk code prefetches the chunk 4 KiB ahead, every line, part
+      // by part (Rows16Context::prefetch_ahead): a 16-row group's chunks
+      // are contiguous, but the hardware prefetchers stop at each 4 KiB
+      // page, and decode (one token) has too little work per chunk to hide
+      // a DRAM miss (Q4_1 decode 20-23 -> 30-33 GB/s with the next chunk).
+      // Ahead by bytes, not by one chunk: a Q2_K/Q3_K chunk (1.3/1.8 KB)
+      // takes less time than the miss. kiln bench, 4096x14336, 2 threads,
+      // 2 rounds, fraction of the probe, the next chunk in one burst -> 4
+      // KiB ahead -> in parts: Q2_K 0.65 -> 0.78 -> 0.84-0.88, Q3_K 0.66 ->
+      // 0.74-0.76 -> 0.80-0.83, Q4_K 0.86 -> 0.92-0.96 -> 0.99-1.00, Q5_K
+      // 0.84-0.86 (4 KiB) -> 0.95-0.96, Q6_K 0.79-0.80 -> 0.79-0.80 ->
+      // 0.90-0.91, IQ4_XS 0.72-0.80 -> 0.84-0.86 -> 0.89-0.95, Q8_0
+      // 0.92-0.96 (4 KiB) -> 1.03; 8 KiB ahead equal to 4 within noise.
       const int64_t ahead = std::max<int64_t>(1, (4096 + f.chunk_bytes - 1) / f.chunk_bytes);
       x.ahead = x.c + ahead * f.chunk_bytes;
-      if (f.prefetch_parts == 1) x.prefetch_ahead(x.b64, 1);
       if (!f.superblock_scaled) {
         f.chunk(k, x, out);
         return;

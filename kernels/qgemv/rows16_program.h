@@ -55,8 +55,11 @@ struct Rows16Context {
   // Token i's split sums of the chunk's 16-code groups 4 quad .. 4 quad + 3,
   // their low or high bytes, broadcast to every row ([16, 4] i8).
   Value split_sums16_4(size_t i, int64_t quad, bool high) const;
-  // Prefetches part `part` of `parts` (a runtime loop index) of the chunk
-  // 4 KiB ahead, every line once.
+  // Prefetches part `part` (a runtime loop index) of `parts` of the chunk
+  // 4 KiB ahead. Every format's chunk code calls it once per iteration of
+  // its loop over the chunk, so the chunk's lines are requested as the work
+  // goes: in one burst before the chunk, the core's miss queue held the
+  // loads behind them back.
   void prefetch_ahead(const Value& part, int64_t parts) const;
 };
 
@@ -92,11 +95,6 @@ struct Rows16Format {
   bool superblock_scaled = false;
   bool split_sums = false;  // the kernel takes xs8
   std::function<void(KernelBuilder&, const Rows16Context&, std::vector<Var>& acc)> chunk;
-  // How many parts of the chunk 4 KiB ahead `chunk` prefetches itself, one
-  // per iteration of its loop (Rows16Context::prefetch_ahead): the lines are
-  // requested as the work goes rather than in one burst, which the core's
-  // miss queue holds back. 1: the frame prefetches the whole chunk first.
-  int64_t prefetch_parts = 1;
 };
 
 // Emits the whole program: BLOCK_T tokens per program (axis 0), a 16-row
