@@ -136,13 +136,13 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
   // Half h: weights 128 h .. 128 h + 127, groups 8 h .. 8 h + 7.
   k.for_(0, 2, 1, [&](Value h) {
     auto h64 = h.to(DType::i64);
-    x.prefetch_ahead(h, 2);
     // The half's 8 group bytes, 4 per i32 lane.
     Value quads[2];
     for (int64_t j = 0; j < 2; ++j)
       quads[j] = reshape(
           x.lanes4(h64 * 128 + static_cast<int>(f.scales + 64 * j)).bitcast(DType::i32), {R});
     for (int64_t quarter = 0; quarter < 2; ++quarter) {  // groups 8h + quarter + 2 j
+      x.prefetch_ahead(h * 2 + static_cast<int>(quarter), 4);
       // The quarter's 16 code vectors, decoded once for all tokens; codes
       // j of group g are weights 32 j + 4 g .. 32 j + 4 g + 3 of the half.
       std::vector<std::array<Value, 4>> codes;
