@@ -12,7 +12,6 @@
 #include <sstream>
 #include <vector>
 
-#include "kernels/quant/rows16.h"
 #include "runtime/runtime.h"
 #include "support/zen4_target.h"
 #include "targets/cpu/cpu_jit.h"
@@ -23,25 +22,24 @@ TEST_CASE("a Q4_K GEMV chunk loads its codes close to address order on znver4", 
   Spec spec = find_kernel("qgemv_rows16").make_spec({}, {{"FMT", 12}, {"BLOCK_T", 1}});
   std::string s = cpu_assembly(build_kernel(spec), test::zen4_target());
   // Full-vector loads at constant offsets from one address (a base
-  // register, or a base and an index): the chunk's header and codes (codes
-  // from Q4KRows16::kCodes on).
-  std::regex load(R"(vmovdqu64\s+(\d+)\((%r\w+(?:,%r\w+)?)\), %zmm)");
+  // register, or a base and an index). The chunk loop's code loads are the
+  // address with the most of them: 8 per pair of sub-blocks, 32 where the
+  // compiler unrolls the loop over the pairs (each copy of the loop the
+  // compiler made has its own; the first copy is checked).
+  std::regex load(R"(vmovdqu64\s+(-?\d+)?\((%r\w+(?:,%r\w+)?)\), %zmm)");
   std::map<std::string, std::vector<long>> by_base;
   std::istringstream lines(s);
   for (std::string line; std::getline(lines, line);) {
     std::smatch m;
-    if (std::regex_search(line, m, load)) {
-      long off = std::stol(m[1]);
-      if (off >= ggml::Q4KRows16::kCodes) by_base[m[2]].push_back(off);
-    }
+    if (std::regex_search(line, m, load))
+      by_base[m[2]].push_back(m[1].matched ? std::stol(m[1]) : 0);
   }
-  // The address holding the chunk pointer has the 32 code loads (of
-  // each copy of the loop the compiler made; the first is checked).
   std::vector<long> codes;
   for (const auto& [base, offs] : by_base)
-    if (offs.size() >= 32) codes.assign(offs.begin(), offs.begin() + 32);
+    if (offs.size() > codes.size())
+      codes.assign(offs.begin(), offs.begin() + std::min<size_t>(32, offs.size()));
   INFO(s);
-  REQUIRE(codes.size() == 32);
+  REQUIRE(codes.size() >= 8);
   long furthest = codes[0];
   for (size_t i = 1; i < codes.size(); ++i) {
     INFO("load " << i << " at " << codes[i] << " after one at " << furthest);
