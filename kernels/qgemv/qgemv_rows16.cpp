@@ -23,6 +23,7 @@
 //   looked up as table[q] + 128 (unsigned, a byte shuffle):
 //     y += dx d (sum_s (ls_s - 32) dot_s(u, xq) - 128 sum_s (ls_s - 32) bsum_s),
 //   exactly in i32.
+#include <algorithm>
 #include <array>
 
 #include "ir/builder.h"
@@ -92,8 +93,10 @@ struct Groups16 {
   // an FMA per group and token instead of an i32 multiply (2 uops on one
   // port) and an add. Q6_K's terms reach 2^24, so it stays in i32.
   bool f32_sums = false;
-  // With f32 sums, code vector j may hold its codes times 2^code_shift[j]
-  // (decoded in place, not shifted down); the group's f32 scale takes it off.
+  // Code vector j may hold its codes times 2^code_shift[j] (decoded in
+  // place, not shifted down). With f32 sums the group's f32 scale takes it
+  // off; in i32 the other groups' scales are shifted up to the largest
+  // factor, which the final scaling takes off.
   std::array<int, 4> code_shift = {0, 0, 0, 0};
 };
 
@@ -104,6 +107,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
                          const Groups16& f) {
   const size_t BT = acc.size();
   const bool mins = f.dmin >= 0;
+  const int top = f.f32_sums ? 0 : *std::max_element(f.code_shift.begin(), f.code_shift.end());
   // sum_s u_s bsum16_s for a u8 u_s per group (4 groups per i32 lane), as
   // byte dots: quantize_q8 splits bsum16_s = low + 64 high into i8, so it is
   // sum_s u_s low_s + 64 sum_s u_s high_s: 8 vpdpbusd per token. u_s is the
@@ -129,7 +133,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
       min_sum[i] = low + (high << 6);
     } else {
       auto total = sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64))));
-      start = (low + (high << 6) - broadcast_to(total << 7, {R})) * static_cast<int>(-f.offset);
+      start = (low + (high << 6) - broadcast_to(total << 7, {R})) * -(f.offset << top);
     }
     isum.push_back(k.var(f.f32_sums ? start.to(DType::f32) : start));
   }
@@ -155,6 +159,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
         auto sc = mins ? byte & 15 : (byte & 255) - 128;
         Value scf;
         if (f.f32_sums) scf = sc.to(DType::f32) * (1.0f / static_cast<float>(1 << f.code_shift[j]));
+        if (top > f.code_shift[j]) sc = sc << (top - f.code_shift[j]);
         for (size_t i = 0; i < BT; ++i) {
           Value dot;
           for (int64_t g = 0; g < 4; ++g) {
@@ -169,23 +174,30 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
     }
   });
   auto d = x.f16s(x.at(0));
+  if (top) d = d * (1.0f / static_cast<float>(1 << top));
   for (size_t i = 0; i < BT; ++i) {
     acc[i] = (f.f32_sums ? Value(isum[i]) : Value(isum[i]).to(DType::f32)) * d;
     if (mins) acc[i] = fma(min_sum[i].to(DType::f32), -x.f16s(x.at(f.dmin)), Value(acc[i]));
   }
 }
 
+// Q6_K's codes 0-2 in place, times 4 (rows16.h), and code 3 gathered from
+// the low 2 bits of the three bytes. The i32 sums stay below 2^31 with the
+// factor: |sum_s sc_s dot_s| < 16 * 128 * 16 * 252 * 128 < 2^30, and the
+// offsets' term below 2^30 as well.
 Groups16 q6_k_groups() {
   using L = ggml::Q6KRows16;
-  return {L::kScales, 32, -1, [](const Rows16Context& x, const Value& h64, int64_t g) {
-            auto piece = [&](int64_t part) {
-              return x.lanes4(h64 * (8 * L::kGroupBytes) +
-                              static_cast<int>(L::kCodes + g * L::kGroupBytes + part * 64));
-            };
-            auto a = piece(0), b = piece(1), hb = piece(2);
-            return std::array<Value, 4>{(a & 15) | ((hb & 3) << 4), (b & 15) | ((hb & 12) << 2),
-                                        (a >> 4) | (hb & 48), (b >> 4) | ((hb >> 2) & 48)};
-          }};
+  auto codes = [](const Rows16Context& x, const Value& h64, int64_t g) {
+    auto piece = [&](int64_t part) {
+      return u32_lanes(x.lanes4(h64 * (8 * L::kGroupBytes) +
+                                static_cast<int>(L::kCodes + g * L::kGroupBytes + part * 64)));
+    };
+    auto p = piece(0), q = piece(1), r = piece(2);
+    auto c3 = (p & 0x03030303) | ((q << 2) & 0x0C0C0C0C) | ((r << 4) & 0x30303030);
+    return std::array<Value, 4>{u8_lanes(p & 0xFCFCFCFC), u8_lanes(q & 0xFCFCFCFC),
+                                u8_lanes(r & 0xFCFCFCFC), u8_lanes(c3)};
+  };
+  return {L::kScales, 32, -1, codes, false, {2, 2, 2, 0}};
 }
 
 // Q3_K's 3-bit codes q = low 2 bits | the hmask bit << 2, offset 4; Q2_K's

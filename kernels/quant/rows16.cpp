@@ -128,7 +128,7 @@ std::vector<float> dequantize_iq4_xs_rows16(const uint8_t* rows16, int64_t m, in
 
 using L6 = Q6KRows16;
 constexpr int64_t kQ6BlockBytes = 210;
-// Byte offset in a chunk of group (h, g)'s piece `part` (0: a, 1: b, 2: hb)
+// Byte offset in a chunk of group (h, g)'s piece `part` (0: p, 1: q, 2: r)
 // for row r.
 int64_t q6_code(int64_t h, int64_t g, int64_t part, int64_t r) {
   return L6::kCodes + (h * 8 + g) * L6::kGroupBytes + part * 64 + r * 4;
@@ -143,10 +143,16 @@ void interleave_q6_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t
     std::memcpy(c + L6::kD + 2 * r, blk + 208, 2);
     for (int64_t s = 0; s < 16; ++s) c[L6::scale_at(s, r)] = blk[192 + s] ^ 0x80;  // i8 + 128
     for (int64_t h = 0; h < 2; ++h)
-      for (int64_t g = 0; g < 8; ++g) {
-        std::memcpy(c + q6_code(h, g, 0, r), blk + 64 * h + 4 * g, 4);
-        std::memcpy(c + q6_code(h, g, 1, r), blk + 64 * h + 32 + 4 * g, 4);
-        std::memcpy(c + q6_code(h, g, 2, r), blk + 128 + 32 * h + 4 * g, 4);
+      for (int64_t l = 0; l < 32; ++l) {
+        // Weights 128 h + l + 32 j: ql[64 h + l] holds j = 0 (low nibble)
+        // and 2, ql[64 h + 32 + l] j = 1 and 3, qh[32 h + l] their top bits.
+        const int a = blk[64 * h + l], b = blk[64 * h + 32 + l], hb = blk[128 + 32 * h + l];
+        const int c0 = (a & 15) | (hb & 3) << 4, c1 = (b & 15) | (hb >> 2 & 3) << 4;
+        const int c2 = (a >> 4) | (hb >> 4 & 3) << 4, c3 = (b >> 4) | (hb >> 6) << 4;
+        const int64_t at = q6_code(h, l / 4, 0, r) + l % 4;
+        c[at] = static_cast<uint8_t>(c0 << 2 | (c3 & 3));
+        c[at + 64] = static_cast<uint8_t>(c1 << 2 | (c3 >> 2 & 3));
+        c[at + 128] = static_cast<uint8_t>(c2 << 2 | c3 >> 4);
       }
   });
 }
@@ -160,10 +166,9 @@ std::vector<float> dequantize_q6_k_rows16(const uint8_t* rows16, int64_t m, int6
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t g = 0; g < 8; ++g)
         for (int64_t i = 0; i < 4; ++i) {
-          int a = c[q6_code(h, g, 0, r) + i], bb = c[q6_code(h, g, 1, r) + i];
-          int hb = c[q6_code(h, g, 2, r) + i];
-          const int codes[4] = {(a & 15) | ((hb & 3) << 4), (bb & 15) | (((hb >> 2) & 3) << 4),
-                                (a >> 4) | (((hb >> 4) & 3) << 4), (bb >> 4) | ((hb >> 6) << 4)};
+          const int p = c[q6_code(h, g, 0, r) + i], q = c[q6_code(h, g, 1, r) + i];
+          const int rr = c[q6_code(h, g, 2, r) + i];
+          const int codes[4] = {p >> 2, q >> 2, rr >> 2, (p & 3) | (q & 3) << 2 | (rr & 3) << 4};
           for (int64_t q = 0; q < 4; ++q) {
             int64_t at = 128 * h + 32 * q + 4 * g + i;
             int sc = c[L6::scale_at(at / 16, r)] - 128;

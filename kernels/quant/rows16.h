@@ -72,13 +72,16 @@
 //                               row r at 64 (s / 4) + 4 r + s % 4 (4 per
 //                               i32 lane and unsigned, the operand of one
 //                               byte dot against the tokens' 16-code sums)
-//   codes [2][8] of 192 bytes   half h, group g (l = 4 g + i, i < 4):
-//           a  u8 [16][4]       ggml's ql[64 h + l]: low 4 bits of weights
-//                               128 h + l (low nibble) and 128 h + 64 + l (high)
-//           b  u8 [16][4]       ql[64 h + 32 + l]: weights 128 h + 32 + l and
-//                               128 h + 96 + l
-//           hb u8 [16][4]       qh[32 h + l]: the top 2 bits of weights
-//                               128 h + l, +32, +64, +96 (bits 0-1, 2-3, 4-5, 6-7)
+//   codes [2][8] of 192 bytes   half h, group g (l = 4 g + i, i < 4): the
+//                               6-bit codes c_j of weights 128 h + 32 j + l
+//                               (ggml's ql nibble | qh bits << 4), as
+//           p  u8 [16][4]       c_0 << 2 | (c_3 & 3)
+//           q  u8 [16][4]       c_1 << 2 | (c_3 >> 2 & 3)
+//           r  u8 [16][4]       c_2 << 2 | c_3 >> 4
+//                               so that codes 0-2 are read in place (times
+//                               4, one mask each) and only code 3 is
+//                               gathered: 8 operations per 4 code vectors,
+//                               not ggml's nibble-and-2-bit 13
 //
 // The 32-weight-block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL,
 // MXFP4): per 16 rows and 8 consecutive blocks (256 weights), one chunk of
