@@ -50,6 +50,10 @@ struct CpuProfile {
   // x86 vpermi2w (AVX-512BW): a 16-bit table of up to 256 entries looked
   // up 32 indices at a time, 64 entries per instruction.
   bool x86_permw = false;
+  // x86 vpermb (AVX-512 VBMI): a 64-byte table looked up by an index
+  // byte's low 6 bits, so a byte table indexed by a masked field needs no
+  // mask (Lowering::vbmi_byte_lookup).
+  bool x86_vbmi = false;
   // AVX-512F vscalefps: y * 2^n in one instruction, the last step of exp
   // and exp2 (softmax's cost per score in attention).
   bool x86_scalef = false;

@@ -269,6 +269,8 @@ llvm::Value* Lowering::lookup(const Op& op) {
   const Type& rt = ty(op.result);
   bool bytes = !rt.is_scalar() && dtype_bits(ty(op.args[0]).dtype) == 8 &&
                dtype_bits(rt.dtype) == 8 && op.ints.size() <= 16;
+  if (bytes)
+    if (llvm::Value* r = vbmi_byte_lookup(op)) return r;
   if (bytes && (profile_.x86_pshufb_bits > 0 || profile_.aarch64_tbl)) return byte_table_lookup(op);
   // Up to 16 (8) entries: one vpermd; on AVX-512 up to 256: a vpermi2d per
   // 32 entries and a select tree on the index's high bits, which beats a
@@ -301,14 +303,69 @@ int64_t Lowering::masked_index(int id, int* inner) {
   }
   if (!d || d->kind != OpKind::And) return -1;
   for (int side = 0; side < 2; ++side) {
-    const Op* c = def_op_[d->args[side]];
-    while (c && c->kind == OpKind::Broadcast) c = def_op_[c->args[0]];
-    if (c && c->kind == OpKind::Const && c->ival >= 0) {
+    int64_t c = -1;
+    if (const_int(d->args[side], &c) && c >= 0) {
       *inner = d->args[1 - side];
-      return c->ival;
+      return c;
     }
   }
   return -1;
+}
+
+bool Lowering::const_int(int id, int64_t* c) {
+  const Op* d = def_op_[id];
+  while (d && d->kind == OpKind::Broadcast) d = def_op_[d->args[0]];
+  if (!d || d->kind != OpKind::Const) return false;
+  *c = d->ival;
+  return true;
+}
+
+// vpermb reads an index byte's low 6 bits, so a table of up to 16 bytes
+// repeated with period p = 2^b fills its 64 bytes, and an index that is a
+// b-bit field of a byte x needs no work of its own: x & (p - 1) reads x
+// itself, and an unsigned x >> (8 - b) reads the 16-bit shift that stands
+// in for the missing byte shift, without the mask after it. A 4-bit code's
+// low and high nibbles (IQ4_NL, IQ4_XS, MXFP4) then take 1 and 2
+// instructions, against 2 and 3 with pshufb (which also needs bit 7 clear).
+// nullptr where that does not apply.
+llvm::Value* Lowering::vbmi_byte_lookup(const Op& op) {
+  const int64_t n = ty(op.result).numel(), size = static_cast<int64_t>(op.ints.size());
+  if (!profile_.x86_vbmi || n % 64) return nullptr;
+  llvm::Value* raw = nullptr;
+  int64_t period = 0;
+  int inner = -1;
+  const int64_t m = masked_index(op.args[0], &inner);
+  const Op* d = def_op_[op.args[0]];
+  int64_t s = 0;
+  if (m >= 0 && m < 64 && ((m + 1) & m) == 0 && dtype_bits(ty(inner).dtype) == 8) {
+    period = m + 1;
+    raw = v(inner);
+  } else if (d && d->kind == OpKind::Shr && !is_signed_int(ty(d->args[0]).dtype) &&
+             const_int(d->args[1], &s) && s >= 2 && s < 8) {
+    period = int64_t{1} << (8 - s);
+    auto* vt = llvm::cast<llvm::FixedVectorType>(v(d->args[0])->getType());
+    auto* words = llvm::FixedVectorType::get(b_.getInt16Ty(), vt->getNumElements() / 2);
+    raw = b_.CreateBitCast(
+        b_.CreateLShr(b_.CreateBitCast(v(d->args[0]), words), static_cast<uint64_t>(s)), vt);
+  }
+  if (!raw || size > period) return nullptr;
+  std::vector<llvm::Constant*> entries;
+  for (int64_t i = 0; i < 64; ++i) {
+    const int64_t e = i % period;
+    entries.push_back(b_.getInt8(e < size ? static_cast<uint8_t>(op.ints[e]) : 0));
+  }
+  llvm::Value* table = llvm::ConstantVector::get(entries);
+  std::vector<llvm::Value*> parts;
+  for (int64_t c = 0; c < n; c += 64) {
+    std::vector<int> chunk;
+    for (int64_t j = 0; j < 64; ++j) chunk.push_back(static_cast<int>(c + j));
+    llvm::Value* part = n == 64 ? raw : b_.CreateShuffleVector(raw, chunk);
+    parts.push_back(
+        b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_permvar_qi_512, {}, {table, part}));
+  }
+  llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
+  llvm::Type* want = reg_type(ty(op.result));
+  return all->getType() == want ? all : b_.CreateBitCast(all, want);
 }
 
 // A table in registers of w entries of `bits` bits (32: w = 16 on AVX-512,

@@ -200,10 +200,14 @@ class Lowering {
   llvm::Value* atomic(const Op& op);
   llvm::Value* lookup(const Op& op);
   llvm::Value* byte_table_lookup(const Op& op);
+  llvm::Value* vbmi_byte_lookup(const Op& op);
   llvm::Value* register_table_lookup(const Op& op, int bits);
   // Whether value `id` is x & m for a constant m (through same-width
   // integer casts and reshapes): m, with x's id in *inner; else -1.
   int64_t masked_index(int id, int* inner);
+  // Whether value `id` is a constant (through broadcasts): its value in
+  // *c.
+  bool const_int(int id, int64_t* c);
   llvm::Value* table_lookup(const Op& op);
   void lower_for(const Op& op);
   void lower_if(const Op& op);

@@ -77,6 +77,7 @@ CpuProfile cpu_profile(const CpuTarget& t) {
   if (x86 && (t.has_feature("avx512bw") || t.cpu == "x86-64-v4")) {
     p.x86_pshufb_bits = 512;
     p.x86_permw = true;
+    p.x86_vbmi = t.has_feature("avx512vbmi");
   } else if (x86 && (t.has_feature("avx2") || t.cpu == "x86-64-v3"))
     p.x86_pshufb_bits = 256;
   else if (x86 && (t.has_feature("ssse3") || t.cpu == "x86-64-v2"))

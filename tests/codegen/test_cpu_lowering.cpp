@@ -137,8 +137,14 @@ std::vector<std::pair<std::string, CpuJit*>> byte_lookup_jits() {
       p.x86_pshufb_bits = bits;
       out.push_back(get("pshufb " + std::to_string(bits), p));
     }
+  if (host.x86_vbmi) {
+    CpuProfile p = host;
+    p.x86_vbmi = false;
+    out.push_back(get("pshufb, no vpermb", p));
+  }
   CpuProfile none = host;
   none.x86_pshufb_bits = 0;
+  none.x86_vbmi = false;
   none.aarch64_tbl = false;
   out.push_back(get("constant table", none));
   return out;
@@ -518,6 +524,55 @@ TEST_CASE("byte lookups match the interpreter with each byte shuffle", "[codegen
           for (int64_t i = 0; i < n; ++i) x.set(i, static_cast<double>((i * 37 + 11) % 256));
           CHECK(lookup_matches(k, x, DType::i8, block, *with));
         }
+}
+
+TEST_CASE("byte lookups of a masked field or a byte's high bits match the interpreter",
+          "[codegen][cpu]") {
+  // table[x & m] and table[x >> s] over every u8 x, tables of the field's
+  // size and shorter (a field value past the table reads 0): with VBMI the
+  // lowering drops the mask (vpermb reads 6 bits of a repeating table) and
+  // shifts 16-bit words, the neighbour byte's bits left in. Blocks of 64
+  // and 128 take that path, 48 the pshufb one.
+  std::mt19937_64 rng(7);
+  struct Field {
+    const char* name;
+    int64_t values;
+    std::function<Value(const Value&)> of;
+  };
+  const std::vector<Field> fields = {
+      {"x & 15", 16, [](const Value& x) { return x & 15; }},
+      {"x & 7", 8, [](const Value& x) { return x & 7; }},
+      {"x & 3", 4, [](const Value& x) { return x & 3; }},
+      {"x >> 4", 16, [](const Value& x) { return x >> 4; }},
+      {"x >> 5", 8, [](const Value& x) { return x >> 5; }},
+      {"x >> 6", 4, [](const Value& x) { return x >> 6; }},
+      {"x >> 1", 128, [](const Value& x) { return x >> 1; }},
+  };
+  for (const Field& f : fields)
+    for (int64_t size : {std::min<int64_t>(f.values, 16), std::min<int64_t>(f.values, 16) - 3})
+      for (int64_t block : {64, 128, 48}) {
+        std::vector<int64_t> table(static_cast<size_t>(size));
+        for (int64_t& e : table) e = static_cast<int64_t>(static_cast<int8_t>(rng()));
+        Spec s{"lut_field", {}, {}};
+        KernelBuilder k("lut_field", s);
+        auto x = k.buffer("x", DType::u8), y = k.buffer("y", DType::i8);
+        auto offs = k.program_id(0) * static_cast<int>(block) + arange(block);
+        store(y + offs, lookup(table, DType::i8, f.of(load(x + offs))));
+        Kernel kern = k.finish();
+        const int64_t n = (256 + block - 1) / block * block;
+        HostBuffer xs(DType::u8, n);
+        for (int64_t i = 0; i < n; ++i) xs.set(i, static_cast<double>((i * 37 + 11) % 256));
+        for (const auto& [name, with] : byte_lookup_jits()) {
+          INFO(f.name << ", " << size << " entries, block " << block << ", " << name);
+          CHECK(lookup_matches(kern, xs, DType::i8, block, *with));
+        }
+        // On a VBMI host both nibbles are looked up by vpermb alone.
+        if (block == 64 && f.values == 16 && cpu_profile(host_cpu_target()).x86_vbmi) {
+          std::string text = cpu_assembly(kern, host_cpu_target());
+          CHECK(line_with(text, "vpermb", "zmm"));
+          CHECK_THAT(text, !Catch::Contains("vpshufb") && !Catch::Contains("vpand"));
+        }
+      }
 }
 
 // The host, then as an AVX2 core (8-entry vpermd, no vpermi2w) and with no
