@@ -71,16 +71,13 @@ NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_
     auto c = x.lanes4(p64 * (8 * R * 4) + static_cast<int>(codes + g * R * 4));
     auto lo = c & 15, hi = c >> 4;
     if (high >= 0) {
-      // Bit 2p of each qh byte to bit 4 of the low code, bit 2p + 1 of the
-      // high: one shift by 2p for both, then a shift, a mask and a merge
-      // per code. Q5_K, kiln bench, 4096x14336, 2 threads: prompt GEMM
-      // 58.2-58.6 -> 56.8-58.1 ms, decode 0.66-0.71 -> 0.71-0.74 of the
-      // probe (byte shifts before).
-      auto bits =
-          u32_lanes(x.lanes4(x.at(high + g * R * 4))) >> broadcast_to(p64.to(DType::u32) * 2, {R});
-      const int64_t nibbles = 0x0F0F0F0F, bit4 = 0x10101010;
-      lo = u8_lanes((u32_lanes(c) & nibbles) | ((bits << 4) & bit4));
-      hi = u8_lanes(((u32_lanes(c) >> 4) & nibbles) | ((bits << 3) & bit4));
+      // Q5_K's codes (rows16.h): lo in bits 0-4, hi times 8 in place, its
+      // low 2 bits rotated from bits 2p of the hl byte to bits 3-4.
+      auto hl = u32_lanes(x.lanes4(x.at(high + g * R * 4)));
+      auto left = broadcast_to(((3 - 2 * p64) & 31).to(DType::u32), {R});
+      auto low2 = ((hl << left) | (hl >> ((32 - left) & 31))) & 0x18181818;
+      lo = u8_lanes(u32_lanes(c) & 0x1F1F1F1F);
+      hi = u8_lanes((u32_lanes(c) & 0xE0E0E0E0) | low2);
     }
     for (size_t i = 0; i < tokens; ++i) {
       auto dlo = dot4(lo, x.x4(i, p64 * 64 + static_cast<int>(4 * g)));

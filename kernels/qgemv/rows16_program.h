@@ -77,8 +77,9 @@ Value u8_lanes(const Value& words);
 // row holds weight 64 p + 4 g + i in its low nibble and 64 p + 32 + 4 g + i
 // in its high one (rows16.h's Q4_K codes, int4w_rows16.h's): for each token,
 // the dots of the low and high halves with its x, i32 [16]. With `high`
-// >= 0, u8 [8][16][4] at `high` holds a 5th bit per code (Q5_K's qh: bit
-// 2 p of byte i of group g for the low nibble, 2 p + 1 for the high).
+// >= 0, the codes are Q5_K's 5-bit ones (rows16.h: lo in bits 0-4, hi's top
+// 3 bits above, its low 2 in the u8 [8][16][4] at `high`), and the high
+// half's dots come times 8.
 struct NibblePairDots {
   std::vector<Value> lo, hi;
 };

@@ -56,11 +56,18 @@ void interleave_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* o
       c[L::kScales + 16 * j + r] = static_cast<uint8_t>(sc);
       c[L::min_at(j, r)] = static_cast<uint8_t>(mn);
     }
-    if constexpr (Q5)
-      for (int64_t g = 0; g < 8; ++g) std::memcpy(c + L::high_at(g, r), blk + 16 + 4 * g, 4);
     for (int64_t p = 0; p < 4; ++p)
       for (int64_t q = 0; q < 8; ++q)
         std::memcpy(c + L::kCodes + L::code_at(p, q, r, 0), blk + qs + 32 * p + 4 * q, 4);
+    if constexpr (Q5)
+      for (int64_t p = 0; p < 4; ++p)
+        for (int64_t l = 0; l < 32; ++l) {  // weights 64 p + l (lo) and 64 p + 32 + l (hi)
+          const int byte = blk[qs + 32 * p + l], bits = blk[16 + l] >> (2 * p);
+          const int lo = (byte & 15) | (bits & 1) << 4, hi = (byte >> 4) | (bits >> 1 & 1) << 4;
+          c[L::kCodes + L::code_at(p, l / 4, r, l % 4)] = static_cast<uint8_t>(lo | (hi >> 2) << 5);
+          uint8_t& hl = c[L::high_at(l / 4, r) + l % 4];
+          hl = static_cast<uint8_t>((p ? hl : 0) | (hi & 3) << (2 * p));
+        }
   });
 }
 
@@ -79,7 +86,8 @@ std::vector<float> dequantize_k_rows16(const uint8_t* rows16, int64_t m, int64_t
           for (int64_t half = 0; half < 2; ++half) {
             int64_t j = 2 * p + half;
             int code = half ? byte >> 4 : byte & 15;
-            if constexpr (Q5) code |= ((c[L::high_at(q, r) + i] >> j) & 1) << 4;
+            if constexpr (Q5)
+              code = half ? (byte >> 5) << 2 | (c[L::high_at(q, r) + i] >> (2 * p) & 3) : byte & 31;
             row[32 * j + 4 * q + i] =
                 d * c[L::kScales + 16 * j + r] * code - dmin * c[L::min_at(j, r)];
           }

@@ -24,13 +24,15 @@
 //                             weight 64 p + 4 g + i and high nibble weight
 //                             64 p + 32 + 4 g + i
 //
-// Q5_K: Q4_K's chunk with the 5th bits between the mins and the codes, one
-// 2880-byte chunk:
+// Q5_K: Q4_K's chunk with a byte per 8 weights between the mins and the
+// codes, one 2880-byte chunk, the 5-bit codes (ggml's nibble | qh bit << 4)
+// lo (weight 64 p + 4 g + i) and hi (64 p + 32 + 4 g + i) of pair p as
 //   ...   as Q4_K up to the mins
-//   qh    u8  [8][16][4]      [group g][row r][i] is ggml's qh[4 g + i] of
-//                             row r: bit j is the 5th bit of weight
-//                             32 j + 4 g + i
-//   qs    u8  [4][8][16][4]   as Q4_K's
+//   hl    u8  [8][16][4]      [group g][row r][i]: bits 2p, 2p + 1 the low
+//                             2 bits of pair p's hi
+//   qs    u8  [4][8][16][4]   [pair p][group g][row r][i]: lo | (hi >> 2) << 5
+// so that lo is one mask and hi, in place times 8, one rotate, a mask and
+// a merge (ggml's nibbles and bit planes: 8 operations per pair, here 4).
 //
 // IQ4_XS: per 16 rows and super-block, one 2208-byte chunk:
 //   d     f16 [16]
@@ -113,7 +115,7 @@ struct KRows16 {
   static constexpr int64_t kD = 0, kDmin = 32, kScales = 64, kMins = 192, kHigh = 320;
   static constexpr int64_t kCodes = Q5 ? kHigh + 512 : kHigh;
   static constexpr int64_t kChunkBytes = kCodes + 2048;
-  // Where the 5th bits of group g for row r are.
+  // Where Q5_K's hi low bits (hl) of group g for row r are.
   static constexpr int64_t high_at(int64_t g, int64_t r) { return kHigh + (g * kRows + r) * 4; }
   // Where byte i of code group g of pair p is for row r, from the codes'
   // start (int4w's 16-row layout shares this order).
