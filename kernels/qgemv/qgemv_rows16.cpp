@@ -69,8 +69,8 @@ void k_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& ac
     auto scale = [&](int64_t half) {
       return x.bytes(p64 * (2 * R) + static_cast<int>(L::kScales + half * R), R).to(DType::f32) * d;
     };
-    // Q5_K's hi codes come times 8 (exact: a sub-block's dot < 2^24).
-    auto s_lo = scale(0), s_hi = Q5 ? scale(1) * 0.125f : scale(1);
+    auto s_lo = scale(0), s_hi = scale(1);
+    if (dots.hi_times != 1) s_hi = s_hi * (1.0f / static_cast<float>(dots.hi_times));
     for (size_t i = 0; i < BT; ++i) {
       acc[i] = fma(dots.lo[i].to(DType::f32), s_lo, Value(acc[i]));
       acc[i] = fma(dots.hi[i].to(DType::f32), s_hi, Value(acc[i]));

@@ -66,7 +66,7 @@ Value u8_lanes(const Value& words) { return reshape(words.bitcast(DType::u8), {R
 
 NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_t codes,
                                 size_t tokens, int64_t high) {
-  NibblePairDots d{std::vector<Value>(tokens), std::vector<Value>(tokens)};
+  NibblePairDots d{std::vector<Value>(tokens), std::vector<Value>(tokens), high >= 0 ? 8 : 1};
   for (int64_t g = 0; g < 8; ++g) {
     auto c = x.lanes4(p64 * (8 * R * 4) + static_cast<int>(codes + g * R * 4));
     auto lo = c & 15, hi = c >> 4;

@@ -79,9 +79,10 @@ Value u8_lanes(const Value& words);
 // the dots of the low and high halves with its x, i32 [16]. With `high`
 // >= 0, the codes are Q5_K's 5-bit ones (rows16.h: lo in bits 0-4, hi's top
 // 3 bits above, its low 2 in the u8 [8][16][4] at `high`), and the high
-// half's dots come times 8.
+// half's dots come times hi_times (exact in f32: a sub-block's dot < 2^24).
 struct NibblePairDots {
   std::vector<Value> lo, hi;
+  int hi_times = 1;
 };
 NibblePairDots nibble_pair_dots(const Rows16Context& x, const Value& p64, int64_t codes,
                                 size_t tokens, int64_t high = -1);
