@@ -201,33 +201,37 @@ Groups16 q6_k_groups() {
   return {L::kScales, 32, -1, codes, false, {2, 2, 2, 0}};
 }
 
-// Q3_K's 3-bit codes q = low 2 bits | the hmask bit << 2, offset 4; Q2_K's
-// 2-bit codes with mins.
-template <bool Q2>
-Groups16 bits2_groups() {
-  using L = ggml::Bits2Rows16<Q2>;
-  // Codes j decoded in place, each times 2^shift[j]: Q2_K's at bits 2j, one
-  // mask each; Q3_K's 0-2 likewise with their third bit at 2j + 2 (one merge
-  // from the hmask bytes, which rows16.h's q3k_high_bit puts there), and
-  // code 3 moved to bits 3-4 with its bit at 5.
-  constexpr std::array<int, 4> shift =
-      Q2 ? std::array<int, 4>{0, 2, 4, 6} : std::array<int, 4>{0, 2, 4, 3};
+// Q2_K's 2-bit codes with mins, each in place at bits 2j (times 4^j),
+// one mask each.
+Groups16 q2_k_groups() {
+  using L = ggml::Q2KRows16;
   auto codes = [](const Rows16Context& x, const Value& h64, int64_t g) {
     auto a = u32_lanes(x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0))));
     std::array<Value, 4> c;
-    for (int j = 0; j < 4; ++j) c[j] = a & (int64_t{0x03030303} << (2 * j));
-    if constexpr (!Q2) {
-      c[3] = (a >> 3) & 0x18181818;
-      // Half 1's bits are half 0's plus one.
-      auto bits =
-          u32_lanes(x.lanes4(x.at(L::high_at(g, 0)))) >> broadcast_to(h64.to(DType::u32), {R});
-      for (int j = 0; j < 3; ++j) c[j] = c[j] | (bits & (0x01010101 << ggml::q3k_high_bit(0, j)));
-      c[3] = c[3] | ((bits << 5) & 0x20202020);
-    }
-    for (Value& v : c) v = u8_lanes(v);
+    for (int j = 0; j < 4; ++j) c[j] = u8_lanes(a & (int64_t{0x03030303} << (2 * j)));
     return c;
   };
-  return {L::kScales, Q2 ? 0 : 4, Q2 ? L::kDmin : -1, codes, true, shift};
+  return {L::kScales, 0, L::kDmin, codes, true, {0, 2, 4, 6}};
+}
+
+// Q3_K's 3-bit codes (ggml's 2 low bits | the hmask bit << 2), offset 4:
+// codes 0-2 in place (code 1 times 8; an odd group's y nibble shifted down
+// first) and code 3, times 2, from its low bits in x and its third in y
+// (rows16.h).
+Groups16 q3_k_groups() {
+  using L = ggml::Q3KRows16;
+  auto codes = [](const Rows16Context& x, const Value& h64, int64_t g) {
+    auto piece = [&](int64_t part) {
+      return u32_lanes(
+          x.lanes4(h64 * (4 * L::kPairBytes) + static_cast<int>(L::code_at(0, g / 2, part, 0))));
+    };
+    auto b = piece(g % 2), y = piece(2);
+    if (g % 2) y = y >> 4;
+    auto c3 = ((b >> 5) & 0x06060606) | (y & 0x08080808);
+    return std::array<Value, 4>{u8_lanes(b & 0x07070707), u8_lanes(b & 0x38383838),
+                                u8_lanes(y & 0x07070707), u8_lanes(c3)};
+  };
+  return {L::kScales, 4, -1, codes, true, {0, 3, 0, 1}};
 }
 
 void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
@@ -359,8 +363,8 @@ Kernel build_qgemv_rows16(const Spec& s) {
     case QuantType::Q3_K:
     case QuantType::Q6_K: {
       Groups16 g = qt == QuantType::Q6_K   ? q6_k_groups()
-                   : qt == QuantType::Q3_K ? bits2_groups<false>()
-                                           : bits2_groups<true>();
+                   : qt == QuantType::Q3_K ? q3_k_groups()
+                                           : q2_k_groups();
       f.chunk = [g](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
         groups16_superblock(kb, x, acc, g);
       };

@@ -187,46 +187,28 @@ std::vector<float> dequantize_q6_k_rows16(const uint8_t* rows16, int64_t m, int6
   return w;
 }
 
-// Q3_K (110-byte blocks: hmask[32], qs[64], scales[12], d) and Q2_K (84:
-// scales[16], qs[64], d, dmin).
-template <bool Q2>
-void interleave_bits2_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
-  using L = Bits2Rows16<Q2>;
-  const int64_t block_bytes = Q2 ? 84 : 110, qs = Q2 ? 16 : 32;
-  check_shape(Q2 ? "Q2_K" : "Q3_K", m, k);
+// Q2_K (84-byte blocks: scales[16], qs[64], d, dmin).
+void interleave_q2_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
+  using L = Q2KRows16;
+  check_shape("Q2_K", m, k);
   each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
     uint8_t* c = out + chunk * L::kChunkBytes;
-    const uint8_t* blk = blocks + (row * (k / 256) + b) * block_bytes;
-    if constexpr (Q2) {
-      std::memcpy(c + L::kD + 2 * r, blk + 80, 2);
-      std::memcpy(c + L::kDmin + 2 * r, blk + 82, 2);
-    } else {
-      std::memcpy(c + L::kD + 2 * r, blk + 108, 2);
-    }
-    for (int s = 0; s < 16; ++s)
-      c[L::scale_at(s, r)] = Q2 ? blk[s] : static_cast<uint8_t>(q3k_scale(blk + 96, s) + 128);
-    for (int64_t g = 0; g < 8; ++g) {
-      for (int64_t h = 0; h < 2; ++h)
-        std::memcpy(c + L::code_at(h, g, r), blk + qs + 32 * h + 4 * g, 4);
-      if constexpr (!Q2)
-        for (int64_t i = 0; i < 4; ++i) {
-          uint8_t moved = 0;
-          for (int h = 0; h < 2; ++h)
-            for (int j = 0; j < 4; ++j)
-              moved |= ((blk[4 * g + i] >> (4 * h + j)) & 1) << q3k_high_bit(h, j);
-          c[L::high_at(g, r) + i] = moved;
-        }
-    }
+    const uint8_t* blk = blocks + (row * (k / 256) + b) * 84;
+    std::memcpy(c + L::kD + 2 * r, blk + 80, 2);
+    std::memcpy(c + L::kDmin + 2 * r, blk + 82, 2);
+    for (int s = 0; s < 16; ++s) c[L::scale_at(s, r)] = blk[s];
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t g = 0; g < 8; ++g)
+        std::memcpy(c + L::code_at(h, g, r), blk + 16 + 32 * h + 4 * g, 4);
   });
 }
 
-template <bool Q2>
-std::vector<float> dequantize_bits2_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
-  using L = Bits2Rows16<Q2>;
+std::vector<float> dequantize_q2_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
+  using L = Q2KRows16;
   std::vector<float> w(static_cast<size_t>(m * k));
   each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
     const uint8_t* c = rows16 + chunk * L::kChunkBytes;
-    const float d = f16(c + L::kD + 2 * r);
+    const float d = f16(c + L::kD + 2 * r), dmin = f16(c + L::kDmin + 2 * r);
     float* row = w.data() + row_index * k + b * 256;
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t g = 0; g < 8; ++g)
@@ -234,15 +216,58 @@ std::vector<float> dequantize_bits2_rows16(const uint8_t* rows16, int64_t m, int
           for (int64_t j = 0; j < 4; ++j) {
             const int64_t at = 128 * h + 32 * j + 4 * g + i;
             const uint8_t sc = c[L::scale_at(at / 16, r)];
-            const int low = (c[L::code_at(h, g, r) + i] >> (2 * j)) & 3;
-            if constexpr (Q2) {
-              row[at] = d * (sc & 15) * low - f16(c + L::kDmin + 2 * r) * (sc >> 4);
-            } else {
-              const int high = c[L::high_at(g, r) + i] >> q3k_high_bit(h, j);
-              const int q = low - (high & 1 ? 0 : 4);
-              row[at] = d * (sc - 128) * q;
-            }
+            const int q = (c[L::code_at(h, g, r) + i] >> (2 * j)) & 3;
+            row[at] = d * (sc & 15) * q - dmin * (sc >> 4);
           }
+  });
+  return w;
+}
+
+// Q3_K (110-byte blocks: hmask[32], qs[64], scales[12], d). Weight 128 h +
+// 32 j + l has its low code bits at bits 2 j of qs[32 h + l] and its third
+// bit at bit 4 h + j of hmask[l].
+void interleave_q3_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
+  using L = Q3KRows16;
+  check_shape("Q3_K", m, k);
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
+    uint8_t* c = out + chunk * L::kChunkBytes;
+    const uint8_t* blk = blocks + (row * (k / 256) + b) * 110;
+    std::memcpy(c + L::kD + 2 * r, blk + 108, 2);
+    for (int s = 0; s < 16; ++s)
+      c[L::scale_at(s, r)] = static_cast<uint8_t>(q3k_scale(blk + 96, s) + 128);
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t l = 0; l < 32; ++l) {
+        int code[4];
+        for (int j = 0; j < 4; ++j)
+          code[j] = (blk[32 + 32 * h + l] >> (2 * j) & 3) | (blk[l] >> (4 * h + j) & 1) << 2;
+        const int64_t g = l / 4, i = l % 4, e = g % 2;
+        c[L::code_at(h, g / 2, e, r) + i] =
+            static_cast<uint8_t>(code[0] | code[1] << 3 | (code[3] & 3) << 6);
+        uint8_t& y = c[L::code_at(h, g / 2, 2, r) + i];
+        y = static_cast<uint8_t>((y & (0xF0 >> (4 * e))) | (code[2] | (code[3] >> 2) << 3)
+                                                               << (4 * e));
+      }
+  });
+}
+
+std::vector<float> dequantize_q3_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
+  using L = Q3KRows16;
+  std::vector<float> w(static_cast<size_t>(m * k));
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
+    const uint8_t* c = rows16 + chunk * L::kChunkBytes;
+    const float d = f16(c + L::kD + 2 * r);
+    float* row = w.data() + row_index * k + b * 256;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t g = 0; g < 8; ++g)
+        for (int64_t i = 0; i < 4; ++i) {
+          const int x = c[L::code_at(h, g / 2, g % 2, r) + i];
+          const int y = c[L::code_at(h, g / 2, 2, r) + i] >> (4 * (g % 2)) & 15;
+          const int codes[4] = {x & 7, x >> 3 & 7, y & 7, x >> 6 | (y >> 3) << 2};
+          for (int64_t j = 0; j < 4; ++j) {
+            const int64_t at = 128 * h + 32 * j + 4 * g + i;
+            row[at] = d * (c[L::scale_at(at / 16, r)] - 128) * (codes[j] - 4);
+          }
+        }
   });
   return w;
 }
@@ -369,8 +394,8 @@ void interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k,
   switch (t) {
     case QuantType::Q4_K: return interleave_k_rows16<false>(blocks, m, k, out);
     case QuantType::Q5_K: return interleave_k_rows16<true>(blocks, m, k, out);
-    case QuantType::Q2_K: return interleave_bits2_rows16<true>(blocks, m, k, out);
-    case QuantType::Q3_K: return interleave_bits2_rows16<false>(blocks, m, k, out);
+    case QuantType::Q2_K: return interleave_q2_k_rows16(blocks, m, k, out);
+    case QuantType::Q3_K: return interleave_q3_k_rows16(blocks, m, k, out);
     case QuantType::Q6_K: return interleave_q6_k_rows16(blocks, m, k, out);
     case QuantType::IQ4_XS: return interleave_iq4_xs_rows16(blocks, m, k, out);
     default:
@@ -389,8 +414,8 @@ std::vector<float> dequantize_rows16(QuantType t, const uint8_t* rows16, int64_t
   switch (t) {
     case QuantType::Q4_K: return dequantize_k_rows16<false>(rows16, m, k);
     case QuantType::Q5_K: return dequantize_k_rows16<true>(rows16, m, k);
-    case QuantType::Q2_K: return dequantize_bits2_rows16<true>(rows16, m, k);
-    case QuantType::Q3_K: return dequantize_bits2_rows16<false>(rows16, m, k);
+    case QuantType::Q2_K: return dequantize_q2_k_rows16(rows16, m, k);
+    case QuantType::Q3_K: return dequantize_q3_k_rows16(rows16, m, k);
     case QuantType::Q6_K: return dequantize_q6_k_rows16(rows16, m, k);
     case QuantType::IQ4_XS: return dequantize_iq4_xs_rows16(rows16, m, k);
     default:

@@ -43,29 +43,31 @@
 //                             qs[16 s + 4 g + i] of row r: low nibble weight
 //                             32 s + 4 g + i, high nibble 32 s + 16 + 4 g + i
 //
-// Q3_K: per 16 rows and super-block, one 1824-byte chunk (exactly 16 of
-// ggml's 110-byte blocks):
+// Q3_K: per 16 rows and super-block, one 1824-byte chunk (16 of ggml's
+// 110-byte blocks, their 12 bytes of packed 6-bit scales as 16 bytes):
 //   d     f16 [16]
 //   sc    u8  [4][16][4]      16-weight group s's signed scale (s_g - 32) +
 //                             128 for row r at 64 (s / 4) + 4 r + s % 4, as Q6_K's
-//   qs    u8  [2][8][16][4]   [half h][group g][row r][i] is ggml's
-//                             qs[32 h + 4 g + i]: bits 2j..2j+1 the low code
-//                             bits of weight 128 h + 32 j + 4 g + i
-//   hm    u8  [8][16][4]      [group g][row r][i] is ggml's hmask[4 g + i]
-//                             with its bits moved: bit 4 h + j, the third
-//                             bit of that weight, to q3k_high_bit(h, j), so
-//                             that the kernel merges it with the low bits
-//                             of code j in place (codes j = 0-2 at bits
-//                             2j, then that bit at 2j + 2; code 3 moved to
-//                             bits 3-4, that bit at 5 = bit 0 shifted up);
-//                             half 1's bits are half 0's plus one
+//   codes [2][4] of 192 bytes half h, pair p of groups g = 2 p + e (l =
+//                             4 g + i, i < 4): the 3-bit codes c_j (ggml's
+//                             2 low bits | its hmask bit << 2) of weights
+//                             128 h + 32 j + l, as
+//           x  u8 [2][16][4]  [e][r][i]: c_0 | c_1 << 3 | (c_3 & 3) << 6
+//           y  u8 [16][4]     nibble e (e = 0 low): c_2 | (c_3 >> 2) << 3
+//                             so that codes 0-2 are read in place (c_1
+//                             times 8, group 2 p + 1's c_2 after one
+//                             shift), one mask each, and only c_3 is
+//                             gathered: 6 operations per 4 code vectors
+//                             (7 for odd groups), not ggml's bit planes' 13
 //
 // Q2_K: per 16 rows and super-block, one 1344-byte chunk (16 x 84):
 //   d     f16 [16]
 //   dmin  f16 [16]
 //   sc    u8  [4][16][4]      ggml's scales[s] (scale in the low nibble, min
 //                             in the high) of row r at 64 (s / 4) + 4 r + s % 4
-//   qs    u8  [2][8][16][4]   as Q3_K's
+//   qs    u8  [2][8][16][4]   [half h][group g][row r][i] is ggml's
+//                             qs[32 h + 4 g + i]: bits 2j..2j+1 the code
+//                             of weight 128 h + 32 j + 4 g + i
 //
 // Q6_K: per 16 rows and super-block, one 3360-byte chunk (exactly 16 of
 // ggml's 210-byte blocks):
@@ -157,26 +159,30 @@ struct Q6KRows16 {
   static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
 };
 
-// Where bit 4 h + j of ggml's Q3_K hmask byte is in the 16-row layout's.
-constexpr int q3k_high_bit(int h, int j) { return (j < 3 ? 2 * j + 2 : 0) + h; }
-
-// Q3_K (Q2 = false) and Q2_K: 2-bit codes in ggml's order, [half][group][row][4].
-template <bool Q2>
-struct Bits2Rows16 {
+struct Q3KRows16 {
   static constexpr int64_t kRows = 16;
-  static constexpr int64_t kD = 0, kDmin = 32;  // kDmin: Q2_K only
-  static constexpr int64_t kScales = Q2 ? 64 : 32, kCodes = kScales + 256;
-  static constexpr int64_t kHigh = kCodes + 1024;  // Q3_K only
-  static constexpr int64_t kChunkBytes = Q2 ? kHigh : kHigh + 512;
+  static constexpr int64_t kD = 0, kScales = 32, kCodes = 288, kPairBytes = 192;
+  static constexpr int64_t kChunkBytes = 1824;
+  static constexpr int64_t scale_at(int64_t s, int64_t r) { return kScales + group16_at(s, r); }
+  // Where byte 0 of piece `part` (0, 1: the x bytes of group 2 p + part;
+  // 2: the pair's y) of half h's group pair p is for row r.
+  static constexpr int64_t code_at(int64_t h, int64_t p, int64_t part, int64_t r) {
+    return kCodes + (h * 4 + p) * kPairBytes + part * 64 + r * 4;
+  }
+  static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
+};
+
+// Q2_K: 2-bit codes in ggml's order, [half][group][row][4].
+struct Q2KRows16 {
+  static constexpr int64_t kRows = 16;
+  static constexpr int64_t kD = 0, kDmin = 32, kScales = 64, kCodes = 320;
+  static constexpr int64_t kChunkBytes = 1344;
   static constexpr int64_t scale_at(int64_t s, int64_t r) { return kScales + group16_at(s, r); }
   static constexpr int64_t code_at(int64_t h, int64_t g, int64_t r) {
     return kCodes + ((h * 8 + g) * kRows + r) * 4;
   }
-  static constexpr int64_t high_at(int64_t g, int64_t r) { return kHigh + (g * kRows + r) * 4; }
   static int64_t bytes(int64_t m, int64_t k) { return m / kRows * (k / 256) * kChunkBytes; }
 };
-using Q3KRows16 = Bits2Rows16<false>;
-using Q2KRows16 = Bits2Rows16<true>;
 
 // The offsets of a 32-weight-block format's fields in its chunk (-1: absent).
 struct Blocks32Rows16 {
