@@ -168,10 +168,12 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
         auto byte = quads[s / 4] >> static_cast<int>(8 * (s % 4));
         auto sc = mins ? byte & 15 : (byte & 255) - 128;
         Value scf;
-        if (top_byte)
-          scf = (s % 4 == 3 ? quads[s / 4] : quads[s / 4] << static_cast<int>(24 - 8 * (s % 4)))
-                    .to(DType::f32);
-        else if (f.f32_sums)
+        if (top_byte) {
+          // Byte 0 shifted up leaves zeros below it; the others are masked.
+          auto byte_on_top = quads[s / 4] << static_cast<int>(24 - 8 * (s % 4));
+          if (s % 4) byte_on_top = byte_on_top & int64_t{-0x1000000};  // 0xFF000000
+          scf = byte_on_top.to(DType::f32);
+        } else if (f.f32_sums)
           scf = sc.to(DType::f32);
         if (f.f32_sums && f.code_shift[j])
           scf = scf * (1.0f / static_cast<float>(1 << f.code_shift[j]));

@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "ir/dtype.h"
+#include "kernels/quant/ggml_blocks.h"
 #include "kernels/quant/split_sums.h"
 #include "kernels/registry.h"
 #include "support/runtime_fixture.h"
@@ -86,27 +89,58 @@ inline QuantizedGemmOutputs run_quantized_gemm(const Spec& spec, std::vector<uin
 //   sum_j |w_j x_j| for f32 accumulation;
 // - JIT against interpreter: the same integer dots and f32 ops, except
 //   reassociated final sums, within 1e-6 of sum_j |w_j x_j|.
+// - against the double-precision product of wd with x as quantised (xq's
+//   codes times scales), which the integer dots compute exactly: within
+//   1e-5 of sum_j |w_j x_j| for f32 accumulation and scaling. This is the
+//   tight one: a wrong scale or code in a few groups stays inside the first
+//   bound. Q4_1's and Q5_1's min terms m dx s take dx s rounded to f16, as
+//   llama.cpp's Q8_1 holds it: given their blocks' mins (block_mins), the
+//   reference rounds it so too.
+// The min m of each 32-weight block (w = d q + m) of ggml blocks of type t
+// holding m x k weights, for Q4_1 and Q5_1 (empty for other types).
+inline std::vector<float> block_mins(ggml::QuantType t, const std::vector<uint8_t>& blocks,
+                                     int64_t m, int64_t k) {
+  if (t != ggml::QuantType::Q4_1 && t != ggml::QuantType::Q5_1) return {};
+  const int64_t bytes = ggml::block_format(t).block_bytes;
+  std::vector<float> mins(static_cast<size_t>(m * k / 32));
+  for (size_t b = 0; b < mins.size(); ++b) {
+    uint16_t h;
+    std::memcpy(&h, &blocks[b * bytes + 2], 2);  // after the f16 scale d
+    mins[b] = f16_bits_to_f32(h);
+  }
+  return mins;
+}
+
 struct QuantizedGemmError {
-  double vs_reference = 0, vs_interpreter = 0;
+  double vs_reference = 0, vs_interpreter = 0, vs_quantized = 0;
 };
 inline QuantizedGemmError quantized_gemm_error(const std::vector<float>& wd,
                                                const std::vector<float>& x, const QuantizedX& xq,
                                                const std::vector<float>& y,
                                                const std::vector<float>& yi, int64_t m, int64_t k,
-                                               int64_t t) {
+                                               int64_t t,
+                                               const std::vector<float>& block_mins = {}) {
   QuantizedGemmError e;
   for (int64_t tok = 0; tok < t; ++tok)
     for (int64_t i = 0; i < m; ++i) {
       const float* xt = &x[tok * k];
-      double ref = 0, bound = 0, mag = 0;
+      double ref = 0, bound = 0, mag = 0, qref = 0;
       for (int64_t j = 0; j < k; ++j) {
         double wj = wd[i * k + j];
         ref += wj * xt[j];
         mag += std::fabs(wj * xt[j]);
         bound += std::fabs(wj * xq.d[(tok * k + j) / 32]) / 2;  // Q8_K's d may be negative
+        qref += wj * (static_cast<double>(xq.q[tok * k + j]) * xq.d[(tok * k + j) / 32]);
+      }
+      for (int64_t b = 0; !block_mins.empty() && b < k / 32; ++b) {
+        const int64_t xb = (tok * k) / 32 + b;
+        const float dxs = static_cast<float>(xq.s[xb]) * xq.d[xb];
+        qref += block_mins[i * (k / 32) + b] *
+                (static_cast<double>(f16_bits_to_f32(f32_to_f16_bits(dxs))) - dxs);
       }
       double got = y[tok * m + i], interp = yi[tok * m + i];
       e.vs_reference = std::max(e.vs_reference, std::fabs(got - ref) / (bound + 1e-5 * mag + 1e-6));
+      e.vs_quantized = std::max(e.vs_quantized, std::fabs(got - qref) / (1e-5 * mag + 1e-6));
       e.vs_interpreter = std::max(e.vs_interpreter, std::fabs(got - interp) / (1e-6 * mag + 1e-7));
     }
   return e;

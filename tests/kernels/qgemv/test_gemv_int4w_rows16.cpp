@@ -38,6 +38,7 @@ void check_product(const Int4wRows& r, int64_t t, int bt) {
       test::quantized_gemm_error(int4w_dequantize(r), x, xq, out.jit, out.interpreter, r.m, r.k, t);
   CHECK(e.vs_reference <= 1.0);
   CHECK(e.vs_interpreter <= 1.0);
+  CHECK(e.vs_quantized <= 1.0);
 }
 
 }  // namespace

@@ -151,9 +151,11 @@ void check_qgemv(int fmt, int64_t m, int64_t k, int64_t t, int bm, int bt) {
   QuantizedX xq = quantize_x(x, false);
   Spec spec = find_kernel("qgemv").make_spec({}, {{"FMT", fmt}, {"BLOCK_M", bm}, {"BLOCK_T", bt}});
   auto out = kiln::test::run_quantized_gemm(spec, w, xq, m, k, t);
-  auto e = kiln::test::quantized_gemm_error(wd, x, xq, out.jit, out.interpreter, m, k, t);
+  auto e = kiln::test::quantized_gemm_error(wd, x, xq, out.jit, out.interpreter, m, k, t,
+                                            kiln::test::block_mins(qt, w, m, k));
   CHECK(e.vs_reference <= 1.0);
   CHECK(e.vs_interpreter <= 1.0);
+  CHECK(e.vs_quantized <= 1.0);
 }
 
 }  // namespace

@@ -22,8 +22,10 @@ using kiln::test::QuantizedX;
 namespace {
 
 using ggml::QuantType;
-const QuantType kFormats[] = {QuantType::Q4_0, QuantType::Q8_0, QuantType::Q2_K, QuantType::Q3_K,
-                              QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K, QuantType::IQ4_XS};
+const QuantType kFormats[] = {
+    QuantType::Q4_0,   QuantType::Q4_1,  QuantType::Q5_0,  QuantType::Q5_1, QuantType::Q8_0,
+    QuantType::IQ4_NL, QuantType::MXFP4, QuantType::Q2_K,  QuantType::Q3_K, QuantType::Q4_K,
+    QuantType::Q5_K,   QuantType::Q6_K,  QuantType::IQ4_XS};
 
 // Blocks of m x k weights of type t from ggml's reference quantiser.
 std::vector<uint8_t> weights(QuantType t, int64_t m, int64_t k, uint64_t seed) {
@@ -36,7 +38,8 @@ std::vector<uint8_t> weights(QuantType t, int64_t m, int64_t k, uint64_t seed) {
 
 void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
   INFO(ggml::block_format(f).name << " m=" << m << " k=" << k << " t=" << t << " BLOCK_T=" << bt);
-  std::vector<uint8_t> w = ggml::interleave_rows16(f, weights(f, m, k, 5).data(), m, k);
+  std::vector<uint8_t> blocks = weights(f, m, k, 5);
+  std::vector<uint8_t> w = ggml::interleave_rows16(f, blocks.data(), m, k);
   std::vector<float> wd = ggml::dequantize_rows16(f, w.data(), m, k);
   std::vector<float> x = kiln::test::normal_floats(static_cast<size_t>(t * k), 6);
   // Activations as forwards pair them: Q8_0-style for Q4_0/Q8_0, Q8_K for the K-quants.
@@ -45,9 +48,11 @@ void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
   Spec spec = find_kernel("qgemv_rows16")
                   .make_spec({}, {{"FMT", static_cast<int64_t>(f)}, {"BLOCK_T", bt}});
   auto out = kiln::test::run_quantized_gemm(spec, w, xq, m, k, t);
-  auto e = kiln::test::quantized_gemm_error(wd, x, xq, out.jit, out.interpreter, m, k, t);
+  auto e = kiln::test::quantized_gemm_error(wd, x, xq, out.jit, out.interpreter, m, k, t,
+                                            kiln::test::block_mins(f, blocks, m, k));
   CHECK(e.vs_reference <= 1.0);
   CHECK(e.vs_interpreter <= 1.0);
+  CHECK(e.vs_quantized <= 1.0);
 }
 
 }  // namespace
