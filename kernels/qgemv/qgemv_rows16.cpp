@@ -109,13 +109,6 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
   const size_t BT = acc.size();
   const bool mins = f.dmin >= 0;
   const int top = f.f32_sums ? 0 : *std::max_element(f.code_shift.begin(), f.code_shift.end());
-  // Q3_K's signed scales in f32 (f32 sums, no mins) are taken as the top
-  // byte of their lane (the group bytes' bias flipped into a sign once per
-  // 4 groups), converted to sc_s 2^24: one shift and a convert per group,
-  // not a mask, a subtraction and a convert. Every term carries 2^24
-  // (exactly: a power of two), which the final scaling takes off.
-  const bool top_byte = f.f32_sums && !mins;
-  const float unit = top_byte ? 16777216.0f : 1.0f;
   // sum_s u_s bsum16_s for a u8 u_s per group (4 groups per i32 lane), as
   // byte dots: quantize_q8 splits bsum16_s = low + 64 high into i8, so it is
   // sum_s u_s low_s + 64 sum_s u_s high_s: 8 vpdpbusd per token. u_s is the
@@ -143,7 +136,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
       auto total = sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64))));
       start = (low + (high << 6) - broadcast_to(total << 7, {R})) * -(f.offset << top);
     }
-    isum.push_back(k.var(f.f32_sums ? start.to(DType::f32) * unit : start));
+    isum.push_back(k.var(f.f32_sums ? start.to(DType::f32) : start));
   }
   // Half h: weights 128 h .. 128 h + 127, groups 8 h .. 8 h + 7.
   k.for_(0, 2, 1, [&](Value h) {
@@ -153,9 +146,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
     for (int64_t j = 0; j < 2; ++j)
       quads[j] = reshape(
           x.lanes4(h64 * 128 + static_cast<int>(f.scales + 64 * j)).bitcast(DType::i32), {R});
-    if (top_byte)
-      for (Value& q : quads) q = q ^ int64_t { -0x7F7F7F80 };  // 0x80808080
-    for (int64_t quarter = 0; quarter < 2; ++quarter) {        // groups 8h + quarter + 2 j
+    for (int64_t quarter = 0; quarter < 2; ++quarter) {  // groups 8h + quarter + 2 j
       x.prefetch_ahead(h * 2 + static_cast<int>(quarter), 4);
       // The quarter's 16 code vectors, decoded once for all tokens; codes
       // j of group g are weights 32 j + 4 g .. 32 j + 4 g + 3 of the half.
@@ -168,15 +159,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
         auto byte = quads[s / 4] >> static_cast<int>(8 * (s % 4));
         auto sc = mins ? byte & 15 : (byte & 255) - 128;
         Value scf;
-        if (top_byte) {
-          // Byte 0 shifted up leaves zeros below it; the others are masked.
-          auto byte_on_top = quads[s / 4] << static_cast<int>(24 - 8 * (s % 4));
-          if (s % 4) byte_on_top = byte_on_top & int64_t{-0x1000000};  // 0xFF000000
-          scf = byte_on_top.to(DType::f32);
-        } else if (f.f32_sums)
-          scf = sc.to(DType::f32);
-        if (f.f32_sums && f.code_shift[j])
-          scf = scf * (1.0f / static_cast<float>(1 << f.code_shift[j]));
+        if (f.f32_sums) scf = sc.to(DType::f32) * (1.0f / static_cast<float>(1 << f.code_shift[j]));
         if (top > f.code_shift[j]) sc = sc << (top - f.code_shift[j]);
         for (size_t i = 0; i < BT; ++i) {
           Value dot;
@@ -192,7 +175,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
     }
   });
   auto d = x.f16s(x.at(0));
-  if (top || top_byte) d = d * (1.0f / (static_cast<float>(1 << top) * unit));
+  if (top) d = d * (1.0f / static_cast<float>(1 << top));
   for (size_t i = 0; i < BT; ++i) {
     acc[i] = (f.f32_sums ? Value(isum[i]) : Value(isum[i]).to(DType::f32)) * d;
     if (mins) acc[i] = fma(min_sum[i].to(DType::f32), -x.f16s(x.at(f.dmin)), Value(acc[i]));
