@@ -248,14 +248,14 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
   // The sums then round as f32 does (2^-24 relative per step, far inside
   // the kernel's tolerance), where ggml's are exact until its final scale.
   auto ls_lo = x.lanes4(x.at(L::kScales)), ls_hi = x.lanes4(x.at(L::kScales + 64));
-  std::vector<Var> isum;
+  std::vector<Var> sums;
   for (size_t i = 0; i < BT; ++i) {
     auto low = dot4(ls_lo, x.split_sums4(i, 0).to(DType::i32)) +
                dot4(ls_hi, x.split_sums4(i, 1).to(DType::i32));
     auto high = dot4(ls_lo, x.split_sums4(i, 2).to(DType::i32)) +
                 dot4(ls_hi, x.split_sums4(i, 3).to(DType::i32));
     auto total = sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64))));
-    isum.push_back(
+    sums.push_back(
         k.var(((low + (high << 6) - broadcast_to(total << 5, {R})) * -128).to(DType::f32)));
   }
   k.for_(0, 8, 1, [&](Value s) {
@@ -276,10 +276,10 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
         reshape(x.lanes4((s64 >> 2) * 64 + static_cast<int>(L::kScales)).bitcast(DType::i32), {R});
     auto ls = (quad >> broadcast_to((s & 3) * 8, {R})) & 255;
     auto lsf = (ls - 32).to(DType::f32);
-    for (size_t i = 0; i < BT; ++i) isum[i] = fma(dot[i].to(DType::f32), lsf, Value(isum[i]));
+    for (size_t i = 0; i < BT; ++i) sums[i] = fma(dot[i].to(DType::f32), lsf, Value(sums[i]));
   });
   auto d = x.f16s(x.at(L::kD));
-  for (size_t i = 0; i < BT; ++i) acc[i] = Value(isum[i]) * d;
+  for (size_t i = 0; i < BT; ++i) acc[i] = Value(sums[i]) * d;
 }
 
 // The 32-weight-block formats: 8 blocks per chunk, each with its own weight
