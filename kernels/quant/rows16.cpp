@@ -32,6 +32,31 @@ void each_chunk_row(int64_t m, int64_t k, F fn) {
       for (int64_t b = 0; b < spans; ++b) fn(g * spans + b, r, g * 16 + r, b);
 }
 
+// The super-block formats' interleave walk: put(c, blk, r) for row r of
+// every chunk, c the chunk in `out` (chunk_bytes each) and blk the row's
+// ggml block of type t that the chunk holds.
+template <class F>
+void each_block_to_chunk(QuantType t, const uint8_t* blocks, int64_t m, int64_t k,
+                         int64_t chunk_bytes, uint8_t* out, F put) {
+  const int64_t block_bytes = block_format(t).block_bytes;
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
+    put(out + chunk * chunk_bytes, blocks + (row * (k / 256) + b) * block_bytes, r);
+  });
+}
+
+// Their dequantisers' walk: get(c, r, row) for row r of every chunk c
+// (chunk_bytes each), row pointing at that row's 256 weights of the chunk
+// in the returned [m, k] matrix.
+template <class F>
+std::vector<float> dequantize_each_chunk(const uint8_t* rows16, int64_t m, int64_t k,
+                                         int64_t chunk_bytes, F get) {
+  std::vector<float> w(static_cast<size_t>(m * k));
+  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
+    get(rows16 + chunk * chunk_bytes, r, w.data() + row * k + b * 256);
+  });
+  return w;
+}
+
 float f16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -43,11 +68,9 @@ float f16(const uint8_t* p) {
 template <bool Q5>
 void interleave_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   using L = KRows16<Q5>;
-  const int64_t block_bytes = Q5 ? 176 : 144, qs = Q5 ? 48 : 16;
+  const int64_t qs = Q5 ? 48 : 16;
   check_shape(Q5 ? "Q5_K" : "Q4_K", m, k);
-  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
-    uint8_t* c = out + chunk * L::kChunkBytes;
-    const uint8_t* blk = blocks + (row * (k / 256) + b) * block_bytes;
+  auto put = [&](uint8_t* c, const uint8_t* blk, int64_t r) {
     std::memcpy(c + L::kD + 2 * r, blk, 2);
     std::memcpy(c + L::kDmin + 2 * r, blk + 2, 2);
     for (int j = 0; j < 8; ++j) {
@@ -68,17 +91,16 @@ void interleave_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* o
           uint8_t& hl = c[L::high_at(l / 4, r) + l % 4];
           hl = static_cast<uint8_t>((p ? hl : 0) | (hi & 3) << (2 * p));
         }
-  });
+  };
+  each_block_to_chunk(Q5 ? QuantType::Q5_K : QuantType::Q4_K, blocks, m, k, L::kChunkBytes, out,
+                      put);
 }
 
 template <bool Q5>
 std::vector<float> dequantize_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
   using L = KRows16<Q5>;
-  std::vector<float> w(static_cast<size_t>(m * k));
-  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
-    const uint8_t* c = rows16 + chunk * L::kChunkBytes;
+  auto get = [&](const uint8_t* c, int64_t r, float* row) {
     float d = f16(c + L::kD + 2 * r), dmin = f16(c + L::kDmin + 2 * r);
-    float* row = w.data() + row_index * k + b * 256;
     for (int64_t p = 0; p < 4; ++p)
       for (int64_t q = 0; q < 8; ++q)
         for (int64_t i = 0; i < 4; ++i) {
@@ -92,17 +114,15 @@ std::vector<float> dequantize_k_rows16(const uint8_t* rows16, int64_t m, int64_t
                 d * c[L::kScales + 16 * j + r] * code - dmin * c[L::min_at(j, r)];
           }
         }
-  });
-  return w;
+  };
+  return dequantize_each_chunk(rows16, m, k, L::kChunkBytes, get);
 }
 
 void interleave_iq4_xs_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   using L = IQ4XSRows16;
   check_shape("IQ4_XS", m, k);
-  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
-    uint8_t* c = out + chunk * L::kChunkBytes;
-    // ggml's block_iq4_xs: d (f16), scales_h (u16), scales_l[4], qs[128].
-    const uint8_t* blk = blocks + (row * (k / 256) + b) * 136;
+  // ggml's block_iq4_xs: d (f16), scales_h (u16), scales_l[4], qs[128].
+  auto put = [&](uint8_t* c, const uint8_t* blk, int64_t r) {
     std::memcpy(c + L::kD + 2 * r, blk, 2);
     const int scales_h = blk[2] | (blk[3] << 8);
     for (int64_t s = 0; s < 8; ++s) {
@@ -111,16 +131,14 @@ void interleave_iq4_xs_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8
       for (int64_t g = 0; g < 4; ++g)
         std::memcpy(c + L::code_at(s, g, r), blk + 8 + 16 * s + 4 * g, 4);
     }
-  });
+  };
+  each_block_to_chunk(QuantType::IQ4_XS, blocks, m, k, L::kChunkBytes, out, put);
 }
 
 std::vector<float> dequantize_iq4_xs_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
   using L = IQ4XSRows16;
-  std::vector<float> w(static_cast<size_t>(m * k));
-  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
-    const uint8_t* c = rows16 + chunk * L::kChunkBytes;
+  auto get = [&](const uint8_t* c, int64_t r, float* row) {
     const float d = f16(c + L::kD + 2 * r);
-    float* row = w.data() + row_index * k + b * 256;
     for (int64_t s = 0; s < 8; ++s) {
       const float dl = d * static_cast<float>(c[L::scale_at(s, r)] - 32);
       for (int64_t g = 0; g < 4; ++g)
@@ -130,12 +148,11 @@ std::vector<float> dequantize_iq4_xs_rows16(const uint8_t* rows16, int64_t m, in
           row[32 * s + 16 + 4 * g + i] = dl * kIq4nlValues[byte >> 4];
         }
     }
-  });
-  return w;
+  };
+  return dequantize_each_chunk(rows16, m, k, L::kChunkBytes, get);
 }
 
 using L6 = Q6KRows16;
-constexpr int64_t kQ6BlockBytes = 210;
 // Byte offset in a chunk of group (h, g)'s piece `part` (0: p, 1: q, 2: r)
 // for row r.
 int64_t q6_code(int64_t h, int64_t g, int64_t part, int64_t r) {
@@ -144,10 +161,8 @@ int64_t q6_code(int64_t h, int64_t g, int64_t part, int64_t r) {
 
 void interleave_q6_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   check_shape("Q6_K", m, k);
-  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
-    uint8_t* c = out + chunk * L6::kChunkBytes;
-    // ggml's block_q6_K: ql[128], qh[64], scales[16] (i8), d (f16).
-    const uint8_t* blk = blocks + (row * (k / 256) + b) * kQ6BlockBytes;
+  // ggml's block_q6_K: ql[128], qh[64], scales[16] (i8), d (f16).
+  auto put = [&](uint8_t* c, const uint8_t* blk, int64_t r) {
     std::memcpy(c + L6::kD + 2 * r, blk + 208, 2);
     for (int64_t s = 0; s < 16; ++s) c[L6::scale_at(s, r)] = blk[192 + s] ^ 0x80;  // i8 + 128
     for (int64_t h = 0; h < 2; ++h)
@@ -162,15 +177,13 @@ void interleave_q6_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t
         c[at + 64] = static_cast<uint8_t>(c1 << 2 | (c3 >> 2 & 3));
         c[at + 128] = static_cast<uint8_t>(c2 << 2 | c3 >> 4);
       }
-  });
+  };
+  each_block_to_chunk(QuantType::Q6_K, blocks, m, k, L6::kChunkBytes, out, put);
 }
 
 std::vector<float> dequantize_q6_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
-  std::vector<float> w(static_cast<size_t>(m * k));
-  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
-    const uint8_t* c = rows16 + chunk * L6::kChunkBytes;
+  auto get = [&](const uint8_t* c, int64_t r, float* row) {
     float d = f16(c + L6::kD + 2 * r);
-    float* row = w.data() + row_index * k + b * 256;
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t g = 0; g < 8; ++g)
         for (int64_t i = 0; i < 4; ++i) {
@@ -183,33 +196,29 @@ std::vector<float> dequantize_q6_k_rows16(const uint8_t* rows16, int64_t m, int6
             row[at] = d * sc * static_cast<float>(codes[q] - 32);
           }
         }
-  });
-  return w;
+  };
+  return dequantize_each_chunk(rows16, m, k, L6::kChunkBytes, get);
 }
 
 // Q2_K (84-byte blocks: scales[16], qs[64], d, dmin).
 void interleave_q2_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   using L = Q2KRows16;
   check_shape("Q2_K", m, k);
-  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
-    uint8_t* c = out + chunk * L::kChunkBytes;
-    const uint8_t* blk = blocks + (row * (k / 256) + b) * 84;
+  auto put = [&](uint8_t* c, const uint8_t* blk, int64_t r) {
     std::memcpy(c + L::kD + 2 * r, blk + 80, 2);
     std::memcpy(c + L::kDmin + 2 * r, blk + 82, 2);
     for (int s = 0; s < 16; ++s) c[L::scale_at(s, r)] = blk[s];
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t g = 0; g < 8; ++g)
         std::memcpy(c + L::code_at(h, g, r), blk + 16 + 32 * h + 4 * g, 4);
-  });
+  };
+  each_block_to_chunk(QuantType::Q2_K, blocks, m, k, L::kChunkBytes, out, put);
 }
 
 std::vector<float> dequantize_q2_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
   using L = Q2KRows16;
-  std::vector<float> w(static_cast<size_t>(m * k));
-  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
-    const uint8_t* c = rows16 + chunk * L::kChunkBytes;
+  auto get = [&](const uint8_t* c, int64_t r, float* row) {
     const float d = f16(c + L::kD + 2 * r), dmin = f16(c + L::kDmin + 2 * r);
-    float* row = w.data() + row_index * k + b * 256;
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t g = 0; g < 8; ++g)
         for (int64_t i = 0; i < 4; ++i)
@@ -219,8 +228,8 @@ std::vector<float> dequantize_q2_k_rows16(const uint8_t* rows16, int64_t m, int6
             const int q = (c[L::code_at(h, g, r) + i] >> (2 * j)) & 3;
             row[at] = d * (sc & 15) * q - dmin * (sc >> 4);
           }
-  });
-  return w;
+  };
+  return dequantize_each_chunk(rows16, m, k, L::kChunkBytes, get);
 }
 
 // Q3_K (110-byte blocks: hmask[32], qs[64], scales[12], d). Weight 128 h +
@@ -229,9 +238,7 @@ std::vector<float> dequantize_q2_k_rows16(const uint8_t* rows16, int64_t m, int6
 void interleave_q3_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   using L = Q3KRows16;
   check_shape("Q3_K", m, k);
-  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
-    uint8_t* c = out + chunk * L::kChunkBytes;
-    const uint8_t* blk = blocks + (row * (k / 256) + b) * 110;
+  auto put = [&](uint8_t* c, const uint8_t* blk, int64_t r) {
     std::memcpy(c + L::kD + 2 * r, blk + 108, 2);
     for (int s = 0; s < 16; ++s)
       c[L::scale_at(s, r)] = static_cast<uint8_t>(q3k_scale(blk + 96, s) + 128);
@@ -247,16 +254,14 @@ void interleave_q3_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t
         y = static_cast<uint8_t>((y & (0xF0 >> (4 * e))) | (code[2] | (code[3] >> 2) << 3)
                                                                << (4 * e));
       }
-  });
+  };
+  each_block_to_chunk(QuantType::Q3_K, blocks, m, k, L::kChunkBytes, out, put);
 }
 
 std::vector<float> dequantize_q3_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
   using L = Q3KRows16;
-  std::vector<float> w(static_cast<size_t>(m * k));
-  each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row_index, int64_t b) {
-    const uint8_t* c = rows16 + chunk * L::kChunkBytes;
+  auto get = [&](const uint8_t* c, int64_t r, float* row) {
     const float d = f16(c + L::kD + 2 * r);
-    float* row = w.data() + row_index * k + b * 256;
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t g = 0; g < 8; ++g)
         for (int64_t i = 0; i < 4; ++i) {
@@ -268,8 +273,8 @@ std::vector<float> dequantize_q3_k_rows16(const uint8_t* rows16, int64_t m, int6
             row[at] = d * (c[L::scale_at(at / 16, r)] - 128) * (codes[j] - 4);
           }
         }
-  });
-  return w;
+  };
+  return dequantize_each_chunk(rows16, m, k, L::kChunkBytes, get);
 }
 
 // Row r's block j of a chunk of a 32-weight-block format, in ggml's bytes
