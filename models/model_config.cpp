@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ir/error.h"
+#include "ir/type.h"
 #include "models/expert_pruning.h"
 
 namespace kiln {
@@ -97,7 +98,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   // GPT-OSS takes the softmax of the chosen logits, the same quotient.
   c.norm_topk = c.arch == "qwen3moe" || c.arch == "llama" || c.arch == "gpt-oss";
   if (c.moe() && (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert))
-    f.fail(std::to_string(c.n_expert_used) + " experts used of " + std::to_string(c.n_expert));
+    f.fail("key '" + key("expert_used_count") + "' is " + std::to_string(c.n_expert_used) +
+           ": a token must use 1 to " + key("expert_count") + " (" + std::to_string(c.n_expert) +
+           ") experts");
   if (!c.moe() && c.n_ff <= 0) f.fail("missing key '" + key("feed_forward_length") + "'");
   if (c.moe()) {
     // Every expert tensor holds expert_count slices, and so does the router,
@@ -110,17 +113,33 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     if (c.n_router != c.n_expert && c.n_router != original)
       f.fail("tensor 'blk.0.ffn_gate_inp.weight' routes " + std::to_string(c.n_router) +
              " experts but " + key("expert_count") + " is " + std::to_string(c.n_expert));
+    // Each tensor's [k, m] too: a router or expert of another width would
+    // otherwise surface as an unnamed matmul shape mismatch.
+    struct Expected {
+      const char* name;
+      int64_t k, m;
+    };
+    const Expected moe_tensors[] = {{"ffn_gate_inp.weight", c.n_embd, 0},
+                                    {"ffn_gate_exps.weight", c.n_embd, c.n_ff_exp},
+                                    {"ffn_up_exps.weight", c.n_embd, c.n_ff_exp},
+                                    {"ffn_down_exps.weight", c.n_ff_exp, c.n_embd}};
     for (int64_t l = 0; l < c.n_layer; ++l)
-      for (const char* name : {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight",
-                               "ffn_down_exps.weight"}) {
-        const std::string t = "blk." + std::to_string(l) + "." + name;
-        const bool router = std::string_view(name).rfind("ffn_gate_inp", 0) == 0;
+      for (const Expected& e : moe_tensors) {
+        const std::string t = "blk." + std::to_string(l) + "." + e.name;
+        const bool router = e.m == 0;
         const int64_t want = router ? c.n_router : c.n_expert;
         const GgufTensor* g = f.find_tensor(t);
-        if (g && g->shape.back() != want)
+        if (!g) continue;
+        if (g->shape.back() != want)
           f.fail("tensor '" + t + "' holds " + std::to_string(g->shape.back()) + " experts, not " +
                  std::to_string(want) + " (" + key("expert_count") + " " +
                  std::to_string(c.n_expert) + ")");
+        const Shape shape = router ? Shape{e.k, want} : Shape{e.k, e.m, want};
+        if (g->shape != shape)
+          f.fail("tensor '" + t + "' has shape " + shape_str(g->shape) + ", not " +
+                 shape_str(shape) + " (" + key("embedding_length") + " " +
+                 std::to_string(c.n_embd) + ", " + key("expert_feed_forward_length") + " " +
+                 std::to_string(c.n_ff_exp) + ")");
       }
     c.expert_renorm = f.find_bool(kExpertRenormKey).value_or(false);
     if (c.n_router != c.n_expert) c.expert_map = map;

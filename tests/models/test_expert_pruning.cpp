@@ -12,11 +12,13 @@
 // - hit maps read back from JSON, top-K breaks ties to the lower id;
 // - bad input: malformed hit files, a translation table that is too short,
 //   keeps an expert twice or points past the experts, an expert tensor
-//   whose count disagrees with expert_count.
+//   whose count disagrees with expert_count, more experts used per token
+//   than held, a router or expert tensor of another width.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include "ir/error.h"
@@ -55,11 +57,14 @@ std::vector<float> logits(const std::string& path) {
   return m.forward(kPrompt, true);
 }
 
-// A copy of `path` with metadata `key` set to `value` (added if missing)
-// and, when `zero_down` is given, those experts' down projections zeroed.
+// A tensor's shape and bytes as rewrite copies them, for an edit to change.
+using TensorEdit =
+    std::function<void(const std::string& name, std::vector<int64_t>& shape, std::string& bytes)>;
+
+// A copy of `path` with metadata `key` set to `value` (added if missing,
+// removed if nullopt), every tensor passed through `edit` if given.
 std::string rewrite(const std::string& path, const std::string& out, const std::string& key,
-                    std::optional<GgufWriter::Value> value,
-                    const std::vector<std::vector<int32_t>>& zero_down = {}) {
+                    std::optional<GgufWriter::Value> value, const TensorEdit& edit = {}) {
   GgufFile f = GgufFile::open(path);
   GgufWriter w(f.alignment());
   bool added = false;
@@ -74,17 +79,25 @@ std::string rewrite(const std::string& path, const std::string& out, const std::
   if (!added && value) w.add(key, *value);
   for (const GgufTensor& t : f.tensors()) {
     std::string bytes(reinterpret_cast<const char*>(t.data), t.nbytes);
-    for (size_t l = 0; l < zero_down.size(); ++l)
-      if (t.name == "blk." + std::to_string(l) + ".ffn_down_exps.weight")
-        for (int32_t e : zero_down[l]) {
-          const uint64_t slice = t.nbytes / static_cast<uint64_t>(t.shape.back());
-          std::memset(bytes.data() + slice * static_cast<uint64_t>(e), 0, slice);
-        }
-    w.add_tensor(t.name, t.type, t.shape, bytes);
+    std::vector<int64_t> shape = t.shape;
+    if (edit) edit(t.name, shape, bytes);
+    w.add_tensor(t.name, t.type, shape, bytes);
   }
   std::string p = dir().path(out);
   w.write(p);
   return p;
+}
+
+// An edit zeroing experts' down projections, per layer.
+TensorEdit zero_down(const std::vector<std::vector<int32_t>>& experts) {
+  return [experts](const std::string& name, std::vector<int64_t>& shape, std::string& bytes) {
+    for (size_t l = 0; l < experts.size(); ++l)
+      if (name == "blk." + std::to_string(l) + ".ffn_down_exps.weight")
+        for (int32_t e : experts[l]) {
+          const size_t slice = bytes.size() / static_cast<size_t>(shape.back());
+          std::memset(bytes.data() + slice * static_cast<size_t>(e), 0, slice);
+        }
+  };
 }
 
 }  // namespace
@@ -150,8 +163,8 @@ TEST_CASE("a kept router drops pruned choices with weight 0", "[models][moe]") {
   Llm m(out, test::runtime(), 32);
   CHECK(m.config().n_router == 8);
   std::vector<float> got = m.forward(kPrompt, true);
-  std::vector<float> want =
-      logits(rewrite(src, "zeroed.gguf", "general.name", GgufWriter::str("zeroed"), pruned));
+  std::vector<float> want = logits(
+      rewrite(src, "zeroed.gguf", "general.name", GgufWriter::str("zeroed"), zero_down(pruned)));
   REQUIRE(got.size() == want.size());
   double s = 0, worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -247,4 +260,37 @@ TEST_CASE("pruned files with a bad translation table are refused", "[models][moe
       Llm(rewrite(src, "count.gguf", "qwen3moe.expert_count", GgufWriter::u32(6)), test::runtime(),
           8),
       Catch::Contains("blk.0.ffn_gate_inp.weight") && Catch::Contains("expert_count"));
+}
+
+TEST_CASE(
+    "MoE files with more experts used than held, or a router or expert of another width, "
+    "are refused",
+    "[models][moe][error]") {
+  const std::string src = tiny_moe();  // n_embd 256, 8 experts of 128, 2 used
+  for (uint32_t used : {0u, 9u}) {
+    INFO(used);
+    REQUIRE_THROWS_WITH(
+        Llm(rewrite(src, "used.gguf", "qwen3moe.expert_used_count", GgufWriter::u32(used)),
+            test::runtime(), 8),
+        Catch::Contains("qwen3moe.expert_used_count") &&
+            Catch::Contains("is " + std::to_string(used)));
+  }
+  // Layer 1's tensor with its first axis (or an expert's rows) halved,
+  // bytes cut to fit: a file that is well formed but not this model.
+  auto halved = [&](const std::string& tensor, size_t axis) {
+    return rewrite(src, "halved.gguf", "general.name", GgufWriter::str("halved"),
+                   [&](const std::string& name, std::vector<int64_t>& shape, std::string& bytes) {
+                     if (name != tensor) return;
+                     shape[axis] /= 2;
+                     bytes.resize(bytes.size() / 2);
+                   });
+  };
+  REQUIRE_THROWS_WITH(Llm(halved("blk.1.ffn_gate_inp.weight", 0), test::runtime(), 8),
+                      Catch::Contains("tensor 'blk.1.ffn_gate_inp.weight' has shape [128,8], "
+                                      "not [256,8]"));
+  REQUIRE_THROWS_WITH(Llm(halved("blk.1.ffn_down_exps.weight", 1), test::runtime(), 8),
+                      Catch::Contains("tensor 'blk.1.ffn_down_exps.weight' has shape [128,128,8], "
+                                      "not [128,256,8]"));
+  REQUIRE_THROWS_WITH(Llm(halved("blk.1.ffn_up_exps.weight", 0), test::runtime(), 8),
+                      Catch::Contains("'blk.1.ffn_up_exps.weight' has shape [128,128,8]"));
 }
