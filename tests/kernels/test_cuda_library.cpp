@@ -302,6 +302,17 @@ std::vector<Case> cases() {
                   {},
                   {{"BLOCK", 8}},
                   {{"tokens", 3}, {"n_expert", 6}, {"k", 2}, {"norm", norm}}});
+  // Sigmoid gating in 3 groups of 2 experts, 2 groups kept; a pruned
+  // model's remap (some experts gone), renormalised.
+  cs.push_back(
+      {"moe_topk",
+       {},
+       {{"BLOCK", 8}, {"GATING", 1}},
+       {{"tokens", 3}, {"n_expert", 6}, {"k", 2}, {"norm", 1}, {"n_group", 3}, {"topk_group", 2}}});
+  cs.push_back({"moe_topk",
+                {},
+                {{"BLOCK", 8}, {"REMAP", 1}},
+                {{"tokens", 3}, {"n_expert", 6}, {"k", 2}, {"norm", 1}, {"renorm", 1}}});
   cs.push_back(
       {"moe_sort", {}, {{"TILE", 2}}, {{"tokens", 5}, {"k", 2}, {"n_expert", 6}, {"rows", 20}}});
   for (int64_t add : {0, 1})
@@ -318,17 +329,17 @@ std::vector<Case> cases() {
       s["w_stride"] = stride;
       return s;
     };
-    for (int64_t fmt : {8, 12})
+    for (int64_t fmt : {2, 8, 12, 14})
       cs.push_back({"qgemv",
                     {},
                     {{"FMT", fmt}, {"BLOCK_M", 4}, {"BLOCK_T", 2}, {"GROUPED", mode}},
                     with({{"m", 8}, {"k", 256}}, 8 * 256 / ggml::block_format(fmt).block_elems *
                                                      ggml::block_format(fmt).block_bytes)});
-    cs.push_back(
-        {"qgemv_rows16",
-         {},
-         {{"FMT", 12}, {"BLOCK_T", 2}, {"GROUPED", mode}},
-         with({{"m", 32}, {"k", 512}}, ggml::rows16_bytes(ggml::QuantType::Q4_K, 32, 512))});
+    for (auto fmt : {ggml::QuantType::Q4_K, ggml::QuantType::Q6_K, ggml::QuantType::MXFP4})
+      cs.push_back({"qgemv_rows16",
+                    {},
+                    {{"FMT", static_cast<int64_t>(fmt)}, {"BLOCK_T", 2}, {"GROUPED", mode}},
+                    with({{"m", 32}, {"k", 512}}, ggml::rows16_bytes(fmt, 32, 512))});
     cs.push_back({"gemv_int4w_rows16",
                   {},
                   {{"GROUP", 128}, {"BLOCK_T", 2}, {"GROUPED", mode}},
@@ -431,6 +442,10 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
         idx[j] = p.name == "tile_expert" ? static_cast<int32_t>(j < 3 ? (j + 2) % 3 : -1)
                  : p.name == "sorted"    ? static_cast<int32_t>(j % 4 == 3 ? -1 : j % 5)
                                          : static_cast<int32_t>(j % 5 == 4 ? -1 : j * 7 % 12);
+    } else if (p.name == "expert_map") {
+      // Router experts to kept ones, every third pruned.
+      for (int64_t j = 0; j < n; ++j)
+        static_cast<int32_t*>(m)[j] = static_cast<int32_t>(j % 3 == 1 ? -1 : j * 2 / 3);
     } else if (c.kernel == "get_rows" && p.name == "table" && p.dtype == DType::u8) {
       auto qt = static_cast<ggml::QuantType>(spec.constexpr_("FMT"));
       int64_t elems = c.sizes.at("table_rows") * c.sizes.at("n");
