@@ -13,14 +13,14 @@ int cmd_convert(const std::vector<std::string>& argv) {
   a.allow_only({"help", "out", "type", "threads"});
   if (a.flag("help") || a.positional().size() != 1) {
     std::puts(
-        "usage: kiln convert MODEL -o OUT.gguf [--type q8_0|q4_k_m|...] [--threads N]\n"
+        "usage: kiln convert HF_DIR -o OUT.gguf [--type q8_0|q4_k_m|...] [--threads N]\n"
         "Writes the Hugging Face folder HF_DIR (config.json, tokenizer.json, model.safetensors\n"
         "or its shards) as a GGUF file, as llama.cpp's converter would: the same metadata and\n"
         "tensor names, llama's q/k rows in GGUF's order, norms in F32, experts stacked. Weights\n"
-        "keep their type (F32, F16, BF16; block-scaled FP8 is dequantized to BF16) unless --type\n"
-        "quantizes them as llama-quantize's mix of\n"
-        "that name does (f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m, q4_k_m, q5_k_m,\n"
-        "iq4_nl, iq4_xs); MODEL may then also be a GGUF file with float weights.\n"
+        "keep their type (F32, F16, BF16, GPT-OSS's MXFP4; block-scaled FP8 and INT8 are\n"
+        "dequantized to BF16, AWQ to F16) unless --type quantizes them as llama-quantize's mix\n"
+        "of that name does (f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k_m, q4_k_m,\n"
+        "q5_k_m, iq4_nl, iq4_xs); HF_DIR may then also be a GGUF file with float weights.\n"
         "`kiln run -m HF_DIR` reads a folder directly.");
     return a.flag("help") ? 0 : 2;
   }

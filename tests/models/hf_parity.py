@@ -20,7 +20,8 @@ vocabulary checks tokenizer.model the same way, and the same vocabulary as a
 scoreless tokenizer.json (as Hugging Face's converter writes one). `kiln convert` of the folder must
 write a GGUF that runs with the same logits again, in Kiln and in llama.cpp
 (llama-cpp-python: the converted file against the generated one), and
-`kiln convert --type` must write the tensors llama-quantize writes. Kiln(GGUF)
+`kiln convert --type` must write the tensors llama-quantize writes, in a file llama.cpp runs with
+the same logits as llama-quantize's. Kiln(GGUF)
 against llama.cpp is parity_llamacpp.py's job.
 
   hf_parity.py --kiln build/tools/kiln
@@ -69,6 +70,12 @@ def quantize_vs_llamacpp(kiln, llama_cpp, tmp, arch, folder, converted):
         bad += bool(diff)
         print(f"{'ok  ' if not diff else 'FAIL'} {arch:9s} convert --type {name:6s}: {len(a) - len(diff)}/{len(a)} "
               f"tensors identical to llama-quantize's" + (f" (differ: {', '.join(diff[:4])})" if diff else ""))
+        # And llama.cpp runs Kiln's file (its metadata is Kiln's) as its own.
+        tokens = [1, 72, 101, 108, 108, 111]
+        d = float(np.abs(llamacpp_logits(llama_cpp, ours, tokens) - llamacpp_logits(llama_cpp, theirs, tokens)).max())
+        bad += d != 0.0
+        print(f"{'ok  ' if d == 0.0 else 'FAIL'} {arch:9s} convert --type {name:6s}: llama.cpp runs it, logits "
+              f"{'equal to' if d == 0.0 else f'max |d| {d:.2e} from'} llama-quantize's file's")
     return bad
 
 

@@ -2,9 +2,9 @@
 // translation checked tensor by tensor on a tiny hand-built llama (names,
 // shapes, types, llama's q/k rows re-paired, norms widened to F32, tied
 // embeddings), every bad folder refused with a message naming the file and
-// the tensor or key, and mutated config.json / tokenizer.json files that
-// open or fail with kiln::Error only. Whole models against their GGUF:
-// models/hf_parity.py.
+// the tensor or key, and mutated JSON files (config, tokenizer, tokenizer
+// config, shard index) that open or fail with kiln::Error only. Whole
+// models against their GGUF: models/hf_parity.py.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -341,38 +341,58 @@ TEST_CASE("hf: bad folders are refused naming the file and the tensor or key",
 void make_gpt_oss(TinyFolder& t, bool mxfp4);
 float f32_at(const GgufTensor& t, int64_t i);
 
-TEST_CASE("hf: mutated config.json and tokenizer.json open or fail with kiln::Error",
+TEST_CASE("hf: mutated JSON files of a folder open or fail with kiln::Error",
           "[models][hf][fuzz]") {
   const bool gpt_oss = GENERATE(false, true);  // a llama, a GPT-OSS with MXFP4 experts
   TinyFolder t;
   if (gpt_oss) make_gpt_oss(t, true);
+  // Every JSON file a folder may have: the tensors in two shards with their
+  // index (which takes precedence over model.safetensors), and a
+  // tokenizer_config.json with a chat template.
+  const std::string shard[2] = {"model-00001-of-00002.safetensors",
+                                "model-00002-of-00002.safetensors"};
+  const auto half = static_cast<std::ptrdiff_t>(t.tensors.size() / 2);
+  json weight_map = json::object();
+  for (size_t i = 0; i < t.tensors.size(); ++i)
+    weight_map[t.tensors[i].name] = shard[static_cast<std::ptrdiff_t>(i) < half ? 0 : 1];
+  t.files[shard[0]] = st_file({t.tensors.begin(), t.tensors.begin() + half});
+  t.files[shard[1]] = st_file({t.tensors.begin() + half, t.tensors.end()});
   t.write();
-  const std::string config = t.config.dump(), tokenizer = t.tokenizer.dump();
+  std::map<std::string, std::string> texts = {
+      {"config.json", t.config.dump()},
+      {"tokenizer.json", t.tokenizer.dump()},
+      {"tokenizer_config.json",
+       json{{"chat_template", "{% for m in messages %}{{ m.content }}{% endfor %}"},
+            {"add_bos_token", true}}
+           .dump()},
+      {"model.safetensors.index.json",
+       json{{"metadata", {{"total_size", 1000}}}, {"weight_map", weight_map}}.dump()}};
   std::mt19937_64 rng(7);
-  int opened = 0, refused = 0;
-  for (int iter = 0; iter < 400; ++iter) {
-    std::string c = config, k = tokenizer;
-    std::string& m = iter % 2 ? c : k;
-    for (int n = 0; n < 1 + static_cast<int>(rng() % 3); ++n) {
-      size_t pos = rng() % m.size();
-      switch (rng() % 3) {
-        case 0: m[pos] = "0123456789[]{},:\"-.tfn"[rng() % 22]; break;
-        case 1: m.erase(pos, 1 + rng() % 6); break;
-        default: m.insert(pos, std::string(1, "0\"[{,-"[rng() % 6]));
+  for (const auto& [file, text] : texts) {
+    int opened = 0, refused = 0;
+    for (int iter = 0; iter < 200; ++iter) {
+      std::string m = text;
+      for (int n = 0; n < 1 + static_cast<int>(rng() % 3); ++n) {
+        size_t pos = rng() % m.size();
+        switch (rng() % 3) {
+          case 0: m[pos] = "0123456789[]{},:\"-.tfn"[rng() % 22]; break;
+          case 1: m.erase(pos, 1 + rng() % 6); break;
+          default: m.insert(pos, std::string(1, "0\"[{,-"[rng() % 6]));
+        }
+      }
+      for (const auto& [name, original] : texts)
+        std::ofstream(t.dir / name) << (name == file ? m : original);
+      try {
+        HfCheckpoint::open_file(HfCheckpoint::open(t.dir.string()));
+        ++opened;
+      } catch (const Error&) {
+        ++refused;
       }
     }
-    std::ofstream(t.dir / "config.json") << c;
-    std::ofstream(t.dir / "tokenizer.json") << k;
-    try {
-      HfCheckpoint::open_file(HfCheckpoint::open(t.dir.string()));
-      ++opened;
-    } catch (const Error&) {
-      ++refused;
-    }
+    INFO(file << ": " << opened << " opened, " << refused << " refused");
+    CHECK(opened > 0);
+    CHECK(refused > 10);
   }
-  INFO(opened << " opened, " << refused << " refused");
-  CHECK(opened > 10);
-  CHECK(refused > 10);
 }
 
 // Block-scaled FP8 (quant_method fp8): the up projection as E4M3 bytes with

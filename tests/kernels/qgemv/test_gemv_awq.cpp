@@ -47,6 +47,34 @@ TEST_CASE("AWQ packing matches vLLM's unpacking order", "[kernels][quant]") {
   REQUIRE_THROWS_WITH(awq_pack(w.data(), k, 12, group), Catch::Contains("multiple of 8"));
 }
 
+TEST_CASE("AWQ words built by hand read back in AutoAWQ's column order", "[kernels][quant]") {
+  // AutoAWQ packs nibble i of a word from column 8c + [0, 2, 4, 6, 1, 3, 5,
+  // 7][i]. Here k = 32 (one group), n = 8, scales 0.5: qweight row 0 holds
+  // q = i in nibble i, row 1 q = 15 everywhere, the rest q = 0; the zero
+  // word holds z = 7 - i in nibble i.
+  AwqWeights a;
+  a.k = 32;
+  a.n = 8;
+  a.group = 32;
+  a.qweight.assign(32, 0);
+  a.qweight[0] = 0x76543210;
+  a.qweight[1] = static_cast<int32_t>(0xFFFFFFFFu);
+  a.qzeros = {0x01234567};
+  a.scales.assign(8, 0x3800);
+  const float row0[8] = {-3.5f, 0.5f, -2.5f, 1.5f, -1.5f, 2.5f, -0.5f, 3.5f},
+              row1[8] = {4, 6, 4.5f, 6.5f, 5, 7, 5.5f, 7.5f},
+              rest[8] = {-3.5f, -1.5f, -3, -1, -2.5f, -0.5f, -2, 0};
+  std::vector<float> d = awq_dequantize(a);                  // [k, n]
+  std::vector<float> t = int4w_dequantize(awq_to_int4w(a));  // [n, k]: the loader's form
+  for (int64_t r = 0; r < 32; ++r)
+    for (int64_t c = 0; c < 8; ++c) {
+      INFO("row " << r << " column " << c);
+      const float want = r == 0 ? row0[c] : r == 1 ? row1[c] : rest[c];
+      CHECK(d[r * 8 + c] == want);
+      CHECK(t[c * 32 + r] == want);
+    }
+}
+
 TEST_CASE("gemv_awq matches the dequantised product", "[kernels][qgemv]") {
   struct Case {
     int64_t k, n, group;
