@@ -117,24 +117,24 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     // otherwise surface as an unnamed matmul shape mismatch.
     struct Expected {
       const char* name;
+      bool router;  // [k, routed experts]; otherwise [k, m, experts]
       int64_t k, m;
     };
-    const Expected moe_tensors[] = {{"ffn_gate_inp.weight", c.n_embd, 0},
-                                    {"ffn_gate_exps.weight", c.n_embd, c.n_ff_exp},
-                                    {"ffn_up_exps.weight", c.n_embd, c.n_ff_exp},
-                                    {"ffn_down_exps.weight", c.n_ff_exp, c.n_embd}};
+    const Expected moe_tensors[] = {{"ffn_gate_inp.weight", true, c.n_embd, 0},
+                                    {"ffn_gate_exps.weight", false, c.n_embd, c.n_ff_exp},
+                                    {"ffn_up_exps.weight", false, c.n_embd, c.n_ff_exp},
+                                    {"ffn_down_exps.weight", false, c.n_ff_exp, c.n_embd}};
     for (int64_t l = 0; l < c.n_layer; ++l)
       for (const Expected& e : moe_tensors) {
         const std::string t = "blk." + std::to_string(l) + "." + e.name;
-        const bool router = e.m == 0;
-        const int64_t want = router ? c.n_router : c.n_expert;
+        const int64_t want = e.router ? c.n_router : c.n_expert;
         const GgufTensor* g = f.find_tensor(t);
         if (!g) continue;
         if (g->shape.back() != want)
           f.fail("tensor '" + t + "' holds " + std::to_string(g->shape.back()) + " experts, not " +
                  std::to_string(want) + " (" + key("expert_count") + " " +
                  std::to_string(c.n_expert) + ")");
-        const Shape shape = router ? Shape{e.k, want} : Shape{e.k, e.m, want};
+        const Shape shape = e.router ? Shape{e.k, want} : Shape{e.k, e.m, want};
         if (g->shape != shape)
           f.fail("tensor '" + t + "' has shape " + shape_str(g->shape) + ", not " +
                  shape_str(shape) + " (" + key("embedding_length") + " " +
