@@ -13,6 +13,7 @@
 
 #include "ir/dtype.h"
 #include "ir/error.h"
+#include "ir/type.h"
 #include "kernels/quant/awq.h"
 #include "models/hf_tokenizer.h"
 #include "models/read_file.h"
@@ -32,12 +33,6 @@ struct HfCheckpoint::Parts {
 };
 
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
 
 // Hugging Face model types and the GGUF architecture each becomes.
 std::string gguf_arch(const std::string& model_type) {
@@ -391,8 +386,8 @@ class Translator {
     const SafeTensor* t = p_.st.find(hf);
     if (!t) throw Error("Hugging Face folder '" + dir_ + "': missing tensor '" + hf + "'");
     if (t->shape != shape)
-      throw Error("tensor '" + hf + "' in '" + *t->file + "' has shape " + shape_text(t->shape) +
-                  "; config.json '" + config_path_ + "' implies " + shape_text(shape));
+      throw Error("tensor '" + hf + "' in '" + *t->file + "' has shape " + shape_str(t->shape) +
+                  "; config.json '" + config_path_ + "' implies " + shape_str(shape));
     if (t->dtype == StDtype::f8_e4m3 && fp8 && !fp8_block_)
       throw Error("tensor '" + hf + "' in '" + *t->file + "' is F8_E4M3 but config.json '" +
                   config_path_ +
@@ -632,8 +627,8 @@ class Translator {
     if (!t) throw Error("Hugging Face folder '" + dir_ + "': missing tensor '" + hf + "'");
     if (t->shape != shape || t->dtype != dtype)
       throw Error("tensor '" + hf + "' in '" + *t->file + "' is " + st_dtype_name(t->dtype) + " " +
-                  shape_text(t->shape) + "; config.json '" + config_path_ + "' implies " +
-                  st_dtype_name(dtype) + " " + shape_text(shape));
+                  shape_str(t->shape) + "; config.json '" + config_path_ + "' implies " +
+                  st_dtype_name(dtype) + " " + shape_str(shape));
     used_.insert(hf);
     return *t;
   }

@@ -246,8 +246,8 @@ TEST_CASE("hf: bad folders are refused naming the file and the tensor or key",
     t.config["num_key_value_heads"] = 2;
     CHECK_THAT(t.error(), Catch::Contains("tensor 'model.layers.0.self_attn.k_proj.weight'") &&
                               Catch::Contains("model.safetensors") &&
-                              Catch::Contains("has shape [4, 8]") &&
-                              Catch::Contains("implies [8, 8]"));
+                              Catch::Contains("has shape [4,8]") &&
+                              Catch::Contains("implies [8,8]"));
   }
   {
     TinyFolder t;
@@ -679,7 +679,7 @@ TEST_CASE("hf: INT8 weights keep their codes and channel scales", "[models][hf]"
     int8_folder(t);
     t.tensors.back().shape = {8, 2};
     CHECK_THAT(t.error(), Catch::Contains("'model.layers.0.mlp.up_proj.weight_scale'") &&
-                              Catch::Contains("implies [16, 1]"));
+                              Catch::Contains("implies [16,1]"));
   }
 }
 
@@ -855,7 +855,7 @@ TEST_CASE("hf: GPT-OSS folders Kiln would run otherwise are refused", "[models][
     make_gpt_oss(t, true);
     t.tensor("model.layers.0.mlp.experts.down_proj_blocks").shape = {2, 16, 2, 16};
     CHECK_THAT(t.error(), Catch::Contains("tensor 'model.layers.0.mlp.experts.down_proj_blocks'") &&
-                              Catch::Contains("implies U8 [2, 32, 1, 16]"));
+                              Catch::Contains("implies U8 [2,32,1,16]"));
   }
   {
     TinyFolder t;  // widths that are not whole MXFP4 blocks
