@@ -81,21 +81,6 @@ inline QuantizedGemmOutputs run_quantized_gemm(const Spec& spec, std::vector<uin
   return out;
 }
 
-// How far a quantized GEMM's y [t, m] (JIT) and yi (interpreter) are from
-// their tolerances, as the largest ratio (<= 1 is within):
-// - against the double-precision product of the dequantised weights wd
-//   [m, k] with x [t, k]: x's quantisation to 8-bit blocks moves each
-//   product by at most half a step, sum_j |w_j d_x| / 2, plus 1e-5 of
-//   sum_j |w_j x_j| for f32 accumulation;
-// - JIT against interpreter: the same integer dots and f32 ops, except
-//   reassociated final sums, within 1e-6 of sum_j |w_j x_j|.
-// - against the double-precision product of wd with x as quantised (xq's
-//   codes times scales), which the integer dots compute exactly: within
-//   1e-5 of sum_j |w_j x_j| for f32 accumulation and scaling. This is the
-//   tight one: a wrong scale or code in a few groups stays inside the first
-//   bound. Q4_1's and Q5_1's min terms m dx s take dx s rounded to f16, as
-//   llama.cpp's Q8_1 holds it: given their blocks' mins (block_mins), the
-//   reference rounds it so too.
 // The min m of each 32-weight block (w = d q + m) of ggml blocks of type t
 // holding m x k weights, for Q4_1 and Q5_1 (empty for other types).
 inline std::vector<float> block_mins(ggml::QuantType t, const std::vector<uint8_t>& blocks,
@@ -111,6 +96,21 @@ inline std::vector<float> block_mins(ggml::QuantType t, const std::vector<uint8_
   return mins;
 }
 
+// How far a quantized GEMM's y [t, m] (JIT) and yi (interpreter) are from
+// their tolerances, as the largest ratio (<= 1 is within):
+// - against the double-precision product of the dequantised weights wd
+//   [m, k] with x [t, k]: x's quantisation to 8-bit blocks moves each
+//   product by at most half a step, sum_j |w_j d_x| / 2, plus 1e-5 of
+//   sum_j |w_j x_j| for f32 accumulation;
+// - JIT against interpreter: the same integer dots and f32 ops, except
+//   reassociated final sums, within 1e-6 of sum_j |w_j x_j|;
+// - against the double-precision product of wd with x as quantised (xq's
+//   codes times scales), which the integer dots compute exactly: within
+//   1e-5 of sum_j |w_j x_j| for f32 accumulation and scaling. This is the
+//   tight one: a wrong scale or code in a few groups stays inside the first
+//   bound. Q4_1's and Q5_1's min terms m dx s take dx s rounded to f16, as
+//   llama.cpp's Q8_1 holds it: given their blocks' mins (block_mins), the
+//   reference rounds it so too.
 struct QuantizedGemmError {
   double vs_reference = 0, vs_interpreter = 0, vs_quantized = 0;
 };
