@@ -18,7 +18,9 @@
 //   or 4), Q2_K (w = d sc_s q - dmin m_s):
 //     y += dx d sum_s sc_s (dot_s(q, xq) - o bsum16_s) [- dx dmin sum_s m_s bsum16_s],
 //   exactly (in i32, or f32 where it holds the sums exactly), bsum16_s the sum of the token's 16 x
-//   codes of group s (quantize_q8's split s8);
+//   codes of group s (quantize_q8's split s8); from 12 tokens per program
+//   Q2_K's and Q3_K's codes are decoded times sc_s into bytes instead, and
+//   each token's super-block is one i32 sum of byte dots;
 // - IQ4_XS (w = d (ls_s - 32) table[q], 32-weight sub-blocks s), codes
 //   looked up as table[q] + 128 (unsigned, a byte shuffle):
 //     y += dx d (sum_s (ls_s - 32) dot_s(u, xq) - 128 sum_s (ls_s - 32) bsum_s),
@@ -39,6 +41,9 @@ namespace kiln {
 namespace {
 
 constexpr int64_t R = kRows16;
+// Tokens per program from which Q2_K and Q3_K decode their codes times the
+// group scale (groups16_scaled_superblock).
+constexpr int64_t kScaledFrom = 12;
 
 // Sets acc to the super-block's terms, in units of each token's dx.
 template <bool Q5>
@@ -99,7 +104,59 @@ struct Groups16 {
   // off; in i32 the other groups' scales are shifted up to the largest
   // factor, which the final scaling takes off.
   std::array<int, 4> code_shift = {0, 0, 0, 0};
+  // The scaled decode (groups16_scaled_superblock), for formats whose
+  // codes times their group's scale fit a byte: code bit n (lowest first)
+  // of code vector j of group g is set in the bytes where piece & mask != 0.
+  struct Bit {
+    Value piece;
+    int mask;
+  };
+  std::function<std::vector<Bit>(const Rows16Context&, const Value& h64, int64_t g, int64_t j)>
+      code_bits;
+  // The scaled codes are u = sc_s (q - offset) + bias, in [0, 255]
+  // (offset 0 or 4).
+  int bias = 0;
 };
+
+// sum_s u_s bsum16_s per token for a u8 u_s per group, exactly in i32, u_s
+// the group byte (sc_s + 128: Q3_K, Q6_K) or its min (Q2_K), as byte dots:
+// quantize_q8 splits bsum16_s = low + 64 high into i8, so it is
+// sum_s u_s low_s + 64 sum_s u_s high_s: 8 vpdpbusd per token.
+std::vector<Value> group_byte_sums(const Rows16Context& x, size_t tokens, const Groups16& f) {
+  std::vector<Value> u(4);
+  for (int64_t q = 0; q < 4; ++q) {
+    u[q] = x.lanes4(x.at(f.scales + 64 * q));
+    if (f.dmin >= 0) u[q] = u[q] >> 4;
+  }
+  std::vector<Value> sums(tokens);
+  for (size_t i = 0; i < tokens; ++i) {
+    Value low, high;
+    for (int64_t q = 0; q < 4; ++q) {
+      auto l = dot4(u[q], x.split_sums16_4(i, q, false).to(DType::i32));
+      auto h = dot4(u[q], x.split_sums16_4(i, q, true).to(DType::i32));
+      low = q == 0 ? l : low + l;
+      high = q == 0 ? h : high + h;
+    }
+    sums[i] = low + (high << 6);
+  }
+  return sums;
+}
+
+// Token i's sum of the chunk's 256 x codes, broadcast to [16] i32.
+Value chunk_x_sum(const Rows16Context& x, size_t i) {
+  return broadcast_to(sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64)))), {R});
+}
+
+// acc = d isum [- dmin min_sums]: the super-block's terms from its sums.
+void groups16_finish(const Rows16Context& x, std::vector<Var>& acc, const std::vector<Value>& isum,
+                     const std::vector<Value>& min_sums, const Groups16& f, float d_times) {
+  auto d = x.f16s(x.at(0));
+  if (d_times != 1.0f) d = d * d_times;
+  for (size_t i = 0; i < acc.size(); ++i) {
+    acc[i] = (isum[i].dtype() == DType::f32 ? isum[i] : isum[i].to(DType::f32)) * d;
+    if (f.dmin >= 0) acc[i] = fma(min_sums[i].to(DType::f32), -x.f16s(x.at(f.dmin)), Value(acc[i]));
+  }
+}
 
 // Sets acc to d sum_s sc_s (dot_s(q, xq) - offset bsum16_s) [- dmin sum_s
 // m_s bsum16_s], exact up to the final scaling (Groups16::f32_sums); bsum16_s is the sum
@@ -109,33 +166,13 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
   const size_t BT = acc.size();
   const bool mins = f.dmin >= 0;
   const int top = f.f32_sums ? 0 : *std::max_element(f.code_shift.begin(), f.code_shift.end());
-  // sum_s u_s bsum16_s for a u8 u_s per group (4 groups per i32 lane), as
-  // byte dots: quantize_q8 splits bsum16_s = low + 64 high into i8, so it is
-  // sum_s u_s low_s + 64 sum_s u_s high_s: 8 vpdpbusd per token. u_s is the
-  // min (Q2_K) or sc_s + 128, when the offsets' sum_s sc_s bsum16_s is that
-  // minus 128 B, B the token's sum of the chunk's 8 block sums.
-  std::vector<Value> u(4);
-  for (int64_t q = 0; q < 4; ++q) {
-    u[q] = x.lanes4(x.at(f.scales + 64 * q));
-    if (mins) u[q] = u[q] >> 4;
-  }
+  // The offsets' sum_s sc_s bsum16_s is sum_s (sc_s + 128) bsum16_s - 128 B,
+  // B the token's sum of the chunk's codes.
+  std::vector<Value> byte_sums = group_byte_sums(x, BT, f);
   std::vector<Var> isum;
-  std::vector<Value> min_sum(BT);
   for (size_t i = 0; i < BT; ++i) {
-    Value low, high;
-    for (int64_t q = 0; q < 4; ++q) {
-      auto l = dot4(u[q], x.split_sums16_4(i, q, false).to(DType::i32));
-      auto h = dot4(u[q], x.split_sums16_4(i, q, true).to(DType::i32));
-      low = q == 0 ? l : low + l;
-      high = q == 0 ? h : high + h;
-    }
     Value start = zeros(DType::i32, {R});
-    if (mins) {
-      min_sum[i] = low + (high << 6);
-    } else {
-      auto total = sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64))));
-      start = (low + (high << 6) - broadcast_to(total << 7, {R})) * -(f.offset << top);
-    }
+    if (!mins) start = (byte_sums[i] - (chunk_x_sum(x, i) << 7)) * -(f.offset << top);
     isum.push_back(k.var(f.f32_sums ? start.to(DType::f32) : start));
   }
   // Half h: weights 128 h .. 128 h + 127, groups 8 h .. 8 h + 7.
@@ -174,12 +211,52 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
       }
     }
   });
-  auto d = x.f16s(x.at(0));
-  if (top) d = d * (1.0f / static_cast<float>(1 << top));
-  for (size_t i = 0; i < BT; ++i) {
-    acc[i] = (f.f32_sums ? Value(isum[i]) : Value(isum[i]).to(DType::f32)) * d;
-    if (mins) acc[i] = fma(min_sum[i].to(DType::f32), -x.f16s(x.at(f.dmin)), Value(acc[i]));
-  }
+  groups16_finish(x, acc, {isum.begin(), isum.end()}, byte_sums, f,
+                  1.0f / static_cast<float>(1 << top));
+}
+
+// The same sum with the codes decoded times their group's scale, as bytes
+// u = sc_s (q - offset) + bias: one byte dot per code vector and token into
+// a single i32 sum per super-block, less bias B. Per code vector the decode
+// is a byte test and a masked byte add per code bit, about 7 instructions
+// where groups16_superblock's is 2, but per token and group it saves a
+// convert and an FMA (half as many instructions again as the 4 dots), so
+// it pays from about 12 tokens per program on.
+void groups16_scaled_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc,
+                                const Groups16& f) {
+  const size_t BT = acc.size();
+  std::vector<Value> min_sums;
+  if (f.dmin >= 0) min_sums = group_byte_sums(x, BT, f);
+  std::vector<Var> isum;
+  for (size_t i = 0; i < BT; ++i)
+    isum.push_back(k.var(f.bias ? chunk_x_sum(x, i) * -f.bias : zeros(DType::i32, {R})));
+  k.for_(0, 2, 1, [&](Value h) {
+    auto h64 = h.to(DType::i64);
+    for (int64_t s = 0; s < 8; ++s) {  // group within the half
+      if (s % 2 == 0) x.prefetch_ahead(h * 4 + static_cast<int>(s / 2), 8);
+      // Group s's byte in each of its row's 4 bytes.
+      auto quad = x.lanes4(h64 * 128 + static_cast<int>(f.scales + 64 * (s / 4)));
+      auto byte = broadcast_to(slice(quad, {0, s % 4}, {R, 1}), {R, 4});
+      Value sc = f.dmin >= 0 ? byte & 15 : byte ^ 128;  // sc_s, modulo 256
+      std::array<Value, 3> times;                       // sc_s 2^n
+      times[0] = sc;
+      for (int n = 1; n < 3; ++n) times[n] = times[n - 1] + times[n - 1];
+      Value base = full({R, 4}, f.bias, DType::u8);
+      if (f.offset) base = base - times[2];  // Q3_K: bias - 4 sc_s
+      // Group s's code vectors: j = s / 2, g = 4 (s % 2) .. 4 (s % 2) + 3.
+      const int64_t j = s / 2;
+      for (int64_t g = 4 * (s % 2); g < 4 * (s % 2) + 4; ++g) {
+        Value u = base;
+        std::vector<Groups16::Bit> bits = f.code_bits(x, h64, g, j);
+        for (size_t n = 0; n < bits.size(); ++n)
+          u = where((bits[n].piece & bits[n].mask) != 0, u + times[n], u);
+        for (size_t i = 0; i < BT; ++i)
+          isum[i] = Value(isum[i]) + dot4(u, x.x4(i, h64 * 128 + static_cast<int>(32 * j + 4 * g)));
+      }
+    }
+  });
+  std::vector<Value> sums(isum.begin(), isum.end());
+  groups16_finish(x, acc, sums, min_sums, f, 1.0f);
 }
 
 // Q6_K's codes 0-2 in place, times 4 (rows16.h), and code 3 gathered from
@@ -198,7 +275,11 @@ Groups16 q6_k_groups() {
     return std::array<Value, 4>{u8_lanes(p & 0xFCFCFCFC), u8_lanes(q & 0xFCFCFCFC),
                                 u8_lanes(r & 0xFCFCFCFC), u8_lanes(c3)};
   };
-  return {L::kScales, 32, -1, codes, false, {2, 2, 2, 0}};
+  return {.scales = L::kScales,
+          .offset = 32,
+          .codes = codes,
+          .code_shift = {2, 2, 2, 0},
+          .code_bits = nullptr};  // sc_s q reaches 127 * 63
 }
 
 // Q2_K's 2-bit codes with mins, each in place at bits 2j (times 4^j),
@@ -211,7 +292,17 @@ Groups16 q2_k_groups() {
     for (int j = 0; j < 4; ++j) c[j] = u8_lanes(a & (int64_t{0x03030303} << (2 * j)));
     return c;
   };
-  return {L::kScales, 0, L::kDmin, codes, true, {0, 2, 4, 6}};
+  // sc_s q in [0, 45].
+  auto bits = [](const Rows16Context& x, const Value& h64, int64_t g, int64_t j) {
+    auto a = x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0)));
+    return std::vector<Groups16::Bit>{{a, 1 << (2 * j)}, {a, 2 << (2 * j)}};
+  };
+  return {.scales = L::kScales,
+          .dmin = L::kDmin,
+          .codes = codes,
+          .f32_sums = true,
+          .code_shift = {0, 2, 4, 6},
+          .code_bits = bits};
 }
 
 // Q3_K's 3-bit codes (ggml's 2 low bits | the hmask bit << 2), offset 4:
@@ -231,7 +322,29 @@ Groups16 q3_k_groups() {
     return std::array<Value, 4>{u8_lanes(b & 0x07070707), u8_lanes(b & 0x38383838),
                                 u8_lanes(y & 0x07070707), u8_lanes(c3)};
   };
-  return {L::kScales, 4, -1, codes, true, {0, 3, 0, 1}};
+  // sc_s (q - 4) + 124 in [0, 252]: sc_s in [-32, 31], q in [0, 7]. The
+  // bits as codes above: 0-2 of x (j 0), 3-5 (j 1), y's low or high 3 (j
+  // 2), and code 3's bits 0-1 in x's 6-7, its third in y's bit 3 or 7.
+  auto bits = [](const Rows16Context& x, const Value& h64, int64_t g, int64_t j) {
+    auto piece = [&](int64_t part) {
+      return x.lanes4(h64 * (4 * L::kPairBytes) + static_cast<int>(L::code_at(0, g / 2, part, 0)));
+    };
+    auto b = piece(g % 2), y = piece(2);
+    const int up = g % 2 ? 4 : 0;
+    switch (j) {
+      case 0: return std::vector<Groups16::Bit>{{b, 1}, {b, 2}, {b, 4}};
+      case 1: return std::vector<Groups16::Bit>{{b, 8}, {b, 16}, {b, 32}};
+      case 2: return std::vector<Groups16::Bit>{{y, 1 << up}, {y, 2 << up}, {y, 4 << up}};
+      default: return std::vector<Groups16::Bit>{{b, 64}, {b, 128}, {y, 8 << up}};
+    }
+  };
+  return {.scales = L::kScales,
+          .offset = 4,
+          .codes = codes,
+          .f32_sums = true,
+          .code_shift = {0, 3, 0, 1},
+          .code_bits = bits,
+          .bias = 124};
 }
 
 void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
@@ -373,7 +486,10 @@ Kernel build_qgemv_rows16(const Spec& s) {
                    : qt == QuantType::Q3_K ? q3_k_groups()
                                            : q2_k_groups();
       f.chunk = [g](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
-        groups16_superblock(kb, x, acc, g);
+        if (g.code_bits && static_cast<int64_t>(acc.size()) >= kScaledFrom)
+          groups16_scaled_superblock(kb, x, acc, g);
+        else
+          groups16_superblock(kb, x, acc, g);
       };
       break;
     }
@@ -418,10 +534,15 @@ KILN_REGISTER_KERNEL((KernelDef{
     // 574 / 609 and 594 / 684 GFLOP/s at 6 / 8 in two runs, Q6_K 477 / 521
     // and Q3_K 427 / 481 at 4 / 8; Q4_1, Q5_0, MXFP4 and IQ4_XS equal at 6
     // and 8 within noise.
+    // Q2_K, Q3_K and IQ4_XS: 12, Q2_K and Q3_K with their scaled decode
+    // (groups16_scaled_superblock). llvm-mca (sapphirerapids) cycles per
+    // byte dot of the chunk loop at 8 / 12: Q2_K 0.89 / 0.73, Q3_K 0.93 /
+    // 0.87, IQ4_XS 0.81 / 0.74; beyond 12 the tokens' x pointers spill.
     .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
-      return rows16_block_t(a.i("t"), s.constexpr_("FMT") == 12 ? 6 : 8);
+      const int64_t fmt = s.constexpr_("FMT");
+      return rows16_block_t(a.i("t"), fmt == 12 ? 6 : fmt == 10 || fmt == 11 || fmt == 23 ? 12 : 8);
     },
-    .tunables = {{"BLOCK_T", {1, 2, 4, 6, 8}}},
+    .tunables = {{"BLOCK_T", {1, 2, 4, 6, 8, 12, 16}}},
     .shape_keys = {"m", "k", "t"},
     // Integer dots are exact; f32 accumulation over the sub-blocks of a
     // super-block and k/256 super-blocks.

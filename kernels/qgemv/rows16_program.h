@@ -110,9 +110,12 @@ LaunchShape rows16_launch(const std::string& kernel, int64_t block_t, int64_t m,
                           int64_t t, int64_t w_bytes, bool split_sums);
 
 // BLOCK_T for t tokens: `most` (the most tokens whose accumulators fit the
-// registers with the decoded codes) once t reaches it, else 4, 2 or 1.
+// registers with the decoded codes) once t reaches it, else the largest of
+// 8, 4, 2 and 1 below it that t fills.
 inline std::map<std::string, int64_t> rows16_block_t(int64_t t, int64_t most) {
-  return {{"BLOCK_T", t >= most ? most : t >= 4 ? 4 : t >= 2 ? 2 : 1}};
+  for (int64_t b : {most, int64_t{8}, int64_t{4}, int64_t{2}})
+    if (b <= most && t >= b) return {{"BLOCK_T", b}};
+  return {{"BLOCK_T", 1}};
 }
 
 }  // namespace kiln

@@ -263,6 +263,10 @@ std::vector<Case> cases() {
     for (int64_t bt : {1, 4})
       cs.push_back(
           {"qgemv_rows16", {}, {{"FMT", fmt}, {"BLOCK_T", bt}}, {{"m", 32}, {"k", 512}, {"t", 5}}});
+  // Q2_K's and Q3_K's codes decoded times their scales (from 12 tokens).
+  for (int64_t fmt : {10, 11})
+    cs.push_back(
+        {"qgemv_rows16", {}, {{"FMT", fmt}, {"BLOCK_T", 12}}, {{"m", 16}, {"k", 256}, {"t", 13}}});
   cs.push_back(
       {"gemv_int4w", {}, {{"GROUP", 32}, {"BLOCK_M", 4}}, {{"m", 6}, {"k", 128}, {"t", 1}}});
   cs.push_back({"gemv_int4w",

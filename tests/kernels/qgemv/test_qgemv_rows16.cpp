@@ -95,6 +95,9 @@ TEST_CASE("qgemv_rows16 matches the dequantised product", "[kernels][qgemv]") {
     // Token counts off the token block.
     for (int64_t t : {2, 5, 9})
       for (int bt : {1, 4, 6, 8}) check_rows16(f, 32, 512, t, bt);
+    // From 12 tokens on Q2_K and Q3_K decode their codes times the scales.
+    check_rows16(f, 32, 512, 13, 12);
+    check_rows16(f, 16, 256, 30, 16);
   }
 }
 
