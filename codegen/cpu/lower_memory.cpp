@@ -272,6 +272,8 @@ llvm::Value* Lowering::lookup(const Op& op) {
   if (bytes)
     if (llvm::Value* r = vbmi_byte_lookup(op)) return r;
   if (bytes && (profile_.x86_pshufb_bits > 0 || profile_.aarch64_tbl)) return byte_table_lookup(op);
+  if (!rt.is_scalar() && ty(op.args[0]).dtype == DType::u8 && dtype_bits(rt.dtype) == 16)
+    if (llvm::Value* r = vbmi_word_lookup(op)) return r;
   // Up to 16 (8) entries: one vpermd; on AVX-512 up to 256: a vpermi2d per
   // 32 entries and a select tree on the index's high bits, which beats a
   // gather from a table in L1 (Zen 4: AURA's 8-bit codebook, 2.6x).
@@ -362,6 +364,52 @@ llvm::Value* Lowering::vbmi_byte_lookup(const Op& op) {
     llvm::Value* part = n == 64 ? raw : b_.CreateShuffleVector(raw, chunk);
     parts.push_back(
         b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_permvar_qi_512, {}, {table, part}));
+  }
+  llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
+  llvm::Type* want = reg_type(ty(op.result));
+  return all->getType() == want ? all : b_.CreateBitCast(all, want);
+}
+
+// Up to 256 16-bit entries over u8 indices (AURA's 8-bit codebook as f16),
+// 64 indices at a time: the entries' low and high bytes as two byte
+// tables, each a vpermi2b per 128 entries and a select on the index's bit
+// 7, then interleaved into words. That is 4 permutes and 2 selects per 64
+// indices, where indices widened for vpermi2w take 8 permutes and 6
+// selects after the widening. Entries past the table read 0 (the byte
+// tables hold zeros there). nullptr where that does not apply.
+llvm::Value* Lowering::vbmi_word_lookup(const Op& op) {
+  const int64_t n = ty(op.result).numel(), size = static_cast<int64_t>(op.ints.size());
+  if (!profile_.x86_vbmi || n % 64 || size > 256) return nullptr;
+  // table[half][q]: byte `half` of entries 64 q .. 64 q + 63.
+  llvm::Value* table[2][4];
+  for (int half = 0; half < 2; ++half)
+    for (int q = 0; q < 4; ++q) {
+      std::vector<llvm::Constant*> entries;
+      for (int64_t i = 64 * q; i < 64 * q + 64; ++i) {
+        const uint64_t e = i < size ? static_cast<uint64_t>(op.ints[i]) : 0;
+        entries.push_back(b_.getInt8(static_cast<uint8_t>(e >> (8 * half))));
+      }
+      table[half][q] = llvm::ConstantVector::get(entries);
+    }
+  std::vector<int> interleave;
+  for (int j = 0; j < 64; ++j) interleave.push_back(j), interleave.push_back(64 + j);
+  llvm::Value* idx = v(op.args[0]);
+  std::vector<llvm::Value*> parts;
+  for (int64_t c = 0; c < n; c += 64) {
+    std::vector<int> chunk;
+    for (int64_t j = 0; j < 64; ++j) chunk.push_back(static_cast<int>(c + j));
+    llvm::Value* part = n == 64 ? idx : b_.CreateShuffleVector(idx, chunk);
+    llvm::Value* upper = b_.CreateICmpSLT(part, llvm::Constant::getNullValue(part->getType()));
+    llvm::Value* bytes[2];
+    for (int half = 0; half < 2; ++half) {
+      auto look = [&](int q) {
+        return b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_vpermi2var_qi_512, {},
+                                  {table[half][q], part, table[half][q + 1]});
+      };
+      bytes[half] = b_.CreateSelect(upper, look(2), look(0));
+    }
+    parts.push_back(b_.CreateBitCast(b_.CreateShuffleVector(bytes[0], bytes[1], interleave),
+                                     llvm::FixedVectorType::get(b_.getInt16Ty(), 64)));
   }
   llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
   llvm::Type* want = reg_type(ty(op.result));

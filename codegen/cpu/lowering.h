@@ -201,6 +201,7 @@ class Lowering {
   llvm::Value* lookup(const Op& op);
   llvm::Value* byte_table_lookup(const Op& op);
   llvm::Value* vbmi_byte_lookup(const Op& op);
+  llvm::Value* vbmi_word_lookup(const Op& op);
   llvm::Value* register_table_lookup(const Op& op, int bits);
   // Whether value `id` is x & m for a constant m (through same-width
   // integer casts and reshapes): m, with x's id in *inner; else -1.

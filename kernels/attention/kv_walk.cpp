@@ -126,9 +126,10 @@ std::vector<Value> aura_block_scores(KernelBuilder& k, const WalkInputs& in, con
                      : load(in.kv.k + off);
     auto group = transpose(words);  // [bits, KB]
     auto d0 = (g * 32).to(DType::i64);
-    // Two dims' codes per lookup where they share a word: 32 lanes, what a
-    // 16-bit table lookup (8-bit codes) takes at once.
-    const int64_t m = 32 % bits ? 1 : 2;
+    // Several dims' codes per lookup where they share a word: 8-bit codes a
+    // word's 4 as bytes (64 lanes at KB 16: one byte-table lookup of 16-bit
+    // entries), narrower ones 2.
+    const int64_t m = 32 % bits ? 1 : bits == 8 ? 4 : 2;
     for (int64_t c = 0; c < 32; c += m) {
       auto vals = aura_centroids(aura_group_codes(group, bits, c, m), bits, D);  // [m, KB]
       for (int64_t i = 0; i < m; ++i) {

@@ -150,6 +150,8 @@ Value aura_group_codes(const Value& group, int bits, int64_t c, int64_t m) {
   const int64_t n = group.shape().back();
   const int64_t bit = c * bits, w = bit / 32, r = bit % 32;
   auto word = reshape(slice(group, {w, 0}, {1, n}), {1, n});
+  if (bits == 8 && m == 4 && r == 0)  // the word's bytes, codes c .. c + 3
+    return transpose(reshape(reshape(word, {n}).bitcast(DType::u8), {n, 4}));
   if (m > 1) {
     if (32 % bits || r + m * bits > 32)
       throw Error("AURA codes " + std::to_string(c) + " .. " + std::to_string(c + m - 1) + " of " +

@@ -37,7 +37,8 @@ Value aura_lanes_to_natural(const Value& x, int bits);
 // codes, i32 [m, n]. Every row shares a coordinate's word and shift, so
 // these are shifts by constants: a cache read key-major decodes keys in the
 // lanes this way. With m > 1 the coordinates must share one word (bits
-// dividing 32).
+// dividing 32). 8-bit codes a whole word at a time (m = 4) come as the
+// word's bytes, u8 [4, n], which a 256-entry lookup reads as they are.
 Value aura_group_codes(const Value& group, int bits, int64_t c, int64_t m = 1);
 
 }  // namespace kiln

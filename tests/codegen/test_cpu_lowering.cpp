@@ -659,7 +659,12 @@ TEST_CASE("wide and large lookups read a constant table exactly", "[codegen][cpu
                         {&dwords256, DType::i32, DType::u32, 48},
                         {&words256, DType::i32, DType::u16, 32},
                         {&words256, DType::i32, DType::u16, 16},
-                        {&words70, DType::u32, DType::i16, 80}};
+                        {&words70, DType::u32, DType::i16, 80},
+                        // 16-bit entries by bytes (AURA's 8-bit codes): two byte tables
+                        // with VBMI, 64 and 128 at a time; a table of 70 reads 0 past it.
+                        {&words256, DType::u8, DType::u16, 64},
+                        {&words256, DType::u8, DType::u16, 128},
+                        {&words70, DType::u8, DType::i16, 64}};
   for (const Case& c : cases) {
     INFO(c.table->size() << " " << dtype_name(c.out) << " entries by " << dtype_name(c.index)
                          << ", block " << c.block);
@@ -702,6 +707,13 @@ TEST_CASE("lookups are vpshufb, tbl or a clamped gather in each target's assembl
   Kernel wide = lookup_kernel(grid, DType::i32, DType::i64, 64);
   CHECK_THAT(cpu_assembly(wide, named_cpu_target("x86-64-v4")), Catch::Contains("vpgatherdq"));
   CHECK(line_with(cpu_assembly(wide, named_cpu_target("aarch64")), "umin", ".4s"));
+  // 16-bit entries by bytes: byte permutes of two registers on a VBMI host.
+  if (cpu_profile(host_cpu_target()).x86_vbmi) {
+    std::vector<int64_t> words(256, 0x1234);
+    Kernel halves = lookup_kernel(words, DType::u8, DType::u16, 64);
+    std::string text = cpu_assembly(halves, host_cpu_target());
+    CHECK((line_with(text, "vpermi2b", "zmm") || line_with(text, "vpermt2b", "zmm")));
+  }
 }
 
 TEST_CASE("control flow, variables, atomics and grids match the interpreter", "[codegen][cpu]") {
