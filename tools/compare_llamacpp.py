@@ -163,6 +163,9 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--tokens", default="1,512")
     ap.add_argument("--seconds", type=float, default=1.0)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of the whole table, each Kiln then llama.cpp per row: on a "
+                         "shared machine the spread of the ratios says how far one round is off")
     ap.add_argument("--warm", action="store_true",
                     help="re-read one copy of each GEMV's weights (cache-resident when small)")
     a = ap.parse_args()
@@ -170,7 +173,7 @@ def main():
     print("| format | M x K | tokens | threads | Kiln | llama.cpp | Kiln / llama.cpp "
           "| roofline | Kiln / roofline | llama.cpp / roofline |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for fmt in a.formats.split(","):
+    for fmt in [f for _ in range(a.repeat) for f in a.formats.split(",")]:
         for shape in a.shapes.split(","):
             m, k = (int(v) for v in shape.split("x"))
             for tokens in (int(t) for t in a.tokens.split(",")):
