@@ -286,15 +286,19 @@ Groups16 q6_k_groups() {
 // one mask each.
 Groups16 q2_k_groups() {
   using L = ggml::Q2KRows16;
-  auto codes = [](const Rows16Context& x, const Value& h64, int64_t g) {
-    auto a = u32_lanes(x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0))));
+  // Group g's code bytes in half h, [16, 4] u8.
+  auto group = [](const Rows16Context& x, const Value& h64, int64_t g) {
+    return x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0)));
+  };
+  auto codes = [group](const Rows16Context& x, const Value& h64, int64_t g) {
+    auto a = u32_lanes(group(x, h64, g));
     std::array<Value, 4> c;
     for (int j = 0; j < 4; ++j) c[j] = u8_lanes(a & (int64_t{0x03030303} << (2 * j)));
     return c;
   };
   // sc_s q in [0, 45].
-  auto bits = [](const Rows16Context& x, const Value& h64, int64_t g, int64_t j) {
-    auto a = x.lanes4(h64 * (8 * R * 4) + static_cast<int>(L::code_at(0, g, 0)));
+  auto bits = [group](const Rows16Context& x, const Value& h64, int64_t g, int64_t j) {
+    auto a = group(x, h64, g);
     return std::vector<Groups16::Bit>{{a, 1 << (2 * j)}, {a, 2 << (2 * j)}};
   };
   return {.scales = L::kScales,
@@ -311,12 +315,12 @@ Groups16 q2_k_groups() {
 // (rows16.h).
 Groups16 q3_k_groups() {
   using L = ggml::Q3KRows16;
-  auto codes = [](const Rows16Context& x, const Value& h64, int64_t g) {
-    auto piece = [&](int64_t part) {
-      return u32_lanes(
-          x.lanes4(h64 * (4 * L::kPairBytes) + static_cast<int>(L::code_at(0, g / 2, part, 0))));
-    };
-    auto b = piece(g % 2), y = piece(2);
+  // Piece `part` of group g's pair in half h (rows16.h), [16, 4] u8.
+  auto piece = [](const Rows16Context& x, const Value& h64, int64_t g, int64_t part) {
+    return x.lanes4(h64 * (4 * L::kPairBytes) + static_cast<int>(L::code_at(0, g / 2, part, 0)));
+  };
+  auto codes = [piece](const Rows16Context& x, const Value& h64, int64_t g) {
+    auto b = u32_lanes(piece(x, h64, g, g % 2)), y = u32_lanes(piece(x, h64, g, 2));
     if (g % 2) y = y >> 4;
     auto c3 = ((b >> 5) & 0x06060606) | (y & 0x08080808);
     return std::array<Value, 4>{u8_lanes(b & 0x07070707), u8_lanes(b & 0x38383838),
@@ -325,11 +329,8 @@ Groups16 q3_k_groups() {
   // sc_s (q - 4) + 124 in [0, 252]: sc_s in [-32, 31], q in [0, 7]. The
   // bits as codes above: 0-2 of x (j 0), 3-5 (j 1), y's low or high 3 (j
   // 2), and code 3's bits 0-1 in x's 6-7, its third in y's bit 3 or 7.
-  auto bits = [](const Rows16Context& x, const Value& h64, int64_t g, int64_t j) {
-    auto piece = [&](int64_t part) {
-      return x.lanes4(h64 * (4 * L::kPairBytes) + static_cast<int>(L::code_at(0, g / 2, part, 0)));
-    };
-    auto b = piece(g % 2), y = piece(2);
+  auto bits = [piece](const Rows16Context& x, const Value& h64, int64_t g, int64_t j) {
+    auto b = piece(x, h64, g, g % 2), y = piece(x, h64, g, 2);
     const int up = g % 2 ? 4 : 0;
     switch (j) {
       case 0: return std::vector<Groups16::Bit>{{b, 1}, {b, 2}, {b, 4}};
