@@ -565,6 +565,15 @@ TEST_CASE("cuda: library kernels in the simulator match the interpreter", "[cuda
 
 namespace {
 
+// The cases NVRTC and ptxas compile: all but the 16-row GEMMs' scaled
+// decode (BLOCK_T 12), whose unrolled tokens take NVRTC 80-110 s per arch;
+// the simulator runs their CUDA C, and NVRTC compiles the same kernels at
+// BLOCK_T 1 and 4.
+bool compiled_by_nvrtc(const Case& c) {
+  auto bt = c.constexprs.find("BLOCK_T");
+  return c.kernel != "qgemv_rows16" || bt == c.constexprs.end() || bt->second < 12;
+}
+
 // Runs fn(i) for i in [0, n) on every core and returns each call's error
 // ("" when it succeeded): nearly all of the NVRTC and GPU cases' time is
 // NVRTC and ptxas, and separate programs compile independently.
@@ -633,7 +642,10 @@ TEST_CASE("cuda: library kernels compile through NVRTC and ptxas for sm_80 and s
   if (!test::have_cuda_toolkit()) return;
   std::vector<std::string> names;
   std::vector<CudaSource> srcs;
+  size_t compiled = 0;
   for (const Case& c : cases()) {
+    if (!compiled_by_nvrtc(c)) continue;
+    ++compiled;
     const KernelDef& def = find_kernel(c.kernel);
     Spec spec = def.make_spec(c.dtypes, c.constexprs);
     Kernel k = run_pipeline(def.build(spec));
@@ -656,5 +668,5 @@ TEST_CASE("cuda: library kernels compile through NVRTC and ptxas for sm_80 and s
     CHECK(ptx[i].ptx.find(".entry " + srcs[i].entry) != std::string::npos);
     CHECK(reports[i].registers > 0);
   }
-  CHECK(srcs.size() == 2 * cases().size());
+  CHECK(cases().size() - compiled == 2);  // only Q2_K's and Q3_K's scaled decode left out
 }
