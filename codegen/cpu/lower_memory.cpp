@@ -6,6 +6,7 @@
 #include <llvm/IR/IntrinsicsX86.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "codegen/cpu/lowering.h"
 
@@ -322,6 +323,22 @@ bool Lowering::const_int(int id, int64_t* c) {
   return true;
 }
 
+namespace {
+// fn applied to each 64 lanes of the n (a multiple of 64) indices idx, the
+// results concatenated and bitcast to `want`: the VBMI lookups' frame.
+llvm::Value* by_64_lanes(llvm::IRBuilder<>& b, llvm::Value* idx, int64_t n, llvm::Type* want,
+                         const std::function<llvm::Value*(llvm::Value*)>& fn) {
+  std::vector<llvm::Value*> parts;
+  for (int64_t c = 0; c < n; c += 64) {
+    std::vector<int> chunk;
+    for (int64_t j = 0; j < 64; ++j) chunk.push_back(static_cast<int>(c + j));
+    parts.push_back(fn(n == 64 ? idx : b.CreateShuffleVector(idx, chunk)));
+  }
+  llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b, parts);
+  return all->getType() == want ? all : b.CreateBitCast(all, want);
+}
+}  // namespace
+
 // vpermb reads an index byte's low 6 bits, so a table of up to 16 bytes
 // repeated with period p = 2^b fills its 64 bytes, and an index that is a
 // b-bit field of a byte x needs no work of its own: x & (p - 1) reads x
@@ -357,17 +374,9 @@ llvm::Value* Lowering::vbmi_byte_lookup(const Op& op) {
     entries.push_back(b_.getInt8(e < size ? static_cast<uint8_t>(op.ints[e]) : 0));
   }
   llvm::Value* table = llvm::ConstantVector::get(entries);
-  std::vector<llvm::Value*> parts;
-  for (int64_t c = 0; c < n; c += 64) {
-    std::vector<int> chunk;
-    for (int64_t j = 0; j < 64; ++j) chunk.push_back(static_cast<int>(c + j));
-    llvm::Value* part = n == 64 ? raw : b_.CreateShuffleVector(raw, chunk);
-    parts.push_back(
-        b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_permvar_qi_512, {}, {table, part}));
-  }
-  llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
-  llvm::Type* want = reg_type(ty(op.result));
-  return all->getType() == want ? all : b_.CreateBitCast(all, want);
+  return by_64_lanes(b_, raw, n, reg_type(ty(op.result)), [&](llvm::Value* part) {
+    return b_.CreateIntrinsic(llvm::Intrinsic::x86_avx512_permvar_qi_512, {}, {table, part});
+  });
 }
 
 // Up to 256 16-bit entries over u8 indices (AURA's 8-bit codebook as f16),
@@ -393,12 +402,7 @@ llvm::Value* Lowering::vbmi_word_lookup(const Op& op) {
     }
   std::vector<int> interleave;
   for (int j = 0; j < 64; ++j) interleave.push_back(j), interleave.push_back(64 + j);
-  llvm::Value* idx = v(op.args[0]);
-  std::vector<llvm::Value*> parts;
-  for (int64_t c = 0; c < n; c += 64) {
-    std::vector<int> chunk;
-    for (int64_t j = 0; j < 64; ++j) chunk.push_back(static_cast<int>(c + j));
-    llvm::Value* part = n == 64 ? idx : b_.CreateShuffleVector(idx, chunk);
+  return by_64_lanes(b_, v(op.args[0]), n, reg_type(ty(op.result)), [&](llvm::Value* part) {
     llvm::Value* upper = b_.CreateICmpSLT(part, llvm::Constant::getNullValue(part->getType()));
     llvm::Value* bytes[2];
     for (int half = 0; half < 2; ++half) {
@@ -408,12 +412,9 @@ llvm::Value* Lowering::vbmi_word_lookup(const Op& op) {
       };
       bytes[half] = b_.CreateSelect(upper, look(2), look(0));
     }
-    parts.push_back(b_.CreateBitCast(b_.CreateShuffleVector(bytes[0], bytes[1], interleave),
-                                     llvm::FixedVectorType::get(b_.getInt16Ty(), 64)));
-  }
-  llvm::Value* all = parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
-  llvm::Type* want = reg_type(ty(op.result));
-  return all->getType() == want ? all : b_.CreateBitCast(all, want);
+    return b_.CreateBitCast(b_.CreateShuffleVector(bytes[0], bytes[1], interleave),
+                            llvm::FixedVectorType::get(b_.getInt16Ty(), 64));
+  });
 }
 
 // A table in registers of w entries of `bits` bits (32: w = 16 on AVX-512,

@@ -153,7 +153,7 @@ void groups16_finish(const Rows16Context& x, std::vector<Var>& acc, const std::v
   auto d = x.f16s(x.at(0));
   if (d_times != 1.0f) d = d * d_times;
   for (size_t i = 0; i < acc.size(); ++i) {
-    acc[i] = (isum[i].dtype() == DType::f32 ? isum[i] : isum[i].to(DType::f32)) * d;
+    acc[i] = isum[i].to(DType::f32) * d;
     if (f.dmin >= 0) acc[i] = fma(min_sums[i].to(DType::f32), -x.f16s(x.at(f.dmin)), Value(acc[i]));
   }
 }
@@ -255,8 +255,7 @@ void groups16_scaled_superblock(KernelBuilder& k, const Rows16Context& x, std::v
       }
     }
   });
-  std::vector<Value> sums(isum.begin(), isum.end());
-  groups16_finish(x, acc, sums, min_sums, f, 1.0f);
+  groups16_finish(x, acc, {isum.begin(), isum.end()}, min_sums, f, 1.0f);
 }
 
 // Q6_K's codes 0-2 in place, times 4 (rows16.h), and code 3 gathered from
