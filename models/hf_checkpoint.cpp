@@ -501,19 +501,25 @@ class Translator {
 
   // HF orders each head's rows as two halves (rotate_half), GGUF's llama as
   // interleaved pairs: GGUF row 2i + j of a head is HF row j * d/2 + i.
+  // Read straight from the mapped file: a copy of it first would double
+  // what loading writes (q and k are a tenth of a llama's weights).
   static std::vector<uint8_t> permute_rows(const SafeTensor& t, int64_t heads) {
-    return permute_rows(std::vector<uint8_t>(t.data, t.data + t.nbytes), t.shape[0], heads);
+    return permute_rows(t.data, t.nbytes, t.shape[0], heads);
   }
   // The same for `rows` rows of any element type (codes, scales, zero points).
   template <class T>
   static std::vector<T> permute_rows(const std::vector<T>& in, int64_t rows, int64_t heads) {
+    return permute_rows(in.data(), in.size(), rows, heads);
+  }
+  template <class T>
+  static std::vector<T> permute_rows(const T* in, size_t n, int64_t rows, int64_t heads) {
     const int64_t d = rows / heads;
-    const size_t row = in.size() / static_cast<size_t>(rows);
-    std::vector<T> out(in.size());
+    const size_t row = n / static_cast<size_t>(rows);
+    std::vector<T> out(n);
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < d / 2; ++i)
         for (int64_t j = 0; j < 2; ++j)
-          std::copy_n(in.begin() + static_cast<ptrdiff_t>((h * d + j * (d / 2) + i) * row), row,
+          std::copy_n(in + (h * d + j * (d / 2) + i) * static_cast<int64_t>(row), row,
                       out.begin() + static_cast<ptrdiff_t>((h * d + 2 * i + j) * row));
     return out;
   }
