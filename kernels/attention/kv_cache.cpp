@@ -227,17 +227,16 @@ AuraRows load_aura_v_rows(const KvView& kv, const Value& first, int64_t n, bool 
   auto rows = aura_rows(kv, first, n);
   auto offs = expand_dims(rows * W, 1) + expand_dims(arange(W).to(DType::i64), 0);
   const Buffer& codes = kv.v;
-  const Buffer& norms = *kv.v_scale;
-  Value words, norm;
-  if (key_mask.valid()) {
-    words = load(codes + offs, broadcast_to(expand_dims(key_mask, 1), {n, W}), 0.0);
-    norm = load(norms + rows, key_mask, 0.0);
-  } else {
-    words = load(codes + offs);
-    norm = load(norms + rows);
-  }
+  auto words = key_mask.valid()
+                   ? load(codes + offs, broadcast_to(expand_dims(key_mask, 1), {n, W}), 0.0)
+                   : load(codes + offs);
   auto c = lanes ? aura_unpack_lanes(words, bits, D) : aura_unpack(words, bits, D);
-  return {aura_centroids(c, bits, D), norm.to(DType::f32)};
+  return {aura_centroids(c, bits, D), load_aura_v_norms(kv, first, n, key_mask)};
+}
+
+Value load_aura_v_norms(const KvView& kv, const Value& first, int64_t n, const Value& key_mask) {
+  auto at = *kv.v_scale + aura_rows(kv, first, n);
+  return (key_mask.valid() ? load(at, key_mask, 0.0) : load(at)).to(DType::f32);
 }
 
 Value load_v_rows(const KvView& kv, const Value& first, int64_t n, const Value& key_mask) {

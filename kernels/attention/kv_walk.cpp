@@ -49,13 +49,23 @@ Value weight_at(size_t row, const Value& lane, int64_t n) {
 }
 
 // V row `key` widened to f32 [head_dim] (an AURA row in its codes' lane
-// order, its norm in `norm`; invalid otherwise), not read outside vmask.
-Value load_value_row(const KvView& kv, const Value& key, const Value& vmask, int64_t head_dim,
-                     Value& norm) {
+// order, without its norm: the row's weight carries it), not read outside
+// vmask.
+Value load_value_row(const KvView& kv, const Value& key, const Value& vmask, int64_t head_dim) {
   if (!kv.vbits) return reshape(load_v_rows(kv, key, 1, vmask), {head_dim});
-  AuraRows r = load_aura_v_rows(kv, key, 1, true, vmask);
-  norm = r.norms;
-  return reshape(r.values, {head_dim});
+  return reshape(load_aura_v_rows(kv, key, 1, true, vmask).values, {head_dim});
+}
+
+// The weights p of a block's KB keys from first on (an i32 scalar) as P V
+// takes them: over an AURA cache times each key's V norm (0 outside
+// key_mask), once per key and row, so that add_values' FMAs read them as
+// they are; a multiply there would be paid again per part of HEAD_DIM, as
+// a scalar multiply and a broadcast per row and key (as many instructions
+// as the FMAs).
+Value value_weights(const WalkInputs& in, const Value& p, const Value& first,
+                    const Value& key_mask) {
+  if (!in.kv.vbits) return p;
+  return p * load_aura_v_norms(pin_block_page(in.kv, first), first, in.key_block, key_mask);
 }
 
 // Each row's scores against K block `block` of a q8_0 cache, [KB] (before
@@ -242,8 +252,8 @@ BlockStep prefetch_step(const WalkInputs& in, const Value& block, const Value& l
 // keys go by: all of HEAD_DIM for every row at once would need more
 // registers than there are (8 heads of 64, 4 of 128, or the prefill's
 // token rows). Each weight is read back as a scalar (on x86 an FMA's
-// broadcast operand). An AURA row's norm joins the weight (one multiply,
-// not HEAD_DIM), and its values accumulate in lane order (walk_output
+// broadcast operand). An AURA row's weight carries its norm
+// (value_weights), and its values accumulate in lane order (walk_output
 // restores it). With a last_block the blocks prefetch the V rows ahead
 // (prefetch_step).
 void add_values(KernelBuilder& k, const WalkInputs& in, const Value& j0, const Value& nb,
@@ -273,12 +283,10 @@ void add_values(KernelBuilder& k, const WalkInputs& in, const Value& j0, const V
         for (int u = 0; u < 2; ++u) {
           auto key = first + j + u;
           auto vmask = masked ? reshape((key >= begin) & (key < end), {1}) : Value();
-          Value norm;
-          auto vrow = load_value_row(kv, key, vmask, D, norm);
+          auto vrow = load_value_row(kv, key, vmask, D);
           if (part < D) vrow = slice(vrow, {p0}, {part});
           for (size_t h = 0; h < rows; ++h) {
             auto w = reshape(load(*st.scratch + weight_at(h, b * kb + j + u, 1)), {1});
-            if (norm.valid()) w = w * norm;
             acc[h] = fma(broadcast_to(w, {part}), vrow, Value(acc[h]));
           }
         }
@@ -312,7 +320,7 @@ void masked_block(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
   for (size_t h = 0; h < rows; ++h) {
     auto p = exp2(sc[h] - broadcast_to(m_sub[h], {KB}));
     st.l[h] = Value(st.l[h]) + fold_last_axis(p, Fold::Sum);
-    store(*st.scratch + weight_at(h, zeros(DType::i32, {}), KB), p);
+    store(*st.scratch + weight_at(h, zeros(DType::i32, {}), KB), value_weights(in, p, j0, kmask));
   }
   add_values(k, in, j0, full({}, 1, DType::i32), alpha, begin, end, true, st, Value());
 }
@@ -355,7 +363,7 @@ void chunk_blocks(KernelBuilder& k, const WalkInputs& in, const Value& j0, const
     auto sum = k.var(zeros(DType::f32, {KB}));
     k.for_(0, nb * kb, kb, [&](Value c) {
       auto p = exp2(load(scr + weight_at(h, c, KB)) - broadcast_to(m_sub[h], {KB}));
-      store(scr + weight_at(h, c, KB), p);
+      store(scr + weight_at(h, c, KB), value_weights(in, p, j0 + c, Value()));
       sum = Value(sum) + p;
     });
     st.l[h] = Value(st.l[h]) + fold_last_axis(sum, Fold::Sum);
