@@ -65,7 +65,8 @@ Value load_value_row(const KvView& kv, const Value& key, const Value& vmask, int
 Value value_weights(const WalkInputs& in, const Value& p, const Value& first,
                     const Value& key_mask) {
   if (!in.kv.vbits) return p;
-  return p * load_aura_v_norms(pin_block_page(in.kv, first), first, in.key_block, key_mask);
+  KvView kv = pin_block_page(in.kv, first);
+  return p * load_aura_norms(kv, *kv.v_scale, first, in.key_block, key_mask);
 }
 
 // Each row's scores against K block `block` of a q8_0 cache, [KB] (before
@@ -126,7 +127,8 @@ std::vector<Value> aura_block_scores(KernelBuilder& k, const WalkInputs& in, con
   std::vector<std::vector<Var>> part(rows);
   for (auto& ph : part)
     for (int64_t i = 0; i < parts; ++i) ph.push_back(k.var(zeros(DType::f32, {KB})));
-  auto key_rows = aura_rows(in.kv, block * static_cast<int>(KB), KB);
+  auto first_key = block * static_cast<int>(KB);
+  auto key_rows = aura_rows(in.kv, first_key, KB);
   auto first_words = expand_dims(key_rows * W, 1) + expand_dims(arange(bits).to(DType::i64), 0);
   k.for_(0, static_cast<int>(D / 32), 1, [&](Value g) {
     step(g, D / 32);
@@ -151,9 +153,7 @@ std::vector<Value> aura_block_scores(KernelBuilder& k, const WalkInputs& in, con
       }
     }
   });
-  auto norms = (key_mask.valid() ? load(*in.kv.k_scale + key_rows, key_mask, 0.0)
-                                 : load(*in.kv.k_scale + key_rows))
-                   .to(DType::f32);
+  auto norms = load_aura_norms(in.kv, *in.kv.k_scale, first_key, KB, key_mask);
   std::vector<Value> sc(rows);
   for (size_t h = 0; h < rows; ++h) {
     sc[h] = part[h][0];
