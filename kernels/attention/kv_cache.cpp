@@ -231,12 +231,12 @@ AuraRows load_aura_v_rows(const KvView& kv, const Value& first, int64_t n, bool 
                    ? load(codes + offs, broadcast_to(expand_dims(key_mask, 1), {n, W}), 0.0)
                    : load(codes + offs);
   auto c = lanes ? aura_unpack_lanes(words, bits, D) : aura_unpack(words, bits, D);
-  return {aura_centroids(c, bits, D), load_aura_norms(kv, *kv.v_scale, first, n, key_mask)};
+  return {aura_centroids(c, bits, D), load_aura_norms(kv, false, first, n, key_mask)};
 }
 
-Value load_aura_norms(const KvView& kv, const Buffer& norms, const Value& first, int64_t n,
+Value load_aura_norms(const KvView& kv, bool keys, const Value& first, int64_t n,
                       const Value& key_mask) {
-  auto at = norms + aura_rows(kv, first, n);
+  auto at = *(keys ? kv.k_scale : kv.v_scale) + aura_rows(kv, first, n);
   return (key_mask.valid() ? load(at, key_mask, 0.0) : load(at)).to(DType::f32);
 }
 

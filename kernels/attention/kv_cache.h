@@ -174,9 +174,9 @@ struct AuraRows {
 };
 AuraRows load_aura_v_rows(const KvView& kv, const Value& first, int64_t n, bool lanes,
                           const Value& key_mask = {});
-// The K or V norms (`norms` is *kv.k_scale or *kv.v_scale) of keys
-// first .. first + n - 1, [n] f32 (keys outside key_mask 0).
-Value load_aura_norms(const KvView& kv, const Buffer& norms, const Value& first, int64_t n,
+// The K (`keys`) or V norms of keys first .. first + n - 1, [n] f32 (keys
+// outside key_mask 0).
+Value load_aura_norms(const KvView& kv, bool keys, const Value& first, int64_t n,
                       const Value& key_mask = {});
 
 // Rows d .. d+n-1 (d an i32 scalar) of K block `block`, [n, KB]: every

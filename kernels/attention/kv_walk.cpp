@@ -65,8 +65,7 @@ Value load_value_row(const KvView& kv, const Value& key, const Value& vmask, int
 Value value_weights(const WalkInputs& in, const Value& p, const Value& first,
                     const Value& key_mask) {
   if (!in.kv.vbits) return p;
-  KvView kv = pin_block_page(in.kv, first);
-  return p * load_aura_norms(kv, *kv.v_scale, first, in.key_block, key_mask);
+  return p * load_aura_norms(pin_block_page(in.kv, first), false, first, in.key_block, key_mask);
 }
 
 // Each row's scores against K block `block` of a q8_0 cache, [KB] (before
@@ -153,7 +152,7 @@ std::vector<Value> aura_block_scores(KernelBuilder& k, const WalkInputs& in, con
       }
     }
   });
-  auto norms = load_aura_norms(in.kv, *in.kv.k_scale, first_key, KB, key_mask);
+  auto norms = load_aura_norms(in.kv, true, first_key, KB, key_mask);
   std::vector<Value> sc(rows);
   for (size_t h = 0; h < rows; ++h) {
     sc[h] = part[h][0];
