@@ -98,6 +98,9 @@ TEST_CASE("qgemv_rows16 matches the dequantised product", "[kernels][qgemv]") {
     // From 12 tokens on Q2_K and Q3_K decode their codes times the scales.
     check_rows16(f, 32, 512, 13, 12);
     check_rows16(f, 16, 256, 30, 16);
+    // 37 row blocks run in bands of 16 (expert_tiles.h): two whole bands
+    // and a short one, each token tile passing over a band in turn.
+    check_rows16(f, 16 * 37, 256, 20, 8);
   }
 }
 
