@@ -54,9 +54,11 @@ class ExpertTiles {
   // most 16 blocks) in turn, then the next tile, so the band's weights and
   // the tile's x both stay in L2, where unbanded every token's x streams
   // from L3 once per row block (IQ4_XS, 4096x14336, 512 tokens: 7.3 MB of
-  // x per row block). kiln bench, 2 threads, tokens/s over 6 alternated
-  // rounds: median 3.6-3.8k unbanded, 3.9-4.3k banded by 4 row blocks;
-  // against llama.cpp (compare_llamacpp.py) 1.00 / 1.02 -> 1.10 / 1.21.
+  // x per row block). kiln bench, 2 threads, median tokens/s of 5-8
+  // alternated rounds, unbanded -> banded by 4 row blocks: 3.65k -> 4.09k
+  // and 3.65k -> 4.28k; a third series, in twice the noise, 4.18k -> 3.88k.
+  // Against llama.cpp (compare_llamacpp.py): 1.00 / 1.02 / 1.18 / 1.25
+  // unbanded, 1.10 / 1.21 / 1.30 / 1.61 banded, alternated.
   // Grouped, the axes swap: an expert's tiles are few (one in a decode) and
   // its matrix small, and walking its row blocks in address order lets
   // each program's prefetches run into the next one's weights (Qwen3-30B-
