@@ -55,8 +55,9 @@ class ExpertTiles {
   // the tile's x both stay in L2, where unbanded every token's x streams
   // from L3 once per row block (IQ4_XS, 4096x14336, 512 tokens: 7.3 MB of
   // x per row block). kiln bench, 2 threads, median tokens/s of 5-8
-  // alternated rounds, unbanded -> banded by 4 row blocks: 3.65k -> 4.09k
-  // and 3.65k -> 4.28k; a third series, in twice the noise, 4.18k -> 3.88k.
+  // alternated rounds, unbanded -> bands of 8 row blocks 3.65k -> 4.09k,
+  // -> bands of 4 3.64k -> 4.38k; a third series (bands of 4), in twice
+  // the noise, 4.18k -> 3.88k.
   // Against llama.cpp (compare_llamacpp.py): 1.00 / 1.02 / 1.18 / 1.25
   // unbanded, 1.10 / 1.21 / 1.30 / 1.61 banded, alternated.
   // Grouped, the axes swap: an expert's tiles are few (one in a decode) and
