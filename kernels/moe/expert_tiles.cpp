@@ -26,8 +26,8 @@ ExpertTiles::ExpertTiles(KernelBuilder& k, const Spec& s, int64_t tile, const Va
     // Linear program l = p0 + n0 p1 runs band l / (n0 band) with the token
     // tile fastest across the band's row blocks (the last band may be
     // short). One token tile (a decode) keeps the plain order and skips the
-    // divisions (some 100 cycles, against about 1500 for a decode program
-    // over 16 IQ4_XS rows of 1024).
+    // divisions: by estimate some 100 cycles, where a decode program over
+    // 16 IQ4_XS rows of 1024 takes about 1500.
     auto row = k.var(k.program_id(1)), slot = k.var(k.program_id(0));
     auto n0 = k.num_programs(0), n1 = k.num_programs(1);
     k.if_(n0 > 1, [&] {
