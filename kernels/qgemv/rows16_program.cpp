@@ -97,10 +97,10 @@ void build_rows16_program(KernelBuilder& k, const Spec& s, int64_t block_t, cons
   auto y = k.buffer("y", DType::f32);
   auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
   auto T = k.scalar("t", DType::i32);
-  ExpertTiles tiles(k, s, block_t, T, (K / 256) * static_cast<int>(f.chunk_bytes));
+  auto nb = K / 256;
+  ExpertTiles tiles(k, s, block_t, T, nb * static_cast<int>(f.chunk_bytes));
   tiles.run([&] {
     x.w = tiles.weights(w);
-    auto nb = K / 256;
     auto group = tiles.row_block();
     std::vector<Var> out, acc;
     for (const Value& t : tiles.x_rows(block_t)) {
