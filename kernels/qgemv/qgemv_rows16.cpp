@@ -142,11 +142,6 @@ std::vector<Value> group_byte_sums(const Rows16Context& x, size_t tokens, const 
   return sums;
 }
 
-// Token i's sum of the chunk's 256 x codes, broadcast to [16] i32.
-Value chunk_x_sum(const Rows16Context& x, size_t i) {
-  return broadcast_to(sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64)))), {R});
-}
-
 // acc = d isum [- dmin min_sums]: the super-block's terms from its sums.
 void groups16_finish(const Rows16Context& x, std::vector<Var>& acc, const std::vector<Value>& isum,
                      const std::vector<Value>& min_sums, const Groups16& f, float d_times) {
@@ -172,7 +167,7 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
   std::vector<Var> isum;
   for (size_t i = 0; i < BT; ++i) {
     Value start = zeros(DType::i32, {R});
-    if (!mins) start = (byte_sums[i] - (chunk_x_sum(x, i) << 7)) * -(f.offset << top);
+    if (!mins) start = (byte_sums[i] - (x.chunk_sum(i) << 7)) * -(f.offset << top);
     isum.push_back(k.var(f.f32_sums ? start.to(DType::f32) : start));
   }
   // Half h: weights 128 h .. 128 h + 127, groups 8 h .. 8 h + 7.
@@ -229,7 +224,7 @@ void groups16_scaled_superblock(KernelBuilder& k, const Rows16Context& x, std::v
   if (f.dmin >= 0) min_sums = group_byte_sums(x, BT, f);
   std::vector<Var> isum;
   for (size_t i = 0; i < BT; ++i)
-    isum.push_back(k.var(f.bias ? chunk_x_sum(x, i) * -f.bias : zeros(DType::i32, {R})));
+    isum.push_back(k.var(f.bias ? x.chunk_sum(i) * -f.bias : zeros(DType::i32, {R})));
   k.for_(0, 2, 1, [&](Value h) {
     auto h64 = h.to(DType::i64);
     for (int64_t s = 0; s < 8; ++s) {  // group within the half
@@ -353,7 +348,7 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
   const std::vector<int64_t> table = ggml::unsigned_codebook(ggml::QuantType::IQ4_XS);
   // The codes' offset, -128 sum_s (ls_s - 32) bsum_s, once per super-block
   // and exactly in i32: sum_s ls_s bsum_s as Q4_K's mins (4 byte dots
-  // against the split sums), 32 sum_s bsum_s from the block sums. Per
+  // against the split sums), 32 sum_s bsum_s from the chunk's sum. Per
   // sub-block only the dot of the unsigned codes remains, added in f32: a
   // convert and an FMA per token, where an i32 multiply is 2 uops on one
   // port and an add (kiln bench, 2 threads, 4096x14336, 512 tokens: 414 ->
@@ -367,9 +362,7 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
                dot4(ls_hi, x.split_sums4(i, 1).to(DType::i32));
     auto high = dot4(ls_lo, x.split_sums4(i, 2).to(DType::i32)) +
                 dot4(ls_hi, x.split_sums4(i, 3).to(DType::i32));
-    auto total = sum(load(x.xs + (x.xblk[i] + x.b64 * 8 + arange(8).to(DType::i64))));
-    sums.push_back(
-        k.var(((low + (high << 6) - broadcast_to(total << 5, {R})) * -128).to(DType::f32)));
+    sums.push_back(k.var(((low + (high << 6) - (x.chunk_sum(i) << 5)) * -128).to(DType::f32)));
   }
   k.for_(0, 8, 1, [&](Value s) {
     x.prefetch_ahead(s, 8);

@@ -53,6 +53,13 @@ Value Rows16Context::split_sums16_4(size_t i, int64_t quad, bool high) const {
   return split_bytes4(*this, i, split_sum16_low_at(4 * quad) + (high ? 16 : 0));
 }
 
+Value Rows16Context::chunk_sum(size_t i) const {
+  if (!xs8) throw Error("Rows16Context: the chunk's x sum needs a format with split_sums");
+  auto off = (xblk[i] / 8 + b64) * kSplitSumGroupBytes + static_cast<int>(split_sum256_at(0));
+  auto word = reshape(load(*xs8 + (off + arange(4).to(DType::i64))), {1, 4}).bitcast(DType::i32);
+  return broadcast_to(reshape(word, {1}), {R});
+}
+
 void Rows16Context::prefetch_ahead(const Value& part, int64_t parts) const {
   // The last part may run a line or two into the next chunk (prefetched again later).
   const int64_t per = (chunk_bytes / 64 + parts - 1) / parts;

@@ -55,6 +55,9 @@ struct Rows16Context {
   // Token i's split sums of the chunk's 16-code groups 4 quad .. 4 quad + 3,
   // their low or high bytes, broadcast to every row ([16, 4] i8).
   Value split_sums16_4(size_t i, int64_t quad, bool high) const;
+  // Token i's sum of the chunk's 256 x codes (quantize_q8's s8 with Q8_K
+  // blocks), broadcast to every row ([16] i32).
+  Value chunk_sum(size_t i) const;
   // Prefetches part `part` (a runtime loop index) of `parts` of the chunk
   // 4 KiB ahead. Every format's chunk code calls it once per iteration of
   // its loop over the chunk, so the chunk's lines are requested as the work

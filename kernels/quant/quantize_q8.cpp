@@ -16,7 +16,7 @@
 // a small unsigned coefficient (Q4_K's 6-bit mins, Q6_K's biased group
 // scales) then takes 4 of them in one u8 x i8 dot straight from memory,
 // instead of splitting and broadcasting s per token and row group
-// (qgemv_rows16).
+// (qgemv_rows16). With QBLOCK=256 it also holds each block's sum of 256.
 #include <algorithm>
 
 #include "ir/builder.h"
@@ -88,6 +88,11 @@ Kernel build_quantize_q8(const Spec& s) {
   auto m16 = expand_dims(bmask, 1) & (g16 < nblocks * 2);
   split_store(sum(reshape(qi.to(DType::i32), {NB, sub16, 16}), 2), m16, g16, 16,
               split_sum16_low_at(0));
+  if (QB == 256) {  // a scale block is a group: its sum of 256 codes
+    auto at = expand_dims(blk * static_cast<int>(kSplitSumGroupBytes), 1) +
+              static_cast<int>(split_sum256_at(0)) + arange(4);
+    store(split + at, reshape(sum(s32, 1), {NB, 1}).bitcast(DType::i8), expand_dims(bmask, 1));
+  }
   return k.finish();
 }
 

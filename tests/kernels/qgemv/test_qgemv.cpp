@@ -25,8 +25,9 @@ using kiln::test::QuantizedX;
 namespace {
 
 // quantize_q8's s8 against its s and, for the sums of 16, its q: the low
-// 6 bits, then the arithmetic right shift by 6.
-void check_split_sums(const QuantizedX& r) {
+// 6 bits, then the arithmetic right shift by 6; with Q8_K blocks
+// (`sums256`), each group's i32 sum of its 256 codes as well.
+void check_split_sums(const QuantizedX& r, bool sums256 = false) {
   for (size_t b = 0; b < r.s.size(); ++b) {
     INFO("block " << b << " sum " << r.s[b]);
     size_t low = static_cast<size_t>(split_sum_low_at(static_cast<int64_t>(b)));
@@ -41,6 +42,13 @@ void check_split_sums(const QuantizedX& r) {
     size_t low = static_cast<size_t>(split_sum16_low_at(static_cast<int64_t>(g)));
     CHECK(r.s8[low] == (sum & 63));
     CHECK(r.s8[low + 16] == (sum >> 6));
+  }
+  for (size_t g = 0; sums256 && g < r.q.size() / 256; ++g) {
+    int32_t sum = 0, stored = 0;
+    for (size_t j = 0; j < 256; ++j) sum += r.q[256 * g + j];
+    std::memcpy(&stored, &r.s8[static_cast<size_t>(split_sum256_at(static_cast<int64_t>(g)))], 4);
+    INFO("group of 256 " << g);
+    CHECK(stored == sum);
   }
 }
 
@@ -94,7 +102,7 @@ TEST_CASE("quantize_q8 with QBLOCK=256 matches ggml's Q8_K", "[kernels][quant]")
   for (bool interp : {false, true}) {
     QuantizedX r = quantize_x(x, interp, 256);
     REQUIRE(static_cast<int64_t>(r.s.size()) == nb);
-    check_split_sums(r);
+    check_split_sums(r, true);
     for (int b = 0; b < 6; ++b) {
       INFO("block " << b << (interp ? " (interpreter)" : ""));
       float amax = 0, m = 0;
