@@ -4,8 +4,9 @@
 // A block sum s of 8-bit codes is stored as two bytes, s & 63 in [0, 63]
 // and s >> 6 (signed), so s = low + 64 high: 4 consecutive bytes of either
 // kind are then one broadcast operand of a u8 x i8 dot against 4 small
-// unsigned per-row coefficients. Two granularities, per group of 8
-// consecutive 32-blocks (256 codes, one Q8_K block), one 64-byte line:
+// unsigned per-row coefficients. Per group of 8 consecutive 32-blocks
+// (256 codes, one Q8_K block), one 64-byte line, the sums at two
+// granularities and the group's total:
 // - bytes 0-15: the 8 sums of 32 codes (|s| <= 32 * 127, high in
 //   [-64, 63]): their 8 low bytes, then their 8 high bytes. Q4_K weighs
 //   them by its 6-bit mins;
