@@ -36,27 +36,27 @@ Value Rows16Context::block_sum(size_t i, const Value& j) const {
 }
 
 namespace {
-// 4 bytes of token i's split sums from `first` in the chunk's group (the
-// chunk's 8 blocks are one whole group: k % 256 == 0), broadcast to every row.
-Value split_bytes4(const Rows16Context& x, size_t i, int64_t first) {
+// 4 bytes of token i's split-sum group (quantize_q8's s8) from `first`, as
+// [1, 4] i8 (the chunk's 8 blocks are one whole group: k % 256 == 0).
+Value group_bytes4(const Rows16Context& x, size_t i, int64_t first) {
   if (!x.xs8) throw Error("Rows16Context: split sums need a format with split_sums");
   auto off = (x.xblk[i] / 8 + x.b64) * kSplitSumGroupBytes + static_cast<int>(first);
-  return broadcast_to(reshape(load(*x.xs8 + (off + arange(4).to(DType::i64))), {1, 4}), {R, 4});
+  return reshape(load(*x.xs8 + (off + arange(4).to(DType::i64))), {1, 4});
 }
 }  // namespace
 
 Value Rows16Context::split_sums4(size_t i, int64_t part) const {
-  return split_bytes4(*this, i, split_sum_low_at(4 * (part % 2)) + 8 * (part / 2));
+  auto first = split_sum_low_at(4 * (part % 2)) + 8 * (part / 2);
+  return broadcast_to(group_bytes4(*this, i, first), {R, 4});
 }
 
 Value Rows16Context::split_sums16_4(size_t i, int64_t quad, bool high) const {
-  return split_bytes4(*this, i, split_sum16_low_at(4 * quad) + (high ? 16 : 0));
+  auto first = split_sum16_low_at(4 * quad) + (high ? 16 : 0);
+  return broadcast_to(group_bytes4(*this, i, first), {R, 4});
 }
 
 Value Rows16Context::chunk_sum(size_t i) const {
-  if (!xs8) throw Error("Rows16Context: the chunk's x sum needs a format with split_sums");
-  auto off = (xblk[i] / 8 + b64) * kSplitSumGroupBytes + static_cast<int>(split_sum256_at(0));
-  auto word = reshape(load(*xs8 + (off + arange(4).to(DType::i64))), {1, 4}).bitcast(DType::i32);
+  auto word = group_bytes4(*this, i, split_sum256_at(0)).bitcast(DType::i32);
   return broadcast_to(reshape(word, {1}), {R});
 }
 
