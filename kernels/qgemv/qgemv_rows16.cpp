@@ -23,8 +23,9 @@
 //   each token's super-block is one i32 sum of byte dots;
 // - IQ4_XS (w = d (ls_s - 32) table[q], 32-weight sub-blocks s), codes
 //   looked up as table[q] + 128 (unsigned, a byte shuffle):
-//     y += dx d (sum_s (ls_s - 32) dot_s(u, xq) - 128 sum_s (ls_s - 32) bsum_s),
-//   each term exact (in i32), their sum in f32.
+//     y += dx d sum_s (ls_s - 32) (dot_s(u, xq) - 128 bsum_s),
+//   each dot exact (in i32, started at quantize_q8's -128 bsum_s), their
+//   sum in f32.
 #include <algorithm>
 #include <array>
 
@@ -346,36 +347,30 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
   using L = ggml::IQ4XSRows16;
   const size_t BT = acc.size();
   const std::vector<int64_t> table = ggml::unsigned_codebook(ggml::QuantType::IQ4_XS);
-  // The codes' offset, -128 sum_s (ls_s - 32) bsum_s, once per super-block
-  // and exactly in i32: sum_s ls_s bsum_s as Q4_K's mins (4 byte dots
-  // against the split sums), 32 sum_s bsum_s from the chunk's sum. Per
-  // sub-block only the dot of the unsigned codes remains, added in f32: a
-  // convert and an FMA per token, where an i32 multiply is 2 uops on one
-  // port and an add (kiln bench, 2 threads, 4096x14336, 512 tokens: 414 ->
-  // 493 GFLOP/s against llama.cpp's 390 / 382 in one compare_llamacpp run).
-  // The sums then round as f32 does (2^-24 relative per step, far inside
-  // the kernel's tolerance), where ggml's are exact until its final scale.
-  auto ls_lo = x.lanes4(x.at(L::kScales)), ls_hi = x.lanes4(x.at(L::kScales + 64));
+  // Each sub-block's dot starts from the codes' offset, -128 bsum_s, so it
+  // is the signed table entries' and only a convert and an FMA per token
+  // remain, where an i32 multiply is 2 uops on one port and an add. The
+  // sums then round as f32 does (2^-24 relative per step, far inside the
+  // kernel's tolerance), where ggml's are exact until its final scale.
+  // Loaded into the accumulator, the offset costs no vector instruction;
+  // subtracted once per super-block and token as sum_s (ls_s - 32) bsum_s
+  // (4 byte dots against the split sums and 7 more instructions), kiln
+  // bench, 2 threads, 4096x14336, 512 tokens, 6 and 4 alternated rounds of
+  // that loop without it, 442-537 -> 475-549 and 452-505 -> 509-581
+  // GFLOP/s.
   std::vector<Var> sums;
-  for (size_t i = 0; i < BT; ++i) {
-    auto low = dot4(ls_lo, x.split_sums4(i, 0).to(DType::i32)) +
-               dot4(ls_hi, x.split_sums4(i, 1).to(DType::i32));
-    auto high = dot4(ls_lo, x.split_sums4(i, 2).to(DType::i32)) +
-                dot4(ls_hi, x.split_sums4(i, 3).to(DType::i32));
-    sums.push_back(k.var(((low + (high << 6) - (x.chunk_sum(i) << 5)) * -128).to(DType::f32)));
-  }
+  for (size_t i = 0; i < BT; ++i) sums.push_back(k.var(zeros(DType::f32, {R})));
   k.for_(0, 8, 1, [&](Value s) {
     x.prefetch_ahead(s, 8);
     auto s64 = s.to(DType::i64);
     std::vector<Value> dot(BT);
+    for (size_t i = 0; i < BT; ++i) dot[i] = x.block_sum_neg128(i, s64);
     for (int64_t g = 0; g < 4; ++g) {
       auto c = x.lanes4(s64 * (4 * R * 4) + static_cast<int>(L::code_at(0, g, 0)));
       auto lo = lookup(table, DType::u8, c & 15), hi = lookup(table, DType::u8, c >> 4);
-      for (size_t i = 0; i < BT; ++i) {
-        auto dd = dot4(lo, x.x4(i, s64 * 32 + static_cast<int>(4 * g))) +
-                  dot4(hi, x.x4(i, s64 * 32 + static_cast<int>(16 + 4 * g)));
-        dot[i] = g == 0 ? dd : dot[i] + dd;
-      }
+      for (size_t i = 0; i < BT; ++i)
+        dot[i] = dot[i] + dot4(lo, x.x4(i, s64 * 32 + static_cast<int>(4 * g))) +
+                 dot4(hi, x.x4(i, s64 * 32 + static_cast<int>(16 + 4 * g)));
     }
     // ls_s: byte s % 4 of the row's lane in its half.
     auto quad =

@@ -38,26 +38,34 @@ Value Rows16Context::block_sum(size_t i, const Value& j) const {
 namespace {
 // 4 bytes of token i's split-sum group (quantize_q8's s8) from `first`, as
 // [1, 4] i8 (the chunk's 8 blocks are one whole group: k % 256 == 0).
-Value group_bytes4(const Rows16Context& x, size_t i, int64_t first) {
+Value group_bytes4(const Rows16Context& x, size_t i, const Value& first) {
   if (!x.xs8) throw Error("Rows16Context: split sums need a format with split_sums");
-  auto off = (x.xblk[i] / 8 + x.b64) * kSplitSumGroupBytes + static_cast<int>(first);
+  auto off = (x.xblk[i] / 8 + x.b64) * kSplitSumGroupBytes + first;
   return reshape(load(*x.xs8 + (off + arange(4).to(DType::i64))), {1, 4});
+}
+
+// The i32 at `first` of token i's group, broadcast to [16].
+Value group_i32(const Rows16Context& x, size_t i, const Value& first) {
+  return broadcast_to(reshape(group_bytes4(x, i, first).bitcast(DType::i32), {1}), {R});
 }
 }  // namespace
 
 Value Rows16Context::split_sums4(size_t i, int64_t part) const {
   auto first = split_sum_low_at(4 * (part % 2)) + 8 * (part / 2);
-  return broadcast_to(group_bytes4(*this, i, first), {R, 4});
+  return broadcast_to(group_bytes4(*this, i, at(first)), {R, 4});
 }
 
 Value Rows16Context::split_sums16_4(size_t i, int64_t quad, bool high) const {
   auto first = split_sum16_low_at(4 * quad) + (high ? 16 : 0);
-  return broadcast_to(group_bytes4(*this, i, first), {R, 4});
+  return broadcast_to(group_bytes4(*this, i, at(first)), {R, 4});
 }
 
 Value Rows16Context::chunk_sum(size_t i) const {
-  auto word = group_bytes4(*this, i, split_sum256_at(0)).bitcast(DType::i32);
-  return broadcast_to(reshape(word, {1}), {R});
+  return group_i32(*this, i, at(split_sum256_at(0)));
+}
+
+Value Rows16Context::block_sum_neg128(size_t i, const Value& j) const {
+  return group_i32(*this, i, j.to(DType::i64) * 4 + static_cast<int>(split_sum_neg128_at(0)));
 }
 
 void Rows16Context::prefetch_ahead(const Value& part, int64_t parts) const {

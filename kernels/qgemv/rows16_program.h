@@ -58,6 +58,10 @@ struct Rows16Context {
   // Token i's sum of the chunk's 256 x codes (quantize_q8's s8 with Q8_K
   // blocks), broadcast to every row ([16] i32).
   Value chunk_sum(size_t i) const;
+  // Token i's sum of the 32 x codes of the chunk's 32-block j times -128
+  // (quantize_q8's s8), broadcast to [16] i32: the start of a byte dot whose
+  // codes are stored + 128.
+  Value block_sum_neg128(size_t i, const Value& j) const;
   // Prefetches part `part` (a runtime loop index) of `parts` of the chunk
   // 4 KiB ahead. Every format's chunk code calls it once per iteration of
   // its loop over the chunk, so the chunk's lines are requested as the work

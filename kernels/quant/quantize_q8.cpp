@@ -16,7 +16,8 @@
 // a small unsigned coefficient (Q4_K's 6-bit mins, Q6_K's biased group
 // scales) then takes 4 of them in one u8 x i8 dot straight from memory,
 // instead of splitting and broadcasting s per token and row group
-// (qgemv_rows16). With QBLOCK=256 it also holds each block's sum of 256.
+// (qgemv_rows16), and times -128 as i32 (IQ4_XS's dot starts). With
+// QBLOCK=256 it also holds each block's sum of 256.
 #include <algorithm>
 
 #include "ir/builder.h"
@@ -88,6 +89,13 @@ Kernel build_quantize_q8(const Spec& s) {
   auto m16 = expand_dims(bmask, 1) & (g16 < nblocks * 2);
   split_store(sum(reshape(qi.to(DType::i32), {NB, sub16, 16}), 2), m16, g16, 16,
               split_sum16_low_at(0));
+  // The sums of 32 times -128, an i32's 4 bytes each.
+  auto at4 = expand_dims((b32 / 8) * static_cast<int>(kSplitSumGroupBytes) +
+                             static_cast<int>(split_sum_neg128_at(0)) + (b32 % 8) * 4,
+                         2) +
+             arange(4);  // [NB, sub, 4]
+  store(split + at4, reshape((s32 * -128).bitcast(DType::i8), {NB, sub, 4}),
+        broadcast_to(expand_dims(m32, 2), {NB, sub, 4}));
   if (QB == 256) {  // a scale block is a group: its sum of 256 codes
     auto at = expand_dims(blk * static_cast<int>(kSplitSumGroupBytes), 1) +
               static_cast<int>(split_sum256_at(0)) + arange(4);

@@ -1,5 +1,5 @@
 // The grouped matmuls (kernels/moe/expert_tiles.h): qgemv (Q4_0, Q8_0,
-// Q4_K), qgemv_rows16 (Q8_0, Q4_K, Q6_K, MXFP4), gemv_int4w_rows16,
+// Q4_K), qgemv_rows16 (Q8_0, Q4_K, Q6_K, MXFP4, IQ4_XS), gemv_int4w_rows16,
 // gemv_int4w (scales and zero points per expert), gemv_w8a8 (row scales per
 // expert) and gemm (f16, and FP8 with a scale matrix per expert) with GROUPED 1 (rows gathered from
 // the layer's input) and 2 (rows in sorted order), for tiles of 1, 2 and 4 rows, over a stack of
@@ -252,6 +252,7 @@ TEST_CASE("grouped matmuls equal the plain kernel on each row's expert", "[kerne
   check_grouped({"qgemv_rows16", {{"FMT", 14}}, {}, QuantType::Q6_K});
   check_grouped({"qgemv", {{"FMT", 2}, {"BLOCK_M", 4}}, {}, QuantType::Q4_0});
   check_grouped({"qgemv_rows16", {{"FMT", 39}}, {}, QuantType::MXFP4});
+  check_grouped({"qgemv_rows16", {{"FMT", 23}}, {}, QuantType::IQ4_XS});
   check_grouped({"qgemv_rows16", {{"FMT", 8}}, {}, QuantType::Q8_0});
   check_grouped({"gemm", {}, {{"W", DType::f16}}, {}, Case::f16});
   check_grouped({"gemm", {{"SCALE_BLOCK", 16}}, {{"W", DType::f8e4m3}}, {}, Case::fp8});

@@ -25,8 +25,9 @@ using kiln::test::QuantizedX;
 namespace {
 
 // quantize_q8's s8 against its s and, for the sums of 16, its q: the low
-// 6 bits, then the arithmetic right shift by 6; with Q8_K blocks
-// (`sums256`), each group's i32 sum of its 256 codes as well.
+// 6 bits, then the arithmetic right shift by 6, and the sums of 32 times
+// -128 as i32; with Q8_K blocks (`sums256`), each group's i32 sum of its
+// 256 codes as well.
 void check_split_sums(const QuantizedX& r, bool sums256 = false) {
   for (size_t b = 0; b < r.s.size(); ++b) {
     INFO("block " << b << " sum " << r.s[b]);
@@ -34,6 +35,10 @@ void check_split_sums(const QuantizedX& r, bool sums256 = false) {
     CHECK(r.s8[low] == (r.s[b] & 63));
     CHECK(r.s8[low + 8] == (r.s[b] >> 6));
     CHECK(r.s8[low] + 64 * r.s8[low + 8] == r.s[b]);
+    int32_t neg128 = 0;
+    std::memcpy(&neg128, &r.s8[static_cast<size_t>(split_sum_neg128_at(static_cast<int64_t>(b)))],
+                4);
+    CHECK(neg128 == -128 * r.s[b]);
   }
   for (size_t g = 0; g < r.q.size() / 16; ++g) {
     int sum = 0;
