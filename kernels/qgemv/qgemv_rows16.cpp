@@ -385,19 +385,26 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
 
 // The 32-weight-block formats: 8 blocks per chunk, each with its own weight
 // and activation scale, so each block's dot is scaled into `out` directly:
-//   y += d dx (dot(code, xq) - offset bsum) [+ m dx bsum],
-// bsum the token's x block sum (quantize_q8's s; the min's dx bsum rounded
-// to f16 as llama.cpp's Q8_1 holds it); code the nibble (Q4_0
-// offset 8, Q4_1 0), with its 5th bit (Q5_0 16, Q5_1 0), Q8_0's byte ^ 0x80
-// (128), or IQ4_NL's and MXFP4's table entry + 128 (128, a byte shuffle).
+//   y += d dx dot(u - 128, xq) [+ m dx bsum],
+// u the code + 128 with the format's offset taken off: the nibble + 120
+// looked up (Q4_0, offset 8: a byte shuffle, which costs what the
+// nibble's mask did), the nibble with its 5th bit + 112 (Q5_0, 16),
+// Q8_0's byte ^ 0x80, or IQ4_NL's and MXFP4's table entry + 128. Each token's dot starts from
+// -128 bsum (quantize_q8's s8), so the offset costs no instruction (it
+// cost a shift and a subtract per block and token, of about 16). Q4_1 and
+// Q5_1 have codes without offset and a min instead, m dx bsum, bsum the
+// token's x block sum (quantize_q8's s) and dx bsum rounded to f16 as
+// llama.cpp's Q8_1 holds it.
 void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
                     std::vector<Var>& out) {
   using ggml::QuantType;
   const ggml::Blocks32Rows16 L = ggml::Blocks32Rows16::of(t);
   const size_t BT = out.size();
-  const bool table = t == QuantType::IQ4_NL || t == QuantType::MXFP4;
-  const int offset = t == QuantType::Q4_0 ? 8 : t == QuantType::Q5_0 ? 16 : L.min >= 0 ? 0 : 128;
-  const std::vector<int64_t> codebook = table ? ggml::unsigned_codebook(t) : std::vector<int64_t>{};
+  const bool offset = L.min < 0;
+  // The lookup that turns a nibble into u.
+  std::vector<int64_t> codebook;
+  if (t == QuantType::IQ4_NL || t == QuantType::MXFP4) codebook = ggml::unsigned_codebook(t);
+  for (int64_t c = 0; t == QuantType::Q4_0 && c < 16; ++c) codebook.push_back(c + 120);
   const int64_t groups = L.code_bytes / 4;
   k.for_(0, 8, 1, [&](Value j) {
     x.prefetch_ahead(j, 8);
@@ -405,6 +412,7 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
     // Two sums per token (groups' even and odd halves), so a decode's
     // chain of dependent dots is half as long.
     std::vector<Value> dot(2 * BT);
+    for (size_t i = 0; offset && i < BT; ++i) dot[2 * i] = x.block_sum_neg128(i, j64);
     auto accumulate = [&](const Value& codes, size_t i, int64_t first) {
       auto dd = dot4(codes, x.x4(i, j64 * 32 + static_cast<int>(first)));
       Value& to = dot[2 * i + (first / 4) % 2];
@@ -422,8 +430,10 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
       if (qh.valid()) {
         lo = lo | ((qh << static_cast<int>(4 - g)) & 16);
         hi = hi | (g == 0 ? qh & 16 : (qh >> static_cast<int>(g)) & 16);
+        if (offset) lo = lo + 112, hi = hi + 112;
       }
-      if (table) lo = lookup(codebook, DType::u8, lo), hi = lookup(codebook, DType::u8, hi);
+      if (!codebook.empty())
+        lo = lookup(codebook, DType::u8, lo), hi = lookup(codebook, DType::u8, hi);
       for (size_t i = 0; i < BT; ++i) {
         accumulate(lo, i, 4 * g);
         accumulate(hi, i, 16 + 4 * g);
@@ -435,15 +445,14 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
     if (L.min >= 0) m = x.f16s(j64 * (2 * R) + static_cast<int>(L.min));
     for (size_t i = 0; i < BT; ++i) {
       auto blk = x.xblk[i] + x.b64 * 8 + j64;
-      auto s = load(x.xs + blk);
       auto dx = load(x.xd + blk);
       auto total = dot[2 * i] + dot[2 * i + 1];
-      auto term = offset ? total - broadcast_to(s, {R}) * offset : total;
-      out[i] = fma(term.to(DType::f32), d * dx, Value(out[i]));
+      out[i] = fma(total.to(DType::f32), d * dx, Value(out[i]));
       // The min takes dx * s rounded to f16, as llama.cpp's Q8_1 activations hold it.
-      if (m.valid())
-        out[i] = fma(m, broadcast_to((s.to(DType::f32) * dx).to(DType::f16).to(DType::f32), {R}),
-                     Value(out[i]));
+      if (m.valid()) {
+        auto dxs = (load(x.xs + blk).to(DType::f32) * dx).to(DType::f16).to(DType::f32);
+        out[i] = fma(m, broadcast_to(dxs, {R}), Value(out[i]));
+      }
     }
   });
 }
