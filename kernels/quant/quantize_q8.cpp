@@ -64,24 +64,30 @@ Kernel build_quantize_q8(const Spec& s) {
   store(d + b32, broadcast_to(expand_dims(scale, 1), {NB, sub}), m32);
   auto s32 = sum(reshape(qi.to(DType::i32), {NB, sub, 32}), 2);
   store(sums + b32, s32, m32);
-  // The split sums (split_sums.h), of 32 and of 16 codes. Whole groups of
-  // 8 blocks per program (Q8_K always, Q8_0 from BLOCKS=8) store rows of
-  // contiguous bytes; otherwise byte by byte. A group holds `per` sums of a
-  // kind: their low bytes from `first`, then their high bytes.
-  auto split_store = [&](const Value& block_sums, const Value& mask, const Value& index,
-                         int64_t per, int64_t first) {
-    const int64_t n = block_sums.shape()[0] * block_sums.shape()[1];
+  // The split sums (split_sums.h), of 32 and of 16 codes, and those of 32
+  // times -128. Whole groups of 8 blocks per program (Q8_K always, Q8_0
+  // from BLOCKS=8) store rows of contiguous bytes; otherwise byte by byte
+  // (a scatter). A group holds `per` bytes of a kind from `first`, byte
+  // `index` % `per` of them from `bytes` [rows, cols] (i8).
+  auto group_store = [&](const Value& bytes, const Value& mask, const Value& index, int64_t per,
+                         int64_t first) {
+    const int64_t n = bytes.shape()[0] * bytes.shape()[1];
     Value at = (index / static_cast<int>(per)) * static_cast<int>(kSplitSumGroupBytes) +
                static_cast<int>(first) + index % static_cast<int>(per),
-          v = block_sums, keep = mask;
+          v = bytes, keep = mask;
     if (n % per == 0) {
       auto g = expand_dims(k.program_id(0) * static_cast<int>(n / per) + arange(n / per), 1);
       at = g * static_cast<int>(kSplitSumGroupBytes) + static_cast<int>(first) + arange(per);
-      v = reshape(block_sums, {n / per, per});
+      v = reshape(bytes, {n / per, per});
       keep = reshape(mask, {n / per, per});
     }
-    store(split + at, (v & 63).to(DType::i8), keep);
-    store(split + (at + static_cast<int>(per)), (v >> 6).to(DType::i8), keep);
+    store(split + at, v, keep);
+  };
+  // Sums as low bytes from `first`, then high bytes.
+  auto split_store = [&](const Value& block_sums, const Value& mask, const Value& index,
+                         int64_t per, int64_t first) {
+    group_store((block_sums & 63).to(DType::i8), mask, index, per, first);
+    group_store((block_sums >> 6).to(DType::i8), mask, index, per, first + per);
   };
   split_store(s32, m32, b32, 8, split_sum_low_at(0));
   const int64_t sub16 = QB / 16;
@@ -89,13 +95,11 @@ Kernel build_quantize_q8(const Spec& s) {
   auto m16 = expand_dims(bmask, 1) & (g16 < nblocks * 2);
   split_store(sum(reshape(qi.to(DType::i32), {NB, sub16, 16}), 2), m16, g16, 16,
               split_sum16_low_at(0));
-  // The sums of 32 times -128, an i32's 4 bytes each.
-  auto at4 = expand_dims((b32 / 8) * static_cast<int>(kSplitSumGroupBytes) +
-                             static_cast<int>(split_sum_neg128_at(0)) + (b32 % 8) * 4,
-                         2) +
-             arange(4);  // [NB, sub, 4]
-  store(split + at4, reshape((s32 * -128).bitcast(DType::i8), {NB, sub, 4}),
-        broadcast_to(expand_dims(m32, 2), {NB, sub, 4}));
+  // The i32 sums times -128 as 4 bytes each: byte c of block b is byte
+  // 4 b + c of 32 per group.
+  auto b4 = reshape(expand_dims(b32 * 4, 2) + arange(4), {NB, sub * 4});
+  auto m4 = reshape(broadcast_to(expand_dims(m32, 2), {NB, sub, 4}), {NB, sub * 4});
+  group_store((s32 * -128).bitcast(DType::i8), m4, b4, 32, split_sum_neg128_at(0));
   if (QB == 256) {  // a scale block is a group: its sum of 256 codes
     auto at = expand_dims(blk * static_cast<int>(kSplitSumGroupBytes), 1) +
               static_cast<int>(split_sum256_at(0)) + arange(4);
