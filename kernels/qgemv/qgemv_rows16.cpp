@@ -352,12 +352,14 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
   // remain, where an i32 multiply is 2 uops on one port and an add. The
   // sums then round as f32 does (2^-24 relative per step, far inside the
   // kernel's tolerance), where ggml's are exact until its final scale.
-  // Loaded into the accumulator, the offset costs no vector instruction;
-  // subtracted once per super-block and token as sum_s (ls_s - 32) bsum_s
-  // (4 byte dots against the split sums and 7 more instructions), kiln
-  // bench, 2 threads, 4096x14336, 512 tokens, 6 and 4 alternated rounds of
-  // that loop without it, 442-537 -> 475-549 and 452-505 -> 509-581
-  // GFLOP/s.
+  // Loaded into the accumulator, the offset costs no vector instruction,
+  // where subtracting it once per super-block and token as sum_s (ls_s -
+  // 32) bsum_s took 4 byte dots against the split sums and 7 more
+  // instructions (kiln bench, 2 threads, 4096x14336, 512 tokens, 5
+  // alternated rounds: median 479 -> 503 GFLOP/s).
+  // x stored unsigned instead, with the offset a per-row constant of the
+  // weights, was not faster: the x broadcasts then no longer fold into
+  // vpdpbusd (its u8 operand is a register), one more uop per dot.
   std::vector<Var> sums;
   for (size_t i = 0; i < BT; ++i) sums.push_back(k.var(zeros(DType::f32, {R})));
   k.for_(0, 8, 1, [&](Value s) {
@@ -389,12 +391,12 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
 // u the code + 128 with the format's offset taken off: the nibble + 120
 // looked up (Q4_0, offset 8: a byte shuffle, which costs what the
 // nibble's mask did), the nibble with its 5th bit + 112 (Q5_0, 16),
-// Q8_0's byte ^ 0x80, or IQ4_NL's and MXFP4's table entry + 128. Each token's dot starts from
-// -128 bsum (quantize_q8's s8), so the offset costs no instruction (it
-// cost a shift and a subtract per block and token, of about 16). Q4_1 and
-// Q5_1 have codes without offset and a min instead, m dx bsum, bsum the
-// token's x block sum (quantize_q8's s) and dx bsum rounded to f16 as
-// llama.cpp's Q8_1 holds it.
+// Q8_0's byte ^ 0x80, or IQ4_NL's and MXFP4's table entry + 128. Each
+// token's dot starts from -128 bsum (quantize_q8's s8), so the offset
+// costs no instruction (it cost a shift and a subtract per block and
+// token, of about 16). Q4_1 and Q5_1 have codes without offset and a min
+// instead, m dx bsum, bsum the token's x block sum (quantize_q8's s) and
+// dx bsum rounded to f16 as llama.cpp's Q8_1 holds it.
 void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
                     std::vector<Var>& out) {
   using ggml::QuantType;

@@ -21,9 +21,11 @@
 //   instructions in a prompt GEMM's busiest ports;
 // - bytes 52-63: unused;
 // - bytes 64-95: the 8 sums of 32 times -128, i32 each. A byte dot of
-//   codes stored + 128 (IQ4_XS's table entries) that starts from it is the
-//   signed codes' dot: its accumulator is loaded instead of zeroed, where
-//   subtracting the offset afterwards costs vector instructions per token.
+//   codes stored + 128 (IQ4_XS's, IQ4_NL's and MXFP4's table entries, Q8_0's
+//   bytes, Q4_0's and Q5_0's codes less their offset) that starts from it
+//   is the signed codes' dot: its accumulator is loaded instead of zeroed,
+//   where subtracting the offset afterwards costs vector instructions per
+//   token.
 // One definition here keeps the kernel, its callers and the tests in step.
 #pragma once
 
