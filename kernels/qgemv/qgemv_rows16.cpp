@@ -406,7 +406,8 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
   // The lookup that turns a nibble into u.
   std::vector<int64_t> codebook;
   if (t == QuantType::IQ4_NL || t == QuantType::MXFP4) codebook = ggml::unsigned_codebook(t);
-  for (int64_t c = 0; t == QuantType::Q4_0 && c < 16; ++c) codebook.push_back(c + 120);
+  if (t == QuantType::Q4_0)
+    for (int64_t c = 0; c < 16; ++c) codebook.push_back(c + 120);
   const int64_t groups = L.code_bytes / 4;
   k.for_(0, 8, 1, [&](Value j) {
     x.prefetch_ahead(j, 8);

@@ -100,10 +100,10 @@ Kernel build_quantize_q8(const Spec& s) {
   auto b4 = reshape(expand_dims(b32 * 4, 2) + arange(4), {NB, sub * 4});
   auto m4 = reshape(broadcast_to(expand_dims(m32, 2), {NB, sub, 4}), {NB, sub * 4});
   group_store((s32 * -128).bitcast(DType::i8), m4, b4, 32, split_sum_neg128_at(0));
-  if (QB == 256) {  // a scale block is a group: its sum of 256 codes
-    auto at = expand_dims(blk * static_cast<int>(kSplitSumGroupBytes), 1) +
-              static_cast<int>(split_sum256_at(0)) + arange(4);
-    store(split + at, reshape(sum(s32, 1), {NB, 1}).bitcast(DType::i8), expand_dims(bmask, 1));
+  if (QB == 256) {  // a scale block is a group: its sum of 256 codes, 4 bytes
+    auto b = reshape(expand_dims(blk * 4, 1) + arange(4), {NB, 4});
+    group_store(reshape(sum(s32, 1), {NB, 1}).bitcast(DType::i8),
+                broadcast_to(expand_dims(bmask, 1), {NB, 4}), b, 4, split_sum256_at(0));
   }
   return k.finish();
 }
