@@ -582,14 +582,15 @@ Value dot_groups(const Value& a, const Value& b) {
   KernelBuilder& k = builder_of(a);
   k.check_usable(a, "dot_groups");
   k.check_usable(b, "dot_groups");
-  if ((a.dtype() != DType::u8 && a.dtype() != DType::i8) || b.dtype() != DType::i8)
+  const int group = dot_group_size(a.dtype(), b.dtype());
+  if (!group)
     k.fail("dot_groups", "unsupported dtypes " + type_str(a.type()) + " . " + type_str(b.type()) +
-                             " (u8 or i8 with i8)");
-  if (a.shape() != b.shape() || a.type().rank() < 1 || a.shape().back() % 4)
-    k.fail("dot_groups",
-           "shapes " + type_str(a.type()) + " . " + type_str(b.type()) + " are not one [.., 4k]");
+                             " (u8 or i8 with i8, or i16 with i16)");
+  if (a.shape() != b.shape() || a.type().rank() < 1 || a.shape().back() % group)
+    k.fail("dot_groups", "shapes " + type_str(a.type()) + " . " + type_str(b.type()) +
+                             " are not one [.., " + std::to_string(group) + "k]");
   Shape out = a.shape();
-  out.back() /= 4;
+  out.back() /= group;
   return k.emit(OpKind::DotGroups, {a, b}, Type{DType::i32, out});
 }
 

@@ -270,7 +270,8 @@ Value min(const Value& x);
 Value argmax(const Value& x, int axis);
 Value dot(const Value& a, const Value& b, const Value& acc);
 // Sums of each group of 4 adjacent products of u8|i8 a and i8 b, as i32
-// [.., k] for operands [.., 4k] (see OpKind::DotGroups).
+// [.., k] for operands [.., 4k], or of 2 of i16 a and b for [.., 2k] (see
+// OpKind::DotGroups).
 Value dot_groups(const Value& a, const Value& b);
 
 // ---- memory ------------------------------------------------------------------------

@@ -523,14 +523,17 @@ class Interpreter {
     expect_args(op, 2, 2);
     const Type& tr = result_type(op);
     int64_t n = tr.numel();
-    const ScalarValue* a = in_n(op, 0, 4 * n);
-    const ScalarValue* b = in_n(op, 1, 4 * n);
+    const int64_t group =
+        dot_group_size(type_of(op, op.args[0]).dtype, type_of(op, op.args[1]).dtype);
+    if (!group) fail(op, "operand dtypes no grouped dot takes");
+    const ScalarValue* a = in_n(op, 0, group * n);
+    const ScalarValue* b = in_n(op, 1, group * n);
     Tile& o = out(op);
     for (int64_t g = 0; g < n; ++g) {
-      int64_t s = 0;  // |s| < 2^17: exact
-      for (int64_t i = 0; i < 4; ++i) s += a[4 * g + i].i * b[4 * g + i].i;
+      int64_t s = 0;  // |s| <= 2^31, exact; i32 wraps it
+      for (int64_t i = 0; i < group; ++i) s += a[group * g + i].i * b[group * g + i].i;
       ScalarValue r;
-      r.i = s;
+      r.i = normalize_int(s, DType::i32);
       o[g] = r;
     }
   }

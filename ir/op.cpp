@@ -45,4 +45,9 @@ bool has_side_effects(OpKind k) {
          k == OpKind::VarStore || k == OpKind::For || k == OpKind::If;
 }
 
+int dot_group_size(DType a, DType b) {
+  if ((a == DType::u8 || a == DType::i8) && b == DType::i8) return 4;
+  return a == DType::i16 && b == DType::i16 ? 2 : 0;
+}
+
 }  // namespace kiln

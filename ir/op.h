@@ -144,6 +144,10 @@ enum class OpKind : uint8_t {
               // vpmaddwd, AArch64 sdot, CUDA dp4a). Kernels write it, or
               // recognize_dot_groups (ir/passes.h) finds it in
               // sum(reshape(cast(a) * cast(b), [.., 4]), last).
+              // (a: i16 [.., 2k], b: i16 [.., 2k]) -> i32 [.., k]: the same
+              // over groups of 2 (x86 vpdpwssd or vpmaddwd); wraps only for
+              // (-2^15)^2 * 2. A group fills 32 bits either way
+              // (dot_group_size).
 
   // ---- control flow -----------------------------------------------------------
   For,       // (lo, hi, step: one int dtype) regions[0] = body. `result` is
@@ -166,6 +170,9 @@ bool is_float_only_unary(OpKind k);    // Exp..Erf
 bool is_reduction(OpKind k);           // ReduceSum..ArgMax
 bool is_atomic(OpKind k);              // AtomicAdd..AtomicXchg
 bool has_side_effects(OpKind k);       // Store, atomics, Prefetch, VarDecl, VarStore, For, If
+// Products per DotGroups group for operand dtypes a and b: 4 (u8|i8 with
+// i8), 2 (i16 with i16), 0 where DotGroups does not take them.
+int dot_group_size(DType a, DType b);
 
 // The most entries a Lookup table may hold: the largest quantization grid
 // (IQ2_S, 1024 entries) with room to spare, while the constant data a

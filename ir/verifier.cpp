@@ -417,12 +417,12 @@ class Verifier {
         expect_args(2);
         const Type &a = arg(0), &b = arg(1);
         std::string shapes = type_str(a) + " . " + type_str(b);
-        if ((a.dtype != DType::u8 && a.dtype != DType::i8) || b.dtype != DType::i8)
-          fail("unsupported dtypes " + shapes + " (u8 or i8 with i8)");
-        if (a.shape != b.shape || a.rank() < 1 || a.shape.back() % 4)
-          fail("shapes " + shapes + " are not one [.., 4k]");
+        const int group = dot_group_size(a.dtype, b.dtype);
+        if (!group) fail("unsupported dtypes " + shapes + " (u8 or i8 with i8, or i16 with i16)");
+        if (a.shape != b.shape || a.rank() < 1 || a.shape.back() % group)
+          fail("shapes " + shapes + " are not one [.., " + std::to_string(group) + "k]");
         Shape out = a.shape;
-        out.back() /= 4;
+        out.back() /= group;
         expect_same(result_type(), Type{DType::i32, out}, "result is not i32 of the groups' shape");
         return;
       }

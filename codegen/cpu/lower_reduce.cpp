@@ -78,18 +78,19 @@ llvm::Value* Lowering::accumulate_dots(llvm::Value* acc, int id, bool& any_dot) 
   return b_.CreateAdd(acc, v(id));
 }
 
-// The grouped 8-bit dot. With VNNI and u8 a, exactly what x86 vpdpbusd
-// computes per 32-bit lane: that instruction over the flat operands (64
-// bytes per instruction). Elsewhere the same sum in a form LLVM's
-// instruction selection knows: each 8-bit product fits i16, so the operands
-// widen to i16 and adjacent products are summed in i32 (x86 vpmaddwd;
-// AArch64 smull + addp), then adjacent pairs are added. Exact either way
-// (nothing saturates).
+// The grouped dot. With VNNI, and u8 a for bytes, exactly what x86
+// vpdpbusd (bytes) or vpdpwssd (i16 pairs) computes per 32-bit lane: that
+// instruction over the flat operands (512 bits per instruction). Elsewhere
+// the same sum in a form LLVM's instruction selection knows: adjacent
+// products summed in i32 (x86 vpmaddwd; AArch64 smull + addp), bytes widened
+// to i16 first (each product fits) and those pairs added in pairs. Exact
+// either way (nothing saturates; i16 pairs wrap as the op does).
 llvm::Value* Lowering::dot_groups(const Op& op, llvm::Value* acc) {
   const int a = op.args[0], b = op.args[1];
+  const bool words = dot_group_size(ty(a).dtype, ty(b).dtype) == 2;
   const bool a_unsigned = ty(a).dtype == DType::u8;
-  const int64_t n = ty(a).numel();
-  if (!profile_.x86_vnni || !a_unsigned || (n % 64 && n != 16 && n != 32)) {
+  const int64_t n = ty(a).numel(), per = words ? 32 : 64;  // elements per instruction
+  if (!profile_.x86_vnni || !(a_unsigned || words) || (n % per && n != per / 4 && n != per / 2)) {
     auto strided = [&](llvm::Value* v, int64_t count, int64_t first, int64_t step) {
       std::vector<int> idx;
       for (int64_t j = 0; j < count; ++j) idx.push_back(static_cast<int>(first + j * step));
@@ -98,33 +99,40 @@ llvm::Value* Lowering::dot_groups(const Op& op, llvm::Value* acc) {
     auto vec = [&](llvm::Type* e, int64_t count) {
       return llvm::FixedVectorType::get(e, static_cast<unsigned>(count));
     };
-    llvm::Value* a16 = a_unsigned ? b_.CreateZExt(v(a), vec(b_.getInt16Ty(), n))
-                                  : b_.CreateSExt(v(a), vec(b_.getInt16Ty(), n));
-    llvm::Value* b16 = b_.CreateSExt(v(b), vec(b_.getInt16Ty(), n));
+    llvm::Value* a16 = words        ? v(a)
+                       : a_unsigned ? b_.CreateZExt(v(a), vec(b_.getInt16Ty(), n))
+                                    : b_.CreateSExt(v(a), vec(b_.getInt16Ty(), n));
+    llvm::Value* b16 = words ? v(b) : b_.CreateSExt(v(b), vec(b_.getInt16Ty(), n));
     auto half = [&](int64_t first) {
       llvm::Type* t = vec(b_.getInt32Ty(), n / 2);
       return b_.CreateMul(b_.CreateSExt(strided(a16, n / 2, first, 2), t),
                           b_.CreateSExt(strided(b16, n / 2, first, 2), t));
     };
     llvm::Value* pairs = b_.CreateAdd(half(0), half(1));  // [n/2]
-    llvm::Value* sums = b_.CreateAdd(strided(pairs, n / 4, 0, 2), strided(pairs, n / 4, 1, 2));
+    llvm::Value* sums =
+        words ? pairs : b_.CreateAdd(strided(pairs, n / 4, 0, 2), strided(pairs, n / 4, 1, 2));
     return acc ? b_.CreateAdd(acc, sums) : sums;
   }
+  const int64_t group = words ? 2 : 4;
   std::vector<llvm::Value*> parts;
-  for (int64_t c = 0; c < n; c += 64) {
-    int64_t w = std::min<int64_t>(64, n - c);
+  for (int64_t c = 0; c < n; c += per) {
+    int64_t w = std::min<int64_t>(per, n - c);
     std::vector<int> idx;
     for (int64_t j = 0; j < w; ++j) idx.push_back(static_cast<int>(c + j));
-    auto* lanes = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(w / 4));
+    auto* lanes = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(w / group));
     llvm::Value* ua = b_.CreateBitCast(b_.CreateShuffleVector(v(a), idx), lanes);
     llvm::Value* sb = b_.CreateBitCast(b_.CreateShuffleVector(v(b), idx), lanes);
-    auto id = w == 64   ? llvm::Intrinsic::x86_avx512_vpdpbusd_512
-              : w == 32 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
-                        : llvm::Intrinsic::x86_avx512_vpdpbusd_128;
+    const unsigned bits = static_cast<unsigned>(w / group * 32);
+    auto id = words ? (bits == 512   ? llvm::Intrinsic::x86_avx512_vpdpwssd_512
+                       : bits == 256 ? llvm::Intrinsic::x86_avx512_vpdpwssd_256
+                                     : llvm::Intrinsic::x86_avx512_vpdpwssd_128)
+                    : (bits == 512   ? llvm::Intrinsic::x86_avx512_vpdpbusd_512
+                       : bits == 256 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
+                                     : llvm::Intrinsic::x86_avx512_vpdpbusd_128);
     llvm::Value* start = llvm::Constant::getNullValue(lanes);
     if (acc) {
       std::vector<int> lane_idx;
-      for (int64_t j = 0; j < w / 4; ++j) lane_idx.push_back(static_cast<int>(c / 4 + j));
+      for (int64_t j = 0; j < w / group; ++j) lane_idx.push_back(static_cast<int>(c / group + j));
       start = b_.CreateShuffleVector(acc, lane_idx);
     }
     parts.push_back(b_.CreateIntrinsic(id, {}, {start, ua, sb}));

@@ -899,26 +899,31 @@ class Emitter {
 
   // ---- dot ----------------------------------------------------------------------
 
-  // Each output sums 4 adjacent bytes of a and b, which other threads own:
-  // both tiles go through shared memory as bytes, and each output is one
-  // dp4a of two 32-bit words.
+  // Each output sums 4 adjacent bytes (or 2 i16) of a and b, which other
+  // threads own: both tiles go through shared memory, and each output of
+  // bytes is one dp4a of two 32-bit words. i16 pairs sum in unsigned, so
+  // that (-2^15)^2 * 2 wraps as the op says instead of overflowing int.
   void emit_dot_groups(const Op& op) {
     int a = op.args[0], b = op.args[1];
-    int64_t n = ty(a).numel(), staged = (n + 15) / 16 * 16;
+    const bool words = ty(a).dtype == DType::i16;
+    int64_t n = ty(a).numel(), staged = (n + 15) / 16 * 16 * (words ? 2 : 1);
     need_smem(2 * staged);
-    std::string at = ty(a).dtype == DType::u8 ? "unsigned char" : "signed char";
+    std::string at = words ? "short" : ty(a).dtype == DType::u8 ? "unsigned char" : "signed char";
+    std::string bt = words ? "short" : "signed char";
     open("");
     line(at + "* kiln_a = " + smem_ptr(at, 0) + ";");
-    line("signed char* kiln_b = " + smem_ptr("signed char", staged) + ";");
+    line(bt + "* kiln_b = " + smem_ptr(bt, staged) + ";");
     for_owned(n, [&] {
       line("kiln_a[j] = (" + at + ")" + vname(a) + "[e];");
-      line("kiln_b[j] = (signed char)" + vname(b) + "[e];");
+      line("kiln_b[j] = (" + bt + ")" + vname(b) + "[e];");
     });
     line("__syncthreads();");
-    std::string dp4a = ty(a).dtype == DType::u8 ? "KILN_DP4A_U8" : "KILN_DP4A_S8";
-    for_owned(ty(op.result).numel(), [&] {
-      line(vname(op.result) + "[e] = " + dp4a + "(kiln_word(kiln_a, j), kiln_word(kiln_b, j));");
-    });
+    std::string group = words ? "(int)((unsigned)(kiln_a[2 * j] * kiln_b[2 * j]) + "
+                                "(unsigned)(kiln_a[2 * j + 1] * kiln_b[2 * j + 1]))"
+                        : ty(a).dtype == DType::u8
+                            ? "KILN_DP4A_U8(kiln_word(kiln_a, j), kiln_word(kiln_b, j))"
+                            : "KILN_DP4A_S8(kiln_word(kiln_a, j), kiln_word(kiln_b, j))";
+    for_owned(ty(op.result).numel(), [&] { line(vname(op.result) + "[e] = " + group + ";"); });
     line("__syncthreads();");
     close();
   }

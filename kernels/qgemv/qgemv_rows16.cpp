@@ -28,6 +28,7 @@
 //   sum in f32.
 #include <algorithm>
 #include <array>
+#include <map>
 
 #include "ir/builder.h"
 #include "ir/error.h"
@@ -96,7 +97,7 @@ struct Groups16 {
   int64_t dmin = -1;
   std::function<std::array<Value, 4>(const Rows16Context&, const Value& h64, int64_t g)> codes;
   // Sum the groups' terms in f32: exact when every partial sum stays below
-  // 2^24 (Q2_K, Q3_K: |dot_s sc_s| < 2^19, 16 groups), and a convert and
+  // 2^24 (Q3_K: |dot_s sc_s| < 2^19, 16 groups), and a convert and
   // an FMA per group and token instead of an i32 multiply (2 uops on one
   // port) and an add. Q6_K's terms reach 2^24, so it stays in i32.
   bool f32_sums = false;
@@ -105,6 +106,14 @@ struct Groups16 {
   // off; in i32 the other groups' scales are shifted up to the largest
   // factor, which the final scaling takes off.
   std::array<int, 4> code_shift = {0, 0, 0, 0};
+  // Each group's dot, shifted down by dot_down[j] bits (exact: its codes
+  // carry that factor), fits i16 and its scale is a nibble (Q2_K: codes
+  // times 1 or 4 after the shift, |dot| <= 16 * 12 * 128), so the scale
+  // applies as an i16 pair dot into an i32 sum: x86 vpdpwssd, one
+  // instruction per group and token, where f32 sums take a convert and an
+  // FMA, and their scale a convert and a multiply.
+  bool i16_dots = false;
+  std::array<int, 4> dot_down = {0, 0, 0, 0};
   // The scaled decode (groups16_scaled_superblock), for formats whose
   // codes times their group's scale fit a byte: code bit n (lowest first)
   // of code vector j of group g is set in the bytes where piece & mask != 0.
@@ -143,6 +152,13 @@ std::vector<Value> group_byte_sums(const Rows16Context& x, size_t tokens, const 
   return sums;
 }
 
+// dot * sc, exactly, for i32 [16] dot and sc that fit i16 and u15: each as
+// its lane's i16 pair, sc's high half zero, one i16 pair dot.
+Value i16_times(const Value& dot, const Value& sc) {
+  auto pairs = [](const Value& v) { return reshape(v, {R, 1}).bitcast(DType::i16); };
+  return reshape(dot_groups(pairs(dot), pairs(sc)), {R});
+}
+
 // acc = d isum [- dmin min_sums]: the super-block's terms from its sums.
 void groups16_finish(const Rows16Context& x, std::vector<Var>& acc, const std::vector<Value>& isum,
                      const std::vector<Value>& min_sums, const Groups16& f, float d_times) {
@@ -155,22 +171,33 @@ void groups16_finish(const Rows16Context& x, std::vector<Var>& acc, const std::v
 }
 
 // Sets acc to d sum_s sc_s (dot_s(q, xq) - offset bsum16_s) [- dmin sum_s
-// m_s bsum16_s], exact up to the final scaling (Groups16::f32_sums); bsum16_s is the sum
-// of the token's 16 x codes of group s (quantize_q8's split s8).
+// m_s bsum16_s], exact up to the final scaling (Groups16::f32_sums,
+// i16_dots); bsum16_s is the sum of the token's 16 x codes of group s
+// (quantize_q8's split s8).
 void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc,
                          const Groups16& f) {
   const size_t BT = acc.size();
   const bool mins = f.dmin >= 0;
-  const int top = f.f32_sums ? 0 : *std::max_element(f.code_shift.begin(), f.code_shift.end());
+  // The factor 2^top of the i32 sums: the largest code shift, or with i16
+  // dots the largest left after dot_down.
+  std::array<int, 4> factor = f.code_shift;
+  for (int j = 0; j < 4; ++j) factor[j] -= f.dot_down[j];
+  const int top = f.f32_sums ? 0 : *std::max_element(factor.begin(), factor.end());
   // The offsets' sum_s sc_s bsum16_s is sum_s (sc_s + 128) bsum16_s - 128 B,
   // B the token's sum of the chunk's codes.
   std::vector<Value> byte_sums = group_byte_sums(x, BT, f);
-  std::vector<Var> isum;
-  for (size_t i = 0; i < BT; ++i) {
-    Value start = zeros(DType::i32, {R});
-    if (!mins) start = (byte_sums[i] - (x.chunk_sum(i) << 7)) * -(f.offset << top);
-    isum.push_back(k.var(f.f32_sums ? start.to(DType::f32) : start));
-  }
+  // Each token's sums by the factor 2^r they carry: one (r = top), or with
+  // i16 dots one per factor, so no group's scale is shifted and two chains
+  // of dependent dots run where one would be 16 long.
+  auto key = [&](int64_t j) { return f.i16_dots ? factor[j] : top; };
+  std::map<int, std::vector<Var>> isum;
+  for (int64_t j = 0; j < 4; ++j) isum[key(j)];
+  for (auto& [r, sums] : isum)
+    for (size_t i = 0; i < BT; ++i) {
+      Value start = zeros(DType::i32, {R});
+      if (!mins && r == top) start = (byte_sums[i] - (x.chunk_sum(i) << 7)) * -(f.offset << top);
+      sums.push_back(k.var(f.f32_sums ? start.to(DType::f32) : start));
+    }
   // Half h: weights 128 h .. 128 h + 127, groups 8 h .. 8 h + 7.
   k.for_(0, 2, 1, [&](Value h) {
     auto h64 = h.to(DType::i64);
@@ -193,7 +220,8 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
         auto sc = mins ? byte & 15 : (byte & 255) - 128;
         Value scf;
         if (f.f32_sums) scf = sc.to(DType::f32) * (1.0f / static_cast<float>(1 << f.code_shift[j]));
-        if (top > f.code_shift[j]) sc = sc << (top - f.code_shift[j]);
+        if (!f.i16_dots && top > f.code_shift[j]) sc = sc << (top - f.code_shift[j]);
+        std::vector<Var>& sums = isum[key(j)];
         for (size_t i = 0; i < BT; ++i) {
           Value dot;
           for (int64_t g = 0; g < 4; ++g) {
@@ -201,14 +229,28 @@ void groups16_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<V
                            x.x4(i, h64 * 128 + static_cast<int>(32 * j + 4 * (4 * quarter + g))));
             dot = g == 0 ? dd : dot + dd;
           }
-          isum[i] =
-              f.f32_sums ? fma(dot.to(DType::f32), scf, Value(isum[i])) : Value(isum[i]) + dot * sc;
+          if (f.i16_dots) {
+            if (f.dot_down[j]) dot = dot >> f.dot_down[j];
+            sums[i] = Value(sums[i]) + i16_times(dot, sc);
+          } else {
+            sums[i] = f.f32_sums ? fma(dot.to(DType::f32), scf, Value(sums[i]))
+                                 : Value(sums[i]) + dot * sc;
+          }
         }
       }
     }
   });
-  groups16_finish(x, acc, {isum.begin(), isum.end()}, byte_sums, f,
-                  1.0f / static_cast<float>(1 << top));
+  std::vector<Value> total;
+  for (size_t i = 0; i < BT; ++i) {
+    Value t;
+    for (auto& [r, sums] : isum) {
+      Value v = sums[i];
+      if (r < top) v = v << (top - r);
+      t = t.valid() ? t + v : v;
+    }
+    total.push_back(t);
+  }
+  groups16_finish(x, acc, total, byte_sums, f, 1.0f / static_cast<float>(1 << top));
 }
 
 // The same sum with the codes decoded times their group's scale, as bytes
@@ -299,8 +341,9 @@ Groups16 q2_k_groups() {
   return {.scales = L::kScales,
           .dmin = L::kDmin,
           .codes = codes,
-          .f32_sums = true,
           .code_shift = {0, 2, 4, 6},
+          .i16_dots = true,
+          .dot_down = {0, 0, 4, 4},
           .code_bits = bits};
 }
 

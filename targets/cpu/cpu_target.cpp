@@ -62,6 +62,12 @@ CpuTarget host_cpu_target() {
   std::vector<std::string> on;
   for (const auto& f : llvm::sys::getHostCPUFeatures())
     if (f.getValue()) on.push_back("+" + f.getKey().str());
+  // Kernels chain vpdpwssd on purpose (i16 dot_groups into a running sum:
+  // qgemv_rows16's Q2_K scales). Without this tuning flag LLVM's machine
+  // combiner splits each into vpmaddwd + vpaddd to shorten the chain: a
+  // second uop per group, in loops bound by uops rather than latency.
+  auto vnni = [&](const char* f) { return std::find(on.begin(), on.end(), f) != on.end(); };
+  if (vnni("+avx512vnni") || vnni("+avxvnni")) on.push_back("+fast-dpwssd");
   std::sort(on.begin(), on.end());
   for (const auto& f : on) t.features += (t.features.empty() ? "" : ",") + f;
   return t;

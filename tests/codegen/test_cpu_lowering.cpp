@@ -506,6 +506,81 @@ TEST_CASE("sums of byte dots chained into one accumulator stay exact", "[codegen
   }
 }
 
+TEST_CASE("i16 dot_groups (vpdpwssd, and the portable form) are exact", "[codegen][cpu]") {
+  // Pairs of i16 products summed into i32: vpdpwssd where the host has VNNI
+  // (128-, 256- and 512-bit tiles, and several), the vpmaddwd form on the
+  // portable path; into an accumulator. (-2^15)^2 * 2 = 2^31 wraps to -2^31
+  // as the op says. The reference is computed here, not by the interpreter.
+  for (int64_t rows : {1, 4})
+    for (int64_t n : {8, 16, 32, 64, 96}) {
+      INFO("rows " << rows << " n " << n);
+      Spec s{"g16", {}, {}};
+      KernelBuilder k("g16", s);
+      auto a = k.buffer("a", DType::i16), b = k.buffer("b", DType::i16);
+      auto c = k.buffer("c", DType::i32);
+      auto off = expand_dims(arange(rows), 1) * static_cast<int>(n) + arange(n);
+      auto out = expand_dims(arange(rows), 1) * static_cast<int>(n / 2) + arange(n / 2);
+      store(c + out, load(c + out) + dot_groups(load(a + off), load(b + off)));
+      Kernel kern = k.finish();
+      HostBuffer as = HostBuffer::random(DType::i16, rows * n, 41, -32768, 32767);
+      HostBuffer bs = HostBuffer::random(DType::i16, rows * n, 42, -32768, 32767);
+      for (int64_t j = 0; j < 2; ++j) as.set(j, -32768), bs.set(j, -32768);
+      as.set(2, 32767), bs.set(2, -32768), as.set(3, -32768), bs.set(3, -32768);
+      HostBuffer ci = HostBuffer::random(DType::i32, rows * n / 2, 43, -1000, 1000);
+      ci.set(0, 0);
+      HostBuffer cj = ci, cp = ci;
+      std::vector<double> ref(static_cast<size_t>(rows * n / 2));
+      for (size_t g = 0; g < ref.size(); ++g) {
+        int64_t sum = static_cast<int64_t>(ci.get(static_cast<int64_t>(g)));
+        for (int64_t i = 0; i < 2; ++i) {
+          const int64_t e = 2 * static_cast<int64_t>(g) + i;
+          sum += static_cast<int64_t>(as.get(e)) * static_cast<int64_t>(bs.get(e));
+        }
+        ref[g] = static_cast<int32_t>(static_cast<uint32_t>(sum));
+      }
+      CHECK(ref[0] == -2147483648.0);
+      interpret(kern, {as.arg(), bs.arg(), ci.arg()}, {1, 1, 1});
+      run_jit(kern, {as.arg(), bs.arg(), cj.arg()}, {1, 1, 1});
+      run_jit(kern, {as.arg(), bs.arg(), cp.arg()}, {1, 1, 1}, portable_jit());
+      for (size_t g = 0; g < ref.size(); ++g) {
+        INFO("group " << g);
+        const auto e = static_cast<int64_t>(g);
+        CHECK(ci.get(e) == ref[g]);
+        CHECK(cj.get(e) == ref[g]);
+        CHECK(cp.get(e) == ref[g]);
+      }
+    }
+}
+
+TEST_CASE("a chain of i16 dot_groups into one sum stays vpdpwssd", "[codegen][cpu]") {
+  // Kernels chain them on purpose (qgemv_rows16's Q2_K scales): split into
+  // vpmaddwd + vpaddd, as LLVM's machine combiner does to shorten the
+  // chain unless the target says the instruction is fast, each costs a
+  // second uop. Without VNNI there is no vpdpwssd to keep.
+  Spec s{"chain16", {}, {}};
+  KernelBuilder k("chain16", s);
+  auto a = k.buffer("a", DType::i16), b = k.buffer("b", DType::i16);
+  auto c = k.buffer("c", DType::i32);
+  auto n = k.scalar("n", DType::i32);
+  auto sum = k.var(zeros(DType::i32, {16}));
+  k.for_(0, n, 1, [&](Value i) {
+    auto base = i.to(DType::i64) * 256;
+    for (int64_t j = 0; j < 8; ++j) {
+      auto off = base + static_cast<int>(32 * j) + arange(32).to(DType::i64);
+      sum = Value(sum) + dot_groups(load(a + off), load(b + off));
+    }
+  });
+  store(c + arange(16), Value(sum));
+  const CpuTarget host = host_cpu_target();
+  std::string text = cpu_assembly(k.finish(), host);
+  if (cpu_profile(host).x86_vnni) {
+    CHECK(line_with(text, "vpdpwssd", "zmm"));
+    CHECK_THAT(text, !Catch::Contains("vpmaddwd"));
+  } else {
+    CHECK_THAT(text, !Catch::Contains("vpdpwssd"));
+  }
+}
+
 TEST_CASE("byte lookups match the interpreter with each byte shuffle", "[codegen][cpu]") {
   // Every byte value as an index (16 and up, 128 and up, negative i8 ones
   // all read 0), over tiles that are one shuffle, several of mixed widths,

@@ -561,5 +561,11 @@ TEST_CASE("dot_groups checks its operands", "[passes][error]") {
                       Catch::Contains("u8 or i8 with i8"));
   REQUIRE_THROWS_WITH(dot_groups(load(a + arange(6)), load(a + arange(6)).to(DType::i8)),
                       Catch::Contains("are not one [.., 4k]"));
+  auto w = load(a + arange(6)).to(DType::i16);
+  REQUIRE_THROWS_WITH(dot_groups(w, load(a + arange(6)).to(DType::i8)),
+                      Catch::Contains("u8 or i8 with i8, or i16 with i16"));
+  REQUIRE_THROWS_WITH(
+      dot_groups(load(a + arange(3)).to(DType::i16), load(a + arange(3)).to(DType::i16)),
+      Catch::Contains("are not one [.., 2k]"));
   (void)f;
 }

@@ -236,6 +236,24 @@ TEST_CASE("cuda: dot_groups through shared memory and dp4a", "[cuda][sim]") {
     }
 }
 
+TEST_CASE("cuda: i16 dot_groups through shared memory wrap as the op says", "[cuda][sim]") {
+  for (int64_t n : {2, 64, 600}) {
+    INFO("n " << n);
+    KernelBuilder b("dg16", spec_for("dg16"));
+    auto a = b.buffer("a", DType::i16), w = b.buffer("b", DType::i16),
+         o = b.buffer("o", DType::i32);
+    auto off = reshape(arange(n), {n / 2, 2});
+    store(o + arange(n / 2), reshape(dot_groups(load(a + off), load(w + off)), {n / 2}));
+    Kernel k = b.finish();
+    HostBuffer as = HostBuffer::random(DType::i16, n, 3, -32768, 32767);
+    HostBuffer ws = HostBuffer::random(DType::i16, n, 4, -32768, 32767);
+    as.set(0, -32768), ws.set(0, -32768), as.set(1, -32768), ws.set(1, -32768);  // 2^31
+    HostBuffer os(DType::i32, n / 2);
+    std::vector<Arg> args = {as.arg(), ws.arg(), os.arg()};
+    CHECK(cuda_vs_interpreter(k, args, {1, 1, 1}) == "");
+  }
+}
+
 TEST_CASE("cuda: lookups read file-scope tables and give 0 outside them", "[cuda][sim]") {
   // IQ4_NL's codebook by every u8 and i8 code (16 and up, 128 and up and
   // negative ones read 0), twice from one table; 256 i64 grid entries and

@@ -36,12 +36,33 @@ std::vector<uint8_t> weights(QuantType t, int64_t m, int64_t k, uint64_t seed) {
   return w;
 }
 
-void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
+// Blocks whose every code and group scale is at its largest magnitude
+// (ggml's layouts, FORMATS.md: all bits set, d 1 and Q2_K's dmin 1/4,
+// Q6_K's scales -128), so the kernels' integer sums reach their bounds.
+std::vector<uint8_t> saturated_blocks(QuantType t, int64_t m, int64_t k) {
+  const ggml::BlockFormat& f = ggml::block_format(t);
+  std::vector<uint8_t> w(static_cast<size_t>(m * k / f.block_elems * f.block_bytes), 0xFF);
+  for (size_t b = 0; b < w.size(); b += static_cast<size_t>(f.block_bytes)) {
+    uint8_t* p = &w[b];
+    auto f16 = [&](int at, uint16_t v) {
+      p[at] = static_cast<uint8_t>(v & 0xFF);
+      p[at + 1] = static_cast<uint8_t>(v >> 8);
+    };
+    switch (t) {
+      case QuantType::Q2_K: f16(80, 0x3C00), f16(82, 0x3400); break;
+      case QuantType::Q3_K: f16(108, 0x3C00); break;
+      case QuantType::Q6_K: std::fill(p + 192, p + 208, uint8_t{0x80}), f16(208, 0x3C00); break;
+      default: FAIL("no saturated blocks for " << f.name);
+    }
+  }
+  return w;
+}
+
+void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt,
+                  const std::vector<uint8_t>& blocks, const std::vector<float>& x) {
   INFO(ggml::block_format(f).name << " m=" << m << " k=" << k << " t=" << t << " BLOCK_T=" << bt);
-  std::vector<uint8_t> blocks = weights(f, m, k, 5);
   std::vector<uint8_t> w = ggml::interleave_rows16(f, blocks.data(), m, k);
   std::vector<float> wd = ggml::dequantize_rows16(f, w.data(), m, k);
-  std::vector<float> x = kiln::test::normal_floats(static_cast<size_t>(t * k), 6);
   // Activations as forwards pair them: Q8_0-style for Q4_0/Q8_0, Q8_K for the K-quants.
   bool kquant = ggml::block_format(f).block_elems == 256;
   QuantizedX xq = quantize_x(x, false, kquant ? 256 : 32);
@@ -53,6 +74,11 @@ void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
   CHECK(e.vs_reference <= 1.0);
   CHECK(e.vs_interpreter <= 1.0);
   CHECK(e.vs_quantized <= 1.0);
+}
+
+void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
+  check_rows16(f, m, k, t, bt, weights(f, m, k, 5),
+               kiln::test::normal_floats(static_cast<size_t>(t * k), 6));
 }
 
 }  // namespace
@@ -102,6 +128,21 @@ TEST_CASE("qgemv_rows16 matches the dequantised product", "[kernels][qgemv]") {
     // and a short one, each token tile passing over a band in turn.
     check_rows16(f, 16 * 37, 256, 20, 8);
   }
+}
+
+TEST_CASE("qgemv_rows16 keeps its integer sums exact at the formats' extremes",
+          "[kernels][qgemv]") {
+  // Every x code at 127 in magnitude (x all equal, of either sign) against
+  // saturated blocks: the bounds the 16-weight groups' sums are sized by
+  // (Q2_K's i16 dots, Q3_K's f32 sums, Q6_K's i32 ones) hold, or these fail.
+  const int64_t m = 32, k = 512;
+  for (QuantType f : {QuantType::Q2_K, QuantType::Q3_K, QuantType::Q6_K})
+    for (float sign : {1.0f, -1.0f})
+      for (auto [t, bt] : {std::pair{1, 1}, {5, 4}, {9, 8}, {13, 12}}) {
+        INFO("x all " << sign);
+        check_rows16(f, m, k, t, bt, saturated_blocks(f, m, k),
+                     std::vector<float>(static_cast<size_t>(t * k), sign));
+      }
 }
 
 TEST_CASE("qgemv_rows16 refuses shapes off its tiles", "[kernels][qgemv][error]") {
