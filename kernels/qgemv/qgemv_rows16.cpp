@@ -152,8 +152,9 @@ std::vector<Value> group_byte_sums(const Rows16Context& x, size_t tokens, const 
   return sums;
 }
 
-// dot * sc, exactly, for i32 [16] dot and sc that fit i16 and u15: each as
-// its lane's i16 pair, sc's high half zero, one i16 pair dot.
+// dot * sc, exactly, for i32 [16] lanes with dot in i16's range and sc in
+// [0, 2^15): one i16 pair dot of the lanes as pairs (low half the value,
+// high half its sign), sc's zero high half dropping dot's.
 Value i16_times(const Value& dot, const Value& sc) {
   auto pairs = [](const Value& v) { return reshape(v, {R, 1}).bitcast(DType::i16); };
   return reshape(dot_groups(pairs(dot), pairs(sc)), {R});
@@ -433,11 +434,11 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
 //   y += d dx dot(u - 128, xq) [+ m dx bsum],
 // u the code + 128 with the format's offset taken off: the nibble + 120
 // looked up (Q4_0, offset 8: a byte shuffle, which costs what the
-// nibble's mask did), the nibble with its 5th bit + 112 (Q5_0, 16),
-// Q8_0's byte ^ 0x80, or IQ4_NL's and MXFP4's table entry + 128. Each
-// token's dot starts from -128 bsum (quantize_q8's s8), so the offset
-// costs no instruction (it cost a shift and a subtract per block and
-// token, of about 16). Q4_1 and Q5_1 have codes without offset and a min
+// nibble's mask did), Q8_0's byte ^ 0x80, or IQ4_NL's and MXFP4's table
+// entry + 128. Each token's dot starts from -128 bsum (quantize_q8's s8),
+// so the offset costs no instruction (it cost a shift and a subtract per
+// block and token, of about 16). Q5_0's u is its 5-bit code, offset 16,
+// from -16 bsum. Q4_1 and Q5_1 have codes without offset and a min
 // instead, m dx bsum, bsum the token's x block sum (quantize_q8's s) and
 // dx bsum rounded to f16 as llama.cpp's Q8_1 holds it.
 void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
@@ -458,7 +459,13 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
     // Two sums per token (groups' even and odd halves), so a decode's
     // chain of dependent dots is half as long.
     std::vector<Value> dot(2 * BT);
-    for (size_t i = 0; offset && i < BT; ++i) dot[2 * i] = x.block_sum_neg128(i, j64);
+    // Q5_0's codes stay unsigned (its 5-bit code is the weight + 16), and
+    // its start is -16 bsum, exactly the -128 one shifted: one shift per
+    // token where + 112 on each code vector was 8 adds per block.
+    for (size_t i = 0; offset && i < BT; ++i) {
+      dot[2 * i] = x.block_sum_neg128(i, j64);
+      if (L.high >= 0) dot[2 * i] = dot[2 * i] >> 3;
+    }
     auto accumulate = [&](const Value& codes, size_t i, int64_t first) {
       auto dd = dot4(codes, x.x4(i, j64 * 32 + static_cast<int>(first)));
       Value& to = dot[2 * i + (first / 4) % 2];
@@ -476,7 +483,6 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
       if (qh.valid()) {
         lo = lo | ((qh << static_cast<int>(4 - g)) & 16);
         hi = hi | (g == 0 ? qh & 16 : (qh >> static_cast<int>(g)) & 16);
-        if (offset) lo = lo + 112, hi = hi + 112;
       }
       if (!codebook.empty())
         lo = lookup(codebook, DType::u8, lo), hi = lookup(codebook, DType::u8, hi);
