@@ -525,7 +525,7 @@ class Interpreter {
     int64_t n = tr.numel();
     const int64_t group =
         dot_group_size(type_of(op, op.args[0]).dtype, type_of(op, op.args[1]).dtype);
-    if (!group) fail(op, "operand dtypes no grouped dot takes");
+    if (!group) fail(op, "operand dtypes that no grouped dot takes");
     const ScalarValue* a = in_n(op, 0, group * n);
     const ScalarValue* b = in_n(op, 1, group * n);
     Tile& o = out(op);
