@@ -905,7 +905,7 @@ class Emitter {
   // that (-2^15)^2 * 2 wraps as the op says instead of overflowing int.
   void emit_dot_groups(const Op& op) {
     int a = op.args[0], b = op.args[1];
-    const bool words = ty(a).dtype == DType::i16;
+    const bool words = dot_group_size(ty(a).dtype, ty(b).dtype) == 2;
     int64_t n = ty(a).numel(), staged = (n + 15) / 16 * 16 * (words ? 2 : 1);
     need_smem(2 * staged);
     std::string at = words ? "short" : ty(a).dtype == DType::u8 ? "unsigned char" : "signed char";

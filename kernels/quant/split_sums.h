@@ -22,10 +22,11 @@
 // - bytes 52-63: unused;
 // - bytes 64-95: the 8 sums of 32 times -128, i32 each. A byte dot of
 //   codes stored + 128 (IQ4_XS's, IQ4_NL's and MXFP4's table entries, Q8_0's
-//   bytes, Q4_0's and Q5_0's codes less their offset) that starts from it
-//   is the signed codes' dot: its accumulator is loaded instead of zeroed,
-//   where subtracting the offset afterwards costs vector instructions per
-//   token.
+//   bytes, Q4_0's codes less its offset) that starts from it is the signed
+//   codes' dot: its accumulator is loaded instead of zeroed, where
+//   subtracting the offset afterwards costs vector instructions per token.
+//   Shifted down 3 bits it is -16 times the sum, Q5_0's start for its
+//   unsigned 5-bit codes.
 // One definition here keeps the kernel, its callers and the tests in step.
 #pragma once
 
