@@ -26,7 +26,7 @@ DType float_dtype(const GgufTensor& t) {
 }  // namespace
 
 ModelWeights::ModelWeights(const GgufFile& file, Runtime& rt)
-    : file_(file), backend_(rt.backend()), packed_(file, rt.pool()) {}
+    : file_(file), backend_(rt.backend()), packed_(file, rt) {}
 
 const uint8_t* ModelWeights::on_backend(const uint8_t* host, size_t bytes) {
   if (backend_.host_visible()) return host;

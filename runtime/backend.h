@@ -20,6 +20,7 @@
 #include "ir/kernel.h"
 #include "ir/spec.h"
 #include "runtime/compile_cache.h"
+#include "runtime/kernel_policy.h"
 
 namespace kiln {
 
@@ -60,6 +61,10 @@ class Backend {
   virtual std::string tuning_cpu() const { return ""; }
   // What kernels built for this backend may assume of the machine (Spec::target).
   virtual TargetDesc target_desc() const = 0;
+  // Which kernels, weight layouts and attention variants suit this
+  // backend's machine (runtime/kernel_policy.h): the ops and the weight
+  // loader ask it.
+  virtual const KernelPolicy& policy() const = 0;
   // Whether buffers are host memory: then host code and the reference
   // interpreter read them in place.
   virtual bool host_visible() const = 0;

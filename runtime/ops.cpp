@@ -38,8 +38,6 @@ std::pair<int64_t, int64_t> rows_of(const std::string& op, const Tensor& t) {
   return {n ? t.numel() / n : 0, n};
 }
 
-bool has_rows16(int64_t quant) { return ggml::has_rows16(static_cast<ggml::QuantType>(quant)); }
-
 // The activation blocks llama.cpp pairs with a weight type, quantize_q8's
 // QBLOCK: 256 (Q8_K) for the 256-weight super-block formats, 32 (Q8_0)
 // otherwise.
@@ -149,12 +147,20 @@ struct Grouped {
   Grouping mode = Grouping::plain;
 };
 
-// y [t, m] = x W^T (x [t, k]) through the kernel for w's format: the
-// 16-row interleaved or plain ggml-block GEMV/GEMM, or the float GEMV/GEMM;
-// grouped, y [rows, m] takes every expert of the stack in one launch.
+// y [t, m] = x W^T (x [t, k]) through the kernel the backend's policy
+// picks for w's format, layout and the tokens; grouped, y [rows, m] takes
+// every expert of the stack in one launch.
 Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped = {}) {
   const ExpertRows* er = grouped.rows;
   const int64_t y_rows = er ? er->rows : x.dim(0);
+  const KernelPolicy& policy = g.runtime().backend().policy();
+  const WeightCase wc{w.quant, w.m, w.k, w.experts, w.scale_block};
+  const WeightLayout layout = w.rows16 ? WeightLayout::rows16 : WeightLayout::as_stored;
+  if (!layout_fits(layout, wc))
+    mismatch("linear", "weight '" + w.label + "' of type " + std::to_string(w.quant) + " [" +
+                           std::to_string(w.m) + ", " + std::to_string(w.k) +
+                           "] cannot be held in a 16-row interleaved layout");
+  const MatmulKernel kernel = policy.matmul(wc, layout, x.dim(0), er != nullptr);
   Tensor y = g.scratch(DType::f32, {y_rows, w.m});
   Graph::Operands args = {{"y", y}};
   std::map<std::string, int64_t> fixed;
@@ -182,7 +188,17 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     args["t"] = Arg::scalar_int(y_rows);
     return q;
   };
-  if (w.quant == kW8a8) {
+  const std::string kernel_name = matmul_kernel_name(kernel);
+  // The kernel must read what the weight holds.
+  auto need = [&](bool ok) {
+    if (!ok)
+      mismatch("linear", "the " + policy.name() + " policy chose " + kernel_name + " for weight '" +
+                             w.label + "' (type " + std::to_string(w.quant) + ", " +
+                             (w.rows16 ? "16-row interleaved" : "as stored") +
+                             "), which does not read it");
+  };
+  if (kernel == MatmulKernel::gemv_w8a8) {
+    need(w.quant == kW8a8);
     if (!w.scales || w.scales->numel() != std::max<int64_t>(w.experts, 1) * w.m)
       mismatch("linear", "int8 weight '" + w.label + "' has no scale per row");
     std::vector<Tensor> q = quantize_rows_i8(g, x);
@@ -196,49 +212,49 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
                  {"t", Arg::scalar_int(y_rows)}});
     if (er) fixed["BLOCK_T"] = er->tile;
     grouped_operands(w.m * w.k);
-    g.launch(w.label, "gemv_w8a8", {}, args, {}, fixed);
+    g.launch(w.label, kernel_name, {}, args, {}, fixed);
     return y;
   }
-  if (w.quant == kInt4w) {
+  if (kernel == MatmulKernel::gemv_int4w || kernel == MatmulKernel::gemv_int4w_rows16) {
+    const bool rows16 = kernel == MatmulKernel::gemv_int4w_rows16;
+    need(w.quant == kInt4w && rows16 == w.rows16.has_value());
     // Interleaved, one x scale per 256 (int4w.h's chunk); row-major, per 32.
     if (!w.scales || !w.zeros)
       mismatch("linear", "int4 weight '" + w.label + "' has no scales and zero points");
-    quantized_x(w.rows16 ? 256 : 32);
+    quantized_x(rows16 ? 256 : 32);
     fixed["GROUP"] = w.scale_block;
     fixed["ZP"] = 1;
     if (er) fixed["BLOCK_T"] = er->tile;
-    if (w.rows16) {
+    if (rows16) {
       args["w"] = *w.rows16;
       grouped_operands(Int4wRows16{w.scale_block, true}.bytes(w.m, w.k));
-      g.launch(w.label, "gemv_int4w_rows16", {}, args, {}, fixed);
     } else {
       grouped_operands(w.m * w.k / 2);
       args["q"] = w.data;
       args["scales"] = *w.scales;
       args["zeros"] = *w.zeros;
-      g.launch(w.label, "gemv_int4w", {}, args, {}, fixed);
     }
+    g.launch(w.label, kernel_name, {}, args, {}, fixed);
     return y;
   }
-  if (w.quant) {
+  if (kernel == MatmulKernel::qgemv || kernel == MatmulKernel::qgemv_rows16) {
+    const bool rows16 = kernel == MatmulKernel::qgemv_rows16;
+    need(w.quant && w.quant != kInt4w && w.quant != kW8a8 && rows16 == w.rows16.has_value());
     std::vector<Tensor> q = quantized_x(activation_block(w.quant));
     fixed["FMT"] = w.quant;
     if (er) fixed["BLOCK_T"] = er->tile;
-    if (w.rows16) {
-      if (!has_rows16(w.quant))
-        mismatch("linear", "no 16-row interleaved layout for ggml type " + std::to_string(w.quant));
+    if (rows16) {
       args["w"] = *w.rows16;
       args["xs8"] = q[3];
       grouped_operands(ggml::rows16_bytes(static_cast<ggml::QuantType>(w.quant), w.m, w.k));
-      g.launch(w.label, "qgemv_rows16", {}, args, {}, fixed);
     } else {
       args["w"] = w.data;
       grouped_operands(w.m * w.data.dim(-1));
-      g.launch(w.label, "qgemv", {}, args, {}, fixed);
     }
+    g.launch(w.label, kernel_name, {}, args, {}, fixed);
     return y;
   }
-  if (w.rows16) mismatch("linear", "a float weight has no 16-row interleaved layout");
+  need(w.quant == 0 && !w.rows16);
   if (w.scales) {  // per expert, one scale matrix after another
     const int64_t b = w.scale_block;
     if (b <= 0 || w.scales->numel() !=
@@ -256,12 +272,13 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
   args["w"] = w.data;
   args["x"] = x;
   args["k"] = Arg::scalar_int(w.k);
-  if (!er && x.dim(0) == 1) {
+  if (kernel == MatmulKernel::gemv) {
+    need(!er && x.dim(0) == 1);
     args["m"] = Arg::scalar_int(w.m);
     // A step may not straddle scale blocks (tuned steps are at most 64).
     if (w.scales && w.scale_block % 64)
       fixed["BLOCK_K"] = std::min<int64_t>(64, w.scale_block & -w.scale_block);
-    g.launch(w.label, "gemv", {{"W", w.data.dtype}, {"X", DType::f32}}, args, {}, fixed);
+    g.launch(w.label, kernel_name, {{"W", w.data.dtype}, {"X", DType::f32}}, args, {}, fixed);
     return y;
   }
   args["n"] = Arg::scalar_int(w.m);
@@ -272,7 +289,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     fixed["BLOCK_T"] = std::min<int64_t>(er->tile, 4);
   }
   grouped_operands(w.m * w.k);
-  g.launch(w.label, "gemm", {{"W", w.data.dtype}}, args, {}, fixed);
+  g.launch(w.label, kernel_name, {{"W", w.data.dtype}}, args, {}, fixed);
   return y;
 }
 
@@ -456,12 +473,6 @@ Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
   return cache.k;
 }
 
-// Keys per slice of the split-K decode (attention_decode_split's SPLIT):
-// kiln bench, 2 threads, 32x8x128 heads, 16384 keys: 128 / 256 / 512 / 1024
-// within noise of each other (22-26 GB/s), each slice 256 KiB of f16 K and
-// V at 512, in L2 for the next program of its group.
-constexpr int64_t kDecodeSplitKeys = 512;
-
 namespace {
 
 // Rows of head vectors [rows, din] times a rotation matrix [D, D], to
@@ -502,18 +513,16 @@ Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, doubl
   add_query_operands(g, args, q, cache);
   // The keys a decode step may walk: a window's at most.
   const int64_t span = mask.window ? std::min(mask.window, cache.max_ctx) : cache.max_ctx;
-  if (t == 1 && span > kDecodeSplitKeys) {
-    // Split-K (flash-decoding) once the cache can outgrow one slice: each
-    // slice is read once for all its heads, and the programs grow with the
-    // context instead of staying at the KV heads (kiln bench, 2 threads,
-    // f16 cache, 32x8x128 heads: 22-25 GB/s of cache read at 4096-32768
-    // keys against 19-24 for attention_decode; equal within noise at 512
-    // keys and at 32x4x64).
-    const std::map<std::string, int64_t> fixed = {{"HEAD_DIM", d}, {"SPLIT", kDecodeSplitKeys}};
+  const int64_t split = t == 1 ? g.runtime().backend().policy().decode_split_keys(span) : 0;
+  if (split > 0) {
+    // Split-K (flash-decoding): each slice is read once for all its heads,
+    // and the programs grow with the context instead of staying at the KV
+    // heads.
+    const std::map<std::string, int64_t> fixed = {{"HEAD_DIM", d}, {"SPLIT", split}};
     auto split_fixed = fixed;
     split_fixed["PAGE"] = cache.page;
     add_aura_bits(split_fixed, cache);
-    const int64_t rows = t * heads * ((cache.max_ctx + kDecodeSplitKeys - 1) / kDecodeSplitKeys);
+    const int64_t rows = t * heads * ((cache.max_ctx + split - 1) / split);
     Tensor part_o = g.scratch(DType::f32, {rows, d}), part_ml = g.scratch(DType::f32, {rows, 2});
     Graph::Operands split = args;
     split.erase("out");
@@ -659,17 +668,6 @@ Routing moe_route(Graph& g, const Tensor& logits, int64_t k, const RouterOptions
   return r;
 }
 
-// Rows per tile: about the tokens each expert gets, up to 4 (the token
-// block the quantized GEMMs reach most of their speed at), so that decode
-// (one token per expert) pads nothing. Tiles of 8 from 16 tokens per expert
-// on: 512-token prefill of qwen3moe/30b-a3b (12 layers, Q4_K_M, 2 threads)
-// 297 -> 290 tok/s, the padding of the many lightly used experts costing
-// more than the larger token block gains.
-int64_t moe_tile(int64_t tokens, int64_t k, int64_t n_expert) {
-  const int64_t per_expert = tokens * k / n_expert;
-  return per_expert >= 4 ? 4 : per_expert >= 2 ? 2 : 1;
-}
-
 ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert) {
   need_dtype("moe_sort", r.ids, DType::i32, "expert ids");
   if (r.ids.rank() != 2 || n_expert < 1)
@@ -678,7 +676,10 @@ ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert) {
   e.tokens = r.ids.dim(0);
   e.k = r.ids.dim(1);
   e.n_expert = n_expert;
-  e.tile = moe_tile(e.tokens, e.k, n_expert);
+  e.tile = g.runtime().backend().policy().moe_tile(e.tokens, e.k, n_expert);
+  if (e.tile < 1)
+    mismatch("moe_sort", "the " + g.runtime().backend().policy().name() +
+                             " policy chose tiles of " + std::to_string(e.tile) + " rows");
   e.rows = moe_rows_bound(e.tokens, e.k, n_expert, e.tile);
   e.counts = g.scratch(DType::i32, {n_expert});
   e.offsets = g.scratch(DType::i32, {n_expert});

@@ -13,6 +13,7 @@
 
 #include "kernels/moe/grouping.h"
 #include "runtime/graph.h"
+#include "runtime/kernel_policy.h"
 
 namespace kiln {
 
@@ -38,10 +39,6 @@ struct Weight {
   std::optional<Tensor> scales{}, zeros{};
   int64_t scale_block = 0;
 };
-
-// Weight::quant of int4 weight-only and INT8 (w8a8) matrices (not ggml
-// types).
-inline constexpr int64_t kInt4w = 1025, kW8a8 = 1027;
 
 // The KV cache of one layer, in kernels/attention/kv_cache.h's layout: one
 // sequence's max_ctx rows, or with page > 0 a pool of n_pages pages of

@@ -11,6 +11,7 @@
 // runs, then runs the grid on the thread pool.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,6 +56,11 @@ class Runtime {
   // laying out weights at load.
   int threads() const { return pool_.size(); }
   ThreadPool& pool() { return pool_; }
+  // Host work (laying out weights at load) over the host threads, whatever
+  // the backend: fn(first, last) for contiguous ranges covering [0, n).
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    pool_.parallel_for(n, fn);
+  }
   CompileCache& cache() { return cache_; }
   TuningDb& tuning() { return tuning_; }
   std::string user_tuning_path() const;  // "" without a cache dir

@@ -7,6 +7,7 @@
 
 #include "ir/error.h"
 #include "runtime/cpu/cpu_launch.h"
+#include "runtime/cpu/cpu_policy.h"
 #include "runtime/host_backend.h"
 #include "runtime/tuning_db.h"
 
@@ -37,6 +38,7 @@ class CpuBackend : public HostMemoryBackend {
   std::string tuning_class() const override { return kiln::tuning_class(jit_.target()); }
   std::string tuning_cpu() const override { return jit_.target().cpu; }
   TargetDesc target_desc() const override { return kiln::target_desc(jit_.target()); }
+  const KernelPolicy& policy() const override { return cpu_kernel_policy(); }
   int threads() const override { return pool_.size(); }
 
   // LLVM's code generation (compile_to_object, its own context and target

@@ -5,6 +5,7 @@
 
 #include "ir/error.h"
 #include "runtime/cuda/cuda_compile.h"
+#include "runtime/cuda/cuda_policy.h"
 #include "targets/cuda/cuda_device.h"
 #include "targets/cuda/kernel_params.h"
 
@@ -61,6 +62,7 @@ class CudaBackend : public Backend {
   }
   std::string tuning_class() const override { return target(); }
   TargetDesc target_desc() const override { return cuda_target_desc(); }
+  const KernelPolicy& policy() const override { return cuda_kernel_policy(); }
   bool host_visible() const override { return false; }
 
   std::unique_ptr<Program> compile(const Kernel& k, const std::string&,

@@ -4,6 +4,7 @@
 
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_compile.h"
+#include "runtime/cuda/cuda_policy.h"
 #include "runtime/host_backend.h"
 #include "targets/cuda/cuda_simulator.h"
 
@@ -42,6 +43,7 @@ class CudaSimBackend : public HostMemoryBackend {
   }
   std::string tuning_class() const override { return "sm_" + std::to_string(kSimSm); }
   TargetDesc target_desc() const override { return cuda_target_desc(); }
+  const KernelPolicy& policy() const override { return cuda_kernel_policy(); }
 
   // The simulator keeps its compiled sources by content itself
   // (SimulatedKernel::cache_dir), so the compile cache is not used.

@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "runtime/compile_key.h"
+#include "runtime/cpu/cpu_policy.h"
 #include "runtime/runtime.h"
 #include "support/test_data.h"
 
@@ -46,6 +47,7 @@ struct NamedBackend : Backend {
   std::string codegen_version() const override { return codegen_; }
   std::string tuning_class() const override { return target_; }
   TargetDesc target_desc() const override { return {}; }
+  const KernelPolicy& policy() const override { return cpu_kernel_policy(); }
   bool host_visible() const override { return true; }
   std::unique_ptr<Program> compile(const Kernel&, const std::string&, CompileCache&) override {
     return nullptr;

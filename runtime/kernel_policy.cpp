@@ -1,0 +1,42 @@
+#include "runtime/kernel_policy.h"
+
+#include "kernels/quant/rows16.h"
+
+namespace kiln {
+
+bool layout_fits(WeightLayout layout, const WeightCase& w) {
+  if (layout == WeightLayout::as_stored) return true;
+  if (w.m % 16 || w.k % 256) return false;
+  if (w.quant == kInt4w) return w.group == 32 || w.group == 64 || w.group == 128;
+  return w.quant != 0 && w.quant != kW8a8 &&
+         ggml::has_rows16(static_cast<ggml::QuantType>(w.quant));
+}
+
+const char* matmul_kernel_name(MatmulKernel k) {
+  switch (k) {
+    case MatmulKernel::gemv: return "gemv";
+    case MatmulKernel::gemm: return "gemm";
+    case MatmulKernel::qgemv: return "qgemv";
+    case MatmulKernel::qgemv_rows16: return "qgemv_rows16";
+    case MatmulKernel::gemv_int4w: return "gemv_int4w";
+    case MatmulKernel::gemv_int4w_rows16: return "gemv_int4w_rows16";
+    case MatmulKernel::gemv_w8a8: return "gemv_w8a8";
+  }
+  return "?";
+}
+
+MatmulKernel KernelPolicy::matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
+                                  bool grouped) const {
+  const bool rows16 = layout == WeightLayout::rows16;
+  if (w.quant == kW8a8) return MatmulKernel::gemv_w8a8;
+  if (w.quant == kInt4w) return rows16 ? MatmulKernel::gemv_int4w_rows16 : MatmulKernel::gemv_int4w;
+  if (w.quant) return rows16 ? MatmulKernel::qgemv_rows16 : MatmulKernel::qgemv;
+  return tokens == 1 && !grouped ? MatmulKernel::gemv : MatmulKernel::gemm;
+}
+
+int64_t KernelPolicy::moe_tile(int64_t tokens, int64_t k, int64_t n_expert) const {
+  const int64_t per_expert = tokens * k / n_expert;
+  return per_expert >= 4 ? 4 : per_expert >= 2 ? 2 : 1;
+}
+
+}  // namespace kiln

@@ -1,0 +1,80 @@
+// Which kernel, weight layout and attention variant an op runs: a choice
+// each backend makes for its machine, asked by the ops (runtime/ops.cpp) and
+// the weight loader (models/packed_weights.cpp).
+//
+// Kernels are written once; how they are best used is not the same on a
+// 2-core AVX-512 host and on a GPU. The CPU wants quantized weights
+// interleaved across 16 rows so a 32-bit lane is a row; a GPU reads ggml's
+// rows as they are, without a second copy in device memory. Shared code
+// therefore never branches on a backend: it describes the case (a weight's
+// format and shape, the tokens of a step, the keys a decode may walk) and
+// runs what the backend's policy answers. A backend adds a folder and a
+// policy; ops only learn each kernel's operands.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+// How the loader keeps a quantized matrix in backend memory.
+enum class WeightLayout {
+  as_stored,  // the file's rows of blocks, used in place
+  rows16,     // interleaved across 16 rows (kernels/quant/rows16.h, int4w.h's Int4wRows16)
+};
+
+// Weight::quant of int4 weight-only and INT8 (w8a8) matrices (not ggml
+// types).
+inline constexpr int64_t kInt4w = 1025, kW8a8 = 1027;
+
+// A weight matrix as the policy sees it: its format and shape.
+struct WeightCase {
+  int64_t quant = 0;  // as Weight::quant: a ggml type id, kInt4w, kW8a8; 0 for floats
+  int64_t m = 0, k = 0;
+  int64_t experts = 0;  // a stack of this many [m, k] matrices; 0: one
+  int64_t group = 0;    // int4 weight-only: the scale group
+};
+
+// Whether `layout` can hold w: rows16 needs a format with a 16-row interleave,
+// m a multiple of 16 and k of 256 (int4w also a group of 32, 64 or 128).
+bool layout_fits(WeightLayout layout, const WeightCase& w);
+
+// The kernels a matmul y = x W^T can run (their operands: runtime/ops.cpp).
+enum class MatmulKernel {
+  gemv,               // float weights, one token
+  gemm,               // float weights, a token tile at a time
+  qgemv,              // ggml blocks as stored
+  qgemv_rows16,       // ggml blocks interleaved across 16 rows
+  gemv_int4w,         // int4 weight-only rows
+  gemv_int4w_rows16,  // int4 weight-only, interleaved across 16 rows
+  gemv_w8a8,          // int8 weights, int8 activations per token
+};
+const char* matmul_kernel_name(MatmulKernel k);  // the registry's name
+
+class KernelPolicy {
+ public:
+  virtual ~KernelPolicy() = default;
+
+  virtual std::string name() const = 0;  // "cpu", "cuda"
+
+  // The layout the loader gives w; must fit w (layout_fits).
+  virtual WeightLayout weight_layout(const WeightCase& w) const = 0;
+  // The kernel for x [tokens, k] times w held in `layout` (grouped: a stack
+  // of experts, one launch for all); must read that layout. By default the
+  // one kernel family that reads it, gemv or gemm for floats by tokens.
+  virtual MatmulKernel matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
+                              bool grouped) const;
+  // Keys per slice when a decode step over a cache it may walk `span` keys
+  // of splits the keys across programs (flash-decoding:
+  // attention_decode_split, then attention_decode_merge); 0 runs one
+  // program per KV head (attention_decode).
+  virtual int64_t decode_split_keys(int64_t span) const = 0;
+  // Rows per tile of the grouped MoE matmuls for `tokens` tokens choosing k
+  // of n_expert experts (kernels/moe/expert_tiles.h). By default about the
+  // tokens each expert gets, up to 4 (the token block the quantized GEMMs
+  // reach most of their speed at), so that decode (one token per expert)
+  // pads nothing.
+  virtual int64_t moe_tile(int64_t tokens, int64_t k, int64_t n_expert) const;
+};
+
+}  // namespace kiln

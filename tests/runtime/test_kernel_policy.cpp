@@ -1,0 +1,107 @@
+// The kernel policies (runtime/kernel_policy.h): which layouts can hold
+// which weights, the CPU's choices (16-row layouts, split-K decode beyond
+// 512 keys, MoE tiles by tokens per expert) and the GPU's (the file's
+// layout), and the ops that run a policy's choice or refuse one that does
+// not fit the weight.
+#include <catch2/catch.hpp>
+
+#include "ir/error.h"
+#include "runtime/cpu/cpu_policy.h"
+#include "runtime/cuda/cuda_policy.h"
+#include "runtime/ops.h"
+#include "support/runtime_fixture.h"
+
+using namespace kiln;
+
+namespace {
+
+constexpr int64_t kQ4K = 12, kQ8_0 = 8, kIQ2XXS = 16, kFloat = 0;
+
+WeightCase blocks(int64_t type, int64_t m, int64_t k, int64_t experts = 0) {
+  return {type, m, k, experts, 0};
+}
+WeightCase int4w(int64_t m, int64_t k, int64_t group) { return {kInt4w, m, k, 0, group}; }
+
+}  // namespace
+
+TEST_CASE("a 16-row layout holds whole row groups and chunks of formats that have one",
+          "[runtime][policy]") {
+  CHECK(layout_fits(WeightLayout::rows16, blocks(kQ4K, 4096, 4096)));
+  CHECK(layout_fits(WeightLayout::rows16, blocks(kQ8_0, 32, 256, 8)));
+  CHECK_FALSE(layout_fits(WeightLayout::rows16, blocks(kQ4K, 4088, 4096)));   // 4088 % 16
+  CHECK_FALSE(layout_fits(WeightLayout::rows16, blocks(kQ8_0, 64, 96)));      // 96 % 256
+  CHECK_FALSE(layout_fits(WeightLayout::rows16, blocks(kIQ2XXS, 256, 256)));  // no interleave
+  CHECK_FALSE(layout_fits(WeightLayout::rows16, blocks(kFloat, 256, 256)));
+  CHECK_FALSE(layout_fits(WeightLayout::rows16, {kW8a8, 256, 256, 0, 0}));
+  for (int64_t g : {32, 64, 128}) CHECK(layout_fits(WeightLayout::rows16, int4w(64, 512, g)));
+  CHECK_FALSE(layout_fits(WeightLayout::rows16, int4w(64, 512, 256)));
+  for (const WeightCase& w : {blocks(kQ4K, 4088, 4096), blocks(kFloat, 3, 5), int4w(3, 64, 16)})
+    CHECK(layout_fits(WeightLayout::as_stored, w));
+}
+
+TEST_CASE("the cpu policy interleaves what fits and splits long decodes", "[runtime][policy]") {
+  const KernelPolicy& p = cpu_kernel_policy();
+  CHECK(p.name() == "cpu");
+  CHECK(p.weight_layout(blocks(kQ4K, 4096, 4096)) == WeightLayout::rows16);
+  CHECK(p.weight_layout(blocks(kQ4K, 4096, 4096, 128)) == WeightLayout::rows16);
+  CHECK(p.weight_layout(int4w(4096, 4096, 128)) == WeightLayout::rows16);
+  CHECK(p.weight_layout(blocks(kQ4K, 4088, 4096)) == WeightLayout::as_stored);
+  CHECK(p.weight_layout(blocks(kIQ2XXS, 4096, 4096)) == WeightLayout::as_stored);
+  CHECK(p.weight_layout({kW8a8, 4096, 4096, 0, 0}) == WeightLayout::as_stored);
+
+  const WeightCase q = blocks(kQ4K, 4096, 4096);
+  for (int64_t t : {1, 512}) {
+    CHECK(p.matmul(q, WeightLayout::rows16, t, false) == MatmulKernel::qgemv_rows16);
+    CHECK(p.matmul(q, WeightLayout::as_stored, t, false) == MatmulKernel::qgemv);
+    CHECK(p.matmul(int4w(64, 512, 32), WeightLayout::rows16, t, false) ==
+          MatmulKernel::gemv_int4w_rows16);
+    CHECK(p.matmul(int4w(64, 512, 32), WeightLayout::as_stored, t, false) ==
+          MatmulKernel::gemv_int4w);
+    CHECK(p.matmul({kW8a8, 64, 512, 0, 0}, WeightLayout::as_stored, t, true) ==
+          MatmulKernel::gemv_w8a8);
+  }
+  const WeightCase f = blocks(kFloat, 64, 512);
+  CHECK(p.matmul(f, WeightLayout::as_stored, 1, false) == MatmulKernel::gemv);
+  CHECK(p.matmul(f, WeightLayout::as_stored, 2, false) == MatmulKernel::gemm);
+  CHECK(p.matmul(f, WeightLayout::as_stored, 1, true) == MatmulKernel::gemm);
+
+  CHECK(p.decode_split_keys(512) == 0);
+  CHECK(p.decode_split_keys(513) == 512);
+  CHECK(p.decode_split_keys(32768) == 512);
+
+  CHECK(p.moe_tile(1, 8, 128) == 1);    // decode: one token per expert
+  CHECK(p.moe_tile(32, 8, 128) == 2);   // 2 per expert
+  CHECK(p.moe_tile(512, 8, 128) == 4);  // 32 per expert: the GEMMs' token block
+  CHECK(p.moe_tile(7, 2, 4) == 2);      // 3.5 per expert
+}
+
+TEST_CASE("the cuda policy keeps the file's layout", "[runtime][policy]") {
+  const KernelPolicy& p = cuda_kernel_policy();
+  CHECK(p.name() == "cuda");
+  for (const WeightCase& w :
+       {blocks(kQ4K, 4096, 4096), blocks(kQ8_0, 4096, 4096, 128), int4w(4096, 4096, 128)})
+    CHECK(p.weight_layout(w) == WeightLayout::as_stored);
+  CHECK(p.matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 1, false) ==
+        MatmulKernel::qgemv);
+  CHECK(p.matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 512, true) ==
+        MatmulKernel::qgemv);
+  CHECK(p.decode_split_keys(512) == 0);
+  CHECK(p.decode_split_keys(4096) == 512);
+}
+
+TEST_CASE("linear refuses a weight its layout cannot hold", "[runtime][policy][error]") {
+  Graph g(test::runtime());
+  std::vector<uint8_t> bytes(64 * 1024);
+  Weight w;
+  w.label = "attn_q";
+  w.m = 24;  // not a multiple of 16
+  w.k = 256;
+  w.quant = kQ4K;
+  w.data = g.external(bytes.data(), DType::u8, {24, 144});
+  w.rows16 = g.external(bytes.data(), DType::u8, {24 * 144});
+  std::vector<float> x(256);
+  Tensor xt = g.external(x.data(), DType::f32, {1, 256});
+  REQUIRE_THROWS_WITH(ops::linear(g, w, xt),
+                      Catch::Contains("weight 'attn_q'") &&
+                          Catch::Contains("cannot be held in a 16-row interleaved layout"));
+}
