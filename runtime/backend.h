@@ -76,6 +76,19 @@ class Backend {
   // compiled code there.
   virtual std::unique_ptr<Program> compile(const Kernel& k, const std::string& digest,
                                            CompileCache& cache) = 0;
+  // The program compiled earlier under `digest` (a kernel named `kernel`),
+  // straight from the compile cache without its IR, where this backend
+  // keeps programs there by digest (the CPU's objects); nullptr when it is
+  // not cached or the backend cannot load one so. A warm process then
+  // skips building the IR (Runtime::compile, spec_index_key).
+  virtual bool loads_by_digest() const { return false; }
+  virtual std::unique_ptr<Program> load(const std::string& digest, const std::string& kernel,
+                                        CompileCache& cache) {
+    (void)digest;
+    (void)kernel;
+    (void)cache;
+    return nullptr;
+  }
   // Whether compile() may run on several threads at once: a plan's kernels
   // are then compiled in parallel (Runtime::compile_all).
   virtual bool parallel_compile() const { return false; }

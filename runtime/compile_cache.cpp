@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -19,6 +20,8 @@ namespace {
 
 constexpr const char* kMagic = "KILN-CPU-OBJECT 1";
 constexpr const char* kSchemaDir = "cpu-v1";
+constexpr const char* kSpecMagic = "KILN-SPEC 1";
+constexpr const char* kSpecExtension = ".kspec";
 
 struct Parsed {
   std::string kernel, digest, sha;
@@ -100,12 +103,13 @@ std::optional<std::string> CompileCache::load(const std::string& digest) {
     return std::nullopt;
   }
   std::string bytes;
-  if (!read_file(entry_path(digest), &bytes)) {
+  if (bad_.count(digest) || !read_file(entry_path(digest), &bytes)) {
     ++misses;
     return std::nullopt;
   }
   Parsed p;
   if (!parse_entry(bytes, &p) || p.digest != digest) {
+    bad_.insert(digest);
     ++corrupt;
     ++misses;
     return std::nullopt;
@@ -121,9 +125,14 @@ void CompileCache::store(const std::string& digest, const std::string& kernel,
   std::string data = std::string(kMagic) + "\nkernel " + kernel + "\ndigest " + digest + "\nsize " +
                      std::to_string(object.size()) + "\nsha256 " + sha256_hex(object) + "\n\n";
   data.append(object);
+  write_entry(digest + ".kobj", data);
+  bad_.erase(digest);
+}
+
+void CompileCache::write_entry(const std::string& name, const std::string& data) {
   std::random_device rd;
   fs::path tmp =
-      fs::path(dir_) / (digest + ".tmp." + std::to_string(getpid()) + "." + std::to_string(rd()));
+      fs::path(dir_) / (name + ".tmp." + std::to_string(getpid()) + "." + std::to_string(rd()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
@@ -136,11 +145,35 @@ void CompileCache::store(const std::string& digest, const std::string& kernel,
     }
   }
   std::error_code ec;
-  fs::rename(tmp, entry_path(digest), ec);
+  fs::rename(tmp, fs::path(dir_) / name, ec);
   if (ec) {
     fs::remove(tmp, ec);
     disable("renaming an entry into place failed");
   }
+}
+
+std::optional<std::string> CompileCache::find_digest(const std::string& spec_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string bytes;
+  if (dir_.empty() || !read_file(fs::path(dir_) / (spec_key + kSpecExtension), &bytes))
+    return std::nullopt;
+  // "KILN-SPEC 1\ndigest <64 hex digits>\n", nothing else.
+  const std::string head = std::string(kSpecMagic) + "\ndigest ";
+  if (bytes.size() != head.size() + 65 || bytes.compare(0, head.size(), head) != 0 ||
+      bytes.back() != '\n')
+    return std::nullopt;
+  std::string digest = bytes.substr(head.size(), 64);
+  for (char c : digest)
+    if (!std::isxdigit(static_cast<unsigned char>(c)) ||
+        std::isupper(static_cast<unsigned char>(c)))
+      return std::nullopt;
+  return digest;
+}
+
+void CompileCache::remember_digest(const std::string& spec_key, const std::string& digest) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dir_.empty()) return;
+  write_entry(spec_key + kSpecExtension, std::string(kSpecMagic) + "\ndigest " + digest + "\n");
 }
 
 std::vector<CompileCache::Entry> CompileCache::list() const {
@@ -169,8 +202,9 @@ int CompileCache::clear() {
   std::error_code ec;
   for (const auto& f : fs::directory_iterator(dir_, ec)) {
     auto ext = f.path().extension();
-    if (ext == ".kobj" || f.path().filename().string().find(".tmp.") != std::string::npos)
-      n += fs::remove(f.path(), ec) ? 1 : 0;
+    const bool counted =
+        ext == ".kobj" || f.path().filename().string().find(".tmp.") != std::string::npos;
+    if (counted || ext == kSpecExtension) n += fs::remove(f.path(), ec) && counted ? 1 : 0;
   }
   return n;
 }

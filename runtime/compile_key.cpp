@@ -7,6 +7,10 @@
 
 #include "ir/printer.h"
 
+#ifndef KILN_IR_FINGERPRINT
+#error "KILN_IR_FINGERPRINT must be defined by the build"
+#endif
+
 namespace kiln {
 
 CompileKey make_compile_key(const Kernel& k, const Backend& backend) {
@@ -19,6 +23,12 @@ CompileKey make_compile_key(const Kernel& k, const Backend& backend) {
   key.codegen = backend.codegen_version();
   key.ir_text = print_kernel(k);
   return key;
+}
+
+std::string spec_index_key(const Spec& spec, const Backend& backend) {
+  return sha256_hex("kiln spec index\nspec " + spec.str() + "\nbackend " + backend.name() +
+                    "\ntarget " + backend.target() + "\ncodegen " + backend.codegen_version() +
+                    "\nir " KILN_IR_FINGERPRINT "\n");
 }
 
 std::string CompileKey::canonical() const {

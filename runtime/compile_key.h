@@ -38,6 +38,15 @@ struct CompileKey {
 
 CompileKey make_compile_key(const Kernel& k, const Backend& backend);
 
+// What finds a spec's compiled code without building its IR: a SHA-256 of
+// the spec (kernel, dtypes, constexprs, target descriptor), the backend, its
+// target and code generator, and a fingerprint of everything that builds
+// the IR from a spec (ir/ and kernels/ sources, the compiler that built
+// them). The compile cache maps it to the digest of the CompileKey the
+// spec's IR had when it was compiled (CompileCache::find_digest), so a warm
+// process links cached code after building only the kernel's parameters.
+std::string spec_index_key(const Spec& spec, const Backend& backend);
+
 // SHA-256 of data as 64 lowercase hex digits.
 std::string sha256_hex(std::string_view data);
 

@@ -112,7 +112,7 @@ void Plan::run(Runtime& rt, bool interpret) {
         st.bound->set_scalar(d.arg, **d.value);
       }
       if (interpret)
-        kiln::interpret(st.kernel->kernel, st.args, st.grid);
+        kiln::interpret(rt_.full_kernel(*st.kernel), st.args, st.grid);
       else
         st.bound->run();
     }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -58,17 +59,63 @@ const CompiledKernel& Runtime::compile(const Spec& spec) {
   return *compiled_.at(spec.str());
 }
 
-std::unique_ptr<CompiledKernel> Runtime::compile_new(const Spec& spec) {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// fn(0) .. fn(n - 1) on up to `threads` threads (the caller's among them);
+// the exception of each index that threw is kept in failed[index].
+void on_threads(size_t n, size_t threads, const std::function<void(size_t)>& fn,
+                std::vector<std::exception_ptr>& failed) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) {
+      try {
+        fn(i);
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < std::min(n, threads); ++i) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+}
+
+}  // namespace
+
+std::unique_ptr<CompiledKernel> Runtime::prepare(const Spec& spec) {
   auto t0 = std::chrono::steady_clock::now();
   auto c = std::make_unique<CompiledKernel>();
   c->spec = spec;
-  c->kernel = build_kernel(spec);
-  c->digest = make_compile_key(c->kernel, *backend_).digest();
-  c->program = backend_->compile(c->kernel, c->digest, cache_);
-  c->from_disk = c->program->from_cache;
-  c->compile_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (backend_->loads_by_digest() && cache_.persistent()) {
+    c->index_key = spec_index_key(spec, *backend_);
+    if (auto digest = cache_.find_digest(c->index_key)) {
+      if ((c->program = backend_->load(*digest, spec.kernel, cache_))) {
+        c->kernel = signature(spec);
+        c->has_body = false;
+        c->digest = *digest;
+        c->from_disk = true;
+      }
+    }
+  }
+  if (!c->program) {
+    c->kernel = build_kernel(spec);
+    c->digest = make_compile_key(c->kernel, *backend_).digest();
+  }
+  c->compile_ms = ms_since(t0);
   return c;
+}
+
+void Runtime::generate(CompiledKernel& c) {
+  auto t0 = std::chrono::steady_clock::now();
+  c.program = backend_->compile(c.kernel, c.digest, cache_);
+  if (!c.index_key.empty()) cache_.remember_digest(c.index_key, c.digest);
+  c.from_disk = c.program->from_cache;
+  c.compile_ms += ms_since(t0);
 }
 
 void Runtime::compile_all(const std::vector<Spec>& specs) {
@@ -86,31 +133,33 @@ void Runtime::compile_all(const std::vector<Spec>& specs) {
     }
   }
   if (todo.empty()) return;
+  auto t0 = std::chrono::steady_clock::now();
+  const size_t threads = parallel ? std::max(1u, std::thread::hardware_concurrency()) : 1;
   std::vector<std::unique_ptr<CompiledKernel>> done(todo.size());
   std::vector<std::exception_ptr> failed(todo.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next++) < todo.size();) {
-      try {
-        done[i] = compile_new(*todo[i]);
-      } catch (...) {
-        failed[i] = std::current_exception();
-      }
-    }
-  };
-  size_t helpers =
-      parallel
-          ? std::min<size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency())) - 1
-          : 0;
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < helpers; ++i) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
+  // First every kernel found by spec in the disk cache or its IR built
+  // (milliseconds), then code generation, the largest IR first: the longest
+  // compile never starts last, so the wall time nears the work over the
+  // threads.
+  on_threads(
+      todo.size(), threads, [&](size_t i) { done[i] = prepare(*todo[i]); }, failed);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < todo.size(); ++i)
+    if (done[i] && !done[i]->program) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return done[a]->kernel.values.size() > done[b]->kernel.values.size();
+  });
+  std::vector<std::exception_ptr> generate_failed(order.size());
+  on_threads(
+      order.size(), threads, [&](size_t j) { generate(*done[order[j]]); }, generate_failed);
+  for (size_t j = 0; j < order.size(); ++j)
+    if (generate_failed[j]) failed[order[j]] = generate_failed[j];
   {
     // A kernel another caller compiled meanwhile keeps its first program.
     std::lock_guard<std::mutex> lock(mu_);
+    compile_wall_ms_ += ms_since(t0);
     for (size_t i = 0; i < todo.size(); ++i)
-      if (done[i]) compiled_.emplace(todo[i]->str(), std::move(done[i]));
+      if (done[i] && done[i]->program) compiled_.emplace(todo[i]->str(), std::move(done[i]));
   }
   for (const std::exception_ptr& e : failed)
     if (e) std::rethrow_exception(e);
@@ -123,6 +172,7 @@ Runtime::CompileStats Runtime::compile_stats() {
     ++st.kernels;
     st.ms += c->compile_ms;
   }
+  st.wall_ms = compile_wall_ms_;
   return st;
 }
 
@@ -132,11 +182,19 @@ const Kernel& Runtime::signature(const Spec& spec) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = signatures_.find(spec.str());
   if (it != signatures_.end()) return it->second;
-  Kernel k = build_kernel(spec);
+  Kernel k = find_kernel(spec.kernel).build(spec);
   k.body.ops.clear();  // only the parameter list is kept
   k.values.clear();
   k.vars.clear();
   return signatures_.emplace(spec.str(), std::move(k)).first->second;
+}
+
+const Kernel& Runtime::full_kernel(const CompiledKernel& c) {
+  if (c.has_body) return c.kernel;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = bodies_.find(c.spec.str());
+  if (it == bodies_.end()) it = bodies_.emplace(c.spec.str(), build_kernel(c.spec)).first;
+  return it->second;
 }
 
 Spec Runtime::make_spec(const std::string& kernel, const std::map<std::string, DType>& dtypes,

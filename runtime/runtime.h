@@ -31,11 +31,16 @@ using Sizes = std::map<std::string, int64_t>;
 
 struct CompiledKernel {
   Spec spec;
-  Kernel kernel;       // after the pass pipeline
+  // After the pass pipeline; only its parameters (Runtime::signature) when
+  // the program was found by spec in the disk cache: launches need no more,
+  // and Runtime::full_kernel builds the rest for the interpreter.
+  Kernel kernel;
+  bool has_body = true;
   std::string digest;  // of the compile key
   std::unique_ptr<Program> program;
   bool from_disk = false;
   double compile_ms = 0;  // build, passes and the backend's compile (or load), wall time
+  std::string index_key;  // spec_index_key where the backend loads by digest
 };
 
 struct RuntimeOptions {
@@ -74,7 +79,8 @@ class Runtime {
   // Kernels compiled (or loaded) by this runtime and the time it took.
   struct CompileStats {
     int64_t kernels = 0;
-    double ms = 0;
+    double ms = 0;       // summed over the kernels
+    double wall_ms = 0;  // of compile_all's calls, which compile in parallel
   };
   CompileStats compile_stats();
 
@@ -106,12 +112,19 @@ class Runtime {
   CheckedLaunch check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,
                              const Sizes& sizes);
 
-  // The parameters of a spec's kernel (its body left out), built once.
+  // The parameters of a spec's kernel (its body left out), built once by
+  // the DSL alone (the passes never change parameters).
   const Kernel& signature(const Spec& spec);
+  // c's kernel with its body (after the passes), built once where c was
+  // loaded without it.
+  const Kernel& full_kernel(const CompiledKernel& c);
 
  private:
-  // Builds and compiles one spec, outside every lock but the backend's.
-  std::unique_ptr<CompiledKernel> compile_new(const Spec& spec);
+  // A spec's program found by spec in the disk cache, or else its IR built
+  // and keyed; outside every lock but the cache's and the backend's.
+  std::unique_ptr<CompiledKernel> prepare(const Spec& spec);
+  // The backend's compile of a prepared kernel without a program.
+  void generate(CompiledKernel& c);
 
   ThreadPool pool_;
   std::unique_ptr<Backend> backend_;
@@ -121,6 +134,8 @@ class Runtime {
   std::mutex compile_mu_;  // held while compiling on a backend without parallel compiles
   std::map<std::string, std::unique_ptr<CompiledKernel>> compiled_;
   std::map<std::string, Kernel> signatures_;  // by spec, parameters only
+  std::map<std::string, Kernel> bodies_;      // by spec: full_kernel's builds
+  double compile_wall_ms_ = 0;
 };
 
 // Builds the kernel of a spec and runs the pass pipeline (shared by the

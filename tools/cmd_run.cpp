@@ -204,7 +204,8 @@ int cmd_run(const std::vector<std::string>& argv) {
       "\"prompt_tokens\": %zu, "
       "\"generated_tokens\": %zu, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
       "\"token_latency_ms_p50\": %.3f, \"token_latency_ms_p95\": %.3f, \"peak_rss_mib\": %.1f, "
-      "\"jit_compile_ms\": %.1f, \"kernels_compiled\": %lld, \"cache_hits\": %d, "
+      "\"jit_compile_ms\": %.1f, \"jit_compile_wall_ms\": %.1f, \"kernels_compiled\": %lld, "
+      "\"cache_hits\": %d, "
       "\"cache_misses\": %d, \"kernels_per_token\": %lld, \"stop\": \"%s\", \"wall_ms\": %.1f}\n",
       json_escape(model_path).c_str(), model.config().arch.c_str(), rt.backend().name().c_str(),
       rt.threads(), static_cast<long long>(model.n_ctx()),
@@ -214,8 +215,8 @@ int cmd_run(const std::vector<std::string>& argv) {
           1048576.0,
       r.prompt.size(), r.generated.size(), r.prompt.size() / (r.prefill_ms / 1e3),
       r.token_ms.empty() ? 0.0 : r.token_ms.size() / (decode_ms / 1e3), percentile(r.token_ms, 0.5),
-      percentile(r.token_ms, 0.95), peak_rss_mib(), cs.ms, static_cast<long long>(cs.kernels),
-      rt.cache().hits.load(), rt.cache().misses.load(),
+      percentile(r.token_ms, 0.95), peak_rss_mib(), cs.ms, cs.wall_ms,
+      static_cast<long long>(cs.kernels), rt.cache().hits.load(), rt.cache().misses.load(),
       static_cast<long long>(r.launches_per_token), r.stop_reason.c_str(), wall_ms);
   return 0;
 }

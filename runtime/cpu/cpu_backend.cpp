@@ -45,28 +45,9 @@ class CpuBackend : public HostMemoryBackend {
   // machine) runs outside the lock; the JIT's symbol table inside it.
   std::unique_ptr<Program> compile(const Kernel& k, const std::string& digest,
                                    CompileCache& cache) override {
+    if (auto p = load(digest, k.name, cache)) return p;
     auto p = std::make_unique<CpuProgram>();
-    std::string symbol = "kiln_" + k.name + "_" + digest.substr(0, 24);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      // Specs that differ only in what a kernel ignores (an unused dtype
-      // role) build the same IR, hence the same digest and symbol, which
-      // the JIT may define once: they share the loaded function.
-      if (auto it = loaded_.find(digest); it != loaded_.end()) {
-        p->fn = it->second;
-        return p;
-      }
-      if (auto obj = cache.load(digest)) {
-        try {
-          p->fn = loaded_[digest] = jit_.load_object(*obj, symbol).fn;
-          p->from_cache = true;
-          return p;
-        } catch (const Error&) {
-          // A checksummed entry the linker still rejects: recompile and replace it.
-          ++cache.corrupt;
-        }
-      }
-    }
+    const std::string symbol = symbol_of(k.name, digest);
     std::string obj = jit_.compile_to_object(k, symbol);
     std::lock_guard<std::mutex> lock(mu_);
     // Another thread may have compiled the same digest meanwhile.
@@ -80,6 +61,31 @@ class CpuBackend : public HostMemoryBackend {
   }
   bool parallel_compile() const override { return true; }
 
+  bool loads_by_digest() const override { return true; }
+  std::unique_ptr<Program> load(const std::string& digest, const std::string& kernel,
+                                CompileCache& cache) override {
+    auto p = std::make_unique<CpuProgram>();
+    std::lock_guard<std::mutex> lock(mu_);
+    // Specs that differ only in what a kernel ignores (an unused dtype
+    // role) build the same IR, hence the same digest and symbol, which
+    // the JIT may define once: they share the loaded function.
+    if (auto it = loaded_.find(digest); it != loaded_.end()) {
+      p->fn = it->second;
+      return p;
+    }
+    auto obj = cache.load(digest);
+    if (!obj) return nullptr;
+    try {
+      p->fn = loaded_[digest] = jit_.load_object(*obj, symbol_of(kernel, digest)).fn;
+      p->from_cache = true;
+      return p;
+    } catch (const Error&) {
+      // A checksummed entry the linker still rejects: recompile and replace it.
+      ++cache.corrupt;
+      return nullptr;
+    }
+  }
+
   std::unique_ptr<BoundLaunch> bind(const Program& p, const Kernel& k, const std::vector<Arg>& args,
                                     const Grid& grid, int64_t bytes) override {
     return std::make_unique<CpuLaunch>(k, static_cast<const CpuProgram&>(p).fn, args, grid, pool_,
@@ -89,6 +95,10 @@ class CpuBackend : public HostMemoryBackend {
   CpuJit& jit() { return jit_; }
 
  private:
+  static std::string symbol_of(const std::string& kernel, const std::string& digest) {
+    return "kiln_" + kernel + "_" + digest.substr(0, 24);
+  }
+
   ThreadPool& pool_;
   CpuJit jit_;
   std::mutex mu_;                                // loaded_ and the JIT's symbols

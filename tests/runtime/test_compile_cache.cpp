@@ -1,12 +1,15 @@
-// The compile cache: what the key holds, warm loads without codegen, and
-// corrupt or unusable cache directories.
+// The compile cache: what the key holds, warm loads without codegen (and,
+// found by spec, without building the IR), and corrupt or unusable cache
+// directories.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
 #include "ir/error.h"
+#include "ir/printer.h"
 #include "runtime/compile_key.h"
 #include "runtime/cpu/cpu_policy.h"
+#include "runtime/plan.h"
 #include "runtime/runtime.h"
 #include "support/test_data.h"
 
@@ -123,6 +126,90 @@ TEST_CASE("a warm runtime loads kernels from disk and computes the same", "[runt
   fs::remove_all(dir);
 }
 
+TEST_CASE("a warm runtime finds a spec's program without building its IR", "[runtime][cache]") {
+  std::string dir = temp_dir("by-spec");
+  Spec spec = find_kernel("add").make_spec();
+  std::string cold_digest;
+  {
+    Runtime cold(RuntimeOptions{1, dir, false});
+    const CompiledKernel& c = cold.compile(spec);
+    CHECK(c.has_body);
+    CHECK_FALSE(c.from_disk);
+    cold_digest = c.digest;
+  }
+  Runtime warm(RuntimeOptions{1, dir, false});
+  const CompiledKernel& c = warm.compile(spec);
+  CHECK(c.from_disk);
+  CHECK_FALSE(c.has_body);
+  CHECK(c.digest == cold_digest);
+  const Kernel built = build_kernel(spec);
+  REQUIRE(c.kernel.params.size() == built.params.size());
+  for (size_t i = 0; i < built.params.size(); ++i) {
+    CHECK(c.kernel.params[i].name == built.params[i].name);
+    CHECK(c.kernel.params[i].dtype == built.params[i].dtype);
+  }
+  CHECK(run_add(warm, spec)[42] == 3.5f);
+  // The interpreter gets the body, built on demand.
+  CHECK(print_kernel(warm.full_kernel(c)) == print_kernel(built));
+  std::vector<float> x(100, 1.5f), y(100, 2.0f), z(100, 0.0f);
+  Plan plan(warm);
+  plan.launch("add", "add", {},
+              {{"x", Arg::buffer(x.data(), 100)},
+               {"y", Arg::buffer(y.data(), 100)},
+               {"z", Arg::buffer(z.data(), 100)},
+               {"n", Arg::scalar_int(100)}});
+  plan.run(warm, /*interpret=*/true);
+  CHECK(z[99] == 3.5f);
+  // Another spec, another key: built and compiled.
+  CHECK(warm.compile(find_kernel("add").make_spec({}, {{"BLOCK", 512}})).has_body);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("spec index keys name the spec, the backend and its code generator", "[runtime][cache]") {
+  NamedBackend cpu("cpu", "x86_64 znver4 +avx512f", "llvm 19, kiln 0.1.0+aaaa");
+  const Spec spec = find_kernel("add").make_spec();
+  const std::string base = spec_index_key(spec, cpu);
+  CHECK(base.size() == 64);
+  CHECK(spec_index_key(spec, cpu) == base);
+  CHECK(spec_index_key(find_kernel("add").make_spec({{"T", DType::f16}}), cpu) != base);
+  CHECK(spec_index_key(find_kernel("add").make_spec({}, {{"BLOCK", 512}}), cpu) != base);
+  CHECK(spec_index_key(spec, NamedBackend("cpu", "x86_64 haswell +avx2", cpu.codegen_)) != base);
+  CHECK(spec_index_key(spec, NamedBackend("cpu", cpu.target_, "llvm 19, kiln 0.1.0+bbbb")) != base);
+  CHECK(spec_index_key(spec, NamedBackend("cuda-sim", cpu.target_, cpu.codegen_)) != base);
+}
+
+TEST_CASE("a malformed or dangling spec entry falls back to building the IR",
+          "[runtime][cache][error]") {
+  std::string dir = temp_dir("bad-spec");
+  Spec spec = find_kernel("add").make_spec();
+  { Runtime(RuntimeOptions{1, dir, false}).compile(spec); }
+  std::string index;
+  for (const auto& f : fs::directory_iterator(fs::path(dir) / "cpu-v1"))
+    if (f.path().extension() == ".kspec") index = f.path().string();
+  REQUIRE_FALSE(index.empty());
+  const std::string good = [&] {
+    std::ifstream in(index);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const std::string dangling = "KILN-SPEC 1\ndigest " + std::string(64, 'a') + "\n";
+  std::string upper = good;
+  for (size_t i = upper.size() - 65; i < upper.size() - 1; ++i)
+    upper[i] = static_cast<char>(std::toupper(upper[i]));
+  for (const std::string& bad : {std::string("garbage"), dangling, upper, good.substr(0, 40)}) {
+    INFO(bad);
+    std::ofstream(index, std::ios::trunc) << bad;
+    Runtime rt(RuntimeOptions{1, dir, false});
+    const CompiledKernel& c = rt.compile(spec);
+    CHECK(c.has_body);   // the IR was built
+    CHECK(c.from_disk);  // and its object found by the IR's digest
+    CHECK(rt.cache().corrupt == 0);
+    CHECK(run_add(rt, spec)[0] == 3.5f);
+    Runtime again(RuntimeOptions{1, dir, false});  // the entry was rewritten
+    CHECK_FALSE(again.compile(spec).has_body);
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("truncated or corrupt entries are detected, recompiled and replaced",
           "[runtime][cache][error]") {
   std::string dir = temp_dir("corrupt");
@@ -175,5 +262,6 @@ TEST_CASE("cache list and clear see every entry", "[runtime][cache]") {
   for (const auto& e : entries) CHECK(e.valid);
   CHECK(cache.clear() == 2);
   CHECK(cache.list().empty());
+  CHECK(fs::is_empty(fs::path(dir) / "cpu-v1"));  // the spec entries went too
   fs::remove_all(dir);
 }
