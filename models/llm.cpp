@@ -312,7 +312,17 @@ std::pair<size_t, size_t> Llm::scratch_bytes(int64_t n_tokens, bool all_logits) 
   return {s.graph.scratch_bytes(), s.graph.unplanned_bytes()};
 }
 
-void Llm::record(Step& s) {
+std::vector<Spec> Llm::plan_specs(int64_t n_tokens) {
+  if (serving_) throw Error("plan_specs: this model's cache is a serving pool");
+  if (n_tokens < 1 || n_tokens > n_ctx_)
+    throw Error("plan_specs: " + std::to_string(n_tokens) + " tokens for a context of " +
+                std::to_string(n_ctx_));
+  Step s(rt_, n_tokens, false);
+  record(s, /*compile=*/false);
+  return s.plan.specs();
+}
+
+void Llm::record(Step& s, bool compile) {
   const ModelConfig& c = cfg_;
   const int64_t T = s.n_tokens, S = s.n_seqs, out_rows = S > 0 ? S : s.all_logits ? T : 1;
   s.tokens.resize(T);
@@ -381,7 +391,7 @@ void Llm::record(Step& s) {
   }
   Tensor logits = arch_builder(c.arch)(f);
   g.output("logits", logits, s.logits.data());
-  g.record(s.plan);
+  g.record(s.plan, compile);
 }
 
 }  // namespace kiln

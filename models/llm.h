@@ -94,6 +94,10 @@ class Llm {
   // Records (selects and compiles the kernels of) the plan for n tokens
   // now, so that timing a forward does not include it.
   void prepare(int64_t n_tokens, bool all_logits = false) { step_for(n_tokens, all_logits); }
+  // The kernel launches of the plan for n tokens as this runtime's backend
+  // and kernel policy would record them, without compiling or keeping the
+  // plan (`kiln inspect --model`).
+  std::vector<Spec> plan_specs(int64_t n_tokens);
 
   // Kernel launches of the last forward's plan, and per-label profile.
   int64_t last_kernel_launches() const { return last_launches_; }
@@ -114,7 +118,7 @@ class Llm {
   struct Step;
   Step& step_for(int64_t n_tokens, bool all_logits);
   Step& batch_step_for(int64_t n_tokens, int64_t n_seqs);
-  void record(Step& s);
+  void record(Step& s, bool compile = true);
 
   GgufFile file_;
   ModelConfig cfg_;

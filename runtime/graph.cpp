@@ -222,7 +222,7 @@ void* Graph::address(const Tensor& v) const {
   return base + v.offset * dtype_bytes(v.dtype);
 }
 
-void Graph::record(Plan& plan) {
+void Graph::record(Plan& plan, bool compile) {
   if (recorded_) throw Error("graph: recorded already");
   recorded_ = true;
   plan_scratch();
@@ -246,7 +246,7 @@ void Graph::record(Plan& plan) {
       }
     }
   }
-  plan.compile();
+  if (compile) plan.compile();
 }
 
 }  // namespace kiln

@@ -93,9 +93,10 @@ class Graph {
   static std::string key(const Tensor& v);
 
   // Lays out scratch, allocates it on the runtime's backend, records every
-  // step into `plan` and compiles its kernels (Plan::compile). The graph
-  // owns the scratch: keep it alive while the plan runs. Once only.
-  void record(Plan& plan);
+  // step into `plan` and, with `compile`, compiles its kernels
+  // (Plan::compile; else its first run does). The graph owns the scratch:
+  // keep it alive while the plan runs. Once only.
+  void record(Plan& plan, bool compile = true);
   size_t scratch_bytes() const { return arena_.bytes(); }
   // What the scratch would take with one allocation per buffer.
   size_t unplanned_bytes() const;

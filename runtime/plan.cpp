@@ -56,6 +56,13 @@ void Plan::compile() {
   ready_ = true;
 }
 
+std::vector<Spec> Plan::specs() const {
+  std::vector<Spec> out;
+  for (const Step& st : steps_)
+    if (st.is_launch()) out.push_back(st.spec);
+  return out;
+}
+
 void Plan::add_copy(const std::string& label, Step::Copy kind, void* dst, const void* src,
                     size_t bytes) {
   Step st;

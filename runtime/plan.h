@@ -67,6 +67,8 @@ class Plan {
   void profile(bool on) { profiling_ = on; }
   const std::map<std::string, std::pair<double, int64_t>>& profile_ms() const { return prof_; }
   int64_t kernel_launches() const;
+  // The spec of every launch, in order (repeats included).
+  std::vector<Spec> specs() const;
 
  private:
   struct Step {

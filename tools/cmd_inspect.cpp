@@ -1,12 +1,21 @@
 // `kiln inspect KERNEL ...`: the IR as built, after each pass or after the
 // pipeline; the LLVM IR before/after O3; the assembly, for any CPU target;
 // for --target cuda the CUDA C, the PTX and ptxas' resource report.
+// `kiln inspect --model MODEL --target cuda`: the same report for every
+// kernel a model's plans launch on a GPU, without one.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <map>
+#include <thread>
 
 #include "ir/error.h"
 #include "ir/passes.h"
 #include "ir/printer.h"
 #include "kernels/registry.h"
+#include "models/llm.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_compile.h"
 #include "targets/cpu/cpu_jit.h"
 #include "tools/cli.h"
@@ -15,12 +24,18 @@ namespace kiln {
 
 namespace {
 
+// The --arch a CUDA report is for, checked.
+std::string cuda_arch(const CliArgs& a, const std::string& fallback) {
+  std::string arch = a.get("arch", fallback);
+  if (arch != "sm_80" && arch != "sm_86" && arch != "sm_89" && arch != "sm_90")
+    throw Error("unknown CUDA arch '" + arch + "' (known: sm_80, sm_86, sm_89, sm_90)");
+  return arch;
+}
+
 int inspect_cuda(const KernelDef& def, const Spec& spec, const CliArgs& a) {
   if (a.flag("cuda") + a.flag("ptx") + a.flag("resources") != 1)
     throw Error("--target cuda: choose exactly one of --cuda, --ptx, --resources");
-  std::string arch = a.get("arch", "sm_80");
-  if (arch != "sm_80" && arch != "sm_86" && arch != "sm_89" && arch != "sm_90")
-    throw Error("unknown CUDA arch '" + arch + "' (known: sm_80, sm_86, sm_89, sm_90)");
+  std::string arch = cuda_arch(a, "sm_80");
   CudaOptions o;
   o.sm = std::stoi(arch.substr(3));
   o.num_warps = static_cast<int>(a.get_int("warps", 4));
@@ -55,12 +70,112 @@ int inspect_cuda(const KernelDef& def, const Spec& spec, const CliArgs& a) {
   return 0;
 }
 
+// What one kernel of a model costs on a GPU.
+struct GpuKernelReport {
+  Spec spec;
+  int64_t launches = 0;  // in the plans inspected
+  size_t cuda_bytes = 0;
+  double nvrtc_ms = 0;
+  PtxasReport ptxas;
+  int64_t shared_bytes = 0;
+  bool mma = false;
+  std::string error;
+};
+
+// Every distinct kernel the model's plans for the given token counts launch
+// as the cuda backend records them (its kernel policy and target, through
+// cuda-sim, which needs no GPU), compiled as a first `kiln run --device
+// cuda` compiles them: NVRTC to a cubin for the arch, on every core.
+int inspect_model(const CliArgs& a) {
+  if (a.get("target", "") != "cuda")
+    throw Error("--model: give --target cuda (a model's CPU kernels are timed by kiln run)");
+  const std::string arch = cuda_arch(a, "sm_90");
+  const int sm = std::stoi(arch.substr(3));
+  std::vector<int64_t> token_counts;
+  std::string list = a.get("tokens", "512,1");
+  for (size_t at = 0; at <= list.size();) {
+    size_t comma = std::min(list.find(',', at), list.size());
+    token_counts.push_back(parse_int(list.substr(at, comma - at), "--tokens"));
+    at = comma + 1;
+  }
+  Runtime rt(RuntimeOptions{1, "", true, "cuda-sim"});
+  Llm model(a.get("model"), rt, a.get_int("ctx", 4096));
+  std::vector<GpuKernelReport> rows;
+  std::map<std::string, size_t> row_of;
+  for (int64_t n : token_counts)
+    for (const Spec& s : model.plan_specs(n)) {
+      auto [it, fresh] = row_of.emplace(s.str(), rows.size());
+      if (fresh) {
+        rows.emplace_back();
+        rows.back().spec = s;
+      }
+      ++rows[it->second].launches;
+    }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < rows.size();) {
+      GpuKernelReport& r = rows[i];
+      try {
+        CudaSource src = emit_cuda(build_kernel(r.spec), {kCudaBackendWarps, sm});
+        r.cuda_bytes = src.code.size();
+        r.shared_bytes = src.shared_bytes;
+        r.mma = src.uses_mma;
+        CudaModule m = compile_cubin(src, sm);
+        r.nvrtc_ms = m.compile_ms;
+        r.ptxas = run_ptxas(m, sm);
+      } catch (const Error& e) {
+        r.error = e.what();
+      }
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> helpers;
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 1; i < threads; ++i) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+  std::printf("model %s (%s), the cuda kernel policy, %s, %d threads per block\n",
+              a.get("model").c_str(), model.config().arch.c_str(), arch.c_str(),
+              32 * kCudaBackendWarps);
+  std::printf("%-9s %6s %8s %5s %8s %8s %4s  %s\n", "CUDA_C_KB", "NVRTC", "launches", "regs",
+              "spill_B", "smem_B", "mma", "kernel");
+  double nvrtc_sum = 0;
+  size_t biggest = 0, spilling = 0, failed = 0;
+  for (const GpuKernelReport& r : rows) {
+    if (!r.error.empty()) {
+      ++failed;
+      std::printf("error: %s: %s\n", r.spec.str().c_str(), r.error.c_str());
+      continue;
+    }
+    const int64_t spill = r.ptxas.spill_store_bytes + r.ptxas.spill_load_bytes;
+    std::printf("%9.1f %6.0f %8lld %5d %8lld %8lld %4s  %s\n", r.cuda_bytes / 1024.0, r.nvrtc_ms,
+                static_cast<long long>(r.launches), r.ptxas.registers,
+                static_cast<long long>(spill), static_cast<long long>(r.shared_bytes),
+                r.mma ? "yes" : "no", r.spec.str().c_str());
+    nvrtc_sum += r.nvrtc_ms;
+    biggest = std::max(biggest, r.cuda_bytes);
+    spilling += spill > 0;
+  }
+  std::printf(
+      "%zu kernels: largest CUDA C %.1f KB; NVRTC %.0f ms of compile, %.0f ms wall on %u "
+      "threads; %zu kernels spill registers\n",
+      rows.size(), biggest / 1024.0, nvrtc_sum, wall_ms, threads, spilling);
+  return failed ? 1 : 0;
+}
+
 }  // namespace
 
 int cmd_inspect(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"ir", "llvm", "asm", "before", "help", "cuda", "ptx", "resources"});
   a.allow_only({"ir", "llvm", "asm", "before", "help", "dtype", "const", "target", "after", "cuda",
-                "ptx", "resources", "arch", "warps"});
+                "ptx", "resources", "arch", "warps", "model", "tokens", "ctx"});
+  if (a.has("model") && !a.flag("help")) {
+    if (!a.positional().empty()) throw Error("--model inspects a model's kernels: give no KERNEL");
+    return inspect_model(a);
+  }
   if (a.flag("help") || a.positional().size() != 1) {
     std::puts(
         "usage: kiln inspect KERNEL [--dtype [ROLE=]DT] [--const NAME=V]\n"
@@ -74,7 +189,11 @@ int cmd_inspect(const std::vector<std::string>& argv) {
         "With --target cuda [--arch sm_80|sm_90] [--warps N] (one of):\n"
         "  --cuda       the generated CUDA C\n"
         "  --ptx        the PTX from NVRTC\n"
-        "  --resources  ptxas' registers, shared memory and spills, and the NVRTC compile time");
+        "  --resources  ptxas' registers, shared memory and spills, and the NVRTC compile time\n"
+        "kiln inspect --model MODEL --target cuda [--arch sm_90] [--tokens 512,1] [--ctx 4096]\n"
+        "  every kernel of the model's plans for those token counts as the cuda backend runs\n"
+        "  them: CUDA C size, NVRTC time (a cubin, as a first run compiles), registers, spills,\n"
+        "  shared memory, tensor cores; no GPU needed");
     return a.flag("help") ? 0 : 2;
   }
   Spec spec = spec_from_args(a.positional()[0], a);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <set>
 
 #include "ir/error.h"
 #include "models/llm.h"
@@ -163,4 +164,29 @@ TEST_CASE("the cuda backend says in one line why there is no GPU", "[runtime][ba
                                 {"n", Arg::scalar_int(64)},
                                 {"value", Arg::scalar_float(1)}}),
                       Catch::Contains("buffer 'x'") && Catch::Contains("not memory of the cuda"));
+}
+
+// What `kiln inspect --model` reads: the plan a backend would record, as its
+// kernel policy picks the kernels, with nothing compiled.
+TEST_CASE("plan specs follow the backend's kernel policy without compiling",
+          "[models][llm][policy]") {
+  const std::string path = tiny_model("llama", WeightFormat::q4_k_m);
+  auto kernels = [&](Runtime& rt, int64_t n) {
+    Llm m(path, rt, 32);
+    std::set<std::string> names;
+    for (const Spec& s : m.plan_specs(n)) names.insert(s.kernel);
+    return names;
+  };
+  Runtime sim(RuntimeOptions{1, "", false, "cuda-sim"});
+  for (int64_t n : {1, 7}) {
+    INFO(n << " tokens");
+    const std::set<std::string> gpu = kernels(sim, n), cpu = kernels(test::runtime(), n);
+    CHECK(gpu.count("qgemv"));
+    CHECK_FALSE(gpu.count("qgemv_rows16"));
+    CHECK(cpu.count("qgemv_rows16"));
+    CHECK(gpu.count(n == 1 ? "attention_decode" : "attention_prefill"));
+  }
+  CHECK(sim.compile_stats().kernels == 0);
+  Llm m(path, sim, 32);
+  REQUIRE_THROWS_WITH(m.plan_specs(33), Catch::Contains("33 tokens for a context of 32"));
 }
