@@ -83,6 +83,28 @@ std::vector<Case> cases() {
                 {{"W", DType::bf16}, {"X", DType::bf16}},
                 {{"BLOCK_M", 2}, {"BLOCK_K", 64}},
                 {{"m", 5}, {"k", 100}}});
+  // The tile-dot prefill (mma.sync on the GPU): 16 query rows, two of them
+  // live at 3 tokens, over 18 + 3 keys in blocks of 16; windows and sinks,
+  // a paged cache, and the head sizes models use.
+  for (DType kv : {DType::f16, DType::bf16}) {
+    Sizes att = {{"n_tokens", 3}, {"n_heads", 4}, {"n_kv_heads", 2}, {"max_ctx", 48},
+                 {"kv_len", 21},  {"pos0", 18},   {"window", 0}};
+    Sizes windowed = att;
+    windowed["window"] = 5;
+    Sizes paged = att;
+    paged["n_pages"] = 4;
+    Sizes long_prompt = {{"n_tokens", 37}, {"n_heads", 2}, {"n_kv_heads", 1}, {"max_ctx", 48},
+                         {"kv_len", 40},   {"pos0", 3},    {"window", 0}};
+    cs.push_back({"attention_prefill_tiles", {{"KV", kv}}, {{"HEAD_DIM", 64}}, att});
+    cs.push_back(
+        {"attention_prefill_tiles", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"SINKS", 1}}, windowed});
+    cs.push_back(
+        {"attention_prefill_tiles", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"PAGE", 16}}, paged});
+    cs.push_back({"attention_prefill_tiles",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", kv == DType::f16 ? 128 : 256}},
+                  long_prompt});
+  }
   // Attention programs of two query rows (BLOCK_G, BLOCK_M 2) share their
   // K/V loads as wider ones do; NVRTC's time grows with the rows.
   for (DType kv : {DType::f16, DType::bf16, DType::f32, DType::i8}) {

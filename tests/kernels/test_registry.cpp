@@ -18,6 +18,7 @@ TEST_CASE("every registered kernel builds for every declared dtype", "[kernels][
                                           "attention_decode_merge",
                                           "attention_decode_split",
                                           "attention_prefill",
+                                          "attention_prefill_tiles",
                                           "attention_prefill_varlen",
                                           "aura_dequant",
                                           "aura_encode",

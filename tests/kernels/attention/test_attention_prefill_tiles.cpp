@@ -1,0 +1,72 @@
+// attention_prefill_tiles (the tile-dot prefill the GPU policy runs) against
+// a double-precision softmax(q K^T * scale + mask) V, compiled and through
+// the interpreter, over f16 and bf16 caches, head sizes 64, 128 and 256,
+// GQA, prompts off the query block and after an existing cache, windows,
+// sinks and a paged cache.
+//
+// Tolerance: q (times scale * log2 e) and the weights P are rounded to the
+// cache's dtype before their dots, as FlashAttention rounds them. With q,
+// K and V in [-1, 1], a score's error is at most 2^-11 (f16) or 2^-8 (bf16)
+// of sum_d |q_d k_d| scale <= sqrt(HEAD_DIM), and a weight's own rounding
+// adds that unit again; outputs are convex combinations of V rows. At
+// HEAD_DIM 64 that bounds the error by 4.4e-3 (f16) and 3.5e-2 (bf16); the
+// tolerances are 4e-3 and 3e-2, and the worst errors observed are below
+// 4e-4 and 4e-3 (typical errors are far below the worst case's sum).
+#include <catch2/catch.hpp>
+
+#include "attention_case.h"
+
+using namespace kiln;
+using kiln::test::AttentionCase;
+
+namespace {
+const char* const kKernel = "attention_prefill_tiles";
+double tolerance(DType kv) { return kv == DType::f16 ? 4e-3 : 3e-2; }
+}  // namespace
+
+TEST_CASE("attention_prefill_tiles matches a double-precision reference", "[kernels][attention]") {
+  for (DType kv : {DType::f16, DType::bf16})
+    for (int64_t D : {64, 128})
+      for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{8, 2}})
+        for (int64_t nt : {1, 7, 33})
+          for (int64_t pos0 : {0, 45}) {
+            AttentionCase c{.kv = kv, .head_dim = D, .n_heads = nh, .n_kv_heads = nkv};
+            c.n_tokens = nt;
+            c.pos0 = pos0;
+            c.kv_len = pos0 + nt + (pos0 ? 3 : 0);
+            c.max_ctx = c.kv_len + 5;
+            kiln::test::check_attention(kKernel, c, tolerance(kv));
+          }
+}
+
+TEST_CASE("attention_prefill_tiles with windows, sinks, pages and wide heads",
+          "[kernels][attention]") {
+  for (DType kv : {DType::f16, DType::bf16}) {
+    AttentionCase c{.kv = kv, .head_dim = 64, .n_heads = 8, .n_kv_heads = 2};
+    c.n_tokens = 37;
+    c.pos0 = 30;
+    c.kv_len = 70;
+    c.window = 20;
+    kiln::test::check_attention(kKernel, c, tolerance(kv));
+    c.sinks = true;
+    kiln::test::check_attention(kKernel, c, tolerance(kv));
+    c.window = 0;
+    c.page = 32;
+    kiln::test::check_attention(kKernel, c, tolerance(kv), {{"BLOCK_M", 32}});
+    AttentionCase wide{.kv = kv, .head_dim = 256, .n_heads = 2, .n_kv_heads = 1};
+    wide.n_tokens = 9;
+    wide.pos0 = 20;
+    wide.kv_len = 29;
+    kiln::test::check_attention(kKernel, wide, tolerance(kv));
+  }
+}
+
+TEST_CASE("attention_prefill_tiles matches the interpreter", "[kernels][attention]") {
+  for (DType kv : {DType::f16, DType::bf16}) {
+    AttentionCase c{.kv = kv, .head_dim = 64, .n_heads = 4, .n_kv_heads = 1};
+    c.n_tokens = 7;
+    c.pos0 = 11;
+    c.kv_len = 18;
+    kiln::test::check_attention_interpreted(kKernel, c, tolerance(kv), {});
+  }
+}
