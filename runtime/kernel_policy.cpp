@@ -34,6 +34,8 @@ MatmulKernel KernelPolicy::matmul(const WeightCase& w, WeightLayout layout, int6
   return tokens == 1 && !grouped ? MatmulKernel::gemv : MatmulKernel::gemm;
 }
 
+PrefillAttention KernelPolicy::prefill_attention(DType) const { return PrefillAttention::walk; }
+
 int64_t KernelPolicy::moe_tile(int64_t tokens, int64_t k, int64_t n_expert) const {
   const int64_t per_expert = tokens * k / n_expert;
   return per_expert >= 4 ? 4 : per_expert >= 2 ? 2 : 1;

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ir/dtype.h"
+
 namespace kiln {
 
 // How the loader keeps a quantized matrix in backend memory.
@@ -51,6 +53,13 @@ enum class MatmulKernel {
 };
 const char* matmul_kernel_name(MatmulKernel k);  // the registry's name
 
+// How prompt attention (more than one query token of one sequence) walks
+// the cache.
+enum class PrefillAttention {
+  walk,   // attention_prefill: the key loop of kernels/attention/kv_walk.h
+  tiles,  // attention_prefill_tiles: tile dots (mma.sync on a GPU)
+};
+
 class KernelPolicy {
  public:
   virtual ~KernelPolicy() = default;
@@ -69,6 +78,10 @@ class KernelPolicy {
   // attention_decode_split, then attention_decode_merge); 0 runs one
   // program per KV head (attention_decode).
   virtual int64_t decode_split_keys(int64_t span) const = 0;
+  // The prompt attention kernel over a cache of dtype `kv` (f16, bf16, f32,
+  // i8 for q8_0, u32 for AURA). By default the walk, which every cache type
+  // has.
+  virtual PrefillAttention prefill_attention(DType kv) const;
   // Rows per tile of the grouped MoE matmuls for `tokens` tokens choosing k
   // of n_expert experts (kernels/moe/expert_tiles.h). By default about the
   // tokens each expert gets, up to 4 (the token block the quantized GEMMs

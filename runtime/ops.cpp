@@ -539,7 +539,11 @@ Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, doubl
     g.launch("attention", "attention_decode_merge", {{"T", q.dtype}}, merge, {}, merge_fixed);
     return out;
   }
-  const std::string kernel = t == 1 ? "attention_decode" : "attention_prefill";
+  const bool tiles = t > 1 && g.runtime().backend().policy().prefill_attention(cache.k.dtype) ==
+                                  PrefillAttention::tiles;
+  const std::string kernel = t == 1  ? "attention_decode"
+                             : tiles ? "attention_prefill_tiles"
+                                     : "attention_prefill";
   std::map<std::string, int64_t> fixed = {{"HEAD_DIM", d}, {"SINKS", sinks}, {"PAGE", cache.page}};
   add_aura_bits(fixed, cache);
   g.launch(kernel, kernel, {{"KV", cache.k.dtype}, {"T", q.dtype}}, args, {}, fixed);

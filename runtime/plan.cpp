@@ -1,6 +1,7 @@
 #include "runtime/plan.h"
 
 #include "ir/error.h"
+#include "runtime/launch_check.h"
 
 namespace kiln {
 
@@ -118,10 +119,19 @@ void Plan::run(Runtime& rt, bool interpret) {
         st.args[d.arg] = Arg::scalar_int(**d.value);
         st.bound->set_scalar(d.arg, **d.value);
       }
-      if (interpret)
+      if (interpret) {
         kiln::interpret(rt_.full_kernel(*st.kernel), st.args, st.grid);
-      else
+      } else if (rt.checking()) {
+        const Kernel& k = rt_.full_kernel(*st.kernel);
+        const KernelDef& def = find_kernel(st.spec.kernel);
+        std::string why = check_against_interpreter(
+            k, st.args, st.grid, launch_tolerance(k, def.rtol, def.atol), [&] { st.bound->run(); });
+        if (!why.empty())
+          throw Error("plan step '" + st.label + "' (" + st.spec.str() +
+                      ") differs from the interpreter: " + why);
+      } else {
         st.bound->run();
+      }
     }
     if (profiling_) {
       // A device's launches are asynchronous: time them to completion.

@@ -39,7 +39,13 @@ Runtime::Runtime(const RuntimeOptions& o)
     : pool_(o.threads),
       backend_(make_backend(o.backend, pool_)),
       cache_(o.cache_dir),
-      tuning_(backend_->tuning_cpu()) {
+      tuning_(backend_->tuning_cpu()),
+      check_(o.check) {
+  if (check_ && !backend_->host_visible())
+    throw Error(
+        "checking launches against the interpreter needs a backend whose buffers are "
+        "host memory (cpu, cuda-sim), not '" +
+        backend_->name() + "'");
   if (!o.use_tuning_db) return;
   std::string cls = backend_->tuning_class();
   tuning_.load_text(default_tuning_text(cls), "runtime/tuning/" + cls + ".toml");

@@ -48,6 +48,10 @@ struct RuntimeOptions {
   std::string cache_dir = CompileCache::default_dir();  // "": memory only
   bool use_tuning_db = true;
   std::string backend = "cpu";  // see backend_names()
+  // Every plan launch also runs through the interpreter on copies of its
+  // buffers, and a disagreement is an error (runtime/launch_check.h);
+  // host-memory backends only.
+  bool check = false;
 };
 
 class Runtime {
@@ -68,6 +72,7 @@ class Runtime {
   }
   CompileCache& cache() { return cache_; }
   TuningDb& tuning() { return tuning_; }
+  bool checking() const { return check_; }
   std::string user_tuning_path() const;  // "" without a cache dir
 
   const CompiledKernel& compile(const Spec& spec);
@@ -136,6 +141,7 @@ class Runtime {
   std::map<std::string, Kernel> signatures_;  // by spec, parameters only
   std::map<std::string, Kernel> bodies_;      // by spec: full_kernel's builds
   double compile_wall_ms_ = 0;
+  bool check_ = false;
 };
 
 // Builds the kernel of a spec and runs the pass pipeline (shared by the

@@ -86,9 +86,10 @@ std::vector<int32_t> parse_tokens(const std::string& s) {
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
-  CliArgs a(argv, {"help", "profile", "ignore-eos", "no-bos"});
+  CliArgs a(argv, {"help", "profile", "ignore-eos", "no-bos", "check"});
   a.allow_only({"help",
                 "profile",
+                "check",
                 "ignore-eos",
                 "no-bos",
                 "model",
@@ -120,11 +121,13 @@ int cmd_run(const std::vector<std::string>& argv) {
         "                [--kv f16|bf16|f32|q8_0|aura4v4|aura8v4|...] [--kv-page N]\n"
         "                [--logits-out FILE.npy] "
         "[--profile]\n"
-        "                [--device cpu|cuda|cuda-sim]\n"
+        "                [--device cpu|cuda|cuda-sim] [--check]\n"
         "Streams the generated text, then prints one JSON line of metrics. -m takes a GGUF file\n"
         "or a Hugging Face folder (config.json, tokenizer.json, safetensors). Without -m, runs a\n"
         "small generated llama (written once under the cache directory). --device cuda-sim runs\n"
-        "the CUDA kernels on the CPU simulator: a correctness check, slow. --kv sets the KV\n"
+        "the CUDA kernels on the CPU simulator: a correctness check, slow. --check runs every\n"
+        "launch through the interpreter too and stops at the first kernel whose result differs\n"
+        "(cpu, cuda-sim). --kv sets the KV\n"
         "cache's element type (f16 as llama.cpp's default; q8_0 as llama.cpp's -ctk/-ctv q8_0;\n"
         "aura<K bits>v<V bits>, bits 2/3/4/8: AURA's rotated Lloyd-Max codes, and with\n"
         "KILN_AURA_AUTO_ASYM=1 K at 8 bits for GQA groups of 6 or more); "
@@ -135,6 +138,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   RuntimeOptions ro;
   ro.threads = static_cast<int>(a.get_int("threads", 0));
   ro.backend = a.get("device", "cpu");
+  ro.check = a.flag("check");
   auto t_start = std::chrono::steady_clock::now();
   std::unique_ptr<Runtime> runtime;
   try {

@@ -1,9 +1,7 @@
 // Causal GQA flash attention of a block of query tokens as tile dots: the
 // block strategy for machines with matrix units, where attention_prefill's
-// walk (kv_walk.h) is scheduled for a CPU's vector registers. No kernel
-// policy runs it in a model yet (docs/kernel_policy.md says what holds it
-// back); it is checked against a float64 reference, the interpreter and, in
-// the CUDA simulator, its CUDA C.
+// walk (kv_walk.h) is scheduled for a CPU's vector registers. The cuda
+// kernel policy runs it over f16 and bf16 caches (runtime/cuda/cuda_policy.h).
 //
 // A program holds BLOCK_M query tokens of one head as a [BLOCK_M, HEAD_DIM]
 // tile in the cache's dtype and walks the keys one K block (KB keys,
@@ -120,11 +118,12 @@ KILN_REGISTER_KERNEL((KernelDef{
     .tunables = {{"BLOCK_M", {16, 32, 64}}},
     .shape_keys = {"n_tokens", "kv_len", "n_heads"},
     // q and the weights P rounded to the cache's dtype (f16: 2^-11
-    // relative, bf16: 2^-8) before their dots, which accumulate in f32;
-    // against the interpreter (the same roundings) only the reassociated
-    // sums and exp2 differ.
-    .rtol = 1e-4,
-    .atol = 1e-5,
+    // relative, bf16: 2^-8) before their dots, which accumulate in f32.
+    // Against the interpreter (the same roundings) the reassociated scores
+    // may round a weight the other way: the output then moves by 2^-11 of
+    // that weight times its V row.
+    .rtol = 1e-3,
+    .atol = 1e-4,
 }));
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "kernels/quant/rows16.h"
 #include "kernels/registry.h"
 #include "runtime/host_memory.h"
+#include "runtime/launch_check.h"
 #include "runtime/runtime.h"
 #include "support/cuda_check.h"
 #include "support/cuda_toolkit.h"
@@ -95,7 +96,7 @@ std::vector<Case> cases() {
     paged["n_pages"] = 4;
     Sizes long_prompt = {{"n_tokens", 37}, {"n_heads", 2}, {"n_kv_heads", 1}, {"max_ctx", 48},
                          {"kv_len", 40},   {"pos0", 3},    {"window", 0}};
-    cs.push_back({"attention_prefill_tiles", {{"KV", kv}}, {{"HEAD_DIM", 64}}, att});
+    cs.push_back({"attention_prefill_tiles", {{"KV", kv}, {"T", kv}}, {{"HEAD_DIM", 64}}, att});
     cs.push_back(
         {"attention_prefill_tiles", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"SINKS", 1}}, windowed});
     cs.push_back(
@@ -533,21 +534,12 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
   return in;
 }
 
-double storage_ulp(DType t) {
-  switch (t) {
-    case DType::f16: return 0x1p-10;
-    case DType::bf16: return 0x1p-7;
-    default: return 0;
-  }
-}
-
-// The file comment's tolerance for one kernel.
+// The tolerance of Runtime's check mode (runtime/launch_check.h).
 test::CudaCheck tolerance(const KernelDef& def, const Kernel& k) {
+  const LaunchTolerance t = launch_tolerance(k, def.rtol, def.atol);
   test::CudaCheck chk;
-  chk.rtol = std::max(def.rtol, 1e-4);
-  chk.atol = std::max(def.atol, 1e-5);
-  for (const Param& p : k.params)
-    if (p.kind == ParamKind::Buffer) chk.rtol = std::max(chk.rtol, 1e-4 + storage_ulp(p.dtype));
+  chk.rtol = t.rtol;
+  chk.atol = t.atol;
   return chk;
 }
 

@@ -2,11 +2,20 @@
 // gathers and the weighted combine all kernels of the plan) and gemma3, F16,
 // run on the cpu backend (JIT), on cuda-sim (the CUDA C of every kernel on
 // the CPU simulator), on a GPU when there is one, and through the reference
-// interpreter. Each is
-// compared with the interpreter: the same f32 operations except reassociated
-// reductions (row sums, dots, the simulator's warp-shuffle trees), so
-// max |d| <= 1e-3 of the logits' spread and the same top-1 token at every
-// position. Also the errors of plans and bindings.
+// interpreter (the cpu's plan).
+//
+// The cpu runs the interpreter's plan: the same f32 operations except
+// reassociated reductions, so max |d| <= 1e-3 of the logits' spread and the
+// same top-1 token at every position. The GPU's kernel policy runs another
+// plan on purpose (ggml's rows for qgemv, prompt attention as tile dots with
+// q and its weights rounded to the cache's f16), so cuda-sim checks every
+// launch against the interpreter on that launch's own inputs (Runtime's
+// check mode: the codegen is judged kernel by kernel) and the end-to-end
+// logits within the rounding its plan adds: max |d| <= 5e-3 of the spread
+// for F16 weights (observed 3e-4 to 1.2e-3) and 0.1 where 8-bit activations
+// turn a rounding one ulp off into a step of their scale (observed 0.023 to
+// 0.053), the same top-1 token everywhere. Also the errors of plans and
+// bindings.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -29,7 +38,7 @@ std::string tiny_model(const std::string& family, WeightFormat format = WeightFo
 }
 
 Runtime& sim_runtime() {
-  static Runtime rt(RuntimeOptions{2, "", false, "cuda-sim"});
+  static Runtime rt(RuntimeOptions{2, "", false, "cuda-sim", true});
   return rt;
 }
 
@@ -74,12 +83,15 @@ void check_against_interpreter(const std::string& family, std::initializer_list<
   for (Runtime* rt : rts) {
     INFO("backend " << rt->backend().name());
     Llm m(path, *rt, 32);
+    const double bound = rt->backend().policy().name() == "cpu" ? 1e-3
+                         : format == WeightFormat::f16          ? 5e-3
+                                                                : 0.1;
     std::vector<float> got = m.forward(prompt, true);
     Agreement a = agree(got, want, V);
-    CHECK(a.max_rel <= 1e-3);
+    CHECK(a.max_rel <= bound);
     CHECK(a.top1_misses == 0);
     Agreement d = agree(m.forward({7}), want_step, V);
-    CHECK(d.max_rel <= 1e-3);
+    CHECK(d.max_rel <= bound);
     CHECK(d.top1_misses == 0);
   }
 }
@@ -94,8 +106,6 @@ TEST_CASE("cpu, cuda-sim and the interpreter run the same forward", "[models][ll
 // Each backend's kernel policy lays quantized weights out its own way: the
 // cpu (and the interpreter's reference, recorded on it) interleaves them
 // across 16 rows for qgemv_rows16, cuda-sim keeps ggml's rows for qgemv.
-// Both read the same 8-bit activations with exact integer dots, so the
-// reassociated float sums bound the difference as for floats.
 TEST_CASE("quantized forwards agree across the backends' weight layouts",
           "[models][llm][backend][policy]") {
   check_against_interpreter("llama", {&test::runtime(), &sim_runtime()}, WeightFormat::q4_k_m);
@@ -184,7 +194,8 @@ TEST_CASE("plan specs follow the backend's kernel policy without compiling",
     CHECK(gpu.count("qgemv"));
     CHECK_FALSE(gpu.count("qgemv_rows16"));
     CHECK(cpu.count("qgemv_rows16"));
-    CHECK(gpu.count(n == 1 ? "attention_decode" : "attention_prefill"));
+    CHECK(gpu.count(n == 1 ? "attention_decode" : "attention_prefill_tiles"));
+    CHECK(cpu.count(n == 1 ? "attention_decode" : "attention_prefill"));
   }
   CHECK(sim.compile_stats().kernels == 0);
   Llm m(path, sim, 32);
