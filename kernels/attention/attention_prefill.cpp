@@ -14,24 +14,10 @@ namespace {
 Kernel build_attention_prefill(const Spec& s) {
   KernelBuilder k("attention_prefill", s);
   check_prefill_constexprs("attention_prefill", s);
-  DType KV = s.dtype("KV");
-  auto q = k.buffer("q", query_dtype(s)), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
-       out = k.buffer("out", s.dtype("T"));
-  auto n_tokens = k.scalar("n_tokens", DType::i32);
-  auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
-  auto max_ctx = k.scalar("max_ctx", DType::i32);
-  auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
-  auto scale = k.scalar("scale", DType::f32);
-  auto window = k.scalar("window", DType::i32);
-  KvView kv = declare_kv_view(k, s, kc, vc, max_ctx);
-  QueryScales q8 = declare_query_scales(k, s);
-  auto sinks = declare_sinks(k, s);
-  auto h = k.program_id(1);
-  kv.kvh = h / (n_heads / n_kv);
-  prefill_rows(
-      k, s,
-      {q, q8, out, kv, zeros(DType::i32, {}), n_tokens, pos0, kv_len, window, h, n_heads,
-       k.program_id(0) * static_cast<int>(s.constexpr_("BLOCK_M")), scale, sink_logit(sinks, h)});
+  PrefillInputs in = declare_prefill_params(k, s, query_dtype(s));
+  in.q8 = declare_query_scales(k, s);
+  in.sink = sink_logit(declare_sinks(k, s), in.head);
+  prefill_rows(k, s, in);
   return k.finish();
 }
 KILN_REGISTER_KERNEL((KernelDef{

@@ -35,19 +35,11 @@ Kernel build_attention_prefill_tiles(const Spec& s) {
   const DType KV = s.dtype("KV"), T = s.dtype("T");
   const int64_t D = s.constexpr_("HEAD_DIM"), BM = s.constexpr_("BLOCK_M");
   const int64_t KB = kv_key_block(s.target);
-  auto q = k.buffer("q", T), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
-       out = k.buffer("out", T);
-  auto n_tokens = k.scalar("n_tokens", DType::i32);
-  auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
-  auto max_ctx = k.scalar("max_ctx", DType::i32);
-  auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
-  auto scale = k.scalar("scale", DType::f32);
-  auto window = k.scalar("window", DType::i32);
-  KvView kv = declare_kv_view(k, s, kc, vc, max_ctx);
-  auto sinks = declare_sinks(k, s);
-  auto h = k.program_id(1);
-  kv.kvh = h / (n_heads / n_kv);
-  auto t0 = k.program_id(0) * static_cast<int>(BM);
+  const PrefillInputs in = declare_prefill_params(k, s, T);
+  const Value sink = sink_logit(declare_sinks(k, s), in.head);
+  const KvView& kv = in.kv;
+  const Value &n_tokens = in.n_tokens, &n_heads = in.n_heads, &kv_len = in.kv_len, &pos0 = in.pos0,
+              &window = in.window, &h = in.head, &t0 = in.t0;
 
   // The block's rows: token t0 + r (a padding row past the prompt reads the
   // last token and is not stored), its position and its visible keys.
@@ -59,7 +51,7 @@ Kernel build_attention_prefill_tiles(const Spec& s) {
   auto hi = expand_dims(minimum(pos + 1, broadcast_to(kv_len, {BM})), 1);
   auto qoff = expand_dims(((tok * n_heads + broadcast_to(h, {BM})).to(DType::i64) * D), 1) +
               expand_dims(arange(D).to(DType::i64), 0);
-  auto qt = (load(q + qoff).to(DType::f32) * (scale * static_cast<float>(M_LOG2E))).to(KV);
+  auto qt = (load(in.q + qoff).to(DType::f32) * (in.scale * static_cast<float>(M_LOG2E))).to(KV);
 
   const double inf = std::numeric_limits<double>::infinity();
   auto m = k.var(full({BM}, -inf, DType::f32));
@@ -79,7 +71,7 @@ Kernel build_attention_prefill_tiles(const Spec& s) {
            // rows no query of the program may weight (0 * NaN would reach P V).
            auto stored =
                (keys >= broadcast_to(first_key, {KB})) & (keys < broadcast_to(end_key, {KB}));
-           auto kt = load(kc + k_tile_offsets(kv, block, 0, D, zero_lane, KB),
+           auto kt = load(kv.k + k_tile_offsets(kv, block, 0, D, zero_lane, KB),
                           broadcast_to(expand_dims(stored, 0), {D, KB}), 0.0);
            auto scores = dot(qt, kt, zeros(DType::f32, {BM, KB}));
            auto key_row = expand_dims(keys, 0);
@@ -92,13 +84,13 @@ Kernel build_attention_prefill_tiles(const Spec& s) {
            auto p = exp2(scores - expand_dims(base, 1));
            auto alpha = exp2(m.get() - base);
            l = l.get() * alpha + sum(p, 1);
-           auto vt = load(vc + v_tile_offsets(kv, first, KB),
+           auto vt = load(kv.v + v_tile_offsets(kv, first, KB),
                           broadcast_to(expand_dims(stored, 1), {KB, D}), 0.0);
            acc = dot(p.to(KV), vt, acc.get() * expand_dims(alpha, 1));
            m = m_new;
          });
-  auto norm = softmax_normaliser(m.get(), l.get(), sink_logit(sinks, h));
-  store(out + qoff, (acc.get() * expand_dims(norm, 1)).to(T),
+  auto norm = softmax_normaliser(m.get(), l.get(), sink);
+  store(in.out + qoff, (acc.get() * expand_dims(norm, 1)).to(T),
         broadcast_to(expand_dims(live, 1), {BM, D}));
   return k.finish();
 }

@@ -15,6 +15,35 @@ void check_prefill_constexprs(const std::string& kernel, const Spec& s) {
   check_kv_layout(kernel, s);
 }
 
+PrefillInputs declare_prefill_params(KernelBuilder& k, const Spec& s, DType q_dtype) {
+  const DType KV = s.dtype("KV");
+  auto q = k.buffer("q", q_dtype), kc = k.buffer("k", KV), vc = k.buffer("v", KV),
+       out = k.buffer("out", s.dtype("T"));
+  auto n_tokens = k.scalar("n_tokens", DType::i32);
+  auto n_heads = k.scalar("n_heads", DType::i32), n_kv = k.scalar("n_kv_heads", DType::i32);
+  auto max_ctx = k.scalar("max_ctx", DType::i32);
+  auto kv_len = k.scalar("kv_len", DType::i32), pos0 = k.scalar("pos0", DType::i32);
+  auto scale = k.scalar("scale", DType::f32);
+  auto window = k.scalar("window", DType::i32);
+  KvView kv = declare_kv_view(k, s, kc, vc, max_ctx);
+  auto h = k.program_id(1);
+  kv.kvh = h / (n_heads / n_kv);
+  return {q,
+          {},
+          out,
+          kv,
+          zeros(DType::i32, {}),
+          n_tokens,
+          pos0,
+          kv_len,
+          window,
+          h,
+          n_heads,
+          k.program_id(0) * static_cast<int>(s.constexpr_("BLOCK_M")),
+          scale,
+          {}};
+}
+
 void prefill_rows(KernelBuilder& k, const Spec& s, const PrefillInputs& in) {
   const int64_t D = s.constexpr_("HEAD_DIM"), BM = s.constexpr_("BLOCK_M");
   WalkInputs w{.q = in.q,

@@ -41,6 +41,15 @@ struct PrefillInputs {
 // for constexprs it cannot build.
 void check_prefill_constexprs(const std::string& kernel, const Spec& s);
 
+// The parameters of a one-sequence prompt attention kernel (attention_prefill,
+// attention_prefill_tiles), declared in the order ops::attention binds them
+// by name: q (q_dtype), k, v, out, the scalars n_tokens, n_heads,
+// n_kv_heads, max_ctx, kv_len, pos0, scale and window, then the cache
+// view's (declare_kv_view; its kvh set from program_id(1), the query head).
+// Its row0 is 0 and t0 the program's first token; q8 and sink are left to
+// the kernel, which declares them after.
+PrefillInputs declare_prefill_params(KernelBuilder& k, const Spec& s, DType q_dtype);
+
 // Attends the program's BLOCK_M tokens and stores their rows of out.
 void prefill_rows(KernelBuilder& k, const Spec& s, const PrefillInputs& in);
 

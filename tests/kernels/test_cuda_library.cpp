@@ -19,6 +19,7 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "ir/passes.h"
+#include "ir/scalar_eval.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "kernels/quant/int4w.h"
 #include "kernels/quant/iq_grids.h"
