@@ -76,8 +76,11 @@ class KernelPolicy {
   // Keys per slice when a decode step over a cache it may walk `span` keys
   // of splits the keys across programs (flash-decoding:
   // attention_decode_split, then attention_decode_merge); 0 runs one
-  // program per KV head (attention_decode).
-  virtual int64_t decode_split_keys(int64_t span) const = 0;
+  // program per KV head (attention_decode). By default slices of 512 keys
+  // once the cache can hold more: on a CPU 256 KiB of f16 K and V at head
+  // size 128, in L2 for the next program of its group; on a GPU one KV
+  // head's cache spread over several thread blocks (docs/kernel_policy.md).
+  virtual int64_t decode_split_keys(int64_t span) const;
   // The prompt attention kernel over a cache of dtype `kv` (f16, bf16, f32,
   // i8 for q8_0, u32 for AURA). By default the walk, which every cache type
   // has.

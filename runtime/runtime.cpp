@@ -1,10 +1,8 @@
 #include "runtime/runtime.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <exception>
-#include <functional>
 #include <set>
 #include <thread>
 
@@ -71,35 +69,14 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// fn(0) .. fn(n - 1) on up to `threads` threads (the caller's among them);
-// the exception of each index that threw is kept in failed[index].
-void on_threads(size_t n, size_t threads, const std::function<void(size_t)>& fn,
-                std::vector<std::exception_ptr>& failed) {
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next++) < n;) {
-      try {
-        fn(i);
-      } catch (...) {
-        failed[i] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> helpers;
-  for (size_t i = 1; i < std::min(n, threads); ++i) helpers.emplace_back(work);
-  work();
-  for (std::thread& t : helpers) t.join();
-}
-
 }  // namespace
 
 std::unique_ptr<CompiledKernel> Runtime::prepare(const Spec& spec) {
   auto t0 = std::chrono::steady_clock::now();
   auto c = std::make_unique<CompiledKernel>();
   c->spec = spec;
-  if (backend_->loads_by_digest() && cache_.persistent()) {
-    c->index_key = spec_index_key(spec, *backend_);
-    if (auto digest = cache_.find_digest(c->index_key)) {
+  if (indexed()) {
+    if (auto digest = cache_.find_digest(spec_index_key(spec, *backend_))) {
       if ((c->program = backend_->load(*digest, spec.kernel, cache_))) {
         c->kernel = signature(spec);
         c->has_body = false;
@@ -119,7 +96,7 @@ std::unique_ptr<CompiledKernel> Runtime::prepare(const Spec& spec) {
 void Runtime::generate(CompiledKernel& c) {
   auto t0 = std::chrono::steady_clock::now();
   c.program = backend_->compile(c.kernel, c.digest, cache_);
-  if (!c.index_key.empty()) cache_.remember_digest(c.index_key, c.digest);
+  if (indexed()) cache_.remember_digest(spec_index_key(c.spec, *backend_), c.digest);
   c.from_disk = c.program->from_cache;
   c.compile_ms += ms_since(t0);
 }
@@ -147,7 +124,7 @@ void Runtime::compile_all(const std::vector<Spec>& specs) {
   // (milliseconds), then code generation, the largest IR first: the longest
   // compile never starts last, so the wall time nears the work over the
   // threads.
-  on_threads(
+  run_on_threads(
       todo.size(), threads, [&](size_t i) { done[i] = prepare(*todo[i]); }, failed);
   std::vector<size_t> order;
   for (size_t i = 0; i < todo.size(); ++i)
@@ -156,7 +133,7 @@ void Runtime::compile_all(const std::vector<Spec>& specs) {
     return done[a]->kernel.values.size() > done[b]->kernel.values.size();
   });
   std::vector<std::exception_ptr> generate_failed(order.size());
-  on_threads(
+  run_on_threads(
       order.size(), threads, [&](size_t j) { generate(*done[order[j]]); }, generate_failed);
   for (size_t j = 0; j < order.size(); ++j)
     if (generate_failed[j]) failed[order[j]] = generate_failed[j];

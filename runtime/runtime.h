@@ -40,7 +40,6 @@ struct CompiledKernel {
   std::unique_ptr<Program> program;
   bool from_disk = false;
   double compile_ms = 0;  // build, passes and the backend's compile (or load), wall time
-  std::string index_key;  // spec_index_key where the backend loads by digest
 };
 
 struct RuntimeOptions {
@@ -130,6 +129,9 @@ class Runtime {
   std::unique_ptr<CompiledKernel> prepare(const Spec& spec);
   // The backend's compile of a prepared kernel without a program.
   void generate(CompiledKernel& c);
+  // Whether programs are found by spec (spec_index_key): a backend that
+  // loads them by digest, with a disk cache.
+  bool indexed() const { return backend_->loads_by_digest() && cache_.persistent(); }
 
   ThreadPool pool_;
   std::unique_ptr<Backend> backend_;

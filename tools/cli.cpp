@@ -1,6 +1,7 @@
 #include "tools/cli.h"
 
 #include <algorithm>
+#include <sstream>
 
 #include "ir/error.h"
 #include "kernels/attention/kv_cache.h"
@@ -46,6 +47,13 @@ std::string CliArgs::get(const std::string& name, const std::string& def) const 
 std::vector<std::string> CliArgs::all(const std::string& name) const {
   auto it = values_.find(name);
   return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(parse_int(item, what));
+  return out;
 }
 
 int64_t parse_int(const std::string& text, const std::string& what) {

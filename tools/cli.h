@@ -40,6 +40,8 @@ class CliArgs {
 // (a number), got '<text>'".
 int64_t parse_int(const std::string& text, const std::string& what);
 double parse_double(const std::string& text, const std::string& what);
+// Comma-separated integers ("1,2,3"), each read as parse_int reads one.
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what);
 // A KV cache type (kv_cache.h's parse_kv_cache_type: f16, bf16, f32, q8_0,
 // aura4v4, ...) named by `--kv`.
 KvCacheType parse_kv_type(const std::string& text);

@@ -4,7 +4,6 @@
 // `kiln inspect --model MODEL --target cuda`: the same report for every
 // kernel a model's plans launch on a GPU, without one.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -18,6 +17,7 @@
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_compile.h"
 #include "targets/cpu/cpu_jit.h"
+#include "targets/cpu/thread_pool.h"
 #include "tools/cli.h"
 
 namespace kiln {
@@ -91,13 +91,7 @@ int inspect_model(const CliArgs& a) {
     throw Error("--model: give --target cuda (a model's CPU kernels are timed by kiln run)");
   const std::string arch = cuda_arch(a, "sm_90");
   const int sm = std::stoi(arch.substr(3));
-  std::vector<int64_t> token_counts;
-  std::string list = a.get("tokens", "512,1");
-  for (size_t at = 0; at <= list.size();) {
-    size_t comma = std::min(list.find(',', at), list.size());
-    token_counts.push_back(parse_int(list.substr(at, comma - at), "--tokens"));
-    at = comma + 1;
-  }
+  const std::vector<int64_t> token_counts = parse_int_list(a.get("tokens", "512,1"), "--tokens");
   Runtime rt(RuntimeOptions{1, "", true, "cuda-sim"});
   Llm model(a.get("model"), rt, a.get_int("ctx", 4096));
   std::vector<GpuKernelReport> rows;
@@ -111,29 +105,29 @@ int inspect_model(const CliArgs& a) {
       }
       ++rows[it->second].launches;
     }
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next++) < rows.size();) {
-      GpuKernelReport& r = rows[i];
-      try {
-        CudaSource src = emit_cuda(build_kernel(r.spec), {kCudaBackendWarps, sm});
-        r.cuda_bytes = src.code.size();
-        r.shared_bytes = src.shared_bytes;
-        r.mma = src.uses_mma;
-        CudaModule m = compile_cubin(src, sm);
-        r.nvrtc_ms = m.compile_ms;
-        r.ptxas = run_ptxas(m, sm);
-      } catch (const Error& e) {
-        r.error = e.what();
-      }
-    }
-  };
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> helpers;
+  // As the backend's compile_all spreads a plan's kernels.
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 1; i < threads; ++i) helpers.emplace_back(work);
-  work();
-  for (std::thread& t : helpers) t.join();
+  std::vector<std::exception_ptr> failed_at(rows.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  run_on_threads(
+      rows.size(), threads,
+      [&](size_t i) {
+        GpuKernelReport& r = rows[i];
+        try {
+          CudaSource src = emit_cuda(build_kernel(r.spec), {kCudaBackendWarps, sm});
+          r.cuda_bytes = src.code.size();
+          r.shared_bytes = src.shared_bytes;
+          r.mma = src.uses_mma;
+          CudaModule m = compile_cubin(src, sm);
+          r.nvrtc_ms = m.compile_ms;
+          r.ptxas = run_ptxas(m, sm);
+        } catch (const Error& e) {
+          r.error = e.what();
+        }
+      },
+      failed_at);
+  for (const std::exception_ptr& e : failed_at)
+    if (e) std::rethrow_exception(e);
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 

@@ -77,9 +77,7 @@ std::string json_escape(const std::string& s) {
 
 std::vector<int32_t> parse_tokens(const std::string& s) {
   std::vector<int32_t> ids;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    ids.push_back(static_cast<int32_t>(parse_int(item, "--tokens")));
+  for (int64_t id : parse_int_list(s, "--tokens")) ids.push_back(static_cast<int32_t>(id));
   return ids;
 }
 

@@ -31,9 +31,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .build = build_attention_prefill,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
-          AttentionSizes z = attention_sizes("attention_prefill", s, a);
-          return LaunchShape{{cdiv(z.n_tokens, s.constexpr_("BLOCK_M")), z.n_heads, 1},
-                             z.buffer_elems()};
+          return prefill_launch_shape("attention_prefill", s, a);
         },
     .shape_heuristic = prefill_block_m,
     .tunables = {{"BLOCK_M", {1, 2, 4, 8}}},

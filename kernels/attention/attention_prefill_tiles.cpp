@@ -103,9 +103,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .build = build_attention_prefill_tiles,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
-          AttentionSizes z = attention_sizes("attention_prefill_tiles", s, a);
-          return LaunchShape{{cdiv(z.n_tokens, s.constexpr_("BLOCK_M")), z.n_heads, 1},
-                             z.buffer_elems()};
+          return prefill_launch_shape("attention_prefill_tiles", s, a);
         },
     .tunables = {{"BLOCK_M", {16, 32, 64}}},
     .shape_keys = {"n_tokens", "kv_len", "n_heads"},

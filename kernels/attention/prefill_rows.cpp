@@ -44,6 +44,11 @@ PrefillInputs declare_prefill_params(KernelBuilder& k, const Spec& s, DType q_dt
           {}};
 }
 
+LaunchShape prefill_launch_shape(const std::string& kernel, const Spec& s, const ScalarArgs& a) {
+  AttentionSizes z = attention_sizes(kernel, s, a);
+  return LaunchShape{{cdiv(z.n_tokens, s.constexpr_("BLOCK_M")), z.n_heads, 1}, z.buffer_elems()};
+}
+
 void prefill_rows(KernelBuilder& k, const Spec& s, const PrefillInputs& in) {
   const int64_t D = s.constexpr_("HEAD_DIM"), BM = s.constexpr_("BLOCK_M");
   WalkInputs w{.q = in.q,

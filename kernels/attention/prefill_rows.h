@@ -21,6 +21,7 @@
 #include "ir/spec.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/attention/kv_walk.h"
+#include "kernels/registry.h"
 
 namespace kiln {
 
@@ -49,6 +50,8 @@ void check_prefill_constexprs(const std::string& kernel, const Spec& s);
 // Its row0 is 0 and t0 the program's first token; q8 and sink are left to
 // the kernel, which declares them after.
 PrefillInputs declare_prefill_params(KernelBuilder& k, const Spec& s, DType q_dtype);
+// Their launch: a program per BLOCK_M tokens and query head.
+LaunchShape prefill_launch_shape(const std::string& kernel, const Spec& s, const ScalarArgs& a);
 
 // Attends the program's BLOCK_M tokens and stores their rows of out.
 void prefill_rows(KernelBuilder& k, const Spec& s, const PrefillInputs& in);

@@ -13,11 +13,6 @@ class CpuPolicy : public KernelPolicy {
   WeightLayout weight_layout(const WeightCase& w) const override {
     return layout_fits(WeightLayout::rows16, w) ? WeightLayout::rows16 : WeightLayout::as_stored;
   }
-
-  // Slices of 512 keys: 256 KiB of f16 K and V at head size 128, in L2 for
-  // the next program of its group (docs/kernel_policy.md has the sweep).
-  // A smaller cache is walked by one program per KV head.
-  int64_t decode_split_keys(int64_t span) const override { return span > 512 ? 512 : 0; }
 };
 
 }  // namespace

@@ -10,11 +10,6 @@ class CudaPolicy : public KernelPolicy {
 
   WeightLayout weight_layout(const WeightCase&) const override { return WeightLayout::as_stored; }
 
-  // Flash-decoding: slices of 512 keys spread one KV head's cache over
-  // several thread blocks, where one block per KV head would leave most
-  // SMs idle.
-  int64_t decode_split_keys(int64_t span) const override { return span > 512 ? 512 : 0; }
-
   // Tensor cores for the f16 and bf16 caches; q8_0, f32 and AURA caches
   // keep the walk. At sm_90 the tile dots are 29 KB of CUDA C without
   // spills at head sizes 64 and 128, the walk 720-890 KB with 4.8-8.6 KB of

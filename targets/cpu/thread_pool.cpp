@@ -101,4 +101,22 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   if (error_) std::rethrow_exception(error_);
 }
 
+void run_on_threads(size_t n, size_t threads, const std::function<void(size_t)>& fn,
+                    std::vector<std::exception_ptr>& failed) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) {
+      try {
+        fn(i);
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < std::min(n, threads); ++i) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+}
+
 }  // namespace kiln

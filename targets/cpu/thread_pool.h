@@ -59,4 +59,13 @@ class ThreadPool {
   std::mutex call_mu_;  // one parallel_for at a time
 };
 
+// fn(0) .. fn(n - 1) on up to `threads` short-lived threads (the caller's
+// among them), each taking the next index when it is free: for a few long,
+// uneven tasks (compiles), which the pool's contiguous chunks would leave
+// to one thread while another idles, and which must not hold the pool that
+// runs launches. The exception of each index that threw is kept in
+// failed[index] (failed has n entries).
+void run_on_threads(size_t n, size_t threads, const std::function<void(size_t)>& fn,
+                    std::vector<std::exception_ptr>& failed);
+
 }  // namespace kiln

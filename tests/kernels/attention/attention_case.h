@@ -428,13 +428,16 @@ inline void check_attention_interpreted(const std::string& kernel, const Attenti
   CHECK(worst_error(outi, attention_reference(c, d), output_atol(c, atol), 0) <= 1.0);
 }
 
-// The reference sweep both kernels pass: KV f16/bf16/f32/q8_0, HEAD_DIM 64/128,
-// GQA ratios 1 and 4, 1/7/33 tokens after an empty or a 45-token cache. The
-// cache holds rows past the last query (kv_len > pos0 + n_tokens) and is
-// allocated past kv_len; neither may be read. kv_len is off the key blocks.
+// The reference sweep every attention kernel passes: KV f16/bf16/f32/q8_0
+// (or `kvs`), HEAD_DIM 64/128, GQA ratios 1 and 4, 1/7/33 tokens after an
+// empty or a 45-token cache. The cache holds rows past the last query
+// (kv_len > pos0 + n_tokens) and is allocated past kv_len; neither may be
+// read. kv_len is off the key blocks.
 inline void check_attention_sweep(const std::string& kernel, double atol,
-                                  const TargetDesc& target = {}) {
-  for (DType kv : {DType::f16, DType::bf16, DType::f32, DType::i8})
+                                  const TargetDesc& target = {},
+                                  const std::vector<DType>& kvs = {DType::f16, DType::bf16,
+                                                                   DType::f32, DType::i8}) {
+  for (DType kv : kvs)
     for (int64_t D : {64, 128})
       for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{8, 2}})
         for (int64_t nt : {1, 7, 33})

@@ -26,17 +26,7 @@ double tolerance(DType kv) { return kv == DType::f16 ? 4e-3 : 3e-2; }
 
 TEST_CASE("attention_prefill_tiles matches a double-precision reference", "[kernels][attention]") {
   for (DType kv : {DType::f16, DType::bf16})
-    for (int64_t D : {64, 128})
-      for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{8, 2}})
-        for (int64_t nt : {1, 7, 33})
-          for (int64_t pos0 : {0, 45}) {
-            AttentionCase c{.kv = kv, .head_dim = D, .n_heads = nh, .n_kv_heads = nkv};
-            c.n_tokens = nt;
-            c.pos0 = pos0;
-            c.kv_len = pos0 + nt + (pos0 ? 3 : 0);
-            c.max_ctx = c.kv_len + 5;
-            kiln::test::check_attention(kKernel, c, tolerance(kv));
-          }
+    kiln::test::check_attention_sweep(kKernel, tolerance(kv), {}, {kv});
 }
 
 TEST_CASE("attention_prefill_tiles with windows, sinks, pages and wide heads",
