@@ -34,9 +34,15 @@ MatmulKernel KernelPolicy::matmul(const WeightCase& w, WeightLayout layout, int6
   return tokens == 1 && !grouped ? MatmulKernel::gemv : MatmulKernel::gemm;
 }
 
+int64_t KernelPolicy::matmul_token_block(const WeightCase&, MatmulKernel, int64_t) const {
+  return 0;
+}
+
 int64_t KernelPolicy::decode_split_keys(int64_t span) const { return span > 512 ? 512 : 0; }
 
-PrefillAttention KernelPolicy::prefill_attention(DType) const { return PrefillAttention::walk; }
+AttentionBlocks KernelPolicy::attention_blocks(DType, int64_t) const {
+  return AttentionBlocks::walk;
+}
 
 int64_t KernelPolicy::moe_tile(int64_t tokens, int64_t k, int64_t n_expert) const {
   const int64_t per_expert = tokens * k / n_expert;

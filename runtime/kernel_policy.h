@@ -53,11 +53,13 @@ enum class MatmulKernel {
 };
 const char* matmul_kernel_name(MatmulKernel k);  // the registry's name
 
-// How prompt attention (more than one query token of one sequence) walks
-// the cache.
-enum class PrefillAttention {
-  walk,   // attention_prefill: the key loop of kernels/attention/kv_walk.h
-  tiles,  // attention_prefill_tiles: tile dots (mma.sync on a GPU)
+// The block strategy attention runs over a cache: how a program's query
+// rows meet a block of keys.
+enum class AttentionBlocks {
+  walk,   // vector FMAs, keys in the lanes (kernels/attention/kv_walk.h):
+          // attention_decode, attention_decode_split, attention_prefill
+  tiles,  // tile dots, mma.sync on a GPU (kernels/attention/tile_blocks.h):
+          // attention_decode_tiles (split-K decode), attention_prefill_tiles
 };
 
 class KernelPolicy {
@@ -73,18 +75,23 @@ class KernelPolicy {
   // one kernel family that reads it, gemv or gemm for floats by tokens.
   virtual MatmulKernel matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
                               bool grouped) const;
+  // Tokens per program of a plain (not grouped) matmul `k` of w for
+  // `tokens` tokens, or 0 for the kernel's own choice (its shape heuristic
+  // or tuning). By default 0.
+  virtual int64_t matmul_token_block(const WeightCase& w, MatmulKernel k, int64_t tokens) const;
   // Keys per slice when a decode step over a cache it may walk `span` keys
   // of splits the keys across programs (flash-decoding:
-  // attention_decode_split, then attention_decode_merge); 0 runs one
-  // program per KV head (attention_decode). By default slices of 512 keys
-  // once the cache can hold more: on a CPU 256 KiB of f16 K and V at head
-  // size 128, in L2 for the next program of its group; on a GPU one KV
-  // head's cache spread over several thread blocks (docs/kernel_policy.md).
+  // attention_decode_split or _tiles, then attention_decode_merge); 0 runs
+  // one program per KV head (attention_decode), which the tile strategy
+  // does not have, so a policy that answers tiles for decode must split. By default slices of 512
+  // keys once the cache can hold more: on a CPU 256 KiB of f16 K and V at head size 128, in L2 for
+  // the next program of its group; on a GPU one KV head's cache spread over several thread blocks
+  // (docs/kernel_policy.md).
   virtual int64_t decode_split_keys(int64_t span) const;
-  // The prompt attention kernel over a cache of dtype `kv` (f16, bf16, f32,
-  // i8 for q8_0, u32 for AURA). By default the walk, which every cache type
-  // has.
-  virtual PrefillAttention prefill_attention(DType kv) const;
+  // The block strategy of attention over a cache of dtype `kv` (f16, bf16,
+  // f32, i8 for q8_0, u32 for AURA) for `tokens` query tokens of a sequence
+  // (1: decode). By default the walk, which every cache type has.
+  virtual AttentionBlocks attention_blocks(DType kv, int64_t tokens) const;
   // Rows per tile of the grouped MoE matmuls for `tokens` tokens choosing k
   // of n_expert experts (kernels/moe/expert_tiles.h). By default about the
   // tokens each expert gets, up to 4 (the token block the quantized GEMMs

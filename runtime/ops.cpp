@@ -242,7 +242,10 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     need(w.quant && w.quant != kInt4w && w.quant != kW8a8 && rows16 == w.rows16.has_value());
     std::vector<Tensor> q = quantized_x(activation_block(w.quant));
     fixed["FMT"] = w.quant;
-    if (er) fixed["BLOCK_T"] = er->tile;
+    if (er)
+      fixed["BLOCK_T"] = er->tile;
+    else if (const int64_t bt = policy.matmul_token_block(wc, kernel, y_rows))
+      fixed["BLOCK_T"] = bt;
     if (rows16) {
       args["w"] = *w.rows16;
       args["xs8"] = q[3];
@@ -513,7 +516,13 @@ Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, doubl
   add_query_operands(g, args, q, cache);
   // The keys a decode step may walk: a window's at most.
   const int64_t span = mask.window ? std::min(mask.window, cache.max_ctx) : cache.max_ctx;
-  const int64_t split = t == 1 ? g.runtime().backend().policy().decode_split_keys(span) : 0;
+  const KernelPolicy& policy = g.runtime().backend().policy();
+  const bool tiles = policy.attention_blocks(cache.k.dtype, t) == AttentionBlocks::tiles;
+  const int64_t split = t == 1 ? policy.decode_split_keys(span) : 0;
+  if (t == 1 && tiles && split <= 0)
+    throw Error("attention: kernel policy '" + policy.name() +
+                "' runs decode as tile dots without a key split; the tile strategy has only the "
+                "split-K decode (attention_decode_tiles)");
   if (split > 0) {
     // Split-K (flash-decoding): each slice is read once for all its heads,
     // and the programs grow with the context instead of staying at the KV
@@ -529,8 +538,8 @@ Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, doubl
     split.erase("sinks");  // they join in the merge
     split["part_o"] = part_o;
     split["part_ml"] = part_ml;
-    g.launch("attention", "attention_decode_split", {{"KV", cache.k.dtype}, {"T", q.dtype}}, split,
-             {}, split_fixed);
+    const char* pass1 = tiles ? "attention_decode_tiles" : "attention_decode_split";
+    g.launch("attention", pass1, {{"KV", cache.k.dtype}, {"T", q.dtype}}, split, {}, split_fixed);
     Graph::Operands merge = {{"part_o", part_o}, {"part_ml", part_ml}, {"out", out}};
     for (const char* s : {"n_tokens", "n_heads", "max_ctx", "kv_len", "pos0", "window", "sinks"})
       if (args.count(s)) merge[s] = args[s];
@@ -539,8 +548,6 @@ Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, doubl
     g.launch("attention", "attention_decode_merge", {{"T", q.dtype}}, merge, {}, merge_fixed);
     return out;
   }
-  const bool tiles = t > 1 && g.runtime().backend().policy().prefill_attention(cache.k.dtype) ==
-                                  PrefillAttention::tiles;
   const std::string kernel = t == 1  ? "attention_decode"
                              : tiles ? "attention_prefill_tiles"
                                      : "attention_prefill";

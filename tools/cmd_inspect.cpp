@@ -14,8 +14,9 @@
 #include "ir/printer.h"
 #include "kernels/registry.h"
 #include "models/llm.h"
-#include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_compile.h"
+#include "runtime/cuda/cuda_policy.h"
+#include "runtime/cuda/gpu_kernel_report.h"
 #include "targets/cpu/cpu_jit.h"
 #include "targets/cpu/thread_pool.h"
 #include "tools/cli.h"
@@ -38,8 +39,8 @@ int inspect_cuda(const KernelDef& def, const Spec& spec, const CliArgs& a) {
   std::string arch = cuda_arch(a, "sm_80");
   CudaOptions o;
   o.sm = std::stoi(arch.substr(3));
-  o.num_warps = static_cast<int>(a.get_int("warps", 4));
   Kernel k = run_pipeline(def.build(spec));
+  o.num_warps = static_cast<int>(a.get_int("warps", cuda_program_warps(k)));
   CudaSource src = emit_cuda(k, o);
   if (a.flag("cuda")) {
     std::fputs(src.code.c_str(), stdout);
@@ -70,18 +71,6 @@ int inspect_cuda(const KernelDef& def, const Spec& spec, const CliArgs& a) {
   return 0;
 }
 
-// What one kernel of a model costs on a GPU.
-struct GpuKernelReport {
-  Spec spec;
-  int64_t launches = 0;  // in the plans inspected
-  size_t cuda_bytes = 0;
-  double nvrtc_ms = 0;
-  PtxasReport ptxas;
-  int64_t shared_bytes = 0;
-  bool mma = false;
-  std::string error;
-};
-
 // Every distinct kernel the model's plans for the given token counts launch
 // as the cuda backend records them (its kernel policy and target, through
 // cuda-sim, which needs no GPU), compiled as a first `kiln run --device
@@ -107,35 +96,12 @@ int inspect_model(const CliArgs& a) {
     }
   // As the backend's compile_all spreads a plan's kernels.
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::exception_ptr> failed_at(rows.size());
-  const auto t0 = std::chrono::steady_clock::now();
-  run_on_threads(
-      rows.size(), threads,
-      [&](size_t i) {
-        GpuKernelReport& r = rows[i];
-        try {
-          CudaSource src = emit_cuda(build_kernel(r.spec), {kCudaBackendWarps, sm});
-          r.cuda_bytes = src.code.size();
-          r.shared_bytes = src.shared_bytes;
-          r.mma = src.uses_mma;
-          CudaModule m = compile_cubin(src, sm);
-          r.nvrtc_ms = m.compile_ms;
-          r.ptxas = run_ptxas(m, sm);
-        } catch (const Error& e) {
-          r.error = e.what();
-        }
-      },
-      failed_at);
-  for (const std::exception_ptr& e : failed_at)
-    if (e) std::rethrow_exception(e);
-  const double wall_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double wall_ms = compile_gpu_reports(rows, sm, threads);
 
-  std::printf("model %s (%s), the cuda kernel policy, %s, %d threads per block\n",
-              a.get("model").c_str(), model.config().arch.c_str(), arch.c_str(),
-              32 * kCudaBackendWarps);
-  std::printf("%-9s %6s %8s %5s %8s %8s %4s  %s\n", "CUDA_C_KB", "NVRTC", "launches", "regs",
-              "spill_B", "smem_B", "mma", "kernel");
+  std::printf("model %s (%s), the cuda kernel policy, %s\n", a.get("model").c_str(),
+              model.config().arch.c_str(), arch.c_str());
+  std::printf("%-9s %6s %8s %7s %5s %8s %8s %4s  %s\n", "CUDA_C_KB", "NVRTC", "launches", "threads",
+              "regs", "spill_B", "smem_B", "mma", "kernel");
   double nvrtc_sum = 0;
   size_t biggest = 0, spilling = 0, failed = 0;
   for (const GpuKernelReport& r : rows) {
@@ -144,9 +110,9 @@ int inspect_model(const CliArgs& a) {
       std::printf("error: %s: %s\n", r.spec.str().c_str(), r.error.c_str());
       continue;
     }
-    const int64_t spill = r.ptxas.spill_store_bytes + r.ptxas.spill_load_bytes;
-    std::printf("%9.1f %6.0f %8lld %5d %8lld %8lld %4s  %s\n", r.cuda_bytes / 1024.0, r.nvrtc_ms,
-                static_cast<long long>(r.launches), r.ptxas.registers,
+    const int64_t spill = r.spill_bytes();
+    std::printf("%9.1f %6.0f %8lld %7d %5d %8lld %8lld %4s  %s\n", r.cuda_bytes / 1024.0,
+                r.nvrtc_ms, static_cast<long long>(r.launches), r.threads, r.ptxas.registers,
                 static_cast<long long>(spill), static_cast<long long>(r.shared_bytes),
                 r.mma ? "yes" : "no", r.spec.str().c_str());
     nvrtc_sum += r.nvrtc_ms;

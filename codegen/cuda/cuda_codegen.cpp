@@ -1085,6 +1085,17 @@ void check_cuda_limits(const CudaSource& src) {
                 " (use smaller tiles or fewer elements per block)");
 }
 
+void check_cuda_registers(const CudaSource& src, int registers) {
+  const int64_t warps = (src.threads + 31) / 32;
+  const int64_t per_warp = (static_cast<int64_t>(registers) * 32 + 255) / 256 * 256;
+  if (warps * per_warp > kCudaBlockRegisters)
+    throw Error("CUDA kernel '" + src.entry + "' for sm_" + std::to_string(src.sm) + ": " +
+                std::to_string(src.threads) + " threads per block of " + std::to_string(registers) +
+                " registers each need " + std::to_string(warps * per_warp) +
+                " registers; a block has " + std::to_string(kCudaBlockRegisters) +
+                " (use fewer warps or smaller tiles)");
+}
+
 void check_cuda_launch(const CudaSource& src, const Grid& grid) {
   check_cuda_limits(src);
   for (int d = 0; d < 3; ++d)

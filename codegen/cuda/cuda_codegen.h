@@ -62,6 +62,14 @@ int64_t cuda_max_shared_bytes(int sm);
 // Throws kiln::Error with the limit when `src` asks for more than its arch
 // gives a block.
 void check_cuda_limits(const CudaSource& src);
+// Throws kiln::Error naming the kernel, the registers and the limit when
+// src.threads threads of `registers` registers each do not fit one block's
+// register file (64K 32-bit registers from sm_80 to sm_90, allocated per
+// warp in units of 256): such a launch would fail in the driver with "too
+// many resources requested". The CUDA device checks it when it loads a
+// kernel; `kiln inspect --model` with ptxas' count.
+constexpr int64_t kCudaBlockRegisters = 65536;
+void check_cuda_registers(const CudaSource& src, int registers);
 // check_cuda_limits plus the grid's limits (2^31-1 blocks on x, 65535 on y
 // and z); launchers call it before every launch.
 void check_cuda_launch(const CudaSource& src, const Grid& grid);

@@ -13,14 +13,10 @@
 // keys) is read from DRAM once and from cache by the rest of its group,
 // and there are as many programs as slices.
 //
-// Partials, f32, for token t, head h (0..n_heads) and slice s of
-// S = ceil(max_ctx / SPLIT) (the stride does not move with kv_len):
-//   part_o  [n_tokens][n_heads][S][HEAD_DIM]  sum_j 2^(x_j - m) v_j
-//   part_ml [n_tokens][n_heads][S][2]         m (log2-scaled scores), l
-// A slice outside a token's range (past its causal limit, for a token
-// before the last, or before its sliding window) stores m = -inf, l = 0
-// and O = 0. Sinks (attention_sinks.h) join in the merge.
-#include <algorithm>
+// The partials (decode_split.h): a slice outside a token's range (past its
+// causal limit, for a token before the last, or before its sliding window)
+// stores m = -inf, l = 0 and O = 0. Sinks (attention_sinks.h) join in the
+// merge. attention_decode_tiles writes the same partials with tile dots.
 #include <cmath>
 #include <limits>
 
@@ -29,18 +25,13 @@
 #include "kernels/attention/attention_shape.h"
 #include "kernels/attention/attention_sinks.h"
 #include "kernels/attention/attention_window.h"
+#include "kernels/attention/decode_split.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/attention/kv_walk.h"
 #include "kernels/registry.h"
 
 namespace kiln {
 namespace {
-
-void check_split(const std::string& kernel, int64_t split, int64_t key_block) {
-  if (split < key_block || split % key_block)
-    throw Error("kernel '" + kernel + "': SPLIT must be a positive multiple of the key block (" +
-                std::to_string(key_block) + "), got " + std::to_string(split));
-}
 
 Kernel build_attention_decode_split(const Spec& s) {
   KernelBuilder k("attention_decode_split", s);
@@ -123,10 +114,6 @@ Kernel build_attention_decode_merge(const Spec& s) {
   return k.finish();
 }
 
-int64_t partial_rows(const AttentionSizes& z, int64_t split) {
-  return z.n_tokens * z.n_heads * cdiv(z.max_ctx, split);
-}
-
 KILN_REGISTER_KERNEL((KernelDef{
     .name = "attention_decode_split",
     .family = "attention",
@@ -144,15 +131,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .build = build_attention_decode_split,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
-          AttentionSizes z = attention_sizes("attention_decode_split", s, a);
-          const int64_t split = s.constexpr_("SPLIT");
-          auto elems = z.buffer_elems();
-          elems.erase("out");
-          elems["part_o"] = partial_rows(z, split) * z.head_dim;
-          elems["part_ml"] = partial_rows(z, split) * 2;
-          return LaunchShape{{cdiv(z.group, s.constexpr_("BLOCK_G")), cdiv(z.kv_len, split),
-                              z.n_kv_heads * z.n_tokens},
-                             elems};
+          return decode_split_launch_shape("attention_decode_split", s, a);
         },
     .shape_heuristic = decode_block_g,
     .tunables = {{"BLOCK_G", {1, 2, 4, 8}}, {"PREFETCH", {0, 1, 2}}},
@@ -181,7 +160,7 @@ KILN_REGISTER_KERNEL((KernelDef{
             throw Error(who + "pos0 + n_tokens = " + std::to_string(pos0 + t) +
                         " must lie within kv_len = " + std::to_string(kv_len) +
                         " <= max_ctx = " + std::to_string(ctx));
-          const int64_t rows = t * h * cdiv(ctx, s.constexpr_("SPLIT"));
+          const int64_t rows = decode_partial_rows(t, h, ctx, s.constexpr_("SPLIT"));
           return LaunchShape{
               {h, t, 1},
               {{"part_o", rows * d}, {"part_ml", rows * 2}, {"out", t * h * d}, {"sinks", h}}};

@@ -4,26 +4,18 @@
 // kernel policy runs it over f16 and bf16 caches (runtime/cuda/cuda_policy.h).
 //
 // A program holds BLOCK_M query tokens of one head as a [BLOCK_M, HEAD_DIM]
-// tile in the cache's dtype and walks the keys one K block (KB keys,
-// kv_cache.h) at a time through the same cache view as the walk: the block's
-// K^T [HEAD_DIM, KB] is one contiguous tile of the transposed K layout and
-// its V rows [KB, HEAD_DIM] another. Scores are dot(q, K^T) and the output
-// dot(P, V), so on a GPU both are mma.sync m16n8k16 (f16, bf16) with f32
-// accumulators, the online softmax (log2-scaled, running max m and sum l per
-// row) in between. As FlashAttention does, q is rounded to the cache's dtype
-// before the scores and the weights P before P V: relative errors of 2^-11
-// (f16) or 2^-8 (bf16) per product, against the walk's f32 products.
-// Windows and sinks mask and normalise as every attention kernel does; a
-// paged cache is addressed through its block table.
-#include <cmath>
-#include <limits>
-
+// tile and walks the keys one K block at a time through the same cache view
+// as the walk, with the tile strategy of tile_blocks.h (scores and P V as
+// tile dots, the online softmax in between). Windows and sinks mask and
+// normalise as every attention kernel does; a paged cache is addressed
+// through its block table.
 #include "ir/builder.h"
 #include "kernels/attention/attention_shape.h"
 #include "kernels/attention/attention_sinks.h"
 #include "kernels/attention/attention_window.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/attention/prefill_rows.h"
+#include "kernels/attention/tile_blocks.h"
 #include "kernels/registry.h"
 
 namespace kiln {
@@ -51,46 +43,26 @@ Kernel build_attention_prefill_tiles(const Spec& s) {
   auto hi = expand_dims(minimum(pos + 1, broadcast_to(kv_len, {BM})), 1);
   auto qoff = expand_dims(((tok * n_heads + broadcast_to(h, {BM})).to(DType::i64) * D), 1) +
               expand_dims(arange(D).to(DType::i64), 0);
-  auto qt = (load(in.q + qoff).to(DType::f32) * (in.scale * static_cast<float>(M_LOG2E))).to(KV);
+  auto qt = tile_query(load(in.q + qoff).to(DType::f32), in.scale, KV);
 
-  const double inf = std::numeric_limits<double>::infinity();
-  auto m = k.var(full({BM}, -inf, DType::f32));
-  auto l = k.var(zeros(DType::f32, {BM}));
-  auto acc = k.var(zeros(DType::f32, {BM, D}));
+  TileState st = tile_start(k, BM, D);
   // The keys any row sees: from the first row's window to the last row's
   // position; rows see both ends grow with their positions.
   auto last = minimum(t0 + static_cast<int>(BM), n_tokens) - 1;
   auto first_key = window_begin(pos0 + t0, window);
   auto end_key = minimum(pos0 + last + 1, kv_len);
-  auto zero_lane = zeros(DType::i32, {});
   k.for_(first_key / static_cast<int>(KB),
          (end_key + static_cast<int>(KB - 1)) / static_cast<int>(KB), 1, [&](Value block) {
-           auto first = block * static_cast<int>(KB);
-           auto keys = broadcast_to(first, {KB}) + arange(KB);
+           auto keys = broadcast_to(block * static_cast<int>(KB), {KB}) + arange(KB);
            // Only keys some row sees are read: past them lie a block's padding and
            // rows no query of the program may weight (0 * NaN would reach P V).
            auto stored =
                (keys >= broadcast_to(first_key, {KB})) & (keys < broadcast_to(end_key, {KB}));
-           auto kt = load(kv.k + k_tile_offsets(kv, block, 0, D, zero_lane, KB),
-                          broadcast_to(expand_dims(stored, 0), {D, KB}), 0.0);
-           auto scores = dot(qt, kt, zeros(DType::f32, {BM, KB}));
            auto key_row = expand_dims(keys, 0);
-           auto visible = (key_row >= lo) & (key_row < hi);
-           scores = where(visible, scores, full({BM, KB}, -inf, DType::f32));
-           auto m_new = maximum(m.get(), max(scores, 1));
-           // A row that has seen no key keeps m = -inf; its weights are then 0,
-           // not NaN.
-           auto base = where(m_new > full({BM}, -inf, DType::f32), m_new, zeros(DType::f32, {BM}));
-           auto p = exp2(scores - expand_dims(base, 1));
-           auto alpha = exp2(m.get() - base);
-           l = l.get() * alpha + sum(p, 1);
-           auto vt = load(kv.v + v_tile_offsets(kv, first, KB),
-                          broadcast_to(expand_dims(stored, 1), {KB, D}), 0.0);
-           acc = dot(p.to(KV), vt, acc.get() * expand_dims(alpha, 1));
-           m = m_new;
+           tile_block(kv, qt, block, stored, (key_row >= lo) & (key_row < hi), st);
          });
-  auto norm = softmax_normaliser(m.get(), l.get(), sink);
-  store(in.out + qoff, (acc.get() * expand_dims(norm, 1)).to(T),
+  auto norm = softmax_normaliser(st.m.get(), st.l.get(), sink);
+  store(in.out + qoff, (st.acc.get() * expand_dims(norm, 1)).to(T),
         broadcast_to(expand_dims(live, 1), {BM, D}));
   return k.finish();
 }

@@ -1,5 +1,6 @@
 #include "runtime/cuda/cuda_backend.h"
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 
@@ -53,7 +54,13 @@ class CudaLaunch : public BoundLaunch {
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend() : dev_(CudaDevice::get()) {}
+  CudaBackend() : dev_(CudaDevice::get()) {
+    if (dev_.sm() < kCudaMmaSm)
+      std::fprintf(stderr,
+                   "kiln: %s is sm_%d, without mma.sync (sm_%d and later): attention runs as "
+                   "FMAs (the walk), not tile dots\n",
+                   dev_.name().c_str(), dev_.sm(), kCudaMmaSm);
+  }
 
   std::string name() const override { return "cuda"; }
   std::string target() const override { return "sm_" + std::to_string(dev_.sm()); }
@@ -62,13 +69,13 @@ class CudaBackend : public Backend {
   }
   std::string tuning_class() const override { return target(); }
   TargetDesc target_desc() const override { return cuda_target_desc(); }
-  const KernelPolicy& policy() const override { return cuda_kernel_policy(); }
+  const KernelPolicy& policy() const override { return cuda_kernel_policy(dev_.sm()); }
   bool host_visible() const override { return false; }
 
   std::unique_ptr<Program> compile(const Kernel& k, const std::string&,
                                    CompileCache& cache) override {
     auto p = std::make_unique<CudaProgram>();
-    p->src = emit_cuda(k, {kCudaBackendWarps, dev_.sm()});
+    p->src = emit_cuda(k, {cuda_program_warps(k), dev_.sm()});
     CachedModule m = cached_module(cache, p->src, dev_.sm());
     p->module = std::move(m.module);
     p->from_cache = m.from_cache;

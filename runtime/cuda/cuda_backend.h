@@ -15,8 +15,4 @@ namespace kiln {
 
 std::unique_ptr<Backend> make_cuda_backend();
 
-// Threads per block of every kernel a CUDA backend compiles (the codegen's
-// num_warps * 32).
-constexpr int kCudaBackendWarps = 4;
-
 }  // namespace kiln

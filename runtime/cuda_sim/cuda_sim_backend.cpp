@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 
-#include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_compile.h"
 #include "runtime/cuda/cuda_policy.h"
 #include "runtime/host_backend.h"
@@ -43,13 +42,13 @@ class CudaSimBackend : public HostMemoryBackend {
   }
   std::string tuning_class() const override { return "sm_" + std::to_string(kSimSm); }
   TargetDesc target_desc() const override { return cuda_target_desc(); }
-  const KernelPolicy& policy() const override { return cuda_kernel_policy(); }
+  const KernelPolicy& policy() const override { return cuda_kernel_policy(kSimSm); }
 
   // The simulator keeps its compiled sources by content itself
   // (SimulatedKernel::cache_dir), so the compile cache is not used.
   std::unique_ptr<Program> compile(const Kernel& k, const std::string&, CompileCache&) override {
     auto p = std::make_unique<SimProgram>();
-    p->sim = SimulatedKernel::compile(emit_cuda(k, {kCudaBackendWarps, kSimSm}));
+    p->sim = SimulatedKernel::compile(emit_cuda(k, {cuda_program_warps(k), kSimSm}));
     return p;
   }
 

@@ -27,6 +27,7 @@ struct CudaDevice::Api {
   int (*module_load_data)(void**, const void*);
   int (*module_get_function)(void**, void*, const char*);
   int (*func_set_attribute)(void*, int, int);
+  int (*func_get_attribute)(int*, int, void*);
   int (*launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                        void*, void**, void**);
   int (*ctx_synchronize)();
@@ -37,6 +38,8 @@ namespace {
 
 constexpr int kAttrComputeMajor = 75, kAttrComputeMinor = 76;  // CU_DEVICE_ATTRIBUTE_*
 constexpr int kFuncAttrMaxDynamicShared = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+constexpr int kFuncAttrMaxThreads = 0;        // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+constexpr int kFuncAttrNumRegs = 4;           // CU_FUNC_ATTRIBUTE_NUM_REGS
 
 }  // namespace
 
@@ -77,6 +80,7 @@ CudaDevice& CudaDevice::get() {
     sym(api->module_load_data, "cuModuleLoadData");
     sym(api->module_get_function, "cuModuleGetFunction");
     sym(api->func_set_attribute, "cuFuncSetAttribute");
+    sym(api->func_get_attribute, "cuFuncGetAttribute");
     sym(api->launch_kernel, "cuLaunchKernel");
     sym(api->ctx_synchronize, "cuCtxSynchronize");
     sym(api->get_error_string, "cuGetErrorString");
@@ -135,6 +139,17 @@ CudaDevice::Function CudaDevice::load(const CudaSource& src, const CudaModule& m
   }
   void* fn = nullptr;
   check(*api_, api_->module_get_function(&fn, module, src.entry.c_str()), "cuModuleGetFunction");
+  // Refused here, before any launch, with the kernel and the numbers; the
+  // driver's own limit (which also knows the GPU) backs the arithmetic.
+  int regs = 0, max_threads = 0;
+  check(*api_, api_->func_get_attribute(&regs, kFuncAttrNumRegs, fn), "cuFuncGetAttribute");
+  check(*api_, api_->func_get_attribute(&max_threads, kFuncAttrMaxThreads, fn),
+        "cuFuncGetAttribute");
+  check_cuda_registers(src, regs);
+  if (src.threads > max_threads)
+    throw Error("CUDA kernel '" + src.entry + "' on " + name_ + ": " + std::to_string(src.threads) +
+                " threads per block of " + std::to_string(regs) +
+                " registers each; the driver allows " + std::to_string(max_threads));
   if (src.shared_bytes > 48 * 1024)
     check(
         *api_,

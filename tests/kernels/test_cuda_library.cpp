@@ -106,6 +106,28 @@ std::vector<Case> cases() {
                   {{"KV", kv}},
                   {{"HEAD_DIM", kv == DType::f16 ? 128 : 256}},
                   long_prompt});
+    // The tile-dot decode (split-K pass 1): a group of 2 in 16 rows, slices
+    // of 16 keys, windows, a paged cache; a group of 18 over two programs.
+    cs.push_back({"attention_decode_tiles",
+                  {{"KV", kv}, {"T", kv}},
+                  {{"HEAD_DIM", 64}, {"SPLIT", 16}},
+                  att});
+    cs.push_back(
+        {"attention_decode_tiles", {{"KV", kv}}, {{"HEAD_DIM", 64}, {"SPLIT", 16}}, windowed});
+    cs.push_back({"attention_decode_tiles",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", 64}, {"SPLIT", 32}, {"PAGE", 16}},
+                  paged});
+    cs.push_back({"attention_decode_tiles",
+                  {{"KV", kv}},
+                  {{"HEAD_DIM", kv == DType::f16 ? 128 : 256}, {"SPLIT", 32}},
+                  {{"n_tokens", 1},
+                   {"n_heads", 36},
+                   {"n_kv_heads", 2},
+                   {"max_ctx", 48},
+                   {"kv_len", 40},
+                   {"pos0", 39},
+                   {"window", 0}}});
   }
   // Attention programs of two query rows (BLOCK_G, BLOCK_M 2) share their
   // K/V loads as wider ones do; NVRTC's time grows with the rows.

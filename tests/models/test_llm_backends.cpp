@@ -193,7 +193,8 @@ TEST_CASE("plan specs follow the backend's kernel policy without compiling",
     CHECK(gpu.count("qgemv"));
     CHECK_FALSE(gpu.count("qgemv_rows16"));
     CHECK(cpu.count("qgemv_rows16"));
-    CHECK(gpu.count(n == 1 ? "attention_decode" : "attention_prefill_tiles"));
+    CHECK(gpu.count(n == 1 ? "attention_decode_tiles" : "attention_prefill_tiles"));
+    CHECK(gpu.count("attention_decode_merge") == (n == 1));
     CHECK(cpu.count(n == 1 ? "attention_decode" : "attention_prefill"));
   }
   CHECK(sim.compile_stats().kernels == 0);

@@ -68,6 +68,8 @@ TEST_CASE("the cpu policy interleaves what fits and splits long decodes", "[runt
   CHECK(p.decode_split_keys(512) == 0);
   CHECK(p.decode_split_keys(513) == 512);
   CHECK(p.decode_split_keys(32768) == 512);
+  for (DType kv : {DType::f16, DType::bf16, DType::f32, DType::i8, DType::u32})
+    for (int64_t t : {1, 512}) CHECK(p.attention_blocks(kv, t) == AttentionBlocks::walk);
 
   CHECK(p.moe_tile(1, 8, 128) == 1);    // decode: one token per expert
   CHECK(p.moe_tile(32, 8, 128) == 2);   // 2 per expert
@@ -76,7 +78,7 @@ TEST_CASE("the cpu policy interleaves what fits and splits long decodes", "[runt
 }
 
 TEST_CASE("the cuda policy keeps the file's layout", "[runtime][policy]") {
-  const KernelPolicy& p = cuda_kernel_policy();
+  const KernelPolicy& p = cuda_kernel_policy(90);
   CHECK(p.name() == "cuda");
   for (const WeightCase& w :
        {blocks(kQ4K, 4096, 4096), blocks(kQ8_0, 4096, 4096, 128), int4w(4096, 4096, 128)})
@@ -85,8 +87,25 @@ TEST_CASE("the cuda policy keeps the file's layout", "[runtime][policy]") {
         MatmulKernel::qgemv);
   CHECK(p.matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 512, true) ==
         MatmulKernel::qgemv);
-  CHECK(p.decode_split_keys(512) == 0);
-  CHECK(p.decode_split_keys(4096) == 512);
+  // Prompt token blocks that ptxas holds without spilling.
+  const WeightCase q6 = blocks(14, 4096, 4096), q4 = blocks(kQ4K, 4096, 4096);
+  CHECK(p.matmul_token_block(q6, MatmulKernel::qgemv, 512) == 2);
+  CHECK(p.matmul_token_block(q4, MatmulKernel::qgemv, 512) == 4);
+  CHECK(p.matmul_token_block(blocks(kQ8_0, 4096, 4096, 128), MatmulKernel::qgemv, 512) == 0);
+  CHECK(p.matmul_token_block(q6, MatmulKernel::qgemv, 1) == 0);
+  CHECK(cpu_kernel_policy().matmul_token_block(q6, MatmulKernel::qgemv, 512) == 0);
+  // Before sm_80 (no mma.sync) attention keeps the walk.
+  for (int64_t t : {1, 512})
+    CHECK(cuda_kernel_policy(75).attention_blocks(DType::f16, t) == AttentionBlocks::walk);
+  CHECK(cuda_kernel_policy(80).attention_blocks(DType::f16, 1) == AttentionBlocks::tiles);
+  // Decode always splits (the tile strategy has no unsplit decode).
+  for (int64_t span : {16, 512, 4096}) CHECK(p.decode_split_keys(span) == 256);
+  for (int64_t t : {1, 512}) {
+    CHECK(p.attention_blocks(DType::f16, t) == AttentionBlocks::tiles);
+    CHECK(p.attention_blocks(DType::bf16, t) == AttentionBlocks::tiles);
+    for (DType kv : {DType::f32, DType::i8, DType::u32})
+      CHECK(p.attention_blocks(kv, t) == AttentionBlocks::walk);
+  }
 }
 
 TEST_CASE("linear refuses a weight its layout cannot hold", "[runtime][policy][error]") {

@@ -114,3 +114,18 @@ TEST_CASE("cuda: too much shared memory is refused with the limit", "[cuda][erro
                                                   "bytes of shared memory per block; the limit "
                                                   "is 166912"));
 }
+
+TEST_CASE("cuda: a block whose registers do not fit is refused with the limit", "[cuda][errors]") {
+  CudaSource src;
+  src.entry = "wide";
+  src.sm = 90;
+  src.threads = 256;
+  CHECK_NOTHROW(check_cuda_registers(src, 255));  // 8 warps of 8192
+  src.threads = 512;
+  CHECK_THROWS_WITH(check_cuda_registers(src, 255),
+                    Catch::Contains("CUDA kernel 'wide' for sm_90: 512 threads per block of 255 "
+                                    "registers each need 131072 registers; a block has 65536"));
+  CHECK_NOTHROW(check_cuda_registers(src, 128));
+  src.threads = 1024;
+  CHECK_THROWS_WITH(check_cuda_registers(src, 65), Catch::Contains("need 73728 registers"));
+}

@@ -352,10 +352,11 @@ inline HostBuffer run_attention(const Spec& spec, const AttentionCase& c, Attent
 // attention_decode_merge with its SPLIT. The partials start as NaN, so a
 // slice the merge reads but the split never wrote fails the comparison.
 inline HostBuffer run_split_attention(const AttentionCase& c, AttentionData& d, bool interpret,
-                                      const std::map<std::string, int64_t>& constexprs = {}) {
+                                      const std::map<std::string, int64_t>& constexprs = {},
+                                      const std::string& pass1 = "attention_decode_split") {
   AttentionCase no_sinks = c;  // the sinks join in the merge
   no_sinks.sinks = false;
-  Spec split = attention_spec("attention_decode_split", no_sinks, constexprs);
+  Spec split = attention_spec(pass1, no_sinks, constexprs);
   const int64_t keys = split.constexpr_("SPLIT");
   Spec merge =
       find_kernel("attention_decode_merge")
@@ -391,12 +392,15 @@ inline HostBuffer run_split_attention(const AttentionCase& c, AttentionData& d, 
   return out;
 }
 
-// `kernel` (attention_decode or attention_prefill) with `constexprs`, or
-// with kernel "split" the split-K pair (run_split_attention).
+// `kernel` (attention_decode, attention_prefill, ..) with `constexprs`, or
+// with kernel "split" or attention_decode_tiles a split-K pass 1 and the
+// merge (run_split_attention).
 inline HostBuffer run_any_attention(const std::string& kernel, const AttentionCase& c,
                                     AttentionData& d, bool interpret = false,
                                     const std::map<std::string, int64_t>& constexprs = {}) {
   if (kernel == "split") return run_split_attention(c, d, interpret, constexprs);
+  if (kernel == "attention_decode_tiles")
+    return run_split_attention(c, d, interpret, constexprs, kernel);
   return run_attention(attention_spec(kernel, c, constexprs), c, d, interpret);
 }
 
@@ -412,7 +416,7 @@ inline void check_attention(const std::string& kernel, const AttentionCase& c, d
                             const std::map<std::string, int64_t>& constexprs = {}) {
   INFO(kernel << " " << c.describe());
   AttentionData d(c);
-  HostBuffer out = run_attention(attention_spec(kernel, c, constexprs), c, d, false);
+  HostBuffer out = run_any_attention(kernel, c, d, false, constexprs);
   CHECK(worst_error(out, attention_reference(c, d), output_atol(c, atol), 0) <= 1.0);
 }
 
@@ -421,9 +425,9 @@ inline void check_attention_interpreted(const std::string& kernel, const Attenti
                                         double atol,
                                         const std::map<std::string, int64_t>& constexprs) {
   INFO(kernel << " " << c.describe());
-  Spec spec = attention_spec(kernel, c, constexprs);
   AttentionData d(c);
-  HostBuffer out = run_attention(spec, c, d, false), outi = run_attention(spec, c, d, true);
+  HostBuffer out = run_any_attention(kernel, c, d, false, constexprs),
+             outi = run_any_attention(kernel, c, d, true, constexprs);
   CHECK(worst_error(out, as_doubles(outi), output_atol(c, atol), 0) <= 1.0);
   CHECK(worst_error(outi, attention_reference(c, d), output_atol(c, atol), 0) <= 1.0);
 }

@@ -1,0 +1,99 @@
+// Split-K decode attention (flash-decoding) as tile dots: the first pass of
+// attention_decode_split, with the tile strategy (tile_blocks.h) in place of
+// the walk, for machines with matrix units. The cuda kernel policy runs it
+// over f16 and bf16 caches (runtime/cuda/cuda_policy.h).
+//
+// A program holds BLOCK_G heads of one GQA group at one token as the rows of
+// a [BLOCK_G, HEAD_DIM] query tile (heads past the group repeat its last
+// head and are not stored) and walks one slice of SPLIT keys of the group's
+// KV head: the slice is read once for the whole group, every score of the
+// group is one dot with K^T, and the slices spread a long cache over the
+// GPU's blocks. On a GPU BLOCK_G = 16 is one mma M: a group of 8 heads
+// leaves half of the score mma idle, which decode (bound by reading the
+// cache) does not feel. It writes the partial states of decode_split.h;
+// attention_decode_merge normalises them, with the sinks.
+#include "ir/builder.h"
+#include "kernels/attention/attention_shape.h"
+#include "kernels/attention/attention_window.h"
+#include "kernels/attention/decode_split.h"
+#include "kernels/attention/kv_cache.h"
+#include "kernels/attention/kv_walk.h"
+#include "kernels/attention/tile_blocks.h"
+#include "kernels/registry.h"
+
+namespace kiln {
+namespace {
+
+Kernel build_attention_decode_tiles(const Spec& s) {
+  KernelBuilder k("attention_decode_tiles", s);
+  const DType KV = s.dtype("KV");
+  const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G"),
+                SPLIT = s.constexpr_("SPLIT"), KB = kv_key_block(s.target);
+  check_attention_constexprs("attention_decode_tiles", D, attention_lanes(s.target),
+                             {{"BLOCK_G", BG}});
+  check_split("attention_decode_tiles", SPLIT, KB);
+  check_kv_layout("attention_decode_tiles", s);
+  auto q = k.buffer("q", query_dtype(s)), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
+  auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
+  DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
+
+  auto slice_id = k.program_id(1), kvh = k.program_id(2) % sc.n_kv, t = k.program_id(2) / sc.n_kv;
+  auto group = sc.n_heads / sc.n_kv;
+  auto g = k.program_id(0) * static_cast<int>(BG) + arange(BG);
+  auto valid = g < broadcast_to(group, {BG});
+  auto head = broadcast_to(kvh * group, {BG}) + minimum(g, broadcast_to(group - 1, {BG}));
+  auto row = broadcast_to(t * sc.n_heads, {BG}) + head;
+  auto dims = expand_dims(arange(D).to(DType::i64), 0);
+  auto qt = tile_query(load(q + (expand_dims(row.to(DType::i64) * D, 1) + dims)).to(DType::f32),
+                       sc.scale, KV);
+
+  KvView kv = sc.kv;
+  kv.kvh = kvh;
+  auto pos = sc.pos0 + t;
+  auto slice0 = slice_id * static_cast<int>(SPLIT);
+  auto begin = maximum(slice0, window_begin(pos, sc.window));
+  auto end = minimum(slice0 + static_cast<int>(SPLIT), minimum(pos + 1, sc.kv_len));
+  TileState st = tile_start(k, BG, D);
+  // Every row sees the same keys, so the block's mask is the range's.
+  k.for_(begin / static_cast<int>(KB), (end + static_cast<int>(KB - 1)) / static_cast<int>(KB), 1,
+         [&](Value block) {
+           auto keys = broadcast_to(block * static_cast<int>(KB), {KB}) + arange(KB);
+           auto seen = (keys >= broadcast_to(begin, {KB})) & (keys < broadcast_to(end, {KB}));
+           tile_block(kv, qt, block, seen, broadcast_to(expand_dims(seen, 0), {BG, KB}), st);
+         });
+
+  auto slices = (sc.max_ctx + static_cast<int>(SPLIT - 1)) / static_cast<int>(SPLIT);
+  auto part = row.to(DType::i64) * broadcast_to(slices.to(DType::i64), {BG}) +
+              broadcast_to(slice_id.to(DType::i64), {BG});
+  store(part_o + (expand_dims(part * D, 1) + dims), st.acc.get(),
+        broadcast_to(expand_dims(valid, 1), {BG, D}));
+  auto is_m = broadcast_to(expand_dims(arange(2) == 0, 0), {BG, 2});
+  store(part_ml + (expand_dims(part * 2, 1) + expand_dims(arange(2).to(DType::i64), 0)),
+        where(is_m, broadcast_to(expand_dims(st.m.get(), 1), {BG, 2}),
+              broadcast_to(expand_dims(st.l.get(), 1), {BG, 2})),
+        broadcast_to(expand_dims(valid, 1), {BG, 2}));
+  return k.finish();
+}
+
+KILN_REGISTER_KERNEL((KernelDef{
+    .name = "attention_decode_tiles",
+    .family = "attention",
+    .summary = "split-K decode attention, pass 1, as tile dots (mma on GPUs): each slice of SPLIT "
+               "keys of a KV head's cache into the partial states of its group's heads",
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16}}, kActivationRole},
+    .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 16}, {"SPLIT", 512}, {"PAGE", 0}},
+    .build = build_attention_decode_tiles,
+    .launch_shape =
+        [](const Spec& s, const ScalarArgs& a) {
+          return decode_split_launch_shape("attention_decode_tiles", s, a);
+        },
+    .tunables = {{"BLOCK_G", {16, 32}}},
+    .shape_keys = {"kv_len", "n_heads", "n_kv_heads"},
+    // As attention_prefill_tiles: q and P rounded to the cache's dtype before
+    // their dots (as the interpreter rounds them); reassociated f32 sums.
+    .rtol = 1e-3,
+    .atol = 1e-4,
+}));
+
+}  // namespace
+}  // namespace kiln
