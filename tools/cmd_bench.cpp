@@ -22,6 +22,7 @@
 #include "tools/attention_workload.h"
 #include "tools/bandwidth_probe.h"
 #include "tools/cli.h"
+#include "tools/device_bench.h"
 #include "tools/dot_probe.h"
 #include "tools/gemv_workload.h"
 #include "tools/int4_workload.h"
@@ -228,7 +229,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
   CliArgs a(ours, {"help", "warm"});
   const RowFilter filter(gbench);
   a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats", "tokens", "warm",
-                "contexts", "heads", "kv", "experts", "kv-page"});
+                "contexts", "heads", "kv", "experts", "kv-page", "device", "repeats"});
+  if (a.has("device") && !a.flag("help"))
+    return run_device_bench(a.get("device"), static_cast<int>(a.get_int("repeats", 3)));
   if (a.flag("help")) {
     std::puts(
         "usage: kiln bench [--threads 1,2] [--shapes 4096x4096,4096x14336] [--dtypes "
@@ -239,6 +242,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "f16,bf16,f32,q8_0,aura4v4,...]\n"
         "                  [--kv-page N]\n"
         "                  [--const BLOCK_K=128] [--benchmark_* Google Benchmark options]\n"
+        "       kiln bench --device cuda|cuda-sim [--repeats 3]\n"
         "Benchmarks gemv (y = W x) for each weight dtype or format, shape and thread count,\n"
         "(f8e4m3 with a scale per 128x128 block, as FP8 checkpoints have them),\n"
         "next to a memory-bandwidth probe measured in the same run (frac_of_probe = GB/s /\n"
@@ -257,7 +261,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "rows read, cold as the GEMVs, next to the probe; with --kv-page N over a pool of\n"
         "N-key pages, the sequence's in shuffled order. Prefill attention (attention_prefill:\n"
         "a --tokens prompt over its own keys, each --heads and --kv) reports GFLOP/s against\n"
-        "dot_peak/f32.");
+        "dot_peak/f32.\n"
+        "--device cuda runs the GPU suite instead: the read_peak (bandwidth) and mma_peak\n"
+        "(tile dot) probe kernels, then decode qgemv per format, split-K decode attention and\n"
+        "prompt attention as the cuda policy runs them, each as a fraction of its probe\n"
+        "measured in the same run (the best of --repeats timings). --device cuda-sim is a\n"
+        "dry run of the same launches at small sizes on the CPU simulator.");
     return 0;
   }
   const bool cold = !a.flag("warm");

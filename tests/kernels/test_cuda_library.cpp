@@ -331,6 +331,9 @@ std::vector<Case> cases() {
   cs.push_back({"quantize_q8", {}, {{"QBLOCK", 32}}, {{"nblocks", 19}}});
   for (DType t : {DType::u8, DType::f32})
     cs.push_back({"dot_peak", {{"T", t}}, {{"ACC", 4}}, {{"programs", 3}, {"steps", 9}}});
+  cs.push_back({"read_peak", {}, {{"BLOCK", 256}}, {{"programs", 3}, {"words", 768}}});
+  for (DType t : {DType::f16, DType::bf16})
+    cs.push_back({"mma_peak", {{"T", t}}, {{"TILE", 32}}, {{"programs", 2}, {"steps", 3}}});
   cs.push_back({"quantize_q8", {}, {{"QBLOCK", 256}, {"BLOCKS", 2}}, {{"nblocks", 40}}});
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     cs.push_back(

@@ -1,0 +1,192 @@
+#include "tools/device_bench.h"
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <random>
+
+#include "ir/error.h"
+#include "kernels/attention/kv_cache.h"
+#include "kernels/probe/mma_peak.h"
+#include "runtime/runtime.h"
+#include "tools/attention_workload.h"
+#include "tools/qgemv_workload.h"
+
+namespace kiln {
+namespace {
+
+// Sizes of the suite: a GPU's, or a dry run's in the simulator.
+struct SuiteSizes {
+  int64_t probe_bytes, mma_programs, mma_steps, gemv_m, gemv_k, cold_bytes;
+  int64_t heads, kv_heads, head_dim, decode_keys, prompt_tokens;
+};
+constexpr SuiteSizes kGpu{
+    int64_t{1} << 30, 4096, 256, 4096, 14336, int64_t{256} << 20, 32, 8, 128, 8192, 512};
+constexpr SuiteSizes kDryRun{int64_t{4} << 20, 2, 2, 64, 512, 0, 4, 2, 64, 48, 16};
+
+// A launch's host arguments copied into buffers of the runtime's backend,
+// `copies` times over, so that successive launches read different memory
+// (a streaming kernel's bytes then come from DRAM, not the L2 cache).
+class DeviceArgs {
+ public:
+  DeviceArgs(Runtime& rt, const Spec& spec, const std::vector<Arg>& host, int64_t copies) {
+    const Kernel k = build_kernel(spec);
+    for (int64_t c = 0; c < copies; ++c) {
+      std::vector<Arg> args = host;
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (!args[i].is_buffer) continue;
+        const size_t bytes = static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype));
+        buffers_.emplace_back(rt.backend(), bytes);
+        rt.backend().upload(buffers_.back().data(), args[i].data, bytes);
+        args[i].data = buffers_.back().data();
+      }
+      sets_.push_back(std::move(args));
+    }
+  }
+  const std::vector<Arg>& at(int64_t i) const {
+    return sets_[static_cast<size_t>(i) % sets_.size()];
+  }
+
+ private:
+  std::vector<DeviceBuffer> buffers_;
+  std::vector<std::vector<Arg>> sets_;
+};
+
+// Copies of `bytes` that together exceed `cold_bytes` (at least one).
+int64_t cold_copies(int64_t bytes, int64_t cold_bytes) {
+  return std::max<int64_t>(1, (cold_bytes + bytes - 1) / std::max<int64_t>(bytes, 1));
+}
+
+// Seconds per call of run(i), the best of `repeats` timings of `n` calls
+// after one untimed call (compiles, loads, first touches).
+double seconds_per_call(Runtime& rt, int repeats, int64_t n,
+                        const std::function<void(int64_t)>& run) {
+  run(0);
+  rt.backend().synchronize();
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n; ++i) run(i);
+    rt.backend().synchronize();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                        static_cast<double>(n));
+  }
+  return best;
+}
+
+// One kernel's rate and its fraction of the roofline measured in this run.
+void row(const char* family, const std::string& what, double rate, const char* unit, double roof,
+         const char* roof_name) {
+  std::printf("%-10s %-46s %10.1f %-8s %5.2f of %s\n", family, what.c_str(), rate, unit,
+              rate / roof, roof_name);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_device_bench(const std::string& device, int repeats) {
+  if (device != "cuda" && device != "cuda-sim")
+    throw Error("--device: the device suite runs on cuda (or cuda-sim, a dry run), got '" + device +
+                "'");
+  const SuiteSizes z = device == "cuda" ? kGpu : kDryRun;
+  const int64_t calls = device == "cuda" ? 20 : 1;
+  Runtime rt(RuntimeOptions{0, CompileCache::default_dir(), true, device});
+  std::printf("device: %s (%s)%s\n", rt.backend().target().c_str(), device.c_str(),
+              device == "cuda" ? "" : "; a dry run at small sizes: the rates mean nothing");
+
+  // The bandwidth probe, 256 KiB per program.
+  const int64_t words = std::min<int64_t>(64 * 1024, z.probe_bytes / 4);
+  const int64_t programs = z.probe_bytes / 4 / words;
+  std::vector<uint32_t> px(static_cast<size_t>(programs * words), 1),
+      py(static_cast<size_t>(programs));
+  const std::vector<Arg> read_host = {Arg::buffer(px.data(), programs * words),
+                                      Arg::buffer(py.data(), programs), Arg::scalar_int(words)};
+  const Spec read = rt.select("read_peak", {}, read_host, {{"programs", programs}});
+  const DeviceArgs read_args(rt, read, read_host, 1);
+  const double gbps = static_cast<double>(programs * words * 4) / 1e9 /
+                      seconds_per_call(rt, repeats, calls, [&](int64_t) {
+                        rt.launch(read, read_args.at(0), {{"programs", programs}});
+                      });
+  std::printf("%-10s %-46s %10.1f %-8s\n", "probe",
+              ("read_peak, " + std::to_string(z.probe_bytes >> 20) + " MiB").c_str(), gbps, "GB/s");
+
+  // The tile-dot probe: f16 ones (0x3c00), whose sums stay exact.
+  const int64_t tile = 64;
+  std::vector<uint16_t> ma(static_cast<size_t>(tile * tile), 0x3c00),
+      mb(static_cast<size_t>(8 * tile * tile), 0x3c00);
+  std::vector<float> my(static_cast<size_t>(z.mma_programs * tile * tile));
+  const std::vector<Arg> mma_host = {
+      Arg::buffer(ma.data(), tile * tile), Arg::buffer(mb.data(), 8 * tile * tile),
+      Arg::buffer(my.data(), z.mma_programs * tile * tile), Arg::scalar_int(z.mma_steps)};
+  const Spec mma = rt.select("mma_peak", {{"T", DType::f16}}, mma_host,
+                             {{"programs", z.mma_programs}}, {{"TILE", tile}});
+  const DeviceArgs mma_args(rt, mma, mma_host, 1);
+  const double peak = 2.0 * static_cast<double>(mma_peak_macs(tile, z.mma_steps) * z.mma_programs) /
+                      1e9 / seconds_per_call(rt, repeats, calls, [&](int64_t) {
+                        rt.launch(mma, mma_args.at(0), {{"programs", z.mma_programs}});
+                      });
+  std::printf("%-10s %-46s %10.1f %-8s\n", "probe", "mma_peak, f16 64x64 tile dots", peak,
+              "GFLOP/s");
+
+  // Decode GEMVs: one token through an m x k matrix streamed from DRAM.
+  for (ggml::QuantType fmt :
+       {ggml::QuantType::Q4_K, ggml::QuantType::Q6_K, ggml::QuantType::Q8_0, ggml::QuantType::Q4_0,
+        ggml::QuantType::IQ4_XS, ggml::QuantType::MXFP4}) {
+    QgemvWorkload w(z.gemv_m, z.gemv_k, fmt);
+    const std::vector<Arg> qh = w.quantize_args(), gh = w.args();
+    // x quantised as forwards pair it with the format (ops::linear).
+    const int64_t qblock = ggml::block_format(fmt).block_elems == 256 ? 256 : 32;
+    const Spec quantize = rt.select("quantize_q8", {}, qh, {}, {{"QBLOCK", qblock}});
+    const Spec gemv = rt.select("qgemv", {}, gh, {}, {{"FMT", static_cast<int64_t>(fmt)}});
+    const DeviceArgs q_args(rt, quantize, qh, 1);
+    rt.launch(quantize, q_args.at(0));
+    const DeviceArgs g_args(rt, gemv, gh, cold_copies(w.weight_bytes(), z.cold_bytes));
+    const double s =
+        seconds_per_call(rt, repeats, calls, [&](int64_t i) { rt.launch(gemv, g_args.at(i)); });
+    row("qgemv",
+        std::string(ggml::block_format(fmt).name) + " " + std::to_string(z.gemv_m) + "x" +
+            std::to_string(z.gemv_k) + ", 1 token",
+        static_cast<double>(w.weight_bytes()) / s / 1e9, "GB/s", gbps, "read_peak");
+  }
+
+  // Attention over an f16 cache as the cuda policy runs it: split-K decode
+  // as tile dots (slices of 256 keys) and prompt tile dots.
+  const int64_t kb = kv_key_block(rt.backend().target_desc());
+  const std::string heads =
+      std::to_string(z.heads) + "x" + std::to_string(z.kv_heads) + "x" + std::to_string(z.head_dim);
+  {
+    const int64_t split = 256;
+    AttentionWorkload w(z.heads, z.kv_heads, z.head_dim, z.decode_keys, kb);
+    const std::vector<Arg> sh = w.split_args(split), mh = w.merge_args(split);
+    const Spec tiles = rt.select("attention_decode_tiles", {{"KV", DType::f16}}, sh, {},
+                                 {{"HEAD_DIM", z.head_dim}, {"SPLIT", split}});
+    const Spec merge = rt.select("attention_decode_merge", {}, mh, {},
+                                 {{"HEAD_DIM", z.head_dim}, {"SPLIT", split}});
+    const DeviceArgs s_args(rt, tiles, sh, cold_copies(w.cache_bytes(), z.cold_bytes));
+    const DeviceArgs m_args(rt, merge, mh, 1);
+    const double s = seconds_per_call(rt, repeats, calls, [&](int64_t i) {
+      rt.launch(tiles, s_args.at(i));
+      rt.launch(merge, m_args.at(0));
+    });
+    row("attention",
+        "decode_tiles+merge f16 " + heads + ", " + std::to_string(z.decode_keys) + " keys",
+        static_cast<double>(w.cache_bytes()) / s / 1e9, "GB/s", gbps, "read_peak");
+  }
+  {
+    AttentionWorkload w(z.heads, z.kv_heads, z.head_dim, z.prompt_tokens, kb, DType::f16,
+                        z.prompt_tokens);
+    const std::vector<Arg> ph = w.args();
+    const Spec prefill = rt.select("attention_prefill_tiles", {{"KV", DType::f16}}, ph, {},
+                                   {{"HEAD_DIM", z.head_dim}});
+    const DeviceArgs p_args(rt, prefill, ph, 1);
+    const double s =
+        seconds_per_call(rt, repeats, calls, [&](int64_t) { rt.launch(prefill, p_args.at(0)); });
+    row("attention",
+        "prefill_tiles f16 " + heads + ", " + std::to_string(z.prompt_tokens) + " tokens",
+        2.0 * w.causal_macs() / s / 1e9, "GFLOP/s", peak, "mma_peak");
+  }
+  return 0;
+}
+
+}  // namespace kiln
