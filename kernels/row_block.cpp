@@ -2,8 +2,12 @@
 
 namespace kiln {
 
-void split_row_block(KernelBuilder& k, const Value& row0, int64_t block_m, const Value& m,
-                     const std::function<void(bool masked)>& pass) {
+void split_row_block(KernelBuilder& k, const TargetDesc& target, const Value& row0, int64_t block_m,
+                     const Value& m, const std::function<void(bool masked)>& pass) {
+  if (target.warp_size > 1) {
+    pass(true);
+    return;
+  }
   k.if_(
       row0 + static_cast<int>(block_m) <= m, [&] { pass(false); }, [&] { pass(true); });
 }

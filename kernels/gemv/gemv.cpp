@@ -82,7 +82,7 @@ Kernel build_gemv(const Spec& s) {
     });
     store_rows(y + rows, sum(Value(acc), 1).to(TX), rows, M, row_masked);
   };
-  split_row_block(k, row0, BM, M, rows_pass);
+  split_row_block(k, s.target, row0, BM, M, rows_pass);
   return k.finish();
 }
 

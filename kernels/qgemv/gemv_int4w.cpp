@@ -71,7 +71,7 @@ Kernel build_gemv_int4w(const Spec& s) {
       });
       dots.store_tokens(y, tok0, T, M, rows, masked);
     };
-    split_row_block(k, row0, BM, M, rows_pass);
+    split_row_block(k, s.target, row0, BM, M, rows_pass);
   });
   return k.finish();
 }

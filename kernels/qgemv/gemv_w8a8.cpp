@@ -87,7 +87,7 @@ Kernel build_gemv_w8a8(const Spec& s) {
         });
       }
     };
-    split_row_block(k, row0, BM, M, rows_pass);
+    split_row_block(k, s.target, row0, BM, M, rows_pass);
   });
   return k.finish();
 }

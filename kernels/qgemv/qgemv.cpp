@@ -602,7 +602,7 @@ Kernel build_qgemv(const Spec& s) {
       });
       dots.store_tokens(y, tok0, T, M, rows, row_masked);
     };
-    split_row_block(k, row0, BM, M, rows_pass);
+    split_row_block(k, s.target, row0, BM, M, rows_pass);
   });
   return k.finish();
 }
