@@ -1,7 +1,7 @@
 // Split-K decode attention (flash-decoding) as tile dots: the first pass of
 // attention_decode_split, with the tile strategy (tile_blocks.h) in place of
 // the walk, for machines with matrix units. The cuda kernel policy runs it
-// over f16 and bf16 caches (runtime/cuda/cuda_policy.h).
+// over f16, bf16 and q8_0 caches (runtime/cuda/cuda_policy.h).
 //
 // A program holds BLOCK_G heads of one GQA group at one token as the rows of
 // a [BLOCK_G, HEAD_DIM] query tile (heads past the group repeat its last
@@ -44,8 +44,7 @@ Kernel build_attention_decode_tiles(const Spec& s) {
   auto head = broadcast_to(kvh * group, {BG}) + minimum(g, broadcast_to(group - 1, {BG}));
   auto row = broadcast_to(t * sc.n_heads, {BG}) + head;
   auto dims = expand_dims(arange(D).to(DType::i64), 0);
-  auto qt = tile_query(load(q + (expand_dims(row.to(DType::i64) * D, 1) + dims)).to(DType::f32),
-                       sc.scale, KV);
+  const TileQuery qt = tile_query(q, sc.q8, row.to(DType::i64) * D, D, sc.scale, KV);
 
   KvView kv = sc.kv;
   kv.kvh = kvh;
@@ -59,7 +58,7 @@ Kernel build_attention_decode_tiles(const Spec& s) {
          [&](Value block) {
            auto keys = broadcast_to(block * static_cast<int>(KB), {KB}) + arange(KB);
            auto seen = (keys >= broadcast_to(begin, {KB})) & (keys < broadcast_to(end, {KB}));
-           tile_block(kv, qt, block, seen, broadcast_to(expand_dims(seen, 0), {BG, KB}), st);
+           tile_block(k, kv, qt, block, seen, broadcast_to(expand_dims(seen, 0), {BG, KB}), st);
          });
 
   auto slices = (sc.max_ctx + static_cast<int>(SPLIT - 1)) / static_cast<int>(SPLIT);
@@ -80,7 +79,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .family = "attention",
     .summary = "split-K decode attention, pass 1, as tile dots (mma on GPUs): each slice of SPLIT "
                "keys of a KV head's cache into the partial states of its group's heads",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16}}, kActivationRole},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::i8}}, kActivationRole},
     .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_G", 16}, {"SPLIT", 512}, {"PAGE", 0}},
     .build = build_attention_decode_tiles,
     .launch_shape =

@@ -1,7 +1,8 @@
 // Causal GQA flash attention of a block of query tokens as tile dots: the
 // block strategy for machines with matrix units, where attention_prefill's
 // walk (kv_walk.h) is scheduled for a CPU's vector registers. The cuda
-// kernel policy runs it over f16 and bf16 caches (runtime/cuda/cuda_policy.h).
+// kernel policy runs it over f16, bf16 and q8_0 caches
+// (runtime/cuda/cuda_policy.h).
 //
 // A program holds BLOCK_M query tokens of one head as a [BLOCK_M, HEAD_DIM]
 // tile and walks the keys one K block at a time through the same cache view
@@ -14,6 +15,7 @@
 #include "kernels/attention/attention_sinks.h"
 #include "kernels/attention/attention_window.h"
 #include "kernels/attention/kv_cache.h"
+#include "kernels/attention/kv_walk.h"
 #include "kernels/attention/prefill_rows.h"
 #include "kernels/attention/tile_blocks.h"
 #include "kernels/registry.h"
@@ -27,7 +29,8 @@ Kernel build_attention_prefill_tiles(const Spec& s) {
   const DType KV = s.dtype("KV"), T = s.dtype("T");
   const int64_t D = s.constexpr_("HEAD_DIM"), BM = s.constexpr_("BLOCK_M");
   const int64_t KB = kv_key_block(s.target);
-  const PrefillInputs in = declare_prefill_params(k, s, T);
+  PrefillInputs in = declare_prefill_params(k, s, query_dtype(s));
+  in.q8 = declare_query_scales(k, s);
   const Value sink = sink_logit(declare_sinks(k, s), in.head);
   const KvView& kv = in.kv;
   const Value &n_tokens = in.n_tokens, &n_heads = in.n_heads, &kv_len = in.kv_len, &pos0 = in.pos0,
@@ -41,9 +44,8 @@ Kernel build_attention_prefill_tiles(const Spec& s) {
   auto pos = broadcast_to(pos0, {BM}) + tok;
   auto lo = expand_dims(window_begin(pos, window), 1);
   auto hi = expand_dims(minimum(pos + 1, broadcast_to(kv_len, {BM})), 1);
-  auto qoff = expand_dims(((tok * n_heads + broadcast_to(h, {BM})).to(DType::i64) * D), 1) +
-              expand_dims(arange(D).to(DType::i64), 0);
-  auto qt = tile_query(load(in.q + qoff).to(DType::f32), in.scale, KV);
+  auto qrow = (tok * n_heads + broadcast_to(h, {BM})).to(DType::i64) * D;
+  const TileQuery qt = tile_query(in.q, in.q8, qrow, D, in.scale, KV);
 
   TileState st = tile_start(k, BM, D);
   // The keys any row sees: from the first row's window to the last row's
@@ -59,9 +61,10 @@ Kernel build_attention_prefill_tiles(const Spec& s) {
            auto stored =
                (keys >= broadcast_to(first_key, {KB})) & (keys < broadcast_to(end_key, {KB}));
            auto key_row = expand_dims(keys, 0);
-           tile_block(kv, qt, block, stored, (key_row >= lo) & (key_row < hi), st);
+           tile_block(k, kv, qt, block, stored, (key_row >= lo) & (key_row < hi), st);
          });
   auto norm = softmax_normaliser(st.m.get(), st.l.get(), sink);
+  auto qoff = expand_dims(qrow, 1) + expand_dims(arange(D).to(DType::i64), 0);
   store(in.out + qoff, (st.acc.get() * expand_dims(norm, 1)).to(T),
         broadcast_to(expand_dims(live, 1), {BM, D}));
   return k.finish();
@@ -70,7 +73,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .name = "attention_prefill_tiles",
     .family = "attention",
     .summary = "causal GQA flash attention of a block of query tokens as tile dots (mma on GPUs)",
-    .dtype_roles = {{"KV", {DType::f16, DType::bf16}}, kActivationRole},
+    .dtype_roles = {{"KV", {DType::f16, DType::bf16, DType::i8}}, kActivationRole},
     .constexpr_defaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 16}, {"SINKS", 0}, {"PAGE", 0}},
     .build = build_attention_prefill_tiles,
     .launch_shape =

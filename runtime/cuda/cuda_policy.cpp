@@ -34,14 +34,14 @@ class CudaPolicy : public KernelPolicy {
     }
   }
 
-  // Tensor cores for the f16 and bf16 caches, in prompts and in decode;
-  // q8_0, f32 and AURA caches keep the walk. At sm_90 the prompt's tile
+  // Tensor cores for the f16, bf16 and q8_0 caches (int8 score dots), in
+  // prompts and in decode; f32 and AURA caches keep the walk. At sm_90 the prompt's tile
   // dots are 29 KB of CUDA C without spills at head sizes 64 and 128, the
   // walk 720-890 KB with 4.8-8.6 KB of spills (docs/kernel_policy.md).
   // A GPU without mma.sync (before sm_80) keeps the walk's FMAs.
   AttentionBlocks attention_blocks(DType kv, int64_t) const override {
-    return mma_ && (kv == DType::f16 || kv == DType::bf16) ? AttentionBlocks::tiles
-                                                           : AttentionBlocks::walk;
+    const bool dots = kv == DType::f16 || kv == DType::bf16 || kv == DType::i8;
+    return mma_ && dots ? AttentionBlocks::tiles : AttentionBlocks::walk;
   }
 
   // Decode always splits, as the tile strategy needs: a short cache too

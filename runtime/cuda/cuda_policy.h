@@ -5,8 +5,8 @@
 // Quantized weights stay as ggml stores them: one copy in device memory,
 // each row's blocks contiguous, which a warp reads with coalesced loads. The
 // CPU's 16-row interleave exists for a 16-lane VNNI register and would add a
-// second copy of every matrix to the upload. Prompt attention over f16 and
-// bf16 caches runs as tile dots (mma.sync), not the CPU's key walk.
+// second copy of every matrix to the upload. Attention over f16, bf16 and
+// q8_0 caches runs as tile dots (mma.sync), not the CPU's key walk.
 //
 // The policy also sizes each program's thread block: the CUDA code
 // generator spreads every tile of a program over the block's threads, so a

@@ -85,6 +85,19 @@ std::vector<Case> cases() {
                 {{"W", DType::bf16}, {"X", DType::bf16}},
                 {{"BLOCK_M", 2}, {"BLOCK_K", 64}},
                 {{"m", 5}, {"k", 100}}});
+  // Over a q8_0 cache: int8 score dots (m16n8k32), f16 P V.
+  for (bool decode : {false, true})
+    cs.push_back({decode ? "attention_decode_tiles" : "attention_prefill_tiles",
+                  {{"KV", DType::i8}},
+                  decode ? std::map<std::string, int64_t>{{"HEAD_DIM", 64}, {"SPLIT", 16}}
+                         : std::map<std::string, int64_t>{{"HEAD_DIM", 64}},
+                  {{"n_tokens", 3},
+                   {"n_heads", 4},
+                   {"n_kv_heads", 2},
+                   {"max_ctx", 48},
+                   {"kv_len", 21},
+                   {"pos0", 18},
+                   {"window", 0}}});
   // The tile-dot prefill (mma.sync on the GPU): 16 query rows, two of them
   // live at 3 tokens, over 18 + 3 keys in blocks of 16; windows and sinks,
   // a paged cache, and the head sizes models use.

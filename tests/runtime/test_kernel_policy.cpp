@@ -103,7 +103,8 @@ TEST_CASE("the cuda policy keeps the file's layout", "[runtime][policy]") {
   for (int64_t t : {1, 512}) {
     CHECK(p.attention_blocks(DType::f16, t) == AttentionBlocks::tiles);
     CHECK(p.attention_blocks(DType::bf16, t) == AttentionBlocks::tiles);
-    for (DType kv : {DType::f32, DType::i8, DType::u32})
+    CHECK(p.attention_blocks(DType::i8, t) == AttentionBlocks::tiles);
+    for (DType kv : {DType::f32, DType::u32})
       CHECK(p.attention_blocks(kv, t) == AttentionBlocks::walk);
   }
 }

@@ -1,6 +1,6 @@
 // attention_prefill_tiles (the tile-dot prefill the GPU policy runs) against
 // a double-precision softmax(q K^T * scale + mask) V, compiled and through
-// the interpreter, over f16 and bf16 caches, head sizes 64, 128 and 256,
+// the interpreter, over f16, bf16 and q8_0 caches, head sizes 64, 128 and 256,
 // GQA, prompts off the query block and after an existing cache, windows,
 // sinks and a paged cache.
 //
@@ -11,7 +11,10 @@
 // adds that unit again; outputs are convex combinations of V rows. At
 // HEAD_DIM 64 that bounds the error by 4.4e-3 (f16) and 3.5e-2 (bf16); the
 // tolerances are 4e-3 and 3e-2, and the worst errors observed are below
-// 4e-4 and 4e-3 (typical errors are far below the worst case's sum).
+// 4e-4 and 4e-3 (typical errors are far below the worst case's sum). Over a
+// q8_0 cache the scores are exact i32 dots of codes times f32 scales (as
+// the reference reads them), and P and the V rows are rounded to f16:
+// at most 2 * 2^-11 relative on a convex combination; 4e-3 too.
 #include <catch2/catch.hpp>
 
 #include "attention_case.h"
@@ -21,11 +24,11 @@ using kiln::test::AttentionCase;
 
 namespace {
 const char* const kKernel = "attention_prefill_tiles";
-double tolerance(DType kv) { return kv == DType::f16 ? 4e-3 : 3e-2; }
+double tolerance(DType kv) { return kv == DType::bf16 ? 3e-2 : 4e-3; }
 }  // namespace
 
 TEST_CASE("attention_prefill_tiles matches a double-precision reference", "[kernels][attention]") {
-  for (DType kv : {DType::f16, DType::bf16})
+  for (DType kv : {DType::f16, DType::bf16, DType::i8})
     kiln::test::check_attention_sweep(kKernel, tolerance(kv), {}, {kv});
 }
 
@@ -52,7 +55,7 @@ TEST_CASE("attention_prefill_tiles with windows, sinks, pages and wide heads",
 }
 
 TEST_CASE("attention_prefill_tiles matches the interpreter", "[kernels][attention]") {
-  for (DType kv : {DType::f16, DType::bf16}) {
+  for (DType kv : {DType::f16, DType::bf16, DType::i8}) {
     AttentionCase c{.kv = kv, .head_dim = 64, .n_heads = 4, .n_kv_heads = 1};
     c.n_tokens = 7;
     c.pos0 = 11;
