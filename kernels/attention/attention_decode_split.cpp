@@ -35,39 +35,24 @@ namespace {
 
 Kernel build_attention_decode_split(const Spec& s) {
   KernelBuilder k("attention_decode_split", s);
-  DType KV = s.dtype("KV");
-  const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G"),
-                SPLIT = s.constexpr_("SPLIT"), KB = kv_key_block(s.target);
-  check_attention_constexprs("attention_decode_split", D, attention_lanes(s.target),
-                             {{"BLOCK_G", BG}});
-  check_split("attention_decode_split", SPLIT, KB);
-  check_kv_layout("attention_decode_split", s);
-  auto q = k.buffer("q", query_dtype(s)), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
-  auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
-  DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
-
-  auto slice_id = k.program_id(1), kvh = k.program_id(2) % sc.n_kv, t = k.program_id(2) / sc.n_kv;
-  auto group = sc.n_heads / sc.n_kv;
+  const SplitPass p = declare_split_pass(k, s, "attention_decode_split");
+  const int64_t D = p.head_dim, BG = p.block_g;
   auto g0 = k.program_id(0) * static_cast<int>(BG);
-  auto slices = (sc.max_ctx + static_cast<int>(SPLIT - 1)) / static_cast<int>(SPLIT);
   std::vector<Value> heads;
-  WalkInputs in = decode_inputs(s, q, sc, kvh, t, g0, heads);
+  WalkInputs in = decode_inputs(s, p.q, p.sc, p.kvh, p.t, g0, heads);
   std::vector<Value> part;  // each head's partial row (i64)
   for (const Value& head : heads)
-    part.push_back((t * sc.n_heads + head).to(DType::i64) * slices.to(DType::i64) +
-                   slice_id.to(DType::i64));
+    part.push_back((p.t * p.sc.n_heads + head).to(DType::i64) * p.slices.to(DType::i64) +
+                   p.slice.to(DType::i64));
   WalkState st = walk_start(k, BG, D);
-  auto pos = sc.pos0 + t;
-  auto first = slice_id * static_cast<int>(SPLIT);
-  auto end = minimum(first + static_cast<int>(SPLIT), minimum(pos + 1, sc.kv_len));
-  walk_keys(k, in, maximum(first, window_begin(pos, sc.window)), end, st);
+  walk_keys(k, in, p.begin, p.end, st);
   for (int64_t h = 0; h < BG; ++h) {
-    auto valid = g0 + static_cast<int>(h) < group;
-    store(part_o + (part[h] * D + arange(D).to(DType::i64)), walk_output(in, st, h),
+    auto valid = g0 + static_cast<int>(h) < p.group;
+    store(p.part_o + (part[h] * D + arange(D).to(DType::i64)), walk_output(in, st, h),
           broadcast_to(valid, {D}));
     auto ml =
         where(arange(2) == 0, broadcast_to(Value(st.m[h]), {2}), broadcast_to(Value(st.l[h]), {2}));
-    store(part_ml + (part[h] * 2 + arange(2).to(DType::i64)), ml, broadcast_to(valid, {2}));
+    store(p.part_ml + (part[h] * 2 + arange(2).to(DType::i64)), ml, broadcast_to(valid, {2}));
   }
   return k.finish();
 }

@@ -26,51 +26,35 @@ namespace {
 
 Kernel build_attention_decode_tiles(const Spec& s) {
   KernelBuilder k("attention_decode_tiles", s);
-  const DType KV = s.dtype("KV");
-  const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G"),
-                SPLIT = s.constexpr_("SPLIT"), KB = kv_key_block(s.target);
-  check_attention_constexprs("attention_decode_tiles", D, attention_lanes(s.target),
-                             {{"BLOCK_G", BG}});
-  check_split("attention_decode_tiles", SPLIT, KB);
-  check_kv_layout("attention_decode_tiles", s);
-  auto q = k.buffer("q", query_dtype(s)), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
-  auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
-  DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
-
-  auto slice_id = k.program_id(1), kvh = k.program_id(2) % sc.n_kv, t = k.program_id(2) / sc.n_kv;
-  auto group = sc.n_heads / sc.n_kv;
+  const SplitPass p = declare_split_pass(k, s, "attention_decode_tiles");
+  const int64_t D = p.head_dim, BG = p.block_g, KB = p.key_block;
   auto g = k.program_id(0) * static_cast<int>(BG) + arange(BG);
-  auto valid = g < broadcast_to(group, {BG});
-  auto head = broadcast_to(kvh * group, {BG}) + minimum(g, broadcast_to(group - 1, {BG}));
-  auto row = broadcast_to(t * sc.n_heads, {BG}) + head;
-  auto dims = expand_dims(arange(D).to(DType::i64), 0);
-  const TileQuery qt = tile_query(q, sc.q8, row.to(DType::i64) * D, D, sc.scale, KV);
-
-  KvView kv = sc.kv;
-  kv.kvh = kvh;
-  auto pos = sc.pos0 + t;
-  auto slice0 = slice_id * static_cast<int>(SPLIT);
-  auto begin = maximum(slice0, window_begin(pos, sc.window));
-  auto end = minimum(slice0 + static_cast<int>(SPLIT), minimum(pos + 1, sc.kv_len));
+  auto valid = g < broadcast_to(p.group, {BG});
+  auto head = broadcast_to(p.kvh * p.group, {BG}) + minimum(g, broadcast_to(p.group - 1, {BG}));
+  auto row = broadcast_to(p.t * p.sc.n_heads, {BG}) + head;
+  const TileQuery qt =
+      tile_query(p.q, p.sc.q8, row.to(DType::i64) * D, D, p.sc.scale, s.dtype("KV"));
+  KvView kv = p.sc.kv;
+  kv.kvh = p.kvh;
   TileState st = tile_start(k, BG, D);
   // Every row sees the same keys, so the block's mask is the range's.
-  k.for_(begin / static_cast<int>(KB), (end + static_cast<int>(KB - 1)) / static_cast<int>(KB), 1,
-         [&](Value block) {
+  k.for_(p.begin / static_cast<int>(KB), (p.end + static_cast<int>(KB - 1)) / static_cast<int>(KB),
+         1, [&](Value block) {
            auto keys = broadcast_to(block * static_cast<int>(KB), {KB}) + arange(KB);
-           auto seen = (keys >= broadcast_to(begin, {KB})) & (keys < broadcast_to(end, {KB}));
+           auto seen = (keys >= broadcast_to(p.begin, {KB})) & (keys < broadcast_to(p.end, {KB}));
            tile_block(k, kv, qt, block, seen, broadcast_to(expand_dims(seen, 0), {BG, KB}), st);
          });
 
-  auto slices = (sc.max_ctx + static_cast<int>(SPLIT - 1)) / static_cast<int>(SPLIT);
-  auto part = row.to(DType::i64) * broadcast_to(slices.to(DType::i64), {BG}) +
-              broadcast_to(slice_id.to(DType::i64), {BG});
-  store(part_o + (expand_dims(part * D, 1) + dims), st.acc.get(),
-        broadcast_to(expand_dims(valid, 1), {BG, D}));
+  auto part = row.to(DType::i64) * broadcast_to(p.slices.to(DType::i64), {BG}) +
+              broadcast_to(p.slice.to(DType::i64), {BG});
+  auto live = [&](int64_t n) { return broadcast_to(expand_dims(valid, 1), {BG, n}); };
+  store(p.part_o + (expand_dims(part * D, 1) + expand_dims(arange(D).to(DType::i64), 0)),
+        st.acc.get(), live(D));
   auto is_m = broadcast_to(expand_dims(arange(2) == 0, 0), {BG, 2});
-  store(part_ml + (expand_dims(part * 2, 1) + expand_dims(arange(2).to(DType::i64), 0)),
+  store(p.part_ml + (expand_dims(part * 2, 1) + expand_dims(arange(2).to(DType::i64), 0)),
         where(is_m, broadcast_to(expand_dims(st.m.get(), 1), {BG, 2}),
               broadcast_to(expand_dims(st.l.get(), 1), {BG, 2})),
-        broadcast_to(expand_dims(valid, 1), {BG, 2}));
+        live(2));
   return k.finish();
 }
 

@@ -2,6 +2,8 @@
 
 #include "ir/error.h"
 #include "kernels/attention/attention_shape.h"
+#include "kernels/attention/attention_window.h"
+#include "kernels/attention/kv_cache.h"
 
 namespace kiln {
 
@@ -9,6 +11,39 @@ void check_split(const std::string& kernel, int64_t split, int64_t key_block) {
   if (split < key_block || split % key_block)
     throw Error("kernel '" + kernel + "': SPLIT must be a positive multiple of the key block (" +
                 std::to_string(key_block) + "), got " + std::to_string(split));
+}
+
+SplitPass declare_split_pass(KernelBuilder& k, const Spec& s, const std::string& kernel) {
+  const DType KV = s.dtype("KV");
+  const int64_t D = s.constexpr_("HEAD_DIM"), BG = s.constexpr_("BLOCK_G"),
+                SPLIT = s.constexpr_("SPLIT"), KB = kv_key_block(s.target);
+  check_attention_constexprs(kernel, D, attention_lanes(s.target), {{"BLOCK_G", BG}});
+  check_split(kernel, SPLIT, KB);
+  check_kv_layout(kernel, s);
+  auto q = k.buffer("q", query_dtype(s)), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
+  auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
+  DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
+  auto kvh = k.program_id(2) % sc.n_kv, t = k.program_id(2) / sc.n_kv;
+  const int split = static_cast<int>(SPLIT);
+  auto pos = sc.pos0 + t;
+  auto first = k.program_id(1) * split;
+  auto begin = maximum(first, window_begin(pos, sc.window));
+  auto end = minimum(first + split, minimum(pos + 1, sc.kv_len));
+  return {q,
+          part_o,
+          part_ml,
+          sc,
+          k.program_id(1),
+          kvh,
+          t,
+          sc.n_heads / sc.n_kv,
+          (sc.max_ctx + (split - 1)) / split,
+          begin,
+          end,
+          D,
+          BG,
+          SPLIT,
+          KB};
 }
 
 int64_t decode_partial_rows(int64_t n_tokens, int64_t n_heads, int64_t max_ctx, int64_t split) {
