@@ -38,14 +38,16 @@ Kernel build_attention_decode_split(const Spec& s) {
   const SplitPass p = declare_split_pass(k, s, "attention_decode_split");
   const int64_t D = p.head_dim, BG = p.block_g;
   auto g0 = k.program_id(0) * static_cast<int>(BG);
+  auto slices = split_slices(p);
   std::vector<Value> heads;
   WalkInputs in = decode_inputs(s, p.q, p.sc, p.kvh, p.t, g0, heads);
   std::vector<Value> part;  // each head's partial row (i64)
   for (const Value& head : heads)
-    part.push_back((p.t * p.sc.n_heads + head).to(DType::i64) * p.slices.to(DType::i64) +
+    part.push_back((p.t * p.sc.n_heads + head).to(DType::i64) * slices.to(DType::i64) +
                    p.slice.to(DType::i64));
   WalkState st = walk_start(k, BG, D);
-  walk_keys(k, in, p.begin, p.end, st);
+  const SliceKeys keys = split_keys(p);
+  walk_keys(k, in, keys.begin, keys.end, st);
   for (int64_t h = 0; h < BG; ++h) {
     auto valid = g0 + static_cast<int>(h) < p.group;
     store(p.part_o + (part[h] * D + arange(D).to(DType::i64)), walk_output(in, st, h),

@@ -37,15 +37,17 @@ Kernel build_attention_decode_tiles(const Spec& s) {
   KvView kv = p.sc.kv;
   kv.kvh = p.kvh;
   TileState st = tile_start(k, BG, D);
+  const SliceKeys range = split_keys(p);
   // Every row sees the same keys, so the block's mask is the range's.
-  k.for_(p.begin / static_cast<int>(KB), (p.end + static_cast<int>(KB - 1)) / static_cast<int>(KB),
-         1, [&](Value block) {
+  k.for_(range.begin / static_cast<int>(KB),
+         (range.end + static_cast<int>(KB - 1)) / static_cast<int>(KB), 1, [&](Value block) {
            auto keys = broadcast_to(block * static_cast<int>(KB), {KB}) + arange(KB);
-           auto seen = (keys >= broadcast_to(p.begin, {KB})) & (keys < broadcast_to(p.end, {KB}));
+           auto seen =
+               (keys >= broadcast_to(range.begin, {KB})) & (keys < broadcast_to(range.end, {KB}));
            tile_block(k, kv, qt, block, seen, broadcast_to(expand_dims(seen, 0), {BG, KB}), st);
          });
 
-  auto part = row.to(DType::i64) * broadcast_to(p.slices.to(DType::i64), {BG}) +
+  auto part = row.to(DType::i64) * broadcast_to(split_slices(p).to(DType::i64), {BG}) +
               broadcast_to(p.slice.to(DType::i64), {BG});
   auto live = [&](int64_t n) { return broadcast_to(expand_dims(valid, 1), {BG, n}); };
   store(p.part_o + (expand_dims(part * D, 1) + expand_dims(arange(D).to(DType::i64), 0)),

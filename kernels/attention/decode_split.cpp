@@ -23,27 +23,21 @@ SplitPass declare_split_pass(KernelBuilder& k, const Spec& s, const std::string&
   auto q = k.buffer("q", query_dtype(s)), kc = k.buffer("k", KV), vc = k.buffer("v", KV);
   auto part_o = k.buffer("part_o", DType::f32), part_ml = k.buffer("part_ml", DType::f32);
   DecodeScalars sc = declare_decode_scalars(k, s, kc, vc);
-  auto kvh = k.program_id(2) % sc.n_kv, t = k.program_id(2) / sc.n_kv;
-  const int split = static_cast<int>(SPLIT);
-  auto pos = sc.pos0 + t;
-  auto first = k.program_id(1) * split;
-  auto begin = maximum(first, window_begin(pos, sc.window));
-  auto end = minimum(first + split, minimum(pos + 1, sc.kv_len));
-  return {q,
-          part_o,
-          part_ml,
-          sc,
-          k.program_id(1),
-          kvh,
-          t,
-          sc.n_heads / sc.n_kv,
-          (sc.max_ctx + (split - 1)) / split,
-          begin,
-          end,
-          D,
-          BG,
-          SPLIT,
-          KB};
+  auto slice = k.program_id(1), kvh = k.program_id(2) % sc.n_kv, t = k.program_id(2) / sc.n_kv;
+  return {q, part_o, part_ml, sc, slice, kvh, t, sc.n_heads / sc.n_kv, D, BG, SPLIT, KB};
+}
+
+Value split_slices(const SplitPass& p) {
+  const int split = static_cast<int>(p.split);
+  return (p.sc.max_ctx + (split - 1)) / split;
+}
+
+SliceKeys split_keys(const SplitPass& p) {
+  const int split = static_cast<int>(p.split);
+  auto pos = p.sc.pos0 + p.t;
+  auto first = p.slice * split;
+  auto end = minimum(first + split, minimum(pos + 1, p.sc.kv_len));
+  return {maximum(first, window_begin(pos, p.sc.window)), end};
 }
 
 int64_t decode_partial_rows(int64_t n_tokens, int64_t n_heads, int64_t max_ctx, int64_t split) {

@@ -31,16 +31,23 @@ LaunchShape decode_split_launch_shape(const std::string& kernel, const Spec& s,
 // query_dtype), k, v, part_o and part_ml, then declare_decode_scalars'
 // (the order ops::attention binds them by name), after checking HEAD_DIM,
 // BLOCK_G, SPLIT and the cache layout (errors name `kernel`); and the
-// program's slice (program_id 1), KV head and token (program_id 2), its
-// GQA group's size, the slices S per head and the keys [begin, end) of the
-// slice the token sees (empty past its causal limit or before its window).
+// program's slice (program_id 1), KV head and token (program_id 2) and its
+// GQA group's size.
 struct SplitPass {
   Buffer q, part_o, part_ml;
   DecodeScalars sc;
-  Value slice, kvh, t, group, slices, begin, end;
+  Value slice, kvh, t, group;
   int64_t head_dim = 0, block_g = 0, split = 0, key_block = 0;
 };
 SplitPass declare_split_pass(KernelBuilder& k, const Spec& s, const std::string& kernel);
+// The slices S per head (i32).
+Value split_slices(const SplitPass& p);
+// The keys [begin, end) of the program's slice its token sees: empty past
+// the token's causal limit or before its window.
+struct SliceKeys {
+  Value begin, end;
+};
+SliceKeys split_keys(const SplitPass& p);
 
 // Partial rows of one launch: n_tokens * n_heads * S.
 int64_t decode_partial_rows(int64_t n_tokens, int64_t n_heads, int64_t max_ctx, int64_t split);
