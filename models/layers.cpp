@@ -78,17 +78,20 @@ Tensor Forward::moe(int64_t l, const Tensor& h) {
   ops::RouterOptions ro{c.norm_topk, {}, c.expert_renorm};
   if (!expert_map.empty()) ro.expert_map = expert_map.at(static_cast<size_t>(l));
   ops::Routing r = ops::moe_route(g, logits, c.n_expert_used, ro);
-  ops::ExpertRows rows = ops::moe_sort(g, r, c.n_expert);
+  const Weight gate = w.experts(g, blk(l, "ffn_gate_exps.weight"), "gate"),
+               up = w.experts(g, blk(l, "ffn_up_exps.weight"), "up"),
+               down = w.experts(g, blk(l, "ffn_down_exps.weight"), "down");
+  ops::ExpertRows rows = ops::moe_sort(g, r, c.n_expert, {&gate, &up, &down});
   if (!expert_hits.empty()) ops::accumulate(g, expert_hits.at(static_cast<size_t>(l)), rows.counts);
-  auto experts = [&](const std::string& name, const char* label, const Tensor& x, Grouping mode) {
-    Tensor y = ops::grouped_linear(g, w.experts(g, blk(l, name + ".weight"), label), x, rows, mode);
+  auto experts = [&](const Weight& stack, const std::string& name, const Tensor& x, Grouping mode) {
+    Tensor y = ops::grouped_linear(g, stack, x, rows, mode);
     if (!c.expert_bias) return y;
     return ops::add_expert_rows(g, y, w.expert_biases(g, blk(l, name + ".bias")), rows);
   };
-  Tensor a = ops::glu(g, experts("ffn_gate_exps", "gate", h, Grouping::gather),
-                      experts("ffn_up_exps", "up", h, Grouping::gather),
+  Tensor a = ops::glu(g, experts(gate, "ffn_gate_exps", h, Grouping::gather),
+                      experts(up, "ffn_up_exps", h, Grouping::gather),
                       c.expert_bias ? Activation::swiglu_oai : Activation::silu);
-  return ops::moe_combine(g, experts("ffn_down_exps", "down", a, Grouping::sorted), r, rows);
+  return ops::moe_combine(g, experts(down, "ffn_down_exps", a, Grouping::sorted), r, rows);
 }
 
 Tensor Forward::logits(const Tensor& x) {

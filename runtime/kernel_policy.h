@@ -75,9 +75,10 @@ class KernelPolicy {
   // one kernel family that reads it, gemv or gemm for floats by tokens.
   virtual MatmulKernel matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
                               bool grouped) const;
-  // Tokens per program of a plain (not grouped) matmul `k` of w for
-  // `tokens` tokens, or 0 for the kernel's own choice (its shape heuristic
-  // or tuning). By default 0.
+  // Tokens per program of matmul `k` of w for a step of `tokens` tokens,
+  // or 0 for the kernel's own choice (its shape heuristic or tuning). A
+  // grouped matmul's tokens per program are the MoE tile, which moe_sort
+  // bounds by this. By default 0.
   virtual int64_t matmul_token_block(const WeightCase& w, MatmulKernel k, int64_t tokens) const;
   // Keys per slice when a decode step over a cache it may walk `span` keys
   // of splits the keys across programs (flash-decoding:

@@ -679,7 +679,8 @@ Routing moe_route(Graph& g, const Tensor& logits, int64_t k, const RouterOptions
   return r;
 }
 
-ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert) {
+ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert,
+                    const std::vector<const Weight*>& experts) {
   need_dtype("moe_sort", r.ids, DType::i32, "expert ids");
   if (r.ids.rank() != 2 || n_expert < 1)
     mismatch("moe_sort", "ids " + r.ids.str() + " over " + std::to_string(n_expert) + " experts");
@@ -687,7 +688,15 @@ ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert) {
   e.tokens = r.ids.dim(0);
   e.k = r.ids.dim(1);
   e.n_expert = n_expert;
-  e.tile = g.runtime().backend().policy().moe_tile(e.tokens, e.k, n_expert);
+  const KernelPolicy& policy = g.runtime().backend().policy();
+  e.tile = policy.moe_tile(e.tokens, e.k, n_expert);
+  for (const Weight* w : experts) {
+    const WeightCase wc{w->quant, w->m, w->k, w->experts, w->scale_block};
+    const WeightLayout layout = w->rows16 ? WeightLayout::rows16 : WeightLayout::as_stored;
+    const MatmulKernel kernel = policy.matmul(wc, layout, e.tokens, true);
+    if (const int64_t bt = policy.matmul_token_block(wc, kernel, e.tokens))
+      e.tile = std::min(e.tile, bt);
+  }
   if (e.tile < 1)
     mismatch("moe_sort", "the " + g.runtime().backend().policy().name() +
                              " policy chose tiles of " + std::to_string(e.tile) + " rows");

@@ -154,7 +154,12 @@ struct ExpertRows {
   int64_t tokens = 0, k = 0, n_expert = 0, tile = 1;
   int64_t rows = 0;  // the bound the grouped matmuls are sized for
 };
-ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert);
+// The tile is the policy's moe_tile, no larger than the token block the
+// policy allows the grouped matmul of each stack in `experts` (the stacks
+// the tiles will run through; a grouped matmul's tokens per program are
+// its tile).
+ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert,
+                    const std::vector<const Weight*>& experts = {});
 // y [rows, m] = each row times its expert's matrix, for a stack of experts
 // (Weight::experts): x is the layer's input [tokens, k] (gather) or an
 // earlier grouped output [rows, k] (sorted).

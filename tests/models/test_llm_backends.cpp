@@ -201,3 +201,22 @@ TEST_CASE("plan specs follow the backend's kernel policy without compiling",
   Llm m(path, sim, 32);
   REQUIRE_THROWS_WITH(m.plan_specs(33), Catch::Contains("33 tokens for a context of 32"));
 }
+
+// A prompt's MoE tiles (16 tokens per expert: tiles of 4) are bounded by the
+// token block the policy allows each expert stack: the cuda policy's 2 for
+// Q2_K (4 spill in ptxas), none on the cpu.
+TEST_CASE("MoE tiles are bounded by the policy's token blocks", "[models][llm][policy]") {
+  const std::string path = tiny_model("qwen3moe", WeightFormat::q2_k);
+  auto grouped_q2k_tiles = [&](Runtime& rt) {
+    Llm m(path, rt, 64);
+    std::set<int64_t> tiles;
+    for (const Spec& s : m.plan_specs(64))
+      if (s.has_constexpr("GROUPED") && s.constexpr_("GROUPED") > 0 && s.has_constexpr("FMT") &&
+          s.constexpr_("FMT") == 10)
+        tiles.insert(s.constexpr_("BLOCK_T"));
+    return tiles;
+  };
+  Runtime sim(RuntimeOptions{1, "", false, "cuda-sim"});
+  CHECK(grouped_q2k_tiles(sim) == std::set<int64_t>{2});
+  CHECK(grouped_q2k_tiles(test::runtime()) == std::set<int64_t>{4});
+}
