@@ -154,8 +154,8 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
   const ExpertRows* er = grouped.rows;
   const int64_t y_rows = er ? er->rows : x.dim(0);
   const KernelPolicy& policy = g.runtime().backend().policy();
-  const WeightCase wc{w.quant, w.m, w.k, w.experts, w.scale_block};
-  const WeightLayout layout = w.rows16 ? WeightLayout::rows16 : WeightLayout::as_stored;
+  const WeightCase wc = w.policy_case();
+  const WeightLayout layout = w.layout();
   if (!layout_fits(layout, wc))
     mismatch("linear", "weight '" + w.label + "' of type " + std::to_string(w.quant) + " [" +
                            std::to_string(w.m) + ", " + std::to_string(w.k) +
@@ -691,9 +691,8 @@ ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert,
   const KernelPolicy& policy = g.runtime().backend().policy();
   e.tile = policy.moe_tile(e.tokens, e.k, n_expert);
   for (const Weight* w : experts) {
-    const WeightCase wc{w->quant, w->m, w->k, w->experts, w->scale_block};
-    const WeightLayout layout = w->rows16 ? WeightLayout::rows16 : WeightLayout::as_stored;
-    const MatmulKernel kernel = policy.matmul(wc, layout, e.tokens, true);
+    const WeightCase wc = w->policy_case();
+    const MatmulKernel kernel = policy.matmul(wc, w->layout(), e.tokens, true);
     if (const int64_t bt = policy.matmul_token_block(wc, kernel, e.tokens))
       e.tile = std::min(e.tile, bt);
   }

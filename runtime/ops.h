@@ -38,6 +38,10 @@ struct Weight {
   //   [m], one per row; activations are quantised per token to int8.
   std::optional<Tensor> scales{}, zeros{};
   int64_t scale_block = 0;
+
+  // What a kernel policy sees of it, and the layout it is held in.
+  WeightCase policy_case() const { return {quant, m, k, experts, scale_block}; }
+  WeightLayout layout() const { return rows16 ? WeightLayout::rows16 : WeightLayout::as_stored; }
 };
 
 // The KV cache of one layer, in kernels/attention/kv_cache.h's layout: one

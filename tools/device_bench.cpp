@@ -3,11 +3,12 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <random>
+#include <map>
 
 #include "ir/error.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/probe/mma_peak.h"
+#include "runtime/cold_copies.h"
 #include "runtime/runtime.h"
 #include "tools/attention_workload.h"
 #include "tools/qgemv_workload.h"
@@ -17,45 +18,54 @@ namespace {
 
 // Sizes of the suite: a GPU's, or a dry run's in the simulator.
 struct SuiteSizes {
-  int64_t probe_bytes, mma_programs, mma_steps, gemv_m, gemv_k, cold_bytes;
+  int64_t probe_bytes, mma_programs, mma_steps, gemv_m, gemv_k;
   int64_t heads, kv_heads, head_dim, decode_keys, prompt_tokens;
+  bool cold;  // weights and caches through ColdCopies
 };
-constexpr SuiteSizes kGpu{
-    int64_t{1} << 30, 4096, 256, 4096, 14336, int64_t{256} << 20, 32, 8, 128, 8192, 512};
-constexpr SuiteSizes kDryRun{int64_t{4} << 20, 2, 2, 64, 512, 0, 4, 2, 64, 48, 16};
+constexpr SuiteSizes kGpu{int64_t{1} << 30, 4096, 256, 4096, 14336, 32, 8, 128, 8192, 512, true};
+constexpr SuiteSizes kDryRun{int64_t{4} << 20, 2, 2, 64, 512, 4, 2, 64, 48, 16, false};
 
-// A launch's host arguments copied into buffers of the runtime's backend,
-// `copies` times over, so that successive launches read different memory
-// (a streaming kernel's bytes then come from DRAM, not the L2 cache).
-class DeviceArgs {
+// Host buffers mirrored in buffers of the runtime's backend, each host
+// buffer uploaded once, so that launches sharing a buffer (split-K's
+// partials, written by one pass and read by the merge) share it on the
+// device too, and ColdCopies' copies of a launch's large buffers become
+// as many device buffers (each launch then reads DRAM, not the L2 cache).
+class DeviceMirror {
  public:
-  DeviceArgs(Runtime& rt, const Spec& spec, const std::vector<Arg>& host, int64_t copies) {
+  explicit DeviceMirror(Runtime& rt) : rt_(rt) {}
+
+  // The argument sets of `host` (one set when warm) over device buffers.
+  std::vector<std::vector<Arg>> sets(const Spec& spec, ColdCopies host) {
     const Kernel k = build_kernel(spec);
-    for (int64_t c = 0; c < copies; ++c) {
-      std::vector<Arg> args = host;
-      for (size_t i = 0; i < args.size(); ++i) {
-        if (!args[i].is_buffer) continue;
-        const size_t bytes = static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype));
-        buffers_.emplace_back(rt.backend(), bytes);
-        rt.backend().upload(buffers_.back().data(), args[i].data, bytes);
-        args[i].data = buffers_.back().data();
-      }
-      sets_.push_back(std::move(args));
+    std::vector<std::vector<Arg>> out;
+    for (size_t c = 0; c < host.count(); ++c) {
+      std::vector<Arg> args = host.next();
+      for (size_t i = 0; i < args.size(); ++i)
+        if (args[i].is_buffer)
+          args[i].data = on_device(
+              args[i].data, static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype)));
+      out.push_back(std::move(args));
     }
+    return out;
   }
-  const std::vector<Arg>& at(int64_t i) const {
-    return sets_[static_cast<size_t>(i) % sets_.size()];
+  std::vector<Arg> args(const Spec& spec, const std::vector<Arg>& host) {
+    return sets(spec, ColdCopies(host)).front();
   }
 
  private:
+  void* on_device(void* host, size_t bytes) {
+    auto [it, fresh] = device_.emplace(host, nullptr);
+    if (fresh) {
+      buffers_.emplace_back(rt_.backend(), bytes);
+      rt_.backend().upload(buffers_.back().data(), host, bytes);
+      it->second = buffers_.back().data();
+    }
+    return it->second;
+  }
+  Runtime& rt_;
+  std::map<void*, void*> device_;
   std::vector<DeviceBuffer> buffers_;
-  std::vector<std::vector<Arg>> sets_;
 };
-
-// Copies of `bytes` that together exceed `cold_bytes` (at least one).
-int64_t cold_copies(int64_t bytes, int64_t cold_bytes) {
-  return std::max<int64_t>(1, (cold_bytes + bytes - 1) / std::max<int64_t>(bytes, 1));
-}
 
 // Seconds per call of run(i), the best of `repeats` timings of `n` calls
 // after one untimed call (compiles, loads, first touches).
@@ -103,10 +113,11 @@ int run_device_bench(const std::string& device, int repeats) {
   const std::vector<Arg> read_host = {Arg::buffer(px.data(), programs * words),
                                       Arg::buffer(py.data(), programs), Arg::scalar_int(words)};
   const Spec read = rt.select("read_peak", {}, read_host, {{"programs", programs}});
-  const DeviceArgs read_args(rt, read, read_host, 1);
+  DeviceMirror mirror(rt);
+  const std::vector<Arg> read_args = mirror.args(read, read_host);
   const double gbps = static_cast<double>(programs * words * 4) / 1e9 /
                       seconds_per_call(rt, repeats, calls, [&](int64_t) {
-                        rt.launch(read, read_args.at(0), {{"programs", programs}});
+                        rt.launch(read, read_args, {{"programs", programs}});
                       });
   std::printf("%-10s %-46s %10.1f %-8s\n", "probe",
               ("read_peak, " + std::to_string(z.probe_bytes >> 20) + " MiB").c_str(), gbps, "GB/s");
@@ -121,10 +132,10 @@ int run_device_bench(const std::string& device, int repeats) {
       Arg::buffer(my.data(), z.mma_programs * tile * tile), Arg::scalar_int(z.mma_steps)};
   const Spec mma = rt.select("mma_peak", {{"T", DType::f16}}, mma_host,
                              {{"programs", z.mma_programs}}, {{"TILE", tile}});
-  const DeviceArgs mma_args(rt, mma, mma_host, 1);
+  const std::vector<Arg> mma_args = mirror.args(mma, mma_host);
   const double peak = 2.0 * static_cast<double>(mma_peak_macs(tile, z.mma_steps) * z.mma_programs) /
                       1e9 / seconds_per_call(rt, repeats, calls, [&](int64_t) {
-                        rt.launch(mma, mma_args.at(0), {{"programs", z.mma_programs}});
+                        rt.launch(mma, mma_args, {{"programs", z.mma_programs}});
                       });
   std::printf("%-10s %-46s %10.1f %-8s\n", "probe", "mma_peak, f16 64x64 tile dots", peak,
               "GFLOP/s");
@@ -139,11 +150,12 @@ int run_device_bench(const std::string& device, int repeats) {
     const int64_t qblock = ggml::block_format(fmt).block_elems == 256 ? 256 : 32;
     const Spec quantize = rt.select("quantize_q8", {}, qh, {}, {{"QBLOCK", qblock}});
     const Spec gemv = rt.select("qgemv", {}, gh, {}, {{"FMT", static_cast<int64_t>(fmt)}});
-    const DeviceArgs q_args(rt, quantize, qh, 1);
-    rt.launch(quantize, q_args.at(0));
-    const DeviceArgs g_args(rt, gemv, gh, cold_copies(w.weight_bytes(), z.cold_bytes));
-    const double s =
-        seconds_per_call(rt, repeats, calls, [&](int64_t i) { rt.launch(gemv, g_args.at(i)); });
+    rt.launch(quantize, mirror.args(quantize, qh));
+    const auto g_sets =
+        mirror.sets(gemv, z.cold ? ColdCopies(build_kernel(gemv), gh) : ColdCopies(gh));
+    const double s = seconds_per_call(rt, repeats, calls, [&](int64_t i) {
+      rt.launch(gemv, g_sets[static_cast<size_t>(i) % g_sets.size()]);
+    });
     row("qgemv",
         std::string(ggml::block_format(fmt).name) + " " + std::to_string(z.gemv_m) + "x" +
             std::to_string(z.gemv_k) + ", 1 token",
@@ -163,11 +175,13 @@ int run_device_bench(const std::string& device, int repeats) {
                                  {{"HEAD_DIM", z.head_dim}, {"SPLIT", split}});
     const Spec merge = rt.select("attention_decode_merge", {}, mh, {},
                                  {{"HEAD_DIM", z.head_dim}, {"SPLIT", split}});
-    const DeviceArgs s_args(rt, tiles, sh, cold_copies(w.cache_bytes(), z.cold_bytes));
-    const DeviceArgs m_args(rt, merge, mh, 1);
+    const auto s_sets =
+        mirror.sets(tiles, z.cold ? ColdCopies(build_kernel(tiles), sh, w.cache_buffer_bytes())
+                                  : ColdCopies(sh));
+    const std::vector<Arg> m_args = mirror.args(merge, mh);
     const double s = seconds_per_call(rt, repeats, calls, [&](int64_t i) {
-      rt.launch(tiles, s_args.at(i));
-      rt.launch(merge, m_args.at(0));
+      rt.launch(tiles, s_sets[static_cast<size_t>(i) % s_sets.size()]);
+      rt.launch(merge, m_args);
     });
     row("attention",
         "decode_tiles+merge f16 " + heads + ", " + std::to_string(z.decode_keys) + " keys",
@@ -179,9 +193,9 @@ int run_device_bench(const std::string& device, int repeats) {
     const std::vector<Arg> ph = w.args();
     const Spec prefill = rt.select("attention_prefill_tiles", {{"KV", DType::f16}}, ph, {},
                                    {{"HEAD_DIM", z.head_dim}});
-    const DeviceArgs p_args(rt, prefill, ph, 1);
+    const std::vector<Arg> p_args = mirror.args(prefill, ph);
     const double s =
-        seconds_per_call(rt, repeats, calls, [&](int64_t) { rt.launch(prefill, p_args.at(0)); });
+        seconds_per_call(rt, repeats, calls, [&](int64_t) { rt.launch(prefill, p_args); });
     row("attention",
         "prefill_tiles f16 " + heads + ", " + std::to_string(z.prompt_tokens) + " tokens",
         2.0 * w.causal_macs() / s / 1e9, "GFLOP/s", peak, "mma_peak");

@@ -933,10 +933,10 @@ class Emitter {
     int64_t M = ty(a).shape[0], K = ty(a).shape[1], N = ty(b).shape[1];
     DType ta = ty(a).dtype, tb = ty(b).dtype, tr = ty(op.result).dtype;
     bool half = (ta == DType::f16 || ta == DType::bf16) && tb == ta;
-    if (half && o_.sm >= 80 && M % 16 == 0 && N % 8 == 0 && K % 16 == 0)
+    if (half && o_.sm >= kCudaMmaSm && M % 16 == 0 && N % 8 == 0 && K % 16 == 0)
       return emit_mma(op, M, K, N, ta == DType::bf16 ? "BF16" : "F16");
     bool int8 = (ta == DType::i8 || ta == DType::u8) && tb == DType::i8;
-    if (int8 && o_.sm >= 80 && M % 16 == 0 && N % 8 == 0 && K % 32 == 0)
+    if (int8 && o_.sm >= kCudaMmaSm && M % 16 == 0 && N % 8 == 0 && K % 32 == 0)
       return emit_mma(op, M, K, N, ta == DType::u8 ? "U8" : "S8");
     bool fl = is_float(ta);
     std::string st = fl ? "float" : "int";

@@ -24,9 +24,13 @@
 
 namespace kiln {
 
+// The first arch with mma.sync for f16/bf16 and int8 tiles (`dot` lowers to
+// FMAs before it).
+constexpr int kCudaMmaSm = 80;
+
 struct CudaOptions {
   int num_warps = 4;
-  int sm = 80;  // compute capability x10; mma.sync needs 80 or more
+  int sm = 80;  // compute capability x10; mma.sync needs kCudaMmaSm or more
 };
 
 // What kernels may assume of an NVIDIA GPU: 32-thread warps of 32-bit

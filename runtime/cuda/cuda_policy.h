@@ -13,6 +13,7 @@
 // thread holds about tile elements / threads registers per live tile.
 #pragma once
 
+#include "codegen/cuda/cuda_codegen.h"
 #include "ir/kernel.h"
 #include "runtime/kernel_policy.h"
 
@@ -22,7 +23,6 @@ namespace kiln {
 // Before sm_80 there is no mma.sync, so attention keeps the walk (FMAs);
 // the backend says so once when it starts.
 const KernelPolicy& cuda_kernel_policy(int sm);
-constexpr int kCudaMmaSm = 80;
 
 // Warps per thread block for k: 4, or 8 when a tile of k has more than 16
 // elements per thread of 4 warps (attention at head size 256: a [16, 256]
