@@ -47,6 +47,7 @@ enum class MatmulKernel {
   gemm,               // float weights, a token tile at a time
   qgemv,              // ggml blocks as stored
   qgemv_rows16,       // ggml blocks interleaved across 16 rows
+  qgemm_tiles,        // ggml blocks as stored, tile dots (mma.sync on a GPU)
   gemv_int4w,         // int4 weight-only rows
   gemv_int4w_rows16,  // int4 weight-only, interleaved across 16 rows
   gemv_w8a8,          // int8 weights, int8 activations per token

@@ -237,7 +237,8 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     g.launch(w.label, kernel_name, {}, args, {}, fixed);
     return y;
   }
-  if (kernel == MatmulKernel::qgemv || kernel == MatmulKernel::qgemv_rows16) {
+  if (kernel == MatmulKernel::qgemv || kernel == MatmulKernel::qgemv_rows16 ||
+      kernel == MatmulKernel::qgemm_tiles) {
     const bool rows16 = kernel == MatmulKernel::qgemv_rows16;
     need(w.quant && w.quant != kInt4w && w.quant != kW8a8 && rows16 == w.rows16.has_value());
     std::vector<Tensor> q = quantized_x(activation_block(w.quant));

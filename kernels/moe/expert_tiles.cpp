@@ -70,6 +70,11 @@ std::vector<Value> ExpertTiles::x_rows(int64_t n) const {
   return rows;
 }
 
+Value ExpertTiles::x_row_tile(int64_t n) const {
+  auto pos = first_ + arange(n);
+  return grouped() ? x_row(pos) : minimum(pos, t_ - 1);
+}
+
 Buffer ExpertTiles::weights(const Buffer& w) const {
   return grouped() ? of_expert(w, w_stride_.to(DType::i64)) : w;
 }

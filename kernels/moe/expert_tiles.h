@@ -72,8 +72,10 @@ class ExpertTiles {
   const Value& first() const { return first_; }
   // The x row of position `pos` (i32) of this program's tile.
   Value x_row(const Value& pos) const;
-  // The x rows of the tile's `n` slots, in range.
+  // The x rows of the tile's `n` slots, in range: one scalar each, or as
+  // one [n] vector (for tile dots).
   std::vector<Value> x_rows(int64_t n) const;
+  Value x_row_tile(int64_t n) const;
   // The weights of the program's expert: w itself when plain.
   Buffer weights(const Buffer& w) const;
   // The program's expert's part of a per-expert buffer other than w (block

@@ -15,6 +15,16 @@ class CudaPolicy : public KernelPolicy {
 
   WeightLayout weight_layout(const WeightCase&) const override { return WeightLayout::as_stored; }
 
+  // Prompts of ggml blocks as tile dots (int8 mma.sync, qgemm_tiles) from
+  // one mma tile's 8 tokens; decode and shorter prompts keep qgemv's vector
+  // dots, and so do grouped experts, whose tiles are moe_tile's few tokens.
+  MatmulKernel matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
+                      bool grouped) const override {
+    const bool ggml_blocks = w.quant && w.quant != kInt4w && w.quant != kW8a8;
+    if (mma_ && ggml_blocks && !grouped && tokens >= 8) return MatmulKernel::qgemm_tiles;
+    return KernelPolicy::matmul(w, layout, tokens, grouped);
+  }
+
   // Prompt tokens per qgemv program: as many as ptxas keeps in registers
   // without spilling at sm_80 and sm_90 with 8 rows per program (the
   // kernel's own 4, 8 for Q4_K and Q5_K, were measured on CPUs): the

@@ -315,6 +315,11 @@ std::vector<Case> cases() {
                   {},
                   {{"FMT", fmt}, {"BLOCK_M", 4}, {"BLOCK_T", 4}},
                   {{"m", 8}, {"k", 256}, {"t", 5}}});
+    // The smallest mma tiles, rows and tokens off them.
+    cs.push_back({"qgemm_tiles",
+                  {},
+                  {{"FMT", fmt}, {"BLOCK_M", 16}, {"BLOCK_T", 8}},
+                  {{"m", 19}, {"k", 256}, {"t", 9}}});
   }
   cs.push_back(
       {"qgemv", {}, {{"FMT", 8}, {"BLOCK_M", 1}, {"BLOCK_T", 1}}, {{"m", 3}, {"k", 96}, {"t", 1}}});
@@ -401,6 +406,11 @@ std::vector<Case> cases() {
                     {{"FMT", fmt}, {"BLOCK_M", 4}, {"BLOCK_T", 2}, {"GROUPED", mode}},
                     with({{"m", 8}, {"k", 256}}, 8 * 256 / ggml::block_format(fmt).block_elems *
                                                      ggml::block_format(fmt).block_bytes)});
+    for (int64_t fmt : {12, 14})
+      cs.push_back({"qgemm_tiles",
+                    {},
+                    {{"FMT", fmt}, {"BLOCK_M", 16}, {"BLOCK_T", 8}, {"GROUPED", mode}},
+                    with({{"m", 16}, {"k", 256}}, 16 * ggml::block_format(fmt).block_bytes)});
     for (auto fmt : {ggml::QuantType::Q4_K, ggml::QuantType::Q6_K, ggml::QuantType::MXFP4})
       cs.push_back({"qgemv_rows16",
                     {},
@@ -480,7 +490,7 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
     int64_t n = std::max<int64_t>(shape.buffer_elems.at(p.name), 1);
     in.memory.emplace_back(static_cast<size_t>(n * dtype_bytes(p.dtype)));
     void* m = in.memory.back().data();
-    if (c.kernel == "qgemv" && p.name == "w") {
+    if ((c.kernel == "qgemv" || c.kernel == "qgemm_tiles") && p.name == "w") {
       const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(spec.constexpr_("FMT")));
       std::vector<float> w(static_cast<size_t>(n / f.block_bytes * f.block_elems));
       for (float& x : w) x = static_cast<float>(unit(rng));

@@ -1,7 +1,7 @@
 // Every kernel the cuda policy runs fits a GPU without spilling registers
 // to local memory, at sm_80 and sm_90, checked without a GPU: the kernels of
 // the plans of two models (a llama with Q4_K_M weights and head size 64, a
-// qwen3 with Q8_0 weights and head size 128, prompt and decode), and the
+// qwen3 with Q8_0 weights and head size 128, prompts and decode), and the
 // attention tile strategies over f16 and q8_0 caches at each head size Kiln
 // supports (64, 128, 256; bf16 at 128),
 // each rendered to CUDA C as the backend renders it (its warps per block),
@@ -32,13 +32,14 @@ GpuKernelReport report_of(const Spec& s) {
   return r;
 }
 
-// The distinct kernels of a model's plans for 7 tokens (a prompt: the
-// quantized matmuls' token blocks, the prompt attention) and for 1.
+// The distinct kernels of a model's plans for 33 tokens (a prompt: the
+// quantized matmuls' tile dots at 32 tokens a tile, the prompt attention),
+// 7 (qgemv's token blocks, below one mma tile) and 1.
 void add_model(std::vector<GpuKernelReport>& rows, std::map<std::string, size_t>& seen,
                const std::string& path) {
   Runtime sim(RuntimeOptions{1, "", false, "cuda-sim"});
   Llm model(path, sim, 64);
-  for (int64_t n : {7, 1})
+  for (int64_t n : {33, 7, 1})
     for (const Spec& s : model.plan_specs(n))
       if (seen.emplace(s.str(), rows.size()).second) rows.push_back(report_of(s));
 }

@@ -87,6 +87,15 @@ TEST_CASE("the cuda policy keeps the file's layout", "[runtime][policy]") {
         MatmulKernel::qgemv);
   CHECK(p.matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 512, true) ==
         MatmulKernel::qgemv);
+  // Prompts from one mma tile's 8 tokens as tile dots; not before sm_80.
+  CHECK(p.matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 7, false) ==
+        MatmulKernel::qgemv);
+  for (const WeightCase& w : {blocks(kQ4K, 4096, 4096), blocks(kQ8_0, 4096, 4096, 128)})
+    CHECK(p.matmul(w, WeightLayout::as_stored, 8, false) == MatmulKernel::qgemm_tiles);
+  CHECK(cuda_kernel_policy(75).matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 512,
+                                      false) == MatmulKernel::qgemv);
+  CHECK(p.matmul(int4w(4096, 4096, 128), WeightLayout::as_stored, 512, false) ==
+        MatmulKernel::gemv_int4w);
   // Prompt token blocks that ptxas holds without spilling.
   const WeightCase q6 = blocks(14, 4096, 4096), q4 = blocks(kQ4K, 4096, 4096);
   CHECK(p.matmul_token_block(q6, MatmulKernel::qgemv, 512) == 2);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -11,9 +12,11 @@
 
 #include "ir/dtype.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "kernels/quant/iq_grids.h"
 #include "kernels/quant/split_sums.h"
 #include "kernels/registry.h"
 #include "support/runtime_fixture.h"
+#include "support/test_data.h"
 
 namespace kiln::test {
 
@@ -144,6 +147,47 @@ inline QuantizedGemmError quantized_gemm_error(const std::vector<float>& wd,
       e.vs_interpreter = std::max(e.vs_interpreter, std::fabs(got - interp) / (1e-6 * mag + 1e-7));
     }
   return e;
+}
+
+// Random weights of `fmt` for an m x k matrix; K-quant blocks get random
+// bytes with small, sane super-block scales.
+inline std::vector<uint8_t> random_ggml_weights(int fmt, int64_t m, int64_t k) {
+  auto qt = static_cast<ggml::QuantType>(fmt);
+  const ggml::BlockFormat& bf = ggml::block_format(qt);
+  std::vector<uint8_t> w(static_cast<size_t>(m * k / bf.block_elems * bf.block_bytes));
+  if (fmt == 12 || fmt == 14) {
+    std::mt19937 rng(7);
+    for (auto& byte : w) byte = static_cast<uint8_t>(rng());
+    for (size_t b = 0; b < w.size(); b += bf.block_bytes) {
+      uint16_t d = f32_to_f16_bits(0.002f * (1 + b % 5)), dm = f32_to_f16_bits(0.001f);
+      std::memcpy(&w[b + (fmt == 12 ? 0 : 208)], &d, 2);
+      if (fmt == 12) std::memcpy(&w[b + 2], &dm, 2);
+    }
+  } else {
+    std::vector<float> wf = normal_floats(static_cast<size_t>(m * k), 2, 1.0f);
+    ggml::sample_blocks(qt, wf.data(), m * k, 5, w.data());
+  }
+  return w;
+}
+
+// Runs a qgemv-style kernel over ggml blocks (`spec`, its FMT the format)
+// for t tokens through the JIT and the interpreter and checks both against
+// the double-precision product on the dequantised weights.
+inline void check_ggml_gemm(const Spec& spec, int64_t m, int64_t k, int64_t t) {
+  const int fmt = static_cast<int>(spec.constexpr_("FMT"));
+  INFO(spec.kernel << " fmt " << fmt << " m=" << m << " k=" << k << " t=" << t);
+  auto qt = static_cast<ggml::QuantType>(fmt);
+  std::vector<uint8_t> w = random_ggml_weights(fmt, m, k);
+  std::vector<float> wd(static_cast<size_t>(m * k));
+  ggml::dequantize(qt, w.data(), m * k, wd.data());
+  std::vector<float> x = normal_floats(static_cast<size_t>(t * k), 3, 1.0f);
+  QuantizedX xq = quantize_x(x, false);
+  auto out = run_quantized_gemm(spec, w, xq, m, k, t);
+  auto e =
+      quantized_gemm_error(wd, x, xq, out.jit, out.interpreter, m, k, t, block_mins(qt, w, m, k));
+  CHECK(e.vs_reference <= 1.0);
+  CHECK(e.vs_interpreter <= 1.0);
+  CHECK(e.vs_quantized <= 1.0);
 }
 
 }  // namespace kiln::test

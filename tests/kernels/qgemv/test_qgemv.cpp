@@ -130,45 +130,11 @@ TEST_CASE("quantize_q8 with QBLOCK=256 matches ggml's Q8_K", "[kernels][quant]")
 
 namespace {
 
-// Random weights of `fmt` for an m x k matrix; K-quant blocks get random
-// bytes with small, sane super-block scales.
-std::vector<uint8_t> random_weights(int fmt, int64_t m, int64_t k) {
-  auto qt = static_cast<ggml::QuantType>(fmt);
-  const ggml::BlockFormat& bf = ggml::block_format(qt);
-  std::vector<uint8_t> w(static_cast<size_t>(m * k / bf.block_elems * bf.block_bytes));
-  if (fmt == 12 || fmt == 14) {
-    std::mt19937 rng(7);
-    for (auto& byte : w) byte = static_cast<uint8_t>(rng());
-    for (size_t b = 0; b < w.size(); b += bf.block_bytes) {
-      uint16_t d = f32_to_f16_bits(0.002f * (1 + b % 5)), dm = f32_to_f16_bits(0.001f);
-      std::memcpy(&w[b + (fmt == 12 ? 0 : 208)], &d, 2);
-      if (fmt == 12) std::memcpy(&w[b + 2], &dm, 2);
-    }
-  } else {
-    std::vector<float> wf = kiln::test::normal_floats(static_cast<size_t>(m * k), 2, 1.0f);
-    ggml::sample_blocks(qt, wf.data(), m * k, 5, w.data());
-  }
-  return w;
-}
-
-// Runs qgemv for t tokens through the JIT and the interpreter and checks
-// both against the double-precision product on the dequantised weights.
 void check_qgemv(int fmt, int64_t m, int64_t k, int64_t t, int bm, int bt) {
-  INFO("fmt " << fmt << " m=" << m << " k=" << k << " t=" << t << " BLOCK_M=" << bm
-              << " BLOCK_T=" << bt);
-  auto qt = static_cast<ggml::QuantType>(fmt);
-  std::vector<uint8_t> w = random_weights(fmt, m, k);
-  std::vector<float> wd(static_cast<size_t>(m * k));
-  ggml::dequantize(qt, w.data(), m * k, wd.data());
-  std::vector<float> x = kiln::test::normal_floats(static_cast<size_t>(t * k), 3, 1.0f);
-  QuantizedX xq = quantize_x(x, false);
-  Spec spec = find_kernel("qgemv").make_spec({}, {{"FMT", fmt}, {"BLOCK_M", bm}, {"BLOCK_T", bt}});
-  auto out = kiln::test::run_quantized_gemm(spec, w, xq, m, k, t);
-  auto e = kiln::test::quantized_gemm_error(wd, x, xq, out.jit, out.interpreter, m, k, t,
-                                            kiln::test::block_mins(qt, w, m, k));
-  CHECK(e.vs_reference <= 1.0);
-  CHECK(e.vs_interpreter <= 1.0);
-  CHECK(e.vs_quantized <= 1.0);
+  INFO("BLOCK_M=" << bm << " BLOCK_T=" << bt);
+  kiln::test::check_ggml_gemm(
+      find_kernel("qgemv").make_spec({}, {{"FMT", fmt}, {"BLOCK_M", bm}, {"BLOCK_T", bt}}), m, k,
+      t);
 }
 
 }  // namespace
