@@ -27,12 +27,12 @@ const char* matmul_kernel_name(MatmulKernel k) {
 }
 
 MatmulKernel KernelPolicy::matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
-                                  bool grouped) const {
+                                  int64_t grouped_tile) const {
   const bool rows16 = layout == WeightLayout::rows16;
   if (w.quant == kW8a8) return MatmulKernel::gemv_w8a8;
   if (w.quant == kInt4w) return rows16 ? MatmulKernel::gemv_int4w_rows16 : MatmulKernel::gemv_int4w;
   if (w.quant) return rows16 ? MatmulKernel::qgemv_rows16 : MatmulKernel::qgemv;
-  return tokens == 1 && !grouped ? MatmulKernel::gemv : MatmulKernel::gemm;
+  return tokens == 1 && !grouped_tile ? MatmulKernel::gemv : MatmulKernel::gemm;
 }
 
 int64_t KernelPolicy::matmul_token_block(const WeightCase&, MatmulKernel, int64_t) const {

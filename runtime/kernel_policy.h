@@ -71,11 +71,13 @@ class KernelPolicy {
 
   // The layout the loader gives w; must fit w (layout_fits).
   virtual WeightLayout weight_layout(const WeightCase& w) const = 0;
-  // The kernel for x [tokens, k] times w held in `layout` (grouped: a stack
-  // of experts, one launch for all); must read that layout. By default the
-  // one kernel family that reads it, gemv or gemm for floats by tokens.
+  // The kernel for x [tokens, k] times w held in `layout`; `grouped_tile`
+  // > 0: a stack of experts in one launch, that many rows per program (the
+  // MoE tile, ExpertRows::tile), `tokens` the layer's. Must read that
+  // layout. By default the one kernel family that reads it, gemv or gemm
+  // for floats by tokens.
   virtual MatmulKernel matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
-                              bool grouped) const;
+                              int64_t grouped_tile) const;
   // Tokens per program of matmul `k` of w for a step of `tokens` tokens,
   // or 0 for the kernel's own choice (its shape heuristic or tuning). A
   // grouped matmul's tokens per program are the MoE tile, which moe_sort

@@ -160,7 +160,8 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     mismatch("linear", "weight '" + w.label + "' of type " + std::to_string(w.quant) + " [" +
                            std::to_string(w.m) + ", " + std::to_string(w.k) +
                            "] cannot be held in a 16-row interleaved layout");
-  const MatmulKernel kernel = policy.matmul(wc, layout, x.dim(0), er != nullptr);
+  const MatmulKernel kernel =
+      er ? policy.matmul(wc, layout, er->tokens, er->tile) : policy.matmul(wc, layout, x.dim(0), 0);
   Tensor y = g.scratch(DType::f32, {y_rows, w.m});
   Graph::Operands args = {{"y", y}};
   std::map<std::string, int64_t> fixed;
@@ -693,7 +694,7 @@ ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert,
   e.tile = policy.moe_tile(e.tokens, e.k, n_expert);
   for (const Weight* w : experts) {
     const WeightCase wc = w->policy_case();
-    const MatmulKernel kernel = policy.matmul(wc, w->layout(), e.tokens, true);
+    const MatmulKernel kernel = policy.matmul(wc, w->layout(), e.tokens, e.tile);
     if (const int64_t bt = policy.matmul_token_block(wc, kernel, e.tokens))
       e.tile = std::min(e.tile, bt);
   }

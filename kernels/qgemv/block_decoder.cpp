@@ -41,14 +41,14 @@ bool small_blocks(int64_t fmt) { return ggml::is_blocks32(static_cast<ggml::Quan
 
 bool scale_min_k(int64_t fmt) { return fmt == 12 || fmt == 13; }
 
-int64_t code_piece_bytes(int64_t fmt, bool stepped) {
+int64_t code_piece_bytes(int64_t fmt, DecodeSteps steps) {
   // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4: weight j, j + 16 share a byte.
   const bool nibbles =
       fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7 || fmt == 20 || fmt == 23 || fmt == 39;
   // 16-weight group scales take 4 lanes each of a 32-byte piece; a lattice
   // sub-block is one 32-byte piece.
   if (lattice(fmt)) return 32;
-  return nibbles || (stepped && !group_scales(fmt)) ? 16 : 32;
+  return nibbles || (steps == DecodeSteps::shared && !group_scales(fmt)) ? 16 : 32;
 }
 
 Value f16_value(const Value& two_bytes) {
@@ -57,16 +57,17 @@ Value f16_value(const Value& two_bytes) {
 
 int64_t code_offset(int64_t fmt) { return fmt == 8 ? 128 : 8; }
 
-BlockDecoder::BlockDecoder(int64_t fmt, int64_t bm, Steps steps, Buffer w,
+BlockDecoder::BlockDecoder(int64_t fmt, int64_t bm, DecodeSteps steps, Buffer w,
                            std::function<Value(const Pointer&)> ld, const OneTokenDots* one)
     : FMT(fmt), BM(bm), steps(steps), w_(w), ld_(std::move(ld)) {
   if (one) one_ = *one;
-  if (steps == Steps::block && scale_min_k(fmt) && !(one_ && one_->dots))
+  if (steps == DecodeSteps::block && scale_min_k(fmt) && !(one_ && one_->dots))
     throw Error("BlockDecoder: a single-token Q4_K/Q5_K decode needs the token's dots");
 }
 
 int64_t BlockDecoder::steps_per_block() const {
-  if (steps == Steps::sub_blocks) return ggml::block_format(static_cast<int>(FMT)).block_elems / 32;
+  if (steps == DecodeSteps::sub_blocks)
+    return ggml::block_format(static_cast<int>(FMT)).block_elems / 32;
   if (!stepped()) return 1;
   if (lattice(FMT)) return 8;        // 32 weights a step
   if (scale_min_k(FMT)) return 4;    // 64 weights a step
@@ -74,7 +75,7 @@ int64_t BlockDecoder::steps_per_block() const {
 }
 
 std::vector<SubBlock> BlockDecoder::decode(const Value& blk, const Value& step, const Value& xb0) {
-  if (steps == Steps::sub_blocks) {
+  if (steps == DecodeSteps::sub_blocks) {
     switch (FMT) {
       case 10: return {q2_k_sub(blk, step, xb0)};
       case 11: return {q3_k_sub(blk, step, xb0)};

@@ -44,9 +44,28 @@ bool group_scales(int64_t fmt);
 bool small_blocks(int64_t fmt);
 // Formats with Q4_K's 12-byte 6-bit scales and mins per 32 weights.
 bool scale_min_k(int64_t fmt);
-// Bytes of a sub-block's code pieces (16 or 32) for `fmt`, stepped or not
-// (BlockDecoder).
-int64_t code_piece_bytes(int64_t fmt, bool stepped);
+// How much of a block one BlockDecoder::decode() returns: the shapes of
+// code that suit how many tokens share the decoded weights and how they are
+// multiplied.
+enum class DecodeSteps {
+  // A whole block per loop iteration, unrolled, with 32-byte code pieces:
+  // the fewest instructions per weight byte, for decode's GEMV
+  // (bandwidth-bound). Q4_K and Q5_K need OneTokenDots for it.
+  block,
+  // Steps small enough that the codes and every token's accumulators stay
+  // in registers (Q4_K: 64 weights, Q6_K: 128), with 16-byte code pieces
+  // where a format packs nibbles, which halves the f32 work per token:
+  // prompt GEMM with vector dots.
+  shared,
+  // One 32-weight sub-block a step: one tile dot each (qgemm_tiles), and
+  // the least code per loop body for a GPU compiler.
+  sub_blocks,
+};
+
+// Bytes of a sub-block's code pieces (16 or 32) for `fmt` decoded in
+// `steps`: whole 32-byte pieces where the codes are bytes, except in shared
+// steps.
+int64_t code_piece_bytes(int64_t fmt, DecodeSteps steps);
 // The f16 held in each row's two little-endian bytes ([.., 2] u8), as f32.
 Value f16_value(const Value& two_bytes);
 // Q4_0 and Q8_0 as unsigned codes: w = (code - offset) d, Q8_0's signed
@@ -64,41 +83,22 @@ struct OneTokenDots {
 
 class BlockDecoder {
  public:
-  // How much of a block one decode() returns: the shapes of code that suit
-  // how many tokens share the decoded weights and how they are multiplied.
-  enum class Steps {
-    // A whole block per loop iteration, unrolled, with 32-byte code pieces:
-    // the fewest instructions per weight byte, for decode's GEMV
-    // (bandwidth-bound). Q4_K and Q5_K need OneTokenDots for it.
-    block,
-    // Steps small enough that the codes and every token's accumulators stay
-    // in registers (Q4_K: 64 weights, Q6_K: 128), with 16-byte code pieces
-    // where a format packs nibbles, which halves the f32 work per token:
-    // prompt GEMM with vector dots.
-    shared,
-    // One 32-weight sub-block a step: one tile dot each (qgemm_tiles), and
-    // the least code per loop body for a GPU compiler.
-    sub_blocks,
-  };
-
   // `ld` loads the bytes of BM rows of `w` (masked or not).
-  BlockDecoder(int64_t fmt, int64_t bm, Steps steps, Buffer w,
+  BlockDecoder(int64_t fmt, int64_t bm, DecodeSteps steps, Buffer w,
                std::function<Value(const Pointer&)> ld, const OneTokenDots* one = nullptr);
 
   int64_t steps_per_block() const;
-  // Sub-blocks: whole 32-byte pieces where the codes are bytes, one tile
-  // without joining.
-  int64_t piece_bytes() const { return code_piece_bytes(FMT, steps == Steps::shared); }
+  int64_t piece_bytes() const { return code_piece_bytes(FMT, steps); }
 
   // The sub-blocks of step `step` (ignored unless stepped) of the block at
   // byte offsets `blk` [BM,1], whose x blocks start at `xb0`.
   std::vector<SubBlock> decode(const Value& blk, const Value& step, const Value& xb0);
 
   const int64_t FMT, BM;
-  const Steps steps;
+  const DecodeSteps steps;
 
  private:
-  bool stepped() const { return steps != Steps::block; }
+  bool stepped() const { return steps != DecodeSteps::block; }
 
   Value bytes(const Value& off, int64_t n);
   Value f16_at(const Value& off);

@@ -134,7 +134,7 @@ Kernel build_qgemm_tiles(const Spec& s) {
       auto rmask = expand_dims(rows < M, 1);
       auto row_base = expand_dims(rows.to(DType::i64) * (nb * f.block_bytes).to(DType::i64), 1);
       TileDots dots(k, {xq, xd, xs}, tiles.x_row_tile(BT), K, BM, BT);
-      BlockDecoder dec(FMT, BM, BlockDecoder::Steps::sub_blocks, we, [&](const Pointer& p) {
+      BlockDecoder dec(FMT, BM, DecodeSteps::sub_blocks, we, [&](const Pointer& p) {
         return row_masked ? load(p, rmask, 0.0) : load(p);
       });
       k.for_(0, nb, 1, [&](Value b) {
@@ -173,10 +173,16 @@ KILN_REGISTER_KERNEL((KernelDef{
                                      {{"xq", kk}, {"xd", kk / 32}, {"xs", kk / 32}});
         },
     // An mma tile is 16 rows by 8 tokens: the token block is the smallest
-    // multiple of 8 that covers the prompt, up to 32.
-    .shape_heuristic = [](const Spec&, const ScalarArgs& a) -> std::map<std::string, int64_t> {
+    // multiple of 8 that covers the prompt, up to 32. Grouped experts take
+    // 32 rows: the gather's row indices keep more registers live (64 rows
+    // of Q4_K at 16 tokens spill 4 bytes at sm_90; 32 rows take 126
+    // registers).
+    .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
       const int64_t t = a.i("t");
-      return {{"BLOCK_T", t > 16 ? 32 : t > 8 ? 16 : 8}, {"BLOCK_M", 64}};
+      return {{"BLOCK_T", t > 16  ? 32
+                          : t > 8 ? 16
+                                  : 8},
+              {"BLOCK_M", grouping(s) == Grouping::plain ? 64 : 32}};
     },
     .tunables = {{"BLOCK_M", {16, 32, 64, 128}}, {"BLOCK_T", {8, 16, 32, 64}}},
     .shape_keys = {"m", "k", "t"},

@@ -111,12 +111,21 @@ Kernel build_qgemv(const Spec& s) {
       auto rmask = expand_dims(rows < M, 1);
       auto row_bytes = (nb * f.block_bytes).to(DType::i64);
       auto row_base = expand_dims(rows.to(DType::i64) * row_bytes, 1);  // [BM,1]
-      const bool stepped = BT > 1;
-      TokenDots dots(k, {xq, xd, xs}, toks, kb, BM, code_piece_bytes(FMT, stepped) / 4,
-                     scale_min_k(FMT) && !stepped ? 8 : 0);
+      // On a CPU one token decodes whole blocks, the fewest instructions
+      // per weight byte, and several tokens share steps sized for their
+      // registers. On a SIMT target, where each thread already holds a few
+      // elements of the tile, unrolling a block's sub-blocks would only
+      // multiply the code NVRTC compiles and the registers it keeps live
+      // (decode's Q6_K: 88 KB of CUDA C, 196 registers): there a runtime
+      // loop takes one sub-block a step.
+      const DecodeSteps steps = s.target.warp_size > 1 ? DecodeSteps::sub_blocks
+                                : BT > 1               ? DecodeSteps::shared
+                                                       : DecodeSteps::block;
+      TokenDots dots(k, {xq, xd, xs}, toks, kb, BM, code_piece_bytes(FMT, steps) / 4,
+                     scale_min_k(FMT) && steps == DecodeSteps::block ? 8 : 0);
       const OneTokenDots one{{xq, xd, xs}, toks[0] * kb, &dots};
       BlockDecoder dec(
-          FMT, BM, stepped ? BlockDecoder::Steps::shared : BlockDecoder::Steps::block, we,
+          FMT, BM, steps, we,
           [&](const Pointer& p) { return row_masked ? load(p, rmask, 0.0) : load(p); }, &one);
       auto step = [&](const Value& b, const Value& part) {
         auto blk = row_base + (b * f.block_bytes).to(DType::i64);  // [BM,1]
@@ -130,7 +139,7 @@ Kernel build_qgemv(const Spec& s) {
         // 0.68 -> 0.83-0.86 of the probe, Q5_0 0.49-0.57 -> 0.83-0.85,
         // MXFP4 0.52 -> 0.74-0.93; at 4096x14336 0.68-0.75 -> 0.70-0.89).
         // The 256-weight formats' plain pass gained nothing clear (Q4_K lost).
-        if (!row_masked && !stepped && small_blocks(FMT))
+        if (!row_masked && steps == DecodeSteps::block && small_blocks(FMT))
           prefetch(we + (row_base + (b * f.block_bytes).to(DType::i64) +
                          static_cast<int64_t>(BM) * row_bytes));
         if (dec.steps_per_block() == 1)

@@ -8,6 +8,9 @@ namespace kiln {
 
 namespace {
 
+// The tokens of one int8 mma tile (m16n8k32's n).
+constexpr int64_t kMmaTokens = 8;
+
 class CudaPolicy : public KernelPolicy {
  public:
   explicit CudaPolicy(bool mma) : mma_(mma) {}
@@ -15,21 +18,34 @@ class CudaPolicy : public KernelPolicy {
 
   WeightLayout weight_layout(const WeightCase&) const override { return WeightLayout::as_stored; }
 
-  // Prompts of ggml blocks as tile dots (int8 mma.sync, qgemm_tiles) from
-  // one mma tile's 8 tokens; decode and shorter prompts keep qgemv's vector
-  // dots, and so do grouped experts, whose tiles are moe_tile's few tokens.
+  // Prompts of ggml blocks as tile dots (int8 mma.sync, qgemm_tiles): a
+  // tile of 8 tokens costs a GPU what one token does, since the weights
+  // are read once either way; grouped experts too when their tile is a
+  // whole number of mma tiles (moe_tile). Decode keeps qgemv.
   MatmulKernel matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
-                      bool grouped) const override {
+                      int64_t grouped_tile) const override {
     const bool ggml_blocks = w.quant && w.quant != kInt4w && w.quant != kW8a8;
-    if (mma_ && ggml_blocks && !grouped && tokens >= 8) return MatmulKernel::qgemm_tiles;
-    return KernelPolicy::matmul(w, layout, tokens, grouped);
+    const bool tiles = grouped_tile ? grouped_tile % kMmaTokens == 0 : tokens > 1;
+    if (mma_ && ggml_blocks && tiles) return MatmulKernel::qgemm_tiles;
+    return KernelPolicy::matmul(w, layout, tokens, grouped_tile);
   }
 
-  // Prompt tokens per qgemv program: as many as ptxas keeps in registers
-  // without spilling at sm_80 and sm_90 with 8 rows per program (the
-  // kernel's own 4, 8 for Q4_K and Q5_K, were measured on CPUs): the
-  // formats whose sub-block decode keeps most registers live take 2, Q4_K
-  // and Q5_K 4 (docs/kernel_policy.md).
+  // MoE tiles of 8, 16 or 32 rows (one to four mma tiles) once the experts
+  // average that many tokens each: a padded row costs tensor-core work
+  // only, while each tile reads its expert's weights once. Fewer tokens
+  // per expert take the default (up to 4, through qgemv).
+  int64_t moe_tile(int64_t tokens, int64_t k, int64_t n_expert) const override {
+    const int64_t per_expert = tokens * k / n_expert;
+    if (!mma_ || per_expert < kMmaTokens) return KernelPolicy::moe_tile(tokens, k, n_expert);
+    return per_expert >= 32 ? 32 : per_expert >= 16 ? 16 : kMmaTokens;
+  }
+
+  // Tokens per qgemv program for grouped experts (moe_sort bounds the MoE
+  // tile by it): as many as ptxas keeps in registers without spilling at
+  // sm_80 and sm_90 with 8 rows per program (the kernel's own 4, 8 for
+  // Q4_K and Q5_K, were measured on CPUs): the formats whose sub-block
+  // decode keeps most registers live take 2, Q4_K and Q5_K 4
+  // (docs/kernel_policy.md).
   int64_t matmul_token_block(const WeightCase& w, MatmulKernel k, int64_t tokens) const override {
     if (k != MatmulKernel::qgemv || tokens < 4) return 0;
     using Q = ggml::QuantType;

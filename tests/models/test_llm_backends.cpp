@@ -202,21 +202,25 @@ TEST_CASE("plan specs follow the backend's kernel policy without compiling",
   REQUIRE_THROWS_WITH(m.plan_specs(33), Catch::Contains("33 tokens for a context of 32"));
 }
 
-// A prompt's MoE tiles (16 tokens per expert: tiles of 4) are bounded by the
-// token block the policy allows each expert stack: the cuda policy's 2 for
-// Q2_K (4 spill in ptxas), none on the cpu.
+// A prompt's MoE tiles follow the policy: on the cpu tiles of 4 through
+// qgemv (16 tokens per expert at 64 tokens); on the cuda policy tiles of 16
+// through qgemm_tiles at 64 tokens, and at 24 tokens (6 per expert, below
+// one mma tile) qgemv's tiles bounded by the token block it allows Q2_K (2:
+// 4 spilled in ptxas).
 TEST_CASE("MoE tiles are bounded by the policy's token blocks", "[models][llm][policy]") {
   const std::string path = tiny_model("qwen3moe", WeightFormat::q2_k);
-  auto grouped_q2k_tiles = [&](Runtime& rt) {
+  auto grouped_q2k_tiles = [&](Runtime& rt, int64_t tokens) {
     Llm m(path, rt, 64);
-    std::set<int64_t> tiles;
-    for (const Spec& s : m.plan_specs(64))
+    std::set<std::pair<std::string, int64_t>> tiles;
+    for (const Spec& s : m.plan_specs(tokens))
       if (s.has_constexpr("GROUPED") && s.constexpr_("GROUPED") > 0 && s.has_constexpr("FMT") &&
           s.constexpr_("FMT") == 10)
-        tiles.insert(s.constexpr_("BLOCK_T"));
+        tiles.insert({s.kernel, s.constexpr_("BLOCK_T")});
     return tiles;
   };
+  using Tiles = std::set<std::pair<std::string, int64_t>>;
   Runtime sim(RuntimeOptions{1, "", false, "cuda-sim"});
-  CHECK(grouped_q2k_tiles(sim) == std::set<int64_t>{2});
-  CHECK(grouped_q2k_tiles(test::runtime()) == std::set<int64_t>{4});
+  CHECK(grouped_q2k_tiles(sim, 64) == Tiles{{"qgemm_tiles", 16}});
+  CHECK(grouped_q2k_tiles(sim, 24) == Tiles{{"qgemv", 2}});
+  CHECK(grouped_q2k_tiles(test::runtime(), 64) == Tiles{{"qgemv_rows16", 4}});
 }

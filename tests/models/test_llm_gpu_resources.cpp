@@ -1,7 +1,8 @@
 // Every kernel the cuda policy runs fits a GPU without spilling registers
 // to local memory, at sm_80 and sm_90, checked without a GPU: the kernels of
 // the plans of two models (a llama with Q4_K_M weights and head size 64, a
-// qwen3 with Q8_0 weights and head size 128, prompts and decode), and the
+// qwen3 with Q8_0 weights and head size 128, a qwen3moe with Q4_K_M experts
+// (grouped tile dots), prompts and decode), and the
 // attention tile strategies over f16 and q8_0 caches at each head size Kiln
 // supports (64, 128, 256; bf16 at 128),
 // each rendered to CUDA C as the backend renders it (its warps per block),
@@ -32,9 +33,9 @@ GpuKernelReport report_of(const Spec& s) {
   return r;
 }
 
-// The distinct kernels of a model's plans for 33 tokens (a prompt: the
-// quantized matmuls' tile dots at 32 tokens a tile, the prompt attention),
-// 7 (qgemv's token blocks, below one mma tile) and 1.
+// The distinct kernels of a model's plans for prompts of 33 tokens and 7
+// (the quantized matmuls' tile dots at 32 and 8 tokens a tile, the prompt
+// attention) and for decode (1).
 void add_model(std::vector<GpuKernelReport>& rows, std::map<std::string, size_t>& seen,
                const std::string& path) {
   Runtime sim(RuntimeOptions{1, "", false, "cuda-sim"});
@@ -60,6 +61,7 @@ TEST_CASE("the cuda policy's kernels do not spill at sm_80 and sm_90", "[models]
   std::map<std::string, size_t> seen;
   add_model(rows, seen, test::tiny_model("llama", WeightFormat::q4_k_m));
   add_model(rows, seen, test::tiny_model("qwen3", WeightFormat::q8_0));
+  add_model(rows, seen, test::tiny_model("qwen3moe", WeightFormat::q4_k_m));
   for (int64_t d : {64, 128, 256})
     for (DType kv : {DType::f16, DType::bf16, DType::i8}) {
       if (kv == DType::bf16 && d != 128) continue;  // bf16 is f16's code with other converts

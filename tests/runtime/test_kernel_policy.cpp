@@ -51,19 +51,18 @@ TEST_CASE("the cpu policy interleaves what fits and splits long decodes", "[runt
 
   const WeightCase q = blocks(kQ4K, 4096, 4096);
   for (int64_t t : {1, 512}) {
-    CHECK(p.matmul(q, WeightLayout::rows16, t, false) == MatmulKernel::qgemv_rows16);
-    CHECK(p.matmul(q, WeightLayout::as_stored, t, false) == MatmulKernel::qgemv);
-    CHECK(p.matmul(int4w(64, 512, 32), WeightLayout::rows16, t, false) ==
+    CHECK(p.matmul(q, WeightLayout::rows16, t, 0) == MatmulKernel::qgemv_rows16);
+    CHECK(p.matmul(q, WeightLayout::as_stored, t, 0) == MatmulKernel::qgemv);
+    CHECK(p.matmul(int4w(64, 512, 32), WeightLayout::rows16, t, 0) ==
           MatmulKernel::gemv_int4w_rows16);
-    CHECK(p.matmul(int4w(64, 512, 32), WeightLayout::as_stored, t, false) ==
-          MatmulKernel::gemv_int4w);
-    CHECK(p.matmul({kW8a8, 64, 512, 0, 0}, WeightLayout::as_stored, t, true) ==
+    CHECK(p.matmul(int4w(64, 512, 32), WeightLayout::as_stored, t, 0) == MatmulKernel::gemv_int4w);
+    CHECK(p.matmul({kW8a8, 64, 512, 0, 0}, WeightLayout::as_stored, t, 4) ==
           MatmulKernel::gemv_w8a8);
   }
   const WeightCase f = blocks(kFloat, 64, 512);
-  CHECK(p.matmul(f, WeightLayout::as_stored, 1, false) == MatmulKernel::gemv);
-  CHECK(p.matmul(f, WeightLayout::as_stored, 2, false) == MatmulKernel::gemm);
-  CHECK(p.matmul(f, WeightLayout::as_stored, 1, true) == MatmulKernel::gemm);
+  CHECK(p.matmul(f, WeightLayout::as_stored, 1, 0) == MatmulKernel::gemv);
+  CHECK(p.matmul(f, WeightLayout::as_stored, 2, 0) == MatmulKernel::gemm);
+  CHECK(p.matmul(f, WeightLayout::as_stored, 1, 4) == MatmulKernel::gemm);
 
   CHECK(p.decode_split_keys(512) == 0);
   CHECK(p.decode_split_keys(513) == 512);
@@ -83,18 +82,22 @@ TEST_CASE("the cuda policy keeps the file's layout", "[runtime][policy]") {
   for (const WeightCase& w :
        {blocks(kQ4K, 4096, 4096), blocks(kQ8_0, 4096, 4096, 128), int4w(4096, 4096, 128)})
     CHECK(p.weight_layout(w) == WeightLayout::as_stored);
-  CHECK(p.matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 1, false) ==
-        MatmulKernel::qgemv);
-  CHECK(p.matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 512, true) ==
-        MatmulKernel::qgemv);
-  // Prompts from one mma tile's 8 tokens as tile dots; not before sm_80.
-  CHECK(p.matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 7, false) ==
-        MatmulKernel::qgemv);
+  CHECK(p.matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 1, 0) == MatmulKernel::qgemv);
+  CHECK(p.matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 512, 4) == MatmulKernel::qgemv);
+  // Grouped experts as tile dots in whole mma tiles of tokens.
+  CHECK(p.matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 512, 16) ==
+        MatmulKernel::qgemm_tiles);
+  CHECK(p.moe_tile(32, 8, 128) == 2);   // 2 per expert: the default's
+  CHECK(p.moe_tile(128, 8, 128) == 8);  // 8 per expert: one mma tile
+  CHECK(p.moe_tile(512, 8, 128) == 32);
+  CHECK(cuda_kernel_policy(75).moe_tile(512, 8, 128) == 4);
+  // Prompts as tile dots; not before sm_80.
   for (const WeightCase& w : {blocks(kQ4K, 4096, 4096), blocks(kQ8_0, 4096, 4096, 128)})
-    CHECK(p.matmul(w, WeightLayout::as_stored, 8, false) == MatmulKernel::qgemm_tiles);
-  CHECK(cuda_kernel_policy(75).matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 512,
-                                      false) == MatmulKernel::qgemv);
-  CHECK(p.matmul(int4w(4096, 4096, 128), WeightLayout::as_stored, 512, false) ==
+    for (int64_t t : {2, 7, 512})
+      CHECK(p.matmul(w, WeightLayout::as_stored, t, 0) == MatmulKernel::qgemm_tiles);
+  CHECK(cuda_kernel_policy(75).matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 512, 0) ==
+        MatmulKernel::qgemv);
+  CHECK(p.matmul(int4w(4096, 4096, 128), WeightLayout::as_stored, 512, 0) ==
         MatmulKernel::gemv_int4w);
   // Prompt token blocks that ptxas holds without spilling.
   const WeightCase q6 = blocks(14, 4096, 4096), q4 = blocks(kQ4K, 4096, 4096);
