@@ -16,6 +16,7 @@ const char* matmul_kernel_name(MatmulKernel k) {
   switch (k) {
     case MatmulKernel::gemv: return "gemv";
     case MatmulKernel::gemm: return "gemm";
+    case MatmulKernel::gemm_tiles: return "gemm_tiles";
     case MatmulKernel::qgemv: return "qgemv";
     case MatmulKernel::qgemv_rows16: return "qgemv_rows16";
     case MatmulKernel::qgemm_tiles: return "qgemm_tiles";

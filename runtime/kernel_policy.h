@@ -33,8 +33,9 @@ inline constexpr int64_t kInt4w = 1025, kW8a8 = 1027;
 struct WeightCase {
   int64_t quant = 0;  // as Weight::quant: a ggml type id, kInt4w, kW8a8; 0 for floats
   int64_t m = 0, k = 0;
-  int64_t experts = 0;  // a stack of this many [m, k] matrices; 0: one
-  int64_t group = 0;    // int4 weight-only: the scale group
+  int64_t experts = 0;       // a stack of this many [m, k] matrices; 0: one
+  int64_t group = 0;         // int4 weight-only: the scale group; FP8: the scale block
+  DType dtype = DType::f32;  // a float matrix's element type (quantized: u8)
 };
 
 // Whether `layout` can hold w: rows16 needs a format with a 16-row interleave,
@@ -45,6 +46,7 @@ bool layout_fits(WeightLayout layout, const WeightCase& w);
 enum class MatmulKernel {
   gemv,               // float weights, one token
   gemm,               // float weights, a token tile at a time
+  gemm_tiles,         // f16/bf16 weights, tile dots (mma.sync on a GPU)
   qgemv,              // ggml blocks as stored
   qgemv_rows16,       // ggml blocks interleaved across 16 rows
   qgemm_tiles,        // ggml blocks as stored, tile dots (mma.sync on a GPU)

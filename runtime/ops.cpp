@@ -288,7 +288,10 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
   }
   args["n"] = Arg::scalar_int(w.m);
   args["t"] = Arg::scalar_int(y_rows);
-  if (er) {
+  if (kernel == MatmulKernel::gemm_tiles) {
+    need(!w.scales);
+    if (er) fixed["BLOCK_T"] = er->tile;
+  } else if (er) {
     // A panel is one tile of one expert's rows.
     fixed["PANEL_T"] = er->tile;
     fixed["BLOCK_T"] = std::min<int64_t>(er->tile, 4);

@@ -40,7 +40,7 @@ struct Weight {
   int64_t scale_block = 0;
 
   // What a kernel policy sees of it, and the layout it is held in.
-  WeightCase policy_case() const { return {quant, m, k, experts, scale_block}; }
+  WeightCase policy_case() const { return {quant, m, k, experts, scale_block, data.dtype}; }
   WeightLayout layout() const { return rows16 ? WeightLayout::rows16 : WeightLayout::as_stored; }
 };
 

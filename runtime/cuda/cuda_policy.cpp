@@ -18,15 +18,18 @@ class CudaPolicy : public KernelPolicy {
 
   WeightLayout weight_layout(const WeightCase&) const override { return WeightLayout::as_stored; }
 
-  // Prompts of ggml blocks as tile dots (int8 mma.sync, qgemm_tiles): a
-  // tile of 8 tokens costs a GPU what one token does, since the weights
-  // are read once either way; grouped experts too when their tile is a
-  // whole number of mma tiles (moe_tile). Decode keeps qgemv.
+  // Prompts of ggml blocks as tile dots (int8 mma.sync, qgemm_tiles), and
+  // of f16 and bf16 matrices (gemm_tiles): a tile of 8 tokens costs a GPU
+  // what one token does, since the weights are read once either way;
+  // grouped experts too when their tile is a whole number of mma tiles
+  // (moe_tile). Decode keeps qgemv and gemv; FP8 and f32 matrices gemm.
   MatmulKernel matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
                       int64_t grouped_tile) const override {
     const bool ggml_blocks = w.quant && w.quant != kInt4w && w.quant != kW8a8;
     const bool tiles = grouped_tile ? grouped_tile % kMmaTokens == 0 : tokens > 1;
+    const bool half = !w.quant && !w.group && (w.dtype == DType::f16 || w.dtype == DType::bf16);
     if (mma_ && ggml_blocks && tiles) return MatmulKernel::qgemm_tiles;
+    if (mma_ && half && tiles) return MatmulKernel::gemm_tiles;
     return KernelPolicy::matmul(w, layout, tokens, grouped_tile);
   }
 

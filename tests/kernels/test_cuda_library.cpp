@@ -305,6 +305,12 @@ std::vector<Case> cases() {
                    {"kv_len", 37},
                    {"pos0", 34},
                    {"window", sinks ? 20 : 0}}});
+  // Tiles off every side: 19 rows, 9 tokens, a k tail.
+  for (DType tw : {DType::f16, DType::bf16})
+    cs.push_back({"gemm_tiles",
+                  {{"W", tw}},
+                  {{"BLOCK_N", 16}, {"BLOCK_T", 8}, {"BLOCK_K", 16}},
+                  {{"t", 9}, {"n", 19}, {"k", 40}}});
   for (const ggml::BlockFormat& f : ggml::block_formats()) {
     const int64_t fmt = static_cast<int64_t>(f.type);
     cs.push_back({"qgemv",
@@ -423,6 +429,10 @@ std::vector<Case> cases() {
     cs.push_back({"gemm",
                   {{"W", DType::f16}},
                   {{"BLOCK_T", 2}, {"PANEL_T", 2}, {"GROUPED", mode}},
+                  with({{"n", 20}, {"k", 70}}, 20 * 70)});
+    cs.push_back({"gemm_tiles",
+                  {{"W", DType::bf16}},
+                  {{"BLOCK_N", 16}, {"BLOCK_T", 8}, {"BLOCK_K", 16}, {"GROUPED", mode}},
                   with({{"n", 20}, {"k", 70}}, 20 * 70)});
   }
   // Experts with per-expert scales (gathered rows only: the sorted mode

@@ -2,7 +2,8 @@
 // to local memory, at sm_80 and sm_90, checked without a GPU: the kernels of
 // the plans of two models (a llama with Q4_K_M weights and head size 64, a
 // qwen3 with Q8_0 weights and head size 128, a qwen3moe with Q4_K_M experts
-// (grouped tile dots), prompts and decode), and the
+// (grouped tile dots) and a llama with F16 weights (f16 tile dots), prompts
+// and decode), and the
 // attention tile strategies over f16 and q8_0 caches at each head size Kiln
 // supports (64, 128, 256; bf16 at 128),
 // each rendered to CUDA C as the backend renders it (its warps per block),
@@ -62,6 +63,7 @@ TEST_CASE("the cuda policy's kernels do not spill at sm_80 and sm_90", "[models]
   add_model(rows, seen, test::tiny_model("llama", WeightFormat::q4_k_m));
   add_model(rows, seen, test::tiny_model("qwen3", WeightFormat::q8_0));
   add_model(rows, seen, test::tiny_model("qwen3moe", WeightFormat::q4_k_m));
+  add_model(rows, seen, test::tiny_model("llama", WeightFormat::f16));
   for (int64_t d : {64, 128, 256})
     for (DType kv : {DType::f16, DType::bf16, DType::i8}) {
       if (kv == DType::bf16 && d != 128) continue;  // bf16 is f16's code with other converts

@@ -99,6 +99,19 @@ TEST_CASE("the cuda policy keeps the file's layout", "[runtime][policy]") {
         MatmulKernel::qgemv);
   CHECK(p.matmul(int4w(4096, 4096, 128), WeightLayout::as_stored, 512, 0) ==
         MatmulKernel::gemv_int4w);
+  // f16 and bf16 matrices' prompts as tile dots; f32 and block-scaled FP8
+  // keep gemm, decode gemv.
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const WeightCase half{0, 4096, 4096, 0, 0, dt};
+    CHECK(p.matmul(half, WeightLayout::as_stored, 512, 0) == MatmulKernel::gemm_tiles);
+    CHECK(p.matmul(half, WeightLayout::as_stored, 512, 16) == MatmulKernel::gemm_tiles);
+    CHECK(p.matmul(half, WeightLayout::as_stored, 1, 0) == MatmulKernel::gemv);
+    CHECK(cpu_kernel_policy().matmul(half, WeightLayout::as_stored, 512, 0) == MatmulKernel::gemm);
+  }
+  CHECK(p.matmul({0, 4096, 4096, 0, 0, DType::f32}, WeightLayout::as_stored, 512, 0) ==
+        MatmulKernel::gemm);
+  CHECK(p.matmul({0, 4096, 4096, 0, 128, DType::f8e4m3}, WeightLayout::as_stored, 512, 0) ==
+        MatmulKernel::gemm);
   // Prompt token blocks that ptxas holds without spilling.
   const WeightCase q6 = blocks(14, 4096, 4096), q4 = blocks(kQ4K, 4096, 4096);
   CHECK(p.matmul_token_block(q6, MatmulKernel::qgemv, 512) == 2);
