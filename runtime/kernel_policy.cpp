@@ -22,6 +22,7 @@ const char* matmul_kernel_name(MatmulKernel k) {
     case MatmulKernel::qgemm_tiles: return "qgemm_tiles";
     case MatmulKernel::gemv_int4w: return "gemv_int4w";
     case MatmulKernel::gemv_int4w_rows16: return "gemv_int4w_rows16";
+    case MatmulKernel::gemm_int4w_tiles: return "gemm_int4w_tiles";
     case MatmulKernel::gemv_w8a8: return "gemv_w8a8";
   }
   return "?";

@@ -52,6 +52,7 @@ enum class MatmulKernel {
   qgemm_tiles,        // ggml blocks as stored, tile dots (mma.sync on a GPU)
   gemv_int4w,         // int4 weight-only rows
   gemv_int4w_rows16,  // int4 weight-only, interleaved across 16 rows
+  gemm_int4w_tiles,   // int4 weight-only rows, tile dots (mma.sync on a GPU)
   gemv_w8a8,          // int8 weights, int8 activations per token
 };
 const char* matmul_kernel_name(MatmulKernel k);  // the registry's name

@@ -216,7 +216,8 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     g.launch(w.label, kernel_name, {}, args, {}, fixed);
     return y;
   }
-  if (kernel == MatmulKernel::gemv_int4w || kernel == MatmulKernel::gemv_int4w_rows16) {
+  if (kernel == MatmulKernel::gemv_int4w || kernel == MatmulKernel::gemv_int4w_rows16 ||
+      kernel == MatmulKernel::gemm_int4w_tiles) {
     const bool rows16 = kernel == MatmulKernel::gemv_int4w_rows16;
     need(w.quant == kInt4w && rows16 == w.rows16.has_value());
     // Interleaved, one x scale per 256 (int4w.h's chunk); row-major, per 32.

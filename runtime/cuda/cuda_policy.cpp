@@ -18,17 +18,20 @@ class CudaPolicy : public KernelPolicy {
 
   WeightLayout weight_layout(const WeightCase&) const override { return WeightLayout::as_stored; }
 
-  // Prompts of ggml blocks as tile dots (int8 mma.sync, qgemm_tiles), and
-  // of f16 and bf16 matrices (gemm_tiles): a tile of 8 tokens costs a GPU
+  // Prompts of ggml blocks and int4w rows as tile dots (int8 mma.sync,
+  // qgemm_tiles and gemm_int4w_tiles), and of f16 and bf16 matrices
+  // (gemm_tiles): a tile of 8 tokens costs a GPU
   // what one token does, since the weights are read once either way;
   // grouped experts too when their tile is a whole number of mma tiles
-  // (moe_tile). Decode keeps qgemv and gemv; FP8 and f32 matrices gemm.
+  // (moe_tile). Decode keeps qgemv, gemv_int4w and gemv; FP8 and f32
+  // matrices gemm, INT8 (w8a8) gemv_w8a8.
   MatmulKernel matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
                       int64_t grouped_tile) const override {
     const bool ggml_blocks = w.quant && w.quant != kInt4w && w.quant != kW8a8;
     const bool tiles = grouped_tile ? grouped_tile % kMmaTokens == 0 : tokens > 1;
     const bool half = !w.quant && !w.group && (w.dtype == DType::f16 || w.dtype == DType::bf16);
     if (mma_ && ggml_blocks && tiles) return MatmulKernel::qgemm_tiles;
+    if (mma_ && w.quant == kInt4w && tiles) return MatmulKernel::gemm_int4w_tiles;
     if (mma_ && half && tiles) return MatmulKernel::gemm_tiles;
     return KernelPolicy::matmul(w, layout, tokens, grouped_tile);
   }

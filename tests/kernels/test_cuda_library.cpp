@@ -339,6 +339,11 @@ std::vector<Case> cases() {
         {"qgemv_rows16", {}, {{"FMT", fmt}, {"BLOCK_T", 12}}, {{"m", 16}, {"k", 256}, {"t", 13}}});
   cs.push_back(
       {"gemv_int4w", {}, {{"GROUP", 32}, {"BLOCK_M", 4}}, {{"m", 6}, {"k", 128}, {"t", 1}}});
+  for (int64_t zp : {0, 1})
+    cs.push_back({"gemm_int4w_tiles",
+                  {},
+                  {{"GROUP", 64}, {"ZP", zp}, {"BLOCK_M", 16}, {"BLOCK_T", 8}},
+                  {{"m", 19}, {"k", 256}, {"t", 9}}});
   cs.push_back({"gemv_int4w",
                 {},
                 {{"GROUP", 64}, {"ZP", 1}, {"BLOCK_T", 4}},
@@ -452,6 +457,10 @@ std::vector<Case> cases() {
                 {},
                 {{"GROUP", 32}, {"ZP", 1}, {"BLOCK_M", 4}, {"BLOCK_T", 2}, {"GROUPED", 1}},
                 experts({{"m", 8}, {"k", 64}}, 8 * 32)});
+  cs.push_back({"gemm_int4w_tiles",
+                {},
+                {{"GROUP", 32}, {"ZP", 1}, {"BLOCK_M", 16}, {"BLOCK_T", 8}, {"GROUPED", 1}},
+                experts({{"m", 16}, {"k", 64}}, 16 * 32)});
   cs.push_back({"gemv_w8a8",
                 {},
                 {{"BLOCK_M", 4}, {"BLOCK_T", 2}, {"GROUPED", 1}},

@@ -98,6 +98,10 @@ TEST_CASE("the cuda policy keeps the file's layout", "[runtime][policy]") {
   CHECK(cuda_kernel_policy(75).matmul(blocks(kQ4K, 4096, 4096), WeightLayout::as_stored, 512, 0) ==
         MatmulKernel::qgemv);
   CHECK(p.matmul(int4w(4096, 4096, 128), WeightLayout::as_stored, 512, 0) ==
+        MatmulKernel::gemm_int4w_tiles);
+  CHECK(p.matmul(int4w(4096, 4096, 128), WeightLayout::as_stored, 512, 8) ==
+        MatmulKernel::gemm_int4w_tiles);
+  CHECK(p.matmul(int4w(4096, 4096, 128), WeightLayout::as_stored, 1, 0) ==
         MatmulKernel::gemv_int4w);
   // f16 and bf16 matrices' prompts as tile dots; f32 and block-scaled FP8
   // keep gemm, decode gemv.

@@ -1,96 +1,20 @@
 // gemv_int4w against a double-precision product of the dequantised weights
-// ((q - z) * s per group) with the f32 activations, and the interpreter.
-//
-// Tolerance: x is quantised to 8-bit blocks (quantize_q8), so each product
-// carries at most half an activation step (d_x / 2) of error: the bound is
-// sum_j |w_j| d_x(j) / 2 plus f32 accumulation (1e-5 of sum |w x|). The JIT
-// and the interpreter differ only in the order of the final lane sums
-// (1e-6 of sum |w x|). Against the product with x as quantised (codes
-// times scales), which the integer dots compute exactly, only f32
-// accumulation remains (1e-5 of sum |w x|): the tight check.
+// and the interpreter (support/int4w_gemm.h, which states the tolerance).
 #include <catch2/catch.hpp>
-#include <cmath>
-#include <random>
 
-#include "ir/dtype.h"
-#include "support/quantized_x.h"
-#include "support/runtime_fixture.h"
-#include "support/test_data.h"
+#include "support/int4w_gemm.h"
 
-using namespace kiln;
-
-namespace {
-
-struct Case {
-  int64_t m, k, group;
-  int zp;
-  int64_t t;
-};
-
-void check_int4w(Case c, int bm, int bt) {
-  INFO("m=" << c.m << " k=" << c.k << " group=" << c.group << " zp=" << c.zp << " t=" << c.t
-            << " BLOCK_M=" << bm << " BLOCK_T=" << bt);
-  int64_t g = c.group ? c.group : c.k, ng = c.k / g;
-  std::mt19937 rng(5);
-  std::vector<uint8_t> q(c.m * c.k / 2), z(c.m * ng);
-  std::vector<uint16_t> s(c.m * ng);
-  std::vector<float> x(c.t * c.k), y(c.t * c.m), yi(c.t * c.m);
-  for (auto& b : q) b = static_cast<uint8_t>(rng());
-  for (auto& b : z) b = static_cast<uint8_t>(rng() % 16);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (auto& v : s) v = f32_to_f16_bits(0.05f * u(rng));
-  for (auto& v : x) v = u(rng);
-  test::QuantizedX xq = test::quantize_x(x);
-  Spec spec =
-      find_kernel("gemv_int4w")
-          .make_spec({}, {{"GROUP", c.group}, {"ZP", c.zp}, {"BLOCK_M", bm}, {"BLOCK_T", bt}});
-  std::vector<Arg> args = {Arg::buffer(q.data(), q.size()),
-                           Arg::buffer(s.data(), s.size()),
-                           Arg::buffer(z.data(), z.size()),
-                           Arg::buffer(xq.q.data(), c.t * c.k),
-                           Arg::buffer(xq.d.data(), c.t * c.k / 32),
-                           Arg::buffer(xq.s.data(), c.t * c.k / 32),
-                           Arg::buffer(y.data(), c.t * c.m),
-                           Arg::scalar_int(c.m),
-                           Arg::scalar_int(c.k),
-                           Arg::scalar_int(c.t)};
-  test::runtime().launch(spec, args);
-  args[6] = Arg::buffer(yi.data(), c.t * c.m);
-  test::runtime().interpret(spec, args);
-  double worst = 0, worst_interp = 0, worst_quantized = 0;
-  for (int64_t tok = 0; tok < c.t; ++tok)
-    for (int64_t i = 0; i < c.m; ++i) {
-      double ref = 0, mag = 0, bound = 0, qref = 0;
-      for (int64_t j = 0; j < c.k; ++j) {
-        uint8_t byte = q[(i * c.k + j) / 2];
-        int qv = j % 2 ? byte >> 4 : byte & 15;
-        int zv = c.zp ? z[i * ng + j / g] : 8;
-        double w = (qv - zv) * static_cast<double>(f16_bits_to_f32(s[i * ng + j / g]));
-        double xv = x[tok * c.k + j];
-        ref += w * xv;
-        mag += std::fabs(w * xv);
-        bound += std::fabs(w) * xq.d[(tok * c.k + j) / 32] / 2;
-        qref += w * xq.q[tok * c.k + j] * xq.d[(tok * c.k + j) / 32];
-      }
-      float got = y[tok * c.m + i], interp = yi[tok * c.m + i];
-      worst = kiln::test::worse(worst, std::fabs(got - ref) / (bound + 1e-5 * mag + 1e-7));
-      worst_interp = std::max(worst_interp, std::fabs(got - interp) / (1e-6 * mag + 1e-7));
-      worst_quantized = std::max(worst_quantized, std::fabs(got - qref) / (1e-5 * mag + 1e-7));
-    }
-  CHECK(worst <= 1.0);
-  CHECK(worst_interp <= 1.0);
-  CHECK(worst_quantized <= 1.0);
-}
-
-}  // namespace
+using kiln::test::check_int4w;
+using kiln::test::Int4wCase;
 
 TEST_CASE("gemv_int4w matches the dequantised product", "[kernels][qgemv]") {
-  for (Case c : {Case{1, 32, 32, 0, 1}, Case{7, 256, 64, 1, 1}, Case{33, 1024, 128, 0, 1},
-                 Case{130, 512, 0, 1, 1}, Case{5, 4096, 128, 1, 1}})
-    for (int bm : {1, 4, 8}) check_int4w(c, bm, 1);
+  for (Int4wCase c :
+       {Int4wCase{1, 32, 32, 0, 1}, Int4wCase{7, 256, 64, 1, 1}, Int4wCase{33, 1024, 128, 0, 1},
+        Int4wCase{130, 512, 0, 1, 1}, Int4wCase{5, 4096, 128, 1, 1}})
+    for (int bm : {1, 4, 8}) check_int4w("gemv_int4w", c, bm, 1);
 }
 
 TEST_CASE("gemv_int4w over several tokens (prompt GEMM) matches per token", "[kernels][qgemv]") {
   for (int64_t t : {2, 5, 9})
-    for (int bt : {1, 4}) check_int4w(Case{19, 512, 64, 1, t}, 8, bt);
+    for (int bt : {1, 4}) check_int4w("gemv_int4w", Int4wCase{19, 512, 64, 1, t}, 8, bt);
 }
