@@ -49,15 +49,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .build = build_gemm_int4w_tiles,
     .launch_shape = [](const Spec& s,
                        const ScalarArgs& a) { return int4w_launch("gemm_int4w_tiles", s, a); },
-    // As qgemm_tiles: the smallest multiple of 8 tokens (an mma tile's)
-    // that covers the prompt, up to 32; 32 rows for grouped experts.
-    .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
-      const int64_t t = a.i("t");
-      return {{"BLOCK_T", t > 16  ? 32
-                          : t > 8 ? 16
-                                  : 8},
-              {"BLOCK_M", grouping(s) == Grouping::plain ? 64 : 32}};
-    },
+    .shape_heuristic = tile_dots_shape,  // tile_dots.h
     .tunables = {{"BLOCK_M", {16, 32, 64, 128}}, {"BLOCK_T", {8, 16, 32, 64}}},
     .shape_keys = {"m", "k", "t"},
     // Integer dots are exact; f32 accumulation over k/32 blocks.

@@ -82,18 +82,7 @@ KILN_REGISTER_KERNEL((KernelDef{
           return expert_tiles_launch("qgemm_tiles", s, a, shape, s.constexpr_("BLOCK_T"), "w",
                                      {{"xq", kk}, {"xd", kk / 32}, {"xs", kk / 32}});
         },
-    // An mma tile is 16 rows by 8 tokens: the token block is the smallest
-    // multiple of 8 that covers the prompt, up to 32. Grouped experts take
-    // 32 rows: the gather's row indices keep more registers live (64 rows
-    // of Q4_K at 16 tokens spill 4 bytes at sm_90; 32 rows take 126
-    // registers).
-    .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
-      const int64_t t = a.i("t");
-      return {{"BLOCK_T", t > 16  ? 32
-                          : t > 8 ? 16
-                                  : 8},
-              {"BLOCK_M", grouping(s) == Grouping::plain ? 64 : 32}};
-    },
+    .shape_heuristic = tile_dots_shape,  // tile_dots.h
     .tunables = {{"BLOCK_M", {16, 32, 64, 128}}, {"BLOCK_T", {8, 16, 32, 64}}},
     .shape_keys = {"m", "k", "t"},
     // Integer dots are exact; f32 accumulation over k/32 blocks.

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "ir/error.h"
+#include "kernels/moe/expert_tiles.h"
 
 namespace kiln {
 namespace {
@@ -36,6 +37,14 @@ Value group_value(const Value& lanes, int64_t bm, int64_t g) {
 }
 
 }  // namespace
+
+std::map<std::string, int64_t> tile_dots_shape(const Spec& s, const ScalarArgs& a) {
+  const int64_t t = a.i("t");
+  return {{"BLOCK_T", t > 16  ? 32
+                      : t > 8 ? 16
+                              : 8},
+          {"BLOCK_M", grouping(s) == Grouping::plain ? 64 : 32}};
+}
 
 TileDots::TileDots(KernelBuilder& k, QuantizedActivations x, const Value& toks, const Value& K,
                    int64_t bm, int64_t bt)

@@ -16,11 +16,21 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "ir/builder.h"
 #include "kernels/qgemv/token_dots.h"
+#include "kernels/registry.h"
 
 namespace kiln {
+
+// The default tile of a TileDots kernel for t tokens: BLOCK_T the smallest
+// multiple of 8 (an mma tile's tokens) that covers them, up to 32; BLOCK_M
+// 64 rows, 32 for grouped experts, whose gather's row indices keep more
+// registers live (64 rows of Q4_K at 16 tokens spill 4 bytes at sm_90; 32
+// rows take 126 registers).
+std::map<std::string, int64_t> tile_dots_shape(const Spec& s, const ScalarArgs& a);
 
 class TileDots {
  public:
