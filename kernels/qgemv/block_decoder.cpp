@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "kernels/moe/expert_tiles.h"
 #include "kernels/quant/e8m0.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "kernels/quant/iq_grids.h"
@@ -56,6 +57,28 @@ Value f16_value(const Value& two_bytes) {
 }
 
 int64_t code_offset(int64_t fmt) { return fmt == 8 ? 128 : 8; }
+
+GgmlGemm declare_ggml_gemm(KernelBuilder& k, const Spec& s) {
+  const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(s.constexpr_("FMT")));
+  auto w = k.buffer("w", DType::u8), xq = k.buffer("xq", DType::i8);
+  auto xd = k.buffer("xd", DType::f32), xs = k.buffer("xs", DType::i32);
+  auto y = k.buffer("y", DType::f32);
+  auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
+  auto T = k.scalar("t", DType::i32);
+  return {w, {xq, xd, xs}, y, M, K, T, f, K / f.block_elems};
+}
+
+LaunchShape ggml_gemm_launch(const std::string& kernel, const Spec& s, const ScalarArgs& a) {
+  int64_t m = a.i("m"), kk = a.i("k"), t = a.i("t");
+  const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(s.constexpr_("FMT")));
+  if (kk % f.block_elems)
+    throw Error("kernel '" + kernel + "': k = " + std::to_string(kk) +
+                " is not a multiple of the " + std::to_string(f.block_elems) + "-weight block");
+  LaunchShape shape = token_launch(kernel, s, m, kk, t);
+  shape.buffer_elems["w"] = m * (kk / f.block_elems) * f.block_bytes;
+  return expert_tiles_launch(kernel, s, a, shape, s.constexpr_("BLOCK_T"), "w",
+                             {{"xq", kk}, {"xd", kk / 32}, {"xs", kk / 32}});
+}
 
 BlockDecoder::BlockDecoder(int64_t fmt, int64_t bm, DecodeSteps steps, Buffer w,
                            std::function<Value(const Pointer&)> ld, const OneTokenDots* one)

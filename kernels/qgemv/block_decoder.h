@@ -35,6 +35,8 @@
 
 #include "ir/builder.h"
 #include "kernels/qgemv/token_dots.h"
+#include "kernels/quant/ggml_blocks.h"
+#include "kernels/registry.h"
 
 namespace kiln {
 
@@ -80,6 +82,24 @@ struct OneTokenDots {
   Value xbase;
   TokenDots* dots = nullptr;
 };
+
+// The operands of a GEMM over ggml blocks as stored (qgemv, qgemm_tiles),
+// declared in their order: w u8, xq, xd, xs (quantize_q8's), y f32, m, k,
+// t; with the format's block geometry (FMT; throws for a format Kiln does
+// not read) and the blocks per row.
+struct GgmlGemm {
+  Buffer w;
+  QuantizedActivations x;
+  Buffer y;
+  Value M, K, T;
+  const ggml::BlockFormat& f;
+  Value nb;
+};
+GgmlGemm declare_ggml_gemm(KernelBuilder& k, const Spec& s);
+
+// Its launch over m rows, k columns and t tokens (BLOCK_M rows and BLOCK_T
+// tokens a program, or expert tiles); errors name `kernel`.
+LaunchShape ggml_gemm_launch(const std::string& kernel, const Spec& s, const ScalarArgs& a);
 
 class BlockDecoder {
  public:

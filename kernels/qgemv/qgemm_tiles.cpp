@@ -28,22 +28,18 @@ Kernel build_qgemm_tiles(const Spec& s) {
   KernelBuilder k("qgemm_tiles", s);
   const int64_t FMT = s.constexpr_("FMT"), BM = s.constexpr_("BLOCK_M"),
                 BT = s.constexpr_("BLOCK_T");
-  const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(FMT));
-  auto w = k.buffer("w", DType::u8), xq = k.buffer("xq", DType::i8);
-  auto xd = k.buffer("xd", DType::f32), xs = k.buffer("xs", DType::i32);
-  auto y = k.buffer("y", DType::f32);
-  auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
-  auto T = k.scalar("t", DType::i32);
-  auto nb = K / f.block_elems;
+  const GgmlGemm g = declare_ggml_gemm(k, s);
+  const ggml::BlockFormat& f = g.f;
+  auto M = g.M, K = g.K, T = g.T, nb = g.nb;
   ExpertTiles tiles(k, s, BT, T);
   tiles.run([&] {
     auto row0 = tiles.row_block() * static_cast<int>(BM);
-    auto we = tiles.weights(w);
+    auto we = tiles.weights(g.w);
     split_row_block(k, s.target, row0, BM, M, [&](bool row_masked) {
       auto rows = row0 + arange(BM);
       auto rmask = expand_dims(rows < M, 1);
       auto row_base = expand_dims(rows.to(DType::i64) * (nb * f.block_bytes).to(DType::i64), 1);
-      TileDots dots(k, {xq, xd, xs}, tiles.x_row_tile(BT), K, BM, BT);
+      TileDots dots(k, g.x, tiles.x_row_tile(BT), K, BM, BT);
       BlockDecoder dec(FMT, BM, DecodeSteps::sub_blocks, we, [&](const Pointer& p) {
         return row_masked ? load(p, rmask, 0.0) : load(p);
       });
@@ -54,7 +50,7 @@ Kernel build_qgemm_tiles(const Spec& s) {
           for (const SubBlock& sb : dec.decode(blk, p, xb0)) dots.add(sb);
         });
       });
-      dots.store_tile(y, tiles.first(), T, M, rows);
+      dots.store_tile(g.y, tiles.first(), T, M, rows);
     });
   });
   return k.finish();
@@ -69,19 +65,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     // GROUPED: plain or one launch for a layer's experts (expert_tiles.h).
     .constexpr_defaults = {{"FMT", 12}, {"BLOCK_M", 64}, {"BLOCK_T", 32}, {"GROUPED", 0}},
     .build = build_qgemm_tiles,
-    .launch_shape =
-        [](const Spec& s, const ScalarArgs& a) {
-          int64_t m = a.i("m"), kk = a.i("k"), t = a.i("t");
-          const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(s.constexpr_("FMT")));
-          if (kk % f.block_elems)
-            throw Error("kernel 'qgemm_tiles': k = " + std::to_string(kk) +
-                        " is not a multiple of the " + std::to_string(f.block_elems) +
-                        "-weight block");
-          LaunchShape shape = token_launch("qgemm_tiles", s, m, kk, t);
-          shape.buffer_elems["w"] = m * (kk / f.block_elems) * f.block_bytes;
-          return expert_tiles_launch("qgemm_tiles", s, a, shape, s.constexpr_("BLOCK_T"), "w",
-                                     {{"xq", kk}, {"xd", kk / 32}, {"xs", kk / 32}});
-        },
+    .launch_shape = [](const Spec& s,
+                       const ScalarArgs& a) { return ggml_gemm_launch("qgemm_tiles", s, a); },
     .shape_heuristic = tile_dots_shape,  // tile_dots.h
     .tunables = {{"BLOCK_M", {16, 32, 64, 128}}, {"BLOCK_T", {8, 16, 32, 64}}},
     .shape_keys = {"m", "k", "t"},

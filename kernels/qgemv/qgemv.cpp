@@ -83,14 +83,11 @@ Kernel build_qgemv(const Spec& s) {
   KernelBuilder k("qgemv", s);
   const int64_t FMT = s.constexpr_("FMT"), BM = s.constexpr_("BLOCK_M"),
                 BT = s.constexpr_("BLOCK_T");
-  // The block geometry of the weight format (throws for formats qgemv lacks).
-  const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(FMT));
-  auto w = k.buffer("w", DType::u8), xq = k.buffer("xq", DType::i8);
-  auto xd = k.buffer("xd", DType::f32), xs = k.buffer("xs", DType::i32);
-  auto y = k.buffer("y", DType::f32);
-  auto M = k.scalar("m", DType::i32), K = k.scalar("k", DType::i32);
-  auto T = k.scalar("t", DType::i32);
-  auto nb = K / f.block_elems;
+  const GgmlGemm g = declare_ggml_gemm(k, s);
+  const ggml::BlockFormat& f = g.f;
+  auto w = g.w, y = g.y;
+  auto xq = g.x.q, xd = g.x.d, xs = g.x.s;
+  auto M = g.M, K = g.K, T = g.T, nb = g.nb;
   auto kb = K / 32;  // x blocks per token
   ExpertTiles tiles(k, s, BT, T);
   if (BM == 1 && BT == 1 && (FMT == 2 || FMT == 8) && !tiles.grouped()) {
@@ -165,18 +162,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     // GROUPED: plain or one launch for a layer's experts (expert_tiles.h).
     .constexpr_defaults = {{"FMT", 8}, {"BLOCK_M", 8}, {"BLOCK_T", 1}, {"GROUPED", 0}},
     .build = build_qgemv,
-    .launch_shape =
-        [](const Spec& s, const ScalarArgs& a) {
-          int64_t m = a.i("m"), kk = a.i("k"), t = a.i("t");
-          const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(s.constexpr_("FMT")));
-          if (kk % f.block_elems)
-            throw Error("kernel 'qgemv': k = " + std::to_string(kk) + " is not a multiple of the " +
-                        std::to_string(f.block_elems) + "-weight block");
-          LaunchShape shape = token_launch("qgemv", s, m, kk, t);
-          shape.buffer_elems["w"] = m * (kk / f.block_elems) * f.block_bytes;
-          return expert_tiles_launch("qgemv", s, a, shape, s.constexpr_("BLOCK_T"), "w",
-                                     {{"xq", kk}, {"xd", kk / 32}, {"xs", kk / 32}});
-        },
+    .launch_shape = [](const Spec& s,
+                       const ScalarArgs& a) { return ggml_gemm_launch("qgemv", s, a); },
     // Prompts share each decoded weight block among BLOCK_T tokens of 8
     // rows: 8 tokens for Q4_K and Q5_K (TinyLlama Q4_K_M prefill, mean of 3
     // runs: 128 -> 139 tok/s), 4 for the rest (Q6_K spills at 8). Decode
