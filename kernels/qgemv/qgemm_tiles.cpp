@@ -10,10 +10,7 @@
 //
 // The CPU runs the same kernel (its dots lower to vector code), but the
 // cpu policy keeps qgemv there; the cuda policy picks this one for prompts.
-#include <vector>
-
 #include "ir/builder.h"
-#include "ir/error.h"
 #include "kernels/moe/expert_tiles.h"
 #include "kernels/qgemv/block_decoder.h"
 #include "kernels/qgemv/tile_dots.h"

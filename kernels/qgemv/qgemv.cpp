@@ -14,14 +14,10 @@
 #include <vector>
 
 #include "ir/builder.h"
-#include "ir/error.h"
 #include "kernels/moe/expert_tiles.h"
 #include "kernels/qgemv/block_decoder.h"
 #include "kernels/qgemv/token_dots.h"
-#include "kernels/quant/e8m0.h"
 #include "kernels/quant/ggml_blocks.h"
-#include "kernels/quant/iq_grids.h"
-#include "kernels/quant/rows16.h"
 #include "kernels/registry.h"
 #include "kernels/row_block.h"
 
