@@ -389,14 +389,14 @@ void GgufFile::parse(bool header_only) {
       t.shape.push_back(ne);
     }
     uint32_t type = c.read<uint32_t>([&] { return "the type of tensor " + name; });
-    const GgmlTypeInfo* info = find_ggml_type(type);
+    const TensorTypeInfo* info = find_tensor_type(type);
     if (!info)
       fail("tensor " + name + " has unsupported ggml type " + num(type) + " (" +
-           ggml_type_name(type) + "); Kiln reads " + supported_ggml_type_names());
-    if (info->in_memory_only && !header_only)
+           tensor_type_name(type) + "); Kiln reads " + supported_tensor_type_names());
+    if (info->kind == TensorKind::kiln_own && !header_only)
       fail("tensor " + name + " has type " + info->name +
            ", Kiln's in-memory form of a checkpoint's weights, which no GGUF file holds");
-    t.type = static_cast<GgmlType>(type);
+    t.type = static_cast<TensorType>(type);
     int64_t row = n_dims > 0 ? t.shape[0] : 1;
     if (row % info->block_elems != 0)
       fail("tensor " + name + " row size " + std::to_string(row) + " is not a multiple of the " +

@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "models/ggml_type.h"
 #include "models/string_map.h"
+#include "models/tensor_codec.h"
 
 namespace kiln {
 
@@ -67,7 +67,7 @@ struct GgufValue {
 
 struct GgufTensor {
   std::string name;
-  GgmlType type = GgmlType::f32;
+  TensorType type = TensorType::f32;
   std::vector<int64_t> shape;  // ggml order: shape[0] is the contiguous dimension
   uint64_t offset = 0;         // from the start of the data section
   const uint8_t* data = nullptr;

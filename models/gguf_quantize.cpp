@@ -42,7 +42,7 @@ ModelPreset preset_of(const GgufFile& in, const ModelConfig& c) {
 void quantize_gguf(const GgufFile& in, WeightFormat format, const std::string& path, int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const ModelConfig cfg = ModelConfig::from_gguf(in);
-  std::map<std::string, GgmlType> planned;
+  std::map<std::string, TensorType> planned;
   for (const PlannedTensor& t : plan_model_tensors(preset_of(in, cfg), cfg.n_vocab, format)) {
     const GgufTensor* have = in.find_tensor(t.name);
     if (!have || have->shape != t.shape)
@@ -57,15 +57,15 @@ void quantize_gguf(const GgufFile& in, WeightFormat format, const std::string& p
   w.add("general.quantization_version", GgufWriter::u32(2));
   for (const GgufTensor& t : in.tensors()) {
     auto it = planned.find(t.name);
-    const GgmlType to = it == planned.end() ? t.type : it->second;
+    const TensorType to = it == planned.end() ? t.type : it->second;
     if (to == t.type) {
       w.add_tensor(t.name, t.type, t.shape,
                    std::string_view(reinterpret_cast<const char*>(t.data), t.nbytes));
       continue;
     }
     if (is_block_quantized(t.type))
-      in.fail("tensor '" + t.name + "' is " + ggml_type_name(t.type) + ", not a float type " +
-              ggml_type_name(to) + " can be made from");
+      in.fail("tensor '" + t.name + "' is " + tensor_type_name(t.type) + ", not a float type " +
+              tensor_type_name(to) + " can be made from");
     w.add_tensor(t.name, to, t.shape, [&t, to, threads](const GgufWriter::ByteSink& sink) {
       const int64_t ne0 = t.shape[0], rows = t.elements() / ne0;
       const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 20) / ne0);

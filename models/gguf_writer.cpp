@@ -115,7 +115,7 @@ void GgufWriter::add(const std::string& key, Value v) {
   kv_.emplace_back(key, std::move(v));
 }
 
-uint64_t GgufWriter::tensor_bytes(const std::string& name, GgmlType type,
+uint64_t GgufWriter::tensor_bytes(const std::string& name, TensorType type,
                                   const std::vector<int64_t>& shape) {
   if (shape.empty() || shape.size() > 4)
     throw Error("GgufWriter: tensor '" + name + "' needs 1 to 4 dimensions");
@@ -127,7 +127,7 @@ uint64_t GgufWriter::tensor_bytes(const std::string& name, GgmlType type,
   int64_t row = ggml_row_bytes(type, shape[0]);
   if (row < 0)
     throw Error("GgufWriter: tensor '" + name + "' row of " + std::to_string(shape[0]) +
-                " elements is not a whole number of " + ggml_type_name(type) + " blocks");
+                " elements is not a whole number of " + tensor_type_name(type) + " blocks");
   return static_cast<uint64_t>(row * (elements / shape[0]));
 }
 
@@ -137,16 +137,16 @@ void GgufWriter::push_tensor(Tensor t) {
   tensors_.push_back(std::move(t));
 }
 
-void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> shape,
+void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vector<int64_t> shape,
                             std::string_view bytes) {
   uint64_t expected = tensor_bytes(name, type, shape);
   if (bytes.size() != expected)
-    throw Error("GgufWriter: tensor '" + name + "' of type " + ggml_type_name(type) + " needs " +
+    throw Error("GgufWriter: tensor '" + name + "' of type " + tensor_type_name(type) + " needs " +
                 std::to_string(expected) + " bytes, given " + std::to_string(bytes.size()));
   push_tensor(Tensor{name, type, std::move(shape), expected, std::string(bytes), nullptr});
 }
 
-void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> shape,
+void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vector<int64_t> shape,
                             TensorProducer produce) {
   if (!produce) throw Error("GgufWriter: tensor '" + name + "' has no producer");
   uint64_t size = tensor_bytes(name, type, shape);
@@ -178,8 +178,8 @@ std::string GgufWriter::header() const {
 
 void GgufWriter::write_to(std::ostream& out) const {
   for (const Tensor& t : tensors_)
-    if (ggml_type_info(t.type).in_memory_only)
-      throw Error("GgufWriter: tensor '" + t.name + "' has type " + ggml_type_name(t.type) +
+    if (tensor_type_info(t.type).kind == TensorKind::kiln_own)
+      throw Error("GgufWriter: tensor '" + t.name + "' has type " + tensor_type_name(t.type) +
                   ", Kiln's in-memory form of a checkpoint's weights, which no GGUF file holds");
   const std::string head = header();
   out.write(head.data(), static_cast<std::streamsize>(head.size()));

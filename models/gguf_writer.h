@@ -65,15 +65,15 @@ class GgufWriter {
   void add(const std::string& key, Value v);  // throws on a duplicate key
   // shape in ggml order (shape[0] contiguous); bytes must be exactly the
   // tensor's size for its type.
-  void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> shape,
+  void add_tensor(const std::string& name, TensorType type, std::vector<int64_t> shape,
                   std::string_view bytes);
   // A streamed tensor: `produce` runs during write_to and must emit exactly
   // tensor_bytes(type, shape) bytes (anything else is an error naming it).
-  void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> shape,
+  void add_tensor(const std::string& name, TensorType type, std::vector<int64_t> shape,
                   TensorProducer produce);
   // Bytes of a tensor of this type and shape; throws naming `name` for a
   // shape that is not a whole number of rows of blocks.
-  static uint64_t tensor_bytes(const std::string& name, GgmlType type,
+  static uint64_t tensor_bytes(const std::string& name, TensorType type,
                                const std::vector<int64_t>& shape);
 
   void write_to(std::ostream& out) const;
@@ -96,7 +96,7 @@ class GgufWriter {
 
   struct Tensor {
     std::string name;
-    GgmlType type;
+    TensorType type;
     std::vector<int64_t> shape;
     uint64_t size;
     std::string bytes;       // given in memory, or

@@ -377,7 +377,7 @@ class Translator {
         f.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
       }
     }
-    add_floats("rope_freqs.weight", GgmlType::f32, {static_cast<int64_t>(f.size())}, f);
+    add_floats("rope_freqs.weight", TensorType::f32, {static_cast<int64_t>(f.size())}, f);
   }
 
   // `fp8`: the tensor may be a block-scaled FP8 matrix.
@@ -404,12 +404,14 @@ class Translator {
     return *t;
   }
 
-  static GgmlType ggml_type_of(StDtype t) {
-    return t == StDtype::f32 ? GgmlType::f32 : t == StDtype::f16 ? GgmlType::f16 : GgmlType::bf16;
+  static TensorType ggml_type_of(StDtype t) {
+    return t == StDtype::f32   ? TensorType::f32
+           : t == StDtype::f16 ? TensorType::f16
+                               : TensorType::bf16;
   }
 
   // GGUF's shape is HF's reversed (ggml lists the contiguous dimension first).
-  void add(const std::string& name, GgmlType type, std::vector<int64_t> hf_shape,
+  void add(const std::string& name, TensorType type, std::vector<int64_t> hf_shape,
            const uint8_t* bytes) {
     std::vector<int64_t> ne(hf_shape.rbegin(), hf_shape.rend());
     p_.data[name] = bytes;
@@ -429,9 +431,9 @@ class Translator {
     return own(std::vector<uint8_t>(b, b + v.size() * sizeof(T)));
   }
   // f32 values stored as `type` (F32, F16, BF16: rounded to nearest even).
-  void add_floats(const std::string& name, GgmlType type, std::vector<int64_t> hf_shape,
+  void add_floats(const std::string& name, TensorType type, std::vector<int64_t> hf_shape,
                   const std::vector<float>& w) {
-    std::vector<uint8_t> out(w.size() * static_cast<size_t>(ggml_type_info(type).block_bytes));
+    std::vector<uint8_t> out(w.size() * static_cast<size_t>(tensor_type_info(type).block_bytes));
     ggml_from_f32(type, w.data(), static_cast<int64_t>(w.size()), out.data());
     add(name, type, std::move(hf_shape), own(std::move(out)));
   }
@@ -467,9 +469,9 @@ class Translator {
       bytes = own(permute_rows(t, permute_heads));
     }
     if (weights_ == HfWeights::dequantized)
-      return add_floats(name, GgmlType::bf16, t.shape, fp8_dequantize(bytes, scale, rows, cols));
-    add(name, GgmlType::f8_e4m3, t.shape, bytes);
-    add(name + kBlockScaleSuffix, GgmlType::f32, {(rows + b - 1) / b, (cols + b - 1) / b},
+      return add_floats(name, TensorType::bf16, t.shape, fp8_dequantize(bytes, scale, rows, cols));
+    add(name, TensorType::f8_e4m3, t.shape, bytes);
+    add(name + kBlockScaleSuffix, TensorType::f32, {(rows + b - 1) / b, (cols + b - 1) / b},
         own(scale));
   }
 
@@ -534,10 +536,10 @@ class Translator {
       scale = permute_rows(scale, rows, permute_heads);
     }
     if (weights_ == HfWeights::dequantized)
-      return add_floats(name, GgmlType::bf16, t.shape,
+      return add_floats(name, TensorType::bf16, t.shape,
                         int8_dequantize(q.data(), scale, rows, cols));
-    add(name, GgmlType::i8_channel, t.shape, own(std::move(q)));
-    add(name + kBlockScaleSuffix, GgmlType::f32, {rows}, own(scale));
+    add(name, TensorType::i8_channel, t.shape, own(std::move(q)));
+    add(name + kBlockScaleSuffix, TensorType::f32, {rows}, own(scale));
   }
 
   // An INT8 matrix's scales (HF: NAME_scale [rows, 1]).
@@ -569,10 +571,10 @@ class Translator {
       r.scales = permute_rows(r.scales, rows, permute_heads);
     }
     if (weights_ == HfWeights::dequantized)
-      return add_floats(name, GgmlType::f16, {rows, cols}, int4w_dequantize(r));
-    add(name, GgmlType::i4, {rows, cols}, own(std::move(r.q)));
-    add(name + kBlockScaleSuffix, GgmlType::f16, {rows, cols / g}, own(r.scales));
-    add(name + kZeroPointSuffix, GgmlType::u8, {rows, cols / g}, own(std::move(r.zeros)));
+      return add_floats(name, TensorType::f16, {rows, cols}, int4w_dequantize(r));
+    add(name, TensorType::i4, {rows, cols}, own(std::move(r.q)));
+    add(name + kBlockScaleSuffix, TensorType::f16, {rows, cols / g}, own(r.scales));
+    add(name + kZeroPointSuffix, TensorType::u8, {rows, cols / g}, own(std::move(r.zeros)));
   }
 
   // An AWQ matrix's parts, checked and repacked into int4w rows.
@@ -619,10 +621,10 @@ class Translator {
       all.zeros.insert(all.zeros.end(), r.zeros.begin(), r.zeros.end());
     }
     if (weights_ == HfWeights::dequantized)
-      return add_floats(name, GgmlType::f16, {n_expert_, rows, cols}, floats);
-    add(name, GgmlType::i4, {n_expert_, rows, cols}, own(std::move(all.q)));
-    add(name + kBlockScaleSuffix, GgmlType::f16, {n_expert_, rows, cols / g}, own(all.scales));
-    add(name + kZeroPointSuffix, GgmlType::u8, {n_expert_, rows, cols / g},
+      return add_floats(name, TensorType::f16, {n_expert_, rows, cols}, floats);
+    add(name, TensorType::i4, {n_expert_, rows, cols}, own(std::move(all.q)));
+    add(name + kBlockScaleSuffix, TensorType::f16, {n_expert_, rows, cols / g}, own(all.scales));
+    add(name + kZeroPointSuffix, TensorType::u8, {n_expert_, rows, cols / g},
         own(std::move(all.zeros)));
   }
 
@@ -650,7 +652,7 @@ class Translator {
     auto* f = reinterpret_cast<float*>(out.data());
     ggml_to_f32(ggml_type_of(t.dtype), t.data, n, f);
     for (int64_t i = 0; i < n; ++i) f[i] += shift;
-    add(name, GgmlType::f32, shape, own(std::move(out)));
+    add(name, TensorType::f32, shape, own(std::move(out)));
   }
 
   // Experts as separate matrices, stacked into one [n_expert, rows, cols]:
@@ -683,7 +685,7 @@ class Translator {
         std::vector<float> w =
             fp8 ? fp8_dequantize(t.data, s, rows, cols) : int8_dequantize(t.data, s, rows, cols);
         std::vector<uint8_t> b(w.size() * 2);
-        ggml_from_f32(GgmlType::bf16, w.data(), static_cast<int64_t>(w.size()), b.data());
+        ggml_from_f32(TensorType::bf16, w.data(), static_cast<int64_t>(w.size()), b.data());
         out.insert(out.end(), b.begin(), b.end());
       } else {
         out.insert(out.end(), t.data, t.data + t.nbytes);
@@ -693,14 +695,14 @@ class Translator {
     if (dtype != StDtype::f8_e4m3 && dtype != StDtype::i8)
       return add(name, ggml_type_of(dtype), {n_expert_, rows, cols}, own(std::move(out)));
     if (weights_ == HfWeights::dequantized)
-      return add(name, GgmlType::bf16, {n_expert_, rows, cols}, own(std::move(out)));
+      return add(name, TensorType::bf16, {n_expert_, rows, cols}, own(std::move(out)));
     if (dtype == StDtype::i8) {
-      add(name, GgmlType::i8_channel, {n_expert_, rows, cols}, own(std::move(out)));
-      return add(name + kBlockScaleSuffix, GgmlType::f32, {n_expert_, rows}, own(scales));
+      add(name, TensorType::i8_channel, {n_expert_, rows, cols}, own(std::move(out)));
+      return add(name + kBlockScaleSuffix, TensorType::f32, {n_expert_, rows}, own(scales));
     }
     const int64_t b = fp8_block_;
-    add(name, GgmlType::f8_e4m3, {n_expert_, rows, cols}, own(std::move(out)));
-    add(name + kBlockScaleSuffix, GgmlType::f32,
+    add(name, TensorType::f8_e4m3, {n_expert_, rows, cols}, own(std::move(out)));
+    add(name + kBlockScaleSuffix, TensorType::f32,
         {n_expert_, (rows + b - 1) / b, (cols + b - 1) / b}, own(scales));
   }
 
@@ -724,8 +726,8 @@ class Translator {
     ggml_to_f32(ggml_type_of(b.dtype), b.data, b.elements(), both.data());
     for (int64_t parity = 0; parity < 2; ++parity) {
       for (int64_t i = 0; i < e * f; ++i) half[i] = both[2 * i + parity];
-      add_floats(blk + (parity ? "ffn_up_exps.bias" : "ffn_gate_exps.bias"), GgmlType::f32, {e, f},
-                 half);
+      add_floats(blk + (parity ? "ffn_up_exps.bias" : "ffn_gate_exps.bias"), TensorType::f32,
+                 {e, f}, half);
     }
     as_f32(blk + "ffn_down_exps.bias", x + "down_proj_bias", {e, h});
     if (mxfp4) {
@@ -780,7 +782,7 @@ class Translator {
           for (int i = 0; i < 16; ++i) o[1 + i] = static_cast<uint8_t>(code(i) | code(i + 16) << 4);
         }
       }
-    add(name, GgmlType::mxfp4, {e, rows, k}, own(std::move(out)));
+    add(name, TensorType::mxfp4, {e, rows, k}, own(std::move(out)));
   }
 
   void tensors() {

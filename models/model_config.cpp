@@ -59,9 +59,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   // Llama 3.1's rope scaling, as llama.cpp's converter stores it: a factor
   // dividing each rotated pair's angle.
   if (const GgufTensor* ff = f.find_tensor("rope_freqs.weight")) {
-    if (ff->type != GgmlType::f32 || ff->elements() != c.rope_dim / 2)
+    if (ff->type != TensorType::f32 || ff->elements() != c.rope_dim / 2)
       f.fail("tensor 'rope_freqs.weight' must be F32 with " + std::to_string(c.rope_dim / 2) +
-             " values (one per rotated pair), has " + ggml_type_name(ff->type) + " with " +
+             " values (one per rotated pair), has " + tensor_type_name(ff->type) + " with " +
              std::to_string(ff->elements()));
     c.rope_scaling.freq_factors.resize(static_cast<size_t>(ff->elements()));
     std::memcpy(c.rope_scaling.freq_factors.data(), ff->data, ff->nbytes);

@@ -35,23 +35,23 @@ struct FormatInfo {
   WeightFormat format;
   std::string_view name;
   uint32_t file_type;
-  GgmlType matrix_type;
+  TensorType matrix_type;
 };
 
 constexpr FormatInfo kFormats[] = {
-    {WeightFormat::f32, "f32", 0, GgmlType::f32},
-    {WeightFormat::f16, "f16", 1, GgmlType::f16},
-    {WeightFormat::q8_0, "q8_0", 7, GgmlType::q8_0},
-    {WeightFormat::q4_0, "q4_0", 2, GgmlType::q4_0},
-    {WeightFormat::q4_1, "q4_1", 3, GgmlType::q4_1},
-    {WeightFormat::q5_0, "q5_0", 8, GgmlType::q5_0},
-    {WeightFormat::q5_1, "q5_1", 9, GgmlType::q5_1},
-    {WeightFormat::q2_k, "q2_k", 10, GgmlType::q2_K},
-    {WeightFormat::q3_k_m, "q3_k_m", 12, GgmlType::q3_K},
-    {WeightFormat::q4_k_m, "q4_k_m", 15, GgmlType::q4_K},
-    {WeightFormat::q5_k_m, "q5_k_m", 17, GgmlType::q5_K},
-    {WeightFormat::iq4_nl, "iq4_nl", 25, GgmlType::iq4_nl},
-    {WeightFormat::iq4_xs, "iq4_xs", 30, GgmlType::iq4_xs},
+    {WeightFormat::f32, "f32", 0, TensorType::f32},
+    {WeightFormat::f16, "f16", 1, TensorType::f16},
+    {WeightFormat::q8_0, "q8_0", 7, TensorType::q8_0},
+    {WeightFormat::q4_0, "q4_0", 2, TensorType::q4_0},
+    {WeightFormat::q4_1, "q4_1", 3, TensorType::q4_1},
+    {WeightFormat::q5_0, "q5_0", 8, TensorType::q5_0},
+    {WeightFormat::q5_1, "q5_1", 9, TensorType::q5_1},
+    {WeightFormat::q2_k, "q2_k", 10, TensorType::q2_K},
+    {WeightFormat::q3_k_m, "q3_k_m", 12, TensorType::q3_K},
+    {WeightFormat::q4_k_m, "q4_k_m", 15, TensorType::q4_K},
+    {WeightFormat::q5_k_m, "q5_k_m", 17, TensorType::q5_K},
+    {WeightFormat::iq4_nl, "iq4_nl", 25, TensorType::iq4_nl},
+    {WeightFormat::iq4_xs, "iq4_xs", 30, TensorType::iq4_xs},
 };
 
 const FormatInfo& info(WeightFormat f) {
@@ -60,9 +60,9 @@ const FormatInfo& info(WeightFormat f) {
   throw Error("unknown weight format " + std::to_string(static_cast<int>(f)));
 }
 
-bool quantized(GgmlType t) { return t != GgmlType::f32 && t != GgmlType::f16; }
+bool quantized(TensorType t) { return t != TensorType::f32 && t != TensorType::f16; }
 
-int64_t block_elems(GgmlType t) { return ggml_type_info(t).block_elems; }
+int64_t block_elems(TensorType t) { return tensor_type_info(t).block_elems; }
 
 // What a tensor is for, which is what llama.cpp's type rules look at.
 enum class Role {
@@ -103,10 +103,10 @@ class Planner {
   std::vector<PlannedTensor> take() { return std::move(tensors_); }
 
  private:
-  GgmlType choose_type(PlannedTensor& t, Role role) const {
+  TensorType choose_type(PlannedTensor& t, Role role) const {
     if (t.shape.size() < 2 || role == Role::norm || role == Role::bias || role == Role::router)
-      return GgmlType::f32;
-    GgmlType base = info(format_).matrix_type;
+      return TensorType::f32;
+    TensorType base = info(format_).matrix_type;
     if (!quantized(base)) return base;
     const bool q45km = format_ == WeightFormat::q4_k_m || format_ == WeightFormat::q5_k_m;
     const bool q3km = format_ == WeightFormat::q3_k_m, q2k = format_ == WeightFormat::q2_k;
@@ -114,54 +114,54 @@ class Planner {
     const bool gqa4 = p_.n_head >= 4 * p_.n_head_kv;
     const bool more_bits = use_more_bits(t.layer, p_.n_layer);
     int64_t ne0 = t.shape[0];
-    GgmlType type = base;
+    TensorType type = base;
     if (role == Role::output || (role == Role::token_embd && p_.tied_embeddings)) {
       if (ne0 % block_elems(base) != 0)
-        type = GgmlType::q8_0;
-      else if (base != GgmlType::q8_0)
-        type = GgmlType::q6_K;
+        type = TensorType::q8_0;
+      else if (base != TensorType::q8_0)
+        type = TensorType::q6_K;
     } else if (role == Role::attn_v) {
-      if (q45km && more_bits) type = GgmlType::q6_K;
-      if (q3km) type = t.layer < 2 ? GgmlType::q5_K : GgmlType::q4_K;
-      if (q2k) type = gqa4 ? GgmlType::q4_K : GgmlType::q3_K;
-      if (iq4 && gqa4) type = GgmlType::q5_K;
-      if (p_.n_expert == 8) type = GgmlType::q8_0;
+      if (q45km && more_bits) type = TensorType::q6_K;
+      if (q3km) type = t.layer < 2 ? TensorType::q5_K : TensorType::q4_K;
+      if (q2k) type = gqa4 ? TensorType::q4_K : TensorType::q3_K;
+      if (iq4 && gqa4) type = TensorType::q5_K;
+      if (p_.n_expert == 8) type = TensorType::q8_0;
     } else if (role == Role::attn_k) {
-      if (p_.n_expert == 8) type = GgmlType::q8_0;
+      if (p_.n_expert == 8) type = TensorType::q8_0;
     } else if (role == Role::ffn_down) {
-      if (q45km && more_bits) type = GgmlType::q6_K;
-      if (q3km) type = t.layer < p_.n_layer / 16 ? GgmlType::q5_K : GgmlType::q4_K;
-      if (q2k) type = GgmlType::q3_K;
-      if (iq4 && t.layer < p_.n_layer / 8) type = GgmlType::q5_K;  // without an imatrix
+      if (q45km && more_bits) type = TensorType::q6_K;
+      if (q3km) type = t.layer < p_.n_layer / 16 ? TensorType::q5_K : TensorType::q4_K;
+      if (q2k) type = TensorType::q3_K;
+      if (iq4 && t.layer < p_.n_layer / 8) type = TensorType::q5_K;  // without an imatrix
     } else if (role == Role::attn_output) {
       if (p_.n_expert == 8) {
-        if (format_ == WeightFormat::q4_k_m || q3km || q2k || iq4) type = GgmlType::q5_K;
+        if (format_ == WeightFormat::q4_k_m || q3km || q2k || iq4) type = TensorType::q5_K;
       } else if (q3km) {
-        type = GgmlType::q4_K;
+        type = TensorType::q4_K;
       } else if (q2k) {
-        type = GgmlType::q3_K;
+        type = TensorType::q3_K;
       }
     }
     if (ne0 % block_elems(type) == 0) return type;
     // llama.cpp's fallbacks for rows that are not whole blocks.
     std::string why = std::to_string(ne0) + " columns are not a multiple of " +
-                      std::to_string(block_elems(type)) + " for " + ggml_type_name(type);
-    GgmlType fallback = GgmlType::f16;
-    if (type == GgmlType::q6_K) {
-      fallback = GgmlType::q8_0;
-    } else if (type == GgmlType::q5_K) {
-      fallback = GgmlType::q5_1;
-    } else if (type == GgmlType::q4_K) {
-      fallback = GgmlType::q5_0;
-    } else if (type == GgmlType::q3_K || type == GgmlType::q2_K) {
-      fallback = GgmlType::q4_0;
-    } else if (type == GgmlType::iq4_xs) {
-      fallback = GgmlType::iq4_nl;
+                      std::to_string(block_elems(type)) + " for " + tensor_type_name(type);
+    TensorType fallback = TensorType::f16;
+    if (type == TensorType::q6_K) {
+      fallback = TensorType::q8_0;
+    } else if (type == TensorType::q5_K) {
+      fallback = TensorType::q5_1;
+    } else if (type == TensorType::q4_K) {
+      fallback = TensorType::q5_0;
+    } else if (type == TensorType::q3_K || type == TensorType::q2_K) {
+      fallback = TensorType::q4_0;
+    } else if (type == TensorType::iq4_xs) {
+      fallback = TensorType::iq4_nl;
     } else {
       why += "; llama-quantize refuses such rows, its converter writes F16";
     }
-    if (ne0 % block_elems(fallback) != 0) fallback = GgmlType::f16;
-    t.note = (t.note.empty() ? "" : t.note + "; ") + why + ", using " + ggml_type_name(fallback);
+    if (ne0 % block_elems(fallback) != 0) fallback = TensorType::f16;
+    t.note = (t.note.empty() ? "" : t.note + "; ") + why + ", using " + tensor_type_name(fallback);
     return fallback;
   }
 

@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "models/ggml_type.h"
 #include "models/model_presets.h"
+#include "models/tensor_codec.h"
 
 namespace kiln {
 
@@ -52,7 +52,7 @@ uint32_t llama_file_type(WeightFormat f);
 struct PlannedTensor {
   std::string name;            // llama.cpp's: "blk.3.attn_q.weight"
   std::vector<int64_t> shape;  // ggml order: shape[0] is the contiguous dimension
-  GgmlType type = GgmlType::f32;
+  TensorType type = TensorType::f32;
   float mean = 0, stddev = 0;
   int layer = -1;    // -1 outside the blocks
   std::string note;  // why the type differs from the format's rule ("" when it does not)

@@ -13,12 +13,12 @@ namespace {
 
 DType float_dtype(const GgufTensor& t) {
   switch (t.type) {
-    case GgmlType::f32: return DType::f32;
-    case GgmlType::f16: return DType::f16;
-    case GgmlType::bf16: return DType::bf16;
-    case GgmlType::f8_e4m3: return DType::f8e4m3;
+    case TensorType::f32: return DType::f32;
+    case TensorType::f16: return DType::f16;
+    case TensorType::bf16: return DType::bf16;
+    case TensorType::f8_e4m3: return DType::f8e4m3;
     default:
-      throw Error("tensor '" + t.name + "' has type " + ggml_type_name(t.type) +
+      throw Error("tensor '" + t.name + "' has type " + tensor_type_name(t.type) +
                   ", which Kiln's matmuls do not read");
   }
 }
@@ -61,17 +61,17 @@ Weight ModelWeights::stack(Graph& g, const GgufTensor& t, const std::string& lab
   w.m = m;
   w.k = k;
   w.experts = t.shape.size() > 2 ? mats : 0;
-  if (t.type == GgmlType::i4) return int4(g, t, w);
-  if (t.type == GgmlType::i8_channel) return int8(g, t, w);
+  if (t.type == TensorType::i4) return int4(g, t, w);
+  if (t.type == TensorType::i8_channel) return int8(g, t, w);
   if (!is_block_quantized(t.type)) {
     w.data = g.external(data, float_dtype(t), {mats * m, k});
-    if (t.type == GgmlType::f8_e4m3) block_scales(g, t, w);
+    if (t.type == TensorType::f8_e4m3) block_scales(g, t, w);
     return w;
   }
-  w.quant = static_cast<int64_t>(t.type);
+  w.quant = t.type;
   w.data = g.external(data, DType::u8, {mats * m, row_bytes});
   if (const uint8_t* rows16 = packed_.rows16(t)) {
-    int64_t bytes = ggml::rows16_bytes(static_cast<ggml::QuantType>(t.type), m, k);
+    int64_t bytes = ggml::rows16_bytes(t.type, m, k);
     w.rows16 = g.external(on_backend(rows16, static_cast<size_t>(bytes * mats)), DType::u8,
                           {bytes * mats});
   }
@@ -87,7 +87,7 @@ void ModelWeights::block_scales(Graph& g, const GgufTensor& t, Weight& w) {
   // A stack of experts has a scale matrix per expert, one after another.
   std::vector<int64_t> want = {(w.k + b - 1) / b, (w.m + b - 1) / b};
   if (w.experts) want.push_back(w.experts);
-  if (!s || b <= 0 || s->type != GgmlType::f32 || s->shape != want)
+  if (!s || b <= 0 || s->type != TensorType::f32 || s->shape != want)
     throw Error("FP8 tensor '" + t.name + "' has no F32 block scales '" + name + "' of " +
                 std::string(kWeightBlockSizeKey) + " " + std::to_string(b) + " beside it");
   w.scales = g.external(on_backend(s->data, s->nbytes), DType::f32,
@@ -98,19 +98,18 @@ void ModelWeights::block_scales(Graph& g, const GgufTensor& t, Weight& w) {
 // An int4 matrix with its scales and zero points (models/hf_checkpoint.h),
 // and its 16-row interleave when the loader made one.
 Weight ModelWeights::int4(Graph& g, const GgufTensor& t, Weight w) {
-  static_assert(static_cast<int64_t>(GgmlType::i4) == kInt4w);
   const GgufTensor* s = file_.find_tensor(t.name + kBlockScaleSuffix);
   const GgufTensor* z = file_.find_tensor(t.name + kZeroPointSuffix);
   const int64_t mats = std::max<int64_t>(w.experts, 1), rows = mats * w.m;
   const int64_t groups = s && !s->shape.empty() ? s->shape[0] : 0;
   std::vector<int64_t> want = {groups, w.m};
   if (w.experts) want.push_back(w.experts);
-  if (!s || !z || s->type != GgmlType::f16 || z->type != GgmlType::u8 || s->shape != want ||
+  if (!s || !z || s->type != TensorType::f16 || z->type != TensorType::u8 || s->shape != want ||
       groups <= 0 || w.k % groups || z->shape != s->shape)
     throw Error("int4 tensor '" + t.name + "' has no F16 scales '" + t.name + kBlockScaleSuffix +
                 "' and U8 zero points '" + t.name + kZeroPointSuffix +
                 "' [m, k / group] (per expert) beside it");
-  w.quant = kInt4w;
+  w.quant = TensorType::i4;
   w.scale_block = w.k / groups;
   w.data = g.external(on_backend(t.data, t.nbytes), DType::u8, {rows, w.k / 2});
   w.scales = g.external(on_backend(s->data, s->nbytes), DType::f16, {rows, groups});
@@ -124,15 +123,14 @@ Weight ModelWeights::int4(Graph& g, const GgufTensor& t, Weight w) {
 
 // An INT8 matrix with its scale per row (models/hf_checkpoint.h).
 Weight ModelWeights::int8(Graph& g, const GgufTensor& t, Weight w) {
-  static_assert(static_cast<int64_t>(GgmlType::i8_channel) == kW8a8);
   const GgufTensor* s = file_.find_tensor(t.name + kBlockScaleSuffix);
   std::vector<int64_t> want = {w.m};
   if (w.experts) want.push_back(w.experts);
-  if (!s || s->type != GgmlType::f32 || s->shape != want)
+  if (!s || s->type != TensorType::f32 || s->shape != want)
     throw Error("int8 tensor '" + t.name + "' has no F32 scales '" + t.name + kBlockScaleSuffix +
                 "' [m] (per expert) beside it");
   const int64_t rows = std::max<int64_t>(w.experts, 1) * w.m;
-  w.quant = kW8a8;
+  w.quant = TensorType::i8_channel;
   w.data = g.external(on_backend(t.data, t.nbytes), DType::u8, {rows, w.k});
   w.scales = g.external(on_backend(s->data, s->nbytes), DType::f32, {rows});
   return w;
@@ -140,14 +138,14 @@ Weight ModelWeights::int8(Graph& g, const GgufTensor& t, Weight w) {
 
 Tensor ModelWeights::expert_biases(Graph& g, const std::string& name) {
   const GgufTensor& t = file_.tensor(name);
-  if (t.type != GgmlType::f32 || t.shape.size() != 2)
+  if (t.type != TensorType::f32 || t.shape.size() != 2)
     throw Error("tensor '" + name + "' must be an F32 matrix [n, n_expert] of expert biases");
   return g.external(on_backend(t.data, t.nbytes), DType::f32, {t.shape[1], t.shape[0]});
 }
 
 Tensor ModelWeights::vector(Graph& g, const std::string& name) {
   const GgufTensor& t = file_.tensor(name);
-  if (t.type != GgmlType::f32 || t.shape.size() != 1)
+  if (t.type != TensorType::f32 || t.shape.size() != 1)
     throw Error("tensor '" + name + "' must be an F32 vector");
   return g.external(on_backend(t.data, t.nbytes), DType::f32, {t.shape[0]});
 }

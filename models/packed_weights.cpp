@@ -19,16 +19,16 @@ namespace {
 // zero points beside it; else nothing to lay out.
 std::optional<WeightCase> weight_case(const GgufFile& file, const GgufTensor& t) {
   if (t.shape.size() < 2 || t.shape.size() > 3) return std::nullopt;
-  WeightCase w{0, t.shape[1], t.shape[0], t.shape.size() == 3 ? t.shape[2] : 0, 0};
+  WeightCase w{std::nullopt, t.shape[1], t.shape[0], t.shape.size() == 3 ? t.shape[2] : 0, 0};
   if (is_block_quantized(t.type)) {
-    w.quant = static_cast<int64_t>(t.type);
+    w.quant = t.type;
     return w;
   }
   const GgufTensor* s = file.find_tensor(t.name + kBlockScaleSuffix);
-  if (t.type != GgmlType::i4 || !s || s->shape.size() != t.shape.size() || s->shape[0] <= 0 ||
+  if (t.type != TensorType::i4 || !s || s->shape.size() != t.shape.size() || s->shape[0] <= 0 ||
       w.k % s->shape[0] || !file.find_tensor(t.name + kZeroPointSuffix))
     return std::nullopt;
-  w.quant = kInt4w;
+  w.quant = TensorType::i4;
   w.group = w.k / s->shape[0];
   return w;
 }
@@ -38,8 +38,8 @@ std::optional<WeightCase> weight_case(const GgufFile& file, const GgufTensor& t)
 int64_t rows(const WeightCase& w) { return w.m * std::max<int64_t>(w.experts, 1); }
 
 int64_t rows16_bytes(const WeightCase& w) {
-  if (w.quant == kInt4w) return Int4wRows16{w.group, true}.bytes(rows(w), w.k);
-  return ggml::rows16_bytes(static_cast<ggml::QuantType>(w.quant), rows(w), w.k);
+  if (w.quant == TensorType::i4) return Int4wRows16{w.group, true}.bytes(rows(w), w.k);
+  return ggml::rows16_bytes(*w.quant, rows(w), w.k);
 }
 
 }  // namespace
@@ -68,7 +68,7 @@ PackedWeights::PackedWeights(const GgufFile& file, Runtime& rt) {
   if (todo.empty()) return;
   arena_ = HostMemory(total);
   for (const auto& [t, w, offset] : todo) {
-    if (w.quant == kInt4w) {  // a Hugging Face folder's AWQ weights, repacked once
+    if (w.quant == TensorType::i4) {  // a Hugging Face folder's AWQ weights, repacked once
       const GgufTensor& s = file.tensor(t->name + kBlockScaleSuffix);
       const GgufTensor& z = file.tensor(t->name + kZeroPointSuffix);
       Int4wRows r{rows(w),
@@ -85,7 +85,7 @@ PackedWeights::PackedWeights(const GgufFile& file, Runtime& rt) {
     }
     // Row group g is source rows 16g .. 16g + 15 and bytes g * group_bytes
     // of the copy, so ranges of groups interleave independently.
-    const auto qt = static_cast<ggml::QuantType>(w.quant);
+    const TensorType qt = *w.quant;
     const size_t row_bytes = static_cast<size_t>(ggml_row_bytes(t->type, w.k));
     const size_t group_bytes = static_cast<size_t>(ggml::rows16_bytes(qt, 16, w.k));
     uint8_t* out = arena_.data() + offset;

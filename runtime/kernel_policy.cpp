@@ -7,9 +7,8 @@ namespace kiln {
 bool layout_fits(WeightLayout layout, const WeightCase& w) {
   if (layout == WeightLayout::as_stored) return true;
   if (w.m % 16 || w.k % 256) return false;
-  if (w.quant == kInt4w) return w.group == 32 || w.group == 64 || w.group == 128;
-  return w.quant != 0 && w.quant != kW8a8 &&
-         ggml::has_rows16(static_cast<ggml::QuantType>(w.quant));
+  if (w.quant == TensorType::i4) return w.group == 32 || w.group == 64 || w.group == 128;
+  return w.quant && is_block_quantized(*w.quant) && ggml::has_rows16(*w.quant);
 }
 
 const char* matmul_kernel_name(MatmulKernel k) {
@@ -31,8 +30,9 @@ const char* matmul_kernel_name(MatmulKernel k) {
 MatmulKernel KernelPolicy::matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
                                   int64_t grouped_tile) const {
   const bool rows16 = layout == WeightLayout::rows16;
-  if (w.quant == kW8a8) return MatmulKernel::gemv_w8a8;
-  if (w.quant == kInt4w) return rows16 ? MatmulKernel::gemv_int4w_rows16 : MatmulKernel::gemv_int4w;
+  if (w.quant == TensorType::i8_channel) return MatmulKernel::gemv_w8a8;
+  if (w.quant == TensorType::i4)
+    return rows16 ? MatmulKernel::gemv_int4w_rows16 : MatmulKernel::gemv_int4w;
   if (w.quant) return rows16 ? MatmulKernel::qgemv_rows16 : MatmulKernel::qgemv;
   return tokens == 1 && !grouped_tile ? MatmulKernel::gemv : MatmulKernel::gemm;
 }

@@ -13,9 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "ir/dtype.h"
+#include "kernels/quant/tensor_type.h"
 
 namespace kiln {
 
@@ -25,13 +27,9 @@ enum class WeightLayout {
   rows16,     // interleaved across 16 rows (kernels/quant/rows16.h, int4w.h's Int4wRows16)
 };
 
-// Weight::quant of int4 weight-only and INT8 (w8a8) matrices (not ggml
-// types).
-inline constexpr int64_t kInt4w = 1025, kW8a8 = 1027;
-
 // A weight matrix as the policy sees it: its format and shape.
 struct WeightCase {
-  int64_t quant = 0;  // as Weight::quant: a ggml type id, kInt4w, kW8a8; 0 for floats
+  std::optional<TensorType> quant;  // as Weight::quant; none for float matrices
   int64_t m = 0, k = 0;
   int64_t experts = 0;       // a stack of this many [m, k] matrices; 0: one
   int64_t group = 0;         // int4 weight-only: the scale group; FP8: the scale block

@@ -41,8 +41,13 @@ std::pair<int64_t, int64_t> rows_of(const std::string& op, const Tensor& t) {
 // The activation blocks llama.cpp pairs with a weight type, quantize_q8's
 // QBLOCK: 256 (Q8_K) for the 256-weight super-block formats, 32 (Q8_0)
 // otherwise.
-int64_t activation_block(int64_t quant) {
-  return ggml::block_format(static_cast<int>(quant)).block_elems == 256 ? 256 : 32;
+int64_t activation_block(TensorType quant) {
+  return tensor_type_info(quant).block_elems == 256 ? 256 : 32;
+}
+
+// "Q4_K", "I4", "f16": a weight's format in errors.
+std::string type_of(const Weight& w) {
+  return w.quant ? tensor_type_name(*w.quant) : std::string(dtype_name(w.data.dtype));
 }
 
 // x [t, k] as 8-bit blocks for the matmuls of block-quantized weights:
@@ -157,7 +162,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
   const WeightCase wc = w.policy_case();
   const WeightLayout layout = w.layout();
   if (!layout_fits(layout, wc))
-    mismatch("linear", "weight '" + w.label + "' of type " + std::to_string(w.quant) + " [" +
+    mismatch("linear", "weight '" + w.label + "' of type " + type_of(w) + " [" +
                            std::to_string(w.m) + ", " + std::to_string(w.k) +
                            "] cannot be held in a 16-row interleaved layout");
   const MatmulKernel kernel =
@@ -194,12 +199,12 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
   auto need = [&](bool ok) {
     if (!ok)
       mismatch("linear", "the " + policy.name() + " policy chose " + kernel_name + " for weight '" +
-                             w.label + "' (type " + std::to_string(w.quant) + ", " +
+                             w.label + "' (" + type_of(w) + ", " +
                              (w.rows16 ? "16-row interleaved" : "as stored") +
                              "), which does not read it");
   };
   if (kernel == MatmulKernel::gemv_w8a8) {
-    need(w.quant == kW8a8);
+    need(w.quant == TensorType::i8_channel);
     if (!w.scales || w.scales->numel() != std::max<int64_t>(w.experts, 1) * w.m)
       mismatch("linear", "int8 weight '" + w.label + "' has no scale per row");
     std::vector<Tensor> q = quantize_rows_i8(g, x);
@@ -219,7 +224,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
   if (kernel == MatmulKernel::gemv_int4w || kernel == MatmulKernel::gemv_int4w_rows16 ||
       kernel == MatmulKernel::gemm_int4w_tiles) {
     const bool rows16 = kernel == MatmulKernel::gemv_int4w_rows16;
-    need(w.quant == kInt4w && rows16 == w.rows16.has_value());
+    need(w.quant == TensorType::i4 && rows16 == w.rows16.has_value());
     // Interleaved, one x scale per 256 (int4w.h's chunk); row-major, per 32.
     if (!w.scales || !w.zeros)
       mismatch("linear", "int4 weight '" + w.label + "' has no scales and zero points");
@@ -242,9 +247,9 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
   if (kernel == MatmulKernel::qgemv || kernel == MatmulKernel::qgemv_rows16 ||
       kernel == MatmulKernel::qgemm_tiles) {
     const bool rows16 = kernel == MatmulKernel::qgemv_rows16;
-    need(w.quant && w.quant != kInt4w && w.quant != kW8a8 && rows16 == w.rows16.has_value());
-    std::vector<Tensor> q = quantized_x(activation_block(w.quant));
-    fixed["FMT"] = w.quant;
+    need(w.quant && is_block_quantized(*w.quant) && rows16 == w.rows16.has_value());
+    std::vector<Tensor> q = quantized_x(activation_block(*w.quant));
+    fixed["FMT"] = type_id(*w.quant);
     if (er)
       fixed["BLOCK_T"] = er->tile;
     else if (const int64_t bt = policy.matmul_token_block(wc, kernel, y_rows))
@@ -252,7 +257,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     if (rows16) {
       args["w"] = *w.rows16;
       args["xs8"] = q[3];
-      grouped_operands(ggml::rows16_bytes(static_cast<ggml::QuantType>(w.quant), w.m, w.k));
+      grouped_operands(ggml::rows16_bytes(*w.quant, w.m, w.k));
     } else {
       args["w"] = w.data;
       grouped_operands(w.m * w.data.dim(-1));
@@ -260,7 +265,7 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
     g.launch(w.label, kernel_name, {}, args, {}, fixed);
     return y;
   }
-  need(w.quant == 0 && !w.rows16);
+  need(!w.quant && !w.rows16);
   if (w.scales) {  // per expert, one scale matrix after another
     const int64_t b = w.scale_block;
     if (b <= 0 || w.scales->numel() !=
@@ -356,8 +361,8 @@ Tensor get_rows(Graph& g, const Tensor& table, const Tensor& ids, double scale) 
 }
 
 Tensor get_rows(Graph& g, const Weight& table, const Tensor& ids, double scale) {
-  return lookup(g, table.data, table.quant ? DType::u8 : table.data.dtype, table.quant, table.m,
-                table.k, ids, scale);
+  return lookup(g, table.data, table.quant ? DType::u8 : table.data.dtype,
+                table.quant ? type_id(*table.quant) : 0, table.m, table.k, ids, scale);
 }
 
 Tensor rope(Graph& g, const Tensor& x, const Tensor& cos_sin, const Tensor& positions,

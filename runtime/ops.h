@@ -23,7 +23,9 @@ struct Weight {
   std::string label;  // of its matmuls in a profile ("attn_q")
   Tensor data;
   int64_t m = 0, k = 0;
-  int64_t quant = 0;  // ggml type id of block-quantized weights; 0 for floats
+  // The format of a quantized matrix (a ggml block format, i4 or
+  // i8_channel); none for float matrices, data's dtype says which.
+  std::optional<TensorType> quant;
   // The same blocks interleaved across 16 rows (kernels/quant/rows16.h),
   // when the loader made that copy: linear then runs qgemv_rows16 on it.
   std::optional<Tensor> rows16;
@@ -31,10 +33,10 @@ struct Weight {
   // Checkpoint formats ggml has no type for, with their scales:
   // - FP8 (data f8e4m3 [m, k]): scales f32 [cdiv(m, B), cdiv(k, B)],
   //   w[i, j] = data[i, j] * scales[i / B, j / B], B = scale_block;
-  // - int4 weight-only (quant == kInt4w, data u8 [m, k/2] in
+  // - int4 weight-only (quant i4, data u8 [m, k/2] in
   //   kernels/quant/int4w.h's rows): scales f16 and zeros u8 [m, k / B],
   //   B = scale_block the group size; rows16 its 16-row interleave;
-  // - INT8 (quant == kW8a8, data u8 [m, k] holding int8 codes): scales f32
+  // - INT8 (quant i8_channel, data u8 [m, k] holding int8 codes): scales f32
   //   [m], one per row; activations are quantised per token to int8.
   std::optional<Tensor> scales{}, zeros{};
   int64_t scale_block = 0;

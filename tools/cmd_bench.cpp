@@ -203,10 +203,9 @@ std::string grouped_gemv_name(const std::string& f, int64_t m, int64_t k, int64_
 // One decode token through `experts` experts of m x k (every one chosen),
 // stacked as a model's expert tensor, in one grouped launch (GROUPED 1,
 // tiles of one row): GB/s of the experts' weights against the probe.
-void register_grouped_gemv(const std::string& f, int64_t m, int64_t k, ggml::QuantType fmt,
-                           bool rows16, int64_t experts, Runtime* rt, int t,
-                           const BandwidthProbe& probe, const std::string& kernel,
-                           std::map<std::string, int64_t> fixed,
+void register_grouped_gemv(const std::string& f, int64_t m, int64_t k, TensorType fmt, bool rows16,
+                           int64_t experts, Runtime* rt, int t, const BandwidthProbe& probe,
+                           const std::string& kernel, std::map<std::string, int64_t> fixed,
                            const std::map<std::string, int64_t>& qfixed, bool cold) {
   auto work = std::make_shared<QgemvWorkload>(m * experts, k, fmt, 1, rows16);
   rt->call("quantize_q8", {}, work->quantize_args(), {}, qfixed);
@@ -449,23 +448,22 @@ int cmd_bench(const std::vector<std::string>& argv) {
     const bool rows16 =
         f.size() > suffix.size() && f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0;
     const std::string base = rows16 ? f.substr(0, f.size() - suffix.size()) : f;
-    ggml::QuantType fmt{};
-    bool known = false;
+    const TensorTypeInfo* named = find_tensor_type_named(base);
+    const bool known = named && named->kind == TensorKind::blocks;
+    const TensorType fmt = known ? named->type : TensorType::f32;
     std::string names;
-    for (const ggml::BlockFormat& b : ggml::block_formats()) {
-      if (b.name == base) fmt = b.type, known = true;
+    for (const TensorTypeInfo& b : block_types())
       names += std::string(b.name) + (ggml::has_rows16(b.type) ? " (also -rows16), " : ", ");
-    }
     if (!known || (rows16 && !ggml::has_rows16(fmt)))
       throw Error("--formats: unknown format '" + f + "' (" + names +
                   "int4w, int4w-rows16, awq, awq-int4w, awq-rows16, w8a8)");
     // --const values the kernel declares (e.g. BLOCK_M) override the
     // dispatch. K-quants take Q8_K-style activations (one scale per 256), as
     // forwards quantise them (ops::linear).
-    bool kquant = ggml::block_format(fmt).block_elems == 256;
+    bool kquant = tensor_type_info(fmt).block_elems == 256;
     const std::string kernel = rows16 ? "qgemv_rows16" : "qgemv";
     std::map<std::string, int64_t> fixed = declared_consts(kernel);
-    fixed["FMT"] = static_cast<int>(fmt);
+    fixed["FMT"] = type_id(fmt);
     const std::map<std::string, int64_t> qfixed = {{"QBLOCK", kquant ? 256 : 32}};
     for (auto [m, k] : shapes) {
       auto name_of = [&](int t) { return gemv_name("qgemv/" + f, m, k, t); };

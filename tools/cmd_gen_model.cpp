@@ -112,7 +112,7 @@ int cmd_gen_model(const std::vector<std::string>& argv) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::map<std::string, int> by_type;
-  for (const PlannedTensor& t : s.tensors) ++by_type[ggml_type_name(t.type)];
+  for (const PlannedTensor& t : s.tensors) ++by_type[tensor_type_name(t.type)];
   std::string types;
   for (const auto& [name, n] : by_type)
     types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + name;

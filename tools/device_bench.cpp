@@ -141,13 +141,12 @@ int run_device_bench(const std::string& device, int repeats) {
               "GFLOP/s");
 
   // Decode GEMVs: one token through an m x k matrix streamed from DRAM.
-  for (ggml::QuantType fmt :
-       {ggml::QuantType::Q4_K, ggml::QuantType::Q6_K, ggml::QuantType::Q8_0, ggml::QuantType::Q4_0,
-        ggml::QuantType::IQ4_XS, ggml::QuantType::MXFP4}) {
+  for (TensorType fmt : {TensorType::q4_K, TensorType::q6_K, TensorType::q8_0, TensorType::q4_0,
+                         TensorType::iq4_xs, TensorType::mxfp4}) {
     QgemvWorkload w(z.gemv_m, z.gemv_k, fmt);
     const std::vector<Arg> qh = w.quantize_args(), gh = w.args();
     // x quantised as forwards pair it with the format (ops::linear).
-    const int64_t qblock = ggml::block_format(fmt).block_elems == 256 ? 256 : 32;
+    const int64_t qblock = tensor_type_info(fmt).block_elems == 256 ? 256 : 32;
     const Spec quantize = rt.select("quantize_q8", {}, qh, {}, {{"QBLOCK", qblock}});
     const Spec gemv = rt.select("qgemv", {}, gh, {}, {{"FMT", static_cast<int64_t>(fmt)}});
     rt.launch(quantize, mirror.args(quantize, qh));
@@ -157,7 +156,7 @@ int run_device_bench(const std::string& device, int repeats) {
       rt.launch(gemv, g_sets[static_cast<size_t>(i) % g_sets.size()]);
     });
     row("qgemv",
-        std::string(ggml::block_format(fmt).name) + " " + std::to_string(z.gemv_m) + "x" +
+        std::string(tensor_type_info(fmt).name) + " " + std::to_string(z.gemv_m) + "x" +
             std::to_string(z.gemv_k) + ", 1 token",
         static_cast<double>(w.weight_bytes()) / s / 1e9, "GB/s", gbps, "read_peak");
   }

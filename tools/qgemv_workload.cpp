@@ -10,15 +10,15 @@
 
 namespace kiln {
 
-QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t tokens, bool rows16,
+QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, TensorType fmt, int64_t tokens, bool rows16,
                              uint64_t seed)
     : m_(m), k_(k), t_(tokens), rows16_(rows16) {
   if (rows16 && !ggml::has_rows16(fmt))
     throw Error(std::string("no 16-row interleaved layout for ") +
-                std::string(ggml::block_format(fmt).name));
+                std::string(tensor_type_info(fmt).name));
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0, 1);
-  const ggml::BlockFormat& f = ggml::block_format(fmt);
+  const TensorTypeInfo& f = tensor_type_info(fmt);
   w_ = HostMemory(static_cast<size_t>(m * (k / f.block_elems) * f.block_bytes));
   std::vector<float> row(static_cast<size_t>(k));
   for (int64_t i = 0; i < m; ++i) {

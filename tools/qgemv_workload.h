@@ -17,7 +17,7 @@ namespace kiln {
 
 class QgemvWorkload {
  public:
-  QgemvWorkload(int64_t m, int64_t k, ggml::QuantType fmt, int64_t tokens = 1, bool rows16 = false,
+  QgemvWorkload(int64_t m, int64_t k, TensorType fmt, int64_t tokens = 1, bool rows16 = false,
                 uint64_t seed = 1);
 
   // quantize_q8's arguments (x f32 -> xq, xd, xs, xs8) and the GEMV's

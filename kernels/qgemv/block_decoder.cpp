@@ -12,7 +12,9 @@
 namespace kiln {
 namespace {
 
-bool lattice(int64_t fmt) { return ggml::is_lattice(static_cast<ggml::QuantType>(fmt)); }
+using T = TensorType;
+
+bool lattice(T fmt) { return ggml::is_lattice(fmt); }
 
 // The sign bytes of a lattice format's 8-weight groups as byte masks: entry
 // i holds 0xFF in byte j where bit j of sign byte i is set (sign7: i is a
@@ -36,16 +38,16 @@ Value shr(const Value& v, const Value& by) {
 
 }  // namespace
 
-bool group_scales(int64_t fmt) { return fmt == 10 || fmt == 11 || fmt == 14; }
+bool group_scales(T fmt) { return fmt == T::q2_K || fmt == T::q3_K || fmt == T::q6_K; }
 
-bool small_blocks(int64_t fmt) { return ggml::is_blocks32(static_cast<ggml::QuantType>(fmt)); }
+bool small_blocks(T fmt) { return ggml::is_blocks32(fmt); }
 
-bool scale_min_k(int64_t fmt) { return fmt == 12 || fmt == 13; }
+bool scale_min_k(T fmt) { return fmt == T::q4_K || fmt == T::q5_K; }
 
-int64_t code_piece_bytes(int64_t fmt, DecodeSteps steps) {
+int64_t code_piece_bytes(T fmt, DecodeSteps steps) {
   // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4: weight j, j + 16 share a byte.
-  const bool nibbles =
-      fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7 || fmt == 20 || fmt == 23 || fmt == 39;
+  const bool nibbles = fmt == T::q4_0 || fmt == T::q4_1 || fmt == T::q5_0 || fmt == T::q5_1 ||
+                       fmt == T::iq4_nl || fmt == T::iq4_xs || fmt == T::mxfp4;
   // 16-weight group scales take 4 lanes each of a 32-byte piece; a lattice
   // sub-block is one 32-byte piece.
   if (lattice(fmt)) return 32;
@@ -56,10 +58,10 @@ Value f16_value(const Value& two_bytes) {
   return two_bytes.bitcast(DType::u16).bitcast(DType::f16).to(DType::f32);
 }
 
-int64_t code_offset(int64_t fmt) { return fmt == 8 ? 128 : 8; }
+int64_t code_offset(T fmt) { return fmt == T::q8_0 ? 128 : 8; }
 
 GgmlGemm declare_ggml_gemm(KernelBuilder& k, const Spec& s) {
-  const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(s.constexpr_("FMT")));
+  const TensorTypeInfo& f = block_type_info(s.constexpr_("FMT"));
   auto w = k.buffer("w", DType::u8), xq = k.buffer("xq", DType::i8);
   auto xd = k.buffer("xd", DType::f32), xs = k.buffer("xs", DType::i32);
   auto y = k.buffer("y", DType::f32);
@@ -70,7 +72,7 @@ GgmlGemm declare_ggml_gemm(KernelBuilder& k, const Spec& s) {
 
 LaunchShape ggml_gemm_launch(const std::string& kernel, const Spec& s, const ScalarArgs& a) {
   int64_t m = a.i("m"), kk = a.i("k"), t = a.i("t");
-  const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(s.constexpr_("FMT")));
+  const TensorTypeInfo& f = block_type_info(s.constexpr_("FMT"));
   if (kk % f.block_elems)
     throw Error("kernel '" + kernel + "': k = " + std::to_string(kk) +
                 " is not a multiple of the " + std::to_string(f.block_elems) + "-weight block");
@@ -80,7 +82,7 @@ LaunchShape ggml_gemm_launch(const std::string& kernel, const Spec& s, const Sca
                              {{"xq", kk}, {"xd", kk / 32}, {"xs", kk / 32}});
 }
 
-BlockDecoder::BlockDecoder(int64_t fmt, int64_t bm, DecodeSteps steps, Buffer w,
+BlockDecoder::BlockDecoder(T fmt, int64_t bm, DecodeSteps steps, Buffer w,
                            std::function<Value(const Pointer&)> ld, const OneTokenDots* one)
     : FMT(fmt), BM(bm), steps(steps), w_(w), ld_(std::move(ld)) {
   if (one) one_ = *one;
@@ -89,8 +91,7 @@ BlockDecoder::BlockDecoder(int64_t fmt, int64_t bm, DecodeSteps steps, Buffer w,
 }
 
 int64_t BlockDecoder::steps_per_block() const {
-  if (steps == DecodeSteps::sub_blocks)
-    return ggml::block_format(static_cast<int>(FMT)).block_elems / 32;
+  if (steps == DecodeSteps::sub_blocks) return tensor_type_info(FMT).block_elems / 32;
   if (!stepped()) return 1;
   if (lattice(FMT)) return 8;        // 32 weights a step
   if (scale_min_k(FMT)) return 4;    // 64 weights a step
@@ -100,36 +101,37 @@ int64_t BlockDecoder::steps_per_block() const {
 std::vector<SubBlock> BlockDecoder::decode(const Value& blk, const Value& step, const Value& xb0) {
   if (steps == DecodeSteps::sub_blocks) {
     switch (FMT) {
-      case 10: return {q2_k_sub(blk, step, xb0)};
-      case 11: return {q3_k_sub(blk, step, xb0)};
-      case 14: return {q6_k_sub(blk, step, xb0)};
-      case 12:
-      case 13: {
-        auto d = f16_at(blk), dmin = f16_at(blk + 2);
+      case T::q2_K: return {q2_k_sub(blk, step, xb0)};
+      case T::q3_K: return {q3_k_sub(blk, step, xb0)};
+      case T::q6_K: return {q6_k_sub(blk, step, xb0)};
+      case T::q4_K:
+      case T::q5_K: {
+        auto d = f16_at(blk), dmin = f16_at(blk + fields::Q4_K::dmin);
         auto chunk = ((step / 2) * 32).to(DType::i64);
         return {k_sub(
             blk, d, dmin, step, [&] { return k_codes(blk, chunk, -1, step); }, xb0)};
       }
-      case 23: return {iq4_xs_sub(blk, step, xb0)};
+      case T::iq4_xs: return {iq4_xs_sub(blk, step, xb0)};
       default: break;  // one sub-block a step already (or a block of one)
     }
   }
   switch (FMT) {
-    case 2: return {q4_0(blk, xb0)};
-    case 3: return {q4_1(blk, xb0)};
-    case 6: return {q5(blk, xb0, false)};
-    case 7: return {q5(blk, xb0, true)};
-    case 8: return {q8_0(blk, xb0)};
-    case 20: return {lookup_nibbles(blk + 2, f16_at(blk), xb0)};
-    case 23: return iq4_xs(blk, xb0);
-    case 39: return {lookup_nibbles(blk + 1, e8m0_half_value(bytes(blk, 1)), xb0)};
-    case 12:
-    case 13: return stepped() ? k_step(blk, step, xb0) : k_block(blk, xb0);
-    case 16:
-    case 17:
-    case 18:
-    case 21:
-    case 22: {
+    case T::q4_0: return {q4_0(blk, xb0)};
+    case T::q4_1: return {q4_1(blk, xb0)};
+    case T::q5_0: return {q5(blk, xb0, false)};
+    case T::q5_1: return {q5(blk, xb0, true)};
+    case T::q8_0: return {q8_0(blk, xb0)};
+    case T::iq4_nl: return {lookup_nibbles(blk + fields::IQ4_NL::qs, f16_at(blk), xb0)};
+    case T::iq4_xs: return iq4_xs(blk, xb0);
+    case T::mxfp4:
+      return {lookup_nibbles(blk + fields::MXFP4::qs, e8m0_half_value(bytes(blk, 1)), xb0)};
+    case T::q4_K:
+    case T::q5_K: return stepped() ? k_step(blk, step, xb0) : k_block(blk, xb0);
+    case T::iq2_xxs:
+    case T::iq2_xs:
+    case T::iq3_xxs:
+    case T::iq3_s:
+    case T::iq2_s: {
       if (stepped()) return {lattice_sub(blk, step, xb0 + step)};
       std::vector<SubBlock> out;
       for (int s = 0; s < 8; ++s) out.push_back(lattice_sub(blk, full({}, s, DType::i32), xb0 + s));
@@ -163,14 +165,17 @@ std::vector<SubBlock::Piece> BlockDecoder::pieces(const Value& off,
 
 SubBlock BlockDecoder::q4_0(const Value& blk, const Value& xb) {
   auto d = f16_at(blk);
-  auto qs = bytes(blk + 2, 16);
-  return {{{qs & 15, 0}, {qs >> 4, 16}}, d, {{d * static_cast<double>(code_offset(2)), 0, 32}}, xb};
+  auto qs = bytes(blk + fields::Q4_0::qs, 16);
+  return {{{qs & 15, 0}, {qs >> 4, 16}},
+          d,
+          {{d * static_cast<double>(code_offset(T::q4_0)), 0, 32}},
+          xb};
 }
 
 // w = q d + m: the min enters as a negative offset.
 SubBlock BlockDecoder::q4_1(const Value& blk, const Value& xb) {
-  auto d = f16_at(blk), m = f16_at(blk + 2);
-  auto qs = bytes(blk + 4, 16);
+  auto d = f16_at(blk), m = f16_at(blk + fields::Q4_1::m);
+  auto qs = bytes(blk + fields::Q4_1::qs, 16);
   return {{{qs & 15, 0}, {qs >> 4, 16}}, d, {{-m, 0, 32, true}}, xb};
 }
 
@@ -178,9 +183,10 @@ SubBlock BlockDecoder::q4_1(const Value& blk, const Value& xb) {
 // the 5th bits, bit j of a little-endian u32 for weight j, as 16 where set.
 SubBlock BlockDecoder::q5(const Value& blk, const Value& xb, bool with_min) {
   auto d = f16_at(blk);
-  const int64_t qh_at = with_min ? 4 : 2;
-  auto qh = bytes(blk + static_cast<int>(qh_at), 4);  // [BM,4]
-  auto qs = bytes(blk + static_cast<int>(qh_at + 4), 16);
+  const int64_t qh_at = with_min ? fields::Q5_1::qh : fields::Q5_0::qh;
+  const int64_t qs_at = with_min ? fields::Q5_1::qs : fields::Q5_0::qs;
+  auto qh = bytes(blk + qh_at, 4);  // [BM,4]
+  auto qs = bytes(blk + qs_at, 16);
   auto lane_bit = (full({16}, 1, DType::i32) << (arange(16) % 8)).to(DType::u8);  // [16]
   auto fifth = [&](int64_t first) {  // [BM,16]: 16 where weight first + j has its bit set
     auto two = reshape(slice(qh, {0, first / 8}, {BM, 2}), {BM, 2, 1});
@@ -190,7 +196,7 @@ SubBlock BlockDecoder::q5(const Value& blk, const Value& xb, bool with_min) {
   };
   SubBlock sb{{{(qs & 15) | fifth(0), 0}, {(qs >> 4) | fifth(16), 16}}, d, {}, xb};
   if (with_min)
-    sb.offsets = {{-f16_at(blk + 2), 0, 32, true}};
+    sb.offsets = {{-f16_at(blk + fields::Q5_1::m), 0, 32, true}};
   else
     sb.offsets = {{d * 16.0, 0, 32}};
   return sb;
@@ -200,7 +206,7 @@ SubBlock BlockDecoder::q5(const Value& blk, const Value& xb, bool with_min) {
 // (weights 0-15 low nibbles, 16-31 high), scale d, offset 128 d.
 SubBlock BlockDecoder::lookup_nibbles(const Value& qs_at, const Value& d, const Value& xb) {
   auto qs = bytes(qs_at, 16);
-  auto table = ggml::unsigned_codebook(static_cast<ggml::QuantType>(FMT));
+  auto table = ggml::unsigned_codebook(FMT);
   return {{{lookup(table, DType::u8, qs & 15), 0}, {lookup(table, DType::u8, qs >> 4), 16}},
           d,
           {{d * 128.0, 0, 32}},
@@ -212,13 +218,14 @@ SubBlock BlockDecoder::lookup_nibbles(const Value& qs_at, const Value& d, const 
 // scales_h above it.
 std::vector<SubBlock> BlockDecoder::iq4_xs(const Value& blk, const Value& xb0) {
   auto d = f16_at(blk);
-  auto high = bytes(blk + 2, 2).bitcast(DType::u16).to(DType::i32);  // [BM,1]
-  auto low = bytes(blk + 4, 4).to(DType::i32);                       // [BM,4]
+  using F = fields::IQ4_XS;
+  auto high = bytes(blk + F::scales_h, 2).bitcast(DType::u16).to(DType::i32);  // [BM,1]
+  auto low = bytes(blk + F::scales_l, 4).to(DType::i32);                       // [BM,4]
   std::vector<SubBlock> out;
   for (int64_t s = 0; s < 8; ++s) {
     auto ls = ((slice(low, {0, s / 2}, {BM, 1}) >> static_cast<int>(4 * (s % 2))) & 15) |
               (((high >> static_cast<int>(2 * s)) & 3) << 4);
-    out.push_back(lookup_nibbles(blk + static_cast<int>(8 + 16 * s), d * (ls - 32).to(DType::f32),
+    out.push_back(lookup_nibbles(blk + (F::qs + 16 * s), d * (ls - 32).to(DType::f32),
                                  xb0 + static_cast<int>(s)));
   }
   return out;
@@ -244,47 +251,49 @@ SubBlock BlockDecoder::lattice_sub(const Value& blk, const Value& s, const Value
   Value points, signs, scale;
   bool sign7 = true;
   switch (FMT) {
-    case 16: {  // IQ2_XXS
-      auto q = bytes(blk + 2 + s64 * 8, 8);
+    case T::iq2_xxs: {
+      auto q = bytes(blk + fields::IQ2_XXS::qs + s64 * 8, 8);
       points = slice(q, {0, 0}, {BM, 4});
       signs = sign7_word(slice(q, {0, 4}, {BM, 4}), 0.25, &scale);
       break;
     }
-    case 17: {                                                   // IQ2_XS
-      auto q = bytes(blk + 2 + s64 * 8, 8).bitcast(DType::u16);  // [BM,4]
+    case T::iq2_xs: {
+      auto q = bytes(blk + fields::IQ2_XS::qs + s64 * 8, 8).bitcast(DType::u16);  // [BM,4]
       points = q & 511;
       signs = q >> 9;
-      scale = nibble_scales(bytes(blk + 66 + s64, 1));
+      scale = nibble_scales(bytes(blk + fields::IQ2_XS::scales + s64, 1));
       break;
     }
-    case 22: {  // IQ2_S
-      auto high = (broadcast_to(bytes(blk + 66 + s64, 1), {BM, 4}).to(DType::i32) >>
+    case T::iq2_s: {
+      using F = fields::IQ2_S;
+      auto high = (broadcast_to(bytes(blk + F::qh + s64, 1), {BM, 4}).to(DType::i32) >>
                    broadcast_to(arange(4) * 2, {BM, 4})) &
                   3;
-      points = bytes(blk + 2 + s64 * 4, 4).to(DType::i32) | (high << 8);
-      signs = bytes(blk + 34 + s64 * 4, 4);
+      points = bytes(blk + F::qs + s64 * 4, 4).to(DType::i32) | (high << 8);
+      signs = bytes(blk + F::signs + s64 * 4, 4);
       sign7 = false;
-      scale = nibble_scales(bytes(blk + 74 + s64, 1));
+      scale = nibble_scales(bytes(blk + F::scales + s64, 1));
       break;
     }
-    case 18: {  // IQ3_XXS
-      points = bytes(blk + 2 + s64 * 8, 8);
-      signs = sign7_word(bytes(blk + 66 + s64 * 4, 4), 0.5, &scale);
+    case T::iq3_xxs: {
+      points = bytes(blk + fields::IQ3_XXS::qs + s64 * 8, 8);
+      signs = sign7_word(bytes(blk + fields::IQ3_XXS::aux + s64 * 4, 4), 0.5, &scale);
       break;
     }
     default: {  // IQ3_S
-      auto high = (broadcast_to(bytes(blk + 66 + s64, 1), {BM, 8}).to(DType::i32) >>
+      using F = fields::IQ3_S;
+      auto high = (broadcast_to(bytes(blk + F::qh + s64, 1), {BM, 8}).to(DType::i32) >>
                    broadcast_to(arange(8), {BM, 8})) &
                   1;
-      points = bytes(blk + 2 + s64 * 8, 8).to(DType::i32) | (high << 8);
-      signs = bytes(blk + 74 + s64 * 4, 4);
+      points = bytes(blk + F::qs + s64 * 8, 8).to(DType::i32) | (high << 8);
+      signs = bytes(blk + F::signs + s64 * 4, 4);
       sign7 = false;
-      auto ls = shr(bytes(blk + 106 + s64 / 2, 1), (s % 2) * 4) & 15;
+      auto ls = shr(bytes(blk + F::scales + s64 / 2, 1), (s % 2) * 4) & 15;
       scale = d * (ls.to(DType::i32) * 2 + 1).to(DType::f32);
     }
   }
-  const bool iq3 = FMT == 18 || FMT == 21;
-  const auto& grid = ggml::lattice_grid(static_cast<ggml::QuantType>(FMT));
+  const bool iq3 = FMT == T::iq3_xxs || FMT == T::iq3_s;
+  const auto& grid = ggml::lattice_grid(FMT);
   auto mag = lookup(grid, iq3 ? DType::i32 : DType::i64, points.to(DType::i32)).bitcast(DType::u8);
   auto neg = lookup(sign_masks(sign7), DType::i64, signs.to(DType::i32)).bitcast(DType::u8);
   auto mid = full({BM, 32}, 128, DType::u8);
@@ -296,9 +305,9 @@ SubBlock BlockDecoder::lattice_sub(const Value& blk, const Value& s, const Value
 
 SubBlock BlockDecoder::q8_0(const Value& blk, const Value& xb) {
   auto d = f16_at(blk);
-  return {pieces(blk + 2, [](Value q) { return q ^ 128; }),
+  return {pieces(blk + fields::Q8_0::qs, [](Value q) { return q ^ 128; }),
           d,
-          {{d * static_cast<double>(code_offset(8)), 0, 32}},
+          {{d * static_cast<double>(code_offset(T::q8_0)), 0, 32}},
           xb};
 }
 
@@ -308,13 +317,13 @@ SubBlock BlockDecoder::q8_0(const Value& blk, const Value& xb) {
 // or -1 to take it from j at run time.
 std::vector<SubBlock::Piece> BlockDecoder::k_codes(const Value& blk, const Value& chunk_off,
                                                    int64_t half, const Value& j) {
-  const bool q5 = FMT == 13;
+  const bool q5 = FMT == T::q5_K;
+  const int64_t qs_at = q5 ? fields::Q5_K::qs : fields::Q4_K::qs;
   std::vector<SubBlock::Piece> out;
   for (int64_t first = 0; first < 32; first += piece_bytes()) {
-    auto q = bytes(blk + (q5 ? 48 : 16) + chunk_off + static_cast<int>(first), piece_bytes());
+    auto q = bytes(blk + qs_at + chunk_off + first, piece_bytes());
     auto code = half < 0 ? shr(q, (j % 2) * 4) & 15 : half == 0 ? (q & 15) : (q >> 4);
-    if (q5)
-      code = code | ((shr(bytes(blk + 16 + static_cast<int>(first), piece_bytes()), j) & 1) << 4);
+    if (q5) code = code | ((shr(bytes(blk + fields::Q5_K::qh + first, piece_bytes()), j) & 1) << 4);
     out.push_back({code, first});
   }
   return out;
@@ -327,8 +336,8 @@ std::vector<SubBlock::Piece> BlockDecoder::k_codes(const Value& blk, const Value
 // and multiplied by the 8 activation scales at once, so each sub-block
 // only picks its column; the min terms go to TokenDots in one [BM,8] op.
 std::vector<SubBlock> BlockDecoder::k_block(const Value& blk, const Value& xb0) {
-  auto d = f16_at(blk), dmin = f16_at(blk + 2);  // [BM,1]
-  auto sc = bytes(blk + 4, 12);                  // [BM,12]
+  auto d = f16_at(blk), dmin = f16_at(blk + fields::Q4_K::dmin);  // [BM,1]
+  auto sc = bytes(blk + fields::Q4_K::scales, 12);                // [BM,12]
   auto four = [&](int64_t first) { return slice(sc, {0, first}, {BM, 4}); };
   // [BM,4] -> [BM,8] with both halves equal; where() then picks a half.
   auto twice = [&](const Value& v) {
@@ -357,7 +366,7 @@ std::vector<SubBlock> BlockDecoder::k_block(const Value& blk, const Value& xb0) 
 
 // Step c: sub-blocks 2c and 2c+1, their scale bytes loaded one by one.
 std::vector<SubBlock> BlockDecoder::k_step(const Value& blk, const Value& c, const Value& xb0) {
-  auto d = f16_at(blk), dmin = f16_at(blk + 2);  // [BM,1]
+  auto d = f16_at(blk), dmin = f16_at(blk + fields::Q4_K::dmin);  // [BM,1]
   std::vector<SubBlock> out;
   for (int64_t half = 0; half < 2; ++half) {
     auto j = c * 2 + static_cast<int>(half);
@@ -372,7 +381,9 @@ std::vector<SubBlock> BlockDecoder::k_step(const Value& blk, const Value& c, con
 SubBlock BlockDecoder::k_sub(const Value& blk, const Value& d, const Value& dmin, const Value& j,
                              const std::function<std::vector<SubBlock::Piece>()>& codes,
                              const Value& xb0) {
-  auto byte = [&](const Value& i) { return bytes(blk + 4 + i.to(DType::i64), 1); };
+  auto byte = [&](const Value& i) {
+    return bytes(blk + fields::Q4_K::scales + i.to(DType::i64), 1);
+  };
   auto a = byte(j % 4), b = byte(j + 4), hi = byte(j);
   auto low = j < 4;
   auto s6 = where(low, a & 63, (b & 15) | ((a >> 6) << 4));
@@ -382,10 +393,11 @@ SubBlock BlockDecoder::k_sub(const Value& blk, const Value& d, const Value& dmin
 
 // Sub-block s of an IQ4_XS block (iq4_xs's scales, s at run time).
 SubBlock BlockDecoder::iq4_xs_sub(const Value& blk, const Value& s, const Value& xb0) {
-  auto high = bytes(blk + 2, 2).bitcast(DType::u16).to(DType::i32);  // [BM,1]
-  auto low = bytes(blk + 4 + (s / 2).to(DType::i64), 1).to(DType::i32);
+  using F = fields::IQ4_XS;
+  auto high = bytes(blk + F::scales_h, 2).bitcast(DType::u16).to(DType::i32);  // [BM,1]
+  auto low = bytes(blk + F::scales_l + (s / 2).to(DType::i64), 1).to(DType::i32);
   auto ls = (shr(low, (s % 2) * 4) & 15) | ((shr(high, s * 2) & 3) << 4);
-  return lookup_nibbles(blk + 8 + s.to(DType::i64) * 16, f16_at(blk) * (ls - 32).to(DType::f32),
+  return lookup_nibbles(blk + F::qs + s.to(DType::i64) * 16, f16_at(blk) * (ls - 32).to(DType::f32),
                         xb0 + s);
 }
 
@@ -398,11 +410,13 @@ Value BlockDecoder::lanes(const Value& pair) {
 // Sub-block j (at run time) of a Q6_K block: q6_k's sub-block j % 4 of
 // half j / 4, with the scale bytes of groups 2j and 2j + 1.
 SubBlock BlockDecoder::q6_k_sub(const Value& blk, const Value& j, const Value& xb0) {
-  auto d = f16_at(blk + 208);
+  using F = fields::Q6_K;
+  auto d = f16_at(blk + F::d);
   auto h64 = (j / 4).to(DType::i64), s = j % 4;
-  auto sc = bytes(blk + 192 + j.to(DType::i64) * 2, 2).bitcast(DType::i8).to(DType::f32) * d;
+  auto sc = bytes(blk + F::scales + j.to(DType::i64) * 2, 2).bitcast(DType::i8).to(DType::f32) * d;
+  static_assert(F::ql == 0);
   auto ql = bytes(blk + h64 * 64 + (s % 2).to(DType::i64) * 32, 32);
-  auto qh = bytes(blk + 128 + h64 * 32, 32);
+  auto qh = bytes(blk + F::qh + h64 * 32, 32);
   auto q = (shr(ql, (s / 2) * 4) & 15) | ((shr(qh, s * 2) & 3) << 4);
   SubBlock sb{{{q, 0}}, lanes(sc), {}, xb0 + j};
   sb.lane_offset = 32;
@@ -412,12 +426,15 @@ SubBlock BlockDecoder::q6_k_sub(const Value& blk, const Value& j, const Value& x
 // Sub-block j of a Q3_K block: q3_k's quarter j % 4 of half j / 4; groups
 // 2j and 2j + 1 are bytes i = 2j % 8 and i + 1 of q3_k's scale tiles.
 SubBlock BlockDecoder::q3_k_sub(const Value& blk, const Value& j, const Value& xb0) {
-  auto d = f16_at(blk + 108);
+  using F = fields::Q3_K;
+  static_assert(F::hmask == 0);
+  auto d = f16_at(blk + F::d);
   auto h = j / 4, s = j % 4;
-  auto low4 = shr(bytes(blk + 96 + (s * 2).to(DType::i64), 2), h * 4) & 15;
-  auto high2 = shr(bytes(blk + 104 + ((s * 2) % 4).to(DType::i64), 2), (s / 2) * 2 + h * 4) & 3;
+  auto low4 = shr(bytes(blk + F::scales + (s * 2).to(DType::i64), 2), h * 4) & 15;
+  auto high2 =
+      shr(bytes(blk + (F::scales + 8) + ((s * 2) % 4).to(DType::i64), 2), (s / 2) * 2 + h * 4) & 3;
   auto sc = ((low4 | (high2 << 4)).to(DType::i32) - 32).to(DType::f32) * d;  // [BM,2]
-  auto qs = bytes(blk + 32 + h.to(DType::i64) * 32, 32), hm = bytes(blk, 32);
+  auto qs = bytes(blk + F::qs + h.to(DType::i64) * 32, 32), hm = bytes(blk, 32);
   auto q = (shr(qs, s * 2) & 3) | ((shr(hm, j) & 1) << 2);
   SubBlock sb{{{q, 0}}, lanes(sc), {}, xb0 + j};
   sb.lane_offset = 4;
@@ -427,9 +444,11 @@ SubBlock BlockDecoder::q3_k_sub(const Value& blk, const Value& j, const Value& x
 // Sub-block j of a Q2_K block: q2_k's quarter j % 4 of half j / 4, its
 // groups' scales and mins in bytes 2j and 2j + 1.
 SubBlock BlockDecoder::q2_k_sub(const Value& blk, const Value& j, const Value& xb0) {
-  auto d = f16_at(blk + 80), dmin = f16_at(blk + 82);
+  using F = fields::Q2_K;
+  auto d = f16_at(blk + F::d), dmin = f16_at(blk + F::dmin);
+  static_assert(F::scales == 0);
   auto sc = bytes(blk + j.to(DType::i64) * 2, 2);
-  auto qs = bytes(blk + 16 + (j / 4).to(DType::i64) * 32, 32);
+  auto qs = bytes(blk + F::qs + (j / 4).to(DType::i64) * 32, 32);
   SubBlock sb{{{shr(qs, (j % 4) * 2) & 3, 0}}, lanes((sc & 15).to(DType::f32) * d), {}, xb0 + j};
   sb.lane_min = lanes((sc >> 4).to(DType::f32) * dmin);
   return sb;
@@ -443,8 +462,8 @@ Value BlockDecoder::lane_pair(const Value& groups, int64_t s) {
 
 std::vector<SubBlock> BlockDecoder::half(const Value& blk, const Value& h, const Value& xb0) {
   switch (FMT) {
-    case 10: return q2_k(blk, h, xb0);
-    case 11: return q3_k(blk, h, xb0);
+    case T::q2_K: return q2_k(blk, h, xb0);
+    case T::q3_K: return q3_k(blk, h, xb0);
     default: return q6_k(blk, h, xb0);
   }
 }
@@ -452,11 +471,13 @@ std::vector<SubBlock> BlockDecoder::half(const Value& blk, const Value& h, const
 // Half h of a Q6_K super-block: sub-blocks 4h .. 4h+3, low bits from
 // ql[64h .. 64h+63], high bits from qh[32h .. 32h+31], scales 8h .. 8h+7.
 std::vector<SubBlock> BlockDecoder::q6_k(const Value& blk, const Value& h, const Value& xb0) {
-  auto d = f16_at(blk + 208);  // [BM,1]
+  using F = fields::Q6_K;
+  auto d = f16_at(blk + F::d);  // [BM,1]
   auto h64 = h.to(DType::i64);
-  auto scd = bytes(blk + 192 + h64 * 8, 8).bitcast(DType::i8).to(DType::f32) * d;  // [BM,8]
+  auto scd = bytes(blk + F::scales + h64 * 8, 8).bitcast(DType::i8).to(DType::f32) * d;  // [BM,8]
+  static_assert(F::ql == 0);
   auto ql_lo = bytes(blk + h64 * 64, 32), ql_hi = bytes(blk + h64 * 64 + 32, 32);
-  auto qh = bytes(blk + 128 + h64 * 32, 32);
+  auto qh = bytes(blk + F::qh + h64 * 32, 32);
   std::vector<SubBlock> out;
   for (int64_t s = 0; s < 4; ++s) {
     auto low = s % 2 == 0 ? ql_lo : ql_hi;
@@ -473,16 +494,18 @@ std::vector<SubBlock> BlockDecoder::q6_k(const Value& blk, const Value& h, const
 // 8h+7 have 6-bit scales (low nibbles of bytes 0-7 for h = 0, high
 // nibbles for h = 1; bits 4-5 from byte 8 + g % 4 at bit 2 (g / 4)).
 std::vector<SubBlock> BlockDecoder::q3_k(const Value& blk, const Value& h, const Value& xb0) {
-  auto d = f16_at(blk + 108);
+  using F = fields::Q3_K;
+  static_assert(F::hmask == 0);
+  auto d = f16_at(blk + F::d);
   auto h64 = h.to(DType::i64);
-  auto lo = bytes(blk + 96, 8);
+  auto lo = bytes(blk + F::scales, 8);
   auto low4 = where(broadcast_to(h == 0, {BM, 8}), lo & 15, lo >> 4);
-  auto hi = bytes(blk + 104, 4);
+  auto hi = bytes(blk + (F::scales + 8), 4);
   auto hi8 = reshape(broadcast_to(reshape(hi, {BM, 1, 4}), {BM, 2, 4}), {BM, 8});
   auto hi_shift = (arange(8) / 4) * 2 + h * 4;  // [8]
   auto s6 = low4 | ((shr(hi8, broadcast_to(hi_shift, {BM, 8})) & 3) << 4);
   auto scd = (s6.to(DType::i32) - 32).to(DType::f32) * d;  // [BM,8]
-  auto qs = bytes(blk + 32 + h64 * 32, 32), hm = bytes(blk, 32);
+  auto qs = bytes(blk + F::qs + h64 * 32, 32), hm = bytes(blk, 32);
   std::vector<SubBlock> out;
   for (int64_t s = 0; s < 4; ++s) {
     auto q =
@@ -498,11 +521,13 @@ std::vector<SubBlock> BlockDecoder::q3_k(const Value& blk, const Value& h, const
 // qs[32h .. 32h+31]; group g's byte scales[g] holds its 4-bit scale (low)
 // and min (high), each lane taking its group's scale and min.
 std::vector<SubBlock> BlockDecoder::q2_k(const Value& blk, const Value& h, const Value& xb0) {
-  auto d = f16_at(blk + 80), dmin = f16_at(blk + 82);
+  using F = fields::Q2_K;
+  auto d = f16_at(blk + F::d), dmin = f16_at(blk + F::dmin);
   auto h64 = h.to(DType::i64);
+  static_assert(F::scales == 0);
   auto sc = bytes(blk + h64 * 8, 8);
   auto scd = (sc & 15).to(DType::f32) * d, mins = (sc >> 4).to(DType::f32) * dmin;  // [BM,8]
-  auto qs = bytes(blk + 16 + h64 * 32, 32);
+  auto qs = bytes(blk + F::qs + h64 * 32, 32);
   std::vector<SubBlock> out;
   for (int64_t s = 0; s < 4; ++s) {
     SubBlock sb{{{(qs >> static_cast<int>(2 * s)) & 3, 0}},

@@ -41,11 +41,11 @@
 namespace kiln {
 
 // Formats with a scale per 16-weight group: Q2_K, Q3_K, Q6_K.
-bool group_scales(int64_t fmt);
+bool group_scales(TensorType fmt);
 // Formats of 32-weight blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4).
-bool small_blocks(int64_t fmt);
+bool small_blocks(TensorType fmt);
 // Formats with Q4_K's 12-byte 6-bit scales and mins per 32 weights.
-bool scale_min_k(int64_t fmt);
+bool scale_min_k(TensorType fmt);
 // How much of a block one BlockDecoder::decode() returns: the shapes of
 // code that suit how many tokens share the decoded weights and how they are
 // multiplied.
@@ -67,12 +67,12 @@ enum class DecodeSteps {
 // Bytes of a sub-block's code pieces (16 or 32) for `fmt` decoded in
 // `steps`: whole 32-byte pieces where the codes are bytes, except in shared
 // steps.
-int64_t code_piece_bytes(int64_t fmt, DecodeSteps steps);
+int64_t code_piece_bytes(TensorType fmt, DecodeSteps steps);
 // The f16 held in each row's two little-endian bytes ([.., 2] u8), as f32.
 Value f16_value(const Value& two_bytes);
 // Q4_0 and Q8_0 as unsigned codes: w = (code - offset) d, Q8_0's signed
 // bytes flipped by ^ 128.
-int64_t code_offset(int64_t fmt);
+int64_t code_offset(TensorType fmt);
 
 // The decode of one single-token GEMV program that scales a whole Q4_K or
 // Q5_K block's sub-blocks by the activation scales at once: the token's
@@ -92,7 +92,7 @@ struct GgmlGemm {
   QuantizedActivations x;
   Buffer y;
   Value M, K, T;
-  const ggml::BlockFormat& f;
+  const TensorTypeInfo& f;
   Value nb;
 };
 GgmlGemm declare_ggml_gemm(KernelBuilder& k, const Spec& s);
@@ -104,7 +104,7 @@ LaunchShape ggml_gemm_launch(const std::string& kernel, const Spec& s, const Sca
 class BlockDecoder {
  public:
   // `ld` loads the bytes of BM rows of `w` (masked or not).
-  BlockDecoder(int64_t fmt, int64_t bm, DecodeSteps steps, Buffer w,
+  BlockDecoder(TensorType fmt, int64_t bm, DecodeSteps steps, Buffer w,
                std::function<Value(const Pointer&)> ld, const OneTokenDots* one = nullptr);
 
   int64_t steps_per_block() const;
@@ -114,7 +114,8 @@ class BlockDecoder {
   // byte offsets `blk` [BM,1], whose x blocks start at `xb0`.
   std::vector<SubBlock> decode(const Value& blk, const Value& step, const Value& xb0);
 
-  const int64_t FMT, BM;
+  const TensorType FMT;
+  const int64_t BM;
   const DecodeSteps steps;
 
  private:

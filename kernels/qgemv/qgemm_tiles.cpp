@@ -23,10 +23,9 @@ namespace {
 
 Kernel build_qgemm_tiles(const Spec& s) {
   KernelBuilder k("qgemm_tiles", s);
-  const int64_t FMT = s.constexpr_("FMT"), BM = s.constexpr_("BLOCK_M"),
-                BT = s.constexpr_("BLOCK_T");
+  const int64_t BM = s.constexpr_("BLOCK_M"), BT = s.constexpr_("BLOCK_T");
   const GgmlGemm g = declare_ggml_gemm(k, s);
-  const ggml::BlockFormat& f = g.f;
+  const TensorTypeInfo& f = g.f;
   auto M = g.M, K = g.K, T = g.T, nb = g.nb;
   ExpertTiles tiles(k, s, BT, T);
   tiles.run([&] {
@@ -37,7 +36,7 @@ Kernel build_qgemm_tiles(const Spec& s) {
       auto rmask = expand_dims(rows < M, 1);
       auto row_base = expand_dims(rows.to(DType::i64) * (nb * f.block_bytes).to(DType::i64), 1);
       TileDots dots(k, g.x, tiles.x_row_tile(BT), K, BM, BT);
-      BlockDecoder dec(FMT, BM, DecodeSteps::sub_blocks, we, [&](const Pointer& p) {
+      BlockDecoder dec(f.type, BM, DecodeSteps::sub_blocks, we, [&](const Pointer& p) {
         return row_masked ? load(p, rmask, 0.0) : load(p);
       });
       k.for_(0, nb, 1, [&](Value b) {

@@ -31,8 +31,8 @@ namespace {
 // one 512-bit-wide dot, and the 8 scales and offsets are vector ops.
 constexpr int64_t kBlocksPerStep = 8;
 
-void one_row_pass(KernelBuilder& k, int64_t fmt, const ggml::BlockFormat& f, Buffer w,
-                  QuantizedActivations x, Buffer y, Value M, Value nb, Value kb) {
+void one_row_pass(KernelBuilder& k, const TensorTypeInfo& f, Buffer w, QuantizedActivations x,
+                  Buffer y, Value M, Value nb, Value kb) {
   const int64_t S = kBlocksPerStep;
   auto row = k.program_id(1), tok = k.program_id(0);
   auto row_base = row.to(DType::i64) * (nb * f.block_bytes).to(DType::i64);
@@ -52,10 +52,11 @@ void one_row_pass(KernelBuilder& k, int64_t fmt, const ggml::BlockFormat& f, Buf
     };
     auto d = f16_value(bytes(blk, 2));  // [S,1]
     Value codes;
-    if (fmt == 8) {
-      codes = bytes(blk + 2, 32) ^ 128;
+    static_assert(fields::Q8_0::qs == fields::Q4_0::qs);
+    if (f.type == TensorType::q8_0) {
+      codes = bytes(blk + fields::Q8_0::qs, 32) ^ 128;
     } else {  // low nibbles: weights 0-15, high nibbles: 16-31
-      auto qs = bytes(blk + 2, 16);
+      auto qs = bytes(blk + fields::Q4_0::qs, 16);
       auto both = reshape(broadcast_to(reshape(qs, {S, 1, 16}), {S, 2, 16}), {S, 32});
       codes = where(broadcast_to(arange(32) < 16, {S, 32}), both & 15, both >> 4);
     }
@@ -66,7 +67,7 @@ void one_row_pass(KernelBuilder& k, int64_t fmt, const ggml::BlockFormat& f, Buf
     auto sx = ld(x.s + xb, live).to(DType::f32);
     auto dd = reshape(d, {S}) * dx;
     acc = fma(dot.to(DType::f32), broadcast_to(expand_dims(dd, 1), {S, 8}), Value(acc));
-    accm = fma(dd * static_cast<double>(code_offset(fmt)), sx, Value(accm));
+    accm = fma(dd * static_cast<double>(code_offset(f.type)), sx, Value(accm));
   };
   auto full = nb / static_cast<int>(S);
   k.for_(0, full, 1, [&](Value i) { step(i * static_cast<int>(S), false); });
@@ -77,17 +78,18 @@ void one_row_pass(KernelBuilder& k, int64_t fmt, const ggml::BlockFormat& f, Buf
 
 Kernel build_qgemv(const Spec& s) {
   KernelBuilder k("qgemv", s);
-  const int64_t FMT = s.constexpr_("FMT"), BM = s.constexpr_("BLOCK_M"),
-                BT = s.constexpr_("BLOCK_T");
+  const int64_t BM = s.constexpr_("BLOCK_M"), BT = s.constexpr_("BLOCK_T");
   const GgmlGemm g = declare_ggml_gemm(k, s);
-  const ggml::BlockFormat& f = g.f;
+  const TensorTypeInfo& f = g.f;
+  const TensorType FMT = f.type;
   auto w = g.w, y = g.y;
   auto xq = g.x.q, xd = g.x.d, xs = g.x.s;
   auto M = g.M, K = g.K, T = g.T, nb = g.nb;
   auto kb = K / 32;  // x blocks per token
   ExpertTiles tiles(k, s, BT, T);
-  if (BM == 1 && BT == 1 && (FMT == 2 || FMT == 8) && !tiles.grouped()) {
-    one_row_pass(k, FMT, f, w, {xq, xd, xs}, y, M, nb, kb);
+  if (BM == 1 && BT == 1 && (FMT == TensorType::q4_0 || FMT == TensorType::q8_0) &&
+      !tiles.grouped()) {
+    one_row_pass(k, f, w, {xq, xd, xs}, y, M, nb, kb);
     return k.finish();
   }
   // Plain, token blocks vary fastest, so a row block's weights stay in
@@ -180,9 +182,9 @@ KILN_REGISTER_KERNEL((KernelDef{
     //   Q3_K 0.49 / 0.47 (1), 0.60 / 0.43 (4), 0.62 / 0.38 (8); Q6_K 0.66 /
     //   0.66 (1), 0.84 (4), 0.85 / 0.68 (8); Q4_K 33 -> 55 GB/s (1 -> 8).
     .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
-      int64_t fmt = s.constexpr_("FMT");
+      const TensorType fmt = block_type_info(s.constexpr_("FMT")).type;
       if (a.i("t") >= 4) return {{"BLOCK_T", scale_min_k(fmt) ? 8 : 4}, {"BLOCK_M", 8}};
-      const bool one_row = fmt == 2 || fmt == 8;
+      const bool one_row = fmt == TensorType::q4_0 || fmt == TensorType::q8_0;
       return {{"BLOCK_T", 1},
               {"BLOCK_M", one_row             ? 1
                           : group_scales(fmt) ? 4

@@ -390,7 +390,7 @@ Groups16 q3_k_groups() {
 void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var>& acc) {
   using L = ggml::IQ4XSRows16;
   const size_t BT = acc.size();
-  const std::vector<int64_t> table = ggml::unsigned_codebook(ggml::QuantType::IQ4_XS);
+  const std::vector<int64_t> table = ggml::unsigned_codebook(TensorType::iq4_xs);
   // Each sub-block's dot starts from the codes' offset, -128 bsum_s, so it
   // is the signed table entries' and only a convert and an FMA per token
   // remain, where an i32 multiply is 2 uops on one port and an add. The
@@ -441,16 +441,14 @@ void iq4_xs_superblock(KernelBuilder& k, const Rows16Context& x, std::vector<Var
 // from -16 bsum. Q4_1 and Q5_1 have codes without offset and a min
 // instead, m dx bsum, bsum the token's x block sum (quantize_q8's s) and
 // dx bsum rounded to f16 as llama.cpp's Q8_1 holds it.
-void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
-                    std::vector<Var>& out) {
-  using ggml::QuantType;
+void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, TensorType t, std::vector<Var>& out) {
   const ggml::Blocks32Rows16 L = ggml::Blocks32Rows16::of(t);
   const size_t BT = out.size();
   const bool offset = L.min < 0;
   // The lookup that turns a nibble into u.
   std::vector<int64_t> codebook;
-  if (t == QuantType::IQ4_NL || t == QuantType::MXFP4) codebook = ggml::unsigned_codebook(t);
-  if (t == QuantType::Q4_0)
+  if (t == TensorType::iq4_nl || t == TensorType::mxfp4) codebook = ggml::unsigned_codebook(t);
+  if (t == TensorType::q4_0)
     for (int64_t c = 0; c < 16; ++c) codebook.push_back(c + 120);
   const int64_t groups = L.code_bytes / 4;
   k.for_(0, 8, 1, [&](Value j) {
@@ -491,8 +489,8 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
         accumulate(hi, i, 16 + 4 * g);
       }
     }
-    Value d = t == QuantType::MXFP4 ? e8m0_half_value(x.bytes(j64 * R + static_cast<int>(L.d), R))
-                                    : x.f16s(j64 * (2 * R) + static_cast<int>(L.d));
+    Value d = t == TensorType::mxfp4 ? e8m0_half_value(x.bytes(j64 * R + static_cast<int>(L.d), R))
+                                     : x.f16s(j64 * (2 * R) + static_cast<int>(L.d));
     Value m;
     if (L.min >= 0) m = x.f16s(j64 * (2 * R) + static_cast<int>(L.min));
     for (size_t i = 0; i < BT; ++i) {
@@ -512,7 +510,7 @@ void blocks32_chunk(KernelBuilder& k, const Rows16Context& x, ggml::QuantType t,
 Kernel build_qgemv_rows16(const Spec& s) {
   KernelBuilder k("qgemv_rows16", s);
   const int64_t FMT = s.constexpr_("FMT"), BT = s.constexpr_("BLOCK_T");
-  auto qt = static_cast<ggml::QuantType>(FMT);
+  auto qt = static_cast<TensorType>(FMT);
   if (!ggml::has_rows16(qt))
     throw Error(
         "kernel 'qgemv_rows16': FMT must be a ggml type with a 16-row layout (2, 3, 6, 7, 8, "
@@ -523,17 +521,16 @@ Kernel build_qgemv_rows16(const Spec& s) {
                  .superblock_scaled = !ggml::is_blocks32(qt),
                  .split_sums = true,
                  .chunk = nullptr};
-  using ggml::QuantType;
   switch (qt) {
-    case QuantType::Q4_K: f.chunk = k_superblock<false>; break;
-    case QuantType::Q5_K: f.chunk = k_superblock<true>; break;
-    case QuantType::IQ4_XS: f.chunk = iq4_xs_superblock; break;
-    case QuantType::Q2_K:
-    case QuantType::Q3_K:
-    case QuantType::Q6_K: {
-      Groups16 g = qt == QuantType::Q6_K   ? q6_k_groups()
-                   : qt == QuantType::Q3_K ? q3_k_groups()
-                                           : q2_k_groups();
+    case TensorType::q4_K: f.chunk = k_superblock<false>; break;
+    case TensorType::q5_K: f.chunk = k_superblock<true>; break;
+    case TensorType::iq4_xs: f.chunk = iq4_xs_superblock; break;
+    case TensorType::q2_K:
+    case TensorType::q3_K:
+    case TensorType::q6_K: {
+      Groups16 g = qt == TensorType::q6_K   ? q6_k_groups()
+                   : qt == TensorType::q3_K ? q3_k_groups()
+                                            : q2_k_groups();
       f.chunk = [g](KernelBuilder& kb, const Rows16Context& x, std::vector<Var>& acc) {
         if (g.code_bits && static_cast<int64_t>(acc.size()) >= kScaledFrom)
           groups16_scaled_superblock(kb, x, acc, g);
@@ -563,7 +560,7 @@ KILN_REGISTER_KERNEL((KernelDef{
     .build = build_qgemv_rows16,
     .launch_shape =
         [](const Spec& s, const ScalarArgs& a) {
-          auto qt = static_cast<ggml::QuantType>(s.constexpr_("FMT"));
+          auto qt = static_cast<TensorType>(s.constexpr_("FMT"));
           if (!ggml::has_rows16(qt))
             throw Error("kernel 'qgemv_rows16': no 16-row layout for FMT " +
                         std::to_string(s.constexpr_("FMT")));

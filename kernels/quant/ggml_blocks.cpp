@@ -13,18 +13,6 @@ namespace kiln::ggml {
 
 namespace {
 
-constexpr BlockFormat kFormats[] = {
-    {QuantType::Q4_0, "q4_0", 32, 18},        {QuantType::Q4_1, "q4_1", 32, 20},
-    {QuantType::Q5_0, "q5_0", 32, 22},        {QuantType::Q5_1, "q5_1", 32, 24},
-    {QuantType::Q8_0, "q8_0", 32, 34},        {QuantType::Q2_K, "q2_K", 256, 84},
-    {QuantType::Q3_K, "q3_K", 256, 110},      {QuantType::Q4_K, "q4_K", 256, 144},
-    {QuantType::Q5_K, "q5_K", 256, 176},      {QuantType::Q6_K, "q6_K", 256, 210},
-    {QuantType::IQ2_XXS, "iq2_xxs", 256, 66}, {QuantType::IQ2_XS, "iq2_xs", 256, 74},
-    {QuantType::IQ3_XXS, "iq3_xxs", 256, 98}, {QuantType::IQ4_NL, "iq4_nl", 32, 18},
-    {QuantType::IQ3_S, "iq3_s", 256, 110},    {QuantType::IQ2_S, "iq2_s", 256, 82},
-    {QuantType::IQ4_XS, "iq4_xs", 256, 136},  {QuantType::MXFP4, "mxfp4", 32, 17},
-};
-
 float f16_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -178,7 +166,7 @@ struct LatticeSub {
   float db[2];
 };
 
-LatticeSub lattice_sub_block(QuantType t, const uint8_t* blk, int s) {
+LatticeSub lattice_sub_block(TensorType t, const uint8_t* blk, int s) {
   LatticeSub L{};
   const float d = f16_at(blk);
   auto u32_at = [](const uint8_t* p) {
@@ -196,11 +184,11 @@ LatticeSub lattice_sub_block(QuantType t, const uint8_t* blk, int s) {
     L.db[1] = d * (0.5f + static_cast<float>(sc >> 4)) * 0.25f;
   };
   switch (t) {
-    case QuantType::IQ2_XXS:
+    case TensorType::iq2_xxs:
       for (int l = 0; l < 4; ++l) L.points[l] = blk[2 + 8 * s + l];
       sign7_and_scale(u32_at(blk + 2 + 8 * s + 4), 0.25f);
       break;
-    case QuantType::IQ2_XS:
+    case TensorType::iq2_xs:
       for (int l = 0; l < 4; ++l) {
         const int q = blk[2 + 8 * s + 2 * l] | (blk[3 + 8 * s + 2 * l] << 8);
         L.points[l] = q & 511;
@@ -208,25 +196,25 @@ LatticeSub lattice_sub_block(QuantType t, const uint8_t* blk, int s) {
       }
       nibble_scales(blk[66 + s]);
       break;
-    case QuantType::IQ2_S:
+    case TensorType::iq2_s:
       for (int l = 0; l < 4; ++l) {
         L.points[l] = blk[2 + 4 * s + l] | (((blk[66 + s] >> (2 * l)) & 3) << 8);
         L.signs[l] = blk[34 + 4 * s + l];
       }
       nibble_scales(blk[74 + s]);
       break;
-    case QuantType::IQ3_XXS:
+    case TensorType::iq3_xxs:
       for (int k = 0; k < 8; ++k) L.points[k] = blk[2 + 8 * s + k];
       sign7_and_scale(u32_at(blk + 66 + 4 * s), 0.5f);
       break;
-    case QuantType::IQ3_S:
+    case TensorType::iq3_s:
       for (int k = 0; k < 8; ++k)
         L.points[k] = blk[2 + 8 * s + k] | (((blk[66 + s] >> k) & 1) << 8);
       for (int l = 0; l < 4; ++l) L.signs[l] = blk[74 + 4 * s + l];
       L.db[0] = L.db[1] =
           d * static_cast<float>(1 + 2 * ((blk[106 + s / 2] >> (4 * (s % 2))) & 0xF));
       break;
-    default: throw Error("not a lattice format: " + std::string(block_format(t).name));
+    default: throw Error("not a lattice format: " + std::string(tensor_type_info(t).name));
   }
   return L;
 }
@@ -243,26 +231,11 @@ void q4k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
   }
 }
 
-std::vector<int64_t> unsigned_codebook(QuantType t) {
-  const int8_t* v = t == QuantType::MXFP4 ? kMxfp4Values : kIq4nlValues;
+std::vector<int64_t> unsigned_codebook(TensorType t) {
+  const int8_t* v = t == TensorType::mxfp4 ? kMxfp4Values : kIq4nlValues;
   std::vector<int64_t> out;
   for (int i = 0; i < 16; ++i) out.push_back(v[i] + 128);
   return out;
-}
-
-const BlockFormat& block_format(QuantType t) { return block_format(static_cast<int>(t)); }
-
-std::span<const BlockFormat> block_formats() { return kFormats; }
-
-const BlockFormat& block_format(int id) {
-  for (const BlockFormat& f : kFormats)
-    if (static_cast<int>(f.type) == id) return f;
-  std::string known;
-  for (const BlockFormat& f : kFormats)
-    known += (known.empty() ? "" : ", ") + std::string(f.name) + "=" +
-             std::to_string(static_cast<int>(f.type));
-  throw Error("ggml type id " + std::to_string(id) + " is not a quantized format Kiln supports (" +
-              known + ")");
 }
 
 void quantize_q8_0(const float* x, int64_t n, uint8_t* out) {
@@ -487,7 +460,7 @@ void quantize_q4_k(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 144) {
     uint8_t L[256];
     quantize_k_scale_min(x, 15, -1.0f, 20, out, L);
-    uint8_t* q = out + 16;
+    uint8_t* q = out + fields::Q4_K::qs;
     for (int c = 0; c < 4; ++c)
       for (int l = 0; l < 32; ++l)
         q[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
@@ -499,8 +472,8 @@ void quantize_q5_k(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 176) {
     uint8_t L[256];
     quantize_k_scale_min(x, 31, -0.5f, 15, out, L);
-    uint8_t* qh = out + 16;
-    uint8_t* q = out + 48;
+    uint8_t* qh = out + fields::Q5_K::qh;
+    uint8_t* q = out + fields::Q5_K::qs;
     std::memset(qh, 0, 32);
     for (int c = 0; c < 4; ++c)
       for (int l = 0; l < 32; ++l) {
@@ -518,7 +491,7 @@ void quantize_q3_k(const float* x, int64_t n, uint8_t* out) {
     float scales[16];
     for (int g = 0; g < 16; ++g) scales[g] = fit_q3(x + 16 * g, L + 16 * g);
     const float max_scale = signed_max(scales, 16);
-    uint8_t* sc = out + 96;
+    uint8_t* sc = out + fields::Q3_K::scales;
     std::memset(sc, 0, 12);
     if (max_scale != 0) {
       const float iscale = -32.0f / max_scale;
@@ -529,11 +502,11 @@ void quantize_q3_k(const float* x, int64_t n, uint8_t* out) {
         sc[g % 8] |= static_cast<uint8_t>((l & 0xF) << (g < 8 ? 0 : 4));
         sc[8 + g % 4] |= static_cast<uint8_t>((l >> 4) << (2 * (g / 4)));
       }
-      put_f16(out + 108, 1 / iscale);
+      put_f16(out + fields::Q3_K::d, 1 / iscale);
     } else {
-      put_f16(out + 108, 0.0f);
+      put_f16(out + fields::Q3_K::d, 0.0f);
     }
-    const float d = f16_at(out + 108);
+    const float d = f16_at(out + fields::Q3_K::d);
     for (int g = 0; g < 16; ++g) {
       const float dg = d * q3k_scale(sc, g);
       if (dg == 0) continue;
@@ -548,7 +521,7 @@ void quantize_q3_k(const float* x, int64_t n, uint8_t* out) {
       if (L[e] > 3) out[e % 32] |= static_cast<uint8_t>(1 << (e / 32));
       low[e] = static_cast<uint8_t>(L[e] & 3);
     }
-    put_2bit(low, out + 32);
+    put_2bit(low, out + fields::Q3_K::qs);
   }
 }
 
@@ -566,15 +539,15 @@ void quantize_q2_k(const float* x, int64_t n, uint8_t* out) {
     }
     uint8_t* sc = out;
     std::memset(sc, 0, 16);
-    put_f16(out + 80, max_scale > 0 ? max_scale / 15.0f : 0.0f);
-    put_f16(out + 82, max_min > 0 ? max_min / 15.0f : 0.0f);
+    put_f16(out + fields::Q2_K::d, max_scale > 0 ? max_scale / 15.0f : 0.0f);
+    put_f16(out + fields::Q2_K::dmin, max_min > 0 ? max_min / 15.0f : 0.0f);
     if (max_scale > 0)
       for (int g = 0; g < 16; ++g)
         sc[g] = static_cast<uint8_t>(nearest_int(15.0f / max_scale * scales[g]));
     if (max_min > 0)
       for (int g = 0; g < 16; ++g)
         sc[g] |= static_cast<uint8_t>(nearest_int(15.0f / max_min * mins[g]) << 4);
-    const float d = f16_at(out + 80), dmin = f16_at(out + 82);
+    const float d = f16_at(out + fields::Q2_K::d), dmin = f16_at(out + fields::Q2_K::dmin);
     for (int g = 0; g < 16; ++g) {
       const float dg = d * (sc[g] & 0xF);
       if (dg == 0) continue;
@@ -583,7 +556,7 @@ void quantize_q2_k(const float* x, int64_t n, uint8_t* out) {
         L[16 * g + i] =
             static_cast<uint8_t>(std::max(0, std::min(3, nearest_int((x[16 * g + i] + mg) / dg))));
     }
-    put_2bit(L, out + 16);
+    put_2bit(L, out + fields::Q2_K::qs);
   }
 }
 
@@ -597,11 +570,12 @@ void quantize_q6_k(const float* x, int64_t n, uint8_t* out) {
     std::memset(out, 0, 210);
     if (std::fabs(max_scale) < 1e-15f) continue;  // all zero: d = 0 too
     float iscale = -128.0f / max_scale;
-    put_f16(out + 208, 1 / iscale);
-    auto* sc = reinterpret_cast<int8_t*>(out + 192);
+    using F = fields::Q6_K;
+    put_f16(out + F::d, 1 / iscale);
+    auto* sc = reinterpret_cast<int8_t*>(out + F::scales);
     for (int g = 0; g < 16; ++g)
       sc[g] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[g])));
-    float d = f16_at(out + 208);
+    float d = f16_at(out + F::d);
     for (int g = 0; g < 16; ++g) {
       float dg = d * sc[g];
       if (dg == 0) continue;
@@ -609,8 +583,8 @@ void quantize_q6_k(const float* x, int64_t n, uint8_t* out) {
         L[16 * g + i] =
             static_cast<int8_t>(std::max(-32, std::min(31, nearest_int(x[16 * g + i] / dg))) + 32);
     }
-    uint8_t* ql = out;
-    uint8_t* qh = out + 128;
+    uint8_t* ql = out + F::ql;
+    uint8_t* qh = out + F::qh;
     for (int half = 0; half < 2; ++half, ql += 64, qh += 32) {
       const int8_t* l8 = L + 128 * half;
       for (int l = 0; l < 32; ++l) {
@@ -707,18 +681,19 @@ void quantize_iq4_xs(const float* x, int64_t n, uint8_t* out) {
     put_f16(out, d);
     const float id = d != 0 ? 1 / d : 0.0f;
     uint16_t scales_h = 0;
-    std::memset(out + 4, 0, 4);
+    using F = fields::IQ4_XS;
+    std::memset(out + F::scales_l, 0, 4);
     for (int s = 0; s < 8; ++s) {
       int l = std::max(-32, std::min(31, nearest_int(id * scales[s])));
       const float dl = d * l, idl = dl != 0 ? 1 / dl : 0.0f;
       for (int j = 0; j < 32; ++j)
         L[j] = static_cast<uint8_t>(nearest_entry(kIq4nlValues, idl * x[32 * s + j]));
-      put_nibbles(L, out + 8 + 16 * s);
+      put_nibbles(L, out + F::qs + 16 * s);
       l += 32;
-      out[4 + s / 2] |= static_cast<uint8_t>((l & 0xF) << (4 * (s % 2)));
+      out[F::scales_l + s / 2] |= static_cast<uint8_t>((l & 0xF) << (4 * (s % 2)));
       scales_h |= static_cast<uint16_t>((l >> 4) << (2 * s));
     }
-    std::memcpy(out + 2, &scales_h, 2);
+    std::memcpy(out + F::scales_h, &scales_h, 2);
   }
 }
 
@@ -745,71 +720,75 @@ void quantize_mxfp4(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
-void quantize(QuantType t, const float* x, int64_t n, uint8_t* out) {
+void quantize(TensorType t, const float* x, int64_t n, uint8_t* out) {
   switch (t) {
-    case QuantType::Q4_0: return quantize_q4_0(x, n, out);
-    case QuantType::Q4_1: return quantize_q4_1(x, n, out);
-    case QuantType::Q5_0: return quantize_q5_0(x, n, out);
-    case QuantType::Q5_1: return quantize_q5_1(x, n, out);
-    case QuantType::Q8_0: return quantize_q8_0(x, n, out);
-    case QuantType::Q2_K: return quantize_q2_k(x, n, out);
-    case QuantType::Q3_K: return quantize_q3_k(x, n, out);
-    case QuantType::Q4_K: return quantize_q4_k(x, n, out);
-    case QuantType::Q5_K: return quantize_q5_k(x, n, out);
-    case QuantType::Q6_K: return quantize_q6_k(x, n, out);
-    case QuantType::IQ4_NL: return quantize_iq4_nl(x, n, out);
-    case QuantType::IQ4_XS: return quantize_iq4_xs(x, n, out);
-    case QuantType::MXFP4: return quantize_mxfp4(x, n, out);
-    case QuantType::IQ2_XXS:
-    case QuantType::IQ2_XS:
-    case QuantType::IQ2_S:
-    case QuantType::IQ3_XXS:
-    case QuantType::IQ3_S: break;
+    case TensorType::q4_0: return quantize_q4_0(x, n, out);
+    case TensorType::q4_1: return quantize_q4_1(x, n, out);
+    case TensorType::q5_0: return quantize_q5_0(x, n, out);
+    case TensorType::q5_1: return quantize_q5_1(x, n, out);
+    case TensorType::q8_0: return quantize_q8_0(x, n, out);
+    case TensorType::q2_K: return quantize_q2_k(x, n, out);
+    case TensorType::q3_K: return quantize_q3_k(x, n, out);
+    case TensorType::q4_K: return quantize_q4_k(x, n, out);
+    case TensorType::q5_K: return quantize_q5_k(x, n, out);
+    case TensorType::q6_K: return quantize_q6_k(x, n, out);
+    case TensorType::iq4_nl: return quantize_iq4_nl(x, n, out);
+    case TensorType::iq4_xs: return quantize_iq4_xs(x, n, out);
+    case TensorType::mxfp4: return quantize_mxfp4(x, n, out);
+    case TensorType::iq2_xxs:
+    case TensorType::iq2_xs:
+    case TensorType::iq2_s:
+    case TensorType::iq3_xxs:
+    case TensorType::iq3_s: break;
+    default: throw Error("quantize: " + tensor_type_name(t) + " is not a block format");
   }
-  throw Error("quantize: Kiln has no quantiser for " + std::string(block_format(t).name) +
+  throw Error("quantize: Kiln has no quantiser for " + std::string(tensor_type_info(t).name) +
               " (ggml's needs an importance matrix; llama-quantize writes these files)");
 }
 
-bool has_quantizer(QuantType t) { return !is_lattice(t); }
+bool has_quantizer(TensorType t) { return is_block_quantized(t) && !is_lattice(t); }
 
-void dequantize(QuantType t, const uint8_t* blk, int64_t n, float* y) {
-  const BlockFormat& f = block_format(t);
+void dequantize(TensorType t, const uint8_t* blk, int64_t n, float* y) {
+  const TensorTypeInfo& f = tensor_type_info(t);
+  if (f.kind != TensorKind::blocks)
+    throw Error("dequantize: " + std::string(f.name) + " is not a block format");
   check_multiple(n, f.block_elems, "dequantize " + std::string(f.name));
   for (int64_t b = 0; b < n / f.block_elems; ++b, blk += f.block_bytes) {
     switch (t) {
-      case QuantType::Q8_0: {
+      case TensorType::q8_0: {
         float d = f16_at(blk);
         for (int j = 0; j < 32; ++j) *y++ = d * static_cast<int8_t>(blk[2 + j]);
         break;
       }
-      case QuantType::Q4_0: {
+      case TensorType::q4_0: {
         float d = f16_at(blk);
         for (int j = 0; j < 16; ++j) y[j] = d * ((blk[2 + j] & 0xF) - 8);
         for (int j = 0; j < 16; ++j) y[16 + j] = d * ((blk[2 + j] >> 4) - 8);
         y += 32;
         break;
       }
-      case QuantType::Q4_1: {
+      case TensorType::q4_1: {
         float d = f16_at(blk), m = f16_at(blk + 2);
         for (int j = 0; j < 16; ++j) y[j] = (blk[4 + j] & 0xF) * d + m;
         for (int j = 0; j < 16; ++j) y[16 + j] = (blk[4 + j] >> 4) * d + m;
         y += 32;
         break;
       }
-      case QuantType::Q5_0: {
+      case TensorType::q5_0: {
         float d = f16_at(blk);
         for (int j = 0; j < 32; ++j) *y++ = (code_5bit(blk + 2, blk + 6, j) - 16) * d;
         break;
       }
-      case QuantType::Q5_1: {
+      case TensorType::q5_1: {
         float d = f16_at(blk), m = f16_at(blk + 2);
         for (int j = 0; j < 32; ++j) *y++ = code_5bit(blk + 4, blk + 8, j) * d + m;
         break;
       }
-      case QuantType::Q4_K: {
-        float d = f16_at(blk), dmin = f16_at(blk + 2);
-        const uint8_t* scales = blk + 4;
-        const uint8_t* qs = blk + 16;
+      case TensorType::q4_K: {
+        using F = fields::Q4_K;
+        float d = f16_at(blk + F::d), dmin = f16_at(blk + F::dmin);
+        const uint8_t* scales = blk + F::scales;
+        const uint8_t* qs = blk + F::qs;
         for (int c = 0; c < 4; ++c) {  // 64-weight chunks: low nibbles, then high
           int sc, m;
           q4k_scale_min(scales, 2 * c, &sc, &m);
@@ -822,13 +801,14 @@ void dequantize(QuantType t, const uint8_t* blk, int64_t n, float* y) {
         }
         break;
       }
-      case QuantType::Q5_K: {
-        float d = f16_at(blk), dmin = f16_at(blk + 2);
-        const uint8_t* qh = blk + 16;
-        const uint8_t* qs = blk + 48;
+      case TensorType::q5_K: {
+        using F = fields::Q5_K;
+        float d = f16_at(blk + F::d), dmin = f16_at(blk + F::dmin);
+        const uint8_t* qh = blk + F::qh;
+        const uint8_t* qs = blk + F::qs;
         for (int s = 0; s < 8; ++s) {
           int sc, m;
-          q4k_scale_min(blk + 4, s, &sc, &m);
+          q4k_scale_min(blk + F::scales, s, &sc, &m);
           const float ds = d * sc, ms = dmin * m;
           for (int l = 0; l < 32; ++l) {
             int q = (s % 2 == 0 ? qs[32 * (s / 2) + l] & 0xF : qs[32 * (s / 2) + l] >> 4) +
@@ -838,58 +818,61 @@ void dequantize(QuantType t, const uint8_t* blk, int64_t n, float* y) {
         }
         break;
       }
-      case QuantType::Q3_K: {
-        const float d = f16_at(blk + 108);
+      case TensorType::q3_K: {
+        using F = fields::Q3_K;
+        const float d = f16_at(blk + F::d);
         for (int e = 0; e < 256; ++e) {
           const int l = e % 32, j = (e % 128) / 32;
-          const int q =
-              ((blk[32 + 32 * (e / 128) + l] >> (2 * j)) & 3) - ((blk[l] >> (e / 32)) & 1 ? 0 : 4);
-          *y++ = d * q3k_scale(blk + 96, e / 16) * q;
+          const int q = ((blk[F::qs + 32 * (e / 128) + l] >> (2 * j)) & 3) -
+                        ((blk[F::hmask + l] >> (e / 32)) & 1 ? 0 : 4);
+          *y++ = d * q3k_scale(blk + F::scales, e / 16) * q;
         }
         break;
       }
-      case QuantType::Q2_K: {
-        const float d = f16_at(blk + 80), dmin = f16_at(blk + 82);
+      case TensorType::q2_K: {
+        using F = fields::Q2_K;
+        const float d = f16_at(blk + F::d), dmin = f16_at(blk + F::dmin);
         for (int e = 0; e < 256; ++e) {
           const uint8_t sc = blk[e / 16];
-          const int q = (blk[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+          const int q = (blk[F::qs + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
           *y++ = d * (sc & 0xF) * q - dmin * (sc >> 4);
         }
         break;
       }
-      case QuantType::IQ4_NL:
-      case QuantType::MXFP4: {
-        const bool nl = t == QuantType::IQ4_NL;
+      case TensorType::iq4_nl:
+      case TensorType::mxfp4: {
+        const bool nl = t == TensorType::iq4_nl;
         const float d = nl ? f16_at(blk) : e8m0_half(blk[0]);
         const int8_t* v = nl ? kIq4nlValues : kMxfp4Values;
-        const uint8_t* qs = blk + (nl ? 2 : 1);
+        const uint8_t* qs = blk + (nl ? fields::IQ4_NL::qs : fields::MXFP4::qs);
         for (int j = 0; j < 16; ++j) y[j] = nl ? d * v[qs[j] & 0xF] : v[qs[j] & 0xF] * d;
         for (int j = 0; j < 16; ++j) y[16 + j] = nl ? d * v[qs[j] >> 4] : v[qs[j] >> 4] * d;
         y += 32;
         break;
       }
-      case QuantType::IQ4_XS: {
-        const float d = f16_at(blk);
+      case TensorType::iq4_xs: {
+        using F = fields::IQ4_XS;
+        const float d = f16_at(blk + F::d);
         uint16_t scales_h;
-        std::memcpy(&scales_h, blk + 2, 2);
+        std::memcpy(&scales_h, blk + F::scales_h, 2);
         for (int s = 0; s < 8; ++s) {
-          const int ls =
-              ((blk[4 + s / 2] >> (4 * (s % 2))) & 0xF) | (((scales_h >> (2 * s)) & 3) << 4);
+          const int ls = ((blk[F::scales_l + s / 2] >> (4 * (s % 2))) & 0xF) |
+                         (((scales_h >> (2 * s)) & 3) << 4);
           const float dl = d * (ls - 32);
-          const uint8_t* qs = blk + 8 + 16 * s;
+          const uint8_t* qs = blk + F::qs + 16 * s;
           for (int j = 0; j < 16; ++j) y[j] = dl * kIq4nlValues[qs[j] & 0xF];
           for (int j = 0; j < 16; ++j) y[16 + j] = dl * kIq4nlValues[qs[j] >> 4];
           y += 32;
         }
         break;
       }
-      case QuantType::IQ2_XXS:
-      case QuantType::IQ2_XS:
-      case QuantType::IQ2_S:
-      case QuantType::IQ3_XXS:
-      case QuantType::IQ3_S: {
+      case TensorType::iq2_xxs:
+      case TensorType::iq2_xs:
+      case TensorType::iq2_s:
+      case TensorType::iq3_xxs:
+      case TensorType::iq3_s: {
         const std::vector<int64_t>& grid = lattice_grid(t);
-        const int per_point = t == QuantType::IQ3_XXS || t == QuantType::IQ3_S ? 4 : 8;
+        const int per_point = t == TensorType::iq3_xxs || t == TensorType::iq3_s ? 4 : 8;
         for (int s = 0; s < 8; ++s) {
           const LatticeSub L = lattice_sub_block(t, blk, s);
           for (int e = 0; e < 32; ++e) {
@@ -902,11 +885,12 @@ void dequantize(QuantType t, const uint8_t* blk, int64_t n, float* y) {
         }
         break;
       }
-      case QuantType::Q6_K: {
-        const uint8_t* ql = blk;
-        const uint8_t* qh = blk + 128;
-        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-        float d = f16_at(blk + 208);
+      case TensorType::q6_K: {
+        using F = fields::Q6_K;
+        const uint8_t* ql = blk + F::ql;
+        const uint8_t* qh = blk + F::qh;
+        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + F::scales);
+        float d = f16_at(blk + F::d);
         for (int half = 0; half < 2; ++half) {
           for (int l = 0; l < 32; ++l) {
             int is = l / 16;
@@ -926,6 +910,7 @@ void dequantize(QuantType t, const uint8_t* blk, int64_t n, float* y) {
         }
         break;
       }
+      default: break;  // not a block format: refused above
     }
   }
 }

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/quant/tensor_type.h"
+
 namespace kiln::ggml {
 
 // Layouts of the 32-weight formats (little-endian; weight j < 16 in the low
@@ -71,38 +73,6 @@ namespace kiln::ggml {
 //                  point 8s + k), sign bytes[32] @74, scales[4] @106 (ls of
 //                  sub-block s: nibble s % 2 of scales[s / 2], low first);
 //                  w = d (1 + 2 ls) mag
-// ggml's type ids, as stored in GGUF tensor infos.
-enum class QuantType : int {
-  Q4_0 = 2,
-  Q4_1 = 3,
-  Q5_0 = 6,
-  Q5_1 = 7,
-  Q8_0 = 8,
-  Q2_K = 10,
-  Q3_K = 11,
-  Q4_K = 12,
-  Q5_K = 13,
-  Q6_K = 14,
-  IQ2_XXS = 16,
-  IQ2_XS = 17,
-  IQ3_XXS = 18,
-  IQ4_NL = 20,
-  IQ3_S = 21,
-  IQ2_S = 22,
-  IQ4_XS = 23,
-  MXFP4 = 39
-};
-
-struct BlockFormat {
-  QuantType type;
-  std::string_view name;  // "q8_0"
-  int block_elems;        // weights per block
-  int block_bytes;
-};
-
-const BlockFormat& block_format(QuantType t);
-// Throws kiln::Error naming the type id when Kiln does not know it.
-const BlockFormat& block_format(int ggml_type_id);
 // The codebooks: IQ4_NL / IQ4_XS, and MXFP4's doubled e2m1 values.
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
@@ -110,12 +80,9 @@ inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
                                             0, -1, -2, -3, -4, -6, -8, -12};
 // The codebook of IQ4_NL/IQ4_XS (or MXFP4) + 128, as a lookup table of
 // unsigned codes: the kernels' byte dots take unsigned weights.
-std::vector<int64_t> unsigned_codebook(QuantType t);
+std::vector<int64_t> unsigned_codebook(TensorType t);
 // MXFP4's scale for e8m0 byte e, halved as the doubled table wants: 2^(e - 128).
 float e8m0_half(uint8_t e);
-
-// Every format above, in type-id order.
-std::span<const BlockFormat> block_formats();
 
 // The 6-bit scale and min of sub-block j (0-7) of a Q4_K block, from its 12
 // packed scale bytes (FORMATS.md).
@@ -171,11 +138,11 @@ void quantize_mxfp4(const float* x, int64_t n, uint8_t* out);
 // Any of the quantisers above by type; n a multiple of the type's block size.
 // Throws for the lattice formats: Kiln has no quantiser for them (ggml's
 // needs an importance matrix; llama-quantize writes such files).
-void quantize(QuantType t, const float* x, int64_t n, uint8_t* out);
+void quantize(TensorType t, const float* x, int64_t n, uint8_t* out);
 // Whether quantize() handles t.
-bool has_quantizer(QuantType t);
+bool has_quantizer(TensorType t);
 
 // n must be a multiple of the type's block size.
-void dequantize(QuantType t, const uint8_t* blocks, int64_t n, float* out);
+void dequantize(TensorType t, const uint8_t* blocks, int64_t n, float* out);
 
 }  // namespace kiln::ggml

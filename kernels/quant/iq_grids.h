@@ -14,12 +14,12 @@
 namespace kiln::ggml {
 
 // Whether t is one of the lattice formats above.
-bool is_lattice(QuantType t);
+bool is_lattice(TensorType t);
 
 // The points of t's grid, each as its weights' magnitudes in bytes (weight
 // j in byte j, 8 bytes for IQ2 and 4 for IQ3) — a lookup table as the DSL's
 // `lookup` takes it. Throws naming the type for a non-lattice format.
-const std::vector<int64_t>& lattice_grid(QuantType t);
+const std::vector<int64_t>& lattice_grid(TensorType t);
 
 // The sign byte of a 7-bit sign index (IQ2_XXS, IQ2_XS, IQ3_XXS): bit 7 is
 // the parity of the other seven, so every pattern has an even number of
@@ -32,9 +32,9 @@ inline uint8_t lattice_signs(int index7) {
 // scale d of unit-variance weights: what tests and benchmarks use in place
 // of a quantiser, which Kiln lacks for these formats (ggml's needs an
 // importance matrix).
-void random_lattice_blocks(QuantType t, int64_t n, uint64_t seed, uint8_t* out);
+void random_lattice_blocks(TensorType t, int64_t n, uint64_t seed, uint8_t* out);
 // Blocks of any format for test and benchmark weights: x quantised where
 // Kiln has a quantiser, random lattice blocks (x unused) otherwise.
-void sample_blocks(QuantType t, const float* x, int64_t n, uint64_t seed, uint8_t* out);
+void sample_blocks(TensorType t, const float* x, int64_t n, uint64_t seed, uint8_t* out);
 
 }  // namespace kiln::ggml

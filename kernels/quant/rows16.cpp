@@ -36,9 +36,9 @@ void each_chunk_row(int64_t m, int64_t k, F fn) {
 // every chunk, c the chunk in `out` (chunk_bytes each) and blk the row's
 // ggml block of type t that the chunk holds.
 template <class F>
-void each_block_to_chunk(QuantType t, const uint8_t* blocks, int64_t m, int64_t k,
+void each_block_to_chunk(TensorType t, const uint8_t* blocks, int64_t m, int64_t k,
                          int64_t chunk_bytes, uint8_t* out, F put) {
-  const int64_t block_bytes = block_format(t).block_bytes;
+  const int64_t block_bytes = tensor_type_info(t).block_bytes;
   each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
     put(out + chunk * chunk_bytes, blocks + (row * (k / 256) + b) * block_bytes, r);
   });
@@ -68,14 +68,15 @@ float f16(const uint8_t* p) {
 template <bool Q5>
 void interleave_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   using L = KRows16<Q5>;
-  const int64_t qs = Q5 ? 48 : 16;
+  using F = fields::Q5_K;  // Q4_K's header, then qh; Q4_K's qs where Q5_K's qh is
+  const int64_t qs = Q5 ? F::qs : fields::Q4_K::qs;
   check_shape(Q5 ? "Q5_K" : "Q4_K", m, k);
   auto put = [&](uint8_t* c, const uint8_t* blk, int64_t r) {
-    std::memcpy(c + L::kD + 2 * r, blk, 2);
-    std::memcpy(c + L::kDmin + 2 * r, blk + 2, 2);
+    std::memcpy(c + L::kD + 2 * r, blk + F::d, 2);
+    std::memcpy(c + L::kDmin + 2 * r, blk + F::dmin, 2);
     for (int j = 0; j < 8; ++j) {
       int sc, mn;
-      q4k_scale_min(blk + 4, j, &sc, &mn);
+      q4k_scale_min(blk + F::scales, j, &sc, &mn);
       c[L::kScales + 16 * j + r] = static_cast<uint8_t>(sc);
       c[L::min_at(j, r)] = static_cast<uint8_t>(mn);
     }
@@ -85,14 +86,14 @@ void interleave_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* o
     if constexpr (Q5)
       for (int64_t p = 0; p < 4; ++p)
         for (int64_t l = 0; l < 32; ++l) {  // weights 64 p + l (lo) and 64 p + 32 + l (hi)
-          const int byte = blk[qs + 32 * p + l], bits = blk[16 + l] >> (2 * p);
+          const int byte = blk[qs + 32 * p + l], bits = blk[F::qh + l] >> (2 * p);
           const int lo = (byte & 15) | (bits & 1) << 4, hi = (byte >> 4) | (bits >> 1 & 1) << 4;
           c[L::kCodes + L::code_at(p, l / 4, r, l % 4)] = static_cast<uint8_t>(lo | (hi >> 2) << 5);
           uint8_t& hl = c[L::high_at(l / 4, r) + l % 4];
           hl = static_cast<uint8_t>((p ? hl : 0) | (hi & 3) << (2 * p));
         }
   };
-  each_block_to_chunk(Q5 ? QuantType::Q5_K : QuantType::Q4_K, blocks, m, k, L::kChunkBytes, out,
+  each_block_to_chunk(Q5 ? TensorType::q5_K : TensorType::q4_K, blocks, m, k, L::kChunkBytes, out,
                       put);
 }
 
@@ -121,18 +122,18 @@ std::vector<float> dequantize_k_rows16(const uint8_t* rows16, int64_t m, int64_t
 void interleave_iq4_xs_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   using L = IQ4XSRows16;
   check_shape("IQ4_XS", m, k);
-  // ggml's block_iq4_xs: d (f16), scales_h (u16), scales_l[4], qs[128].
+  using F = fields::IQ4_XS;
   auto put = [&](uint8_t* c, const uint8_t* blk, int64_t r) {
-    std::memcpy(c + L::kD + 2 * r, blk, 2);
-    const int scales_h = blk[2] | (blk[3] << 8);
+    std::memcpy(c + L::kD + 2 * r, blk + F::d, 2);
+    const int scales_h = blk[F::scales_h] | (blk[F::scales_h + 1] << 8);
     for (int64_t s = 0; s < 8; ++s) {
-      c[L::scale_at(s, r)] = static_cast<uint8_t>(((blk[4 + s / 2] >> (4 * (s % 2))) & 15) |
-                                                  (((scales_h >> (2 * s)) & 3) << 4));
+      c[L::scale_at(s, r)] = static_cast<uint8_t>(
+          ((blk[F::scales_l + s / 2] >> (4 * (s % 2))) & 15) | (((scales_h >> (2 * s)) & 3) << 4));
       for (int64_t g = 0; g < 4; ++g)
-        std::memcpy(c + L::code_at(s, g, r), blk + 8 + 16 * s + 4 * g, 4);
+        std::memcpy(c + L::code_at(s, g, r), blk + F::qs + 16 * s + 4 * g, 4);
     }
   };
-  each_block_to_chunk(QuantType::IQ4_XS, blocks, m, k, L::kChunkBytes, out, put);
+  each_block_to_chunk(TensorType::iq4_xs, blocks, m, k, L::kChunkBytes, out, put);
 }
 
 std::vector<float> dequantize_iq4_xs_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
@@ -161,15 +162,16 @@ int64_t q6_code(int64_t h, int64_t g, int64_t part, int64_t r) {
 
 void interleave_q6_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   check_shape("Q6_K", m, k);
-  // ggml's block_q6_K: ql[128], qh[64], scales[16] (i8), d (f16).
+  using F = fields::Q6_K;
   auto put = [&](uint8_t* c, const uint8_t* blk, int64_t r) {
-    std::memcpy(c + L6::kD + 2 * r, blk + 208, 2);
-    for (int64_t s = 0; s < 16; ++s) c[L6::scale_at(s, r)] = blk[192 + s] ^ 0x80;  // i8 + 128
+    std::memcpy(c + L6::kD + 2 * r, blk + F::d, 2);
+    for (int64_t s = 0; s < 16; ++s) c[L6::scale_at(s, r)] = blk[F::scales + s] ^ 0x80;  // i8 + 128
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t l = 0; l < 32; ++l) {
         // Weights 128 h + l + 32 j: ql[64 h + l] holds j = 0 (low nibble)
         // and 2, ql[64 h + 32 + l] j = 1 and 3, qh[32 h + l] their top bits.
-        const int a = blk[64 * h + l], b = blk[64 * h + 32 + l], hb = blk[128 + 32 * h + l];
+        const uint8_t* ql = blk + F::ql + 64 * h;
+        const int a = ql[l], b = ql[32 + l], hb = blk[F::qh + 32 * h + l];
         const int c0 = (a & 15) | (hb & 3) << 4, c1 = (b & 15) | (hb >> 2 & 3) << 4;
         const int c2 = (a >> 4) | (hb >> 4 & 3) << 4, c3 = (b >> 4) | (hb >> 6) << 4;
         const int64_t at = q6_code(h, l / 4, 0, r) + l % 4;
@@ -178,7 +180,7 @@ void interleave_q6_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t
         c[at + 128] = static_cast<uint8_t>(c2 << 2 | c3 >> 4);
       }
   };
-  each_block_to_chunk(QuantType::Q6_K, blocks, m, k, L6::kChunkBytes, out, put);
+  each_block_to_chunk(TensorType::q6_K, blocks, m, k, L6::kChunkBytes, out, put);
 }
 
 std::vector<float> dequantize_q6_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
@@ -205,14 +207,15 @@ void interleave_q2_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t
   using L = Q2KRows16;
   check_shape("Q2_K", m, k);
   auto put = [&](uint8_t* c, const uint8_t* blk, int64_t r) {
-    std::memcpy(c + L::kD + 2 * r, blk + 80, 2);
-    std::memcpy(c + L::kDmin + 2 * r, blk + 82, 2);
-    for (int s = 0; s < 16; ++s) c[L::scale_at(s, r)] = blk[s];
+    using F = fields::Q2_K;
+    std::memcpy(c + L::kD + 2 * r, blk + F::d, 2);
+    std::memcpy(c + L::kDmin + 2 * r, blk + F::dmin, 2);
+    for (int s = 0; s < 16; ++s) c[L::scale_at(s, r)] = blk[F::scales + s];
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t g = 0; g < 8; ++g)
-        std::memcpy(c + L::code_at(h, g, r), blk + 16 + 32 * h + 4 * g, 4);
+        std::memcpy(c + L::code_at(h, g, r), blk + F::qs + 32 * h + 4 * g, 4);
   };
-  each_block_to_chunk(QuantType::Q2_K, blocks, m, k, L::kChunkBytes, out, put);
+  each_block_to_chunk(TensorType::q2_K, blocks, m, k, L::kChunkBytes, out, put);
 }
 
 std::vector<float> dequantize_q2_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
@@ -239,14 +242,16 @@ void interleave_q3_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t
   using L = Q3KRows16;
   check_shape("Q3_K", m, k);
   auto put = [&](uint8_t* c, const uint8_t* blk, int64_t r) {
-    std::memcpy(c + L::kD + 2 * r, blk + 108, 2);
+    using F = fields::Q3_K;
+    std::memcpy(c + L::kD + 2 * r, blk + F::d, 2);
     for (int s = 0; s < 16; ++s)
-      c[L::scale_at(s, r)] = static_cast<uint8_t>(q3k_scale(blk + 96, s) + 128);
+      c[L::scale_at(s, r)] = static_cast<uint8_t>(q3k_scale(blk + F::scales, s) + 128);
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t l = 0; l < 32; ++l) {
         int code[4];
         for (int j = 0; j < 4; ++j)
-          code[j] = (blk[32 + 32 * h + l] >> (2 * j) & 3) | (blk[l] >> (4 * h + j) & 1) << 2;
+          code[j] = (blk[F::qs + 32 * h + l] >> (2 * j) & 3) |
+                    (blk[F::hmask + l] >> (4 * h + j) & 1) << 2;
         const int64_t g = l / 4, i = l % 4, e = g % 2;
         c[L::code_at(h, g / 2, e, r) + i] =
             static_cast<uint8_t>(code[0] | code[1] << 3 | (code[3] & 3) << 6);
@@ -255,7 +260,7 @@ void interleave_q3_k_rows16(const uint8_t* blocks, int64_t m, int64_t k, uint8_t
                                                                << (4 * e));
       }
   };
-  each_block_to_chunk(QuantType::Q3_K, blocks, m, k, L::kChunkBytes, out, put);
+  each_block_to_chunk(TensorType::q3_K, blocks, m, k, L::kChunkBytes, out, put);
 }
 
 std::vector<float> dequantize_q3_k_rows16(const uint8_t* rows16, int64_t m, int64_t k) {
@@ -326,9 +331,9 @@ void get_block32(const Blocks32Rows16& L, const uint8_t* c, int64_t j, int64_t r
     std::memcpy(blk + qs + 4 * g, c + L.code_at(j, g, r), 4);
 }
 
-void interleave_blocks32_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k,
+void interleave_blocks32_rows16(TensorType t, const uint8_t* blocks, int64_t m, int64_t k,
                                 uint8_t* out) {
-  const BlockFormat& f = block_format(t);
+  const TensorTypeInfo& f = tensor_type_info(t);
   const Blocks32Rows16 L = Blocks32Rows16::of(t);
   check_shape(f.name, m, k);
   each_chunk_row(m, k, [&](int64_t chunk, int64_t r, int64_t row, int64_t b) {
@@ -340,9 +345,9 @@ void interleave_blocks32_rows16(QuantType t, const uint8_t* blocks, int64_t m, i
 
 // Through ggml's own dequantiser: the block is rebuilt from the chunk, so a
 // field the interleave misplaces shows as a wrong weight.
-std::vector<float> dequantize_blocks32_rows16(QuantType t, const uint8_t* rows16, int64_t m,
+std::vector<float> dequantize_blocks32_rows16(TensorType t, const uint8_t* rows16, int64_t m,
                                               int64_t k) {
-  const BlockFormat& f = block_format(t);
+  const TensorTypeInfo& f = tensor_type_info(t);
   const Blocks32Rows16 L = Blocks32Rows16::of(t);
   std::vector<float> w(static_cast<size_t>(m * k));
   std::vector<uint8_t> blk(static_cast<size_t>(f.block_bytes));
@@ -357,75 +362,76 @@ std::vector<float> dequantize_blocks32_rows16(QuantType t, const uint8_t* rows16
 
 }  // namespace
 
-bool is_blocks32(QuantType t) {
-  return t == QuantType::Q4_0 || t == QuantType::Q4_1 || t == QuantType::Q5_0 ||
-         t == QuantType::Q5_1 || t == QuantType::Q8_0 || t == QuantType::IQ4_NL ||
-         t == QuantType::MXFP4;
+bool is_blocks32(TensorType t) {
+  return t == TensorType::q4_0 || t == TensorType::q4_1 || t == TensorType::q5_0 ||
+         t == TensorType::q5_1 || t == TensorType::q8_0 || t == TensorType::iq4_nl ||
+         t == TensorType::mxfp4;
 }
 
-Blocks32Rows16 Blocks32Rows16::of(QuantType t) {
+Blocks32Rows16 Blocks32Rows16::of(TensorType t) {
   if (!is_blocks32(t))
-    throw Error("16-row interleave: " + std::string(block_format(t).name) +
+    throw Error("16-row interleave: " + std::string(tensor_type_info(t).name) +
                 " is not a 32-weight block format");
   Blocks32Rows16 L;
-  L.scale_bytes = t == QuantType::MXFP4 ? 1 : 2;
+  L.scale_bytes = t == TensorType::mxfp4 ? 1 : 2;
   int64_t at = 8 * kRows * L.scale_bytes;
-  if (t == QuantType::Q4_1 || t == QuantType::Q5_1) L.min = at, at += 8 * kRows * 2;
-  if (t == QuantType::Q5_0 || t == QuantType::Q5_1) L.high = at, at += 8 * kRows * 4;
+  if (t == TensorType::q4_1 || t == TensorType::q5_1) L.min = at, at += 8 * kRows * 2;
+  if (t == TensorType::q5_0 || t == TensorType::q5_1) L.high = at, at += 8 * kRows * 4;
   L.codes = at;
-  L.code_bytes = t == QuantType::Q8_0 ? 32 : 16;
+  L.code_bytes = t == TensorType::q8_0 ? 32 : 16;
   L.chunk_bytes = at + 8 * kRows * L.code_bytes;
   return L;
 }
 
-bool has_rows16(QuantType t) {
-  return is_blocks32(t) || t == QuantType::Q2_K || t == QuantType::Q3_K || t == QuantType::Q4_K ||
-         t == QuantType::Q5_K || t == QuantType::Q6_K || t == QuantType::IQ4_XS;
+bool has_rows16(TensorType t) {
+  return is_blocks32(t) || t == TensorType::q2_K || t == TensorType::q3_K ||
+         t == TensorType::q4_K || t == TensorType::q5_K || t == TensorType::q6_K ||
+         t == TensorType::iq4_xs;
 }
 
-int64_t rows16_bytes(QuantType t, int64_t m, int64_t k) {
+int64_t rows16_bytes(TensorType t, int64_t m, int64_t k) {
   switch (t) {
-    case QuantType::Q2_K: return Q2KRows16::bytes(m, k);
-    case QuantType::Q3_K: return Q3KRows16::bytes(m, k);
-    case QuantType::Q5_K: return Q5KRows16::bytes(m, k);
-    case QuantType::Q6_K: return L6::bytes(m, k);
-    case QuantType::IQ4_XS: return IQ4XSRows16::bytes(m, k);
-    case QuantType::Q4_K: return Q4KRows16::bytes(m, k);
+    case TensorType::q2_K: return Q2KRows16::bytes(m, k);
+    case TensorType::q3_K: return Q3KRows16::bytes(m, k);
+    case TensorType::q5_K: return Q5KRows16::bytes(m, k);
+    case TensorType::q6_K: return L6::bytes(m, k);
+    case TensorType::iq4_xs: return IQ4XSRows16::bytes(m, k);
+    case TensorType::q4_K: return Q4KRows16::bytes(m, k);
     default: return Blocks32Rows16::of(t).bytes(m, k);
   }
 }
 
-void interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
+void interleave_rows16(TensorType t, const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out) {
   switch (t) {
-    case QuantType::Q4_K: return interleave_k_rows16<false>(blocks, m, k, out);
-    case QuantType::Q5_K: return interleave_k_rows16<true>(blocks, m, k, out);
-    case QuantType::Q2_K: return interleave_q2_k_rows16(blocks, m, k, out);
-    case QuantType::Q3_K: return interleave_q3_k_rows16(blocks, m, k, out);
-    case QuantType::Q6_K: return interleave_q6_k_rows16(blocks, m, k, out);
-    case QuantType::IQ4_XS: return interleave_iq4_xs_rows16(blocks, m, k, out);
+    case TensorType::q4_K: return interleave_k_rows16<false>(blocks, m, k, out);
+    case TensorType::q5_K: return interleave_k_rows16<true>(blocks, m, k, out);
+    case TensorType::q2_K: return interleave_q2_k_rows16(blocks, m, k, out);
+    case TensorType::q3_K: return interleave_q3_k_rows16(blocks, m, k, out);
+    case TensorType::q6_K: return interleave_q6_k_rows16(blocks, m, k, out);
+    case TensorType::iq4_xs: return interleave_iq4_xs_rows16(blocks, m, k, out);
     default:
       if (is_blocks32(t)) return interleave_blocks32_rows16(t, blocks, m, k, out);
-      throw Error("16-row interleave: no layout for " + std::string(block_format(t).name));
+      throw Error("16-row interleave: no layout for " + std::string(tensor_type_info(t).name));
   }
 }
 
-std::vector<uint8_t> interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k) {
+std::vector<uint8_t> interleave_rows16(TensorType t, const uint8_t* blocks, int64_t m, int64_t k) {
   std::vector<uint8_t> out(has_rows16(t) ? static_cast<size_t>(rows16_bytes(t, m, k)) : 0);
   interleave_rows16(t, blocks, m, k, out.data());
   return out;
 }
 
-std::vector<float> dequantize_rows16(QuantType t, const uint8_t* rows16, int64_t m, int64_t k) {
+std::vector<float> dequantize_rows16(TensorType t, const uint8_t* rows16, int64_t m, int64_t k) {
   switch (t) {
-    case QuantType::Q4_K: return dequantize_k_rows16<false>(rows16, m, k);
-    case QuantType::Q5_K: return dequantize_k_rows16<true>(rows16, m, k);
-    case QuantType::Q2_K: return dequantize_q2_k_rows16(rows16, m, k);
-    case QuantType::Q3_K: return dequantize_q3_k_rows16(rows16, m, k);
-    case QuantType::Q6_K: return dequantize_q6_k_rows16(rows16, m, k);
-    case QuantType::IQ4_XS: return dequantize_iq4_xs_rows16(rows16, m, k);
+    case TensorType::q4_K: return dequantize_k_rows16<false>(rows16, m, k);
+    case TensorType::q5_K: return dequantize_k_rows16<true>(rows16, m, k);
+    case TensorType::q2_K: return dequantize_q2_k_rows16(rows16, m, k);
+    case TensorType::q3_K: return dequantize_q3_k_rows16(rows16, m, k);
+    case TensorType::q6_K: return dequantize_q6_k_rows16(rows16, m, k);
+    case TensorType::iq4_xs: return dequantize_iq4_xs_rows16(rows16, m, k);
     default:
       if (is_blocks32(t)) return dequantize_blocks32_rows16(t, rows16, m, k);
-      throw Error("16-row interleave: no layout for " + std::string(block_format(t).name));
+      throw Error("16-row interleave: no layout for " + std::string(tensor_type_info(t).name));
   }
 }
 

@@ -191,7 +191,7 @@ struct Blocks32Rows16 {
   int64_t d = 0, min = -1, high = -1, codes = 0;
   int64_t code_bytes = 16;  // per block: 16 nibble bytes or Q8_0's 32
   int64_t chunk_bytes = 0;
-  static Blocks32Rows16 of(QuantType t);
+  static Blocks32Rows16 of(TensorType t);
   // Where byte 0 of group g of block j is for row r.
   int64_t code_at(int64_t j, int64_t g, int64_t r) const {
     return codes + ((j * (code_bytes / 4) + g) * kRows + r) * 4;
@@ -199,21 +199,21 @@ struct Blocks32Rows16 {
   int64_t bytes(int64_t m, int64_t k) const { return m / kRows * (k / 256) * chunk_bytes; }
 };
 // Whether t is one of the 32-weight-block formats above.
-bool is_blocks32(QuantType t);
+bool is_blocks32(TensorType t);
 
 // Whether Kiln has a 16-row layout for type t (the 32-weight blocks, Q2_K-Q6_K, IQ4_XS).
-bool has_rows16(QuantType t);
+bool has_rows16(TensorType t);
 // Bytes of an [m, k] matrix of type t in its 16-row layout.
-int64_t rows16_bytes(QuantType t, int64_t m, int64_t k);
+int64_t rows16_bytes(TensorType t, int64_t m, int64_t k);
 // Repacks m rows of k weights in ggml blocks of type t (row-major, as in
 // GGUF) into `out` (rows16_bytes). Throws kiln::Error naming the type for
 // types without a layout, and unless m is a multiple of 16 and k of 256.
-void interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out);
-std::vector<uint8_t> interleave_rows16(QuantType t, const uint8_t* blocks, int64_t m, int64_t k);
+void interleave_rows16(TensorType t, const uint8_t* blocks, int64_t m, int64_t k, uint8_t* out);
+std::vector<uint8_t> interleave_rows16(TensorType t, const uint8_t* blocks, int64_t m, int64_t k);
 // The weights [m, k] of the interleaved form, as f32 (the reference of the
 // kernel's tests). The K and IQ4_XS layouts are decoded here, independently
 // of ggml's dequantiser; the 32-weight blocks are rebuilt into ggml's bytes
 // and go through it, so a field the interleave misplaces still shows.
-std::vector<float> dequantize_rows16(QuantType t, const uint8_t* rows16, int64_t m, int64_t k);
+std::vector<float> dequantize_rows16(TensorType t, const uint8_t* rows16, int64_t m, int64_t k);
 
 }  // namespace kiln::ggml

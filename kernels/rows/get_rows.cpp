@@ -28,83 +28,103 @@ class BlockDecoder {
  public:
   BlockDecoder(std::function<Value(const Value&)> byte) : byte_(std::move(byte)) {}
 
-  Value decode(int64_t fmt, const Value& blk, const Value& e) {
+  Value decode(TensorType fmt, const Value& blk, const Value& e) {
+    using T = TensorType;
     switch (fmt) {
-      case 2: {  // Q4_0: d, 16 bytes of nibbles (low: elements 0-15)
-        Value q = byte(blk + 2 + e % 16);
+      case T::q4_0: {  // d, 16 bytes of nibbles (low: elements 0-15)
+        Value q = byte(blk + fields::Q4_0::qs + e % 16);
         Value nib = where(e < 16, q & 15, q >> 4);
         return (nib - 8).to(DType::f32) * f16(blk);
       }
-      case 3: {  // Q4_1: d, m, 16 bytes of nibbles; w = q d + m
-        Value q = byte(blk + 4 + e % 16);
+      case T::q4_1: {  // d, m, 16 bytes of nibbles; w = q d + m
+        using F = fields::Q4_1;
+        Value q = byte(blk + F::qs + e % 16);
         Value nib = where(e < 16, q & 15, q >> 4);
-        return nib.to(DType::f32) * f16(blk) + f16(blk + 2);
+        return nib.to(DType::f32) * f16(blk) + f16(blk + F::m);
       }
-      case 6:  // Q5_0: d, 4 bytes of 5th bits, 16 of nibbles; w = (q - 16) d
-        return (code_5bit(blk + 2, blk + 6, e) - 16).to(DType::f32) * f16(blk);
-      case 7:  // Q5_1: d, m, 4 bytes of 5th bits, 16 of nibbles; w = q d + m
-        return code_5bit(blk + 4, blk + 8, e).to(DType::f32) * f16(blk) + f16(blk + 2);
-      case 8:  // Q8_0: d, 32 signed bytes
-        return signed_byte(blk + 2 + e).to(DType::f32) * f16(blk);
-      case 10: {  // Q2_K: 16 scale|min bytes, 64 of 2-bit codes, d, dmin
+      case T::q5_0:  // d, 4 bytes of 5th bits, 16 of nibbles; w = (q - 16) d
+        return (code_5bit(blk + fields::Q5_0::qh, blk + fields::Q5_0::qs, e) - 16).to(DType::f32) *
+               f16(blk);
+      case T::q5_1: {  // d, m, 4 bytes of 5th bits, 16 of nibbles; w = q d + m
+        using F = fields::Q5_1;
+        return code_5bit(blk + F::qh, blk + F::qs, e).to(DType::f32) * f16(blk) + f16(blk + F::m);
+      }
+      case T::q8_0:  // d, 32 signed bytes
+        return signed_byte(blk + fields::Q8_0::qs + e).to(DType::f32) * f16(blk);
+      case T::q2_K: {  // 16 scale|min bytes, 64 of 2-bit codes, d, dmin
+        using F = fields::Q2_K;
+        static_assert(F::scales == 0);
         Value sc = byte(blk + e / 16);
-        Value q = code_2bit(blk + 16, e);
-        return f16(blk + 80) * (sc & 15).to(DType::f32) * q.to(DType::f32) -
-               f16(blk + 82) * (sc >> 4).to(DType::f32);
+        Value q = code_2bit(blk + F::qs, e);
+        return f16(blk + F::d) * (sc & 15).to(DType::f32) * q.to(DType::f32) -
+               f16(blk + F::dmin) * (sc >> 4).to(DType::f32);
       }
-      case 11: {  // Q3_K: 32 bytes of 3rd bits, 64 of 2-bit codes, 12 of 6-bit scales, d
+      case T::q3_K: {  // 32 bytes of 3rd bits, 64 of 2-bit codes, 12 of 6-bit scales, d
+        using F = fields::Q3_K;
+        static_assert(F::hmask == 0);
         Value g = e / 16;
-        Value lo = byte(blk + 96 + g % 8);
-        Value hi = (byte(blk + 104 + g % 4) >> ((g / 4) * 2).to(DType::i32)) & 3;
+        Value lo = byte(blk + F::scales + g % 8);
+        Value hi = (byte(blk + (F::scales + 8) + g % 4) >> ((g / 4) * 2).to(DType::i32)) & 3;
         Value sc = (where(g < 8, lo & 15, lo >> 4) | (hi << 4)) - 32;
-        Value q = code_2bit(blk + 32, e);
+        Value q = code_2bit(blk + F::qs, e);
         Value hbit = (byte(blk + e % 32) >> (e / 32).to(DType::i32)) & 1;
-        return f16(blk + 108) * sc.to(DType::f32) * (q - ((hbit ^ 1) << 2)).to(DType::f32);
+        return f16(blk + F::d) * sc.to(DType::f32) * (q - ((hbit ^ 1) << 2)).to(DType::f32);
       }
-      case 12:    // Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles
-      case 13: {  // Q5_K: Q4_K's header, 32 bytes of 5th bits, 128 of nibbles
+      case T::q4_K:    // d, dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles
+      case T::q5_K: {  // Q4_K's header, 32 bytes of 5th bits, 128 of nibbles
+        using F = fields::Q5_K;
+        static_assert(F::scales == fields::Q4_K::scales && F::dmin == fields::Q4_K::dmin);
+        const bool q5 = fmt == T::q5_K;
         Value j = e / 32;
         Value lo = j < 4;
-        Value s_j = byte(blk + 4 + j), s_j4 = byte(blk + 4 + j + 4);
-        Value s_jm4 = byte(blk + 4 + (j + 8) % 12);  // s[j - 4] for j >= 4
+        Value s_j = byte(blk + F::scales + j), s_j4 = byte(blk + F::scales + j + 4);
+        Value s_jm4 = byte(blk + F::scales + (j + 8) % 12);  // s[j - 4] for j >= 4
         Value sc = where(lo, s_j & 63, (s_j4 & 15) | ((s_jm4 >> 6) << 4));
         Value m = where(lo, s_j4 & 63, (s_j4 >> 4) | ((s_j >> 6) << 4));
-        Value q = byte(blk + (fmt == 13 ? 48 : 16) + (e / 64) * 32 + e % 32);
+        Value q = byte(blk + (q5 ? F::qs : fields::Q4_K::qs) + (e / 64) * 32 + e % 32);
         Value code = where((j & 1) == 0, q & 15, q >> 4);
-        if (fmt == 13) code = code | (((byte(blk + 16 + e % 32) >> j.to(DType::i32)) & 1) << 4);
-        return f16(blk) * sc.to(DType::f32) * code.to(DType::f32) - f16(blk + 2) * m.to(DType::f32);
+        if (q5) code = code | (((byte(blk + F::qh + e % 32) >> j.to(DType::i32)) & 1) << 4);
+        return f16(blk) * sc.to(DType::f32) * code.to(DType::f32) -
+               f16(blk + F::dmin) * m.to(DType::f32);
       }
-      case 14: {  // Q6_K: 128 bytes of low nibbles, 64 of high pairs, 16 scales, d
+      case T::q6_K: {  // 128 bytes of low nibbles, 64 of high pairs, 16 scales, d
+        using F = fields::Q6_K;
+        static_assert(F::ql == 0);
         Value h = e / 128, r = e % 128;
         Value quarter = r / 32, l = r % 32;
         Value ql = byte(blk + h * 64 + l + (quarter & 1) * 32);
         Value low = where(quarter >= 2, ql >> 4, ql & 15);
-        Value high = (byte(blk + 128 + h * 32 + l) >> (quarter * 2).to(DType::i32)) & 3;
+        Value high = (byte(blk + F::qh + h * 32 + l) >> (quarter * 2).to(DType::i32)) & 3;
         Value q = (low | (high << 4)) - 32;
-        Value sc = signed_byte(blk + 192 + h * 8 + l / 16 + quarter * 2);
-        return f16(blk + 208) * sc.to(DType::f32) * q.to(DType::f32);
+        Value sc = signed_byte(blk + F::scales + h * 8 + l / 16 + quarter * 2);
+        return f16(blk + F::d) * sc.to(DType::f32) * q.to(DType::f32);
       }
-      case 20:    // IQ4_NL: d, 16 bytes of nibbles into the codebook
-      case 39: {  // MXFP4: e8m0 e, 16 bytes of nibbles into doubled e2m1 values
-        const bool nl = fmt == 20;
-        Value v = codebook(nl ? ggml::kIq4nlValues : ggml::kMxfp4Values,
-                           nibble(byte(blk + (nl ? 2 : 1) + e % 16), e))
-                      .to(DType::f32);
+      case T::iq4_nl:   // d, 16 bytes of nibbles into the codebook
+      case T::mxfp4: {  // e8m0 e, 16 bytes of nibbles into doubled e2m1 values
+        const bool nl = fmt == T::iq4_nl;
+        Value v =
+            codebook(nl ? ggml::kIq4nlValues : ggml::kMxfp4Values,
+                     nibble(byte(blk + (nl ? fields::IQ4_NL::qs : fields::MXFP4::qs) + e % 16), e))
+                .to(DType::f32);
         return nl ? f16(blk) * v : v * e8m0_half_value(byte(blk));
       }
-      case 23: {  // IQ4_XS: d, u16 scales_h, 4 bytes scales_l, 128 of nibbles
+      case T::iq4_xs: {  // d, u16 scales_h, 4 bytes scales_l, 128 of nibbles
+        using F = fields::IQ4_XS;
         Value s = e / 32;
-        Value low = (byte(blk + 4 + s / 2) >> ((s % 2) * 4).to(DType::i32)) & 15;
-        Value high = ((byte(blk + 2) | (byte(blk + 3) << 8)) >> (s * 2).to(DType::i32)) & 3;
-        Value v = codebook(ggml::kIq4nlValues, nibble(byte(blk + 8 + s * 16 + e % 16), e % 32));
+        Value low = (byte(blk + F::scales_l + s / 2) >> ((s % 2) * 4).to(DType::i32)) & 15;
+        Value high = ((byte(blk + F::scales_h) | (byte(blk + (F::scales_h + 1)) << 8)) >>
+                      (s * 2).to(DType::i32)) &
+                     3;
+        Value v = codebook(ggml::kIq4nlValues, nibble(byte(blk + F::qs + s * 16 + e % 16), e % 32));
         return f16(blk) * ((low | (high << 4)) - 32).to(DType::f32) * v.to(DType::f32);
       }
-      case 16:
-      case 17:
-      case 18:
-      case 21:
-      case 22: return lattice(fmt, blk, e);
-      default: throw Error("get_rows: FMT " + std::to_string(fmt) + " is not a ggml block format");
+      case T::iq2_xxs:
+      case T::iq2_xs:
+      case T::iq3_xxs:
+      case T::iq3_s:
+      case T::iq2_s: return lattice(fmt, blk, e);
+      default:
+        throw Error("get_rows: FMT " + tensor_type_name(fmt) + " is not a ggml block format");
     }
   }
 
@@ -112,9 +132,9 @@ class BlockDecoder {
   // A lattice format (ggml_blocks.h): element e's grid point (point k of
   // its sub-block s, 8-weight group l), sign byte and scale db, and
   // w = db mag (-1 where the sign bit is set), ggml's products in its order.
-  Value lattice(int64_t fmt, const Value& blk, const Value& e) {
-    const auto t = static_cast<ggml::QuantType>(fmt);
-    const bool iq3 = fmt == 18 || fmt == 21;
+  Value lattice(TensorType fmt, const Value& blk, const Value& e) {
+    using T = TensorType;
+    const bool iq3 = fmt == T::iq3_xxs || fmt == T::iq3_s;
     Value s = e / 32, w = e % 32, l = w / 8, k = w / (iq3 ? 4 : 8);
     Value d = f16(blk), point, sign, db;
     auto ksigns = [](const Value& index7) {
@@ -134,34 +154,43 @@ class BlockDecoder {
       db = d * (((byte(off) >> ((w / 16) * 4).to(DType::i32)) & 15).to(DType::f32) + 0.5) * 0.25;
     };
     switch (fmt) {
-      case 16:
-        point = byte(blk + 2 + s * 8 + l);
-        sign7_word(blk + 6 + s * 8, 0.25);
-        break;
-      case 17: {
-        Value q = byte(blk + 2 + s * 8 + l * 2) | (byte(blk + 3 + s * 8 + l * 2) << 8);
-        point = q & 511;
-        sign = ksigns(q >> 9);
-        nibble_scale(blk + 66 + s);
+      case T::iq2_xxs: {  // 4 point bytes, then the u32 of signs and scale, per sub-block
+        using F = fields::IQ2_XXS;
+        point = byte(blk + F::qs + s * 8 + l);
+        sign7_word(blk + (F::qs + 4) + s * 8, 0.25);
         break;
       }
-      case 22:
-        point =
-            byte(blk + 2 + s * 4 + l) | (((byte(blk + 66 + s) >> (l * 2).to(DType::i32)) & 3) << 8);
-        sign = byte(blk + 34 + s * 4 + l);
-        nibble_scale(blk + 74 + s);
+      case T::iq2_xs: {
+        using F = fields::IQ2_XS;
+        Value q =
+            byte(blk + F::qs + s * 8 + l * 2) | (byte(blk + (F::qs + 1) + s * 8 + l * 2) << 8);
+        point = q & 511;
+        sign = ksigns(q >> 9);
+        nibble_scale(blk + F::scales + s);
         break;
-      case 18:
-        point = byte(blk + 2 + s * 8 + k);
-        sign7_word(blk + 66 + s * 4, 0.5);
+      }
+      case T::iq2_s: {
+        using F = fields::IQ2_S;
+        point = byte(blk + F::qs + s * 4 + l) |
+                (((byte(blk + F::qh + s) >> (l * 2).to(DType::i32)) & 3) << 8);
+        sign = byte(blk + F::signs + s * 4 + l);
+        nibble_scale(blk + F::scales + s);
         break;
-      default:  // 21, IQ3_S
-        point = byte(blk + 2 + s * 8 + k) | (((byte(blk + 66 + s) >> k.to(DType::i32)) & 1) << 8);
-        sign = byte(blk + 74 + s * 4 + l);
-        db = d * (((byte(blk + 106 + s / 2) >> ((s % 2) * 4).to(DType::i32)) & 15) * 2 + 1)
+      }
+      case T::iq3_xxs:
+        point = byte(blk + fields::IQ3_XXS::qs + s * 8 + k);
+        sign7_word(blk + fields::IQ3_XXS::aux + s * 4, 0.5);
+        break;
+      default: {  // IQ3_S
+        using F = fields::IQ3_S;
+        point = byte(blk + F::qs + s * 8 + k) |
+                (((byte(blk + F::qh + s) >> k.to(DType::i32)) & 1) << 8);
+        sign = byte(blk + F::signs + s * 4 + l);
+        db = d * (((byte(blk + F::scales + s / 2) >> ((s % 2) * 4).to(DType::i32)) & 15) * 2 + 1)
                      .to(DType::f32);
+      }
     }
-    Value grid = lookup(ggml::lattice_grid(t), DType::i64, point);
+    Value grid = lookup(ggml::lattice_grid(fmt), DType::i64, point);
     Value mag = ((grid >> ((w % (iq3 ? 4 : 8)) * 8)) & 255).to(DType::f32);
     Value v = db * mag;
     return where(((sign >> (w % 8).to(DType::i32)) & 1) != 0, -v, v);
@@ -218,11 +247,11 @@ Kernel build_get_rows(const Spec& s) {
   if (W != DType::u8) {
     v = load(table + (row * n64 + c), mask, 0.0).to(DType::f32);
   } else {
-    const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(FMT));
+    const TensorTypeInfo& f = block_type_info(FMT);
     const int BE = f.block_elems, BB = f.block_bytes;
     auto blk = row * (n64 / BE * BB) + (c / BE) * BB;
     BlockDecoder dec([&](const Value& off) { return load(table + off, mask, 0.0).to(DType::i32); });
-    v = dec.decode(FMT, blk, c % BE);
+    v = dec.decode(f.type, blk, c % BE);
   }
   store(out + (i.to(DType::i64) * n64 + c), v * scale, mask);
   return k.finish();
@@ -241,7 +270,7 @@ KILN_REGISTER_KERNEL((KernelDef{
           int64_t rows = a.i("rows"), n = a.i("n"), fmt = s.constexpr_("FMT");
           int64_t row_elems = n;
           if (fmt) {
-            const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(fmt));
+            const TensorTypeInfo& f = block_type_info(fmt);
             if (n % f.block_elems)
               throw Error("get_rows: row length " + std::to_string(n) + " is not a multiple of " +
                           std::to_string(f.block_elems) + " (" + std::string(f.name) + ")");

@@ -27,11 +27,11 @@ class CudaPolicy : public KernelPolicy {
   // matrices gemm, INT8 (w8a8) gemv_w8a8.
   MatmulKernel matmul(const WeightCase& w, WeightLayout layout, int64_t tokens,
                       int64_t grouped_tile) const override {
-    const bool ggml_blocks = w.quant && w.quant != kInt4w && w.quant != kW8a8;
+    const bool ggml_blocks = w.quant && is_block_quantized(*w.quant);
     const bool tiles = grouped_tile ? grouped_tile % kMmaTokens == 0 : tokens > 1;
     const bool half = !w.quant && !w.group && (w.dtype == DType::f16 || w.dtype == DType::bf16);
     if (mma_ && ggml_blocks && tiles) return MatmulKernel::qgemm_tiles;
-    if (mma_ && w.quant == kInt4w && tiles) return MatmulKernel::gemm_int4w_tiles;
+    if (mma_ && w.quant == TensorType::i4 && tiles) return MatmulKernel::gemm_int4w_tiles;
     if (mma_ && half && tiles) return MatmulKernel::gemm_tiles;
     return KernelPolicy::matmul(w, layout, tokens, grouped_tile);
   }
@@ -54,14 +54,14 @@ class CudaPolicy : public KernelPolicy {
   // (docs/kernel_policy.md).
   int64_t matmul_token_block(const WeightCase& w, MatmulKernel k, int64_t tokens) const override {
     if (k != MatmulKernel::qgemv || tokens < 4) return 0;
-    using Q = ggml::QuantType;
-    switch (static_cast<Q>(w.quant)) {
-      case Q::Q2_K:
-      case Q::Q3_K:
-      case Q::Q6_K:
-      case Q::IQ4_XS: return 2;
-      case Q::Q4_K:
-      case Q::Q5_K: return 4;
+    using Q = TensorType;
+    switch (w.quant.value_or(Q::f32)) {
+      case Q::q2_K:
+      case Q::q3_K:
+      case Q::q6_K:
+      case Q::iq4_xs: return 2;
+      case Q::q4_K:
+      case Q::q5_K: return 4;
       default: return 0;
     }
   }

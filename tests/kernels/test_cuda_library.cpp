@@ -311,7 +311,7 @@ std::vector<Case> cases() {
                   {{"W", tw}},
                   {{"BLOCK_N", 16}, {"BLOCK_T", 8}, {"BLOCK_K", 16}},
                   {{"t", 9}, {"n", 19}, {"k", 40}}});
-  for (const ggml::BlockFormat& f : ggml::block_formats()) {
+  for (const TensorTypeInfo& f : block_types()) {
     const int64_t fmt = static_cast<int64_t>(f.type);
     cs.push_back({"qgemv",
                   {},
@@ -374,7 +374,7 @@ std::vector<Case> cases() {
                   {{"n", 300}, {"rows", 8}, {"n_expert", 3}}});
     cs.push_back({"fill", {{"T", t}}, {{"BLOCK", 256}}, {{"n", 700}}});
   }
-  for (const ggml::BlockFormat& f : ggml::block_formats())
+  for (const TensorTypeInfo& f : block_types())
     cs.push_back({"get_rows",
                   {{"W", DType::u8}},
                   {{"FMT", static_cast<int64_t>(f.type)}, {"BLOCK", 128}},
@@ -415,14 +415,14 @@ std::vector<Case> cases() {
       cs.push_back({"qgemv",
                     {},
                     {{"FMT", fmt}, {"BLOCK_M", 4}, {"BLOCK_T", 2}, {"GROUPED", mode}},
-                    with({{"m", 8}, {"k", 256}}, 8 * 256 / ggml::block_format(fmt).block_elems *
-                                                     ggml::block_format(fmt).block_bytes)});
+                    with({{"m", 8}, {"k", 256}}, 8 * 256 / block_type_info(fmt).block_elems *
+                                                     block_type_info(fmt).block_bytes)});
     for (int64_t fmt : {12, 14})
       cs.push_back({"qgemm_tiles",
                     {},
                     {{"FMT", fmt}, {"BLOCK_M", 16}, {"BLOCK_T", 8}, {"GROUPED", mode}},
-                    with({{"m", 16}, {"k", 256}}, 16 * ggml::block_format(fmt).block_bytes)});
-    for (auto fmt : {ggml::QuantType::Q4_K, ggml::QuantType::Q6_K, ggml::QuantType::MXFP4})
+                    with({{"m", 16}, {"k", 256}}, 16 * block_type_info(fmt).block_bytes)});
+    for (auto fmt : {TensorType::q4_K, TensorType::q6_K, TensorType::mxfp4})
       cs.push_back({"qgemv_rows16",
                     {},
                     {{"FMT", static_cast<int64_t>(fmt)}, {"BLOCK_T", 2}, {"GROUPED", mode}},
@@ -510,15 +510,15 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
     in.memory.emplace_back(static_cast<size_t>(n * dtype_bytes(p.dtype)));
     void* m = in.memory.back().data();
     if ((c.kernel == "qgemv" || c.kernel == "qgemm_tiles") && p.name == "w") {
-      const ggml::BlockFormat& f = ggml::block_format(static_cast<int>(spec.constexpr_("FMT")));
+      const TensorTypeInfo& f = block_type_info(spec.constexpr_("FMT"));
       std::vector<float> w(static_cast<size_t>(n / f.block_bytes * f.block_elems));
       for (float& x : w) x = static_cast<float>(unit(rng));
       ggml::sample_blocks(f.type, w.data(), static_cast<int64_t>(w.size()), 3,
                           static_cast<uint8_t*>(m));
     } else if (c.kernel == "qgemv_rows16" && p.name == "w") {
       int64_t rows = c.sizes.at("m"), cols = c.sizes.at("k");
-      auto qt = static_cast<ggml::QuantType>(spec.constexpr_("FMT"));
-      const ggml::BlockFormat& f = ggml::block_format(qt);
+      auto qt = static_cast<TensorType>(spec.constexpr_("FMT"));
+      const TensorTypeInfo& f = tensor_type_info(qt);
       const int64_t one = ggml::rows16_bytes(qt, rows, cols);
       for (int64_t e = 0; e < n / one; ++e) {  // each expert of a grouped stack
         std::vector<float> w(static_cast<size_t>(rows * cols));
@@ -542,7 +542,7 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
       for (int64_t j = 0; j < n; ++j)
         static_cast<int32_t*>(m)[j] = static_cast<int32_t>(j % 3 == 1 ? -1 : j * 2 / 3);
     } else if (c.kernel == "get_rows" && p.name == "table" && p.dtype == DType::u8) {
-      auto qt = static_cast<ggml::QuantType>(spec.constexpr_("FMT"));
+      auto qt = static_cast<TensorType>(spec.constexpr_("FMT"));
       int64_t elems = c.sizes.at("table_rows") * c.sizes.at("n");
       std::vector<float> w(static_cast<size_t>(elems));
       for (float& x : w) x = static_cast<float>(unit(rng));

@@ -33,7 +33,7 @@ std::string random_bytes(size_t n, uint32_t seed) {
 
 struct TensorCase {
   std::string name;
-  GgmlType type;
+  TensorType type;
   std::vector<int64_t> shape;
   uint64_t nbytes;
 };
@@ -41,13 +41,13 @@ struct TensorCase {
 // One tensor of every supported type; sizes from the block geometry.
 const std::vector<TensorCase>& tensor_cases() {
   static const std::vector<TensorCase> cases = {
-      {"f32", GgmlType::f32, {3, 2}, 24},
-      {"f16", GgmlType::f16, {5}, 10},
-      {"q4_0", GgmlType::q4_0, {64, 2}, 2 * 2 * 18},
-      {"q8_0", GgmlType::q8_0, {32}, 34},
-      {"q4_K", GgmlType::q4_K, {256, 1, 2}, 2 * 144},
-      {"q6_K", GgmlType::q6_K, {512}, 2 * 210},
-      {"bf16", GgmlType::bf16, {2, 3, 1, 2}, 24},
+      {"f32", TensorType::f32, {3, 2}, 24},
+      {"f16", TensorType::f16, {5}, 10},
+      {"q4_0", TensorType::q4_0, {64, 2}, 2 * 2 * 18},
+      {"q8_0", TensorType::q8_0, {32}, 34},
+      {"q4_K", TensorType::q4_K, {256, 1, 2}, 2 * 144},
+      {"q6_K", TensorType::q6_K, {512}, 2 * 210},
+      {"bf16", TensorType::bf16, {2, 3, 1, 2}, 24},
   };
   return cases;
 }
@@ -227,9 +227,9 @@ TEST_CASE("gguf writer refuses what it could not write correctly", "[models][ggu
   W w;
   w.add("k", W::u32(1));
   REQUIRE_THROWS_WITH(w.add("k", W::u32(2)), Catch::Contains("duplicate metadata key 'k'"));
-  REQUIRE_THROWS_WITH(w.add_tensor("t", GgmlType::q4_0, {32}, std::string(17, '\0')),
+  REQUIRE_THROWS_WITH(w.add_tensor("t", TensorType::q4_0, {32}, std::string(17, '\0')),
                       Catch::Contains("tensor 't' of type Q4_0 needs 18 bytes, given 17"));
-  REQUIRE_THROWS_WITH(w.add_tensor("t", GgmlType::q8_0, {33}, ""),
+  REQUIRE_THROWS_WITH(w.add_tensor("t", TensorType::q8_0, {33}, ""),
                       Catch::Contains("not a whole number of Q8_0 blocks"));
   REQUIRE_THROWS_WITH(W::array_of(GgufType::u32, {W::i32(1)}),
                       Catch::Contains("array of u32 given an element of type i32"));
@@ -251,7 +251,7 @@ TEST_CASE("gguf writer streams produced tensors and copies read values", "[model
     });
   }
   CHECK(copy.bytes() == original);
-  CHECK(W::tensor_bytes("t", GgmlType::q4_K, {512, 3}) == 6 * 144);
+  CHECK(W::tensor_bytes("t", TensorType::q4_K, {512, 3}) == 6 * 144);
 }
 
 TEST_CASE("gguf writer refuses a producer that emits the wrong size", "[models][gguf][error]") {
@@ -262,11 +262,11 @@ TEST_CASE("gguf writer refuses a producer that emits the wrong size", "[models][
     };
   };
   W few;
-  few.add_tensor("few", GgmlType::q8_0, {32, 2}, emit(1));
+  few.add_tensor("few", TensorType::q8_0, {32, 2}, emit(1));
   REQUIRE_THROWS_WITH(few.bytes(), Catch::Contains("tensor 'few' produced 34 of its 68 bytes"));
   W many;
-  many.add_tensor("many", GgmlType::q8_0, {32}, emit(2));
+  many.add_tensor("many", TensorType::q8_0, {32}, emit(2));
   REQUIRE_THROWS_WITH(many.bytes(), Catch::Contains("tensor 'many' produced more than its 34"));
-  REQUIRE_THROWS_WITH(many.add_tensor("odd", GgmlType::q4_K, {100}, emit(1)),
+  REQUIRE_THROWS_WITH(many.add_tensor("odd", TensorType::q4_K, {100}, emit(1)),
                       Catch::Contains("not a whole number of Q4_K blocks"));
 }

@@ -40,7 +40,7 @@ std::string valid_file() {
   GgufWriter w;
   w.add("general.name", GgufWriter::str("tiny"));
   w.add("tokens", GgufWriter::string_array({"a", "b"}));
-  w.add_tensor("w", GgmlType::q8_0, {32, 2}, std::string(68, '\x01'));
+  w.add_tensor("w", TensorType::q8_0, {32, 2}, std::string(68, '\x01'));
   return w.bytes();
 }
 

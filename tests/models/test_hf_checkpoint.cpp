@@ -155,7 +155,7 @@ TEST_CASE("hf: a llama folder translates to GGUF names, shapes and types", "[mod
   CHECK(f.get_string_array("tokenizer.ggml.tokens").size() == 6);
   CHECK(f.find_tensor("output.weight") == nullptr);  // tied
   const GgufTensor& q = f.tensor("blk.0.attn_q.weight");
-  CHECK(q.type == GgmlType::f16);
+  CHECK(q.type == TensorType::f16);
   CHECK(q.shape == std::vector<int64_t>{8, 8});
   // GGUF row 2i + j of a head is HF row j * d/2 + i (d = 4): 0 2 1 3, 4 6 5 7.
   const int want_q[] = {0, 2, 1, 3, 4, 6, 5, 7};
@@ -168,7 +168,7 @@ TEST_CASE("hf: a llama folder translates to GGUF names, shapes and types", "[mod
   for (int r = 0; r < 4; ++r) CHECK(f16_at(v, r * 8) == r);
   CHECK(f.tensor("blk.0.ffn_down.weight").shape == std::vector<int64_t>{16, 8});
   const GgufTensor& n = f.tensor("blk.0.attn_norm.weight");
-  CHECK(n.type == GgmlType::f32);
+  CHECK(n.type == TensorType::f32);
   float n3;
   std::memcpy(&n3, n.data + 12, 4);
   CHECK(n3 == 2.5f);
@@ -195,7 +195,7 @@ TEST_CASE("hf: Llama 3.1's rope scaling becomes rope_freqs.weight, which the con
     if (x.name != "rope_freqs.weight")
       w.add_tensor(x.name, x.type, x.shape,
                    std::string_view(reinterpret_cast<const char*>(x.data), x.nbytes));
-  w.add_tensor("rope_freqs.weight", GgmlType::f32, {3}, std::string(12, '\0'));
+  w.add_tensor("rope_freqs.weight", TensorType::f32, {3}, std::string(12, '\0'));
   CHECK_THROWS_WITH(ModelConfig::from_gguf(GgufFile::open_memory(w.bytes(), "r.gguf")),
                     Catch::Contains("'rope_freqs.weight' must be F32 with 2 values") &&
                         Catch::Contains("has F32 with 3"));
@@ -416,10 +416,10 @@ TEST_CASE("hf: FP8 weights keep their bytes and scales, or dequantize to write",
     t.write();
     GgufFile f = open_model_file(t.dir.string());
     const GgufTensor& w = f.tensor("blk.0.ffn_up.weight");
-    CHECK(w.type == GgmlType::f8_e4m3);
+    CHECK(w.type == TensorType::f8_e4m3);
     CHECK(f8e4m3_bits_to_f32(w.data[10]) == 10 % 9 - 4);
     const GgufTensor& s = f.tensor(std::string("blk.0.ffn_up.weight") + kBlockScaleSuffix);
-    CHECK(s.type == GgmlType::f32);
+    CHECK(s.type == TensorType::f32);
     CHECK(s.shape == std::vector<int64_t>{1, 1});
     CHECK(f.get_u32(kWeightBlockSizeKey) == 16);
     // No GGUF file holds Kiln's in-memory type.
@@ -427,7 +427,7 @@ TEST_CASE("hf: FP8 weights keep their bytes and scales, or dequantize to write",
                       Catch::Contains("F8_E4M3, Kiln's in-memory form"));
     GgufFile d = open_model_file(t.dir.string(), HfWeights::dequantized);
     const GgufTensor& wd = d.tensor("blk.0.ffn_up.weight");
-    CHECK(wd.type == GgmlType::bf16);
+    CHECK(wd.type == TensorType::bf16);
     uint16_t h;
     std::memcpy(&h, wd.data + 2 * 10, 2);
     CHECK(bf16_bits_to_f32(h) == 0.25f * (10 % 9 - 4));
@@ -547,18 +547,18 @@ TEST_CASE("hf: FP8 experts stack their codes and their block scales", "[models][
   t.write();
   GgufFile f = open_model_file(t.dir.string());
   const GgufTensor& w = f.tensor("blk.0.ffn_up_exps.weight");
-  CHECK(w.type == GgmlType::f8_e4m3);
+  CHECK(w.type == TensorType::f8_e4m3);
   REQUIRE(w.shape == std::vector<int64_t>{8, 16, 2});
   CHECK(f8e4m3_bits_to_f32(w.data[16 * 8 + 3]) == 3 % 5 + 1);  // expert 1
   const GgufTensor& s = f.tensor(std::string("blk.0.ffn_up_exps.weight") + kBlockScaleSuffix);
   REQUIRE(s.shape == std::vector<int64_t>{1, 1, 2});
   CHECK(f32_at(s, 0) == 1.0f);
   CHECK(f32_at(s, 1) == 2.0f);
-  CHECK(f.tensor("blk.0.ffn_gate_exps.weight").type == GgmlType::f16);
+  CHECK(f.tensor("blk.0.ffn_gate_exps.weight").type == TensorType::f16);
   // Written for llama.cpp: code x scale, as BF16.
   GgufFile d = open_model_file(t.dir.string(), HfWeights::dequantized);
   const GgufTensor& wd = d.tensor("blk.0.ffn_up_exps.weight");
-  CHECK(wd.type == GgmlType::bf16);
+  CHECK(wd.type == TensorType::bf16);
   uint16_t h;
   std::memcpy(&h, wd.data + 2 * (16 * 8 + 3), 2);
   CHECK(bf16_bits_to_f32(h) == 2.0f * (3 % 5 + 1));
@@ -573,7 +573,7 @@ TEST_CASE("hf: INT8 experts stack their codes and row scales; AWQ experts are ch
     t.write();
     GgufFile f = open_model_file(t.dir.string());
     const GgufTensor& q = f.tensor("blk.0.ffn_up_exps.weight");
-    CHECK(q.type == GgmlType::i8_channel);
+    CHECK(q.type == TensorType::i8_channel);
     CHECK(q.shape == std::vector<int64_t>{8, 16, 2});
     const GgufTensor& s = f.tensor(std::string("blk.0.ffn_up_exps.weight") + kBlockScaleSuffix);
     CHECK(s.shape == std::vector<int64_t>{16, 2});
@@ -648,7 +648,7 @@ TEST_CASE("hf: INT8 weights keep their codes and channel scales", "[models][hf]"
     t.write();
     GgufFile f = open_model_file(t.dir.string());
     const GgufTensor& w = f.tensor("blk.0.ffn_up.weight");
-    CHECK(w.type == GgmlType::i8_channel);
+    CHECK(w.type == TensorType::i8_channel);
     CHECK(static_cast<int8_t>(w.data[20]) == 20 % 11 - 5);
     const GgufTensor& s = f.tensor(std::string("blk.0.ffn_up.weight") + kBlockScaleSuffix);
     CHECK(s.shape == std::vector<int64_t>{16});
@@ -780,7 +780,7 @@ TEST_CASE("hf: GPT-OSS's MXFP4 experts become ggml's blocks, gate and up apart",
   // byte, then element j in the low nibble and j + 16 in the high one.
   for (const auto& [name, parity] : {std::pair<std::string, int>{"gate", 0}, {"up", 1}}) {
     const GgufTensor& w = f.tensor("blk.0.ffn_" + name + "_exps.weight");
-    CHECK(w.type == GgmlType::mxfp4);
+    CHECK(w.type == TensorType::mxfp4);
     REQUIRE(w.shape == std::vector<int64_t>{32, 32, 2});
     for (int64_t e = 0; e < 2; ++e)
       for (int64_t r = 0; r < 32; ++r) {
@@ -796,7 +796,7 @@ TEST_CASE("hf: GPT-OSS's MXFP4 experts become ggml's blocks, gate and up apart",
   const GgufTensor& down = f.tensor("blk.0.ffn_down_exps.weight");
   CHECK(down.shape == std::vector<int64_t>{32, 32, 2});
   CHECK(down.data[17 * 33] == 33);  // expert 1, row 1: HF row 33
-  CHECK(f.tensor("blk.0.attn_sinks.weight").type == GgmlType::f32);
+  CHECK(f.tensor("blk.0.attn_sinks.weight").type == TensorType::f32);
   CHECK(f.tensor("blk.0.attn_output.bias").shape == std::vector<int64_t>{32});
   CHECK(f.tensor("blk.0.ffn_gate_inp.bias").shape == std::vector<int64_t>{2});
   CHECK(f.find_tensor("blk.0.post_attention_norm.weight") != nullptr);

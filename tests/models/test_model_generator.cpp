@@ -56,16 +56,15 @@ GenModelSummary generate(const ModelPreset& p, WeightFormat f, const std::string
 std::vector<float> dequantized(const GgufTensor& t) {
   std::vector<float> out(static_cast<size_t>(t.elements()));
   switch (t.type) {
-    case GgmlType::f32: std::memcpy(out.data(), t.data, out.size() * 4); break;
-    case GgmlType::f16:
+    case TensorType::f32: std::memcpy(out.data(), t.data, out.size() * 4); break;
+    case TensorType::f16:
       for (size_t i = 0; i < out.size(); ++i) {
         uint16_t h;
         std::memcpy(&h, t.data + 2 * i, 2);
         out[i] = f16_bits_to_f32(h);
       }
       break;
-    default:
-      ggml::dequantize(static_cast<ggml::QuantType>(t.type), t.data, t.elements(), out.data());
+    default: ggml::dequantize(t.type, t.data, t.elements(), out.data());
   }
   return out;
 }
@@ -131,26 +130,26 @@ std::map<std::string, std::vector<int64_t>> expected_shapes(const ModelPreset& p
 
 // The type a q4_k_m tensor must have (llama-quantize's Q4_K_M mix, with the
 // documented substitutions).
-GgmlType q4_k_m_type(const ModelPreset& p, const GgufTensor& t) {
+TensorType q4_k_m_type(const ModelPreset& p, const GgufTensor& t) {
   const std::string& n = t.name;
-  if (t.shape.size() == 1 || n.find("ffn_gate_inp") != std::string::npos) return GgmlType::f32;
+  if (t.shape.size() == 1 || n.find("ffn_gate_inp") != std::string::npos) return TensorType::f32;
   int layer = n.rfind("blk.", 0) == 0 ? std::stoi(n.substr(4)) : -1;
   bool more_bits = layer >= 0 && (layer < p.n_layer / 8 || layer >= 7 * p.n_layer / 8 ||
                                   (layer - p.n_layer / 8) % 3 == 2);
-  GgmlType want = GgmlType::q4_K;
+  TensorType want = TensorType::q4_K;
   if (n == "output.weight" || (n == "token_embd.weight" && p.tied_embeddings))
-    want = GgmlType::q6_K;
-  if (n.find("attn_v.weight") != std::string::npos && more_bits) want = GgmlType::q6_K;
-  if (n.find("ffn_down") != std::string::npos && more_bits) want = GgmlType::q6_K;
+    want = TensorType::q6_K;
+  if (n.find("attn_v.weight") != std::string::npos && more_bits) want = TensorType::q6_K;
+  if (n.find("ffn_down") != std::string::npos && more_bits) want = TensorType::q6_K;
   if (p.n_expert == 8) {
     if (n.find("attn_v.weight") != std::string::npos ||
         n.find("attn_k.weight") != std::string::npos)
-      want = GgmlType::q8_0;
-    if (n.find("attn_output.weight") != std::string::npos) want = GgmlType::q5_K;
+      want = TensorType::q8_0;
+    if (n.find("attn_output.weight") != std::string::npos) want = TensorType::q5_K;
   }
-  if (t.shape[0] % 256 != 0 && want == GgmlType::q4_K) want = GgmlType::q5_0;  // llama.cpp's
-  if (t.shape[0] % 256 != 0 && want == GgmlType::q5_K) want = GgmlType::q5_1;  // fallbacks
-  if (t.shape[0] % 256 != 0 && want == GgmlType::q6_K) want = GgmlType::q8_0;
+  if (t.shape[0] % 256 != 0 && want == TensorType::q4_K) want = TensorType::q5_0;  // llama.cpp's
+  if (t.shape[0] % 256 != 0 && want == TensorType::q5_K) want = TensorType::q5_1;  // fallbacks
+  if (t.shape[0] % 256 != 0 && want == TensorType::q6_K) want = TensorType::q8_0;
   return want;
 }
 
@@ -193,27 +192,29 @@ void check_model(const GgufFile& f, const ModelPreset& p, WeightFormat format, i
     bool norm_or_1d = shape.size() == 1 || name.find("_norm.") != std::string::npos ||
                       name.find("ffn_gate_inp") != std::string::npos;
     switch (format) {
-      case WeightFormat::f32: CHECK(t->type == GgmlType::f32); break;
-      case WeightFormat::f16: CHECK(t->type == (norm_or_1d ? GgmlType::f32 : GgmlType::f16)); break;
+      case WeightFormat::f32: CHECK(t->type == TensorType::f32); break;
+      case WeightFormat::f16:
+        CHECK(t->type == (norm_or_1d ? TensorType::f32 : TensorType::f16));
+        break;
       case WeightFormat::q8_0:
-        CHECK(t->type == (norm_or_1d ? GgmlType::f32 : GgmlType::q8_0));
+        CHECK(t->type == (norm_or_1d ? TensorType::f32 : TensorType::q8_0));
         break;
       case WeightFormat::q4_0:
       case WeightFormat::q4_1:
       case WeightFormat::q5_0:
       case WeightFormat::q5_1:
         if (norm_or_1d)
-          CHECK(t->type == GgmlType::f32);
+          CHECK(t->type == TensorType::f32);
         else if (name == "output.weight" || (name == "token_embd.weight" && p.tied_embeddings))
-          CHECK(t->type == GgmlType::q6_K);
+          CHECK(t->type == TensorType::q6_K);
         else if (p.n_expert == 8 && (name.find("attn_k.") != std::string::npos ||
                                      name.find("attn_v.") != std::string::npos))
-          CHECK(t->type == GgmlType::q8_0);
+          CHECK(t->type == TensorType::q8_0);
         else
-          CHECK(t->type == (format == WeightFormat::q4_0   ? GgmlType::q4_0
-                            : format == WeightFormat::q4_1 ? GgmlType::q4_1
-                            : format == WeightFormat::q5_0 ? GgmlType::q5_0
-                                                           : GgmlType::q5_1));
+          CHECK(t->type == (format == WeightFormat::q4_0   ? TensorType::q4_0
+                            : format == WeightFormat::q4_1 ? TensorType::q4_1
+                            : format == WeightFormat::q5_0 ? TensorType::q5_0
+                                                           : TensorType::q5_1));
         break;
       case WeightFormat::q4_k_m: CHECK(t->type == q4_k_m_type(p, *t)); break;
       case WeightFormat::q2_k:
@@ -252,7 +253,7 @@ ModelConfig gemma3_config(int64_t n_embd, int64_t n_layer, int64_t n_head, int64
   w.add("gemma3.rope.freq_base", GgufWriter::f32(1e6f));
   w.add("gemma3.attention.layer_norm_rms_epsilon", GgufWriter::f32(1e-6f));
   for (auto& [key, value] : extra) w.add(key, std::move(value));
-  w.add_tensor("token_embd.weight", GgmlType::f32, {n_embd, 4},
+  w.add_tensor("token_embd.weight", TensorType::f32, {n_embd, 4},
                std::string(static_cast<size_t>(n_embd) * 16, '\0'));
   return ModelConfig::from_gguf(GgufFile::open_memory(w.bytes(), "gemma3.gguf"));
 }
@@ -296,7 +297,7 @@ TEST_CASE("gen-model: weights are normal with the intended scale, norms near 1",
     generate(p, f, tmp.path("m.gguf"));
     GgufFile file = GgufFile::open(tmp.path("m.gguf"));
     for (const GgufTensor& t : file.tensors()) {
-      INFO(t.name << " " << ggml_type_name(t.type));
+      INFO(t.name << " " << tensor_type_name(t.type));
       std::vector<float> x = dequantized(t);
       double mean, sd;
       moments(x, &mean, &sd);
@@ -305,8 +306,8 @@ TEST_CASE("gen-model: weights are normal with the intended scale, norms near 1",
       double n = static_cast<double>(x.size());
       bool norm = t.name.find("_norm.") != std::string::npos;
       CHECK(mean == Approx(norm ? 1.0 : 0.0).margin(4 * 0.02 / std::sqrt(n) + 1e-4));
-      CHECK(sd ==
-            Approx(0.02).epsilon(4 / std::sqrt(2 * n) + (t.type == GgmlType::q4_K ? 0.15 : 0.03)));
+      CHECK(sd == Approx(0.02).epsilon(4 / std::sqrt(2 * n) +
+                                       (t.type == TensorType::q4_K ? 0.15 : 0.03)));
       if (n >= 10000) {
         // Normal, not uniform: about 4.55 % of the weights lie beyond 2 sigma.
         double tail = 0;
@@ -421,29 +422,29 @@ TEST_CASE("gen-model: Q4_K_M mixes types as llama-quantize does", "[models][gen_
   // TinyLlama-1.1B Q4_K_M as llama.cpp writes it: 135 Q4_K, 21 Q6_K, 45 F32.
   auto plan =
       plan_model_tensors(find_model_preset("llama", "tinyllama-1.1b"), 32000, WeightFormat::q4_k_m);
-  std::map<GgmlType, int> count;
+  std::map<TensorType, int> count;
   int64_t params = 0;
   for (const PlannedTensor& t : plan) {
     ++count[t.type];
     params += t.elements();
     CHECK(t.note.empty());
   }
-  CHECK(count[GgmlType::q4_K] == 135);
-  CHECK(count[GgmlType::q6_K] == 21);
-  CHECK(count[GgmlType::f32] == 45);
+  CHECK(count[TensorType::q4_K] == 135);
+  CHECK(count[TensorType::q6_K] == 21);
+  CHECK(count[TensorType::f32] == 45);
   CHECK(params == 1100048384);
   auto type_of = [&](const std::string& name) {
     for (const PlannedTensor& t : plan)
       if (t.name == name) return t.type;
     FAIL("no tensor " << name);
-    return GgmlType::f32;
+    return TensorType::f32;
   };
-  CHECK(type_of("token_embd.weight") == GgmlType::q4_K);
-  CHECK(type_of("blk.1.attn_v.weight") == GgmlType::q6_K);  // i < n/8
-  CHECK(type_of("blk.2.attn_v.weight") == GgmlType::q4_K);
-  CHECK(type_of("blk.4.ffn_down.weight") == GgmlType::q6_K);   // (i - n/8) % 3 == 2
-  CHECK(type_of("blk.19.ffn_down.weight") == GgmlType::q6_K);  // i >= 7n/8
-  CHECK(type_of("blk.18.ffn_down.weight") == GgmlType::q4_K);
+  CHECK(type_of("token_embd.weight") == TensorType::q4_K);
+  CHECK(type_of("blk.1.attn_v.weight") == TensorType::q6_K);  // i < n/8
+  CHECK(type_of("blk.2.attn_v.weight") == TensorType::q4_K);
+  CHECK(type_of("blk.4.ffn_down.weight") == TensorType::q6_K);   // (i - n/8) % 3 == 2
+  CHECK(type_of("blk.19.ffn_down.weight") == TensorType::q6_K);  // i >= 7n/8
+  CHECK(type_of("blk.18.ffn_down.weight") == TensorType::q4_K);
 
   // Rows of 896 (Qwen2.5-0.5B) are not whole K-quant blocks: llama.cpp's
   // fallbacks, Q4_K -> Q5_0 and Q6_K -> Q8_0, as noted.
@@ -454,10 +455,10 @@ TEST_CASE("gen-model: Q4_K_M mixes types as llama-quantize does", "[models][gen_
     if (t.shape[0] == 896) {
       bool six = t.name == "output.weight" || t.name == "blk.2.attn_v.weight" ||
                  t.name == "blk.3.attn_v.weight";  // use_more_bits layers of 4
-      CHECK(t.type == (six ? GgmlType::q8_0 : GgmlType::q5_0));
+      CHECK(t.type == (six ? TensorType::q8_0 : TensorType::q5_0));
       CHECK(t.note.empty() == (t.name == "output.weight"));  // llama.cpp's own rule there
     } else {
-      CHECK(t.type != GgmlType::q8_0);
+      CHECK(t.type != TensorType::q8_0);
     }
   }
   // Tied embeddings: token_embd takes the output's Q6_K.
@@ -465,7 +466,7 @@ TEST_CASE("gen-model: Q4_K_M mixes types as llama-quantize does", "[models][gen_
   tied.tied_embeddings = true;
   auto q3 = plan_model_tensors(tied, 151936, WeightFormat::q4_k_m);
   CHECK(q3.front().name == "token_embd.weight");
-  CHECK(q3.front().type == GgmlType::q6_K);
+  CHECK(q3.front().type == TensorType::q6_K);
   CHECK(q3.back().name == "output_norm.weight");
 }
 
@@ -479,19 +480,19 @@ TEST_CASE("gen-model: the Q2_K, Q3_K_M and IQ4_XS mixes on TinyLlama's shapes",
     for (const PlannedTensor& t : plan_model_tensors(p, 32000, f))
       if (t.name == name) return t.type;
     FAIL("no tensor " << name);
-    return GgmlType::f32;
+    return TensorType::f32;
   };
-  CHECK(type_in(WeightFormat::q2_k, "blk.5.attn_v.weight") == GgmlType::q4_K);
-  CHECK(type_in(WeightFormat::q2_k, "blk.5.ffn_down.weight") == GgmlType::q3_K);
-  CHECK(type_in(WeightFormat::q2_k, "blk.5.ffn_up.weight") == GgmlType::q2_K);
-  CHECK(type_in(WeightFormat::q3_k_m, "blk.0.ffn_down.weight") == GgmlType::q5_K);
-  CHECK(type_in(WeightFormat::q3_k_m, "blk.1.ffn_down.weight") == GgmlType::q4_K);
-  CHECK(type_in(WeightFormat::q3_k_m, "blk.1.attn_v.weight") == GgmlType::q5_K);
-  CHECK(type_in(WeightFormat::q3_k_m, "blk.2.attn_v.weight") == GgmlType::q4_K);
-  CHECK(type_in(WeightFormat::q5_k_m, "output.weight") == GgmlType::q6_K);
-  CHECK(type_in(WeightFormat::iq4_xs, "blk.5.attn_v.weight") == GgmlType::q5_K);
-  CHECK(type_in(WeightFormat::iq4_xs, "blk.1.ffn_down.weight") == GgmlType::q5_K);  // < 22 / 8
-  CHECK(type_in(WeightFormat::iq4_xs, "blk.3.ffn_down.weight") == GgmlType::iq4_xs);
+  CHECK(type_in(WeightFormat::q2_k, "blk.5.attn_v.weight") == TensorType::q4_K);
+  CHECK(type_in(WeightFormat::q2_k, "blk.5.ffn_down.weight") == TensorType::q3_K);
+  CHECK(type_in(WeightFormat::q2_k, "blk.5.ffn_up.weight") == TensorType::q2_K);
+  CHECK(type_in(WeightFormat::q3_k_m, "blk.0.ffn_down.weight") == TensorType::q5_K);
+  CHECK(type_in(WeightFormat::q3_k_m, "blk.1.ffn_down.weight") == TensorType::q4_K);
+  CHECK(type_in(WeightFormat::q3_k_m, "blk.1.attn_v.weight") == TensorType::q5_K);
+  CHECK(type_in(WeightFormat::q3_k_m, "blk.2.attn_v.weight") == TensorType::q4_K);
+  CHECK(type_in(WeightFormat::q5_k_m, "output.weight") == TensorType::q6_K);
+  CHECK(type_in(WeightFormat::iq4_xs, "blk.5.attn_v.weight") == TensorType::q5_K);
+  CHECK(type_in(WeightFormat::iq4_xs, "blk.1.ffn_down.weight") == TensorType::q5_K);  // < 22 / 8
+  CHECK(type_in(WeightFormat::iq4_xs, "blk.3.ffn_down.weight") == TensorType::iq4_xs);
 }
 
 TEST_CASE("gen-model: gemma3/1b plans Gemma 3 1B's tensors with llama-quantize's fallbacks",
@@ -509,23 +510,23 @@ TEST_CASE("gen-model: gemma3/1b plans Gemma 3 1B's tensors with llama-quantize's
   };
   // Rows of 1152 are not whole K-quant blocks. The tied embedding takes
   // llama.cpp's own Q8_0 for such an output; Q4_K falls back to Q5_0, noted.
-  CHECK(find("token_embd.weight").type == GgmlType::q8_0);
+  CHECK(find("token_embd.weight").type == TensorType::q8_0);
   CHECK(find("token_embd.weight").note.empty());
   CHECK(find("token_embd.weight").stddev == 0.02f);
-  CHECK(find("blk.3.attn_q.weight").type == GgmlType::q5_0);
+  CHECK(find("blk.3.attn_q.weight").type == TensorType::q5_0);
   CHECK(find("blk.3.attn_q.weight").note.find("Q5_0") != std::string::npos);
-  CHECK(find("blk.3.ffn_up.weight").type == GgmlType::q5_0);
-  CHECK(find("blk.0.attn_v.weight").type == GgmlType::q8_0);  // Q6_K's fallback
+  CHECK(find("blk.3.ffn_up.weight").type == TensorType::q5_0);
+  CHECK(find("blk.0.attn_v.weight").type == TensorType::q8_0);  // Q6_K's fallback
   // Rows of 1024 (4 heads of 256) and 6912 are.
-  CHECK(find("blk.3.attn_output.weight").type == GgmlType::q4_K);
-  CHECK(find("blk.0.ffn_down.weight").type == GgmlType::q6_K);  // i < n/8
-  CHECK(find("blk.3.ffn_down.weight").type == GgmlType::q4_K);
-  CHECK(find("blk.5.ffn_down.weight").type == GgmlType::q6_K);  // (i - n/8) % 3 == 2
+  CHECK(find("blk.3.attn_output.weight").type == TensorType::q4_K);
+  CHECK(find("blk.0.ffn_down.weight").type == TensorType::q6_K);  // i < n/8
+  CHECK(find("blk.3.ffn_down.weight").type == TensorType::q4_K);
+  CHECK(find("blk.5.ffn_down.weight").type == TensorType::q6_K);  // (i - n/8) % 3 == 2
   for (const char* norm : {"attn_norm", "attn_q_norm", "attn_k_norm", "post_attention_norm",
                            "ffn_norm", "post_ffw_norm"}) {
     const PlannedTensor& t = find("blk.25." + std::string(norm) + ".weight");
     INFO(t.name);
-    CHECK(t.type == GgmlType::f32);
+    CHECK(t.type == TensorType::f32);
     CHECK(t.mean == 1.0f);  // the converter stores Gemma's 1 + w
   }
   CHECK(find("blk.25.attn_q_norm.weight").shape == std::vector<int64_t>{256});

@@ -40,7 +40,7 @@ void check_packed(const std::string& family, WeightFormat format) {
       if (!copy) continue;
       ++interleaved;
       const int64_t k = t.shape[0], rows = t.shape[1] * (t.shape.size() == 3 ? t.shape[2] : 1);
-      const auto qt = static_cast<ggml::QuantType>(t.type);
+      const TensorType qt = t.type;
       // The pages were released after packing; reading them maps them again.
       std::vector<uint8_t> serial = ggml::interleave_rows16(qt, t.data, rows, k);
       INFO(family << " " << weight_format_name(format) << " " << t.name << ", " << threads

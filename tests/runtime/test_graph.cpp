@@ -74,11 +74,11 @@ TEST_CASE("matmuls of one input share its quantisation", "[runtime][graph][ops]"
   std::vector<uint8_t> wq(m * k / 32 * 34);
   ggml::quantize_q8_0(wf.data(), m * k, wq.data());
   std::vector<float> wd(m * k);
-  ggml::dequantize(ggml::QuantType::Q8_0, wq.data(), m * k, wd.data());
+  ggml::dequantize(TensorType::q8_0, wq.data(), m * k, wd.data());
   std::vector<float> y1(m), y2(m);
   Graph g(rt());
   Tensor x = g.external(xf.data(), DType::f32, {1, k});
-  Weight w{"w", g.external(wq.data(), DType::u8, {m, k / 32 * 34}), m, k, 8, {}};
+  Weight w{"w", g.external(wq.data(), DType::u8, {m, k / 32 * 34}), m, k, TensorType::q8_0, {}};
   g.output("y1", ops::linear(g, w, x), y1.data());
   g.output("y2", ops::linear(g, w, x), y2.data());
   Plan p(rt());

@@ -15,12 +15,14 @@ using namespace kiln;
 
 namespace {
 
-constexpr int64_t kQ4K = 12, kQ8_0 = 8, kIQ2XXS = 16, kFloat = 0;
+constexpr TensorType kQ4K = TensorType::q4_K, kQ8_0 = TensorType::q8_0,
+                     kIQ2XXS = TensorType::iq2_xxs;
+constexpr std::optional<TensorType> kFloat;
 
-WeightCase blocks(int64_t type, int64_t m, int64_t k, int64_t experts = 0) {
+WeightCase blocks(std::optional<TensorType> type, int64_t m, int64_t k, int64_t experts = 0) {
   return {type, m, k, experts, 0};
 }
-WeightCase int4w(int64_t m, int64_t k, int64_t group) { return {kInt4w, m, k, 0, group}; }
+WeightCase int4w(int64_t m, int64_t k, int64_t group) { return {TensorType::i4, m, k, 0, group}; }
 
 }  // namespace
 
@@ -32,7 +34,7 @@ TEST_CASE("a 16-row layout holds whole row groups and chunks of formats that hav
   CHECK_FALSE(layout_fits(WeightLayout::rows16, blocks(kQ8_0, 64, 96)));      // 96 % 256
   CHECK_FALSE(layout_fits(WeightLayout::rows16, blocks(kIQ2XXS, 256, 256)));  // no interleave
   CHECK_FALSE(layout_fits(WeightLayout::rows16, blocks(kFloat, 256, 256)));
-  CHECK_FALSE(layout_fits(WeightLayout::rows16, {kW8a8, 256, 256, 0, 0}));
+  CHECK_FALSE(layout_fits(WeightLayout::rows16, {TensorType::i8_channel, 256, 256, 0, 0}));
   for (int64_t g : {32, 64, 128}) CHECK(layout_fits(WeightLayout::rows16, int4w(64, 512, g)));
   CHECK_FALSE(layout_fits(WeightLayout::rows16, int4w(64, 512, 256)));
   for (const WeightCase& w : {blocks(kQ4K, 4088, 4096), blocks(kFloat, 3, 5), int4w(3, 64, 16)})
@@ -47,7 +49,7 @@ TEST_CASE("the cpu policy interleaves what fits and splits long decodes", "[runt
   CHECK(p.weight_layout(int4w(4096, 4096, 128)) == WeightLayout::rows16);
   CHECK(p.weight_layout(blocks(kQ4K, 4088, 4096)) == WeightLayout::as_stored);
   CHECK(p.weight_layout(blocks(kIQ2XXS, 4096, 4096)) == WeightLayout::as_stored);
-  CHECK(p.weight_layout({kW8a8, 4096, 4096, 0, 0}) == WeightLayout::as_stored);
+  CHECK(p.weight_layout({TensorType::i8_channel, 4096, 4096, 0, 0}) == WeightLayout::as_stored);
 
   const WeightCase q = blocks(kQ4K, 4096, 4096);
   for (int64_t t : {1, 512}) {
@@ -56,7 +58,7 @@ TEST_CASE("the cpu policy interleaves what fits and splits long decodes", "[runt
     CHECK(p.matmul(int4w(64, 512, 32), WeightLayout::rows16, t, 0) ==
           MatmulKernel::gemv_int4w_rows16);
     CHECK(p.matmul(int4w(64, 512, 32), WeightLayout::as_stored, t, 0) == MatmulKernel::gemv_int4w);
-    CHECK(p.matmul({kW8a8, 64, 512, 0, 0}, WeightLayout::as_stored, t, 4) ==
+    CHECK(p.matmul({TensorType::i8_channel, 64, 512, 0, 0}, WeightLayout::as_stored, t, 4) ==
           MatmulKernel::gemv_w8a8);
   }
   const WeightCase f = blocks(kFloat, 64, 512);
@@ -106,18 +108,18 @@ TEST_CASE("the cuda policy keeps the file's layout", "[runtime][policy]") {
   // f16 and bf16 matrices' prompts as tile dots; f32 and block-scaled FP8
   // keep gemm, decode gemv.
   for (DType dt : {DType::f16, DType::bf16}) {
-    const WeightCase half{0, 4096, 4096, 0, 0, dt};
+    const WeightCase half{std::nullopt, 4096, 4096, 0, 0, dt};
     CHECK(p.matmul(half, WeightLayout::as_stored, 512, 0) == MatmulKernel::gemm_tiles);
     CHECK(p.matmul(half, WeightLayout::as_stored, 512, 16) == MatmulKernel::gemm_tiles);
     CHECK(p.matmul(half, WeightLayout::as_stored, 1, 0) == MatmulKernel::gemv);
     CHECK(cpu_kernel_policy().matmul(half, WeightLayout::as_stored, 512, 0) == MatmulKernel::gemm);
   }
-  CHECK(p.matmul({0, 4096, 4096, 0, 0, DType::f32}, WeightLayout::as_stored, 512, 0) ==
+  CHECK(p.matmul({std::nullopt, 4096, 4096, 0, 0, DType::f32}, WeightLayout::as_stored, 512, 0) ==
         MatmulKernel::gemm);
-  CHECK(p.matmul({0, 4096, 4096, 0, 128, DType::f8e4m3}, WeightLayout::as_stored, 512, 0) ==
-        MatmulKernel::gemm);
+  CHECK(p.matmul({std::nullopt, 4096, 4096, 0, 128, DType::f8e4m3}, WeightLayout::as_stored, 512,
+                 0) == MatmulKernel::gemm);
   // Prompt token blocks that ptxas holds without spilling.
-  const WeightCase q6 = blocks(14, 4096, 4096), q4 = blocks(kQ4K, 4096, 4096);
+  const WeightCase q6 = blocks(TensorType::q6_K, 4096, 4096), q4 = blocks(kQ4K, 4096, 4096);
   CHECK(p.matmul_token_block(q6, MatmulKernel::qgemv, 512) == 2);
   CHECK(p.matmul_token_block(q4, MatmulKernel::qgemv, 512) == 4);
   CHECK(p.matmul_token_block(blocks(kQ8_0, 4096, 4096, 128), MatmulKernel::qgemv, 512) == 0);

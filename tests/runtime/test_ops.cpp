@@ -29,7 +29,7 @@ TEST_CASE("ops compute from tensors and pick kernels by dtype", "[runtime][ops]"
   Graph g(rt());
   auto w = HostBuffer::random(DType::bf16, 37 * 53, 1), x = HostBuffer::random(DType::f32, 53, 2);
   HostBuffer y(DType::f32, 37);
-  Weight wt{"w", in(g, w, {37, 53}), 37, 53, 0, {}};
+  Weight wt{"w", in(g, w, {37, 53}), 37, 53, std::nullopt, {}};
   g.output("y", ops::linear(g, wt, in(g, x, {1, 53})), y.arg().data);
   auto a = HostBuffer::random(DType::f16, 3 * 40, 3), gw = HostBuffer::random(DType::f16, 40, 4);
   HostBuffer o(DType::f16, 3 * 40), s(DType::f16, 3 * 40);
@@ -52,7 +52,7 @@ TEST_CASE("ops compute from tensors and pick kernels by dtype", "[runtime][ops]"
 TEST_CASE("ops reject tensors that do not fit together", "[runtime][ops][error]") {
   Graph g(rt());
   HostBuffer w(DType::f16, 64), x(DType::f32, 8), h(DType::f16, 8), ids(DType::f32, 2);
-  Weight w88{"w", in(g, w, {8, 8}), 8, 8, 0, {}};
+  Weight w88{"w", in(g, w, {8, 8}), 8, 8, std::nullopt, {}};
   REQUIRE_THROWS_WITH(ops::linear(g, w88, in(g, x, {1, 7})),
                       Catch::Contains("op linear: the weight is [8, 8] but x is f32[1,7]"));
   REQUIRE_THROWS_WITH(ops::add(g, in(g, x, {8}), in(g, h, {8})),
@@ -76,7 +76,7 @@ TEST_CASE("ops reject tensors that do not fit together", "[runtime][ops][error]"
       Catch::Contains("op attention: q over a q8_0 cache must be f32, got f16[1,64]"));
   HostBuffer wi(DType::i32, 64);
   Graph bad(rt());
-  ops::linear(bad, Weight{"w", in(bad, wi, {8, 8}), 8, 8, 0, {}}, in(bad, x, {1, 8}));
+  ops::linear(bad, Weight{"w", in(bad, wi, {8, 8}), 8, 8, std::nullopt, {}}, in(bad, x, {1, 8}));
   Plan p(rt());
   REQUIRE_THROWS_WITH(bad.record(p),
                       Catch::Contains("kernel 'gemv' does not support dtype i32 for role 'W'"));

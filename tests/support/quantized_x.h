@@ -86,10 +86,10 @@ inline QuantizedGemmOutputs run_quantized_gemm(const Spec& spec, std::vector<uin
 
 // The min m of each 32-weight block (w = d q + m) of ggml blocks of type t
 // holding m x k weights, for Q4_1 and Q5_1 (empty for other types).
-inline std::vector<float> block_mins(ggml::QuantType t, const std::vector<uint8_t>& blocks,
-                                     int64_t m, int64_t k) {
-  if (t != ggml::QuantType::Q4_1 && t != ggml::QuantType::Q5_1) return {};
-  const int64_t bytes = ggml::block_format(t).block_bytes;
+inline std::vector<float> block_mins(TensorType t, const std::vector<uint8_t>& blocks, int64_t m,
+                                     int64_t k) {
+  if (t != TensorType::q4_1 && t != TensorType::q5_1) return {};
+  const int64_t bytes = tensor_type_info(t).block_bytes;
   std::vector<float> mins(static_cast<size_t>(m * k / 32));
   for (size_t b = 0; b < mins.size(); ++b) {
     uint16_t h;
@@ -152,8 +152,8 @@ inline QuantizedGemmError quantized_gemm_error(const std::vector<float>& wd,
 // Random weights of `fmt` for an m x k matrix; K-quant blocks get random
 // bytes with small, sane super-block scales.
 inline std::vector<uint8_t> random_ggml_weights(int fmt, int64_t m, int64_t k) {
-  auto qt = static_cast<ggml::QuantType>(fmt);
-  const ggml::BlockFormat& bf = ggml::block_format(qt);
+  auto qt = static_cast<TensorType>(fmt);
+  const TensorTypeInfo& bf = tensor_type_info(qt);
   std::vector<uint8_t> w(static_cast<size_t>(m * k / bf.block_elems * bf.block_bytes));
   if (fmt == 12 || fmt == 14) {
     std::mt19937 rng(7);
@@ -176,7 +176,7 @@ inline std::vector<uint8_t> random_ggml_weights(int fmt, int64_t m, int64_t k) {
 inline void check_ggml_gemm(const Spec& spec, int64_t m, int64_t k, int64_t t) {
   const int fmt = static_cast<int>(spec.constexpr_("FMT"));
   INFO(spec.kernel << " fmt " << fmt << " m=" << m << " k=" << k << " t=" << t);
-  auto qt = static_cast<ggml::QuantType>(fmt);
+  auto qt = static_cast<TensorType>(fmt);
   std::vector<uint8_t> w = random_ggml_weights(fmt, m, k);
   std::vector<float> wd(static_cast<size_t>(m * k));
   ggml::dequantize(qt, w.data(), m * k, wd.data());

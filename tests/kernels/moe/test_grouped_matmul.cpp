@@ -25,7 +25,6 @@
 #include "support/test_data.h"
 
 using namespace kiln;
-using ggml::QuantType;
 
 namespace {
 
@@ -49,7 +48,7 @@ struct Case {
   std::string kernel;
   std::map<std::string, int64_t> constexprs;
   std::map<std::string, DType> dtypes;
-  QuantType quant = QuantType::Q8_0;
+  TensorType quant = TensorType::q8_0;
   enum Form { ggml, f16, fp8, int4w_rows16, int4w, w8a8 } form = ggml;
 };
 
@@ -98,7 +97,7 @@ Operands expert_operands(const Case& c, int64_t e) {
     }
     case Case::ggml: break;
   }
-  const ggml::BlockFormat& f = ggml::block_format(c.quant);
+  const TensorTypeInfo& f = tensor_type_info(c.quant);
   std::vector<uint8_t> w(static_cast<size_t>(M * K / f.block_elems * f.block_bytes));
   ggml::quantize(c.quant, wf.data(), M * K, w.data());
   if (c.kernel == "qgemv_rows16") return {{"w", ggml::interleave_rows16(c.quant, w.data(), M, K)}};
@@ -159,7 +158,7 @@ std::vector<float> run(const Case& c, std::map<std::string, int64_t> cx, Operand
     a.emplace("m", Arg::scalar_int(M));
   } else {
     const bool qk = c.form == Case::int4w_rows16 ||
-                    (c.form == Case::ggml && ggml::block_format(c.quant).block_elems == 256);
+                    (c.form == Case::ggml && tensor_type_info(c.quant).block_elems == 256);
     xq = test::quantize_x(x, false, qk ? 256 : 32);
     a.emplace("xq", Arg::buffer(xq.q.data(), x_rows * K));
     a.emplace("xd", Arg::buffer(xq.d.data(), x_rows * K / 32));
@@ -246,14 +245,14 @@ void check_grouped(const Case& c) {
 }  // namespace
 
 TEST_CASE("grouped matmuls equal the plain kernel on each row's expert", "[kernels][moe]") {
-  check_grouped({"qgemv", {{"FMT", 12}, {"BLOCK_M", 8}}, {}, QuantType::Q4_K});
-  check_grouped({"qgemv", {{"FMT", 8}, {"BLOCK_M", 1}}, {}, QuantType::Q8_0});
-  check_grouped({"qgemv_rows16", {{"FMT", 12}}, {}, QuantType::Q4_K});
-  check_grouped({"qgemv_rows16", {{"FMT", 14}}, {}, QuantType::Q6_K});
-  check_grouped({"qgemv", {{"FMT", 2}, {"BLOCK_M", 4}}, {}, QuantType::Q4_0});
-  check_grouped({"qgemv_rows16", {{"FMT", 39}}, {}, QuantType::MXFP4});
-  check_grouped({"qgemv_rows16", {{"FMT", 23}}, {}, QuantType::IQ4_XS});
-  check_grouped({"qgemv_rows16", {{"FMT", 8}}, {}, QuantType::Q8_0});
+  check_grouped({"qgemv", {{"FMT", 12}, {"BLOCK_M", 8}}, {}, TensorType::q4_K});
+  check_grouped({"qgemv", {{"FMT", 8}, {"BLOCK_M", 1}}, {}, TensorType::q8_0});
+  check_grouped({"qgemv_rows16", {{"FMT", 12}}, {}, TensorType::q4_K});
+  check_grouped({"qgemv_rows16", {{"FMT", 14}}, {}, TensorType::q6_K});
+  check_grouped({"qgemv", {{"FMT", 2}, {"BLOCK_M", 4}}, {}, TensorType::q4_0});
+  check_grouped({"qgemv_rows16", {{"FMT", 39}}, {}, TensorType::mxfp4});
+  check_grouped({"qgemv_rows16", {{"FMT", 23}}, {}, TensorType::iq4_xs});
+  check_grouped({"qgemv_rows16", {{"FMT", 8}}, {}, TensorType::q8_0});
   check_grouped({"gemm", {}, {{"W", DType::f16}}, {}, Case::f16});
   check_grouped({"gemm", {{"SCALE_BLOCK", 16}}, {{"W", DType::f8e4m3}}, {}, Case::fp8});
   check_grouped({"gemv_int4w_rows16", {{"GROUP", 128}}, {}, {}, Case::int4w_rows16});

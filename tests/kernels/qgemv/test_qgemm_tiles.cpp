@@ -23,7 +23,7 @@ TEST_CASE("qgemm_tiles matches the dequantised product for every block format",
           "[kernels][qgemv]") {
   // The smallest mma tiles (16 rows, 8 tokens; 32 tile rows for the
   // 16-weight groups), rows and tokens off them: 19 rows, 9 tokens.
-  for (const ggml::BlockFormat& f : ggml::block_formats())
+  for (const TensorTypeInfo& f : block_types())
     kiln::test::check_ggml_gemm(tiles_spec(static_cast<int>(f.type), 16, 8), 19, 512, 9);
 }
 

@@ -143,7 +143,7 @@ TEST_CASE("qgemv matches the dequantised product for every block format", "[kern
   struct Dims {
     int64_t m, k;
   };
-  for (const ggml::BlockFormat& f : ggml::block_formats())
+  for (const TensorTypeInfo& f : block_types())
     for (Dims s : {Dims{1, 256}, Dims{7, 512}, Dims{33, 4096}, Dims{130, 256}})
       for (int bm : {1, 4, 8}) check_qgemv(static_cast<int>(f.type), s.m, s.k, 1, bm, 1);
 }
@@ -158,7 +158,7 @@ TEST_CASE("qgemv one-row decode of Q4_0/Q8_0 with a partial last step", "[kernel
 
 TEST_CASE("qgemv over several tokens (prompt GEMM) matches per token", "[kernels][qgemv]") {
   // Token counts off the token block, and rows off the row block.
-  for (const ggml::BlockFormat& f : ggml::block_formats())
+  for (const TensorTypeInfo& f : block_types())
     for (int64_t t : {2, 5, 9})
       for (int bt : {1, 4, 8}) check_qgemv(static_cast<int>(f.type), 19, 512, t, 8, bt);
 }

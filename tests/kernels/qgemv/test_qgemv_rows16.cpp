@@ -20,17 +20,15 @@ using kiln::test::quantize_x;
 using kiln::test::QuantizedX;
 
 namespace {
-
-using ggml::QuantType;
-const QuantType kFormats[] = {
-    QuantType::Q4_0,   QuantType::Q4_1,  QuantType::Q5_0,  QuantType::Q5_1, QuantType::Q8_0,
-    QuantType::IQ4_NL, QuantType::MXFP4, QuantType::Q2_K,  QuantType::Q3_K, QuantType::Q4_K,
-    QuantType::Q5_K,   QuantType::Q6_K,  QuantType::IQ4_XS};
+const TensorType kFormats[] = {
+    TensorType::q4_0,   TensorType::q4_1,  TensorType::q5_0,  TensorType::q5_1, TensorType::q8_0,
+    TensorType::iq4_nl, TensorType::mxfp4, TensorType::q2_K,  TensorType::q3_K, TensorType::q4_K,
+    TensorType::q5_K,   TensorType::q6_K,  TensorType::iq4_xs};
 
 // Blocks of m x k weights of type t from ggml's reference quantiser.
-std::vector<uint8_t> weights(QuantType t, int64_t m, int64_t k, uint64_t seed) {
+std::vector<uint8_t> weights(TensorType t, int64_t m, int64_t k, uint64_t seed) {
   std::vector<float> wf = kiln::test::normal_floats(static_cast<size_t>(m * k), seed);
-  const ggml::BlockFormat& f = ggml::block_format(t);
+  const TensorTypeInfo& f = tensor_type_info(t);
   std::vector<uint8_t> w(static_cast<size_t>(m * k / f.block_elems * f.block_bytes));
   ggml::quantize(t, wf.data(), m * k, w.data());
   return w;
@@ -39,8 +37,8 @@ std::vector<uint8_t> weights(QuantType t, int64_t m, int64_t k, uint64_t seed) {
 // Blocks whose every code and group scale is at its largest magnitude
 // (ggml's layouts, FORMATS.md: all bits set, d 1 and Q2_K's dmin 1/4,
 // Q6_K's scales -128), so the kernels' integer sums reach their bounds.
-std::vector<uint8_t> saturated_blocks(QuantType t, int64_t m, int64_t k) {
-  const ggml::BlockFormat& f = ggml::block_format(t);
+std::vector<uint8_t> saturated_blocks(TensorType t, int64_t m, int64_t k) {
+  const TensorTypeInfo& f = tensor_type_info(t);
   std::vector<uint8_t> w(static_cast<size_t>(m * k / f.block_elems * f.block_bytes), 0xFF);
   for (size_t b = 0; b < w.size(); b += static_cast<size_t>(f.block_bytes)) {
     uint8_t* p = &w[b];
@@ -49,22 +47,22 @@ std::vector<uint8_t> saturated_blocks(QuantType t, int64_t m, int64_t k) {
       p[at + 1] = static_cast<uint8_t>(v >> 8);
     };
     switch (t) {
-      case QuantType::Q2_K: f16(80, 0x3C00), f16(82, 0x3400); break;
-      case QuantType::Q3_K: f16(108, 0x3C00); break;
-      case QuantType::Q6_K: std::fill(p + 192, p + 208, uint8_t{0x80}), f16(208, 0x3C00); break;
+      case TensorType::q2_K: f16(80, 0x3C00), f16(82, 0x3400); break;
+      case TensorType::q3_K: f16(108, 0x3C00); break;
+      case TensorType::q6_K: std::fill(p + 192, p + 208, uint8_t{0x80}), f16(208, 0x3C00); break;
       default: FAIL("no saturated blocks for " << f.name);
     }
   }
   return w;
 }
 
-void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt,
+void check_rows16(TensorType f, int64_t m, int64_t k, int64_t t, int bt,
                   const std::vector<uint8_t>& blocks, const std::vector<float>& x) {
-  INFO(ggml::block_format(f).name << " m=" << m << " k=" << k << " t=" << t << " BLOCK_T=" << bt);
+  INFO(tensor_type_info(f).name << " m=" << m << " k=" << k << " t=" << t << " BLOCK_T=" << bt);
   std::vector<uint8_t> w = ggml::interleave_rows16(f, blocks.data(), m, k);
   std::vector<float> wd = ggml::dequantize_rows16(f, w.data(), m, k);
   // Activations as forwards pair them: Q8_0-style for Q4_0/Q8_0, Q8_K for the K-quants.
-  bool kquant = ggml::block_format(f).block_elems == 256;
+  bool kquant = tensor_type_info(f).block_elems == 256;
   QuantizedX xq = quantize_x(x, false, kquant ? 256 : 32);
   Spec spec = find_kernel("qgemv_rows16")
                   .make_spec({}, {{"FMT", static_cast<int64_t>(f)}, {"BLOCK_T", bt}});
@@ -76,7 +74,7 @@ void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt,
   CHECK(e.vs_quantized <= 1.0);
 }
 
-void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
+void check_rows16(TensorType f, int64_t m, int64_t k, int64_t t, int bt) {
   check_rows16(f, m, k, t, bt, weights(f, m, k, 5),
                kiln::test::normal_floats(static_cast<size_t>(t * k), 6));
 }
@@ -85,8 +83,8 @@ void check_rows16(QuantType f, int64_t m, int64_t k, int64_t t, int bt) {
 
 TEST_CASE("16-row interleaves keep every weight", "[kernels][quant]") {
   const int64_t m = 48, k = 768;
-  for (QuantType f : kFormats) {
-    INFO(ggml::block_format(f).name);
+  for (TensorType f : kFormats) {
+    INFO(tensor_type_info(f).name);
     std::vector<uint8_t> blocks = weights(f, m, k, 1);
     std::vector<float> want(static_cast<size_t>(m * k));
     ggml::dequantize(f, blocks.data(), m * k, want.data());
@@ -102,18 +100,18 @@ TEST_CASE("16-row interleaves keep every weight", "[kernels][quant]") {
 TEST_CASE("16-row interleaves refuse shapes off their tiles and other formats",
           "[kernels][quant][error]") {
   std::vector<uint8_t> blocks(20 * 210);
-  for (QuantType f : kFormats) {
+  for (TensorType f : kFormats) {
     REQUIRE_THROWS_WITH(ggml::interleave_rows16(f, blocks.data(), 20, 256),
                         Catch::Contains("[20, 256]") && Catch::Contains("multiple of 16"));
     REQUIRE_THROWS_WITH(ggml::interleave_rows16(f, blocks.data(), 16, 320),
                         Catch::Contains("multiple of 256"));
   }
-  REQUIRE_THROWS_WITH(ggml::interleave_rows16(static_cast<QuantType>(1), blocks.data(), 16, 256),
+  REQUIRE_THROWS_WITH(ggml::interleave_rows16(static_cast<TensorType>(1), blocks.data(), 16, 256),
                       Catch::Contains("type 1") || Catch::Contains("not a quantized format"));
 }
 
 TEST_CASE("qgemv_rows16 matches the dequantised product", "[kernels][qgemv]") {
-  for (QuantType f : kFormats) {
+  for (TensorType f : kFormats) {
     check_rows16(f, 16, 256, 1, 1);
     check_rows16(f, 32, 256, 1, 1);
     check_rows16(f, 16, 512, 1, 1);
@@ -136,7 +134,7 @@ TEST_CASE("qgemv_rows16 keeps its integer sums exact at the formats' extremes",
   // saturated blocks: the bounds the 16-weight groups' sums are sized by
   // (Q2_K's i16 dots, Q3_K's f32 sums, Q6_K's i32 ones) hold, or these fail.
   const int64_t m = 32, k = 512;
-  for (QuantType f : {QuantType::Q2_K, QuantType::Q3_K, QuantType::Q6_K})
+  for (TensorType f : {TensorType::q2_K, TensorType::q3_K, TensorType::q6_K})
     for (float sign : {1.0f, -1.0f})
       for (auto [t, bt] : {std::pair{1, 1}, {5, 4}, {9, 8}, {13, 12}}) {
         INFO("x all " << sign);

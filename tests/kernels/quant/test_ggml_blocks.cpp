@@ -43,16 +43,16 @@ TEST_CASE("Q4_1, Q5_0 and Q5_1 quantise and dequantise bit-exactly like ggml",
   std::vector<float> x = input();
   const int64_t n = static_cast<int64_t>(x.size());
   struct Case {
-    QuantType t;
+    TensorType t;
     const uint8_t* want;
     size_t bytes;
     const uint32_t* values;
-  } cases[] = {{QuantType::Q4_1, v::kQ4_1, sizeof(v::kQ4_1), v::kQ4_1Values},
-               {QuantType::Q5_0, v::kQ5_0, sizeof(v::kQ5_0), v::kQ5_0Values},
-               {QuantType::Q5_1, v::kQ5_1, sizeof(v::kQ5_1), v::kQ5_1Values}};
+  } cases[] = {{TensorType::q4_1, v::kQ4_1, sizeof(v::kQ4_1), v::kQ4_1Values},
+               {TensorType::q5_0, v::kQ5_0, sizeof(v::kQ5_0), v::kQ5_0Values},
+               {TensorType::q5_1, v::kQ5_1, sizeof(v::kQ5_1), v::kQ5_1Values}};
   for (const Case& c : cases) {
-    INFO(block_format(c.t).name);
-    std::vector<uint8_t> q(static_cast<size_t>(n / 32 * block_format(c.t).block_bytes));
+    INFO(tensor_type_info(c.t).name);
+    std::vector<uint8_t> q(static_cast<size_t>(n / 32 * tensor_type_info(c.t).block_bytes));
     REQUIRE(q.size() == c.bytes);
     quantize(c.t, x.data(), n, q.data());
     CHECK(q == std::vector<uint8_t>(c.want, c.want + c.bytes));
@@ -65,27 +65,27 @@ TEST_CASE("Q4_1, Q5_0 and Q5_1 quantise and dequantise bit-exactly like ggml",
 TEST_CASE("the K, codebook and lattice formats dequantise like ggml", "[kernels][quant]") {
   // Random blocks (MXFP4: one per scale byte 0-254, some overflowing to inf).
   const struct {
-    QuantType t;
+    TensorType t;
     const uint8_t* blocks;
     const uint32_t* values;
     size_t n;
-  } cases[] = {{QuantType::Q2_K, v::kQ2_KBlocks, v::kQ2_KValues, std::size(v::kQ2_KValues)},
-               {QuantType::Q3_K, v::kQ3_KBlocks, v::kQ3_KValues, std::size(v::kQ3_KValues)},
-               {QuantType::Q4_K, v::kQ4_KBlocks, v::kQ4_KValues, std::size(v::kQ4_KValues)},
-               {QuantType::Q5_K, v::kQ5_KBlocks, v::kQ5_KValues, std::size(v::kQ5_KValues)},
-               {QuantType::Q6_K, v::kQ6_KBlocks, v::kQ6_KValues, std::size(v::kQ6_KValues)},
-               {QuantType::IQ4_NL, v::kIQ4_NLBlocks, v::kIQ4_NLValues, std::size(v::kIQ4_NLValues)},
-               {QuantType::IQ4_XS, v::kIQ4_XSBlocks, v::kIQ4_XSValues, std::size(v::kIQ4_XSValues)},
-               {QuantType::MXFP4, v::kMXFP4Blocks, v::kMXFP4Values, std::size(v::kMXFP4Values)},
-               {QuantType::IQ2_XXS, v::kIQ2_XXSBlocks, v::kIQ2_XXSValues,
+  } cases[] = {{TensorType::q2_K, v::kQ2_KBlocks, v::kQ2_KValues, std::size(v::kQ2_KValues)},
+               {TensorType::q3_K, v::kQ3_KBlocks, v::kQ3_KValues, std::size(v::kQ3_KValues)},
+               {TensorType::q4_K, v::kQ4_KBlocks, v::kQ4_KValues, std::size(v::kQ4_KValues)},
+               {TensorType::q5_K, v::kQ5_KBlocks, v::kQ5_KValues, std::size(v::kQ5_KValues)},
+               {TensorType::q6_K, v::kQ6_KBlocks, v::kQ6_KValues, std::size(v::kQ6_KValues)},
+               {TensorType::iq4_nl, v::kIQ4_NLBlocks, v::kIQ4_NLValues, std::size(v::kIQ4_NLValues)},
+               {TensorType::iq4_xs, v::kIQ4_XSBlocks, v::kIQ4_XSValues, std::size(v::kIQ4_XSValues)},
+               {TensorType::mxfp4, v::kMXFP4Blocks, v::kMXFP4Values, std::size(v::kMXFP4Values)},
+               {TensorType::iq2_xxs, v::kIQ2_XXSBlocks, v::kIQ2_XXSValues,
                 std::size(v::kIQ2_XXSValues)},
-               {QuantType::IQ2_XS, v::kIQ2_XSBlocks, v::kIQ2_XSValues, std::size(v::kIQ2_XSValues)},
-               {QuantType::IQ2_S, v::kIQ2_SBlocks, v::kIQ2_SValues, std::size(v::kIQ2_SValues)},
-               {QuantType::IQ3_XXS, v::kIQ3_XXSBlocks, v::kIQ3_XXSValues,
+               {TensorType::iq2_xs, v::kIQ2_XSBlocks, v::kIQ2_XSValues, std::size(v::kIQ2_XSValues)},
+               {TensorType::iq2_s, v::kIQ2_SBlocks, v::kIQ2_SValues, std::size(v::kIQ2_SValues)},
+               {TensorType::iq3_xxs, v::kIQ3_XXSBlocks, v::kIQ3_XXSValues,
                 std::size(v::kIQ3_XXSValues)},
-               {QuantType::IQ3_S, v::kIQ3_SBlocks, v::kIQ3_SValues, std::size(v::kIQ3_SValues)}};
+               {TensorType::iq3_s, v::kIQ3_SBlocks, v::kIQ3_SValues, std::size(v::kIQ3_SValues)}};
   for (const auto& c : cases) {
-    INFO(block_format(c.t).name);
+    INFO(tensor_type_info(c.t).name);
     std::vector<float> y(c.n);
     dequantize(c.t, c.blocks, static_cast<int64_t>(c.n), y.data());
     CHECK(std::memcmp(y.data(), c.values, c.n * 4) == 0);
@@ -97,10 +97,10 @@ TEST_CASE("quantise -> dequantise stays within each format's step", "[kernels][q
   std::normal_distribution<float> d(0, 1);
   std::vector<float> x(32 * 64), y(x.size());
   for (float& f : x) f = d(rng);
-  for (QuantType t : {QuantType::Q8_0, QuantType::Q4_0}) {
-    INFO(block_format(t).name);
-    std::vector<uint8_t> q(x.size() / 32 * block_format(t).block_bytes);
-    if (t == QuantType::Q8_0)
+  for (TensorType t : {TensorType::q8_0, TensorType::q4_0}) {
+    INFO(tensor_type_info(t).name);
+    std::vector<uint8_t> q(x.size() / 32 * tensor_type_info(t).block_bytes);
+    if (t == TensorType::q8_0)
       quantize_q8_0(x.data(), static_cast<int64_t>(x.size()), q.data());
     else
       quantize_q4_0(x.data(), static_cast<int64_t>(x.size()), q.data());
@@ -111,7 +111,7 @@ TEST_CASE("quantise -> dequantise stays within each format's step", "[kernels][q
       // Q8_0: half a step (amax/127). Q4_0 maps the signed max to -8, so the
       // other end clips at +7: up to a whole step (amax/8). Plus the f16
       // rounding of the scale.
-      float bound = t == QuantType::Q8_0 ? amax / 127 * 0.5f : amax / 8;
+      float bound = t == TensorType::q8_0 ? amax / 127 * 0.5f : amax / 8;
       for (int j = 0; j < 32; ++j)
         CHECK(std::fabs(y[b * 32 + j] - x[b * 32 + j]) <= bound + amax * 2e-3f);
     }
@@ -123,10 +123,15 @@ TEST_CASE("block formats reject bad sizes and unknown type ids", "[kernels][quan
   std::vector<uint8_t> q(64);
   REQUIRE_THROWS_WITH(quantize_q8_0(x.data(), 33, q.data()),
                       Catch::Contains("33 elements is not a multiple of the 32-element block"));
-  REQUIRE_THROWS_WITH(block_format(9), Catch::Contains("ggml type id 9 is not a quantized format"));
-  REQUIRE_THROWS_WITH(quantize(QuantType::IQ2_XS, x.data(), 0, q.data()),
-                      Catch::Contains("no quantiser for iq2_xs"));
-  CHECK(block_format(12).block_bytes == 144);
+  REQUIRE_THROWS_WITH(block_type_info(9),
+                      Catch::Contains("type id 9 is not a block format Kiln supports"));
+  REQUIRE_THROWS_WITH(block_type_info(1), Catch::Contains("Q4_K=12"));  // F16: no blocks
+  REQUIRE_THROWS_WITH(quantize(TensorType::iq2_xs, x.data(), 0, q.data()),
+                      Catch::Contains("no quantiser for IQ2_XS"));
+  CHECK(block_type_info(12).block_bytes == 144);
+  CHECK(find_tensor_type_named("q4_k") == &tensor_type_info(TensorType::q4_K));
+  CHECK(find_tensor_type_named("IQ4_XS")->block_bytes == 136);
+  CHECK(find_tensor_type_named("q4_k_m") == nullptr);
 }
 
 TEST_CASE("Q4_K quantises bit-exactly like ggml's reference quantiser", "[kernels][quant]") {
@@ -145,7 +150,7 @@ TEST_CASE("Q4_K quantises bit-exactly like ggml's reference quantiser", "[kernel
   // sub-block (its range / 15): the weighted least-squares fit may trade
   // the extremes for the bulk, and the scales themselves are 6-bit.
   std::vector<float> y(x.size());
-  dequantize(QuantType::Q4_K, blocks.data(), static_cast<int64_t>(x.size()), y.data());
+  dequantize(TensorType::q4_K, blocks.data(), static_cast<int64_t>(x.size()), y.data());
   for (size_t sub = 0; sub < x.size() / 32; ++sub) {
     float lo = 0, hi = 0;
     for (int j = 0; j < 32; ++j) {
@@ -171,7 +176,7 @@ TEST_CASE("Q6_K quantises bit-exactly like ggml's reference quantiser", "[kernel
   // Round trip: within one 6-bit step of each 16-weight group (amax / 32 or so,
   // plus the 8-bit rounding of the group scale).
   std::vector<float> y(x.size());
-  dequantize(QuantType::Q6_K, blocks.data(), static_cast<int64_t>(x.size()), y.data());
+  dequantize(TensorType::q6_K, blocks.data(), static_cast<int64_t>(x.size()), y.data());
   for (size_t g = 0; g < x.size() / 16; ++g) {
     float amax = 0;
     for (int j = 0; j < 16; ++j) amax = std::max(amax, std::fabs(x[g * 16 + j]));
@@ -190,25 +195,25 @@ TEST_CASE("Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS and MXFP4 quantise bit-exactly like 
   // the fits trade the extremes for the bulk (Q2_K's absolute-error fit
   // most of all) and the scales are 4- or 6-bit.
   const struct {
-    QuantType t;
+    TensorType t;
     const uint8_t* want;
     size_t bytes;
     float steps;  // allowed error in units of range / levels
     int levels;
-  } cases[] = {{QuantType::Q2_K, q::kQ2K, sizeof q::kQ2K, 1.5f, 3},
-               {QuantType::Q3_K, q::kQ3K, sizeof q::kQ3K, 1.0f, 7},
-               {QuantType::Q5_K, q::kQ5K, sizeof q::kQ5K, 1.0f, 31},
+  } cases[] = {{TensorType::q2_K, q::kQ2K, sizeof q::kQ2K, 1.5f, 3},
+               {TensorType::q3_K, q::kQ3K, sizeof q::kQ3K, 1.0f, 7},
+               {TensorType::q5_K, q::kQ5K, sizeof q::kQ5K, 1.0f, 31},
                // The codebooks' widest gap (-127 .. -104) is 23 of 240 levels
                // across the range: under 2 steps of a 15-level grid.
-               {QuantType::IQ4_NL, q::kIQ4NL, sizeof q::kIQ4NL, 2.0f, 15},
-               {QuantType::IQ4_XS, q::kIQ4XS, sizeof q::kIQ4XS, 2.0f, 15},
+               {TensorType::iq4_nl, q::kIQ4NL, sizeof q::kIQ4NL, 2.0f, 15},
+               {TensorType::iq4_xs, q::kIQ4XS, sizeof q::kIQ4XS, 2.0f, 15},
                // e2m1's top gap (4 .. 6 of 12) and e = floor(log2 max) - 2
                // rounding the scale down by up to 2x: a quarter of the range.
-               {QuantType::MXFP4, q::kMXFP4, sizeof q::kMXFP4, 1.0f, 4}};
+               {TensorType::mxfp4, q::kMXFP4, sizeof q::kMXFP4, 1.0f, 4}};
   for (const auto& c : cases) {
-    const int bb = block_format(c.t).block_bytes;
-    INFO(block_format(c.t).name);
-    std::vector<uint8_t> blocks(x.size() / block_format(c.t).block_elems * bb);
+    const int bb = tensor_type_info(c.t).block_bytes;
+    INFO(tensor_type_info(c.t).name);
+    std::vector<uint8_t> blocks(x.size() / tensor_type_info(c.t).block_elems * bb);
     REQUIRE(blocks.size() == c.bytes);
     quantize(c.t, x.data(), n, blocks.data());
     for (size_t b = 0; b < blocks.size() / bb; ++b) {

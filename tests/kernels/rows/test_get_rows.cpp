@@ -83,8 +83,8 @@ TEST_CASE("get_rows scales rows as one f32 product", "[kernels][rows]") {
 }
 
 TEST_CASE("get_rows dequantises ggml blocks as ggml does", "[kernels][rows]") {
-  for (const ggml::BlockFormat& f : ggml::block_formats()) {
-    const ggml::QuantType qt = f.type;
+  for (const TensorTypeInfo& f : block_types()) {
+    const TensorType qt = f.type;
     INFO(f.name);
     const int64_t V = 6, n = 512, row_bytes = n / f.block_elems * f.block_bytes;
     std::vector<float> w = random_floats(V * n, 2);
