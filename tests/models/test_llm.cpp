@@ -266,8 +266,8 @@ TEST_CASE("a paged KV cache gives the contiguous cache's logits", "[models][llm]
   Llm flat8(path, test::runtime(), 64, DType::i8), paged8(path, test::runtime(), 64, DType::i8, 16);
   CHECK(flat8.forward(prompt, true) == paged8.forward(prompt, true));
   for (int32_t t = 0; t < 6; ++t) CHECK(flat8.forward({40 + t}) == paged8.forward({40 + t}));
-  CHECK_THROWS_WITH(Llm(path, test::runtime(), 64, DType::f16, 24),
-                    Catch::Contains("KV page of 24 rows: must be a multiple of"));
+  CHECK_THROWS_WITH(Llm(path, test::runtime(), 64, DType::f16, 12),
+                    Catch::Contains("KV page of 12 rows: must be a multiple of"));
 }
 
 TEST_CASE("greedy generation is deterministic and stops on stop strings", "[models][llm]") {

@@ -122,5 +122,5 @@ TEST_CASE("get_rows refuses formats and tables that do not fit", "[kernels][rows
                       Catch::Contains("buffer 'table' holds 340 elements, the launch needs 680"));
   args[3] = Arg::scalar_int(40);
   REQUIRE_THROWS_WITH(test::runtime().launch(q8, args, {{"table_rows", 1}}),
-                      Catch::Contains("row length 40 is not a multiple of 32 (q8_0)"));
+                      Catch::Contains("row length 40 is not a multiple of 32 (Q8_0)"));
 }
