@@ -33,9 +33,11 @@ double ScalarArgs::f(const std::string& name) const {
 }
 
 Spec KernelDef::make_spec(const std::map<std::string, DType>& dtypes,
-                          const std::map<std::string, int64_t>& constexprs) const {
+                          const std::map<std::string, int64_t>& constexprs,
+                          const TargetDesc& target) const {
   Spec s;
   s.kernel = name;
+  s.target = target;
   for (const auto& [role, allowed] : dtype_roles) s.dtypes[role] = allowed.front();
   for (const auto& [c, v] : constexpr_defaults) s.constexprs[c] = v;
   for (const auto& [role, t] : dtypes) {

@@ -58,8 +58,9 @@ struct KernelDef {
   std::vector<std::pair<std::string, int64_t>> constexpr_defaults;
   std::function<Kernel(const Spec&)> build;
   std::function<LaunchShape(const Spec&, const ScalarArgs&)> launch_shape;
-  // Optional: constexpr defaults that depend on the dtypes (the kernel's own
-  // heuristic). Applied to the constexprs the caller did not set.
+  // Optional: constexpr defaults that depend on the dtypes or the target
+  // (the kernel's own heuristic). Applied to the constexprs the caller did
+  // not set.
   std::function<std::map<std::string, int64_t>(const Spec&)> heuristic = nullptr;
   // Optional: constexprs that depend on the launch sizes (e.g. how many
   // tokens a program takes). Runtime::select applies it when the tuning
@@ -75,10 +76,12 @@ struct KernelDef {
 
   const Tunable* tunable(const std::string& name) const;
 
-  // Fills in defaults and checks every dtype and constexpr against this
-  // definition; errors name the kernel, the entry and what is accepted.
+  // Fills in defaults for `target` and checks every dtype and constexpr
+  // against this definition; errors name the kernel, the entry and what is
+  // accepted.
   Spec make_spec(const std::map<std::string, DType>& dtypes = {},
-                 const std::map<std::string, int64_t>& constexprs = {}) const;
+                 const std::map<std::string, int64_t>& constexprs = {},
+                 const TargetDesc& target = {}) const;
 };
 
 bool register_kernel(KernelDef def);

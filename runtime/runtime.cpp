@@ -182,9 +182,7 @@ const Kernel& Runtime::full_kernel(const CompiledKernel& c) {
 
 Spec Runtime::make_spec(const std::string& kernel, const std::map<std::string, DType>& dtypes,
                         const std::map<std::string, int64_t>& constexprs) {
-  Spec s = find_kernel(kernel).make_spec(dtypes, constexprs);
-  s.target = backend_->target_desc();
-  return s;
+  return find_kernel(kernel).make_spec(dtypes, constexprs, backend_->target_desc());
 }
 
 Spec Runtime::select(const std::string& kernel, const std::map<std::string, DType>& dtypes,

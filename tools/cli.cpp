@@ -103,7 +103,7 @@ void CliArgs::allow_only(const std::vector<std::string>& known) const {
 
 namespace kiln {
 
-Spec spec_from_args(const std::string& kernel, const CliArgs& a) {
+Spec spec_from_args(const std::string& kernel, const CliArgs& a, const TargetDesc& target) {
   const KernelDef& def = find_kernel(kernel);
   std::map<std::string, DType> dtypes;
   for (const std::string& d : a.all("dtype")) {
@@ -115,7 +115,7 @@ Spec spec_from_args(const std::string& kernel, const CliArgs& a) {
       dtypes[d.substr(0, eq)] = parse_dtype(d.substr(eq + 1));
     }
   }
-  return def.make_spec(dtypes, const_args(a));
+  return def.make_spec(dtypes, const_args(a), target);
 }
 
 std::map<std::string, int64_t> const_args(const CliArgs& a) {

@@ -68,5 +68,5 @@ struct Spec;
 // role) and `--const NAME=V` options, defaults for the rest.
 // The --const NAME=VALUE pairs.
 std::map<std::string, int64_t> const_args(const CliArgs& a);
-Spec spec_from_args(const std::string& kernel, const CliArgs& a);
+Spec spec_from_args(const std::string& kernel, const CliArgs& a, const TargetDesc& target = {});
 }  // namespace kiln

@@ -156,14 +156,12 @@ int cmd_inspect(const std::vector<std::string>& argv) {
         "  shared memory, tensor cores; no GPU needed");
     return a.flag("help") ? 0 : 2;
   }
-  Spec spec = spec_from_args(a.positional()[0], a);
-  const KernelDef& def = find_kernel(spec.kernel);
   const std::string target_name = a.get("target", "host");
-  if (target_name == "cuda") {
-    spec.target = cuda_target_desc();
-    return inspect_cuda(def, spec, a);
-  }
-  spec.target = target_desc(named_cpu_target(target_name));
+  const bool cuda = target_name == "cuda";
+  Spec spec = spec_from_args(
+      a.positional()[0], a, cuda ? cuda_target_desc() : target_desc(named_cpu_target(target_name)));
+  const KernelDef& def = find_kernel(spec.kernel);
+  if (cuda) return inspect_cuda(def, spec, a);
   int modes = a.flag("ir") + a.flag("llvm") + a.flag("asm") + a.has("after");
   if (modes != 1) throw Error("choose exactly one of --ir, --after PASS, --llvm, --asm");
   Kernel built = def.build(spec);

@@ -72,6 +72,13 @@ KILN_REGISTER_KERNEL((KernelDef{
         [](const Spec& s, const ScalarArgs& a) {
           return decode_split_launch_shape("attention_decode_tiles", s, a);
         },
+    // A CPU (whose policy keeps the walk; the kernel runs there for tests
+    // and inspection) takes 4 heads a program: a 16-row [16, HEAD_DIM] tile leaves
+    // LLVM's register allocator 20 s of work at AVX2.
+    .heuristic = [](const Spec& s) -> std::map<std::string, int64_t> {
+      if (s.target.warp_size == 1) return {{"BLOCK_G", 4}};
+      return {};
+    },
     .tunables = {{"BLOCK_G", {16, 32}}},
     .shape_keys = {"kv_len", "n_heads", "n_kv_heads"},
     // As attention_prefill_tiles: q and P rounded to the cache's dtype before

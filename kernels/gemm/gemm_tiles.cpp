@@ -70,9 +70,17 @@ KILN_REGISTER_KERNEL((KernelDef{
                             {{"w", n * kk}, {"x", t * kk}, {"y", t * n}}};
           return expert_tiles_launch("gemm_tiles", s, a, plain, bt, "w", {{"x", kk}});
         },
+    // A CPU (no CPU policy picks this kernel; it runs there for tests and
+    // inspection) takes an 8 x 8 tile, which its vector registers hold: a
+    // 64 x 32 one leaves LLVM's register allocator minutes of work (AVX2).
+    .heuristic = [](const Spec& s) -> std::map<std::string, int64_t> {
+      if (s.target.warp_size == 1) return {{"BLOCK_N", 8}, {"BLOCK_T", 8}};
+      return {};
+    },
     // An mma tile is 16 rows by 8 tokens: the token block is the smallest
     // multiple of 8 that covers the prompt, up to 32.
-    .shape_heuristic = [](const Spec&, const ScalarArgs& a) -> std::map<std::string, int64_t> {
+    .shape_heuristic = [](const Spec& s, const ScalarArgs& a) -> std::map<std::string, int64_t> {
+      if (s.target.warp_size == 1) return {{"BLOCK_N", 8}, {"BLOCK_T", 8}};
       const int64_t t = a.i("t");
       return {{"BLOCK_T", t > 16 ? 32 : t > 8 ? 16 : 8}};
     },

@@ -63,7 +63,8 @@ KILN_REGISTER_KERNEL((KernelDef{
     .build = build_qgemm_tiles,
     .launch_shape = [](const Spec& s,
                        const ScalarArgs& a) { return ggml_gemm_launch("qgemm_tiles", s, a); },
-    .shape_heuristic = tile_dots_shape,  // tile_dots.h
+    .heuristic = tile_dots_defaults,  // tile_dots.h
+    .shape_heuristic = tile_dots_shape,
     .tunables = {{"BLOCK_M", {16, 32, 64, 128}}, {"BLOCK_T", {8, 16, 32, 64}}},
     .shape_keys = {"m", "k", "t"},
     // Integer dots are exact; f32 accumulation over k/32 blocks.

@@ -38,7 +38,13 @@ Value group_value(const Value& lanes, int64_t bm, int64_t g) {
 
 }  // namespace
 
+std::map<std::string, int64_t> tile_dots_defaults(const Spec& s) {
+  if (s.target.warp_size == 1) return {{"BLOCK_M", 8}, {"BLOCK_T", 8}};
+  return {{"BLOCK_M", 64}, {"BLOCK_T", 32}};
+}
+
 std::map<std::string, int64_t> tile_dots_shape(const Spec& s, const ScalarArgs& a) {
+  if (s.target.warp_size == 1) return tile_dots_defaults(s);
   const int64_t t = a.i("t");
   return {{"BLOCK_T", t > 16  ? 32
                       : t > 8 ? 16
