@@ -2,6 +2,7 @@
 // for every dtype it declares, and specs resolve defaults as documented.
 #include <catch2/catch.hpp>
 
+#include "codegen/cuda/cuda_codegen.h"
 #include "ir/printer.h"
 #include "kernels/registry.h"
 #include "runtime/runtime.h"
@@ -78,4 +79,15 @@ TEST_CASE("specs take defaults, the kernel's heuristic, then the caller's values
   CHECK(r.make_spec({{"W", DType::f32}}).constexprs.at("FMT") == 0);
   CHECK(r.make_spec({{"W", DType::u8}}).constexprs.at("FMT") == 8);
   CHECK(r.make_spec({{"W", DType::u8}}, {{"FMT", 12}}).constexprs.at("FMT") == 12);
+  // A heuristic sees the target: the GPU tile kernels keep their mma-sized
+  // tiles for a SIMT target and take register-sized ones on a CPU.
+  const TargetDesc gpu = cuda_target_desc();
+  const KernelDef& q = find_kernel("qgemm_tiles");
+  CHECK(q.make_spec({}, {}, gpu).constexprs.at("BLOCK_M") == 64);
+  CHECK(q.make_spec({}, {}, gpu).constexprs.at("BLOCK_T") == 32);
+  CHECK(q.make_spec().constexprs.at("BLOCK_M") == 8);
+  CHECK(q.make_spec({}, {{"BLOCK_M", 16}}).constexprs.at("BLOCK_M") == 16);
+  CHECK(q.make_spec({}, {}, gpu).target.warp_size == 32);
+  CHECK(find_kernel("mma_peak").make_spec().constexprs.at("TILE") == 16);
+  CHECK(find_kernel("mma_peak").make_spec({}, {}, gpu).constexprs.at("TILE") == 64);
 }
