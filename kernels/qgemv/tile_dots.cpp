@@ -44,7 +44,7 @@ std::map<std::string, int64_t> tile_dots_defaults(const Spec& s) {
 }
 
 std::map<std::string, int64_t> tile_dots_shape(const Spec& s, const ScalarArgs& a) {
-  if (s.target.warp_size == 1) return tile_dots_defaults(s);
+  if (s.target.warp_size == 1) return {};  // tile_dots_defaults' tile, whatever t
   const int64_t t = a.i("t");
   return {{"BLOCK_T", t > 16  ? 32
                       : t > 8 ? 16

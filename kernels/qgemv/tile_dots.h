@@ -29,9 +29,9 @@ namespace kiln {
 // BLOCK_T the smallest multiple of 8 (an mma tile's tokens) that covers
 // them, up to 32; BLOCK_M 64 rows, 32 for grouped experts, whose gather's
 // row indices keep more registers live (64 rows of Q4_K at 16 tokens spill
-// 4 bytes at sm_90; 32 rows take 126 registers). A CPU (no CPU policy
-// picks these kernels; they run there for tests and inspection) takes
-// tile_dots_defaults' 8 x 8.
+// 4 bytes at sm_90; 32 rows take 126 registers). On a CPU (no CPU policy
+// picks these kernels; they run there for tests and inspection) nothing:
+// the spec keeps tile_dots_defaults' tile.
 std::map<std::string, int64_t> tile_dots_shape(const Spec& s, const ScalarArgs& a);
 // The tile without launch sizes: 64 x 32 on SIMT targets; 8 x 8 on a CPU,
 // whose 16 or 32 vector registers hold 64 accumulators where a 64 x 32 tile

@@ -40,7 +40,16 @@ constexpr TensorTypeInfo kTypes[] = {
     {T::u8, "U8", 1, 1, K::kiln_own},
     {T::i8_channel, "I8_CHANNEL", 1, 1, K::kiln_own},
 };
-constexpr size_t kFirstBlocks = 3, kBlockCount = 18;
+// The block formats' run of the table (it is in kind order).
+constexpr size_t kFirstBlocks =
+    static_cast<size_t>(std::find_if(std::begin(kTypes), std::end(kTypes),
+                                     [](const TensorTypeInfo& t) { return t.kind == K::blocks; }) -
+                        std::begin(kTypes));
+constexpr size_t kBlockCount =
+    static_cast<size_t>(std::count_if(std::begin(kTypes), std::end(kTypes),
+                                      [](const TensorTypeInfo& t) { return t.kind == K::blocks; }));
+static_assert(std::all_of(kTypes + kFirstBlocks, kTypes + kFirstBlocks + kBlockCount,
+                          [](const TensorTypeInfo& t) { return t.kind == K::blocks; }));
 
 // The last field of each block ends where the block does.
 static_assert(fields::Q4_0::qs + 16 == 18 && fields::Q4_1::qs + 16 == 20);
