@@ -11,16 +11,29 @@ namespace kiln {
 using Clock = std::chrono::steady_clock;
 
 struct BatchScheduler::Seq {
-  Seq(SeqRequest r, uint64_t at, const Tokenizer& tok)
+  Seq(SeqRequest r, uint64_t at, const Tokenizer& tok, int64_t choice = 0)
       : req(std::move(r)),
         arrival(at),
+        choice(choice),
         tokens(req.prompt),
-        sampler(req.options.sampler),
+        sampler(seeded(req.options.sampler, choice)),
         text(tok, req.options.stop) {
     result.prompt = req.prompt;
   }
+  static SamplerOptions seeded(SamplerOptions o, int64_t choice) {
+    o.seed += static_cast<uint64_t>(choice);
+    return o;
+  }
+  // Running slots it takes: its choices until they fork.
+  int64_t slots() const { return forked ? 1 : req.n; }
+  // Whether prompt tokens are still to be scored.
+  bool scoring() const {
+    return req.options.prompt_logprobs && result.prompt_logprobs.size() + 1 < req.prompt.size();
+  }
   SeqRequest req;
   uint64_t arrival;
+  int64_t choice;
+  bool forked = false;          // its other choices made (or it has none)
   std::vector<int32_t> tokens;  // the prompt, then the tokens generated
   int64_t computed = 0;         // of tokens, the rows in the cache
   KvPagePool::SeqId kv = -1;    // its pages; -1 while waiting
@@ -69,7 +82,9 @@ void BatchScheduler::add(SeqRequest r) {
                   "the prompt's " + std::to_string(n) + " tokens exceed the KV pool of " +
                       std::to_string(pool_.n_pages()) + " pages of " +
                       std::to_string(pool_.page()));
-  if (s->req.options.n_predict <= 0) return finish(*s, "length");
+  if (s->req.n < 1) return finish(*s, "", "n must be at least 1");
+  s->forked = s->req.n == 1;
+  if (s->req.options.n_predict <= 0 && !s->scoring()) return finish(*s, "length");
   waiting_.push_back(std::move(s));
 }
 
@@ -100,10 +115,15 @@ void BatchScheduler::finish(Seq& s, const std::string& reason, const std::string
   if (error.empty()) {
     const std::string rest = s.text.flush();
     s.result.text += rest;
-    if (!rest.empty() && s.req.on_text) s.req.on_text(rest);
+    if (!rest.empty() && s.req.on_text) s.req.on_text(s.choice, rest, s.result);
   }
   s.result.stop_reason = reason;
-  if (s.req.on_done) s.req.on_done(s.result, error);
+  if (s.req.on_done) s.req.on_done(s.choice, s.result, error);
+  // Choices not forked yet (their prompt unread: cancelled, failed, or
+  // nothing to generate) end as this one does.
+  for (int64_t c = 1; !s.forked && c < s.req.n; ++c)
+    if (s.req.on_done) s.req.on_done(c, s.result, error);
+  s.forked = true;
 }
 
 void BatchScheduler::preempt(Seq& s) {
@@ -123,13 +143,13 @@ void BatchScheduler::preempt(Seq& s) {
   waiting_.insert(at, std::move(owned));
 }
 
-int64_t BatchScheduler::new_pages(KvPagePool::SeqId kv, int64_t rows) const {
-  const int64_t page = pool_.page();
-  return (pool_.length(kv) + rows + page - 1) / page - static_cast<int64_t>(pool_.table(kv).size());
+void BatchScheduler::append(Seq& s, int64_t rows) {
+  const std::vector<KvPagePool::PageCopy> copies = pool_.append(s.kv, rows);
+  if (!copies.empty()) model_.copy_kv_pages(copies);
 }
 
 bool BatchScheduler::reserve(Seq& s, int64_t rows, const std::vector<Seq*>& scheduled) {
-  const int64_t need = new_pages(s.kv, rows);
+  const int64_t need = pool_.pages_needed(s.kv, rows);
   while (pool_.free_pages() < need) {
     if (o_.prefix_cache && cache_.evict(need)) break;
     // The latest arrival not yet in this step gives its pages back.
@@ -144,7 +164,7 @@ bool BatchScheduler::reserve(Seq& s, int64_t rows, const std::vector<Seq*>& sche
     }
     preempt(*victim);
   }
-  pool_.append(s.kv, rows);
+  append(s, rows);
   return true;
 }
 
@@ -152,19 +172,19 @@ bool BatchScheduler::admit(Seq& s, int64_t budget) {
   const int64_t page = pool_.page(), n = static_cast<int64_t>(s.tokens.size());
   std::vector<int32_t> shared;
   // Cached pages, one token short of the whole: the last one's logits are
-  // computed.
-  if (o_.prefix_cache) shared = cache_.match(s.tokens, (n - 1) / page);
+  // computed. A prompt being scored is read from its start.
+  if (o_.prefix_cache && !s.scoring()) shared = cache_.match(s.tokens, (n - 1) / page);
   s.kv = pool_.create(shared);
   s.computed = static_cast<int64_t>(shared.size()) * page;
   const int64_t rows = std::min(n - s.computed, budget);
-  const int64_t need = new_pages(s.kv, rows);
+  const int64_t need = pool_.pages_needed(s.kv, rows);
   if (pool_.free_pages() < need && !(o_.prefix_cache && cache_.evict(need))) {
     pool_.free(s.kv);
     s.kv = -1;
     s.computed = 0;
     return false;
   }
-  pool_.append(s.kv, rows);
+  append(s, rows);
   if (!s.admitted) stats_.cached_prompt_tokens += s.computed;
   s.admitted = true;
   return true;
@@ -204,7 +224,13 @@ void BatchScheduler::step() {
       budget -= n;
     }
   }
-  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < o_.max_batch && budget > 0) {
+  auto slots = [&] {
+    int64_t n = 0;
+    for (auto& r : running_) n += r->slots();
+    return n;
+  };
+  while (!waiting_.empty() && budget > 0 &&
+         (running_.empty() || slots() + waiting_.front()->slots() <= o_.max_batch)) {
     Seq& w = *waiting_.front();
     if ((static_cast<int64_t>(w.tokens.size()) + pool_.page() - 1) / pool_.page() >
         pool_.n_pages()) {
@@ -230,7 +256,8 @@ void BatchScheduler::step() {
   for (size_t i = 0; i < batch.size(); ++i) {
     Seq& s = *batch[i];
     auto first = s.tokens.begin() + s.computed;
-    chunks.push_back({std::vector<int32_t>(first, first + rows[i]), s.computed, pool_.table(s.kv)});
+    chunks.push_back(
+        {std::vector<int32_t>(first, first + rows[i]), s.computed, pool_.table(s.kv), s.scoring()});
   }
   ++stats_.steps;
   const std::vector<float>* logits = nullptr;
@@ -243,37 +270,86 @@ void BatchScheduler::step() {
   }
   const int64_t V = model_.config().n_vocab, page = pool_.page();
   const Clock::time_point now = Clock::now();
+  int64_t out = 0;  // the chunk's first row of logits
   for (size_t i = 0; i < batch.size(); ++i) {
     Seq& s = *batch[i];
+    const float* row = logits->data() + out * V;
     const int64_t before = s.computed;
+    out += chunks[i].all_logits ? rows[i] : 1;
+    const float* last = logits->data() + (out - 1) * V;
+    if (chunks[i].all_logits) score_prompt(s, before, rows[i], row);
     s.computed += rows[i];
     if (s.computed / page > before / page) keep_pages(s);              // a page filled
     if (s.computed < static_cast<int64_t>(s.tokens.size())) continue;  // mid-prompt
-    const int32_t next =
-        s.sampler.sample(logits->data() + static_cast<int64_t>(i) * V, V, s.tokens);
     if (s.result.generated.empty())
       s.result.prefill_ms = ms_between(s.start, now);
     else
       s.result.token_ms.push_back(ms_between(s.last, now));
     s.last = now;
-    const GenerationOptions& o = s.req.options;
-    if (o.stop_at_eos && next == model_.tokenizer().eos_id()) {
-      finish(s, "eos");
-      continue;
+    for (Seq* c : fork_choices(s)) {
+      if (c != &s) c->last = now;
+      if (s.req.options.n_predict <= 0)
+        finish(*c, "length");  // scored only
+      else
+        next_token(*c, last);
     }
-    s.tokens.push_back(next);
-    s.result.generated.push_back(next);
-    ++stats_.generated_tokens;
-    const std::string piece = s.text.push(next);
-    s.result.text += piece;
-    if (!piece.empty() && s.req.on_text) s.req.on_text(piece);
-    if (s.text.stopped())
-      finish(s, "stop string");
-    else if (static_cast<int64_t>(s.result.generated.size()) >= o.n_predict ||
-             s.computed >= model_.n_ctx())
-      finish(s, "length");
   }
   sweep(running_);
+}
+
+void BatchScheduler::score_prompt(Seq& s, int64_t before, int64_t rows, const float* logits) {
+  const int64_t V = model_.config().n_vocab, n = static_cast<int64_t>(s.req.prompt.size());
+  // Row j holds the logits after position before + j: they score the token
+  // at before + j + 1 (the prompt's first token has no score).
+  for (int64_t j = 0; j < rows; ++j) {
+    const int64_t target = before + j + 1;
+    if (target >= n) break;
+    if (target != static_cast<int64_t>(s.result.prompt_logprobs.size()) + 1) continue;
+    s.result.prompt_logprobs.push_back(token_logprob(logits + j * V, V,
+                                                     s.req.prompt[static_cast<size_t>(target)],
+                                                     std::max<int64_t>(s.req.options.logprobs, 0)));
+  }
+}
+
+std::vector<BatchScheduler::Seq*> BatchScheduler::fork_choices(Seq& s) {
+  std::vector<Seq*> all = {&s};
+  if (s.forked) return all;
+  s.forked = true;
+  auto at = std::find_if(running_.begin(), running_.end(),
+                         [&](const std::unique_ptr<Seq>& r) { return r.get() == &s; });
+  for (int64_t c = 1; c < s.req.n; ++c) {
+    auto other = std::make_unique<Seq>(s.req, s.arrival, model_.tokenizer(), c);
+    other->forked = other->admitted = true;
+    other->kv = pool_.fork(s.kv);
+    other->computed = s.computed;
+    other->result = s.result;
+    other->start = s.start;
+    all.push_back(other.get());
+    at = running_.insert(at + 1, std::move(other));
+  }
+  return all;
+}
+
+void BatchScheduler::next_token(Seq& s, const float* logits) {
+  const int64_t V = model_.config().n_vocab;
+  const GenerationOptions& o = s.req.options;
+  const int32_t next = s.sampler.sample(logits, V, s.tokens);
+  if (o.logprobs >= 0) s.result.logprobs.push_back(token_logprob(logits, V, next, o.logprobs));
+  if (o.stop_at_eos && next == model_.tokenizer().eos_id()) {
+    s.result.logprobs.resize(s.result.generated.size());  // the end is no token of the text
+    return finish(s, "eos");
+  }
+  s.tokens.push_back(next);
+  s.result.generated.push_back(next);
+  ++stats_.generated_tokens;
+  const std::string piece = s.text.push(next);
+  s.result.text += piece;
+  if (!piece.empty() && s.req.on_text) s.req.on_text(s.choice, piece, s.result);
+  if (s.text.stopped())
+    finish(s, "stop string");
+  else if (static_cast<int64_t>(s.result.generated.size()) >= o.n_predict ||
+           s.computed >= model_.n_ctx())
+    finish(s, "length");
 }
 
 }  // namespace kiln

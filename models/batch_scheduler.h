@@ -35,13 +35,22 @@ namespace kiln {
 
 struct SeqRequest {
   std::vector<int32_t> prompt;
-  // n_predict, sampler, stop strings, stop_at_eos, and cancelled (asked
-  // before every step: true ends the sequence, its pages freed at once).
+  // n_predict, sampler, stop strings, stop_at_eos, logprobs, and cancelled
+  // (asked before every step: true ends the sequence, its pages freed at
+  // once). With n_predict 0 and prompt_logprobs the prompt is only scored.
   GenerationOptions options;
-  std::function<void(const std::string&)> on_text;  // each released piece
-  // Called exactly once: the result (stop_reason "length", "eos", "stop
-  // string" or "cancelled"), or a non-empty error.
-  std::function<void(const GenerationResult&, const std::string& error)> on_done;
+  // Samples of the prompt, choices 0 .. n-1: the prompt is read once, then
+  // n - 1 sequences fork its pages (copy-on-write, runtime/kv_page_pool.h)
+  // and sample from the same logits, choice i with seed + i. The n run
+  // together: admitted when max_batch has room for all of them.
+  int64_t n = 1;
+  // Each released piece of a choice, with its result so far (its tokens
+  // and logprobs up to the piece).
+  std::function<void(int64_t choice, const std::string& piece, const GenerationResult& so_far)>
+      on_text;
+  // Called exactly once per choice: the result (stop_reason "length",
+  // "eos", "stop string" or "cancelled"), or a non-empty error.
+  std::function<void(int64_t choice, const GenerationResult&, const std::string& error)> on_done;
 };
 
 struct SchedulerOptions {
@@ -74,9 +83,17 @@ class BatchScheduler {
  private:
   struct Seq;
   bool admit(Seq& s, int64_t budget);
-  // Pages the pool must hand kv for `rows` more rows.
-  int64_t new_pages(KvPagePool::SeqId kv, int64_t rows) const;
+  // Takes `rows` more rows for s in the pool, making the page copies a
+  // copy-on-write asks for.
+  void append(Seq& s, int64_t rows);
   bool reserve(Seq& s, int64_t rows, const std::vector<Seq*>& scheduled);
+  // The sequences of s's other choices, forking its pages once its prompt
+  // is read.
+  std::vector<Seq*> fork_choices(Seq& s);
+  // Scores the prompt tokens a chunk's logits predict (rows from first).
+  void score_prompt(Seq& s, int64_t before, int64_t rows, const float* logits);
+  // Samples s's next token from `logits`, and ends s when it is done.
+  void next_token(Seq& s, const float* logits);
   void preempt(Seq& s);
   void finish(Seq& s, const std::string& reason, const std::string& error = "");
   void keep_pages(Seq& s);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/llm.h"
+#include "models/logprobs.h"
 #include "models/sampler.h"
 
 namespace kiln {
@@ -18,6 +19,12 @@ struct GenerationOptions {
   std::vector<std::string> stop;  // stop strings (not included in the output)
   bool stop_at_eos = true;
   bool all_logits = false;  // keep every position's logits (logits_out)
+  // >= 0: each generated token's log-probability and its `logprobs`
+  // likeliest alternatives (models/logprobs.h). With prompt_logprobs the
+  // prompt's tokens are scored too (all but the first): the serving
+  // scheduler's (`echo`).
+  int64_t logprobs = -1;
+  bool prompt_logprobs = false;
   // Asked after each token; true ends the generation ("cancelled": a
   // server's client has gone).
   std::function<bool()> cancelled;
@@ -32,6 +39,9 @@ struct GenerationResult {
   double prefill_ms = 0;
   std::vector<double> token_ms;  // per decoded token
   std::vector<float> logits;     // [positions, n_vocab] when all_logits
+  // Per generated token, and per prompt token from the second on, when
+  // asked (GenerationOptions::logprobs, prompt_logprobs).
+  std::vector<TokenLogprob> logprobs, prompt_logprobs;
   int64_t launches_prefill = 0, launches_per_token = 0;
   std::string stop_reason;  // "length", "eos", "stop string", "cancelled"
 };

@@ -16,13 +16,21 @@ namespace kiln {
 
 // The plan for one token count, over the scratch its graph planned.
 struct Llm::Step {
-  Step(Runtime& rt, int64_t n, bool all, int64_t seqs = 0)
-      : graph(rt), plan(rt), n_tokens(n), all_logits(all), n_seqs(seqs) {}
+  Step(Runtime& rt, int64_t n, bool all, int64_t seqs = 0, int64_t outs = 0)
+      : graph(rt),
+        plan(rt),
+        n_tokens(n),
+        all_logits(all),
+        n_seqs(seqs),
+        out_rows(seqs > 0 ? outs
+                 : all    ? n
+                          : 1) {}
   Graph graph;
   Plan plan;
   int64_t n_tokens;
   bool all_logits;
   int64_t n_seqs;                          // > 0: a serving step (forward_batch)
+  int64_t out_rows;                        // rows of logits
   std::vector<int32_t> tokens, positions;  // host, read or uploaded per replay
   std::vector<float> logits;               // host, written or downloaded per replay
   // A serving step's packed batch (ops::SeqBatch) and logit rows, likewise.
@@ -210,8 +218,8 @@ namespace {
 constexpr size_t kMaxBatchSteps = 48;
 }  // namespace
 
-Llm::Step& Llm::batch_step_for(int64_t n_tokens, int64_t n_seqs) {
-  const std::pair<int64_t, int64_t> key{n_tokens, n_seqs};
+Llm::Step& Llm::batch_step_for(int64_t n_tokens, int64_t n_seqs, int64_t out_rows) {
+  const BatchShape key{n_tokens, n_seqs, out_rows};
   if (!batch_steps_.count(key) && batch_steps_.size() >= kMaxBatchSteps) {
     auto oldest =
         std::min_element(batch_used_.begin(), batch_used_.end(),
@@ -222,7 +230,7 @@ Llm::Step& Llm::batch_step_for(int64_t n_tokens, int64_t n_seqs) {
   batch_used_[key] = ++batch_clock_;
   auto& slot = batch_steps_[key];
   if (!slot) {
-    slot = std::make_unique<Step>(rt_, n_tokens, false, n_seqs);
+    slot = std::make_unique<Step>(rt_, n_tokens, false, n_seqs, out_rows);
     record(*slot);
   }
   return *slot;
@@ -233,7 +241,7 @@ const std::vector<float>& Llm::forward_batch(const std::vector<SeqChunk>& seqs, 
     throw Error("forward_batch: the model's KV cache is not a serving pool (kv_pages)");
   if (seqs.empty()) throw Error("forward_batch: no sequences");
   const int64_t entries = (n_ctx_ + page_ - 1) / page_;
-  int64_t total = 0;
+  int64_t total = 0, outs = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const SeqChunk& c = seqs[i];
     const std::string who = "forward_batch: sequence " + std::to_string(i) + ": ";
@@ -257,10 +265,11 @@ const std::vector<float>& Llm::forward_batch(const std::vector<SeqChunk>& seqs, 
       throw Error(who + e.what());
     }
     total += n;
+    outs += c.all_logits ? n : 1;
   }
   const int64_t S = static_cast<int64_t>(seqs.size());
-  Step& s = batch_step_for(total, S);
-  int64_t row = 0;
+  Step& s = batch_step_for(total, S, outs);
+  int64_t row = 0, out = 0;
   for (int64_t i = 0; i < S; ++i) {
     const SeqChunk& c = seqs[static_cast<size_t>(i)];
     const int64_t n = static_cast<int64_t>(c.tokens.size());
@@ -271,8 +280,8 @@ const std::vector<float>& Llm::forward_batch(const std::vector<SeqChunk>& seqs, 
       s.tokens[row] = c.tokens[static_cast<size_t>(j)];
       s.positions[row] = static_cast<int32_t>(c.pos0 + j);
       s.tok_seq[row] = static_cast<int32_t>(i);
+      if (c.all_logits || j == n - 1) s.out_ids[out++] = static_cast<int32_t>(row);
     }
-    s.out_ids[i] = static_cast<int32_t>(row - 1);
     std::fill(std::copy(c.table.begin(), c.table.end(), s.tables.begin() + i * entries),
               s.tables.begin() + (i + 1) * entries, -1);
   }
@@ -285,6 +294,33 @@ const std::vector<float>& Llm::forward_batch(const std::vector<SeqChunk>& seqs, 
   s.plan.run(rt_, interpret);
   last_launches_ = s.plan.kernel_launches();
   return s.logits;
+}
+
+void Llm::copy_kv_pages(const std::vector<KvPagePool::PageCopy>& copies) {
+  if (!serving_) throw Error("copy_kv_pages: the model's KV cache is not a serving pool");
+  Backend& b = rt_.backend();
+  // One page of one head is one run in every buffer of the pool layout
+  // (kv_cache.h): page * head_dim elements of codes, page * head_dim / 32
+  // of a q8_0 cache's scales, at (head * n_pages + page) runs.
+  const int64_t D = cfg_.head_dim, H = cfg_.n_head_kv;
+  auto copy_runs = [&](const std::vector<DeviceBuffer>& bufs, int64_t run_elems, size_t esize) {
+    const size_t run = static_cast<size_t>(run_elems) * esize;
+    for (const DeviceBuffer& buf : bufs)
+      for (const KvPagePool::PageCopy& c : copies) {
+        if (c.from < 0 || c.from >= n_pages_ || c.to < 0 || c.to >= n_pages_)
+          throw Error("copy_kv_pages: page " + std::to_string(c.from) + " -> " +
+                      std::to_string(c.to) + " is outside the pool of " + std::to_string(n_pages_));
+        auto* base = static_cast<uint8_t*>(buf.data());
+        for (int64_t h = 0; h < H; ++h)
+          b.copy(base + static_cast<size_t>(h * n_pages_ + c.to) * run,
+                 base + static_cast<size_t>(h * n_pages_ + c.from) * run, run);
+      }
+  };
+  const size_t elem = dtype_bytes(kv_.dtype);
+  copy_runs(k_cache_, page_ * D, elem);
+  copy_runs(v_cache_, page_ * D, elem);
+  copy_runs(k_scale_, page_ * D / kKvQuantBlock, sizeof(uint16_t));
+  copy_runs(v_scale_, page_ * D / kKvQuantBlock, sizeof(uint16_t));
 }
 
 void Llm::rewind(int64_t pos) {
@@ -324,7 +360,7 @@ std::vector<Spec> Llm::plan_specs(int64_t n_tokens) {
 
 void Llm::record(Step& s, bool compile) {
   const ModelConfig& c = cfg_;
-  const int64_t T = s.n_tokens, S = s.n_seqs, out_rows = S > 0 ? S : s.all_logits ? T : 1;
+  const int64_t T = s.n_tokens, S = s.n_seqs, out_rows = s.out_rows;
   s.tokens.resize(T);
   s.positions.resize(T);
   s.logits.resize(out_rows * c.n_vocab);
@@ -344,7 +380,7 @@ void Llm::record(Step& s, bool compile) {
                             input(s.seq_len, S),
                             input(s.tok_seq, T),
                             input(s.tables, S * entries)};
-    f.out_ids = input(s.out_ids, S);
+    f.out_ids = input(s.out_ids, out_rows);
   }
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const DeviceBuffer &k = k_cache_[l], &v = v_cache_[l], &rope = *layer_rope_[l];

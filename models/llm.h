@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/attention/kv_cache.h"
@@ -25,6 +26,7 @@
 #include "models/model_weights.h"
 #include "models/tokenizer.h"
 #include "runtime/graph.h"
+#include "runtime/kv_page_pool.h"
 
 namespace kiln {
 
@@ -80,16 +82,23 @@ class Llm {
   // attending to the rows of the pages its table lists (a KvPagePool's
   // table of the sequence, holding pos0 + tokens rows). Sequences bring one
   // token each (decode) or more (a prompt's chunk). Returns the logits
-  // [sequences, n_vocab] of each sequence's last token.
+  // [rows, n_vocab]: each sequence's last token's, or with all_logits every
+  // token's of that sequence (a prompt scored, as `echo` with logprobs
+  // asks), in sequence order.
   struct SeqChunk {
     std::vector<int32_t> tokens;
     int64_t pos0 = 0;
     std::vector<int32_t> table;
+    bool all_logits = false;
   };
   const std::vector<float>& forward_batch(const std::vector<SeqChunk>& seqs,
                                           bool interpret = false);
   int64_t kv_page() const { return page_; }
   int64_t kv_pages() const { return serving_ ? n_pages_ : 0; }
+  // Copies whole pages of the serving pool, every layer's K and V rows
+  // (and a q8_0 cache's scales): a KvPagePool's copy-on-write, made before
+  // the forward that writes into the copies.
+  void copy_kv_pages(const std::vector<KvPagePool::PageCopy>& copies);
 
   // Records (selects and compiles the kernels of) the plan for n tokens
   // now, so that timing a forward does not include it.
@@ -117,7 +126,7 @@ class Llm {
  private:
   struct Step;
   Step& step_for(int64_t n_tokens, bool all_logits);
-  Step& batch_step_for(int64_t n_tokens, int64_t n_seqs);
+  Step& batch_step_for(int64_t n_tokens, int64_t n_seqs, int64_t out_rows);
   void record(Step& s, bool compile = true);
 
   GgufFile file_;
@@ -140,11 +149,12 @@ class Llm {
   std::map<std::pair<double, RopeScaling>, DeviceBuffer> rope_tables_;
   std::vector<const DeviceBuffer*> layer_rope_;
   std::map<std::pair<int64_t, bool>, std::unique_ptr<Step>> steps_;
-  // Serving: the plans of (tokens, sequences), the least recently used
-  // dropped past kMaxBatchSteps (a server meets many shapes).
+  // Serving: the plans of (tokens, sequences, logit rows), the least
+  // recently used dropped past kMaxBatchSteps (a server meets many shapes).
   bool serving_ = false;
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Step>> batch_steps_;
-  std::map<std::pair<int64_t, int64_t>, uint64_t> batch_used_;
+  using BatchShape = std::tuple<int64_t, int64_t, int64_t>;
+  std::map<BatchShape, std::unique_ptr<Step>> batch_steps_;
+  std::map<BatchShape, uint64_t> batch_used_;
   uint64_t batch_clock_ = 0;
   int64_t last_launches_ = 0;
   bool profiling_ = false;

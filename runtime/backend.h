@@ -112,6 +112,14 @@ class Backend {
   virtual void free(void* p) = 0;
   virtual void upload(void* dst, const void* src, size_t bytes) = 0;
   virtual void download(void* dst, const void* src, size_t bytes) = 0;
+  // Copies between two buffers of this backend, after every launch issued
+  // so far. By default staged through the host: rare copies (a KV page's
+  // copy-on-write) need no device path of their own.
+  virtual void copy(void* dst, const void* src, size_t bytes) {
+    std::vector<uint8_t> staged(bytes);
+    download(staged.data(), src, bytes);
+    upload(dst, staged.data(), bytes);
+  }
   // Waits for every launch and copy issued so far.
   virtual void synchronize() {}
 };

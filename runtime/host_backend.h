@@ -22,6 +22,9 @@ class HostMemoryBackend : public Backend {
   void download(void* dst, const void* src, size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);
   }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
 
  private:
   HostHeap heap_;

@@ -58,12 +58,27 @@ KvPagePool::SeqId KvPagePool::fork(SeqId src) {
   return next_++;
 }
 
+namespace {
+// Whether appending n rows to s must first copy its shared, partly filled
+// last page.
+bool copies_last(const std::vector<int64_t>& refs, const std::vector<int32_t>& pages,
+                 int64_t length, int64_t page, int64_t n) {
+  return n > 0 && length % page != 0 && refs[static_cast<size_t>(pages.back())] > 1;
+}
+}  // namespace
+
+int64_t KvPagePool::pages_needed(SeqId seq, int64_t n) const {
+  const Seq& s = at(seq);
+  return (s.length + n + page_ - 1) / page_ - static_cast<int64_t>(s.pages.size()) +
+         (copies_last(refs_, s.pages, s.length, page_, n) ? 1 : 0);
+}
+
 std::vector<KvPagePool::PageCopy> KvPagePool::append(SeqId seq, int64_t n) {
   Seq& s = at(seq);
   if (n < 0) throw Error("KV page pool: appending " + std::to_string(n) + " rows");
   const int64_t have = static_cast<int64_t>(s.pages.size());
   const int64_t need = (s.length + n + page_ - 1) / page_ - have;
-  const bool cow = n > 0 && s.length % page_ != 0 && refs_[static_cast<size_t>(s.pages.back())] > 1;
+  const bool cow = copies_last(refs_, s.pages, s.length, page_, n);
   if (need + (cow ? 1 : 0) > free_pages())
     throw Error("KV page pool: sequence " + std::to_string(seq) + " needs " +
                 std::to_string(need + (cow ? 1 : 0)) + " more pages of " + std::to_string(page_) +

@@ -42,6 +42,9 @@ class KvPagePool {
   // filled (returned: copy it before writing). When the free pages do not
   // suffice this throws kiln::Error and changes nothing.
   std::vector<PageCopy> append(SeqId seq, int64_t n);
+  // The free pages append(seq, n) takes: new ones, and the copy of a
+  // shared, partly filled last page.
+  int64_t pages_needed(SeqId seq, int64_t n) const;
   // Drops seq: its pages no other sequence holds return to the free list.
   void free(SeqId seq);
   // A holder besides sequences (a prefix cache keeping a full page for

@@ -42,16 +42,25 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One request's life: its text as the engine makes it, and its end.
+// One request's life: its choices' text as the engine makes it, and their
+// ends.
 struct Job {
+  explicit Job(CompletionRequest r)
+      : request(std::move(r)),
+        choices(request.prompts.size() * static_cast<size_t>(request.n)),
+        left(choices.size()) {}
   CompletionRequest request;
   Clock::time_point queued = Clock::now();
   std::mutex mu;
   std::condition_variable cv;
-  std::string text;  // decoded, not yet sent
-  bool done = false;
-  GenerationResult result;
-  std::string error;  // a failure while generating
+  struct Choice {
+    std::string text;         // decoded, not yet sent
+    GenerationResult result;  // a stream's: its tokens and logprobs so far; then the whole
+    bool done = false;
+    std::string error;  // a failure while generating
+  };
+  std::vector<Choice> choices;
+  size_t left;  // choices not done
   std::atomic<bool> cancelled{false};
   bool first_text = false;  // the engine thread's: TTFT taken
 };
@@ -99,8 +108,7 @@ class Engine {
   }
 
   std::shared_ptr<Job> submit(CompletionRequest r) {
-    auto job = std::make_shared<Job>();
-    job->request = std::move(r);
+    auto job = std::make_shared<Job>(std::move(r));
     {
       std::lock_guard<std::mutex> lk(mu_);
       ++requests_;
@@ -156,7 +164,8 @@ class Engine {
       }
       // The callbacks take mu_: they run outside it (add may end a request
       // at once).
-      for (auto& job : arrived) sched_.add(request_of(job));
+      for (auto& job : arrived)
+        for (size_t p = 0; p < job->request.prompts.size(); ++p) sched_.add(request_of(job, p));
       const int64_t before = sched_.stats().generated_tokens;
       sched_.step();
       std::lock_guard<std::mutex> lk(mu_);
@@ -171,37 +180,54 @@ class Engine {
     }
   }
 
-  // The scheduler's request for a job: its text into the job as it comes,
-  // the end with its timings into the metrics.
-  SeqRequest request_of(const std::shared_ptr<Job>& job) {
+  // The scheduler's request for a job's prompt p: its choices' text into
+  // the job as it comes, their ends with their timings into the metrics.
+  SeqRequest request_of(const std::shared_ptr<Job>& job, size_t p) {
     SeqRequest r;
-    r.prompt = job->request.prompt;
-    r.options = job->request.options;
+    const CompletionRequest& req = job->request;
+    r.prompt = req.prompts[p];
+    r.n = req.n;
+    r.options = req.options;
     r.options.cancelled = [job] { return job->cancelled.load(); };
-    r.on_text = [this, job](const std::string& piece) {
+    const size_t first = p * static_cast<size_t>(req.n);
+    r.on_text = [this, job, first](int64_t c, const std::string& piece,
+                                   const GenerationResult& so_far) {
       if (!job->first_text) {
         std::lock_guard<std::mutex> lk(mu_);
         ttft_.add(std::chrono::duration<double>(Clock::now() - job->queued).count());
         job->first_text = true;
       }
       std::lock_guard<std::mutex> lk(job->mu);
-      job->text += piece;
-      // Only a stream's writer waits for text; waking a whole response's
-      // thread every token takes a core from the next step.
-      if (job->request.stream) job->cv.notify_all();
-    };
-    r.on_done = [this, job](const GenerationResult& g, const std::string& error) {
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        cancelled_ += g.stop_reason == "cancelled";
-        for (double ms : g.token_ms) itl_.add(ms / 1e3);
-        --unfinished_;
-      }
-      std::lock_guard<std::mutex> lk(job->mu);
-      job->result = g;
-      job->error = error;
-      job->done = true;
+      Job::Choice& ch = job->choices[first + static_cast<size_t>(c)];
+      ch.text += piece;
+      // Only a stream's writer reads the tokens so far, or waits for
+      // text; waking a whole response's thread every token takes a core
+      // from the next step.
+      if (!job->request.stream) return;
+      GenerationResult& r = ch.result;
+      if (r.prompt_logprobs.empty()) r.prompt_logprobs = so_far.prompt_logprobs;
+      r.generated.insert(r.generated.end(), so_far.generated.begin() + r.generated.size(),
+                         so_far.generated.end());
+      r.logprobs.insert(r.logprobs.end(), so_far.logprobs.begin() + r.logprobs.size(),
+                        so_far.logprobs.end());
       job->cv.notify_all();
+    };
+    r.on_done = [this, job, first](int64_t c, const GenerationResult& g, const std::string& error) {
+      bool last;
+      {
+        std::lock_guard<std::mutex> lk(job->mu);
+        Job::Choice& ch = job->choices[first + static_cast<size_t>(c)];
+        ch.result = g;
+        ch.error = error;
+        ch.done = true;
+        last = --job->left == 0;
+        job->cv.notify_all();
+      }
+      std::lock_guard<std::mutex> lk(mu_);
+      for (double ms : g.token_ms) itl_.add(ms / 1e3);
+      if (!last) return;
+      cancelled_ += job->cancelled.load() || g.stop_reason == "cancelled";
+      --unfinished_;
     };
     return r;
   }
@@ -234,14 +260,14 @@ int cmd_serve(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "no-prefix-cache"});
   a.allow_only({"help", "model", "host", "port", "queue", "threads", "ctx", "kv", "device",
                 "max-body", "chat-template", "no-prefix-cache", "max-batch", "kv-blocks", "kv-page",
-                "step-tokens", "request-timeout"});
+                "step-tokens", "request-timeout", "max-n"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln serve -m MODEL.gguf|HF_DIR [--host 127.0.0.1] [--port 8080] [--queue 16]\n"
         "                  [--max-batch 8] [--kv-blocks N] [--kv-page 32] [--step-tokens 256]\n"
         "                  [--threads N] [--ctx N] [--kv f16|bf16|f32|q8_0] [--device cpu|cuda]\n"
         "                  [--max-body BYTES] [--request-timeout 10] [--chat-template NAME|FILE]\n"
-        "                  [--no-prefix-cache]\n"
+        "                  [--no-prefix-cache] [--max-n 16]\n"
         "An OpenAI-compatible server: POST /v1/completions and /v1/chat/completions (stream:\n"
         "true for server-sent events), GET /v1/models, /health, /metrics. Chats are laid out\n"
         "by the model's tokenizer.chat_template, or --chat-template (a family such as chatml,\n"
@@ -253,7 +279,9 @@ int cmd_serve(const std::vector<std::string>& argv) {
         "arrival is preempted and later recomputed. Up to --queue more requests wait, first\n"
         "come first served, and more are refused with 503. Full pages of prompts are kept\n"
         "for later prompts that begin alike (a shared system prompt is computed once),\n"
-        "unless --no-prefix-cache. A request must arrive whole within --request-timeout\n"
+        "unless --no-prefix-cache. A request's choices (n, times its prompts) run together,\n"
+        "at most --max-n of them; n samples of a prompt read it once and share its pages.\n"
+        "A request must arrive whole within --request-timeout\n"
         "seconds (else 408); its response may take as long as it needs.\n"
         "--port 0 takes a free port; the line 'kiln serve: listening on http://HOST:PORT'\n"
         "on stderr says which.");
@@ -272,6 +300,10 @@ int cmd_serve(const std::vector<std::string>& argv) {
   so.token_budget = a.get_int("step-tokens", 256);
   so.prefix_cache = !a.flag("no-prefix-cache");
   if (so.max_batch < 1 || so.max_batch > 256) throw Error("--max-batch expects 1 to 256");
+  const int64_t max_n = a.get_int("max-n", std::min<int64_t>(16, so.max_batch));
+  if (max_n < 1 || max_n > so.max_batch)
+    throw Error("--max-n expects 1 to --max-batch (" + std::to_string(so.max_batch) +
+                "): a request's choices run together");
   if (so.token_budget < so.max_batch)
     throw Error("--step-tokens expects at least --max-batch (" + std::to_string(so.max_batch) +
                 ") tokens");
@@ -336,58 +368,95 @@ int cmd_serve(const std::vector<std::string>& argv) {
       }
       try {
         job = engine.submit(
-            parse_request(endpoint, req.body, model.tokenizer(), chat, max_rows, seed));
+            parse_request(endpoint, req.body, model.tokenizer(), chat, max_rows, seed, max_n));
       } catch (const ApiError& e) {
         return reply_error(res, e);
       }
-      const std::string id =
-          (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id);
-      const int64_t created = static_cast<int64_t>(std::time(nullptr));
+      const ResponseHead head{
+          endpoint,
+          (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id),
+          static_cast<int64_t>(std::time(nullptr)), model_id};
+      const Tokenizer& tok = model.tokenizer();
       if (!job->request.stream) {
         std::unique_lock<std::mutex> lk(job->mu);
-        job->cv.wait(lk, [&] { return job->done; });
-        if (!job->error.empty()) return reply_error(res, ApiError(500, job->error));
-        res.set_content(completion_body(endpoint, id, created, model_id, job->result,
-                                        job->request.return_token_ids),
-                        "application/json");
+        job->cv.wait(lk, [&] { return job->left == 0; });
+        std::vector<GenerationResult> results;
+        for (const Job::Choice& ch : job->choices) {
+          if (!ch.error.empty()) return reply_error(res, ApiError(500, ch.error));
+          results.push_back(ch.result);
+        }
+        res.set_content(completion_body(head, job->request, results, tok), "application/json");
         return;
       }
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [job, id, created, endpoint, &model_id](size_t, httplib::DataSink& sink) {
-            auto send = [&](const std::string& data) {
-              const std::string ev = sse(data);
-              return sink.write(ev.data(), ev.size());
-            };
-            std::string held;  // an incomplete UTF-8 sequence at the end
-            bool first = true;
+          [job, head, &tok](size_t, httplib::DataSink& sink) {
+            const size_t n = job->choices.size();
+            std::vector<std::string> held(n);  // incomplete UTF-8 sequences at the ends
+            std::vector<StreamedChoice> sent(n);
+            std::vector<bool> closed(n);
             for (;;) {
-              std::unique_lock<std::mutex> lk(job->mu);
-              job->cv.wait(lk, [&] { return job->done || !job->text.empty(); });
-              held += job->text;
-              job->text.clear();
-              const bool done = job->done;
-              lk.unlock();
-              if (done) {
-                if (!job->error.empty())
-                  send(error_body(ApiError(500, job->error)));
-                else if (send(chunk_body(endpoint, id, created, model_id, held, first,
-                                         finish_reason(job->result), &job->result)) &&
-                         (!job->request.include_usage ||
-                          send(usage_chunk_body(endpoint, id, created, model_id, job->result))))
-                  send("[DONE]");
+              // Chunks are built under the job's lock (the tokens so far
+              // are read in place), sent outside it.
+              std::vector<std::string> events;
+              bool over = false;
+              {
+                std::unique_lock<std::mutex> lk(job->mu);
+                job->cv.wait(lk, [&] {
+                  for (size_t i = 0; i < n; ++i)
+                    if (!closed[i] && (job->choices[i].done || !job->choices[i].text.empty()))
+                      return true;
+                  return false;
+                });
+                for (const Job::Choice& ch : job->choices)
+                  if (!ch.error.empty()) {
+                    events.push_back(error_body(ApiError(500, ch.error)));
+                    over = true;
+                    break;
+                  }
+                for (size_t i = 0; i < n && !over; ++i) {
+                  Job::Choice& ch = job->choices[i];
+                  if (closed[i]) continue;
+                  held[i] += ch.text;
+                  ch.text.clear();
+                  const int64_t index = static_cast<int64_t>(i);
+                  if (ch.done) {
+                    closed[i] = true;
+                    const bool all_closed =
+                        std::find(closed.begin(), closed.end(), false) == closed.end();
+                    std::vector<GenerationResult> results;
+                    if (all_closed)
+                      for (const Job::Choice& c : job->choices) results.push_back(c.result);
+                    events.push_back(chunk_body(head, job->request, tok, index, held[i], ch.result,
+                                                sent[i], finish_reason(ch.result),
+                                                all_closed ? &results : nullptr));
+                    if (all_closed) {
+                      if (job->request.include_usage)
+                        events.push_back(usage_chunk_body(head, job->request, results));
+                      events.push_back("[DONE]");
+                      over = true;
+                    }
+                    continue;
+                  }
+                  const size_t whole = complete_utf8_prefix(held[i]);
+                  if (whole == 0) continue;
+                  events.push_back(chunk_body(head, job->request, tok, index,
+                                              held[i].substr(0, whole), ch.result, sent[i], ""));
+                  held[i].erase(0, whole);
+                }
+              }
+              for (const std::string& ev : events) {
+                const std::string data = sse(ev);
+                if (!sink.write(data.data(), data.size())) {
+                  job->cancelled = true;  // the client has gone
+                  return false;
+                }
+              }
+              if (over) {
                 sink.done();
                 return true;
               }
-              const size_t n = complete_utf8_prefix(held);
-              if (n && !send(chunk_body(endpoint, id, created, model_id, held.substr(0, n), first,
-                                        "", nullptr))) {
-                job->cancelled = true;  // the client has gone
-                return false;
-              }
-              first = first && n == 0;
-              held.erase(0, n);
             }
           },
           [job](bool success) {

@@ -71,26 +71,52 @@ std::vector<std::string> stop_strings(const json& body) {
   return out;
 }
 
-std::vector<int32_t> prompt_tokens(const json& body, const Tokenizer& tok) {
-  auto it = body.find("prompt");
-  if (it == body.end() || it->is_null()) throw ApiError(400, "'prompt' is required", "prompt");
-  if (it->is_string()) {
-    const std::string& text = it->get_ref<const std::string&>();
+// One prompt: a string, or a list of token ids.
+std::vector<int32_t> one_prompt(const json& p, const Tokenizer& tok) {
+  if (p.is_string()) {
+    const std::string& text = p.get_ref<const std::string&>();
     if (!valid_utf8(text)) throw ApiError(400, "'prompt' is not valid UTF-8", "prompt");
     std::vector<int32_t> ids = tok.encode(text, tok.add_bos_default() && tok.bos_id() >= 0);
     if (ids.empty()) invalid("prompt", "encodes to no tokens");
     return ids;
   }
-  if (!it->is_array() || it->empty())
-    invalid("prompt", "must be a string or a non-empty list of token ids (one prompt: n = 1)");
+  if (!p.is_array() || p.empty())
+    invalid("prompt", "must be a string, a non-empty list of token ids, or a list of those");
   std::vector<int32_t> ids;
-  for (const json& v : *it) {
+  for (const json& v : p) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= tok.vocab_size())
       invalid("prompt",
               "token ids must be integers in [0, " + std::to_string(tok.vocab_size()) + ")");
     ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
   }
   return ids;
+}
+
+// A string, a list of ids (one prompt), or a list of strings or id lists
+// (several prompts).
+std::vector<std::vector<int32_t>> prompt_tokens(const json& body, const Tokenizer& tok) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) throw ApiError(400, "'prompt' is required", "prompt");
+  const json& p = *it;
+  const bool many = p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array());
+  if (!many) return {one_prompt(p, tok)};
+  if (p.size() > static_cast<size_t>(kMaxPrompts))
+    invalid("prompt", "lists " + std::to_string(p.size()) + " prompts; at most " +
+                          std::to_string(kMaxPrompts) + " are taken");
+  std::vector<std::vector<int32_t>> out;
+  for (const json& one : p) {
+    if (!one.is_string() && !one.is_array())
+      invalid("prompt", "a list of prompts must hold strings or lists of token ids");
+    out.push_back(one_prompt(one, tok));
+  }
+  return out;
+}
+
+bool flag_in(const json& body, const std::string& key, bool def) {
+  auto f = body.find(key);
+  if (f == body.end() || f->is_null()) return def;
+  if (!f->is_boolean()) invalid(key, "must be true or false");
+  return f->get<bool>();
 }
 
 // A chat's messages laid out by the model's chat template (the assistant's
@@ -119,16 +145,11 @@ std::vector<int32_t> chat_tokens(const json& body, const Tokenizer& tok, const C
   return tok.encode(text, tok.add_bos_default() && tok.bos_id() >= 0, true);
 }
 
-json usage_of(const GenerationResult& r) {
-  const size_t p = r.prompt.size(), c = r.generated.size();
-  return {{"prompt_tokens", p}, {"completion_tokens", c}, {"total_tokens", p + c}};
-}
-
 }  // namespace
 
 CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
                                 const Tokenizer& tok, const ChatTemplate& tmpl, int64_t n_ctx,
-                                uint64_t fresh_seed) {
+                                uint64_t fresh_seed, int64_t max_n) {
   json body;
   try {
     body = json::parse(body_text);
@@ -151,17 +172,27 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
                                               "repetition_penalty",
                                               "user",
                                               "presence_penalty",
-                                              "frequency_penalty"};
-  for (const auto& [key, value] : body.items())
-    if (!known.count(key) && key != (chat ? "messages" : "prompt") &&
-        !(chat && key == "max_completion_tokens"))
+                                              "frequency_penalty",
+                                              "logprobs"};
+  static const std::set<std::string> chat_only = {"messages", "max_completion_tokens",
+                                                  "top_logprobs"};
+  static const std::set<std::string> completions_only = {"prompt", "echo"};
+  for (const auto& [key, value] : body.items()) {
+    if (key == "best_of" || key == "suffix")
+      invalid(key,
+              "is not supported (Kiln samples n choices; it neither ranks extra ones nor "
+              "fills in before a suffix)");
+    if (!known.count(key) && !(chat ? chat_only : completions_only).count(key))
       invalid(key, "is not a field Kiln takes");
+  }
   CompletionRequest r;
-  r.prompt = chat ? chat_tokens(body, tok, tmpl) : prompt_tokens(body, tok);
+  r.prompts = chat ? std::vector<std::vector<int32_t>>{chat_tokens(body, tok, tmpl)}
+                   : prompt_tokens(body, tok);
   const char* input = chat ? "messages" : "prompt";
-  if (static_cast<int64_t>(r.prompt.size()) >= n_ctx)
-    invalid(input, "take " + std::to_string(r.prompt.size()) + " tokens; the context holds " +
-                       std::to_string(n_ctx) + " with room for one generated");
+  for (const std::vector<int32_t>& p : r.prompts)
+    if (static_cast<int64_t>(p.size()) >= n_ctx)
+      invalid(input, "take " + std::to_string(p.size()) + " tokens; the context holds " +
+                         std::to_string(n_ctx) + " with room for one generated");
   for (const char* key : {"model", "user"})
     if (auto m = body.find(key); m != body.end() && !m->is_null() && !m->is_string())
       invalid(key, "must be a string");
@@ -177,14 +208,28 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
   o.sampler.seed = body.contains("seed") && !body["seed"].is_null()
                        ? static_cast<uint64_t>(integer_in(body, "seed", 0, 0, INT64_MAX))
                        : fresh_seed;
-  if (integer_in(body, "n", 1, 1, 1) != 1) invalid("n", "must be 1");
+  const int64_t prompts = static_cast<int64_t>(r.prompts.size());
+  r.n = integer_in(body, "n", 1, 1, INT32_MAX);
+  if (r.n * prompts > max_n)
+    invalid(r.n > 1 ? "n" : "prompt", "asks for " + std::to_string(r.n * prompts) +
+                                          " choices; this server runs at most " +
+                                          std::to_string(max_n) + " for one request (--max-n)");
+  if (chat) {
+    // logprobs: true, with top_logprobs alternatives.
+    const bool on = flag_in(body, "logprobs", false);
+    const int64_t top = integer_in(body, "top_logprobs", 0, 0, kMaxTopLogprobs);
+    if (body.contains("top_logprobs") && !body["top_logprobs"].is_null() && !on)
+      invalid("top_logprobs", "is taken only with logprobs: true");
+    o.logprobs = on ? top : -1;
+  } else {
+    // logprobs: the alternatives per token (0: the chosen token's alone).
+    o.logprobs = integer_in(body, "logprobs", -1, 0, kMaxTopLogprobs);
+    r.echo = flag_in(body, "echo", false);
+    o.prompt_logprobs = r.echo && o.logprobs >= 0;
+  }
   o.stop = stop_strings(body);
-  for (auto [key, flag] :
-       {std::pair{"stream", &r.stream}, std::pair{"return_token_ids", &r.return_token_ids}})
-    if (auto f = body.find(key); f != body.end() && !f->is_null()) {
-      if (!f->is_boolean()) invalid(key, "must be true or false");
-      *flag = f->get<bool>();
-    }
+  r.stream = flag_in(body, "stream", false);
+  r.return_token_ids = flag_in(body, "return_token_ids", false);
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
     if (!r.stream) invalid("stream_options", "is taken only with stream: true");
     if (!so->is_object()) invalid("stream_options", "must be an object");
@@ -201,65 +246,191 @@ std::string finish_reason(const GenerationResult& r) {
   return r.stop_reason == "length" ? "length" : "stop";
 }
 
-std::string completion_body(Endpoint endpoint, const std::string& id, int64_t created,
-                            const std::string& model, const GenerationResult& r, bool token_ids) {
-  const bool chat = endpoint == Endpoint::chat;
-  json choice = {{"index", 0}, {"finish_reason", finish_reason(r)}, {"logprobs", nullptr}};
-  if (chat)
-    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-  else
-    choice["text"] = r.text;
-  if (token_ids) choice["token_ids"] = r.generated;
-  json body = {{"id", id},
+namespace {
+
+json usage_of(const CompletionRequest& req, const std::vector<GenerationResult>& choices) {
+  size_t p = 0, c = 0;
+  for (const auto& prompt : req.prompts) p += prompt.size();
+  for (const GenerationResult& r : choices) c += r.generated.size();
+  return {{"prompt_tokens", p}, {"completion_tokens", c}, {"total_tokens", p + c}};
+}
+
+// Logprobs in the two shapes OpenAI gives them: completions' object of
+// parallel lists (tokens, token_logprobs, top_logprobs, text_offset; the
+// prompt's first token null), and chat's list of {token, logprob, bytes,
+// top_logprobs}. Token texts are their pieces, control tokens' text
+// included; a piece that is part of a UTF-8 sequence is written replaced
+// (chat's `bytes` keep it exact).
+class LogprobsOut {
+ public:
+  LogprobsOut(Endpoint e, const Tokenizer& tok, int64_t offset)
+      : chat_(e == Endpoint::chat), tok_(tok), offset_(offset) {
+    if (chat_)
+      out_ = {{"content", json::array()}, {"refusal", nullptr}};
+    else
+      out_ = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  }
+  // A token and its score (null: the prompt's first token, unscored).
+  void add(int32_t token, const TokenLogprob* lp) {
+    const std::string piece = tok_.token_to_piece(token, true);
+    if (chat_) {
+      json top = json::array();
+      for (const auto& [t, l] : lp->top) {
+        const std::string p = tok_.token_to_piece(t, true);
+        top.push_back({{"token", p}, {"logprob", l}, {"bytes", bytes(p)}});
+      }
+      out_["content"].push_back({{"token", piece},
+                                 {"logprob", lp->logprob},
+                                 {"bytes", bytes(piece)},
+                                 {"top_logprobs", top}});
+      return;
+    }
+    out_["tokens"].push_back(piece);
+    out_["text_offset"].push_back(offset_);
+    offset_ += code_points(tok_.token_to_piece(token));  // as the text shows it
+    if (!lp) {
+      out_["token_logprobs"].push_back(nullptr);
+      out_["top_logprobs"].push_back(nullptr);
+      return;
+    }
+    out_["token_logprobs"].push_back(lp->logprob);
+    json top = json::object();
+    for (const auto& [t, l] : lp->top) top[tok_.token_to_piece(t, true)] = l;
+    out_["top_logprobs"].push_back(top);
+  }
+  int64_t offset() const { return offset_; }
+  json take() { return std::move(out_); }
+
+ private:
+  static json bytes(const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(c);
+    return b;
+  }
+  // Characters as a client counts them: bytes that begin one.
+  static int64_t code_points(const std::string& s) {
+    int64_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+  }
+  bool chat_;
+  const Tokenizer& tok_;
+  int64_t offset_;
+  json out_;
+};
+
+// The prompt of choice `index`, and whether its text and logprobs lead.
+const std::vector<int32_t>& prompt_of(const CompletionRequest& req, int64_t index) {
+  return req.prompts[static_cast<size_t>(index / req.n)];
+}
+
+// Choice `index`'s logprobs from generated token `from` on (with the
+// prompt's first when `prompt`), or null when not asked.
+json logprobs_of(const ResponseHead& h, const CompletionRequest& req, const Tokenizer& tok,
+                 int64_t index, const GenerationResult& r, size_t from, bool prompt,
+                 int64_t* offset) {
+  if (req.options.logprobs < 0) return nullptr;
+  LogprobsOut out(h.endpoint, tok, *offset);
+  if (prompt) {
+    const std::vector<int32_t>& p = prompt_of(req, index);
+    for (size_t i = 0; i < p.size(); ++i)
+      out.add(p[i], i == 0 || i > r.prompt_logprobs.size() ? nullptr : &r.prompt_logprobs[i - 1]);
+  }
+  for (size_t i = from; i < r.logprobs.size() && i < r.generated.size(); ++i)
+    out.add(r.generated[i], &r.logprobs[i]);
+  *offset = out.offset();
+  return out.take();
+}
+
+json choice_envelope(int64_t index, const std::string& finish) {
+  return {{"index", index},
+          {"finish_reason", finish.empty() ? json(nullptr) : json(finish)},
+          {"logprobs", nullptr}};
+}
+
+std::string dump(const json& j) {
+  // A piece may end inside a UTF-8 sequence: replaced, never a throw.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string completion_body(const ResponseHead& h, const CompletionRequest& req,
+                            const std::vector<GenerationResult>& choices, const Tokenizer& tok) {
+  const bool chat = h.endpoint == Endpoint::chat;
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const GenerationResult& r = choices[i];
+    const int64_t index = static_cast<int64_t>(i);
+    json choice = choice_envelope(index, finish_reason(r));
+    const std::string prompt_text = req.echo ? tok.decode(prompt_of(req, index)) : "";
+    int64_t offset = 0;
+    choice["logprobs"] = logprobs_of(h, req, tok, index, r, 0, req.echo, &offset);
+    if (chat)
+      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    else
+      choice["text"] = prompt_text + r.text;
+    if (req.return_token_ids) {
+      choice["token_ids"] = r.generated;
+      choice["prompt_token_ids"] = prompt_of(req, index);
+    }
+    list.push_back(std::move(choice));
+  }
+  json body = {{"id", h.id},
                {"object", chat ? "chat.completion" : "text_completion"},
-               {"created", created},
-               {"model", model},
-               {"choices", json::array({choice})},
-               {"usage", usage_of(r)}};
-  if (token_ids) body["prompt_token_ids"] = r.prompt;
-  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+               {"created", h.created},
+               {"model", h.model},
+               {"choices", std::move(list)},
+               {"usage", usage_of(req, choices)}};
+  if (req.return_token_ids && req.prompts.size() == 1) body["prompt_token_ids"] = req.prompts[0];
+  return dump(body);
 }
 
 namespace {
 
 // What every stream chunk of a request carries.
-json chunk_envelope(Endpoint endpoint, const std::string& id, int64_t created,
-                    const std::string& model) {
-  return {{"id", id},
-          {"object", endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
-          {"created", created},
-          {"model", model}};
+json chunk_envelope(const ResponseHead& h) {
+  return {{"id", h.id},
+          {"object", h.endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", h.created},
+          {"model", h.model}};
 }
 
 }  // namespace
 
-std::string chunk_body(Endpoint endpoint, const std::string& id, int64_t created,
-                       const std::string& model, const std::string& text, bool first,
-                       const std::string& finish, const GenerationResult* usage) {
-  const bool chat = endpoint == Endpoint::chat;
-  json choice = {{"index", 0},
-                 {"finish_reason", finish.empty() ? json(nullptr) : json(finish)},
-                 {"logprobs", nullptr}};
+std::string chunk_body(const ResponseHead& h, const CompletionRequest& req, const Tokenizer& tok,
+                       int64_t index, const std::string& text, const GenerationResult& so_far,
+                       StreamedChoice& sent, const std::string& finish,
+                       const std::vector<GenerationResult>* all) {
+  const bool chat = h.endpoint == Endpoint::chat, first = !sent.opened;
+  json choice = choice_envelope(index, finish);
+  const bool echo = req.echo && first;
+  choice["logprobs"] =
+      logprobs_of(h, req, tok, index, so_far, sent.tokens, echo, &sent.text_offset);
+  sent.tokens = so_far.generated.size();
+  sent.opened = true;
   if (!chat) {
-    choice["text"] = text;
+    choice["text"] = (echo ? tok.decode(prompt_of(req, index)) : "") + text;
   } else {
     choice["delta"] = json::object();
     if (first) choice["delta"]["role"] = "assistant";
     if (!text.empty() || finish.empty()) choice["delta"]["content"] = text;
   }
-  json chunk = chunk_envelope(endpoint, id, created, model);
+  json chunk = chunk_envelope(h);
   chunk["choices"] = json::array({choice});
-  if (usage) chunk["usage"] = usage_of(*usage);
-  // A piece may end inside a UTF-8 sequence: replaced, never a throw.
-  return chunk.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (all) chunk["usage"] = usage_of(req, *all);
+  return dump(chunk);
 }
 
-std::string usage_chunk_body(Endpoint endpoint, const std::string& id, int64_t created,
-                             const std::string& model, const GenerationResult& r) {
-  json chunk = chunk_envelope(endpoint, id, created, model);
+std::string usage_chunk_body(const ResponseHead& h, const CompletionRequest& req,
+                             const std::vector<GenerationResult>& choices) {
+  json chunk = chunk_envelope(h);
   chunk["choices"] = json::array();
-  chunk["usage"] = usage_of(r);
-  return chunk.dump();
+  chunk["usage"] = usage_of(req, choices);
+  return dump(chunk);
 }
 
 size_t complete_utf8_prefix(const std::string& s) {

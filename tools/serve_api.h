@@ -28,8 +28,16 @@ struct ApiError : std::runtime_error {
 };
 
 struct CompletionRequest {
-  std::vector<int32_t> prompt;  // token ids (a text prompt tokenized, BOS as the model adds it)
+  // Token ids (a text prompt tokenized, BOS as the model adds it): one, or
+  // a completions request's list of prompts, each giving n choices (choice
+  // index = prompt index * n + sample).
+  std::vector<std::vector<int32_t>> prompts;
+  int64_t n = 1;
+  // options.logprobs >= 0: the chosen tokens' logprobs with that many
+  // alternatives (completions' `logprobs`, chat's `top_logprobs`).
   GenerationOptions options;
+  // Completions: each choice's text and logprobs begin with its prompt's.
+  bool echo = false;
   bool stream = false;
   // vLLM's extension: the response lists the prompt's and the choice's ids.
   bool return_token_ids = false;
@@ -48,30 +56,53 @@ struct ChatTemplate {
 };
 
 // Limits that keep one request from taking the server: stop strings (count
-// and bytes each).
-inline constexpr int kMaxStopStrings = 16, kMaxStopBytes = 256;
+// and bytes each), alternatives per token (OpenAI's limit), prompts in a
+// list.
+inline constexpr int kMaxStopStrings = 16, kMaxStopBytes = 256, kMaxTopLogprobs = 20,
+                     kMaxPrompts = 64;
 
 // Reads a request body for a model of `n_ctx` positions. Throws ApiError.
 // Without a seed, `fresh_seed` is used (sampling then differs between
 // requests, as OpenAI's does). Chat: max_tokens (or max_completion_tokens)
-// defaults to the context, completions' to 16, as OpenAI's do.
+// defaults to the context, completions' to 16, as OpenAI's do. `max_n`:
+// the most choices (n times the prompts) the server runs for one request.
 CompletionRequest parse_request(Endpoint endpoint, const std::string& body, const Tokenizer& tok,
-                                const ChatTemplate& tmpl, int64_t n_ctx, uint64_t fresh_seed);
+                                const ChatTemplate& tmpl, int64_t n_ctx, uint64_t fresh_seed,
+                                int64_t max_n);
 
 // "stop" for an end of sequence or a stop string, "length" otherwise.
 std::string finish_reason(const GenerationResult& r);
 
-// The response of a whole completion, and one stream chunk (`first`: a
-// chat's opens the assistant's turn; `finish` empty while the text goes
-// on; the last chunk carries usage too).
-std::string completion_body(Endpoint endpoint, const std::string& id, int64_t created,
-                            const std::string& model, const GenerationResult& r, bool token_ids);
-std::string chunk_body(Endpoint endpoint, const std::string& id, int64_t created,
-                       const std::string& model, const std::string& text, bool first,
-                       const std::string& finish, const GenerationResult* usage);
+// What a response says, of a request and its choices' results (in choice
+// order).
+struct ResponseHead {
+  Endpoint endpoint;
+  std::string id;
+  int64_t created;
+  std::string model;
+};
+
+// The response of a whole completion.
+std::string completion_body(const ResponseHead& h, const CompletionRequest& req,
+                            const std::vector<GenerationResult>& choices, const Tokenizer& tok);
+
+// What a stream has sent of one choice: the next chunk carries the tokens
+// and text since.
+struct StreamedChoice {
+  bool opened = false;      // its first chunk is out (a chat's role, an echo's prompt)
+  size_t tokens = 0;        // generated tokens whose logprobs are out
+  int64_t text_offset = 0;  // completions' text_offset of the next token
+};
+// One chunk of choice `index`: `text` released since the last, the
+// logprobs of so_far's tokens since, and `finish` on its last chunk (empty
+// before). The stream's last chunk carries the usage of `all` choices.
+std::string chunk_body(const ResponseHead& h, const CompletionRequest& req, const Tokenizer& tok,
+                       int64_t index, const std::string& text, const GenerationResult& so_far,
+                       StreamedChoice& sent, const std::string& finish,
+                       const std::vector<GenerationResult>* all = nullptr);
 // The chunk of usage alone that ends a stream with include_usage.
-std::string usage_chunk_body(Endpoint endpoint, const std::string& id, int64_t created,
-                             const std::string& model, const GenerationResult& r);
+std::string usage_chunk_body(const ResponseHead& h, const CompletionRequest& req,
+                             const std::vector<GenerationResult>& choices);
 std::string error_body(const ApiError& e);
 
 // The length of the longest prefix of s that does not end inside a UTF-8

@@ -5,14 +5,19 @@
 # the CUDA target is built, without it it is simply absent.
 #
 # --test also installs the independent references the tests compare with:
-# numpy, a pinned llama-cpp-python (llama.cpp built from source by pip) and
+# numpy, a pinned llama-cpp-python (llama.cpp built from source by pip),
 # the pinned gguf and safetensors packages, so the llama.cpp parity tests
-# run instead of skipping.
+# run instead of skipping, and the clients and checkers of the serving
+# tests: the official openai client, jinja2 (chat templates as Hugging Face
+# renders them) and jsonschema.
 set -euo pipefail
 
 LLAMA_CPP_PYTHON=0.3.36
 GGUF=0.17.1
 SAFETENSORS=0.8.0
+OPENAI=3.63.0
+JINJA2=3.1.6
+JSONSCHEMA=4.26.0
 test_deps=0
 [ "${1:-}" = "--test" ] && test_deps=1
 
@@ -47,19 +52,21 @@ sys.exit(0 if ok else 1)
 PY
 }
 have_python_refs() {
-  python3 - "$GGUF" "$SAFETENSORS" <<'PY' 2>/dev/null
+  python3 - "$GGUF" "$SAFETENSORS" "$OPENAI" "$JINJA2" "$JSONSCHEMA" <<'PY' 2>/dev/null
 import sys, importlib.metadata as m
-sys.exit(0 if [m.version("gguf"), m.version("safetensors")] == sys.argv[1:] else 1)
+names = ["gguf", "safetensors", "openai", "jinja2", "jsonschema"]
+sys.exit(0 if [m.version(n) for n in names] == sys.argv[1:] else 1)
 PY
 }
 pip_install() {
   run env CMAKE_ARGS="${cmake_args:-}" python3 -m pip install -q --no-cache-dir --break-system-packages "$@"
 }
 if have_python_refs; then
-  echo "setup: gguf $GGUF and safetensors $SAFETENSORS present"
+  echo "setup: gguf, safetensors, openai, jinja2 and jsonschema present"
 else
-  pip_install "gguf==$GGUF" "safetensors==$SAFETENSORS"
-  have_python_refs || { echo "setup: gguf or safetensors did not install" >&2; exit 1; }
+  pip_install "gguf==$GGUF" "safetensors==$SAFETENSORS" "openai==$OPENAI" "jinja2==$JINJA2" \
+    "jsonschema==$JSONSCHEMA"
+  have_python_refs || { echo "setup: a pinned Python reference did not install" >&2; exit 1; }
 fi
 if have_llama_cpp; then
   echo "setup: numpy and llama-cpp-python $LLAMA_CPP_PYTHON present"

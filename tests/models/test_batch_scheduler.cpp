@@ -72,8 +72,10 @@ std::vector<Outcome> serve(const std::vector<Request>& reqs, SchedulerOptions so
         r.prompt = reqs[i].prompt;
         r.options = reqs[i].options;
         r.options.cancelled = [&cancel, i] { return static_cast<bool>(cancel[i]); };
-        r.on_text = [&out, i](const std::string& s) { out[i].streamed += s; };
-        r.on_done = [&out, i](const GenerationResult& g, const std::string& e) {
+        r.on_text = [&out, i](int64_t, const std::string& s, const GenerationResult&) {
+          out[i].streamed += s;
+        };
+        r.on_done = [&out, i](int64_t, const GenerationResult& g, const std::string& e) {
           out[i].result = g;
           out[i].error = e;
           ++out[i].done_calls;
@@ -198,7 +200,7 @@ TEST_CASE("the scheduler refuses prompts it cannot hold, and a model without a p
     SeqRequest r;
     r.prompt = std::move(prompt);
     r.options = greedy(4);
-    r.on_done = [&errors, name](const GenerationResult&, const std::string& e) {
+    r.on_done = [&errors, name](int64_t, const GenerationResult&, const std::string& e) {
       errors[name] = e;
     };
     sched.add(std::move(r));
@@ -213,11 +215,104 @@ TEST_CASE("the scheduler refuses prompts it cannot hold, and a model without a p
   SeqRequest r;
   r.prompt = prompt_of(40, 2);
   std::string error;
-  r.on_done = [&error](const GenerationResult&, const std::string& e) { error = e; };
+  r.on_done = [&error](int64_t, const GenerationResult&, const std::string& e) { error = e; };
   small.add(std::move(r));
   CHECK_THAT(error, Catch::Contains("exceed the KV pool of 1 pages of 32"));
   Llm single(model_path(), test::runtime(), 64);
   REQUIRE_THROWS_WITH(BatchScheduler(single, {}), Catch::Contains("not a serving pool"));
   REQUIRE_THROWS_WITH(BatchScheduler(served, {4, 2, true}),
                       Catch::Contains("a budget of at least max_batch tokens"));
+}
+
+TEST_CASE("n choices read the prompt once and fork its pages; logprobs are the model's",
+          "[models][scheduler]") {
+  // 45 tokens: a full page shared by the forks, and a partial one each
+  // copies before writing into it.
+  const std::vector<int32_t> prompt = prompt_of(45, 3);
+  GenerationOptions o;
+  o.n_predict = 6;
+  o.stop_at_eos = false;
+  o.sampler.temperature = 0.9;
+  o.sampler.top_k = 0;
+  o.sampler.top_p = 1;
+  o.sampler.seed = 5;
+  o.logprobs = 2;
+  o.prompt_logprobs = true;
+  constexpr int64_t kChoices = 3;
+
+  Llm served(model_path(), test::runtime(), kCtx, DType::f16, kPage, 8);
+  BatchScheduler sched(served, {4, 64, true});
+  std::vector<Outcome> got(kChoices);
+  SeqRequest r;
+  r.prompt = prompt;
+  r.options = o;
+  r.n = kChoices;
+  r.on_done = [&got](int64_t c, const GenerationResult& g, const std::string& e) {
+    got[static_cast<size_t>(c)].result = g;
+    got[static_cast<size_t>(c)].error = e;
+    ++got[static_cast<size_t>(c)].done_calls;
+  };
+  sched.add(std::move(r));
+  while (!sched.idle()) sched.step();
+  const SchedulerStats st = sched.stats();
+  CHECK(st.prompt_tokens == static_cast<int64_t>(prompt.size()));  // read once
+  CHECK(st.pages_used == st.pages_cached);
+
+  auto log_softmax = [](const float* row, int64_t n, int32_t t) {
+    double mx = row[0], sum = 0;
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(row[i]));
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(row[i] - mx);
+    return row[t] - mx - std::log(sum);
+  };
+  for (int64_t c = 0; c < kChoices; ++c) {
+    INFO("choice " << c);
+    const Outcome& out = got[static_cast<size_t>(c)];
+    REQUIRE(out.done_calls == 1);
+    REQUIRE(out.error.empty());
+    Llm single(model_path(), test::runtime(), kCtx);
+    GenerationOptions alone = o;
+    alone.sampler.seed += static_cast<uint64_t>(c);
+    alone.all_logits = true;
+    const GenerationResult want = generate(single, prompt, alone);
+    CHECK(out.result.generated == want.generated);
+    const int64_t V = single.config().n_vocab;
+    REQUIRE(out.result.prompt_logprobs.size() == prompt.size() - 1);
+    for (size_t i = 1; i < prompt.size(); ++i)
+      CHECK(out.result.prompt_logprobs[i - 1].logprob ==
+            Approx(log_softmax(&want.logits[(i - 1) * V], V, prompt[i])).margin(1e-3));
+    REQUIRE(out.result.logprobs.size() == out.result.generated.size());
+    for (size_t i = 0; i < out.result.generated.size(); ++i) {
+      const float* row = &want.logits[(prompt.size() - 1 + i) * V];
+      const TokenLogprob& lp = out.result.logprobs[i];
+      CHECK(lp.logprob == Approx(log_softmax(row, V, out.result.generated[i])).margin(1e-3));
+      REQUIRE(lp.top.size() == 2);
+      CHECK(lp.top[0].second >= lp.top[1].second);
+      CHECK(lp.top[0].second == Approx(log_softmax(row, V, lp.top[0].first)).margin(1e-3));
+    }
+  }
+  CHECK(got[0].result.generated != got[1].result.generated);
+}
+
+TEST_CASE("a scored prompt with nothing to generate ends each choice after the prompt",
+          "[models][scheduler]") {
+  Llm served(model_path(), test::runtime(), kCtx, DType::f16, kPage, 4);
+  BatchScheduler sched(served, {4, 64, true});
+  std::vector<Outcome> got(2);
+  SeqRequest r;
+  r.prompt = prompt_of(10, 4);
+  r.options = greedy(0);
+  r.options.logprobs = 0;
+  r.options.prompt_logprobs = true;
+  r.n = 2;
+  r.on_done = [&got](int64_t c, const GenerationResult& g, const std::string& e) {
+    got[static_cast<size_t>(c)] = {g, e, "", got[static_cast<size_t>(c)].done_calls + 1};
+  };
+  sched.add(std::move(r));
+  while (!sched.idle()) sched.step();
+  for (const Outcome& o : got) {
+    CHECK(o.done_calls == 1);
+    CHECK(o.result.stop_reason == "length");
+    CHECK(o.result.generated.empty());
+    CHECK(o.result.prompt_logprobs.size() == 9);
+  }
 }

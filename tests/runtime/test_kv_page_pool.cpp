@@ -57,7 +57,11 @@ TEST_CASE("a fork shares its prefix and copies a shared partly filled page on wr
   CHECK(pool.refs(pool.table(a)[0]) == 2);
   CHECK(pool.refs(pool.table(a)[1]) == 2);
   const int32_t half = pool.table(a)[1];
-  // b writes row 24, inside the shared half page: a private copy first.
+  // b writes row 24, inside the shared half page: a private copy first,
+  // which the pages it needs count; 16 more rows need one page beyond it.
+  CHECK(pool.pages_needed(b, 1) == 1);
+  CHECK(pool.pages_needed(b, 9) == 2);
+  CHECK(pool.pages_needed(b, 0) == 0);
   auto copies = pool.append(b, 1);
   REQUIRE(copies.size() == 1);
   CHECK(copies[0].from == half);
@@ -65,6 +69,7 @@ TEST_CASE("a fork shares its prefix and copies a shared partly filled page on wr
   CHECK(pool.table(b)[1] != half);
   CHECK(pool.table(b)[0] == pool.table(a)[0]);  // the full page stays shared
   CHECK(pool.refs(half) == 1);
+  CHECK(pool.pages_needed(a, 1) == 0);
   CHECK(pool.append(a, 1).empty());  // a now holds its half page alone
   // A fork at a page boundary shares only full pages: no copy on append.
   auto c = pool.create();

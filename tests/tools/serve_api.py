@@ -16,9 +16,10 @@ the standard library's HTTP client only:
 - a stop string spanning two tokens ends the text before it (streamed and
   whole alike), finish_reason "stop";
 - errors before the stream: 400 (bad JSON, no prompt, invalid UTF-8), 422
-  (unknown field, out-of-range or wrongly typed values, n = 2, 17 stop
-  strings, a prompt longer than the context, token ids past the
-  vocabulary), 413 (a body over --max-body), 503 (the queue full);
+  (unknown field, out-of-range or wrongly typed values, n above --max-n,
+  best_of, suffix, logprobs above 20, 17 stop strings, a prompt longer than
+  the context, token ids past the vocabulary), 413 (a body over
+  --max-body), 503 (the queue full);
 - slow-loris clients (silent, or trickling a request line or body) are
   answered 408 or closed after --request-timeout while others are served;
 - a streaming client that disconnects cancels its sequence (metrics:
@@ -170,9 +171,13 @@ def contract(kiln, model, tmp):
         bad = [({"prompt": "x", "max_tokens": -1}, 422, "negative max_tokens"),
                ({"prompt": "x", "temperature": 3}, 422, "temperature 3"),
                ({"prompt": "x", "top_p": 0}, 422, "top_p 0"),
-               ({"prompt": "x", "n": 2}, 422, "n 2"),
+               ({"prompt": "x", "n": 9}, 422, "n above the server's --max-n"),
+               ({"prompt": ["x"] * 5, "n": 2}, 422, "choices (n times the prompts) above --max-n"),
                ({"prompt": "x", "stream": "yes"}, 422, "stream 'yes'"),
-               ({"prompt": "x", "logprobs": 1}, 422, "an unsupported field"),
+               ({"prompt": "x", "best_of": 2}, 422, "best_of"),
+               ({"prompt": "x", "suffix": "y"}, 422, "suffix"),
+               ({"prompt": "x", "logprobs": 21}, 422, "logprobs above 20"),
+               ({"prompt": "x", "logprobs": True}, 422, "logprobs true (completions take a count)"),
                ({"prompt": "x", "presence_penalty": 2.5}, 422, "presence_penalty 2.5"),
                ({"prompt": "x", "frequency_penalty": "high"}, 422, "frequency_penalty 'high'"),
                ({"prompt": "x", "user": 7}, 422, "user 7"),
@@ -182,7 +187,8 @@ def contract(kiln, model, tmp):
                ({"prompt": "x", "stop": ["a"] * 17}, 422, "17 stop strings"),
                ({"prompt": list(range(1, 300))}, 422, "a prompt longer than the context"),
                ({"prompt": [1, 10 ** 6]}, 422, "a token id past the vocabulary"),
-               ({"prompt": ["a", "b"]}, 422, "a list of prompts"),
+               ({"prompt": ["a", 7]}, 422, "a list of prompts holding a number"),
+               ({"prompt": []}, 422, "an empty prompt list"),
                ({"max_tokens": 3}, 400, "no prompt")]
         for body, code, what in bad:
             st, r = s.complete(body)
@@ -263,7 +269,10 @@ def chat_api(s, model):
                           ({"messages": []}, 422, "no message in the list"),
                           ({"messages": [{"role": "tool", "content": "x"}]}, 422, "a role Kiln does not take"),
                           ({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, 422, "content parts"),
-                          ({"messages": chat, "prompt": "x"}, 422, "a prompt beside the messages")):
+                          ({"messages": chat, "prompt": "x"}, 422, "a prompt beside the messages"),
+                          ({"messages": chat, "top_logprobs": 21, "logprobs": True}, 422, "top_logprobs 21"),
+                          ({"messages": chat, "top_logprobs": 2}, 422, "top_logprobs without logprobs"),
+                          ({"messages": chat, "echo": True}, 422, "echo in a chat")):
         st, r = s.complete(b, "/v1/chat/completions")
         check(st == code and r["error"]["code"] == code, f"chat {code}: {what}")
 

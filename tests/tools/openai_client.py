@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""`kiln serve` driven by the official `openai` Python client, as users do.
+
+Against a generated llama served with pages of 16 tokens, with
+`kiln run --logits-out` (the single-sequence forward) as the reference:
+- completions `logprobs`: greedy tokens are kiln run's argmax; each token's
+  logprob and its alternatives are the log-softmax of kiln run's logits
+  (float64 here; within 2e-3: the serving and single-sequence kernels
+  round differently);
+- `echo` with `max_tokens: 0` scores the prompt: the first token null, the
+  others kiln run's; `echo` with tokens prepends the prompt's text;
+- `n` > 1: greedy choices over a prompt that ends inside a page (shared,
+  then copied on write) all give kiln run's tokens; sampled choices i are
+  the server's own n = 1 completions with seed + i, and differ;
+- a list of prompts (strings and token lists) gives n choices each, in
+  prompt order;
+- streaming with n and logprobs: each index's chunks make that choice's
+  text and logprobs of the whole response;
+- chat `logprobs` + `top_logprobs` with `n` and `max_completion_tokens`,
+  whole and streamed (`bytes` the token's bytes);
+- the 4xx the client raises: best_of, suffix, top_logprobs 21, n above the
+  server's --max-n, top_logprobs without logprobs.
+Exit code 77 (ctest's skip) without the openai package.
+
+  openai_client.py --kiln build/tools/kiln
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+
+import numpy as np
+
+try:
+    import openai
+except ImportError:
+    print("skipped: the openai package is not installed (tools/setup-debian.sh --test)")
+    sys.exit(77)
+
+failures = []
+TOL = 2e-3
+
+
+def check(ok, what):
+    print(f"{'ok  ' if ok else 'FAIL'} {what}", flush=True)
+    if not ok:
+        failures.append(what)
+
+
+class Server:
+    def __init__(self, kiln, model, extra):
+        self.proc = subprocess.Popen([kiln, "serve", "-m", model, "--port", "0"] + extra,
+                                     stderr=subprocess.PIPE, text=True)
+        line = self.proc.stderr.readline()
+        m = re.search(r"listening on http://([0-9.]+):(\d+)", line)
+        if not m:
+            raise SystemExit(f"FAIL: kiln serve did not start: {line}{self.proc.stderr.read()}")
+        self.log = []
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+        self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{m.group(2)}/v1", api_key="none",
+                                    max_retries=0, timeout=120)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        report = [line for line in self.log if "Sanitizer" in line or "runtime error" in line]
+        check(not report, "the server's stderr holds no sanitizer report" + (f": {report[0]}" if report else ""))
+
+
+def reference(kiln, model, tmp, tokens, n):
+    """kiln run's log-softmax rows (float64) for `tokens` then n greedy
+    tokens, and those tokens."""
+    out = os.path.join(tmp, "ref.npy")
+    subprocess.run([kiln, "run", "-m", model, "--tokens", ",".join(map(str, tokens)), "-n", str(n),
+                    "--temp", "0", "--logits-out", out], check=True, capture_output=True)
+    rows = np.load(out).astype(np.float64)
+    rows = rows - rows.max(-1, keepdims=True)
+    rows = rows - np.log(np.exp(rows).sum(-1, keepdims=True))
+    greedy = [int(i) for i in rows[len(tokens) - 1:].argmax(-1)]
+    return rows, greedy
+
+
+def close(a, b):
+    return a is not None and abs(a - b) <= TOL
+
+
+def completions(c, kiln, model, tmp):
+    prompt = [1, 72, 101, 108, 108, 111]  # ends inside the first page of 16
+    rows, want = reference(kiln, model, tmp, prompt, 8)
+    r = c.completions.create(model="m", prompt=prompt, max_tokens=8, temperature=0, logprobs=3,
+                             extra_body={"return_token_ids": True})
+    ch = r.choices[0]
+    got = ch.token_ids
+    lp = ch.logprobs
+    check(got == want[:len(got)] and len(got) > 0, f"completions: greedy tokens are kiln run's ({len(got)})")
+    ok = len(lp.token_logprobs) == len(got)
+    for i, t in enumerate(got):
+        row = rows[len(prompt) - 1 + i]
+        top = sorted(lp.top_logprobs[i].values(), reverse=True)
+        ok = ok and close(lp.token_logprobs[i], row[t]) and len(top) <= 3
+        ok = ok and all(close(v, w) for v, w in zip(top, np.sort(row)[::-1][:len(top)]))
+    check(ok, "completions logprobs: each token's and its 3 alternatives' are kiln run's log-softmax")
+    check(lp.text_offset == sorted(lp.text_offset) and lp.text_offset[0] == 0,
+          "completions logprobs: text_offset starts at 0 and never goes back")
+
+    r = c.completions.create(model="m", prompt=prompt, max_tokens=0, echo=True, logprobs=1)
+    lp = r.choices[0].logprobs
+    scores = lp.token_logprobs
+    check(len(scores) == len(prompt) and scores[0] is None and lp.top_logprobs[0] is None and
+          all(close(scores[i], rows[i - 1][prompt[i]]) for i in range(1, len(prompt))) and
+          r.usage.completion_tokens == 0,
+          "echo with max_tokens 0: the prompt scored, first token null, the rest kiln run's")
+    plain = c.completions.create(model="m", prompt=prompt, max_tokens=4, temperature=0)
+    echoed = c.completions.create(model="m", prompt=prompt, max_tokens=4, temperature=0, echo=True)
+    check(echoed.choices[0].text.endswith(plain.choices[0].text) and
+          len(echoed.choices[0].text) > len(plain.choices[0].text), "echo: the prompt's text leads the choice's")
+
+    # A prompt past one page: a full page shared through the prefix cache
+    # path, and a partial one copied on write by each choice.
+    long_prompt = [1] + [72 + i % 40 for i in range(21)]
+    _, long_want = reference(kiln, model, tmp, long_prompt, 6)
+    for p, w in ((prompt, want), (long_prompt, long_want)):
+        r = c.completions.create(model="m", prompt=p, max_tokens=6, temperature=0, n=3,
+                                 extra_body={"return_token_ids": True})
+        outs = [ch.token_ids for ch in sorted(r.choices, key=lambda x: x.index)]
+        check([ch.index for ch in r.choices] == [0, 1, 2] and all(o == w[:len(o)] and o for o in outs),
+              f"n 3, greedy, a {len(p)}-token prompt: every choice is kiln run's tokens (pages shared, copied on write)")
+
+    r = c.completions.create(model="m", prompt=prompt, max_tokens=8, temperature=1, n=3, seed=11,
+                             extra_body={"return_token_ids": True})
+    outs = [ch.token_ids for ch in sorted(r.choices, key=lambda x: x.index)]
+    alone = [c.completions.create(model="m", prompt=prompt, max_tokens=8, temperature=1, seed=11 + i,
+                                  extra_body={"return_token_ids": True}).choices[0].token_ids for i in range(3)]
+    check(outs == alone and len({tuple(o) for o in outs}) > 1,
+          "n 3 sampled: choice i is the n = 1 completion with seed + i, and the choices differ")
+    check(r.usage.prompt_tokens == len(prompt) and r.usage.completion_tokens == sum(map(len, outs)),
+          "n 3: usage counts the prompt once and every choice's tokens")
+
+    texts = ["Hello", "The sky"]
+    r = c.completions.create(model="m", prompt=[texts[0], [1, 84, 104, 101], texts[1]], max_tokens=4,
+                             temperature=0, n=2, extra_body={"return_token_ids": True})
+    choices = sorted(r.choices, key=lambda x: x.index)
+    ok = [ch.index for ch in choices] == list(range(6))
+    for i, ch in enumerate(choices):
+        _, w = reference(kiln, model, tmp, ch.prompt_token_ids, 4)
+        ok = ok and ch.token_ids == w[:len(ch.token_ids)] and ch.token_ids
+    ok = ok and choices[2].prompt_token_ids == [1, 84, 104, 101]
+    check(ok, "a list of 3 prompts (strings and ids), n 2: 6 choices in prompt order, each kiln run's greedy tokens")
+
+    whole = c.completions.create(model="m", prompt=prompt, max_tokens=8, temperature=0, n=2, logprobs=2)
+    text, scores = {0: "", 1: ""}, {0: [], 1: []}
+    for chunk in c.completions.create(model="m", prompt=prompt, max_tokens=8, temperature=0, n=2, logprobs=2,
+                                      stream=True):
+        for ch in chunk.choices:
+            text[ch.index] += ch.text
+            if ch.logprobs:
+                scores[ch.index] += ch.logprobs.token_logprobs
+    check(all(text[i] == whole.choices[i].text and scores[i] == whole.choices[i].logprobs.token_logprobs
+              for i in (0, 1)), "stream, n 2, logprobs 2: each index's chunks make its whole choice")
+
+
+def chat(c, kiln, model, tmp):
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
+    r = c.chat.completions.create(model="m", messages=msgs, max_completion_tokens=5, temperature=0, n=2,
+                                  logprobs=True, top_logprobs=2, extra_body={"return_token_ids": True})
+    rows, want = reference(kiln, model, tmp, r.choices[0].prompt_token_ids, 5)
+    ok = len(r.choices) == 2
+    for ch in r.choices:
+        content = ch.logprobs.content
+        ok = ok and ch.token_ids == want[:len(ch.token_ids)] and len(content) == len(ch.token_ids)
+        for i, (t, e) in enumerate(zip(ch.token_ids, content)):
+            row = rows[len(ch.prompt_token_ids) - 1 + i]
+            ok = ok and close(e.logprob, row[t]) and len(e.top_logprobs) == 2
+            ok = ok and all(close(a.logprob, b) for a, b in zip(e.top_logprobs, np.sort(row)[::-1]))
+            ok = ok and isinstance(e.bytes, list) and all(0 <= b < 256 for b in e.bytes)
+    check(ok, "chat logprobs, top_logprobs 2, n 2: greedy tokens and scores are kiln run's")
+    whole = r.choices[0]
+    text, content = "", []
+    for chunk in c.chat.completions.create(model="m", messages=msgs, max_completion_tokens=5, temperature=0,
+                                           logprobs=True, top_logprobs=2, stream=True):
+        for ch in chunk.choices:
+            text += ch.delta.content or ""
+            if ch.logprobs and ch.logprobs.content:
+                content += [e.logprob for e in ch.logprobs.content]
+    check(text == whole.message.content and content == [e.logprob for e in whole.logprobs.content],
+          "chat stream with logprobs: the deltas make the message and its logprobs")
+
+
+def errors(c):
+    msgs = [{"role": "user", "content": "x"}]
+    cases = [("best_of", lambda: c.completions.create(model="m", prompt="x", best_of=2)),
+             ("suffix", lambda: c.completions.create(model="m", prompt="x", suffix="y")),
+             ("n", lambda: c.completions.create(model="m", prompt="x", n=7)),
+             ("top_logprobs", lambda: c.chat.completions.create(model="m", messages=msgs, logprobs=True,
+                                                                top_logprobs=21)),
+             ("top_logprobs", lambda: c.chat.completions.create(model="m", messages=msgs, top_logprobs=2))]
+    for param, call in cases:
+        try:
+            call()
+            check(False, f"422 naming '{param}'")
+        except openai.UnprocessableEntityError as e:
+            check(e.body.get("param") == param and param in e.body.get("message", ""), f"422 naming '{param}'")
+    r = c.completions.create(model="m", prompt="x", max_tokens=1)
+    check(len(r.choices) == 1, "the server keeps serving after the errors")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "llama-tiny.gguf")
+        subprocess.run([a.kiln, "gen-model", "--arch", "llama", "--preset", "tiny", "--type", "q8_0", "-o", model,
+                        "--seed", "1"], check=True, capture_output=True)
+        s = Server(a.kiln, model, ["--ctx", "256", "--kv-page", "16", "--max-batch", "8", "--max-n", "6"])
+        try:
+            completions(s.client, a.kiln, model, tmp)
+            chat(s.client, a.kiln, model, tmp)
+            errors(s.client)
+        finally:
+            s.stop()
+    if failures:
+        raise SystemExit(f"{len(failures)} check(s) failed")
+    print("openai client: ok")
+
+
+if __name__ == "__main__":
+    main()
