@@ -68,6 +68,24 @@ else
     "jsonschema==$JSONSCHEMA"
   have_python_refs || { echo "setup: a pinned Python reference did not install" >&2; exit 1; }
 fi
+# Real vocabularies (Llama 3's 128k tokens and larger) and the chat
+# templates of real models, as llama.cpp keeps them for its own tests: read
+# by the tests from the pinned llama-cpp-python source package (PyPI), never
+# copied into Kiln. KILN_LLAMACPP_DATA moves them.
+data="${KILN_LLAMACPP_DATA:-$HOME/.cache/kiln/llama.cpp}"
+if [ "$(cat "$data/.version" 2>/dev/null)" = "$LLAMA_CPP_PYTHON" ]; then
+  echo "setup: llama.cpp's vocabularies and chat templates present in $data"
+else
+  echo "setup: fetching llama.cpp's vocabularies and chat templates into $data"
+  sdist=$(mktemp -d)
+  python3 -m pip download -q --no-deps --no-binary :all: -d "$sdist" "llama-cpp-python==$LLAMA_CPP_PYTHON"
+  tar xzf "$sdist"/llama_cpp_python-*.tar.gz -C "$sdist" --wildcards \
+    '*/vendor/llama.cpp/models/ggml-vocab-*' '*/vendor/llama.cpp/models/templates/*'
+  mkdir -p "$data"
+  cp -r "$sdist"/llama_cpp_python-*/vendor/llama.cpp/models/. "$data"/
+  echo "$LLAMA_CPP_PYTHON" > "$data/.version"
+  rm -rf "$sdist"
+fi
 if have_llama_cpp; then
   echo "setup: numpy and llama-cpp-python $LLAMA_CPP_PYTHON present"
   exit 0
