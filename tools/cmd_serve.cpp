@@ -12,6 +12,8 @@
 // stream, `data: [DONE]` or one error event.
 #include <arpa/inet.h>
 #include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -58,6 +60,7 @@ struct Job {
     GenerationResult result;  // a stream's: its tokens and logprobs so far; then the whole
     bool done = false;
     std::string error;  // a failure while generating
+    int status = 500;   // its status: 503 when a shutdown ended it
   };
   std::vector<Choice> choices;
   size_t left;  // choices not done
@@ -112,6 +115,10 @@ class Engine {
     {
       std::lock_guard<std::mutex> lk(mu_);
       ++requests_;
+      if (draining_) {
+        ++rejected_;
+        throw ApiError(503, "the server is shutting down");
+      }
       if (unfinished_ >= capacity_) {
         ++rejected_;
         throw ApiError(503, "the server is full (" + std::to_string(capacity_) +
@@ -122,6 +129,21 @@ class Engine {
     }
     cv_.notify_all();
     return job;
+  }
+
+  // Shutting down: new requests are refused (503); running ones go on
+  // until idle(), or until abort() ends them with an error.
+  void drain() {
+    std::lock_guard<std::mutex> lk(mu_);
+    draining_ = true;
+  }
+  bool idle() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return unfinished_ == 0;
+  }
+  void abort() {
+    aborted_ = true;
+    cv_.notify_all();
   }
 
   std::string metrics() const {
@@ -188,7 +210,7 @@ class Engine {
     r.prompt = req.prompts[p];
     r.n = req.n;
     r.options = req.options;
-    r.options.cancelled = [job] { return job->cancelled.load(); };
+    r.options.cancelled = [this, job] { return job->cancelled.load() || aborted_.load(); };
     const size_t first = p * static_cast<size_t>(req.n);
     r.on_text = [this, job, first](int64_t c, const std::string& piece,
                                    const GenerationResult& so_far) {
@@ -219,6 +241,10 @@ class Engine {
         Job::Choice& ch = job->choices[first + static_cast<size_t>(c)];
         ch.result = g;
         ch.error = error;
+        if (error.empty() && aborted_ && g.stop_reason == "cancelled") {
+          ch.error = "the server shut down before the request finished (--shutdown-grace)";
+          ch.status = 503;
+        }
         ch.done = true;
         last = --job->left == 0;
         job->cv.notify_all();
@@ -238,7 +264,8 @@ class Engine {
   std::vector<std::shared_ptr<Job>> inbox_;
   SchedulerStats stats_;
   size_t unfinished_ = 0;
-  bool stopping_ = false;
+  bool stopping_ = false, draining_ = false;
+  std::atomic<bool> aborted_{false};
   double tokens_per_s_ = 0;
   uint64_t requests_ = 0, rejected_ = 0, cancelled_ = 0;
   Histogram ttft_, itl_;
@@ -260,14 +287,14 @@ int cmd_serve(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "no-prefix-cache"});
   a.allow_only({"help", "model", "host", "port", "queue", "threads", "ctx", "kv", "device",
                 "max-body", "chat-template", "no-prefix-cache", "max-batch", "kv-blocks", "kv-page",
-                "step-tokens", "request-timeout", "max-n"});
+                "step-tokens", "request-timeout", "max-n", "shutdown-grace"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln serve -m MODEL.gguf|HF_DIR [--host 127.0.0.1] [--port 8080] [--queue 16]\n"
         "                  [--max-batch 8] [--kv-blocks N] [--kv-page 32] [--step-tokens 256]\n"
         "                  [--threads N] [--ctx N] [--kv f16|bf16|f32|q8_0] [--device cpu|cuda]\n"
         "                  [--max-body BYTES] [--request-timeout 10] [--chat-template NAME|FILE]\n"
-        "                  [--no-prefix-cache] [--max-n 16]\n"
+        "                  [--no-prefix-cache] [--max-n 16] [--shutdown-grace 10]\n"
         "An OpenAI-compatible server: POST /v1/completions and /v1/chat/completions (stream:\n"
         "true for server-sent events), GET /v1/models, /health, /metrics. Chats are laid out\n"
         "by the model's tokenizer.chat_template, or --chat-template (a family such as chatml,\n"
@@ -284,7 +311,10 @@ int cmd_serve(const std::vector<std::string>& argv) {
         "A request must arrive whole within --request-timeout\n"
         "seconds (else 408); its response may take as long as it needs.\n"
         "--port 0 takes a free port; the line 'kiln serve: listening on http://HOST:PORT'\n"
-        "on stderr says which.");
+        "on stderr says which. SIGINT or SIGTERM stops accepting connections and lets the\n"
+        "running requests finish for up to --shutdown-grace seconds (a second signal: at\n"
+        "once); those still running then end with an error (a stream's last event), and\n"
+        "the server exits 0.");
     return 0;
   }
   if (!a.has("model")) throw Error("serve needs -m MODEL (a GGUF file or a Hugging Face folder)");
@@ -295,6 +325,17 @@ int cmd_serve(const std::vector<std::string>& argv) {
       a.has("request-timeout") ? parse_double(a.get("request-timeout"), "--request-timeout") : 10;
   if (!(request_timeout > 0 && request_timeout <= 3600))
     throw Error("--request-timeout expects seconds, more than 0 and at most 3600");
+  const double grace =
+      a.has("shutdown-grace") ? parse_double(a.get("shutdown-grace"), "--shutdown-grace") : 10;
+  if (!(grace >= 0 && grace <= 3600)) throw Error("--shutdown-grace expects seconds, 0 to 3600");
+  // SIGINT and SIGTERM are taken by one thread (sigwait) to shut down in
+  // order: blocked here, before any thread starts, so every thread
+  // inherits the mask. SIGUSR1 wakes that thread when the server ends
+  // otherwise.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&signals, sig);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   SchedulerOptions so;
   so.max_batch = a.get_int("max-batch", 8);
   so.token_budget = a.get_int("step-tokens", 256);
@@ -382,7 +423,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
         job->cv.wait(lk, [&] { return job->left == 0; });
         std::vector<GenerationResult> results;
         for (const Job::Choice& ch : job->choices) {
-          if (!ch.error.empty()) return reply_error(res, ApiError(500, ch.error));
+          if (!ch.error.empty()) return reply_error(res, ApiError(ch.status, ch.error));
           results.push_back(ch.result);
         }
         res.set_content(completion_body(head, job->request, results, tok), "application/json");
@@ -411,7 +452,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
                 });
                 for (const Job::Choice& ch : job->choices)
                   if (!ch.error.empty()) {
-                    events.push_back(error_body(ApiError(500, ch.error)));
+                    events.push_back(error_body(ApiError(ch.status, ch.error)));
                     over = true;
                     break;
                   }
@@ -498,7 +539,36 @@ int cmd_serve(const std::vector<std::string>& argv) {
                static_cast<long long>(so.max_batch), static_cast<long long>(blocks),
                static_cast<long long>(page));
   std::fflush(stderr);
-  if (!svr.listen_after_bind()) throw Error("the server stopped listening");
+  std::atomic<bool> shutting_down{false};
+  std::thread waiter([&] {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0 || sig == SIGUSR1) return;
+    shutting_down = true;
+    std::fprintf(stderr,
+                 "kiln serve: %s: no new connections; waiting up to %g s for the running "
+                 "requests\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", grace);
+    engine.drain();
+    svr.stop();  // closes the listening socket; listen returns once handlers end
+    const auto until = Clock::now() + std::chrono::duration<double>(grace);
+    while (!engine.idle()) {
+      const double left = std::chrono::duration<double>(until - Clock::now()).count();
+      if (left <= 0) break;
+      const double wait = std::min(left, 0.05);
+      const timespec ts{0, static_cast<long>(wait * 1e9)};
+      const int again = sigtimedwait(&signals, nullptr, &ts);
+      if (again == SIGINT || again == SIGTERM) break;  // a second signal: now
+    }
+    if (!engine.idle()) {
+      std::fprintf(stderr, "kiln serve: ending the requests still running\n");
+      engine.abort();
+    }
+  });
+  const bool listened = svr.listen_after_bind();
+  if (!shutting_down) pthread_kill(waiter.native_handle(), SIGUSR1);
+  waiter.join();
+  if (!listened && !shutting_down) throw Error("the server stopped listening");
+  std::fprintf(stderr, "kiln serve: stopped\n");
   return 0;
 }
 

@@ -24,6 +24,9 @@ the standard library's HTTP client only:
   answered 408 or closed after --request-timeout while others are served;
 - a streaming client that disconnects cancels its sequence (metrics:
   cancelled, nothing running) and the server keeps serving;
+- SIGTERM and SIGINT: connections refused at once, a running stream
+  finishes within --shutdown-grace or ends with one error event past it,
+  and the server exits 0;
 - a bounded load (200 requests from 32 clients on 8 running sequences and
   a pool short of pages, some streamed, some dropped mid-stream) ends with
   every request answered once, batched greedy requests with `kiln run`'s
@@ -507,6 +510,48 @@ def load(kiln, model, tmp):
         s.stop()
 
 
+def shutdown(kiln, model):
+    """SIGINT and SIGTERM: no new connections; a running stream finishes
+    within the grace (its [DONE] arrives), or past it ends with one error
+    event; the server exits 0 either way."""
+    import signal
+    import socket
+    for sig, grace, tokens, finishes in ((signal.SIGTERM, "10", 48, True), (signal.SIGINT, "0.3", 3000, False)):
+        name = signal.Signals(sig).name
+        s = Server(kiln, model, ["--ctx", "4096", "--shutdown-grace", grace])
+        c = s.conn()
+        c.request("POST", "/v1/completions", body=json.dumps(
+            {"prompt": PROMPT, "max_tokens": tokens, "temperature": 0, "stream": True}).encode())
+        r = c.getresponse()
+        first = r.readline()  # the first event: the request is running
+        s.proc.send_signal(sig)
+        refused, deadline = False, time.time() + 5
+        while time.time() < deadline and not refused:
+            try:
+                socket.create_connection(("127.0.0.1", s.port), timeout=1).close()
+                time.sleep(0.02)
+            except OSError:
+                refused = True
+        rest = r.read().decode()
+        c.close()
+        try:
+            code = s.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            code = None
+        events = [b[6:] for b in (first.decode() + rest).split("\n\n") if b.startswith("data: ")]
+        last = events[-1] if events else ""
+        if finishes:
+            ok = last == "[DONE]" and json.loads(events[-2])["choices"][0]["finish_reason"] is not None
+            what = f"{name}, grace {grace} s: the running stream finishes ([DONE])"
+        else:
+            ok = last != "[DONE]" and "shut down" in json.loads(last).get("error", {}).get("message", "")
+            what = f"{name}, grace {grace} s: the stream still running ends with one error event"
+        check(first.startswith(b"data: ") and ok, what)
+        check(refused, f"{name}: new connections are refused")
+        check(code == 0, f"{name}: the server exits 0 (got {code})")
+        s.proc.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -520,6 +565,7 @@ def main():
         disconnect_and_queue(a.kiln, model)
         slow_clients(a.kiln, model)
         load(a.kiln, model, tmp)
+        shutdown(a.kiln, model)
     if failures:
         raise SystemExit(f"{len(failures)} check(s) failed")
     print("serve: ok")
