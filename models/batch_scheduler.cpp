@@ -64,6 +64,7 @@ BatchScheduler::BatchScheduler(Llm& model, SchedulerOptions o)
 }
 
 BatchScheduler::~BatchScheduler() {
+  for (auto& s : embeds_) finish(*s, "", "the server is stopping");
   for (auto& s : running_) finish(*s, "", "the server is stopping");
   for (auto& s : waiting_) finish(*s, "", "the server is stopping");
 }
@@ -83,6 +84,11 @@ void BatchScheduler::add(SeqRequest r) {
                       std::to_string(pool_.n_pages()) + " pages of " +
                       std::to_string(pool_.page()));
   if (s->req.n < 1) return finish(*s, "", "n must be at least 1");
+  if (s->req.options.embed) {
+    if (s->req.n != 1) return finish(*s, "", "an embedding has one choice");
+    embeds_.push_back(std::move(s));
+    return;
+  }
   s->forked = s->req.n == 1;
   if (s->req.options.n_predict <= 0 && !s->scoring()) return finish(*s, "length");
   waiting_.push_back(std::move(s));
@@ -198,12 +204,16 @@ void BatchScheduler::step() {
     if (cancelled(*s)) finish(*s, "cancelled");
   for (auto& s : waiting_)
     if (cancelled(*s)) finish(*s, "cancelled");
+  for (auto& s : embeds_)
+    if (cancelled(*s)) finish(*s, "cancelled");
   auto sweep = [](auto& list) {
     list.erase(std::remove_if(list.begin(), list.end(), [](const auto& s) { return s->done; }),
                list.end());
   };
   sweep(running_);
   sweep(waiting_);
+  sweep(embeds_);
+  embed_step();
 
   // Decodes first, then the chunks of prompts being read, then newcomers,
   // each in arrival order, up to the token budget.
@@ -295,6 +305,61 @@ void BatchScheduler::step() {
     }
   }
   sweep(running_);
+}
+
+void BatchScheduler::embed_step() {
+  std::vector<std::unique_ptr<Seq>> batch;
+  std::vector<Llm::SeqChunk> chunks;
+  int64_t tokens = 0;
+  while (!embeds_.empty()) {
+    Seq& s = *embeds_.front();
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    if (!batch.empty() && tokens + n > o_.token_budget) break;
+    // Read from the start: every position's hidden state is pooled.
+    s.kv = pool_.create();
+    const int64_t need = pool_.pages_needed(s.kv, n);
+    if (pool_.free_pages() < need && !(o_.prefix_cache && cache_.evict(need))) {
+      pool_.free(s.kv);  // waits for pages the running sequences give back
+      s.kv = -1;
+      break;
+    }
+    append(s, n);
+    chunks.push_back({s.tokens, 0, pool_.table(s.kv), true});
+    batch.push_back(std::move(embeds_.front()));
+    embeds_.pop_front();
+    tokens += n;
+  }
+  if (batch.empty()) return;
+  ++stats_.steps;
+  const std::vector<float>* rows = nullptr;
+  try {
+    rows = &model_.forward_batch(chunks, false, /*hidden=*/true);
+  } catch (const Error& e) {
+    for (auto& s : batch) finish(*s, "", e.what());
+    return;
+  }
+  const int64_t E = model_.config().n_embd;
+  const Clock::time_point now = Clock::now();
+  const float* row = rows->data();
+  for (auto& s : batch) {
+    const int64_t n = static_cast<int64_t>(s->tokens.size());
+    std::vector<double> sum(static_cast<size_t>(E));
+    switch (model_.config().pooling) {
+      case ModelConfig::Pooling::mean:
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t e = 0; e < E; ++e) sum[static_cast<size_t>(e)] += row[t * E + e] / double(n);
+        break;
+      case ModelConfig::Pooling::cls: std::copy(row, row + E, sum.begin()); break;
+      case ModelConfig::Pooling::last:
+        std::copy(row + (n - 1) * E, row + n * E, sum.begin());
+        break;
+    }
+    s->result.embedding.assign(sum.begin(), sum.end());
+    s->result.prefill_ms = ms_between(s->start, now);
+    s->computed = n;
+    row += n * E;
+    finish(*s, "length");
+  }
 }
 
 void BatchScheduler::score_prompt(Seq& s, int64_t before, int64_t rows, const float* logits) {

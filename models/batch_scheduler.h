@@ -15,6 +15,11 @@
 // with the tokens it would have produced. Waiting sequences are admitted
 // first come, first served, none overtaking another: no starvation.
 //
+// Embedding requests (GenerationOptions::embed) are whole prompts read in
+// a forward of their own at the start of a step, in arrival order up to the
+// token budget, their pages taken for that forward and then kept by the
+// prefix cache like any prompt's.
+//
 // One thread calls add, step and stats (a server's engine thread); the
 // callbacks run on it.
 #pragma once
@@ -75,7 +80,7 @@ class BatchScheduler {
   // Queues a request; a prompt the context or the pool cannot hold ends at
   // once with an error.
   void add(SeqRequest r);
-  bool idle() const { return waiting_.empty() && running_.empty(); }
+  bool idle() const { return waiting_.empty() && running_.empty() && embeds_.empty(); }
   // One forward of the running sequences (none when idle).
   void step();
   SchedulerStats stats() const;
@@ -83,6 +88,8 @@ class BatchScheduler {
  private:
   struct Seq;
   bool admit(Seq& s, int64_t budget);
+  // The forward of the embedding requests that fit this step.
+  void embed_step();
   // Takes `rows` more rows for s in the pool, making the page copies a
   // copy-on-write asks for.
   void append(Seq& s, int64_t rows);
@@ -104,6 +111,7 @@ class BatchScheduler {
   PrefixCache cache_;
   std::deque<std::unique_ptr<Seq>> waiting_;   // by arrival
   std::vector<std::unique_ptr<Seq>> running_;  // by arrival
+  std::deque<std::unique_ptr<Seq>> embeds_;    // by arrival
   uint64_t arrivals_ = 0;
   SchedulerStats stats_;
 };

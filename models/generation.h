@@ -25,6 +25,10 @@ struct GenerationOptions {
   // scheduler's (`echo`).
   int64_t logprobs = -1;
   bool prompt_logprobs = false;
+  // The serving scheduler's embeddings: the prompt's final hidden states
+  // pooled as the model says (ModelConfig::pooling) into
+  // GenerationResult::embedding; nothing is generated.
+  bool embed = false;
   // Asked after each token; true ends the generation ("cancelled": a
   // server's client has gone).
   std::function<bool()> cancelled;
@@ -42,6 +46,7 @@ struct GenerationResult {
   // Per generated token, and per prompt token from the second on, when
   // asked (GenerationOptions::logprobs, prompt_logprobs).
   std::vector<TokenLogprob> logprobs, prompt_logprobs;
+  std::vector<float> embedding;  // [n_embd], when GenerationOptions::embed
   int64_t launches_prefill = 0, launches_per_token = 0;
   std::string stop_reason;  // "length", "eos", "stop string", "cancelled"
 };

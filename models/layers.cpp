@@ -99,6 +99,7 @@ Tensor Forward::logits(const Tensor& x) {
   Tensor last =
       norm(out_ids ? ops::get_rows(g, x, *out_ids) : x.rows(n_tokens - out_rows, out_rows),
            "output_norm.weight");
+  if (hidden) return last;
   return linear(w.has("output.weight") ? "output.weight" : "token_embd.weight", "lm_head", last);
 }
 

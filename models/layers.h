@@ -40,6 +40,9 @@ class Forward {
   // each sequence's last token) instead of the last out_rows.
   std::optional<ops::SeqBatch> batch;
   std::optional<Tensor> out_ids;
+  // The output rows' final hidden states (after the final norm, before
+  // the output projection) instead of their logits: embeddings.
+  bool hidden = false;
 
   // "blk.<layer>.<name>"
   static std::string blk(int64_t layer, const std::string& name);
@@ -61,7 +64,8 @@ class Forward {
   // summed with the router's weights.
   Tensor moe(int64_t l, const Tensor& h);
   // The final norm and output projection (or the tied embedding) of the
-  // last out_rows rows of x: the logits [out_rows, n_vocab].
+  // last out_rows rows of x: the logits [out_rows, n_vocab]; with `hidden`
+  // the normed rows [out_rows, n_embd].
   Tensor logits(const Tensor& x);
 
  private:

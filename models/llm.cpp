@@ -16,11 +16,12 @@ namespace kiln {
 
 // The plan for one token count, over the scratch its graph planned.
 struct Llm::Step {
-  Step(Runtime& rt, int64_t n, bool all, int64_t seqs = 0, int64_t outs = 0)
+  Step(Runtime& rt, int64_t n, bool all, bool hidden, int64_t seqs = 0, int64_t outs = 0)
       : graph(rt),
         plan(rt),
         n_tokens(n),
         all_logits(all),
+        hidden(hidden),
         n_seqs(seqs),
         out_rows(seqs > 0 ? outs
                  : all    ? n
@@ -29,10 +30,11 @@ struct Llm::Step {
   Plan plan;
   int64_t n_tokens;
   bool all_logits;
+  bool hidden;                             // rows of final hidden states, not logits
   int64_t n_seqs;                          // > 0: a serving step (forward_batch)
-  int64_t out_rows;                        // rows of logits
+  int64_t out_rows;                        // rows of logits (or hidden states)
   std::vector<int32_t> tokens, positions;  // host, read or uploaded per replay
-  std::vector<float> logits;               // host, written or downloaded per replay
+  std::vector<float> logits;               // host, written or downloaded per replay (or hidden)
   // A serving step's packed batch (ops::SeqBatch) and logit rows, likewise.
   std::vector<int32_t> cu_seqlens, seq_pos0, seq_len, tok_seq, tables, out_ids;
 };
@@ -179,10 +181,10 @@ std::map<std::string, std::pair<double, int64_t>> Llm::profile_ms() const {
   return all;
 }
 
-Llm::Step& Llm::step_for(int64_t n_tokens, bool all_logits) {
-  auto& slot = steps_[{n_tokens, all_logits}];
+Llm::Step& Llm::step_for(int64_t n_tokens, bool all_logits, bool hidden) {
+  auto& slot = steps_[{n_tokens, all_logits, hidden}];
   if (!slot) {
-    slot = std::make_unique<Step>(rt_, n_tokens, all_logits);
+    slot = std::make_unique<Step>(rt_, n_tokens, all_logits, hidden);
     record(*slot);
   }
   return *slot;
@@ -190,6 +192,15 @@ Llm::Step& Llm::step_for(int64_t n_tokens, bool all_logits) {
 
 const std::vector<float>& Llm::forward(const std::vector<int32_t>& tokens, bool all_logits,
                                        bool interpret) {
+  return run(tokens, all_logits, false, interpret);
+}
+
+const std::vector<float>& Llm::hidden_states(const std::vector<int32_t>& tokens) {
+  return run(tokens, true, true, false);
+}
+
+const std::vector<float>& Llm::run(const std::vector<int32_t>& tokens, bool all_rows, bool hidden,
+                                   bool interpret) {
   if (serving_)
     throw Error("forward: this model's cache is a serving pool of " + std::to_string(n_pages_) +
                 " pages; run its sequences with forward_batch");
@@ -201,7 +212,7 @@ const std::vector<float>& Llm::forward(const std::vector<int32_t>& tokens, bool 
     if (t < 0 || t >= cfg_.n_vocab)
       throw Error("forward: token id " + std::to_string(t) + " is outside the vocabulary of " +
                   std::to_string(cfg_.n_vocab));
-  Step& s = step_for(static_cast<int64_t>(tokens.size()), all_logits);
+  Step& s = step_for(static_cast<int64_t>(tokens.size()), all_rows, hidden);
   std::copy(tokens.begin(), tokens.end(), s.tokens.begin());  // in place: plans point at it
   for (int64_t i = 0; i < s.n_tokens; ++i) s.positions[i] = static_cast<int32_t>(pos_ + i);
   s.plan.set("pos0", pos_);
@@ -218,8 +229,8 @@ namespace {
 constexpr size_t kMaxBatchSteps = 48;
 }  // namespace
 
-Llm::Step& Llm::batch_step_for(int64_t n_tokens, int64_t n_seqs, int64_t out_rows) {
-  const BatchShape key{n_tokens, n_seqs, out_rows};
+Llm::Step& Llm::batch_step_for(int64_t n_tokens, int64_t n_seqs, int64_t out_rows, bool hidden) {
+  const BatchShape key{n_tokens, n_seqs, out_rows, hidden};
   if (!batch_steps_.count(key) && batch_steps_.size() >= kMaxBatchSteps) {
     auto oldest =
         std::min_element(batch_used_.begin(), batch_used_.end(),
@@ -230,13 +241,14 @@ Llm::Step& Llm::batch_step_for(int64_t n_tokens, int64_t n_seqs, int64_t out_row
   batch_used_[key] = ++batch_clock_;
   auto& slot = batch_steps_[key];
   if (!slot) {
-    slot = std::make_unique<Step>(rt_, n_tokens, false, n_seqs, out_rows);
+    slot = std::make_unique<Step>(rt_, n_tokens, false, hidden, n_seqs, out_rows);
     record(*slot);
   }
   return *slot;
 }
 
-const std::vector<float>& Llm::forward_batch(const std::vector<SeqChunk>& seqs, bool interpret) {
+const std::vector<float>& Llm::forward_batch(const std::vector<SeqChunk>& seqs, bool interpret,
+                                             bool hidden) {
   if (!serving_)
     throw Error("forward_batch: the model's KV cache is not a serving pool (kv_pages)");
   if (seqs.empty()) throw Error("forward_batch: no sequences");
@@ -268,7 +280,7 @@ const std::vector<float>& Llm::forward_batch(const std::vector<SeqChunk>& seqs, 
     outs += c.all_logits ? n : 1;
   }
   const int64_t S = static_cast<int64_t>(seqs.size());
-  Step& s = batch_step_for(total, S, outs);
+  Step& s = batch_step_for(total, S, outs, hidden);
   int64_t row = 0, out = 0;
   for (int64_t i = 0; i < S; ++i) {
     const SeqChunk& c = seqs[static_cast<size_t>(i)];
@@ -344,7 +356,7 @@ std::vector<int32_t> Llm::expert_hits() const {
 }
 
 std::pair<size_t, size_t> Llm::scratch_bytes(int64_t n_tokens, bool all_logits) {
-  Step& s = step_for(n_tokens, all_logits);
+  Step& s = step_for(n_tokens, all_logits, false);
   return {s.graph.scratch_bytes(), s.graph.unplanned_bytes()};
 }
 
@@ -353,7 +365,7 @@ std::vector<Spec> Llm::plan_specs(int64_t n_tokens) {
   if (n_tokens < 1 || n_tokens > n_ctx_)
     throw Error("plan_specs: " + std::to_string(n_tokens) + " tokens for a context of " +
                 std::to_string(n_ctx_));
-  Step s(rt_, n_tokens, false);
+  Step s(rt_, n_tokens, false, false);
   record(s, /*compile=*/false);
   return s.plan.specs();
 }
@@ -363,9 +375,10 @@ void Llm::record(Step& s, bool compile) {
   const int64_t T = s.n_tokens, S = s.n_seqs, out_rows = s.out_rows;
   s.tokens.resize(T);
   s.positions.resize(T);
-  s.logits.resize(out_rows * c.n_vocab);
+  s.logits.resize(out_rows * (s.hidden ? c.n_embd : c.n_vocab));
   Graph& g = s.graph;
   Forward f(g, c, weights_, T, out_rows, n_ctx_);
+  f.hidden = s.hidden;
   f.tokens = g.input("input", s.tokens.data(), DType::i32, {T});
   f.positions = g.input("input", s.positions.data(), DType::i32, {T});
   if (S > 0) {

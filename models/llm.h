@@ -76,6 +76,9 @@ class Llm {
   // `interpret`, every kernel runs in the reference interpreter.
   const std::vector<float>& forward(const std::vector<int32_t>& tokens, bool all_logits = false,
                                     bool interpret = false);
+  // Appends `tokens` as forward does; returns every position's final
+  // hidden state (after the final norm) [rows, n_embd]: embeddings.
+  const std::vector<float>& hidden_states(const std::vector<int32_t>& tokens);
 
   // One step of a serving engine over the pool (kv_pages > 0): each
   // sequence's new tokens, its first at position pos0, stored in and
@@ -84,15 +87,16 @@ class Llm {
   // token each (decode) or more (a prompt's chunk). Returns the logits
   // [rows, n_vocab]: each sequence's last token's, or with all_logits every
   // token's of that sequence (a prompt scored, as `echo` with logprobs
-  // asks), in sequence order.
+  // asks), in sequence order. With `hidden`, the same rows' final hidden
+  // states [rows, n_embd] instead (embeddings).
   struct SeqChunk {
     std::vector<int32_t> tokens;
     int64_t pos0 = 0;
     std::vector<int32_t> table;
     bool all_logits = false;
   };
-  const std::vector<float>& forward_batch(const std::vector<SeqChunk>& seqs,
-                                          bool interpret = false);
+  const std::vector<float>& forward_batch(const std::vector<SeqChunk>& seqs, bool interpret = false,
+                                          bool hidden = false);
   int64_t kv_page() const { return page_; }
   int64_t kv_pages() const { return serving_ ? n_pages_ : 0; }
   // Copies whole pages of the serving pool, every layer's K and V rows
@@ -102,7 +106,7 @@ class Llm {
 
   // Records (selects and compiles the kernels of) the plan for n tokens
   // now, so that timing a forward does not include it.
-  void prepare(int64_t n_tokens, bool all_logits = false) { step_for(n_tokens, all_logits); }
+  void prepare(int64_t n_tokens, bool all_logits = false) { step_for(n_tokens, all_logits, false); }
   // The kernel launches of the plan for n tokens as this runtime's backend
   // and kernel policy would record them, without compiling or keeping the
   // plan (`kiln inspect --model`).
@@ -125,8 +129,10 @@ class Llm {
 
  private:
   struct Step;
-  Step& step_for(int64_t n_tokens, bool all_logits);
-  Step& batch_step_for(int64_t n_tokens, int64_t n_seqs, int64_t out_rows);
+  Step& step_for(int64_t n_tokens, bool all_logits, bool hidden);
+  Step& batch_step_for(int64_t n_tokens, int64_t n_seqs, int64_t out_rows, bool hidden);
+  const std::vector<float>& run(const std::vector<int32_t>& tokens, bool all_rows, bool hidden,
+                                bool interpret);
   void record(Step& s, bool compile = true);
 
   GgufFile file_;
@@ -148,11 +154,11 @@ class Llm {
   // cos/sin tables by (base, freq_scale), and each layer's.
   std::map<std::pair<double, RopeScaling>, DeviceBuffer> rope_tables_;
   std::vector<const DeviceBuffer*> layer_rope_;
-  std::map<std::pair<int64_t, bool>, std::unique_ptr<Step>> steps_;
-  // Serving: the plans of (tokens, sequences, logit rows), the least
+  std::map<std::tuple<int64_t, bool, bool>, std::unique_ptr<Step>> steps_;
+  // Serving: the plans of (tokens, sequences, output rows, hidden), the least
   // recently used dropped past kMaxBatchSteps (a server meets many shapes).
   bool serving_ = false;
-  using BatchShape = std::tuple<int64_t, int64_t, int64_t>;
+  using BatchShape = std::tuple<int64_t, int64_t, int64_t, bool>;
   std::map<BatchShape, std::unique_ptr<Step>> batch_steps_;
   std::map<BatchShape, uint64_t> batch_used_;
   uint64_t batch_clock_ = 0;

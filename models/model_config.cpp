@@ -29,6 +29,15 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.n_head_kv = find("attention.head_count_kv", c.n_head);
   c.n_ff = find("feed_forward_length", 0);
   c.n_ctx_train = find("context_length", 2048);
+  switch (find("pooling_type", 0)) {
+    case 0:  // none: a causal LM, pooled as the mean
+    case 1: c.pooling = ModelConfig::Pooling::mean; break;
+    case 2: c.pooling = ModelConfig::Pooling::cls; break;
+    case 3: c.pooling = ModelConfig::Pooling::last; break;
+    default:
+      f.fail("key '" + key("pooling_type") + "' is " + std::to_string(find("pooling_type", 0)) +
+             " (Kiln pools embeddings by none/mean 0-1, cls 2 or last 3)");
+  }
   if (c.n_head <= 0 || c.n_head_kv <= 0 || c.n_head % c.n_head_kv)
     f.fail(std::to_string(c.n_head) + " attention heads cannot share " +
            std::to_string(c.n_head_kv) + " KV heads");

@@ -49,6 +49,10 @@ struct ModelConfig {
   // `sliding_window` tokens when swa_pattern > 0 and l % swa_pattern <
   // swa_pattern - 1 (every swa_pattern-th layer is global).
   int64_t sliding_window = 0, swa_pattern = 0;
+  // How an embedding pools a sequence's final hidden states
+  // ({arch}.pooling_type, llama.cpp's numbering): mean when the model names
+  // none (a causal LM), the first token's (cls) or the last token's.
+  enum class Pooling { mean, cls, last } pooling = Pooling::mean;
   double rope_base_swa = 0;      // rope base of sliding-window layers
   RopeScaling rope_scaling;      // linear or YaRN, of the global layers
   bool swa_rope_scaled = false;  // and of the sliding ones (gpt-oss; not gemma3)

@@ -102,6 +102,7 @@ int cmd_run(const std::vector<std::string>& argv) {
                 "stop",
                 "tokens",
                 "logits-out",
+                "embd-out",
                 "ctx",
                 "kv",
                 "kv-page",
@@ -117,7 +118,7 @@ int cmd_run(const std::vector<std::string>& argv) {
         "                [--presence-penalty 0] [--frequency-penalty 0]\n"
         "                [--stop STR]... [--ignore-eos] [--no-bos] [--ctx N]\n"
         "                [--kv f16|bf16|f32|q8_0|aura4v4|aura8v4|...] [--kv-page N]\n"
-        "                [--logits-out FILE.npy] "
+        "                [--logits-out FILE.npy] [--embd-out FILE.npy] "
         "[--profile]\n"
         "                [--device cpu|cuda|cuda-sim] [--check]\n"
         "Streams the generated text, then prints one JSON line of metrics. -m takes a GGUF file\n"
@@ -130,7 +131,9 @@ int cmd_run(const std::vector<std::string>& argv) {
         "aura<K bits>v<V bits>, bits 2/3/4/8: AURA's rotated Lloyd-Max codes, and with\n"
         "KILN_AURA_AUTO_ASYM=1 K at 8 bits for GQA groups of 6 or more); "
         "--kv-page N keeps it in a pool of\n"
-        "pages of N rows addressed through a block table (a multiple of the key block).");
+        "pages of N rows addressed through a block table (a multiple of the key block).\n"
+        "--logits-out writes every position's logits; --embd-out the prompt's final hidden\n"
+        "states (after the final norm, what an embedding pools), from a forward of their own.");
     return 0;
   }
   RuntimeOptions ro;
@@ -172,6 +175,11 @@ int cmd_run(const std::vector<std::string>& argv) {
         !a.flag("no-bos") && model.tokenizer().add_bos_default() && model.tokenizer().bos_id() >= 0;
     prompt = model.tokenizer().encode(text, bos);
     std::fputs(text.c_str(), stdout);
+  }
+  if (a.has("embd-out")) {
+    if (prompt.empty()) throw Error("--embd-out: the prompt has no tokens");
+    write_npy(a.get("embd-out"), model.hidden_states(prompt), model.config().n_embd);
+    model.reset();
   }
   GenerationResult r = generate(model, prompt, o, [](const std::string& piece) {
     std::fputs(piece.c_str(), stdout);

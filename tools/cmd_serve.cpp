@@ -2,7 +2,8 @@
 //
 // HTTP/1.1 by cpp-httplib. POST /v1/completions and /v1/chat/completions
 // (whole responses, or server-sent events with `stream: true`; chats laid
-// out by the model's chat template, models/chat_template.h), GET
+// out by the model's chat template, models/chat_template.h), POST
+// /v1/embeddings (pooled final hidden states), GET
 // /v1/models, /health and /metrics (Prometheus text). Requests are checked
 // (tools/serve_api.h) before they queue; one engine thread runs them
 // together by continuous batching (models/batch_scheduler.h) over a pool of
@@ -296,7 +297,9 @@ int cmd_serve(const std::vector<std::string>& argv) {
         "                  [--max-body BYTES] [--request-timeout 10] [--chat-template NAME|FILE]\n"
         "                  [--no-prefix-cache] [--max-n 16] [--shutdown-grace 10]\n"
         "An OpenAI-compatible server: POST /v1/completions and /v1/chat/completions (stream:\n"
-        "true for server-sent events), GET /v1/models, /health, /metrics. Chats are laid out\n"
+        "true for server-sent events), /v1/embeddings (the final hidden states pooled as\n"
+        "the model's pooling_type says, else their mean; unit length), GET /v1/models,\n"
+        "/health, /metrics. Chats are laid out\n"
         "by the model's tokenizer.chat_template, or --chat-template (a family such as chatml,\n"
         "llama3, gemma, or a file holding a template), else chatml.\n"
         "Continuous batching: up to --max-batch sequences run together, each step one forward\n"
@@ -413,10 +416,12 @@ int cmd_serve(const std::vector<std::string>& argv) {
       } catch (const ApiError& e) {
         return reply_error(res, e);
       }
-      const ResponseHead head{
-          endpoint,
-          (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id),
-          static_cast<int64_t>(std::time(nullptr)), model_id};
+      const ResponseHead head{endpoint,
+                              (endpoint == Endpoint::chat          ? "chatcmpl-"
+                               : endpoint == Endpoint::completions ? "cmpl-"
+                                                                   : "embd-") +
+                                  std::to_string(++next_id),
+                              static_cast<int64_t>(std::time(nullptr)), model_id};
       const Tokenizer& tok = model.tokenizer();
       if (!job->request.stream) {
         std::unique_lock<std::mutex> lk(job->mu);
@@ -426,7 +431,10 @@ int cmd_serve(const std::vector<std::string>& argv) {
           if (!ch.error.empty()) return reply_error(res, ApiError(ch.status, ch.error));
           results.push_back(ch.result);
         }
-        res.set_content(completion_body(head, job->request, results, tok), "application/json");
+        res.set_content(endpoint == Endpoint::embeddings
+                            ? embeddings_body(head, job->request, results)
+                            : completion_body(head, job->request, results, tok),
+                        "application/json");
         return;
       }
       res.set_header("Cache-Control", "no-cache");
@@ -507,6 +515,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
   };
   svr.Post("/v1/completions", completions(Endpoint::completions));
   svr.Post("/v1/chat/completions", completions(Endpoint::chat));
+  svr.Post("/v1/embeddings", completions(Endpoint::embeddings));
 
   const std::string host = a.get("host", "127.0.0.1");
   // cpp-httplib listens with a backlog of 5 connections: a burst of clients

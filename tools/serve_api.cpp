@@ -1,5 +1,7 @@
 #include "tools/serve_api.h"
 
+#include <bit>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -71,45 +73,72 @@ std::vector<std::string> stop_strings(const json& body) {
   return out;
 }
 
-// One prompt: a string, or a list of token ids.
-std::vector<int32_t> one_prompt(const json& p, const Tokenizer& tok) {
+// One prompt (the field `key`): a string, or a list of token ids.
+std::vector<int32_t> one_prompt(const json& p, const Tokenizer& tok, const std::string& key) {
   if (p.is_string()) {
     const std::string& text = p.get_ref<const std::string&>();
-    if (!valid_utf8(text)) throw ApiError(400, "'prompt' is not valid UTF-8", "prompt");
+    if (!valid_utf8(text)) throw ApiError(400, "'" + key + "' is not valid UTF-8", key);
     std::vector<int32_t> ids = tok.encode(text, tok.add_bos_default() && tok.bos_id() >= 0);
-    if (ids.empty()) invalid("prompt", "encodes to no tokens");
+    if (ids.empty()) invalid(key, "encodes to no tokens");
     return ids;
   }
   if (!p.is_array() || p.empty())
-    invalid("prompt", "must be a string, a non-empty list of token ids, or a list of those");
+    invalid(key, "must be a string, a non-empty list of token ids, or a list of those");
   std::vector<int32_t> ids;
   for (const json& v : p) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= tok.vocab_size())
-      invalid("prompt",
-              "token ids must be integers in [0, " + std::to_string(tok.vocab_size()) + ")");
+      invalid(key, "token ids must be integers in [0, " + std::to_string(tok.vocab_size()) + ")");
     ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
   }
   return ids;
 }
 
-// A string, a list of ids (one prompt), or a list of strings or id lists
-// (several prompts).
-std::vector<std::vector<int32_t>> prompt_tokens(const json& body, const Tokenizer& tok) {
-  auto it = body.find("prompt");
-  if (it == body.end() || it->is_null()) throw ApiError(400, "'prompt' is required", "prompt");
+// The field `key`: a string, a list of ids (one prompt), or a list of up
+// to `most` strings or id lists (several prompts).
+std::vector<std::vector<int32_t>> prompt_tokens(const json& body, const Tokenizer& tok,
+                                                const std::string& key, int most) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) throw ApiError(400, "'" + key + "' is required", key);
   const json& p = *it;
   const bool many = p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array());
-  if (!many) return {one_prompt(p, tok)};
-  if (p.size() > static_cast<size_t>(kMaxPrompts))
-    invalid("prompt", "lists " + std::to_string(p.size()) + " prompts; at most " +
-                          std::to_string(kMaxPrompts) + " are taken");
+  if (!many) return {one_prompt(p, tok, key)};
+  if (p.size() > static_cast<size_t>(most))
+    invalid(key, "lists " + std::to_string(p.size()) + " prompts; at most " + std::to_string(most) +
+                     " are taken");
   std::vector<std::vector<int32_t>> out;
   for (const json& one : p) {
     if (!one.is_string() && !one.is_array())
-      invalid("prompt", "a list of prompts must hold strings or lists of token ids");
-    out.push_back(one_prompt(one, tok));
+      invalid(key, "a list of prompts must hold strings or lists of token ids");
+    out.push_back(one_prompt(one, tok, key));
   }
   return out;
+}
+
+// /v1/embeddings: the inputs, and how their vectors are written.
+CompletionRequest embeddings_request(const json& body, const Tokenizer& tok, int64_t n_ctx) {
+  for (const auto& [key, value] : body.items()) {
+    if (key == "dimensions")
+      invalid(key, "is not supported (an embedding has the model's n_embd dimensions)");
+    if (key != "model" && key != "input" && key != "encoding_format" && key != "user")
+      invalid(key, "is not a field Kiln takes");
+  }
+  CompletionRequest r;
+  r.prompts = prompt_tokens(body, tok, "input", kMaxEmbeddingInputs);
+  for (const std::vector<int32_t>& p : r.prompts)
+    if (static_cast<int64_t>(p.size()) > n_ctx)
+      invalid("input", "takes " + std::to_string(p.size()) + " tokens; the context holds " +
+                           std::to_string(n_ctx));
+  for (const char* key : {"model", "user"})
+    if (auto m = body.find(key); m != body.end() && !m->is_null() && !m->is_string())
+      invalid(key, "must be a string");
+  if (auto f = body.find("encoding_format"); f != body.end() && !f->is_null()) {
+    if (!f->is_string() || (*f != "float" && *f != "base64"))
+      invalid("encoding_format", "must be \"float\" or \"base64\"");
+    r.base64 = *f == "base64";
+  }
+  r.options.embed = true;
+  r.options.n_predict = 0;
+  return r;
 }
 
 bool flag_in(const json& body, const std::string& key, bool def) {
@@ -157,6 +186,7 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
     throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
   }
   if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
+  if (endpoint == Endpoint::embeddings) return embeddings_request(body, tok, n_ctx);
   const bool chat = endpoint == Endpoint::chat;
   static const std::set<std::string> known = {"model",
                                               "max_tokens",
@@ -187,7 +217,7 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
   }
   CompletionRequest r;
   r.prompts = chat ? std::vector<std::vector<int32_t>>{chat_tokens(body, tok, tmpl)}
-                   : prompt_tokens(body, tok);
+                   : prompt_tokens(body, tok, "prompt", kMaxPrompts);
   const char* input = chat ? "messages" : "prompt";
   for (const std::vector<int32_t>& p : r.prompts)
     if (static_cast<int64_t>(p.size()) >= n_ctx)
@@ -423,6 +453,51 @@ std::string chunk_body(const ResponseHead& h, const CompletionRequest& req, cons
   chunk["choices"] = json::array({choice});
   if (all) chunk["usage"] = usage_of(req, *all);
   return dump(chunk);
+}
+
+namespace {
+
+// Base64 (RFC 4648, padded) of bytes.
+std::string base64_of(const uint8_t* p, size_t n) {
+  static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = (uint32_t{p[i]} << 16) | (i + 1 < n ? uint32_t{p[i + 1]} << 8 : 0) |
+                       (i + 2 < n ? uint32_t{p[i + 2]} : 0);
+    out += abc[v >> 18];
+    out += abc[(v >> 12) & 63];
+    out += i + 1 < n ? abc[(v >> 6) & 63] : '=';
+    out += i + 2 < n ? abc[v & 63] : '=';
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string embeddings_body(const ResponseHead& h, const CompletionRequest& req,
+                            const std::vector<GenerationResult>& inputs) {
+  json data = json::array();
+  size_t tokens = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<float> v = inputs[i].embedding;
+    double norm = 0;
+    for (float x : v) norm += static_cast<double>(x) * x;
+    norm = std::sqrt(norm);
+    for (float& x : v) x = norm > 0 ? static_cast<float>(x / norm) : 0.f;
+    json e = {{"object", "embedding"}, {"index", i}};
+    if (req.base64) {
+      static_assert(std::endian::native == std::endian::little, "base64 embeddings are LE float32");
+      e["embedding"] = base64_of(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4);
+    } else {
+      e["embedding"] = v;
+    }
+    data.push_back(std::move(e));
+    tokens += req.prompts[i].size();
+  }
+  return dump({{"object", "list"},
+               {"data", std::move(data)},
+               {"model", h.model},
+               {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
 }
 
 std::string usage_chunk_body(const ResponseHead& h, const CompletionRequest& req,

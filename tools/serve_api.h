@@ -38,6 +38,9 @@ struct CompletionRequest {
   GenerationOptions options;
   // Completions: each choice's text and logprobs begin with its prompt's.
   bool echo = false;
+  // Embeddings: each input's vector as base64 of its little-endian float32
+  // bytes instead of a list of numbers.
+  bool base64 = false;
   bool stream = false;
   // vLLM's extension: the response lists the prompt's and the choice's ids.
   bool return_token_ids = false;
@@ -46,8 +49,10 @@ struct CompletionRequest {
   bool include_usage = false;
 };
 
-// POST /v1/completions (a prompt) or /v1/chat/completions (messages).
-enum class Endpoint { completions, chat };
+// POST /v1/completions (a prompt), /v1/chat/completions (messages) or
+// /v1/embeddings (inputs, each a prompt whose pooled hidden state is its
+// embedding: options.embed).
+enum class Endpoint { completions, chat, embeddings };
 
 // The model's chat template as Kiln lays it out (models/chat_template.h):
 // its family, or why there is none (chat requests are then refused, 422).
@@ -59,7 +64,7 @@ struct ChatTemplate {
 // and bytes each), alternatives per token (OpenAI's limit), prompts in a
 // list.
 inline constexpr int kMaxStopStrings = 16, kMaxStopBytes = 256, kMaxTopLogprobs = 20,
-                     kMaxPrompts = 64;
+                     kMaxPrompts = 64, kMaxEmbeddingInputs = 256;
 
 // Reads a request body for a model of `n_ctx` positions. Throws ApiError.
 // Without a seed, `fresh_seed` is used (sampling then differs between
@@ -100,6 +105,10 @@ std::string chunk_body(const ResponseHead& h, const CompletionRequest& req, cons
                        int64_t index, const std::string& text, const GenerationResult& so_far,
                        StreamedChoice& sent, const std::string& finish,
                        const std::vector<GenerationResult>* all = nullptr);
+// The response of an embeddings request: each input's embedding, its
+// pooled hidden state scaled to unit length (as OpenAI's are).
+std::string embeddings_body(const ResponseHead& h, const CompletionRequest& req,
+                            const std::vector<GenerationResult>& inputs);
 // The chunk of usage alone that ends a stream with include_usage.
 std::string usage_chunk_body(const ResponseHead& h, const CompletionRequest& req,
                              const std::vector<GenerationResult>& choices);

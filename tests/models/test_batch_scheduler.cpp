@@ -316,3 +316,50 @@ TEST_CASE("a scored prompt with nothing to generate ends each choice after the p
     CHECK(o.result.prompt_logprobs.size() == 9);
   }
 }
+
+TEST_CASE("embeddings are read beside running generations and pool the final hidden states",
+          "[models][scheduler]") {
+  Llm served(model_path(), test::runtime(), kCtx, DType::f16, kPage, 8);
+  BatchScheduler sched(served, {4, 40, true});
+  std::vector<Outcome> got(4);
+  auto add = [&](size_t i, std::vector<int32_t> prompt, GenerationOptions o) {
+    SeqRequest r;
+    r.prompt = std::move(prompt);
+    r.options = o;
+    r.on_done = [&got, i](int64_t, const GenerationResult& g, const std::string& e) {
+      got[i] = {g, e, "", got[i].done_calls + 1};
+    };
+    sched.add(std::move(r));
+  };
+  GenerationOptions embed;
+  embed.embed = true;
+  embed.n_predict = 0;
+  // A generation, then three embeddings of which two exceed one step's
+  // budget of 40 tokens together.
+  add(0, prompt_of(12, 7), greedy(8));
+  sched.step();
+  add(1, prompt_of(30, 8), embed);
+  add(2, prompt_of(25, 9), embed);
+  add(3, prompt_of(5, 10), embed);
+  while (!sched.idle()) sched.step();
+  Llm single(model_path(), test::runtime(), kCtx);
+  CHECK(got[0].result.generated == generate(single, prompt_of(12, 7), greedy(8)).generated);
+  const int64_t E = single.config().n_embd;
+  for (size_t i = 1; i < got.size(); ++i) {
+    INFO("embedding " << i);
+    REQUIRE(got[i].done_calls == 1);
+    REQUIRE(got[i].error.empty());
+    single.reset();
+    const std::vector<int32_t> prompt = prompt_of(i == 1 ? 30 : i == 2 ? 25 : 5, 7 + int32_t(i));
+    const std::vector<float>& rows = single.hidden_states(prompt);
+    REQUIRE(got[i].result.embedding.size() == static_cast<size_t>(E));
+    const int64_t n = static_cast<int64_t>(prompt.size());
+    for (int64_t e = 0; e < E; ++e) {
+      double mean = 0;
+      for (int64_t t = 0; t < n; ++t) mean += rows[t * E + e] / double(n);
+      CHECK(got[i].result.embedding[e] == Approx(mean).margin(1e-3));
+    }
+  }
+  const SchedulerStats st = sched.stats();
+  CHECK(st.pages_used == st.pages_cached);
+}

@@ -18,8 +18,10 @@ Against a generated llama served with pages of 16 tokens, with
   text and logprobs of the whole response;
 - chat `logprobs` + `top_logprobs` with `n` and `max_completion_tokens`,
   whole and streamed (`bytes` the token's bytes);
+- embeddings: kiln run --embd-out's final hidden states mean-pooled to
+  unit length, float and base64, strings as their tokens;
 - the 4xx the client raises: best_of, suffix, top_logprobs 21, n above the
-  server's --max-n, top_logprobs without logprobs.
+  server's --max-n, top_logprobs without logprobs, dimensions.
 Exit code 77 (ctest's skip) without the openai package.
 
   openai_client.py --kiln build/tools/kiln
@@ -189,6 +191,33 @@ def chat(c, kiln, model, tmp):
           "chat stream with logprobs: the deltas make the message and its logprobs")
 
 
+def embeddings(c, kiln, model, tmp):
+    """/v1/embeddings: each input's final hidden states (kiln run
+    --embd-out) mean-pooled and scaled to unit length; strings as their
+    tokens; base64 (the client's default) as floats; dimensions refused."""
+    inputs = [[1, 72, 101, 108, 108, 111], [1, 84, 104, 101, 32, 115, 107, 121, 32, 105, 115]]
+    want = []
+    for ids in inputs:
+        out = os.path.join(tmp, "embd.npy")
+        subprocess.run([kiln, "run", "-m", model, "--tokens", ",".join(map(str, ids)), "-n", "1",
+                        "--embd-out", out], check=True, capture_output=True)
+        v = np.load(out).astype(np.float64).mean(0)
+        want.append(v / np.linalg.norm(v))
+    r = c.embeddings.create(model="m", input=inputs, encoding_format="float")
+    got = [np.array(d.embedding) for d in sorted(r.data, key=lambda d: d.index)]
+    check(len(got) == 2 and all(g.shape == w.shape and np.abs(g - w).max() < TOL for g, w in zip(got, want)) and
+          r.usage.prompt_tokens == sum(map(len, inputs)),
+          "embeddings: kiln run's final hidden states, mean-pooled, unit length (float)")
+    b64 = c.embeddings.create(model="m", input=inputs)  # the client asks base64 and decodes it
+    check(all(np.array(d.embedding, dtype=np.float32).tobytes() == np.array(g, dtype=np.float32).tobytes()
+              for d, g in zip(sorted(b64.data, key=lambda d: d.index), got)), "embeddings: base64 = float")
+    text = subprocess.run([kiln, "tokenize", "-m", model, "-p", "Hello"], check=True, capture_output=True,
+                          text=True).stdout.split()
+    one = c.embeddings.create(model="m", input="Hello", encoding_format="float").data[0].embedding
+    ids = c.embeddings.create(model="m", input=[int(t) for t in text], encoding_format="float").data[0].embedding
+    check(one == ids, "embeddings: a string is its tokens")
+
+
 def errors(c):
     msgs = [{"role": "user", "content": "x"}]
     cases = [("best_of", lambda: c.completions.create(model="m", prompt="x", best_of=2)),
@@ -196,7 +225,8 @@ def errors(c):
              ("n", lambda: c.completions.create(model="m", prompt="x", n=7)),
              ("top_logprobs", lambda: c.chat.completions.create(model="m", messages=msgs, logprobs=True,
                                                                 top_logprobs=21)),
-             ("top_logprobs", lambda: c.chat.completions.create(model="m", messages=msgs, top_logprobs=2))]
+             ("top_logprobs", lambda: c.chat.completions.create(model="m", messages=msgs, top_logprobs=2)),
+             ("dimensions", lambda: c.embeddings.create(model="m", input="x", dimensions=8))]
     for param, call in cases:
         try:
             call()
@@ -219,6 +249,7 @@ def main():
         try:
             completions(s.client, a.kiln, model, tmp)
             chat(s.client, a.kiln, model, tmp)
+            embeddings(s.client, a.kiln, model, tmp)
             errors(s.client)
         finally:
             s.stop()
