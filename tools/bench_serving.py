@@ -5,6 +5,7 @@ and reports throughput, time to first token (TTFT), inter-token latency
 
   W1 single:        one request at a time, prompt 256 tokens, 256 generated
   W2 mixed:         16 concurrent, prompts 32-1024 tokens, 64-256 generated
+  W2L:              W2's requests asking logprobs: 5 (the cost of scoring)
   W3 shared prefix: 16 concurrent chats sharing one system prompt
 
 The same script drives `kiln serve` (--kiln KILN -m MODEL, with
@@ -160,9 +161,15 @@ def workloads(names, scale, model, seed):
     if "W1" in names:
         out["W1"] = (1, [("/v1/completions", dict(common, prompt=text_of(n(256), rng), max_tokens=n(256)))
                          for _ in range(3)])
+    def w2(extra):
+        # Each variant the same prompts and lengths: their own generator.
+        r = random.Random(seed + 2)
+        return (16, [("/v1/completions", dict(common, prompt=text_of(n(r.randint(32, 1024)), r),
+                                              max_tokens=n(r.randint(64, 256)), **extra)) for _ in range(16)])
     if "W2" in names:
-        out["W2"] = (16, [("/v1/completions", dict(common, prompt=text_of(n(rng.randint(32, 1024)), rng),
-                                                    max_tokens=n(rng.randint(64, 256)))) for _ in range(16)])
+        out["W2"] = w2({})
+    if "W2L" in names:
+        out["W2L"] = w2({"logprobs": 5})
     if "W3" in names:
         system = "You are a helpful assistant for a travel company. " + text_of(n(400), rng)
         out["W3"] = (16, [("/v1/chat/completions",
