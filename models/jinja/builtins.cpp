@@ -1281,24 +1281,26 @@ Value find_global(Interpreter& in, std::string_view name) {
       return Value::list(std::move(out));
     });
   if (name == "namespace" || name == "dict")
-    return Value::function(std::string(name), [ns = name == "namespace"](CallArgs& a) -> Value {
-      Value d = ns ? Value::namespace_() : Value::dict();
-      if (a.args.size() > 1) throw RuntimeError("expected at most 1 positional argument");
-      if (!a.args.empty()) {
-        const Value& init = a.args[0];
-        if (init.is_dict()) {
-          d.entries().items = init.entries().items;
-        } else {
-          for (const Value& kv : iterate(init)) {
-            if (!kv.is_sequence() || kv.items().size() != 2)
-              throw RuntimeError("dictionary update sequence element has the wrong length");
-            d.entries().set(kv.items()[0], kv.items()[1]);
+    return Value::function(
+        std::string(name), [&in, ns = name == "namespace"](CallArgs& a) -> Value {
+          Value d = ns ? Value::namespace_() : Value::dict();
+          if (ns) in.track(d);
+          if (a.args.size() > 1) throw RuntimeError("expected at most 1 positional argument");
+          if (!a.args.empty()) {
+            const Value& init = a.args[0];
+            if (init.is_dict()) {
+              d.entries().items = init.entries().items;
+            } else {
+              for (const Value& kv : iterate(init)) {
+                if (!kv.is_sequence() || kv.items().size() != 2)
+                  throw RuntimeError("dictionary update sequence element has the wrong length");
+                d.entries().set(kv.items()[0], kv.items()[1]);
+              }
+            }
           }
-        }
-      }
-      for (auto& [k, v] : a.kwargs) d.entries().set(Value(k), v);
-      return d;
-    });
+          for (auto& [k, v] : a.kwargs) d.entries().set(Value(k), v);
+          return d;
+        });
   if (name == "joiner")
     return Value::function("joiner", [](CallArgs& a) -> Value {
       Args p = bind("joiner", a, {"sep"});

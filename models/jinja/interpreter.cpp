@@ -265,6 +265,15 @@ std::string Interpreter::render(const Value& context) {
       if (k.is_string()) root->vars.emplace_back(k.str(), v);
   std::string out;
   out_ = &out;
+  // Values may refer to each other in cycles only through namespaces;
+  // emptying them frees everything the render made.
+  struct Release {
+    std::vector<Value>& ns;
+    ~Release() {
+      for (Value& v : ns) v.entries().items.clear();
+      ns.clear();
+    }
+  } release{namespaces_};
   exec_body(program_.body, root);
   return out;
 }
@@ -319,9 +328,12 @@ void Interpreter::assign(const Expr& target, const Value& v, Scope& scope, bool 
 
 Value Interpreter::make_macro(const Stmt& s, const std::shared_ptr<Scope>& scope,
                               const Value& caller) {
-  return Value::function(s.text, [this, &s, scope, caller](CallArgs& args) -> Value {
+  // The macro holds its scope weakly: the scope holds the macro.
+  std::weak_ptr<Scope> weak = scope;
+  return Value::function(s.text, [this, &s, weak, caller](CallArgs& args) -> Value {
     auto ms = std::make_shared<Scope>();
-    ms->parent = scope;
+    ms->parent = weak.lock();
+    if (!ms->parent) throw RuntimeError("macro '" + s.text + "' called after its scope ended");
     size_t used_kwargs = 0;
     for (size_t i = 0; i < s.params.size(); ++i) {
       Value v;
@@ -397,9 +409,11 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>&
       }
       case Stmt::Kind::call_block: {
         // caller(): the block's body as a macro with the block's parameters.
-        Value caller = Value::function("caller", [this, &s, scope](CallArgs& args) -> Value {
+        std::weak_ptr<Scope> weak = scope;
+        Value caller = Value::function("caller", [this, &s, weak](CallArgs& args) -> Value {
           auto cs = std::make_shared<Scope>();
-          cs->parent = scope;
+          cs->parent = weak.lock();
+          if (!cs->parent) throw RuntimeError("caller() called after its call block ended");
           for (size_t i = 0; i < s.params.size(); ++i) {
             Value v;
             if (i < args.args.size())

@@ -41,6 +41,9 @@ class Interpreter {
   Value call(const Value& fn, CallArgs& args);
   const std::tm& now() const { return now_; }
   void step();  // counts one unit of work against max_steps
+  // A namespace() made during the render: emptied when the render ends, so
+  // that one holding itself (ns.x = ns) does not outlive it.
+  void track(const Value& ns) { namespaces_.push_back(ns); }
 
  private:
   enum class Flow { normal, break_, continue_ };
@@ -51,6 +54,7 @@ class Interpreter {
   uint64_t steps_ = 0;
   int call_depth_ = 0;
   std::string* out_ = nullptr;
+  std::vector<Value> namespaces_;
 
   Flow exec_body(const Body& body, const std::shared_ptr<Scope>& scope);
   Flow exec(const Stmt& s, const std::shared_ptr<Scope>& scope);
