@@ -620,7 +620,10 @@ Value filter_batch(Interpreter&, const Value& v, CallArgs& a) {
 Value filter_attr(Interpreter&, const Value& v, CallArgs& a) {
   Args p = bind("attr", a, {"name"});
   if (!p[0]) throw RuntimeError("attr() needs a name");
-  return get_attr(v, soft_str(*p[0]));
+  // Python's getattr only: a dict's keys are not its attributes.
+  const std::string name = soft_str(*p[0]);
+  if (v.is_dict() && !is_dict_method(name)) return Value::undefined_member(v, Value(name));
+  return get_attr(v, name);
 }
 
 Value filter_center(Interpreter&, const Value& v, CallArgs& a) {

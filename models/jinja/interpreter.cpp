@@ -358,7 +358,7 @@ Value Interpreter::make_macro(const Stmt& s, const std::shared_ptr<Scope>& scope
     }
     List varargs;
     for (size_t i = s.params.size(); i < args.args.size(); ++i) varargs.push_back(args.args[i]);
-    ms->vars.emplace_back("varargs", Value::list(std::move(varargs)));
+    ms->vars.emplace_back("varargs", Value::tuple(std::move(varargs)));
     Value kwargs = Value::dict();
     Value caller_v = caller;
     for (auto& [k, x] : args.kwargs) {

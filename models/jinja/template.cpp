@@ -24,6 +24,7 @@ std::string JinjaTemplate::render(const nlohmann::ordered_json& context,
   }
   jinja::RenderLimits limits;
   limits.max_output = options.max_output;
+  limits.max_steps = options.max_steps;
   jinja::Interpreter in(*program_, now, limits);
   try {
     return in.render(jinja::from_json(context));

@@ -8,6 +8,7 @@
 // kiln::jinja; callers need only this class.
 #pragma once
 
+#include <cstdint>
 #include <ctime>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -33,7 +34,8 @@ class JinjaRaised : public Error {
 struct JinjaRenderOptions {
   // The time strftime_now() formats; unset: the local time at render.
   std::optional<std::tm> now;
-  size_t max_output = 64u << 20;  // bytes of rendered text before refusing
+  size_t max_output = 64u << 20;    // bytes of rendered text before refusing
+  uint64_t max_steps = 50'000'000;  // statements and expressions evaluated
 };
 
 class JinjaTemplate {
