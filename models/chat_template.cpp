@@ -238,6 +238,42 @@ const std::vector<std::string>& chat_template_families() {
   return names;
 }
 
+bool is_chat_template_family(const std::string& name) {
+  const auto& names = chat_template_families();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string render_chat_template(const JinjaTemplate& tmpl, const nlohmann::ordered_json& messages,
+                                 const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                 const std::string& bos_token, const std::string& eos_token,
+                                 const nlohmann::ordered_json& extra,
+                                 const JinjaRenderOptions& options) {
+  if (!messages.is_array()) throw Error("chat messages must be a JSON list");
+  if (!tools.is_null() && !tools.is_array()) throw Error("chat tools must be a JSON list or null");
+  if (!extra.is_null() && !extra.is_object())
+    throw Error("chat template variables must be a JSON object");
+  nlohmann::ordered_json context = nlohmann::ordered_json::object();
+  context["messages"] = messages;
+  context["tools"] = tools;
+  context["documents"] = nullptr;
+  context["add_generation_prompt"] = add_generation_prompt;
+  context["bos_token"] = bos_token;
+  context["eos_token"] = eos_token;
+  if (extra.is_object())
+    for (const auto& [k, v] : extra.items()) context[k] = v;
+  return tmpl.render(context, options);
+}
+
+std::string render_chat_template(const std::string& template_text,
+                                 const nlohmann::ordered_json& messages,
+                                 const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                 const std::string& bos_token, const std::string& eos_token,
+                                 const nlohmann::ordered_json& extra,
+                                 const JinjaRenderOptions& options) {
+  return render_chat_template(JinjaTemplate(template_text), messages, tools, add_generation_prompt,
+                              bos_token, eos_token, extra, options);
+}
+
 std::string chat_template_option(const std::string& name_or_path) {
   const auto& names = chat_template_families();
   return std::find(names.begin(), names.end(), name_or_path) != names.end()

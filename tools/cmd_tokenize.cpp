@@ -1,6 +1,7 @@
 // `kiln tokenize`: a model's tokenizer on a text, as ids; or a conversation
 // laid out by its chat template (models/chat_template.h), as text or ids.
 #include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -15,22 +16,42 @@ namespace kiln {
 
 namespace {
 
-// The messages of a JSON list of {"role": ..., "content": ...}.
-std::vector<ChatMessage> read_messages(const std::string& path) {
-  nlohmann::json j;
+nlohmann::ordered_json read_json(const std::string& path, const std::string& what) {
   try {
-    j = nlohmann::json::parse(read_file(path, "chat file"));
+    return nlohmann::ordered_json::parse(read_file(path, what));
   } catch (const nlohmann::json::exception& e) {
-    throw Error("chat file '" + path + "': " + e.what());
+    throw Error(what + " '" + path + "': " + e.what());
   }
+}
+
+// A family layout's messages: {"role": ..., "content": "..."} only.
+std::vector<ChatMessage> family_messages(const nlohmann::ordered_json& j, const std::string& path) {
   std::vector<ChatMessage> out;
-  for (const auto& m : j.is_array() ? j : nlohmann::json::array({nullptr})) {
-    if (!m.is_object() || !m.value("role", nlohmann::json()).is_string() ||
-        !m.value("content", nlohmann::json()).is_string())
-      throw Error("chat file '" + path + "': not a list of {\"role\": ..., \"content\": ...}");
+  for (const auto& m : j.is_array() ? j : nlohmann::ordered_json::array({nullptr})) {
+    if (!m.is_object() || !m.value("role", nlohmann::ordered_json()).is_string() ||
+        !m.value("content", nlohmann::ordered_json()).is_string())
+      throw Error("chat file '" + path +
+                  "': a family layout takes a list of {\"role\": ..., \"content\": \"...\"}");
     out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
   }
   return out;
+}
+
+// --now "YYYY-MM-DD" or "YYYY-MM-DD HH:MM:SS": the time strftime_now() formats.
+std::tm parse_now(const std::string& text) {
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%Y-%m-%d %H:%M:%S", &tm);
+  if (!end || *end) {
+    tm = std::tm{};
+    end = strptime(text.c_str(), "%Y-%m-%d", &tm);
+  }
+  if (!end || *end)
+    throw Error("--now expects YYYY-MM-DD or 'YYYY-MM-DD HH:MM:SS', got '" + text + "'");
+  std::tm copy = tm;
+  timegm(&copy);  // fills the weekday and day of the year
+  tm.tm_wday = copy.tm_wday;
+  tm.tm_yday = copy.tm_yday;
+  return tm;
 }
 
 }  // namespace
@@ -38,38 +59,79 @@ std::vector<ChatMessage> read_messages(const std::string& path) {
 int cmd_tokenize(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "no-bos", "pieces", "render", "no-generation-prompt"});
   a.allow_only({"help", "model", "prompt", "file", "no-bos", "pieces", "chat", "template", "render",
-                "no-generation-prompt"});
+                "no-generation-prompt", "tools", "bos", "eos", "template-kwargs", "now"});
   const int inputs = a.has("prompt") + a.has("file") + a.has("chat");
   const bool model_free = a.has("chat") && a.flag("render") && a.has("template");
   if (a.flag("help") || inputs != 1 || (!a.has("model") && !model_free)) {
     std::puts(
         "usage: kiln tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--pieces]\n"
         "       kiln tokenize [-m MODEL] --chat MESSAGES.json [--template NAME|FILE] [--render]\n"
+        "                     [--tools TOOLS.json] [--bos TEXT] [--eos TEXT]\n"
+        "                     [--template-kwargs JSON] [--now 'YYYY-MM-DD HH:MM:SS']\n"
         "                     [--no-generation-prompt]\n"
         "Prints the ids the model's tokenizer gives the text, space-separated (BOS first when\n"
         "the model adds one, unless --no-bos); --pieces prints each id's text instead, one per\n"
         "line. MODEL: a GGUF file (a vocabulary-only one will do) or a Hugging Face folder.\n"
-        "--chat lays out a conversation (a JSON list of {\"role\", \"content\"}) as the model's\n"
-        "chat template (or --template: a family such as chatml, llama3, gemma, or a file\n"
-        "holding a template's text) does, the assistant's turn opened, and tokenizes it with\n"
-        "the template's special tokens as such; --render prints the text instead (no model\n"
-        "needed with --template).");
+        "--chat lays out a conversation (an OpenAI-style JSON list of messages: roles,\n"
+        "contents, tool_calls, tool results) with the model's chat template, or --template: a\n"
+        "file holding a Jinja template, rendered as transformers renders it (with --tools, the\n"
+        "tools list; --bos/--eos, the special tokens, else the model's; --template-kwargs, more\n"
+        "variables such as {\"enable_thinking\": false}; --now, strftime_now's clock), or a\n"
+        "family layout such as chatml, llama3, gemma (role and string content only). The\n"
+        "assistant's turn is opened unless --no-generation-prompt. The text is tokenized with\n"
+        "its special tokens as such (a rendered template writes its own BOS); --render prints\n"
+        "the text instead (no model needed with --template).");
     return a.flag("help") ? 0 : 2;
   }
   std::string text;
   std::optional<GgufFile> f;
+  std::unique_ptr<Tokenizer> tok;
   if (a.has("model")) f.emplace(open_model_file(a.get("model")));
+  bool add_bos = !a.flag("no-bos");
   if (a.has("chat")) {
-    std::string tmpl = a.has("template") ? chat_template_option(a.get("template")) : "";
-    if (tmpl.empty()) {
-      auto t = f->find_string("tokenizer.chat_template");
-      if (!t)
-        throw Error("model '" + a.get("model") +
-                    "' has no tokenizer.chat_template; pass --template");
-      tmpl = std::string(*t);
+    const std::string chat_path = a.get("chat");
+    const nlohmann::ordered_json messages = read_json(chat_path, "chat file");
+    const bool add = !a.flag("no-generation-prompt");
+    const std::string name = a.get("template");
+    if (!name.empty() && is_chat_template_family(name)) {
+      text = apply_chat_template(name, family_messages(messages, chat_path), add);
+    } else {
+      std::string tmpl;
+      if (!name.empty()) {
+        tmpl = read_file(name, "chat template file");
+      } else {
+        auto t = f->find_string("tokenizer.chat_template");
+        if (!t)
+          throw Error("model '" + a.get("model") +
+                      "' has no tokenizer.chat_template; pass --template");
+        tmpl = std::string(*t);
+      }
+      if (!messages.is_array())
+        throw Error("chat file '" + chat_path + "': not a JSON list of messages");
+      nlohmann::ordered_json tools;
+      if (a.has("tools")) tools = read_json(a.get("tools"), "tools file");
+      nlohmann::ordered_json extra;
+      if (a.has("template-kwargs")) {
+        try {
+          extra = nlohmann::ordered_json::parse(a.get("template-kwargs"));
+        } catch (const nlohmann::json::exception& e) {
+          throw Error(std::string("--template-kwargs: ") + e.what());
+        }
+        if (!extra.is_object()) throw Error("--template-kwargs expects a JSON object");
+      }
+      if (f) tok = Tokenizer::from_gguf(*f);
+      auto special = [&](const char* option, int32_t id) {
+        if (a.has(option)) return a.get(option);
+        return tok && id >= 0 ? tok->token_to_piece(id, true) : std::string();
+      };
+      const std::string bos = special("bos", tok ? tok->bos_id() : -1),
+                        eos = special("eos", tok ? tok->eos_id() : -1);
+      JinjaRenderOptions options;
+      if (a.has("now")) options.now = parse_now(a.get("now"));
+      text =
+          render_chat_template(JinjaTemplate(tmpl), messages, tools, add, bos, eos, extra, options);
+      add_bos = false;  // the template writes bos_token where the model wants it
     }
-    text = apply_chat_template(chat_template_family(tmpl), read_messages(a.get("chat")),
-                               !a.flag("no-generation-prompt"));
     if (a.flag("render")) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       return 0;
@@ -77,8 +139,8 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
   } else {
     text = a.has("file") ? read_file(a.get("file"), "text file") : a.get("prompt");
   }
-  std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(*f);
-  const bool bos = !a.flag("no-bos") && tok->add_bos_default() && tok->bos_id() >= 0;
+  if (!tok) tok = Tokenizer::from_gguf(*f);
+  const bool bos = add_bos && tok->add_bos_default() && tok->bos_id() >= 0;
   std::vector<int32_t> ids = tok->encode(text, bos, a.has("chat"));
   if (a.flag("pieces")) {
     for (int32_t id : ids) std::printf("%d\t%s\n", id, tok->token_to_piece(id, true).c_str());
