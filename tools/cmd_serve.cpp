@@ -32,7 +32,6 @@
 
 #include "ir/error.h"
 #include "models/batch_scheduler.h"
-#include "models/chat_template.h"
 #include "models/generation.h"
 #include "models/hf_checkpoint.h"
 #include "tools/cli.h"
@@ -300,8 +299,11 @@ int cmd_serve(const std::vector<std::string>& argv) {
         "true for server-sent events), /v1/embeddings (the final hidden states pooled as\n"
         "the model's pooling_type says, else their mean; unit length), GET /v1/models,\n"
         "/health, /metrics. Chats are laid out\n"
-        "by the model's tokenizer.chat_template, or --chat-template (a family such as chatml,\n"
-        "llama3, gemma, or a file holding a template), else chatml.\n"
+        "by the model's tokenizer.chat_template (Jinja, rendered as transformers does), or\n"
+        "--chat-template (a file holding a Jinja template, or the name of a hand-written layout\n"
+        "such as chatml, llama3, gemma), else chatml. Chats take tools, tool_choice and\n"
+        "parallel_tool_calls where the template writes tool calls (Hermes <tool_call>, Llama\n"
+        "3.x JSON, Mistral [TOOL_CALLS], GPT-OSS), and chat_template_kwargs.\n"
         "Continuous batching: up to --max-batch sequences run together, each step one forward\n"
         "of their next tokens (decodes first, then chunks of prompts) up to --step-tokens;\n"
         "their keys and values live in a pool of --kv-blocks pages of --kv-page tokens\n"
@@ -366,17 +368,14 @@ int cmd_serve(const std::vector<std::string>& argv) {
   // The rows one sequence may hold: its context, or the whole pool if smaller.
   const int64_t max_rows = std::min(ctx, blocks * page);
   const std::string model_id = std::filesystem::path(path).filename().string();
-  // The chat layout: --chat-template, else the model's, else chatml (as llama.cpp).
-  ChatTemplate chat;
-  std::string tmpl = a.has("chat-template") ? chat_template_option(a.get("chat-template")) : "";
-  if (tmpl.empty())
-    tmpl = std::string(model.file().find_string("tokenizer.chat_template").value_or("chatml"));
-  try {
-    chat.family = chat_template_family(tmpl);
-  } catch (const Error& e) {
-    chat.error = std::string(e.what()) + "; start the server with --chat-template NAME";
+  // The chat template: --chat-template (a layout's name or a Jinja file),
+  // else the model's Jinja template, else chatml (as llama.cpp).
+  const ChatTemplate chat = chat_template_for(
+      a.get("chat-template", ""),
+      std::string(model.file().find_string("tokenizer.chat_template").value_or("")),
+      model.tokenizer());
+  if (!chat.error.empty())
     std::fprintf(stderr, "kiln serve: chat requests will be refused: %s\n", chat.error.c_str());
-  }
   Engine engine(model, static_cast<size_t>(queue), so);
   std::atomic<uint64_t> next_id{0};
   std::random_device entropy;
@@ -445,6 +444,12 @@ int cmd_serve(const std::vector<std::string>& argv) {
             std::vector<std::string> held(n);  // incomplete UTF-8 sequences at the ends
             std::vector<StreamedChoice> sent(n);
             std::vector<bool> closed(n);
+            // Chats read for tool calls or channels (CompletionRequest::reply).
+            std::vector<ReplyChunker> replies;
+            if (job->request.reply != ToolSyntax::none)
+              for (size_t i = 0; i < n; ++i)
+                replies.emplace_back(job->request.reply,
+                                     tool_call_seed(head, static_cast<int64_t>(i)));
             for (;;) {
               // Chunks are built under the job's lock (the tokens so far
               // are read in place), sent outside it.
@@ -470,6 +475,11 @@ int cmd_serve(const std::vector<std::string>& argv) {
                   held[i] += ch.text;
                   ch.text.clear();
                   const int64_t index = static_cast<int64_t>(i);
+                  nlohmann::json extra = nullptr;
+                  if (!replies.empty()) {
+                    std::tie(held[i], extra) = replies[i].take(tok, ch.result, ch.done);
+                    if (!ch.done && held[i].empty() && extra.is_null()) continue;
+                  }
                   if (ch.done) {
                     closed[i] = true;
                     const bool all_closed =
@@ -477,9 +487,12 @@ int cmd_serve(const std::vector<std::string>& argv) {
                     std::vector<GenerationResult> results;
                     if (all_closed)
                       for (const Job::Choice& c : job->choices) results.push_back(c.result);
+                    std::string finish = finish_reason(ch.result);
+                    if (!replies.empty() && replies[i].called() && finish != "length")
+                      finish = "tool_calls";
                     events.push_back(chunk_body(head, job->request, tok, index, held[i], ch.result,
-                                                sent[i], finish_reason(ch.result),
-                                                all_closed ? &results : nullptr));
+                                                sent[i], finish, all_closed ? &results : nullptr,
+                                                extra));
                     if (all_closed) {
                       if (job->request.include_usage)
                         events.push_back(usage_chunk_body(head, job->request, results));
@@ -488,10 +501,12 @@ int cmd_serve(const std::vector<std::string>& argv) {
                     }
                     continue;
                   }
-                  const size_t whole = complete_utf8_prefix(held[i]);
-                  if (whole == 0) continue;
+                  const size_t whole =
+                      replies.empty() ? complete_utf8_prefix(held[i]) : held[i].size();
+                  if (whole == 0 && extra.is_null()) continue;
                   events.push_back(chunk_body(head, job->request, tok, index,
-                                              held[i].substr(0, whole), ch.result, sent[i], ""));
+                                              held[i].substr(0, whole), ch.result, sent[i], "",
+                                              nullptr, extra));
                   held[i].erase(0, whole);
                 }
               }

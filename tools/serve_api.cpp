@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "models/chat_template.h"
 #include "models/unicode.h"
 
 namespace kiln {
@@ -148,32 +147,6 @@ bool flag_in(const json& body, const std::string& key, bool def) {
   return f->get<bool>();
 }
 
-// A chat's messages laid out by the model's chat template (the assistant's
-// turn opened), tokenized with the template's special tokens as such.
-std::vector<int32_t> chat_tokens(const json& body, const Tokenizer& tok, const ChatTemplate& tmpl) {
-  auto it = body.find("messages");
-  if (it == body.end() || it->is_null()) throw ApiError(400, "'messages' is required", "messages");
-  if (!it->is_array() || it->empty()) invalid("messages", "must be a non-empty list");
-  std::vector<ChatMessage> msgs;
-  for (const json& m : *it) {
-    if (!m.is_object() || !m.value("role", json()).is_string() ||
-        !m.value("content", json()).is_string())
-      invalid("messages", "must hold {\"role\": string, \"content\": string} objects");
-    for (const auto& [key, v] : m.items())
-      if (key != "role" && key != "content" && key != "name")
-        invalid("messages", "field '" + key + "' is not one Kiln takes");
-    const std::string& role = m["role"].get_ref<const std::string&>();
-    if (role != "system" && role != "user" && role != "assistant")
-      invalid("messages", "role '" + role + "' is not system, user or assistant");
-    if (!valid_utf8(m["content"].get_ref<const std::string&>()))
-      throw ApiError(400, "a message is not valid UTF-8", "messages");
-    msgs.push_back({role, m["content"].get<std::string>()});
-  }
-  if (!tmpl.error.empty()) throw ApiError(422, tmpl.error, "messages");
-  const std::string text = apply_chat_template(tmpl.family, msgs, true);
-  return tok.encode(text, tok.add_bos_default() && tok.bos_id() >= 0, true);
-}
-
 }  // namespace
 
 CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
@@ -204,8 +177,9 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
                                               "presence_penalty",
                                               "frequency_penalty",
                                               "logprobs"};
-  static const std::set<std::string> chat_only = {"messages", "max_completion_tokens",
-                                                  "top_logprobs"};
+  static const std::set<std::string> chat_only = {
+      "messages",    "max_completion_tokens", "top_logprobs",        "tools",
+      "tool_choice", "parallel_tool_calls",   "chat_template_kwargs"};
   static const std::set<std::string> completions_only = {"prompt", "echo"};
   for (const auto& [key, value] : body.items()) {
     if (key == "best_of" || key == "suffix")
@@ -216,8 +190,19 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
       invalid(key, "is not a field Kiln takes");
   }
   CompletionRequest r;
-  r.prompts = chat ? std::vector<std::vector<int32_t>>{chat_tokens(body, tok, tmpl)}
-                   : prompt_tokens(body, tok, "prompt", kMaxPrompts);
+  if (chat) {
+    ChatPrompt p = chat_prompt(body, tok, tmpl);
+    r.prompts = {std::move(p.tokens)};
+    r.tools = std::move(p.tools);
+    // A reply is read for tool calls when tools may be called, and a
+    // GPT-OSS reply always for its channels (final content, analysis
+    // reasoning).
+    r.reply = r.tools.syntax != ToolSyntax::none  ? r.tools.syntax
+              : tmpl.tools == ToolSyntax::gpt_oss ? ToolSyntax::gpt_oss
+                                                  : ToolSyntax::none;
+  } else {
+    r.prompts = prompt_tokens(body, tok, "prompt", kMaxPrompts);
+  }
   const char* input = chat ? "messages" : "prompt";
   for (const std::vector<int32_t>& p : r.prompts)
     if (static_cast<int64_t>(p.size()) >= n_ctx)
@@ -388,6 +373,22 @@ std::string dump(const json& j) {
 
 }  // namespace
 
+std::string reply_text(const Tokenizer& tok, const GenerationResult& r,
+                       const std::vector<std::string>& stop) {
+  std::string text;
+  for (int32_t t : r.generated) text += tok.token_to_piece(t, true);
+  if (r.stop_reason == "stop string") {
+    size_t cut = text.size();
+    for (const std::string& s : stop) cut = std::min(cut, text.find(s));
+    text.resize(cut);
+  }
+  return text;
+}
+
+uint64_t tool_call_seed(const ResponseHead& h, int64_t index) {
+  return std::hash<std::string>{}(h.id) + static_cast<uint64_t>(index) * 0x100000001B3ull;
+}
+
 std::string completion_body(const ResponseHead& h, const CompletionRequest& req,
                             const std::vector<GenerationResult>& choices, const Tokenizer& tok) {
   const bool chat = h.endpoint == Endpoint::chat;
@@ -399,9 +400,13 @@ std::string completion_body(const ResponseHead& h, const CompletionRequest& req,
     const std::string prompt_text = req.echo ? tok.decode(prompt_of(req, index)) : "";
     int64_t offset = 0;
     choice["logprobs"] = logprobs_of(h, req, tok, index, r, 0, req.echo, &offset);
-    if (chat)
+    if (chat && req.reply != ToolSyntax::none) {
+      const ReplyParse reply = parse_reply(req.reply, reply_text(tok, r, req.options.stop), true);
+      choice["message"] = chat_message(reply, tool_call_seed(h, index));
+      if (!reply.calls.empty() && r.stop_reason != "length") choice["finish_reason"] = "tool_calls";
+    } else if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-    else
+    } else
       choice["text"] = prompt_text + r.text;
     if (req.return_token_ids) {
       choice["token_ids"] = r.generated;
@@ -434,7 +439,7 @@ json chunk_envelope(const ResponseHead& h) {
 std::string chunk_body(const ResponseHead& h, const CompletionRequest& req, const Tokenizer& tok,
                        int64_t index, const std::string& text, const GenerationResult& so_far,
                        StreamedChoice& sent, const std::string& finish,
-                       const std::vector<GenerationResult>* all) {
+                       const std::vector<GenerationResult>* all, const json& delta_extra) {
   const bool chat = h.endpoint == Endpoint::chat, first = !sent.opened;
   json choice = choice_envelope(index, finish);
   const bool echo = req.echo && first;
@@ -447,7 +452,9 @@ std::string chunk_body(const ResponseHead& h, const CompletionRequest& req, cons
   } else {
     choice["delta"] = json::object();
     if (first) choice["delta"]["role"] = "assistant";
-    if (!text.empty() || finish.empty()) choice["delta"]["content"] = text;
+    if (!text.empty() || (finish.empty() && delta_extra.is_null()))
+      choice["delta"]["content"] = text;
+    if (delta_extra.is_object()) choice["delta"].update(delta_extra);
   }
   json chunk = chunk_envelope(h);
   chunk["choices"] = json::array({choice});
@@ -506,6 +513,38 @@ std::string usage_chunk_body(const ResponseHead& h, const CompletionRequest& req
   chunk["choices"] = json::array();
   chunk["usage"] = usage_of(req, choices);
   return dump(chunk);
+}
+
+std::pair<std::string, json> ReplyChunker::take(const Tokenizer& tok,
+                                                const GenerationResult& so_far, bool end) {
+  std::vector<ReplyDelta> deltas;
+  for (; fed_ < so_far.generated.size(); ++fed_)
+    for (ReplyDelta& d : stream_.push(tok.token_to_piece(so_far.generated[fed_], true)))
+      deltas.push_back(std::move(d));
+  if (end)
+    for (ReplyDelta& d : stream_.finish()) deltas.push_back(std::move(d));
+  std::string reasoning;
+  json calls = json::array();
+  for (ReplyDelta& d : deltas) {
+    held_ += d.content;
+    reasoning += d.reasoning;
+    if (d.index < 0) continue;
+    json call = {{"index", d.index}, {"function", {{"arguments", d.arguments}}}};
+    if (!d.name.empty()) {
+      call["id"] = tool_call_id(seed_, static_cast<size_t>(d.index));
+      call["type"] = "function";
+      call["function"]["name"] = d.name;
+      ++calls_;
+    }
+    calls.push_back(std::move(call));
+  }
+  const size_t whole = end ? held_.size() : complete_utf8_prefix(held_);
+  std::string content = held_.substr(0, whole);
+  held_.erase(0, whole);
+  json extra = nullptr;
+  if (!reasoning.empty()) extra["reasoning_content"] = reasoning;
+  if (!calls.empty()) extra["tool_calls"] = std::move(calls);
+  return {std::move(content), std::move(extra)};
 }
 
 size_t complete_utf8_prefix(const std::string& s) {

@@ -11,12 +11,14 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "models/generation.h"
 #include "models/tokenizer.h"
+#include "tools/serve_chat.h"
 
 namespace kiln {
 
@@ -41,6 +43,10 @@ struct CompletionRequest {
   // Embeddings: each input's vector as base64 of its little-endian float32
   // bytes instead of a list of numbers.
   bool base64 = false;
+  // Chat: the tools it offers, and the syntax its replies are read in
+  // (tools/serve_chat.h; none: the reply is all content).
+  ChatTools tools;
+  ToolSyntax reply = ToolSyntax::none;
   bool stream = false;
   // vLLM's extension: the response lists the prompt's and the choice's ids.
   bool return_token_ids = false;
@@ -53,12 +59,6 @@ struct CompletionRequest {
 // /v1/embeddings (inputs, each a prompt whose pooled hidden state is its
 // embedding: options.embed).
 enum class Endpoint { completions, chat, embeddings };
-
-// The model's chat template as Kiln lays it out (models/chat_template.h):
-// its family, or why there is none (chat requests are then refused, 422).
-struct ChatTemplate {
-  std::string family, error;
-};
 
 // Limits that keep one request from taking the server: stop strings (count
 // and bytes each), alternatives per token (OpenAI's limit), prompts in a
@@ -104,7 +104,36 @@ struct StreamedChoice {
 std::string chunk_body(const ResponseHead& h, const CompletionRequest& req, const Tokenizer& tok,
                        int64_t index, const std::string& text, const GenerationResult& so_far,
                        StreamedChoice& sent, const std::string& finish,
-                       const std::vector<GenerationResult>* all = nullptr);
+                       const std::vector<GenerationResult>* all = nullptr,
+                       const nlohmann::json& delta_extra = nullptr);
+// A chat reply's text with control tokens' text kept (what tool calls and
+// channels are read from), cut before a stop string it met.
+std::string reply_text(const Tokenizer& tok, const GenerationResult& r,
+                       const std::vector<std::string>& stop);
+// The seed of choice `index`'s tool call ids.
+uint64_t tool_call_seed(const ResponseHead& h, int64_t index);
+
+// A streamed chat choice read for tool calls and channels (its request's
+// `reply` syntax): take() turns the tokens generated since the last call
+// into a delta: content (an incomplete UTF-8 sequence at its end held for
+// the next), and `reasoning_content` and `tool_calls` pieces as OpenAI
+// streams them (a call's index, id, type and name first, then its
+// arguments as they come).
+class ReplyChunker {
+ public:
+  ReplyChunker(ToolSyntax s, uint64_t id_seed) : stream_(s), seed_(id_seed) {}
+  // `end`: so_far is the whole result.
+  std::pair<std::string, nlohmann::json> take(const Tokenizer& tok, const GenerationResult& so_far,
+                                              bool end);
+  bool called() const { return calls_ > 0; }
+
+ private:
+  ReplyStream stream_;
+  uint64_t seed_;
+  size_t fed_ = 0;
+  std::string held_;
+  int calls_ = 0;
+};
 // The response of an embeddings request: each input's embedding, its
 // pooled hidden state scaled to unit length (as OpenAI's are).
 std::string embeddings_body(const ResponseHead& h, const CompletionRequest& req,
