@@ -191,7 +191,8 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
   }
   CompletionRequest r;
   if (chat) {
-    ChatPrompt p = chat_prompt(body, tok, tmpl);
+    // Read again keeping its keys' order: templates print tools as given.
+    ChatPrompt p = chat_prompt(nlohmann::ordered_json::parse(body_text), tok, tmpl);
     r.prompts = {std::move(p.tokens)};
     r.tools = std::move(p.tools);
     // A reply is read for tool calls when tools may be called, and a

@@ -12,7 +12,9 @@ namespace kiln {
 
 namespace {
 
-using json = nlohmann::json;
+// Requests are read in order: a template prints tools and arguments as
+// given.
+using json = nlohmann::ordered_json;
 using ojson = nlohmann::ordered_json;
 
 [[noreturn]] void invalid(const std::string& param, const std::string& why) {
@@ -72,7 +74,7 @@ ojson tool_calls_of(const json& calls, const std::string& where) {
         f["arguments"] = args.get<std::string>();  // as given: the template decides
       }
     } else {
-      f["arguments"] = ojson::parse(args.dump());
+      f["arguments"] = args;
     }
     call["function"] = std::move(f);
     out.push_back(std::move(call));
@@ -148,7 +150,7 @@ ChatTools tools_of(const json& body, const ChatTemplate& tmpl) {
         invalid("tools", "function '" + name + "': parameters must be a JSON Schema object");
       if (auto s = fn.find("strict"); s != fn.end() && !s->is_null() && !s->is_boolean())
         invalid("tools", "function '" + name + "': strict must be true or false");
-      t.functions.push_back(ojson::parse(fn.dump()));
+      t.functions.push_back(fn);
     }
   }
   t.choice = given && !t.functions.empty() ? ChatTools::Choice::automatic : ChatTools::Choice::none;
@@ -220,7 +222,8 @@ ChatTemplate chat_template_for(const std::string& option, const std::string& mod
   return t;
 }
 
-ChatPrompt chat_prompt(const json& body, const Tokenizer& tok, const ChatTemplate& tmpl) {
+ChatPrompt chat_prompt(const nlohmann::ordered_json& body, const Tokenizer& tok,
+                       const ChatTemplate& tmpl) {
   if (!tmpl.error.empty()) throw ApiError(422, tmpl.error, "messages");
   ChatPrompt out;
   const ojson messages = messages_of(body, tmpl);
@@ -234,7 +237,7 @@ ChatPrompt chat_prompt(const json& body, const Tokenizer& tok, const ChatTemplat
     ojson extra = nullptr;
     if (auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
       if (!k->is_object()) invalid("chat_template_kwargs", "must be an object");
-      extra = ojson::parse(k->dump());
+      extra = *k;
     }
     ojson tools = nullptr;
     if (out.tools.choice != ChatTools::Choice::none) {
@@ -270,12 +273,12 @@ std::string tool_call_id(uint64_t seed, size_t index) {
   return id;
 }
 
-json chat_message(const ReplyParse& reply, uint64_t seed) {
-  json m = {{"role", "assistant"}, {"content", reply.content}};
+nlohmann::json chat_message(const ReplyParse& reply, uint64_t seed) {
+  nlohmann::json m = {{"role", "assistant"}, {"content", reply.content}};
   if (!reply.reasoning.empty()) m["reasoning_content"] = reply.reasoning;
   if (reply.calls.empty()) return m;
   if (reply.content.find_first_not_of(" \n\t\r") == std::string::npos) m["content"] = nullptr;
-  json calls = json::array();
+  nlohmann::json calls = nlohmann::json::array();
   for (size_t i = 0; i < reply.calls.size(); ++i)
     calls.push_back(
         {{"id", tool_call_id(seed, i)},

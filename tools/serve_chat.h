@@ -60,7 +60,8 @@ struct ChatPrompt {
 // ApiError (tools/serve_api.h): 400 without messages, 422 naming the field
 // otherwise (a tool_choice naming no tool, tools with a template that
 // writes no tool calls, a template's own raise_exception).
-ChatPrompt chat_prompt(const nlohmann::json& body, const Tokenizer& tok, const ChatTemplate& tmpl);
+ChatPrompt chat_prompt(const nlohmann::ordered_json& body, const Tokenizer& tok,
+                       const ChatTemplate& tmpl);
 
 // OpenAI's assistant message of a reply: content (null when empty and it
 // calls tools), reasoning_content when the reply has any, tool_calls each

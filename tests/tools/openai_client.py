@@ -20,13 +20,17 @@ Against a generated llama served with pages of 16 tokens, with
   whole and streamed (`bytes` the token's bytes);
 - embeddings: kiln run --embd-out's final hidden states mean-pooled to
   unit length, float and base64, strings as their tokens;
+- tools over Qwen 2.5's real template: a conversation with tool calls and
+  tool results renders as Python's jinja2 renders it (as transformers);
 - the 4xx the client raises: best_of, suffix, top_logprobs 21, n above the
-  server's --max-n, top_logprobs without logprobs, dimensions.
+  server's --max-n, top_logprobs without logprobs, dimensions, tools with a
+  hand-written layout, a tool_choice naming no listed function.
 Exit code 77 (ctest's skip) without the openai package.
 
   openai_client.py --kiln build/tools/kiln
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -218,6 +222,57 @@ def embeddings(c, kiln, model, tmp):
     check(one == ids, "embeddings: a string is its tokens")
 
 
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                    "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+                   "required": ["city"], "additionalProperties": False}}}]
+
+
+def tools_chat(kiln, model, tmp):
+    """Chats with tools over a real template (Qwen 2.5's, Hermes syntax):
+    the prompt of a conversation holding tool calls and tool results is the
+    text Python's jinja2 renders (as transformers) tokenized as llama.cpp
+    does; tool_choice naming an unknown function is refused."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "models"))
+    from chat_template_jinja import transformers_env
+    template = os.path.join(here, "..", "data", "chat_templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
+    s = Server(kiln, model, ["--ctx", "1024", "--chat-template", template])
+    try:
+        c = s.client
+        msgs = [{"role": "system", "content": "Use tools."},
+                {"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "abc123xyz", "type": "function",
+                     "function": {"name": "get_weather", "arguments": '{"city": "Paris", "days": 2}'}}]},
+                {"role": "tool", "tool_call_id": "abc123xyz", "content": "sunny, 24 C"}]
+        r = c.chat.completions.create(model="m", messages=msgs, tools=TOOLS, max_tokens=2, temperature=0,
+                                      extra_body={"return_token_ids": True})
+        # transformers passes tool-call arguments to the template as objects.
+        want_msgs = json.loads(json.dumps(msgs))
+        want_msgs[2]["tool_calls"][0]["function"]["arguments"] = {"city": "Paris", "days": 2}
+        text = transformers_env().from_string(open(template).read()).render(
+            messages=want_msgs, tools=TOOLS, add_generation_prompt=True, bos_token="", eos_token="")
+        try:
+            import llama_cpp
+            vocab = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False)
+            want = vocab.tokenize(text.encode(), add_bos=True, special=True)
+            check(r.choices[0].prompt_token_ids == want,
+                  f"tools: the prompt is Qwen 2.5's template rendered by jinja2, tokenized as llama.cpp ({len(want)} tokens)")
+        except ImportError:
+            print("skipped: llama-cpp-python is not installed (the tools prompt's tokens are not compared)")
+        try:
+            c.chat.completions.create(model="m", messages=msgs[:2], tools=TOOLS,
+                                      tool_choice={"type": "function", "function": {"name": "nope"}})
+            check(False, "422 naming 'tool_choice' for an unknown function")
+        except openai.UnprocessableEntityError as e:
+            check(e.body.get("param") == "tool_choice" and "nope" in e.body.get("message", ""),
+                  "422 naming 'tool_choice' for an unknown function")
+    finally:
+        s.stop()
+
+
 def errors(c):
     msgs = [{"role": "user", "content": "x"}]
     cases = [("best_of", lambda: c.completions.create(model="m", prompt="x", best_of=2)),
@@ -226,7 +281,8 @@ def errors(c):
              ("top_logprobs", lambda: c.chat.completions.create(model="m", messages=msgs, logprobs=True,
                                                                 top_logprobs=21)),
              ("top_logprobs", lambda: c.chat.completions.create(model="m", messages=msgs, top_logprobs=2)),
-             ("dimensions", lambda: c.embeddings.create(model="m", input="x", dimensions=8))]
+             ("dimensions", lambda: c.embeddings.create(model="m", input="x", dimensions=8)),
+             ("tools", lambda: c.chat.completions.create(model="m", messages=msgs, tools=TOOLS))]
     for param, call in cases:
         try:
             call()
@@ -253,6 +309,7 @@ def main():
             errors(s.client)
         finally:
             s.stop()
+        tools_chat(a.kiln, model, tmp)
     if failures:
         raise SystemExit(f"{len(failures)} check(s) failed")
     print("openai client: ok")
