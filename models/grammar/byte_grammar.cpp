@@ -14,6 +14,7 @@ constexpr size_t kMaxElements = 4000000;
 // copied per reference; larger ones are shared and their ends left to the
 // matcher's run-time check.
 constexpr size_t kCloneSize = 160;
+constexpr size_t kMaxReturns = 256;
 
 struct ByteRange {
   uint8_t lo, hi;
@@ -323,56 +324,45 @@ void ByteGrammar::analyze() {
                                                : 0;
   // Where each rule returns: non-tail references directly, tail references
   // through the rule that makes them (its frame is gone when this one ends).
+  // Sets are kept sorted; one that outgrows kMaxReturns is left empty and
+  // marked, as a rule returning almost anywhere.
   std::vector<std::vector<uint32_t>> tail_callers(n);
-  constexpr uint32_t kNone = kManyReturns - 1;  // no return seen yet
-  sole_return.assign(n, kNone);
-  auto merge = [&](uint32_t r, uint32_t ret) {  // ret: a position, kGrammarEnd or kManyReturns
-    uint32_t& s = sole_return[r];
-    if (ret == kNone || s == ret || s == kManyReturns) return false;
-    s = s == kNone ? ret : kManyReturns;
+  returns.assign(n, {});
+  returns_unbounded.assign(n, 0);
+  auto add = [&](uint32_t r, uint32_t ret) {
+    if (returns_unbounded[r]) return false;
+    auto it = std::lower_bound(returns[r].begin(), returns[r].end(), ret);
+    if (it != returns[r].end() && *it == ret) return false;
+    if (returns[r].size() == kMaxReturns) {
+      returns[r].clear();
+      returns_unbounded[r] = 1;
+    } else {
+      returns[r].insert(it, ret);
+    }
     return true;
   };
-  merge(root, kGrammarEnd);
+  add(root, kGrammarEnd);
   for (uint32_t p = 0; p < elements.size(); ++p) {
     if (elements[p].kind != Kind::rule) continue;
     if (elements[p + 1].kind == Kind::end)
       tail_callers[elements[p].arg].push_back(rule_of[p]);
     else
-      merge(elements[p].arg, p + 1);
+      add(elements[p].arg, p + 1);
   }
   for (bool changed = true; changed;) {
     changed = false;
     for (uint32_t r = 0; r < n; ++r)
-      for (uint32_t q : tail_callers[r]) changed |= merge(r, sole_return[q]);
-  }
-  for (uint32_t& s : sole_return)
-    if (s == kNone) s = kManyReturns;  // unreachable; never consulted
-  // First bytes and nullability of rules, then of the rest of an
-  // alternative from a position, then what follows each rule.
-  std::vector<ByteSet> first(n);
-  std::vector<char> nullable(n, 0);
-  auto suffix = [&](uint32_t p, ByteSet* out) {  // true when the rest can be empty
-    for (;; ++p) {
-      const Element& e = elements[p];
-      if (e.kind == Kind::end) return true;
-      if (e.kind == Kind::bytes) {
-        *out |= byte_sets[e.arg];
-        return false;
-      }
-      *out |= first[e.arg];
-      if (!nullable[e.arg]) return false;
-    }
-  };
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (uint32_t r = 0; r < n; ++r)
-      for (uint32_t p : rules[r].alternatives) {
-        ByteSet f = first[r];
-        const bool empty = suffix(p, &f);
-        if (!(f == first[r])) first[r] = f, changed = true;
-        if (empty && !nullable[r]) nullable[r] = 1, changed = true;
+      for (uint32_t q : tail_callers[r]) {
+        if (returns_unbounded[q] && !returns_unbounded[r]) {
+          returns[r].clear();
+          returns_unbounded[r] = changed = true;
+        }
+        for (size_t i = 0; i < returns[q].size(); ++i) changed |= add(r, returns[q][i]);
       }
   }
+  sole_return.assign(n, kManyReturns);
+  for (uint32_t r = 0; r < n; ++r)
+    if (returns[r].size() == 1 && !returns_unbounded[r]) sole_return[r] = returns[r][0];
   // Shortest completions: of each rule (Bellman-Ford style; every rule
   // left is productive, so all are finite), then of each alternative's rest.
   constexpr uint32_t kInf = 0xFFFFFFFF;
@@ -400,22 +390,6 @@ void ByteGrammar::analyze() {
     if (e.kind == Kind::end) continue;
     const uint64_t here = e.kind == Kind::bytes ? 1 : min_len[e.arg];
     min_rest[p] = static_cast<uint32_t>(std::min<uint64_t>(here + min_rest[p + 1], kInf - 1));
-  }
-  follow.assign(n, ByteSet{});
-  std::vector<std::pair<uint32_t, uint32_t>>
-      inherits;  // (rule, from): follow[rule] |= follow[from]
-  for (uint32_t p = 0; p < elements.size(); ++p) {
-    if (elements[p].kind != Kind::rule) continue;
-    const uint32_t r = elements[p].arg;
-    if (suffix(p + 1, &follow[r])) inherits.push_back({r, rule_of[p]});
-  }
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (auto [r, from] : inherits) {
-      ByteSet f = follow[r];
-      f |= follow[from];
-      if (!(f == follow[r])) follow[r] = f, changed = true;
-    }
   }
 }
 

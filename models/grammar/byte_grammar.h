@@ -13,8 +13,8 @@
 // a position's precomputed token set can look past the end of its rule only
 // where the rule has one place to return to. So small non-recursive rules
 // referenced from several places (whitespace, a character class's helper
-// rule) are copied once per reference, and sole_return / follow record, per
-// rule, where it returns and which bytes can come after it.
+// rule) are copied once per reference, and sole_return / returns record, per
+// rule, where it returns.
 #pragma once
 
 #include <cstdint>
@@ -73,8 +73,11 @@ class ByteGrammar {
   // alternative, followed through references that are), kGrammarEnd when it
   // can only end the input, else kManyReturns.
   std::vector<uint32_t> sole_return;
-  // Per rule: the bytes that can follow a completed instance anywhere.
-  std::vector<ByteSet> follow;
+  // Per rule: every position a completed instance can continue from
+  // (kGrammarEnd among them when it can end the input), sorted; or, where
+  // returns_unbounded, too many to list.
+  std::vector<std::vector<uint32_t>> returns;
+  std::vector<char> returns_unbounded;
   // Per position: the fewest bytes that finish its alternative from there.
   std::vector<uint32_t> min_rest;
 

@@ -1,6 +1,5 @@
 #include "models/grammar/json_regex.h"
 
-#include <cstdio>
 #include <vector>
 
 #include "ir/error.h"
@@ -53,11 +52,21 @@ std::string json_chars(const Ranges& set) {
   };
   if (contains('"')) alts.push_back(gbnf_literal("\\\""));
   if (contains('\\')) alts.push_back(gbnf_literal("\\\\"));
-  for (uint32_t c = 0; c < 0x20; ++c) {
-    if (!contains(c)) continue;
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "\\u%04x", c);
-    alts.push_back(gbnf_literal(buf));
+  // Control characters as \u00XX, grouped by the high hex digit.
+  for (uint32_t hi = 0; hi < 2; ++hi) {
+    std::vector<CodepointRange> low;
+    for (uint32_t lo = 0; lo < 16; ++lo) {
+      if (!contains(hi * 16 + lo)) continue;
+      if (lo < 10) {
+        low.push_back({'0' + lo, '0' + lo});
+      } else {
+        low.push_back({'a' + lo - 10, 'a' + lo - 10});
+        low.push_back({'A' + lo - 10, 'A' + lo - 10});
+      }
+    }
+    if (!low.empty())
+      alts.push_back(gbnf_literal(hi ? "\\u001" : "\\u000") + " " +
+                     gbnf_class(normalize_ranges(low)));
   }
   if (alts.empty()) throw Error("pattern: a character set that no JSON string character matches");
   if (alts.size() == 1) return alts[0];
@@ -106,13 +115,13 @@ class RegexReader {
   }
 
   std::string sequence(int depth) {
-    std::string s;
-    while (!at_end() && peek() != '|' && peek() != ')') {
-      std::string item = atom(depth);
-      item = quantified(item);
-      s += (s.empty() ? "" : " ") + item;
-    }
-    return s.empty() ? "\"\"" : "(" + s + ")";
+    std::vector<std::string> items;
+    while (!at_end() && peek() != '|' && peek() != ')') items.push_back(quantified(atom(depth)));
+    if (items.empty()) return "\"\"";
+    if (items.size() == 1) return items[0];
+    std::string s = "(";
+    for (size_t i = 0; i < items.size(); ++i) s += (i ? " " : "") + items[i];
+    return s + ")";
   }
 
   std::string quantified(std::string item) {
@@ -309,7 +318,7 @@ class RegexReader {
       std::string inner = alternation(depth + 1);
       if (peek() != ')') fail("missing ')'");
       ++pos_;
-      return "(" + inner + ")";
+      return inner;
     }
     if (c == '[') return json_chars(char_class());
     if (c == '.') {

@@ -53,6 +53,7 @@ class CompiledGrammar {
  private:
   friend class GrammarMatcher;
   friend class MaskCacheBuilder;
+  friend struct MaskShard;
   struct Check {          // uncertain tokens of a position: a trie of their tails
     uint32_t depth;       // frames the real stack pops before the tails apply
     uint32_t begin, end;  // nodes in check_nodes_
@@ -65,6 +66,7 @@ class CompiledGrammar {
   static constexpr uint32_t kNone = 0xFFFFFFFF;
 
   CompiledGrammar() = default;
+  void build_masks();  // the cache, walked by several threads
 
   std::shared_ptr<const TokenVocabulary> vocab_;
   ByteGrammar bytes_;

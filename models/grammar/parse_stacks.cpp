@@ -67,6 +67,10 @@ void ParseStacks::close(Step* out) {
     if (seen_[id] == step_) continue;
     seen_[id] = step_;
     const Node n = nodes_[id];
+    if (n.pos == kAnyPos) {
+      out->tops.push_back(id);
+      continue;
+    }
     const ByteGrammar::Element e = el[n.pos];
     if (e.kind == Kind::bytes) {
       out->tops.push_back(id);
@@ -80,15 +84,27 @@ void ParseStacks::close(Step* out) {
       out->accept = true;
     } else if (n.parent < kBottomBase) {
       work_.push_back(n.parent);  // the parent sits at the position to continue from
-    } else {
+    } else {                      // a bottom marker: what lies below is not known
       const uint32_t depth = n.parent - kBottomBase;
-      const uint32_t ret = g_->sole_return[e.arg];
-      if (ret == ByteGrammar::kGrammarEnd)
+      const uint32_t ret = depth == 0 ? ByteGrammar::kManyReturns : g_->sole_return[e.arg];
+      if (ret == ByteGrammar::kGrammarEnd) {
         out->accept = true;
-      else if (ret == ByteGrammar::kManyReturns)
-        out->escapes.push_back({depth, e.arg});
-      else
+      } else if (ret != ByteGrammar::kManyReturns) {
         work_.push_back(intern(ret, kBottomBase + depth + 1));
+      } else {
+        if (depth > 0) out->escapes.push_back({depth, e.arg});
+        // Carry on, speculatively, at every place the rule can return to.
+        if (g_->returns_unbounded[e.arg]) {
+          work_.push_back(intern(kAnyPos, kSpeculative));
+        } else {
+          for (uint32_t r : g_->returns[e.arg]) {
+            if (r == ByteGrammar::kGrammarEnd)
+              out->spec_accept = true;
+            else
+              work_.push_back(intern(r, kSpeculative));
+          }
+        }
+      }
     }
   }
   if (out->escapes.size() > 1) {
@@ -107,7 +123,9 @@ void ParseStacks::advance(const std::vector<uint32_t>& tops, uint8_t byte, Step*
   begin_step(out);
   for (uint32_t id : tops) {
     const Node n = nodes_[id];
-    if (g_->byte_sets[g_->elements[n.pos].arg].test(byte))
+    if (n.pos == kAnyPos)
+      work_.push_back(id);
+    else if (g_->byte_sets[g_->elements[n.pos].arg].test(byte))
       work_.push_back(intern(n.pos + 1, n.parent));
   }
   close(out);

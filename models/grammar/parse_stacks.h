@@ -16,7 +16,9 @@
 // counts how many real frames lie above it. When a rule ends onto that
 // marker and the ByteGrammar knows its one return position, the walk
 // carries on there; when the rule could return to several places, the step
-// records an escape (the depth in frames, the rule) for the run-time check.
+// records an escape (the depth in frames, the rule) for the run-time check
+// and carries on speculatively at all of those places at once: a token no
+// speculative frame survives is rejected whatever the real stack holds.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +32,14 @@ namespace kiln {
 class ParseStacks {
  public:
   static constexpr uint32_t kNoParent = 0xFFFFFFFF;  // the bottom of a real stack
-  static constexpr uint32_t kBottomBase =
-      0xFFF00000;  // kBottomBase + d: an unknown stack d frames down
+  // kBottomBase + d: an unknown stack below d real frames.
+  static constexpr uint32_t kBottomBase = 0xFFF00000;
+  // kBottomBase + 0: below a speculative frame, one of the places a rule
+  // with many returns might have returned to.
+  static constexpr uint32_t kSpeculative = kBottomBase;
+  // The position of a speculative frame that takes every byte (for a rule
+  // returning to too many places to list).
+  static constexpr uint32_t kAnyPos = 0xFFFFFFFF;
   // Ambiguity that grows the stack set past this is refused rather than slow.
   static constexpr size_t kMaxStacks = 1 << 14;
 
@@ -45,15 +53,16 @@ class ParseStacks {
       return depth != o.depth ? depth < o.depth : rule < o.rule;
     }
   };
-  // Where a step leaves the parse: stacks whose tops are at byte sets,
-  // whether the input may end here, and the escapes past a bottom marker.
+  // Where a step leaves the parse: stacks whose tops are at byte sets
+  // (speculative ones among them), whether the input may end here (for
+  // certain, or speculatively), and the escapes past a bottom marker.
   struct Step {
     std::vector<uint32_t> tops;
-    bool accept = false;
+    bool accept = false, spec_accept = false;
     std::vector<Escape> escapes;
     void clear() {
       tops.clear();
-      accept = false;
+      accept = spec_accept = false;
       escapes.clear();
     }
   };
