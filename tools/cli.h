@@ -59,6 +59,7 @@ int cmd_convert(const std::vector<std::string>& args);
 int cmd_tokenize(const std::vector<std::string>& args);
 int cmd_kld(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
+int cmd_grammar(const std::vector<std::string>& args);
 
 }  // namespace kiln
 

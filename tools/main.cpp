@@ -28,6 +28,7 @@ void usage() {
       "  tokenize a model's token ids for a text\n"
       "  kld      KL divergence of a run with another KV cache (AURA, q8_0) from a base run\n"
       "  serve    an OpenAI-compatible HTTP server (/v1/completions, streaming) over a model\n"
+      "  grammar  compile a grammar (GBNF, JSON schema) against a vocabulary: sample or time it\n"
       "\n"
       "`kiln <command> --help` describes a command's options.");
 }
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     if (cmd == "convert") return kiln::cmd_convert(args);
     if (cmd == "tokenize") return kiln::cmd_tokenize(args);
     if (cmd == "serve") return kiln::cmd_serve(args);
+    if (cmd == "grammar") return kiln::cmd_grammar(args);
     std::fprintf(stderr, "kiln: error: unknown command '%s' (run `kiln --help`)\n", cmd.c_str());
     return 2;
   } catch (const kiln::Error& e) {
