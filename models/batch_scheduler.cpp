@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "ir/error.h"
+#include "models/grammar/matcher.h"
 #include "models/sampler.h"
 
 namespace kiln {
@@ -19,6 +21,8 @@ struct BatchScheduler::Seq {
         sampler(seeded(req.options.sampler, choice)),
         text(tok, req.options.stop) {
     result.prompt = req.prompt;
+    if (req.options.grammar && req.options.grammar_trigger.empty())
+      matcher.emplace(req.options.grammar);
   }
   static SamplerOptions seeded(SamplerOptions o, int64_t choice) {
     o.seed += static_cast<uint64_t>(choice);
@@ -40,6 +44,11 @@ struct BatchScheduler::Seq {
   bool admitted = false, done = false;
   Sampler sampler;
   StopText text;
+  // Its grammar's parse (from the start, or once the trigger showed in
+  // `reply`, the generated text with control tokens' text), and the mask.
+  std::optional<GrammarMatcher> matcher;
+  std::string reply;
+  std::vector<uint32_t> mask;
   GenerationResult result;
   Clock::time_point start = Clock::now(), last{};
 };
@@ -398,11 +407,24 @@ std::vector<BatchScheduler::Seq*> BatchScheduler::fork_choices(Seq& s) {
 void BatchScheduler::next_token(Seq& s, const float* logits) {
   const int64_t V = model_.config().n_vocab;
   const GenerationOptions& o = s.req.options;
-  const int32_t next = s.sampler.sample(logits, V, s.tokens);
+  if (s.matcher) s.matcher->fill_mask(&s.mask);
+  const int32_t next = s.sampler.sample(logits, V, s.tokens, s.matcher ? s.mask.data() : nullptr);
   if (o.logprobs >= 0) s.result.logprobs.push_back(token_logprob(logits, V, next, o.logprobs));
   if (o.stop_at_eos && next == model_.tokenizer().eos_id()) {
     s.result.logprobs.resize(s.result.generated.size());  // the end is no token of the text
     return finish(s, "eos");
+  }
+  if (s.matcher && !s.matcher->accept(next))
+    return finish(s, "",
+                  "grammar: token " + std::to_string(next) + " was sampled outside its mask");
+  if (!s.matcher && o.grammar) {
+    // Waiting for the trigger: the grammar holds from where it shows.
+    s.reply += model_.tokenizer().token_to_piece(next, true);
+    if (const size_t at = s.reply.find(o.grammar_trigger); at != std::string::npos) {
+      s.matcher.emplace(o.grammar);
+      if (!s.matcher->accept_bytes(std::string_view(s.reply).substr(at)))
+        return finish(s, "", "grammar: the text after its trigger does not begin a match");
+    }
   }
   s.tokens.push_back(next);
   s.result.generated.push_back(next);
@@ -412,6 +434,8 @@ void BatchScheduler::next_token(Seq& s, const float* logits) {
   if (!piece.empty() && s.req.on_text) s.req.on_text(s.choice, piece, s.result);
   if (s.text.stopped())
     finish(s, "stop string");
+  else if (s.matcher && s.matcher->is_done())
+    finish(s, "eos");  // the grammar is whole: only its end can follow
   else if (static_cast<int64_t>(s.result.generated.size()) >= o.n_predict ||
            s.computed >= model_.n_ctx())
     finish(s, "length");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "models/sampler.h"
 
 namespace kiln {
+
+class CompiledGrammar;
 
 struct GenerationOptions {
   int64_t n_predict = 64;
@@ -29,6 +32,16 @@ struct GenerationOptions {
   // pooled as the model says (ModelConfig::pooling) into
   // GenerationResult::embedding; nothing is generated.
   bool embed = false;
+  // Constrained decoding (models/grammar/matcher.h), the serving
+  // scheduler's: the generated text must match the grammar. Each token is
+  // sampled among those that keep the text a prefix of a match, and the
+  // end of sequence only once it is whole; the sequence ends when nothing
+  // else can follow. With grammar_trigger, sampling is free until the text
+  // (control tokens' text included) shows the trigger, and the grammar,
+  // which begins with it, holds from there: a tool call in a reply that may
+  // also be text.
+  std::shared_ptr<const CompiledGrammar> grammar;
+  std::string grammar_trigger;
   // Asked after each token; true ends the generation ("cancelled": a
   // server's client has gone).
   std::function<bool()> cancelled;

@@ -7,8 +7,14 @@
 
 namespace kiln {
 
-int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history) {
+int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history,
+                        const uint32_t* allowed) {
   std::vector<float> l(logits, logits + n_vocab);
+  // Tokens outside the mask weigh nothing: the chain below picks among
+  // the others as it would among all.
+  if (allowed)
+    for (int64_t t = 0; t < n_vocab; ++t)
+      if (!(allowed[t >> 5] >> (t & 31) & 1u)) l[static_cast<size_t>(t)] = -INFINITY;
   if (o_.repeat_penalty != 1.0 || o_.presence_penalty != 0 || o_.frequency_penalty != 0) {
     std::unordered_map<int32_t, int64_t> seen;  // token -> times in the window
     int64_t from = std::max<int64_t>(0, static_cast<int64_t>(history.size()) - o_.repeat_last_n);

@@ -27,7 +27,10 @@ class Sampler {
  public:
   explicit Sampler(SamplerOptions o) : o_(o), rng_(o.seed) {}
   // `history`: the tokens so far (prompt and generated), for the penalties.
-  int32_t sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history);
+  // `allowed`: a bitmask (bit t of word t / 32) of the tokens that may be
+  // picked (a grammar's), null for all; at least one must be set.
+  int32_t sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history,
+                 const uint32_t* allowed = nullptr);
 
  private:
   SamplerOptions o_;

@@ -376,6 +376,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
       model.tokenizer());
   if (!chat.error.empty())
     std::fprintf(stderr, "kiln serve: chat requests will be refused: %s\n", chat.error.c_str());
+  GrammarCache grammars(model.tokenizer());
   Engine engine(model, static_cast<size_t>(queue), so);
   std::atomic<uint64_t> next_id{0};
   std::random_device entropy;
@@ -410,8 +411,8 @@ int cmd_serve(const std::vector<std::string>& argv) {
         seed = (static_cast<uint64_t>(entropy()) << 32) | entropy();
       }
       try {
-        job = engine.submit(
-            parse_request(endpoint, req.body, model.tokenizer(), chat, max_rows, seed, max_n));
+        job = engine.submit(parse_request(endpoint, req.body, model.tokenizer(), chat, max_rows,
+                                          seed, max_n, &grammars));
       } catch (const ApiError& e) {
         return reply_error(res, e);
       }
@@ -475,7 +476,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
                   held[i] += ch.text;
                   ch.text.clear();
                   const int64_t index = static_cast<int64_t>(i);
-                  nlohmann::json extra = nullptr;
+                  nlohmann::ordered_json extra = nullptr;
                   if (!replies.empty()) {
                     std::tie(held[i], extra) = replies[i].take(tok, ch.result, ch.done);
                     if (!ch.done && held[i].empty() && extra.is_null()) continue;

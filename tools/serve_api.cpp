@@ -5,13 +5,16 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "models/grammar/json_schema.h"
 #include "models/unicode.h"
 
 namespace kiln {
 
 namespace {
 
-using nlohmann::json;
+// Bodies are read and written in order: a schema's properties, a tool's
+// fields and a response's keys keep the order they were given.
+using json = nlohmann::ordered_json;
 
 [[noreturn]] void invalid(const std::string& param, const std::string& why) {
   throw ApiError(422, "'" + param + "' " + why, param);
@@ -147,11 +150,58 @@ bool flag_in(const json& body, const std::string& key, bool def) {
   return f->get<bool>();
 }
 
+// The grammar a reply is held to: a forced or strict tool call, else
+// response_format (json_object, json_schema) or llama-server's `grammar`.
+void constrain(const json& body, CompletionRequest& r, GrammarCache* grammars) {
+  std::string gbnf, field;
+  if (auto f = body.find("response_format"); f != body.end() && !f->is_null()) {
+    const std::string type = f->is_object() ? f->value("type", "") : "";
+    if (type == "json_object") {
+      gbnf = json_object_gbnf();
+    } else if (type == "json_schema") {
+      const json spec = f->value("json_schema", json());
+      if (!spec.is_object() || !spec.value("schema", json()).is_object())
+        invalid("response_format", "json_schema needs {\"name\", \"schema\": {...}, \"strict\"}");
+      if (auto st = spec.find("strict"); st != spec.end() && !st->is_null() && !st->is_boolean())
+        invalid("response_format", "json_schema.strict must be true or false");
+      try {
+        gbnf = json_schema_to_gbnf(spec["schema"]);
+      } catch (const Error& e) {
+        invalid("response_format", std::string("json_schema: ") + e.what());
+      }
+    } else if (type != "text") {
+      invalid("response_format", "type must be \"text\", \"json_object\" or \"json_schema\"");
+    }
+    field = "response_format";
+  }
+  if (auto g = body.find("grammar"); g != body.end() && !g->is_null()) {
+    if (!g->is_string()) invalid("grammar", "must be a GBNF text");
+    if (!gbnf.empty()) invalid("grammar", "and response_format cannot both constrain a reply");
+    gbnf = g->get<std::string>();
+    field = "grammar";
+  }
+  const ToolGrammar tools = tool_grammar(r.tools);
+  if (!tools.gbnf.empty()) {
+    if (!gbnf.empty())
+      invalid(field, "cannot constrain a reply that must call a tool (tool_choice, strict tools)");
+    gbnf = tools.gbnf;
+    field = "tools";
+    r.options.grammar_trigger = tools.trigger;
+  }
+  if (gbnf.empty()) return;
+  if (!grammars) invalid(field, "is not served here (no vocabulary for grammars)");
+  try {
+    r.options.grammar = grammars->compile(gbnf);
+  } catch (const Error& e) {
+    invalid(field, e.what());
+  }
+}
+
 }  // namespace
 
 CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
                                 const Tokenizer& tok, const ChatTemplate& tmpl, int64_t n_ctx,
-                                uint64_t fresh_seed, int64_t max_n) {
+                                uint64_t fresh_seed, int64_t max_n, GrammarCache* grammars) {
   json body;
   try {
     body = json::parse(body_text);
@@ -161,7 +211,9 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
   if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
   if (endpoint == Endpoint::embeddings) return embeddings_request(body, tok, n_ctx);
   const bool chat = endpoint == Endpoint::chat;
-  static const std::set<std::string> known = {"model",
+  static const std::set<std::string> known = {"response_format",
+                                              "grammar",
+                                              "model",
                                               "max_tokens",
                                               "temperature",
                                               "top_p",
@@ -191,8 +243,7 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
   }
   CompletionRequest r;
   if (chat) {
-    // Read again keeping its keys' order: templates print tools as given.
-    ChatPrompt p = chat_prompt(nlohmann::ordered_json::parse(body_text), tok, tmpl);
+    ChatPrompt p = chat_prompt(body, tok, tmpl);
     r.prompts = {std::move(p.tokens)};
     r.tools = std::move(p.tools);
     // A reply is read for tool calls when tools may be called, and a
@@ -244,6 +295,7 @@ CompletionRequest parse_request(Endpoint endpoint, const std::string& body_text,
     o.prompt_logprobs = r.echo && o.logprobs >= 0;
   }
   o.stop = stop_strings(body);
+  constrain(body, r, grammars);
   r.stream = flag_in(body, "stream", false);
   r.return_token_ids = flag_in(body, "return_token_ids", false);
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
@@ -530,12 +582,14 @@ std::pair<std::string, json> ReplyChunker::take(const Tokenizer& tok,
     held_ += d.content;
     reasoning += d.reasoning;
     if (d.index < 0) continue;
-    json call = {{"index", d.index}, {"function", {{"arguments", d.arguments}}}};
+    json call = {{"index", d.index}};
     if (!d.name.empty()) {
       call["id"] = tool_call_id(seed_, static_cast<size_t>(d.index));
       call["type"] = "function";
-      call["function"]["name"] = d.name;
+      call["function"] = {{"name", d.name}, {"arguments", d.arguments}};
       ++calls_;
+    } else {
+      call["function"] = {{"arguments", d.arguments}};
     }
     calls.push_back(std::move(call));
   }

@@ -18,6 +18,7 @@
 
 #include "models/generation.h"
 #include "models/tokenizer.h"
+#include "tools/grammar_cache.h"
 #include "tools/serve_chat.h"
 
 namespace kiln {
@@ -71,9 +72,11 @@ inline constexpr int kMaxStopStrings = 16, kMaxStopBytes = 256, kMaxTopLogprobs 
 // requests, as OpenAI's does). Chat: max_tokens (or max_completion_tokens)
 // defaults to the context, completions' to 16, as OpenAI's do. `max_n`:
 // the most choices (n times the prompts) the server runs for one request.
+// `grammars` compiles a reply's constraint (response_format, grammar,
+// forced or strict tool calls; a 422 naming the field when it is wrong).
 CompletionRequest parse_request(Endpoint endpoint, const std::string& body, const Tokenizer& tok,
                                 const ChatTemplate& tmpl, int64_t n_ctx, uint64_t fresh_seed,
-                                int64_t max_n);
+                                int64_t max_n, GrammarCache* grammars);
 
 // "stop" for an end of sequence or a stop string, "length" otherwise.
 std::string finish_reason(const GenerationResult& r);
@@ -105,7 +108,7 @@ std::string chunk_body(const ResponseHead& h, const CompletionRequest& req, cons
                        int64_t index, const std::string& text, const GenerationResult& so_far,
                        StreamedChoice& sent, const std::string& finish,
                        const std::vector<GenerationResult>* all = nullptr,
-                       const nlohmann::json& delta_extra = nullptr);
+                       const nlohmann::ordered_json& delta_extra = nullptr);
 // A chat reply's text with control tokens' text kept (what tool calls and
 // channels are read from), cut before a stop string it met.
 std::string reply_text(const Tokenizer& tok, const GenerationResult& r,
@@ -123,8 +126,8 @@ class ReplyChunker {
  public:
   ReplyChunker(ToolSyntax s, uint64_t id_seed) : stream_(s), seed_(id_seed) {}
   // `end`: so_far is the whole result.
-  std::pair<std::string, nlohmann::json> take(const Tokenizer& tok, const GenerationResult& so_far,
-                                              bool end);
+  std::pair<std::string, nlohmann::ordered_json> take(const Tokenizer& tok,
+                                                      const GenerationResult& so_far, bool end);
   bool called() const { return calls_ > 0; }
 
  private:

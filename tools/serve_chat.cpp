@@ -4,6 +4,7 @@
 #include <set>
 
 #include "models/chat_template.h"
+#include "models/grammar/json_schema.h"
 #include "models/read_file.h"
 #include "models/unicode.h"
 #include "tools/serve_api.h"
@@ -262,6 +263,85 @@ ChatPrompt chat_prompt(const nlohmann::ordered_json& body, const Tokenizer& tok,
   return out;
 }
 
+namespace {
+
+// GBNF for one call object {"name": NAME, ARGS_KEY: arguments} of any
+// listed function (or `only`), its root renamed `call`.
+std::string call_object_gbnf(const ChatTools& t, const std::string& args_key,
+                             const std::string& only) {
+  ojson branches = ojson::array();
+  for (const ojson& f : t.functions) {
+    if (!only.empty() && f["name"] != only) continue;
+    const bool strict = f.value("strict", false);
+    ojson params = f.contains("parameters") && f["parameters"].is_object()
+                       ? f["parameters"]
+                       : ojson{{"type", "object"}};
+    try {
+      json_schema_to_gbnf(params);
+    } catch (const Error& e) {
+      if (strict)
+        invalid("tools", "function '" + f["name"].get<std::string>() + "' is strict, but its " +
+                             "parameters cannot hold a reply: " + e.what());
+      params = {{"type", "object"}};
+    }
+    branches.push_back({{"type", "object"},
+                        {"properties", {{"name", {{"const", f["name"]}}}, {args_key, params}}},
+                        {"required", {"name", args_key}},
+                        {"additionalProperties", false}});
+  }
+  const ojson schema = branches.size() == 1 ? branches[0] : ojson{{"anyOf", branches}};
+  std::string g = json_schema_to_gbnf(schema);
+  // The converter's start rule becomes `call`: a line that begins "root ::=".
+  const size_t at = g.starts_with("root ::=") ? 0 : g.find("\nroot ::=");
+  if (at == std::string::npos) throw Error("tool grammar: the schema's grammar has no root rule");
+  g.replace(at == 0 ? 0 : at + 1, 4, "call");
+  return g;
+}
+
+std::string gbnf_literal(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+ToolGrammar tool_grammar(const ChatTools& t) {
+  using Choice = ChatTools::Choice;
+  const bool strict = std::any_of(t.functions.begin(), t.functions.end(),
+                                  [](const ojson& f) { return f.value("strict", false); });
+  const bool forced = t.choice == Choice::required || t.choice == Choice::named;
+  if (t.choice == Choice::none || (!forced && !strict)) return {};
+  const std::string only = t.choice == Choice::named ? t.named : "";
+  std::string open, close, key;
+  switch (t.syntax) {
+    case ToolSyntax::hermes:
+      open = "<tool_call>\n", close = "\n</tool_call>", key = "arguments";
+      break;
+    case ToolSyntax::llama3_json: key = "parameters"; break;
+    default:
+      if (!forced) return {};  // strict calls are read as they come
+      invalid("tool_choice",
+              std::string("needs a tool-call syntax Kiln can hold a reply to (Hermes ") +
+                  "<tool_call>, Llama 3.x JSON); this template writes " +
+                  tool_syntax_name(t.syntax) + "'s, whose marks are control tokens");
+  }
+  ToolGrammar out;
+  std::string one = gbnf_literal(open) + " call " + gbnf_literal(close);
+  if (open.empty()) one = "call";
+  out.gbnf = "root ::= " + one + (t.parallel && !open.empty() ? " ( \"\\n\" " + one + " )*" : "") +
+             "\n" + call_object_gbnf(t, key, only);
+  if (!forced) out.trigger = tool_call_trigger(t.syntax);
+  return out;
+}
+
 std::string tool_call_id(uint64_t seed, size_t index) {
   static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   uint64_t x = seed + 0x9E3779B97F4A7C15ull * (index + 1);
@@ -273,12 +353,12 @@ std::string tool_call_id(uint64_t seed, size_t index) {
   return id;
 }
 
-nlohmann::json chat_message(const ReplyParse& reply, uint64_t seed) {
-  nlohmann::json m = {{"role", "assistant"}, {"content", reply.content}};
+nlohmann::ordered_json chat_message(const ReplyParse& reply, uint64_t seed) {
+  nlohmann::ordered_json m = {{"role", "assistant"}, {"content", reply.content}};
   if (!reply.reasoning.empty()) m["reasoning_content"] = reply.reasoning;
   if (reply.calls.empty()) return m;
   if (reply.content.find_first_not_of(" \n\t\r") == std::string::npos) m["content"] = nullptr;
-  nlohmann::json calls = nlohmann::json::array();
+  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
   for (size_t i = 0; i < reply.calls.size(); ++i)
     calls.push_back(
         {{"id", tool_call_id(seed, i)},

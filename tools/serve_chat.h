@@ -63,11 +63,25 @@ struct ChatPrompt {
 ChatPrompt chat_prompt(const nlohmann::ordered_json& body, const Tokenizer& tok,
                        const ChatTemplate& tmpl);
 
+// The grammar a chat's tool calls are held to (GBNF; empty: none): from
+// the reply's start for tool_choice "required" or a named function, from
+// the syntax's trigger on (a lazy grammar) when tool_choice is "auto" and a
+// function is `strict`. A call's arguments match its function's
+// parameters schema (models/grammar/json_schema.h; a non-strict
+// function's schema that Kiln cannot hold a reply to is relaxed to any
+// object). Hermes and Llama 3.x JSON calls are text and can be held; throws
+// ApiError (422 naming tool_choice) for a forced call in a syntax whose
+// marks are control tokens (Mistral, GPT-OSS).
+struct ToolGrammar {
+  std::string gbnf, trigger;
+};
+ToolGrammar tool_grammar(const ChatTools& tools);
+
 // OpenAI's assistant message of a reply: content (null when empty and it
 // calls tools), reasoning_content when the reply has any, tool_calls each
 // with an id of 9 alphanumerics (as Mistral's templates require) made from
 // `seed` and its index.
-nlohmann::json chat_message(const ReplyParse& reply, uint64_t seed);
+nlohmann::ordered_json chat_message(const ReplyParse& reply, uint64_t seed);
 std::string tool_call_id(uint64_t seed, size_t index);
 
 }  // namespace kiln
