@@ -578,24 +578,36 @@ std::pair<std::string, json> ReplyChunker::take(const Tokenizer& tok,
     for (ReplyDelta& d : stream_.finish()) deltas.push_back(std::move(d));
   std::string reasoning;
   json calls = json::array();
+  // A piece of `held` up to its last whole UTF-8 sequence (all at the end).
+  auto release = [end](std::string& held) {
+    const size_t whole = end ? held.size() : complete_utf8_prefix(held);
+    std::string out = held.substr(0, whole);
+    held.erase(0, whole);
+    return out;
+  };
   for (ReplyDelta& d : deltas) {
     held_ += d.content;
     reasoning += d.reasoning;
     if (d.index < 0) continue;
+    const size_t i = static_cast<size_t>(d.index);
+    if (args_.size() <= i) args_.resize(i + 1);
+    args_[i] += d.arguments;
     json call = {{"index", d.index}};
     if (!d.name.empty()) {
-      call["id"] = tool_call_id(seed_, static_cast<size_t>(d.index));
+      call["id"] = tool_call_id(seed_, i);
       call["type"] = "function";
-      call["function"] = {{"name", d.name}, {"arguments", d.arguments}};
+      call["function"] = {{"name", d.name}, {"arguments", release(args_[i])}};
       ++calls_;
     } else {
-      call["function"] = {{"arguments", d.arguments}};
+      call["function"] = {{"arguments", release(args_[i])}};
     }
     calls.push_back(std::move(call));
   }
-  const size_t whole = end ? held_.size() : complete_utf8_prefix(held_);
-  std::string content = held_.substr(0, whole);
-  held_.erase(0, whole);
+  if (end)  // what the last pieces held back
+    for (size_t i = 0; i < args_.size(); ++i)
+      if (!args_[i].empty())
+        calls.push_back({{"index", i}, {"function", {{"arguments", release(args_[i])}}}});
+  std::string content = release(held_);
   json extra = nullptr;
   if (!reasoning.empty()) extra["reasoning_content"] = reasoning;
   if (!calls.empty()) extra["tool_calls"] = std::move(calls);

@@ -118,8 +118,8 @@ uint64_t tool_call_seed(const ResponseHead& h, int64_t index);
 
 // A streamed chat choice read for tool calls and channels (its request's
 // `reply` syntax): take() turns the tokens generated since the last call
-// into a delta: content (an incomplete UTF-8 sequence at its end held for
-// the next), and `reasoning_content` and `tool_calls` pieces as OpenAI
+// into a delta: content and arguments (an incomplete UTF-8 sequence at
+// their ends held for the next), and `reasoning_content` and `tool_calls` pieces as OpenAI
 // streams them (a call's index, id, type and name first, then its
 // arguments as they come).
 class ReplyChunker {
@@ -134,7 +134,8 @@ class ReplyChunker {
   ReplyStream stream_;
   uint64_t seed_;
   size_t fed_ = 0;
-  std::string held_;
+  std::string held_;               // content
+  std::vector<std::string> args_;  // per call: arguments held likewise
   int calls_ = 0;
 };
 // The response of an embeddings request: each input's embedding, its

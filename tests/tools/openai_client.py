@@ -20,8 +20,16 @@ Against a generated llama served with pages of 16 tokens, with
   whole and streamed (`bytes` the token's bytes);
 - embeddings: kiln run --embd-out's final hidden states mean-pooled to
   unit length, float and base64, strings as their tokens;
+- structured output: json_schema replies over five schemas (nested,
+  enums, formats, recursive $ref, anyOf), many seeds at temperature 1 and
+  n = 4, each parsing and validating with jsonschema; json_object;
+  llama-server's GBNF grammar; 422s naming the field for a bad grammar
+  (its line) or a schema keyword outside the subset;
 - tools over Qwen 2.5's real template: a conversation with tool calls and
   tool results renders as Python's jinja2 renders it (as transformers);
+  tool_choice "required" gives one call whose arguments validate against
+  the function's schema, and a named tool_choice streams delta.tool_calls
+  that make the whole response's calls;
 - the 4xx the client raises: best_of, suffix, top_logprobs 21, n above the
   server's --max-n, top_logprobs without logprobs, dimensions, tools with a
   hand-written layout, a tool_choice naming no listed function.
@@ -224,9 +232,79 @@ def embeddings(c, kiln, model, tmp):
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16},
                                                     "days": {"type": "integer", "minimum": 1, "maximum": 7}},
                    "required": ["city"], "additionalProperties": False}}}]
+
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                      "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+     "required": ["name", "age"], "additionalProperties": False},
+    {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "minItems": 1, "maxItems": 4},
+    {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"},
+                                      "day": {"type": "string", "format": "date"},
+                                      "ok": {"type": "boolean"}, "score": {"type": "number"}},
+     "required": ["id", "day", "ok"], "additionalProperties": False},
+    {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                         "kids": {"type": "array", "items": {"$ref": "#/$defs/node"},
+                                                                  "maxItems": 2}},
+                        "required": ["v"], "additionalProperties": False}},
+     "$ref": "#/$defs/node"},
+    {"anyOf": [{"type": "null"}, {"type": "string", "minLength": 2, "maxLength": 5},
+               {"type": "object", "properties": {"k": {"const": 7}}, "required": ["k"],
+                "additionalProperties": False}]},
+]
+
+
+def structured(c):
+    """response_format json_schema: every choice of many seeds at
+    temperature 1 parses and validates (jsonschema, formats checked);
+    json_object gives an object; llama-server's GBNF `grammar` gives its
+    language; malformed grammars and schemas are 422s naming the field."""
+    import jsonschema
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    for i, schema in enumerate(SCHEMAS):
+        texts, bad = [], []
+        for seed in (0, 10, 20):
+            r = c.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "Answer in JSON."}], temperature=1, seed=seed,
+                n=4, max_tokens=250,
+                response_format={"type": "json_schema", "json_schema": {"name": f"s{i}", "schema": schema,
+                                                                        "strict": True}})
+            for ch in r.choices:
+                texts.append(ch.message.content)
+                try:
+                    jsonschema.validate(json.loads(ch.message.content), schema, format_checker=checker)
+                except Exception as e:  # noqa: BLE001 - any failure is the finding
+                    bad.append(f"{ch.finish_reason}: {ch.message.content!r}: {e}")
+        check(not bad and len(set(texts)) > 1,
+              f"json_schema {i}: {len(texts)} sampled replies parse and validate, {len(set(texts))} distinct"
+              + (f"; first bad: {bad[0][:300]}" if bad else ""))
+    r = c.completions.create(model="m", prompt="JSON:", temperature=1, seed=5, n=4, max_tokens=250,
+                             extra_body={"response_format": {"type": "json_object"}})
+    # Any object may run past max_tokens: the finished ones are whole.
+    done = [ch.text for ch in r.choices if ch.finish_reason == "stop"]
+    check(len(done) >= 2 and all(isinstance(json.loads(t), dict) for t in done),
+          f"json_object: the {len(done)} of 4 replies that finished are objects")
+    gbnf = 'root ::= "id-" [0-9]{2,4} ("," [a-c]+)?'
+    r = c.completions.create(model="m", prompt="x", temperature=1, seed=2, n=4, max_tokens=50,
+                             extra_body={"grammar": gbnf})
+    check(all(re.fullmatch(r"id-[0-9]{2,4}(,[a-c]+)?", ch.text) for ch in r.choices),
+          f"grammar: every reply is in the GBNF's language ({[ch.text for ch in r.choices]})")
+    for body, param, what in (({"grammar": 'root ::= "a" |\nb ::= [0-9'}, "grammar", "line 2"),
+                              ({"response_format": {"type": "json_schema", "json_schema": {
+                                  "name": "x", "schema": {"type": "string", "pattern": "(?=a)"}}}},
+                               "response_format", "pattern"),
+                              ({"response_format": {"type": "json_schema", "json_schema": {
+                                  "name": "x", "schema": {"type": "object", "propertyNames": {}}}}},
+                               "response_format", "propertyNames")):
+        try:
+            c.completions.create(model="m", prompt="x", extra_body=body)
+            check(False, f"422 naming '{param}' ({what})")
+        except openai.UnprocessableEntityError as e:
+            check(e.body.get("param") == param and what in e.body.get("message", ""),
+                  f"422 naming '{param}' ({what}): {e.body.get('message')}")
 
 
 def tools_chat(kiln, model, tmp):
@@ -262,6 +340,42 @@ def tools_chat(kiln, model, tmp):
                   f"tools: the prompt is Qwen 2.5's template rendered by jinja2, tokenized as llama.cpp ({len(want)} tokens)")
         except ImportError:
             print("skipped: llama-cpp-python is not installed (the tools prompt's tokens are not compared)")
+        # Forced calls: every reply a call of a listed function whose
+        # arguments validate; a stream's deltas make the same calls.
+        import jsonschema
+        schema = TOOLS[0]["function"]["parameters"]
+        bad, calls = [], 0
+        for seed in range(4):
+            r = c.chat.completions.create(model="m", messages=msgs[:2], tools=TOOLS, tool_choice="required",
+                                          temperature=1, seed=seed, max_tokens=400, parallel_tool_calls=False)
+            ch = r.choices[0]
+            for call in ch.message.tool_calls or []:
+                calls += 1
+                try:
+                    assert call.function.name == "get_weather" and len(call.id) == 9
+                    jsonschema.validate(json.loads(call.function.arguments), schema)
+                except Exception as e:  # noqa: BLE001
+                    bad.append(f"{call.function}: {e}")
+            if ch.finish_reason != "tool_calls" or len(ch.message.tool_calls or []) != 1:
+                bad.append(f"finish {ch.finish_reason}, {ch.message}")
+        check(not bad and calls == 4, f"tool_choice required: 4 replies each one call whose arguments validate"
+              + (f"; {bad[0][:300]}" if bad else ""))
+        whole = c.chat.completions.create(model="m", messages=msgs[:2], tools=TOOLS, temperature=1, seed=9,
+                                          max_tokens=400, tool_choice={"type": "function",
+                                                                       "function": {"name": "get_weather"}})
+        names, args, finish = {}, {}, None
+        for chunk in c.chat.completions.create(model="m", messages=msgs[:2], tools=TOOLS, temperature=1, seed=9,
+                                               max_tokens=400, stream=True,
+                                               tool_choice={"type": "function", "function": {"name": "get_weather"}}):
+            for ch in chunk.choices:
+                finish = ch.finish_reason or finish
+                for d in ch.delta.tool_calls or []:
+                    if d.function and d.function.name:
+                        names[d.index] = d.function.name
+                    args[d.index] = args.get(d.index, "") + ((d.function and d.function.arguments) or "")
+        want = [(t.function.name, t.function.arguments) for t in whole.choices[0].message.tool_calls or []]
+        check(want and [(names[i], args[i]) for i in sorted(names)] == want and finish == "tool_calls",
+              f"a named tool_choice streamed: delta.tool_calls make the whole response's {len(want)} call(s)")
         try:
             c.chat.completions.create(model="m", messages=msgs[:2], tools=TOOLS,
                                       tool_choice={"type": "function", "function": {"name": "nope"}})
@@ -306,6 +420,7 @@ def main():
             completions(s.client, a.kiln, model, tmp)
             chat(s.client, a.kiln, model, tmp)
             embeddings(s.client, a.kiln, model, tmp)
+            structured(s.client)
             errors(s.client)
         finally:
             s.stop()
