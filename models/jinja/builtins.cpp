@@ -116,7 +116,9 @@ Value unsafe(const Value& obj, const std::string& name) {
 Value bound(const Value& obj, const std::string& name) {
   return Value::function(name, [obj, name](CallArgs& a) {
     bool found = false;
-    return call_method(obj, name, a, &found);
+    Value r = call_method(obj, name, a, &found);
+    if (!found) throw RuntimeError(type_name(obj) + "." + name + "() is not supported");
+    return r;
   });
 }
 
@@ -324,12 +326,17 @@ Value filter_replace(Interpreter&, const Value& v, CallArgs& a) {
 
 Value filter_indent(Interpreter&, const Value& v, CallArgs& a) {
   Args p = bind("indent", a, {"width", "first", "blank"});
-  std::string ind =
-      p[0] && p[0]->is_string()
-          ? p[0]->str()
-          : std::string(static_cast<size_t>(std::max<int64_t>(0, int_arg(p[0], 4, "width"))), ' ');
+  std::string ind;
+  if (p[0] && p[0]->is_string()) {
+    ind = p[0]->str();
+  } else {
+    const int64_t width = int_arg(p[0], 4, "width");
+    if (width > 4096) throw RuntimeError("indent: width too large");
+    ind.assign(static_cast<size_t>(std::max<int64_t>(0, width)), ' ');
+  }
   std::string s = soft_str(v) + "\n";
   std::vector<std::string> lines = pystr::splitlines(s, false);
+  if (ind.size() * lines.size() > (64u << 20)) throw RuntimeError("indent: result too large");
   std::string rv;
   if (flag(p[2], false)) {
     for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + ind : "") + lines[i];
@@ -358,11 +365,12 @@ Value filter_int(Interpreter&, const Value& v, CallArgs& a) {
   require_defined(v);
   if (v.is_int()) return v;
   if (v.is_bool()) return Value(v.as_int());
-  if (v.is_float()) {
-    if (!std::isfinite(v.as_float()))
-      throw RuntimeError("cannot convert float infinity or NaN to integer");
-    return Value(static_cast<int64_t>(std::trunc(v.as_float())));
-  }
+  auto from_float = [](double d) {
+    if (!std::isfinite(d)) throw RuntimeError("cannot convert float infinity or NaN to integer");
+    if (std::fabs(d) >= 9.2e18) throw RuntimeError("integer overflow");
+    return Value(static_cast<int64_t>(std::trunc(d)));
+  };
+  if (v.is_float()) return from_float(v.as_float());
   if (v.is_string()) {
     std::string t = pystr::strip(v.str(), std::nullopt, true, true);
     t.erase(std::remove(t.begin(), t.end(), '_'), t.end());
@@ -372,10 +380,7 @@ Value filter_int(Interpreter&, const Value& v, CallArgs& a) {
       long long x = std::strtoll(t.c_str(), &end, static_cast<int>(base));
       if (end == t.c_str() + t.size() && errno == 0) return Value(static_cast<int64_t>(x));
     }
-    if (auto d = parse_float(v.str())) {
-      if (!std::isfinite(*d)) throw RuntimeError("cannot convert float infinity or NaN to integer");
-      return Value(static_cast<int64_t>(std::trunc(*d)));
-    }
+    if (auto d = parse_float(v.str())) return from_float(*d);
   }
   return dflt;
 }
@@ -411,7 +416,7 @@ Value filter_round(Interpreter&, const Value& v, CallArgs& a) {
     if (!v.is_float()) return Value(v.as_int());
     if (prec >= 0 && prec < 300) {
       // printf rounds the exact binary value half-to-even, as Python's round does.
-      char buf[512];
+      char buf[1024];
       std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), v.as_float());
       return Value(std::strtod(buf, nullptr));
     }
@@ -602,7 +607,7 @@ Value filter_rejectattr(Interpreter& in, const Value& v, CallArgs& a) {
 Value filter_batch(Interpreter&, const Value& v, CallArgs& a) {
   Args p = bind("batch", a, {"linecount", "fill_with"});
   const int64_t n = int_arg(p[0], 0, "linecount");
-  if (n <= 0) throw RuntimeError("batch: linecount must be positive");
+  if (n <= 0 || n > (1 << 20)) throw RuntimeError("batch: linecount must be 1 to 1048576");
   List out, tmp;
   for (const Value& x : iterate(v)) {
     if (static_cast<int64_t>(tmp.size()) == n)
@@ -631,6 +636,7 @@ Value filter_center(Interpreter&, const Value& v, CallArgs& a) {
   const std::string s = soft_str(v);
   const int64_t width = int_arg(p[0], 80, "width"), len = static_cast<int64_t>(pystr::length(s));
   if (width <= len) return Value(s);
+  if (width > (1 << 24)) throw RuntimeError("center: width too large");
   const int64_t marg = width - len, left = marg / 2 + (marg & width & 1);
   return Value(std::string(static_cast<size_t>(left), ' ') + s +
                std::string(static_cast<size_t>(marg - left), ' '));
@@ -948,6 +954,7 @@ Value str_method(const Value& obj, const std::string& name, CallArgs& a, bool* f
     const int64_t width = int_arg(p[0], 0, "width"), len = static_cast<int64_t>(pystr::length(s));
     const std::string fill = p[1] ? str_arg(*p[1], "fillchar") : std::string(" ");
     if (width <= len) return obj;
+    if (width > (1 << 24)) throw RuntimeError(name + ": width too large");
     const int64_t marg = width - len;
     auto pad = [&](int64_t n) {
       std::string r;
