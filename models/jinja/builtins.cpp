@@ -1,9 +1,11 @@
 #include "models/jinja/builtins.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <optional>
 
@@ -334,7 +336,12 @@ Value filter_indent(Interpreter&, const Value& v, CallArgs& a) {
     if (width > 4096) throw RuntimeError("indent: width too large");
     ind.assign(static_cast<size_t>(std::max<int64_t>(0, width)), ' ');
   }
-  std::string s = soft_str(v) + "\n";
+  // jinja2 appends "\n" to the value: only a string takes it.
+  if (!v.is_string()) {
+    require_defined(v);
+    throw RuntimeError("unsupported operand type(s) for +=: '" + type_name(v) + "' and 'str'");
+  }
+  std::string s = v.str() + "\n";
   std::vector<std::string> lines = pystr::splitlines(s, false);
   if (ind.size() * lines.size() > (64u << 20)) throw RuntimeError("indent: result too large");
   std::string rv;
@@ -488,6 +495,8 @@ Value filter_unique(Interpreter&, const Value& v, CallArgs& a) {
   List seen, out;
   for (const Value& x : iterate(v)) {
     Value k = sort_key(x, p[1], cs);
+    if (k.is_list() || k.is_dict() || k.is_namespace())  // Python keeps the keys in a set
+      throw RuntimeError("unhashable type: '" + type_name(k) + "'");
     if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equal(s, k); })) {
       seen.push_back(k);
       out.push_back(x);
@@ -534,6 +543,7 @@ bool call_test(Interpreter& in, const std::string& name, const Value& v, CallArg
 
 Value filter_map(Interpreter& in, const Value& v, CallArgs& a) {
   List out;
+  if (!v.truthy()) return Value::list();  // jinja2 maps nothing over a falsy value
   if (a.args.empty()) {
     std::optional<Value> attribute, dflt;
     for (auto& [k, x] : a.kwargs) {
@@ -563,6 +573,7 @@ Value filter_map(Interpreter& in, const Value& v, CallArgs& a) {
 }
 
 Value select_or_reject(Interpreter& in, const Value& v, CallArgs& a, bool select, bool attr) {
+  if (!v.truthy()) return Value::list();  // jinja2 iterates only a truthy value
   size_t off = 0;
   std::optional<Value> attribute;
   if (attr) {
@@ -708,16 +719,12 @@ const Value& test_arg(CallArgs& a, const char* test, const char* name) {
   throw RuntimeError(std::string("the '") + test + "' test needs an argument");
 }
 
-int64_t int_operand(const Value& v, const char* what) {
-  if (v.is_int() || v.is_bool()) return v.as_int();
-  require_defined(v);
-  throw RuntimeError(std::string("the '") + what + "' test needs an integer, not " + type_name(v));
-}
+// jinja2: value % 2 == 1 and value % 2 == 0 (a float like 2.5 is neither).
 bool test_odd(Interpreter&, const Value& v, CallArgs&) {
-  return v.is_float() ? std::fmod(v.as_float(), 2) != 0 : int_operand(v, "odd") % 2 != 0;
+  return equal(binary_op("%", v, Value(2)), Value(1));
 }
 bool test_even(Interpreter&, const Value& v, CallArgs&) {
-  return v.is_float() ? std::fmod(v.as_float(), 2) == 0 : int_operand(v, "even") % 2 == 0;
+  return equal(binary_op("%", v, Value(2)), Value(0));
 }
 bool test_divisibleby(Interpreter&, const Value& v, CallArgs& a) {
   const Value& n = test_arg(a, "divisibleby", "num");
@@ -763,6 +770,19 @@ bool test_filter(Interpreter&, const Value& v, CallArgs&) {
 }
 bool test_test(Interpreter&, const Value& v, CallArgs&) {
   return v.is_string() && find_test(v.str()) != nullptr;
+}
+
+Value filter_format(Interpreter&, const Value& v, CallArgs& a) {
+  if (!a.kwargs.empty() && !a.args.empty())
+    throw RuntimeError("can't handle positional and keyword arguments at the same time");
+  Value args;
+  if (!a.kwargs.empty()) {
+    args = Value::dict();
+    for (auto& [k, x] : a.kwargs) args.entries().set(Value(k), x);
+  } else {
+    args = Value::tuple(a.args);
+  }
+  return Value(percent_format(soft_str(v), args));
 }
 
 // ---- methods ----
@@ -1049,6 +1069,7 @@ const FilterEntry kFilters[] = {
     {"first", filter_first},
     {"float", filter_float},
     {"forceescape", filter_escape},
+    {"format", filter_format},
     {"indent", filter_indent},
     {"int", filter_int},
     {"items", filter_items},
@@ -1134,6 +1155,142 @@ TestFn find_test(std::string_view name) {
   for (const TestEntry& t : kTests)
     if (name == t.name) return t.fn;
   return nullptr;
+}
+
+std::string percent_format(const std::string& fmt, const Value& args) {
+  const bool tuple = args.is_tuple();
+  const bool mapping = args.is_dict();
+  size_t next = 0;
+  bool used_mapping = false;
+  auto take = [&]() -> const Value& {
+    if (!tuple) {
+      if (next++ == 0) return args;
+    } else if (next < args.items().size()) {
+      return args.items()[next++];
+    }
+    throw RuntimeError("not enough arguments for format string");
+  };
+  std::string out;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%') {
+      out += fmt[i];
+      continue;
+    }
+    if (++i >= fmt.size()) throw RuntimeError("incomplete format");
+    const Value* arg = nullptr;
+    if (fmt[i] == '(') {
+      const size_t end = fmt.find(')', i);
+      if (end == std::string::npos) throw RuntimeError("incomplete format key");
+      if (!mapping) throw RuntimeError("format requires a mapping");
+      arg = args.entries().find(std::string_view(fmt).substr(i + 1, end - i - 1));
+      if (!arg) throw RuntimeError("KeyError: " + pystr::repr(fmt.substr(i + 1, end - i - 1)));
+      used_mapping = true;
+      i = end + 1;
+    }
+    std::string flags;
+    while (i < fmt.size() && std::strchr("-+ 0#", fmt[i])) flags += fmt[i++];
+    int width = 0, precision = -1;
+    while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])))
+      width = std::min(width * 10 + (fmt[i++] - '0'), 4096);
+    if (i < fmt.size() && fmt[i] == '.') {
+      precision = 0;
+      ++i;
+      while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])))
+        precision = std::min(precision * 10 + (fmt[i++] - '0'), 300);
+    }
+    if (i >= fmt.size()) throw RuntimeError("incomplete format");
+    const char type = fmt[i];
+    if (type == '%') {
+      out += '%';
+      continue;
+    }
+    const Value& v = arg ? *arg : take();
+    std::string piece;
+    char buf[1024];
+    const std::string cflags = flags.find('#') != std::string::npos ? "#" : "";
+    switch (type) {
+      case 's':
+      case 'r':
+      case 'a': {
+        piece = type == 's' ? to_str(v) : repr(v);
+        if (precision >= 0 && static_cast<size_t>(precision) < pystr::length(piece)) {
+          std::vector<uint32_t> cps = pystr::codepoints(piece);
+          piece = pystr::encode(cps, 0, static_cast<size_t>(precision));
+        }
+        break;
+      }
+      case 'd':
+      case 'i':
+      case 'u':
+      case 'x':
+      case 'X':
+      case 'o': {
+        if (!v.is_number()) {
+          require_defined(v);
+          throw RuntimeError(std::string("%") + type + " format: a real number is required, not " +
+                             type_name(v));
+        }
+        const int64_t n = v.is_float() ? static_cast<int64_t>(v.as_float()) : v.as_int();
+        const char conv = type == 'i' || type == 'u' ? 'd' : type;
+        std::snprintf(buf, sizeof buf, ("%" + cflags + "ll" + conv).c_str(),
+                      static_cast<long long>(n < 0 ? -n : n));
+        piece = (n < 0                                  ? "-"
+                 : flags.find('+') != std::string::npos ? "+"
+                 : flags.find(' ') != std::string::npos ? " "
+                                                        : "") +
+                std::string(buf);
+        break;
+      }
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+      case 'g':
+      case 'G': {
+        if (!v.is_number()) {
+          require_defined(v);
+          throw RuntimeError("must be real number, not " + type_name(v));
+        }
+        const std::string f = "%" + cflags +
+                              (flags.find('+') != std::string::npos   ? "+"
+                               : flags.find(' ') != std::string::npos ? " "
+                                                                      : "") +
+                              "." + std::to_string(precision < 0 ? 6 : precision) + type;
+        std::snprintf(buf, sizeof buf, f.c_str(), v.as_number());
+        piece = buf;
+        break;
+      }
+      case 'c':
+        if (v.is_string() && pystr::length(v.str()) == 1) {
+          piece = v.str();
+        } else if (v.is_int()) {
+          append_utf8(&piece, static_cast<uint32_t>(v.as_int()));
+        } else {
+          throw RuntimeError("%c requires int or char");
+        }
+        break;
+      default: throw RuntimeError(std::string("unsupported format character '") + type + "'");
+    }
+    const size_t len = pystr::length(piece);
+    if (static_cast<size_t>(width) > len) {
+      const size_t pad = static_cast<size_t>(width) - len;
+      if (flags.find('-') != std::string::npos) {
+        piece += std::string(pad, ' ');
+      } else if (flags.find('0') != std::string::npos && std::strchr("diuxXofFeEgG", type)) {
+        const size_t sign = !piece.empty() && std::strchr("+- ", piece[0]) ? 1 : 0;
+        piece.insert(sign, pad, '0');
+      } else {
+        piece.insert(0, pad, ' ');
+      }
+    }
+    out += piece;
+  }
+  // Leftover arguments: Python refuses them, except for a mapping (or a
+  // list, which it takes for one) used by name or not at all.
+  if (tuple ? next < args.items().size()
+            : next == 0 && !used_mapping && !mapping && !args.is_list())
+    throw RuntimeError("not all arguments converted during string formatting");
+  return out;
 }
 
 List iterate(const Value& v) {

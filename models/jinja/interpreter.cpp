@@ -177,6 +177,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       if (nums) return Value(a.as_number() - b.as_number());
       unsupported_operands("-", a, b);
     case '*':
+      if (op == "**-") {  // -(|a| ** b): see the parser
+        Value p = binary_op("**", a.is_float() ? Value(-a.as_float()) : Value(-a.as_int()), b);
+        return p.is_float() ? Value(-p.as_float()) : Value(-p.as_int());
+      }
       if (op == "**") {
         if (ints && b.as_int() >= 0) {
           int64_t base = a.as_int(), result = 1;
@@ -218,8 +222,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
         if (m != 0 && ((m < 0) != (b.as_number() < 0))) m += b.as_number();
         return Value(m);
       }
-      if (a.is_string())
-        throw RuntimeError("printf-style string formatting ('%' on a string) is not supported");
+      if (a.is_string()) return Value(percent_format(a.str(), b));
       unsupported_operands("%", a, b);
     default: throw RuntimeError("unknown operator " + op);
   }
@@ -238,7 +241,11 @@ bool contains(const Value& c, const Value& item) {
       if (equal(x, item)) return true;
     return false;
   }
-  if (c.is_dict()) return c.entries().find(item) != nullptr;
+  if (c.is_dict()) {
+    if (item.is_list() || item.is_dict() || item.is_namespace())
+      throw RuntimeError("unhashable type: '" + type_name(item) + "'");
+    return c.entries().find(item) != nullptr;
+  }
   if (c.is_undefined()) return false;
   throw RuntimeError("argument of type '" + type_name(c) + "' is not iterable");
 }
