@@ -1,9 +1,11 @@
 #include "models/jinja/builtins.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <optional>
 
@@ -116,7 +118,9 @@ Value unsafe(const Value& obj, const std::string& name) {
 Value bound(const Value& obj, const std::string& name) {
   return Value::function(name, [obj, name](CallArgs& a) {
     bool found = false;
-    return call_method(obj, name, a, &found);
+    Value r = call_method(obj, name, a, &found);
+    if (!found) throw RuntimeError(type_name(obj) + "." + name + "() is not supported");
+    return r;
   });
 }
 
@@ -324,12 +328,22 @@ Value filter_replace(Interpreter&, const Value& v, CallArgs& a) {
 
 Value filter_indent(Interpreter&, const Value& v, CallArgs& a) {
   Args p = bind("indent", a, {"width", "first", "blank"});
-  std::string ind =
-      p[0] && p[0]->is_string()
-          ? p[0]->str()
-          : std::string(static_cast<size_t>(std::max<int64_t>(0, int_arg(p[0], 4, "width"))), ' ');
-  std::string s = soft_str(v) + "\n";
+  std::string ind;
+  if (p[0] && p[0]->is_string()) {
+    ind = p[0]->str();
+  } else {
+    const int64_t width = int_arg(p[0], 4, "width");
+    if (width > 4096) throw RuntimeError("indent: width too large");
+    ind.assign(static_cast<size_t>(std::max<int64_t>(0, width)), ' ');
+  }
+  // jinja2 appends "\n" to the value: only a string takes it.
+  if (!v.is_string()) {
+    require_defined(v);
+    throw RuntimeError("unsupported operand type(s) for +=: '" + type_name(v) + "' and 'str'");
+  }
+  std::string s = v.str() + "\n";
   std::vector<std::string> lines = pystr::splitlines(s, false);
+  if (ind.size() * lines.size() > (64u << 20)) throw RuntimeError("indent: result too large");
   std::string rv;
   if (flag(p[2], false)) {
     for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + ind : "") + lines[i];
@@ -358,11 +372,12 @@ Value filter_int(Interpreter&, const Value& v, CallArgs& a) {
   require_defined(v);
   if (v.is_int()) return v;
   if (v.is_bool()) return Value(v.as_int());
-  if (v.is_float()) {
-    if (!std::isfinite(v.as_float()))
-      throw RuntimeError("cannot convert float infinity or NaN to integer");
-    return Value(static_cast<int64_t>(std::trunc(v.as_float())));
-  }
+  auto from_float = [](double d) {
+    if (!std::isfinite(d)) throw RuntimeError("cannot convert float infinity or NaN to integer");
+    if (std::fabs(d) >= 9.2e18) throw RuntimeError("integer overflow");
+    return Value(static_cast<int64_t>(std::trunc(d)));
+  };
+  if (v.is_float()) return from_float(v.as_float());
   if (v.is_string()) {
     std::string t = pystr::strip(v.str(), std::nullopt, true, true);
     t.erase(std::remove(t.begin(), t.end(), '_'), t.end());
@@ -372,10 +387,7 @@ Value filter_int(Interpreter&, const Value& v, CallArgs& a) {
       long long x = std::strtoll(t.c_str(), &end, static_cast<int>(base));
       if (end == t.c_str() + t.size() && errno == 0) return Value(static_cast<int64_t>(x));
     }
-    if (auto d = parse_float(v.str())) {
-      if (!std::isfinite(*d)) throw RuntimeError("cannot convert float infinity or NaN to integer");
-      return Value(static_cast<int64_t>(std::trunc(*d)));
-    }
+    if (auto d = parse_float(v.str())) return from_float(*d);
   }
   return dflt;
 }
@@ -411,7 +423,7 @@ Value filter_round(Interpreter&, const Value& v, CallArgs& a) {
     if (!v.is_float()) return Value(v.as_int());
     if (prec >= 0 && prec < 300) {
       // printf rounds the exact binary value half-to-even, as Python's round does.
-      char buf[512];
+      char buf[1024];
       std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), v.as_float());
       return Value(std::strtod(buf, nullptr));
     }
@@ -483,6 +495,8 @@ Value filter_unique(Interpreter&, const Value& v, CallArgs& a) {
   List seen, out;
   for (const Value& x : iterate(v)) {
     Value k = sort_key(x, p[1], cs);
+    if (k.is_list() || k.is_dict() || k.is_namespace())  // Python keeps the keys in a set
+      throw RuntimeError("unhashable type: '" + type_name(k) + "'");
     if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equal(s, k); })) {
       seen.push_back(k);
       out.push_back(x);
@@ -529,6 +543,7 @@ bool call_test(Interpreter& in, const std::string& name, const Value& v, CallArg
 
 Value filter_map(Interpreter& in, const Value& v, CallArgs& a) {
   List out;
+  if (!v.truthy()) return Value::list();  // jinja2 maps nothing over a falsy value
   if (a.args.empty()) {
     std::optional<Value> attribute, dflt;
     for (auto& [k, x] : a.kwargs) {
@@ -558,6 +573,7 @@ Value filter_map(Interpreter& in, const Value& v, CallArgs& a) {
 }
 
 Value select_or_reject(Interpreter& in, const Value& v, CallArgs& a, bool select, bool attr) {
+  if (!v.truthy()) return Value::list();  // jinja2 iterates only a truthy value
   size_t off = 0;
   std::optional<Value> attribute;
   if (attr) {
@@ -602,7 +618,7 @@ Value filter_rejectattr(Interpreter& in, const Value& v, CallArgs& a) {
 Value filter_batch(Interpreter&, const Value& v, CallArgs& a) {
   Args p = bind("batch", a, {"linecount", "fill_with"});
   const int64_t n = int_arg(p[0], 0, "linecount");
-  if (n <= 0) throw RuntimeError("batch: linecount must be positive");
+  if (n <= 0 || n > (1 << 20)) throw RuntimeError("batch: linecount must be 1 to 1048576");
   List out, tmp;
   for (const Value& x : iterate(v)) {
     if (static_cast<int64_t>(tmp.size()) == n)
@@ -631,6 +647,7 @@ Value filter_center(Interpreter&, const Value& v, CallArgs& a) {
   const std::string s = soft_str(v);
   const int64_t width = int_arg(p[0], 80, "width"), len = static_cast<int64_t>(pystr::length(s));
   if (width <= len) return Value(s);
+  if (width > (1 << 24)) throw RuntimeError("center: width too large");
   const int64_t marg = width - len, left = marg / 2 + (marg & width & 1);
   return Value(std::string(static_cast<size_t>(left), ' ') + s +
                std::string(static_cast<size_t>(marg - left), ' '));
@@ -702,16 +719,12 @@ const Value& test_arg(CallArgs& a, const char* test, const char* name) {
   throw RuntimeError(std::string("the '") + test + "' test needs an argument");
 }
 
-int64_t int_operand(const Value& v, const char* what) {
-  if (v.is_int() || v.is_bool()) return v.as_int();
-  require_defined(v);
-  throw RuntimeError(std::string("the '") + what + "' test needs an integer, not " + type_name(v));
-}
+// jinja2: value % 2 == 1 and value % 2 == 0 (a float like 2.5 is neither).
 bool test_odd(Interpreter&, const Value& v, CallArgs&) {
-  return v.is_float() ? std::fmod(v.as_float(), 2) != 0 : int_operand(v, "odd") % 2 != 0;
+  return equal(binary_op("%", v, Value(2)), Value(1));
 }
 bool test_even(Interpreter&, const Value& v, CallArgs&) {
-  return v.is_float() ? std::fmod(v.as_float(), 2) == 0 : int_operand(v, "even") % 2 == 0;
+  return equal(binary_op("%", v, Value(2)), Value(0));
 }
 bool test_divisibleby(Interpreter&, const Value& v, CallArgs& a) {
   const Value& n = test_arg(a, "divisibleby", "num");
@@ -757,6 +770,19 @@ bool test_filter(Interpreter&, const Value& v, CallArgs&) {
 }
 bool test_test(Interpreter&, const Value& v, CallArgs&) {
   return v.is_string() && find_test(v.str()) != nullptr;
+}
+
+Value filter_format(Interpreter&, const Value& v, CallArgs& a) {
+  if (!a.kwargs.empty() && !a.args.empty())
+    throw RuntimeError("can't handle positional and keyword arguments at the same time");
+  Value args;
+  if (!a.kwargs.empty()) {
+    args = Value::dict();
+    for (auto& [k, x] : a.kwargs) args.entries().set(Value(k), x);
+  } else {
+    args = Value::tuple(a.args);
+  }
+  return Value(percent_format(soft_str(v), args));
 }
 
 // ---- methods ----
@@ -948,6 +974,7 @@ Value str_method(const Value& obj, const std::string& name, CallArgs& a, bool* f
     const int64_t width = int_arg(p[0], 0, "width"), len = static_cast<int64_t>(pystr::length(s));
     const std::string fill = p[1] ? str_arg(*p[1], "fillchar") : std::string(" ");
     if (width <= len) return obj;
+    if (width > (1 << 24)) throw RuntimeError(name + ": width too large");
     const int64_t marg = width - len;
     auto pad = [&](int64_t n) {
       std::string r;
@@ -1042,6 +1069,7 @@ const FilterEntry kFilters[] = {
     {"first", filter_first},
     {"float", filter_float},
     {"forceescape", filter_escape},
+    {"format", filter_format},
     {"indent", filter_indent},
     {"int", filter_int},
     {"items", filter_items},
@@ -1127,6 +1155,142 @@ TestFn find_test(std::string_view name) {
   for (const TestEntry& t : kTests)
     if (name == t.name) return t.fn;
   return nullptr;
+}
+
+std::string percent_format(const std::string& fmt, const Value& args) {
+  const bool tuple = args.is_tuple();
+  const bool mapping = args.is_dict();
+  size_t next = 0;
+  bool used_mapping = false;
+  auto take = [&]() -> const Value& {
+    if (!tuple) {
+      if (next++ == 0) return args;
+    } else if (next < args.items().size()) {
+      return args.items()[next++];
+    }
+    throw RuntimeError("not enough arguments for format string");
+  };
+  std::string out;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%') {
+      out += fmt[i];
+      continue;
+    }
+    if (++i >= fmt.size()) throw RuntimeError("incomplete format");
+    const Value* arg = nullptr;
+    if (fmt[i] == '(') {
+      const size_t end = fmt.find(')', i);
+      if (end == std::string::npos) throw RuntimeError("incomplete format key");
+      if (!mapping) throw RuntimeError("format requires a mapping");
+      arg = args.entries().find(std::string_view(fmt).substr(i + 1, end - i - 1));
+      if (!arg) throw RuntimeError("KeyError: " + pystr::repr(fmt.substr(i + 1, end - i - 1)));
+      used_mapping = true;
+      i = end + 1;
+    }
+    std::string flags;
+    while (i < fmt.size() && std::strchr("-+ 0#", fmt[i])) flags += fmt[i++];
+    int width = 0, precision = -1;
+    while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])))
+      width = std::min(width * 10 + (fmt[i++] - '0'), 4096);
+    if (i < fmt.size() && fmt[i] == '.') {
+      precision = 0;
+      ++i;
+      while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])))
+        precision = std::min(precision * 10 + (fmt[i++] - '0'), 300);
+    }
+    if (i >= fmt.size()) throw RuntimeError("incomplete format");
+    const char type = fmt[i];
+    if (type == '%') {
+      out += '%';
+      continue;
+    }
+    const Value& v = arg ? *arg : take();
+    std::string piece;
+    char buf[1024];
+    const std::string cflags = flags.find('#') != std::string::npos ? "#" : "";
+    switch (type) {
+      case 's':
+      case 'r':
+      case 'a': {
+        piece = type == 's' ? to_str(v) : repr(v);
+        if (precision >= 0 && static_cast<size_t>(precision) < pystr::length(piece)) {
+          std::vector<uint32_t> cps = pystr::codepoints(piece);
+          piece = pystr::encode(cps, 0, static_cast<size_t>(precision));
+        }
+        break;
+      }
+      case 'd':
+      case 'i':
+      case 'u':
+      case 'x':
+      case 'X':
+      case 'o': {
+        if (!v.is_number()) {
+          require_defined(v);
+          throw RuntimeError(std::string("%") + type + " format: a real number is required, not " +
+                             type_name(v));
+        }
+        const int64_t n = v.is_float() ? static_cast<int64_t>(v.as_float()) : v.as_int();
+        const char conv = type == 'i' || type == 'u' ? 'd' : type;
+        std::snprintf(buf, sizeof buf, ("%" + cflags + "ll" + conv).c_str(),
+                      static_cast<long long>(n < 0 ? -n : n));
+        piece = (n < 0                                  ? "-"
+                 : flags.find('+') != std::string::npos ? "+"
+                 : flags.find(' ') != std::string::npos ? " "
+                                                        : "") +
+                std::string(buf);
+        break;
+      }
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+      case 'g':
+      case 'G': {
+        if (!v.is_number()) {
+          require_defined(v);
+          throw RuntimeError("must be real number, not " + type_name(v));
+        }
+        const std::string f = "%" + cflags +
+                              (flags.find('+') != std::string::npos   ? "+"
+                               : flags.find(' ') != std::string::npos ? " "
+                                                                      : "") +
+                              "." + std::to_string(precision < 0 ? 6 : precision) + type;
+        std::snprintf(buf, sizeof buf, f.c_str(), v.as_number());
+        piece = buf;
+        break;
+      }
+      case 'c':
+        if (v.is_string() && pystr::length(v.str()) == 1) {
+          piece = v.str();
+        } else if (v.is_int()) {
+          append_utf8(&piece, static_cast<uint32_t>(v.as_int()));
+        } else {
+          throw RuntimeError("%c requires int or char");
+        }
+        break;
+      default: throw RuntimeError(std::string("unsupported format character '") + type + "'");
+    }
+    const size_t len = pystr::length(piece);
+    if (static_cast<size_t>(width) > len) {
+      const size_t pad = static_cast<size_t>(width) - len;
+      if (flags.find('-') != std::string::npos) {
+        piece += std::string(pad, ' ');
+      } else if (flags.find('0') != std::string::npos && std::strchr("diuxXofFeEgG", type)) {
+        const size_t sign = !piece.empty() && std::strchr("+- ", piece[0]) ? 1 : 0;
+        piece.insert(sign, pad, '0');
+      } else {
+        piece.insert(0, pad, ' ');
+      }
+    }
+    out += piece;
+  }
+  // Leftover arguments: Python refuses them, except for a mapping (or a
+  // list, which it takes for one) used by name or not at all.
+  if (tuple ? next < args.items().size()
+            : next == 0 && !used_mapping && !mapping && !args.is_list())
+    throw RuntimeError("not all arguments converted during string formatting");
+  return out;
 }
 
 List iterate(const Value& v) {

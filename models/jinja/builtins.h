@@ -29,6 +29,10 @@ Value get_item(const Value& obj, const Value& key);
 // obj has no such method (the caller then calls whatever get_attr gives).
 Value call_method(const Value& obj, const std::string& name, CallArgs& args, bool* found);
 
+// Python's `fmt % args` (printf-style: %s %r %d %i %f %e %g %x %o %c %%,
+// flags, width, precision, %(name)s with a dict); the `format` filter too.
+std::string percent_format(const std::string& fmt, const Value& args);
+
 // Python's iter(v) as a list: a list's items, a dict's keys, a string's
 // characters; Undefined gives nothing.
 List iterate(const Value& v);

@@ -1,6 +1,7 @@
 #include "models/jinja/parser.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
 
 #include "ir/error.h"
@@ -449,8 +450,16 @@ class Parser {
   ExprPtr parse_pow() {
     const int line = cur().line;
     ExprPtr left = parse_unary(true);
-    while (skip_op("**"))
-      left = binary(Expr::Kind::binary, line, std::move(left), parse_unary(true), "**");
+    while (skip_op("**")) {
+      ExprPtr right = parse_unary(true);
+      // jinja2 writes a negative constant base into Python source as
+      // `(-2 ** x)`, which Python reads as -(2 ** x): same here.
+      const bool negative_base = left->kind == Expr::Kind::constant &&
+                                 (left->value.is_int() || left->value.is_float()) &&
+                                 left->value.as_number() < 0 && right->kind != Expr::Kind::constant;
+      left = binary(Expr::Kind::binary, line, std::move(left), std::move(right),
+                    negative_base ? "**-" : "**");
+    }
     return left;
   }
 
@@ -462,6 +471,14 @@ class Parser {
       const bool neg = next().text == "-";
       node = std::make_unique<Expr>(neg ? Expr::Kind::negate : Expr::Kind::plus, line);
       node->a = parse_unary(false);
+      // jinja2 folds -<number> into a constant (which matters for **, below).
+      const Value& c = node->a->value;
+      if (neg && node->a->kind == Expr::Kind::constant && (c.is_int() || c.is_float()) &&
+          !(c.is_int() && c.as_int() == INT64_MIN)) {
+        Value folded = c.is_int() ? Value(-c.as_int()) : Value(-c.as_float());
+        node = std::make_unique<Expr>(Expr::Kind::constant, line);
+        node->value = folded;
+      }
     } else {
       node = parse_primary();
     }

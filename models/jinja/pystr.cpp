@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 
+#include "models/jinja/value.h"
 #include "models/unicode.h"
 
 namespace kiln::jinja::pystr {
 
 namespace {
+
+constexpr size_t kMaxResult = 64u << 20;
 
 // Simple case mappings of the scripts chat contents use (Latin, Greek,
 // Cyrillic, Armenian, fullwidth Latin). Python's full mapping has more
@@ -237,6 +241,7 @@ std::string replace(std::string_view s, std::string_view old, std::string_view w
     size_t pos = 0;
     while (pos < s.size()) {
       if (count != 0) out += with, --count;
+      if (out.size() > kMaxResult) throw RuntimeError("str.replace: result too large");
       size_t start = pos;
       decode_utf8(s, &pos);
       out += s.substr(start, pos - start);
@@ -250,6 +255,7 @@ std::string replace(std::string_view s, std::string_view old, std::string_view w
     if (at == std::string_view::npos) break;
     out += s.substr(start, at - start);
     out += with;
+    if (out.size() > kMaxResult) throw RuntimeError("str.replace: result too large");
     start = at + old.size();
     --count;
   }

@@ -122,6 +122,7 @@ def rand_id(r):
 
 
 def rand_conversation(r):
+    plain = r.random() < 0.3  # a chat without tool calls: one every template accepts
     msgs = []
     if r.random() < 0.5:
         msgs.append({"role": "system", "content": r.choice(TEXTS[:12] + ["You are a helpful assistant.", "/think"])})
@@ -130,7 +131,7 @@ def rand_conversation(r):
         msgs.append({"role": "user", "content": r.choice(TEXTS)})
         if t == turns - 1 and r.random() < 0.6:
             break  # end on the user's turn
-        if r.random() < 0.35:
+        if not plain and r.random() < 0.35:
             calls = []
             for _ in range(1 if r.random() < 0.7 else 2):
                 args = rand_args(r)
@@ -155,7 +156,7 @@ def rand_conversation(r):
             if r.random() < 0.1:
                 m["thinking"] = "let me think"
             msgs.append(m)
-    if r.random() < 0.05:
+    if not plain and r.random() < 0.05:
         msgs.append({"role": "moderator", "content": "an unexpected role"})
     tools = [rand_tool(r) for _ in range(r.randint(1, 3))] if r.random() < 0.45 else None
     extra = {}

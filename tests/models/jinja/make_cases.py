@@ -198,6 +198,14 @@ CASES = {
         ("{{ 'prefix-body'.removeprefix('prefix-') }} {{ 'a=b=c'.partition('=') }} {{ '7'.zfill(3) }} {{ 'x'.ljust(3) }}|", {}),
         ("{{ [1, 2, 2].count(2) }} {{ [1, 2, 3].index(3) }} {{ d.items()|list }}", {"d": {"k": "v"}}),
     ],
+    "formatting": [
+        ("{{ '%s-%d' % ('a', 3) }} {{ '%5.2f|%-4s|%04d|%x|%r|%%' % (3.14159, 'ab', 42, 255, 'q') }} "
+         "{{ '%(a)s=%(b)d' % {'a': 'x', 'b': 2} }} {{ 'plain' % [] }} {{ '%.3s' % 'abcdef' }}", {}),
+        ("{{ '%s'|format('y') }} {{ '%s and %s'|format(1, none) }} {{ '%e %g %+d % d' % (12345.678, 0.0001, 5, 7) }}", {}),
+        ("{{ -1 ** z }} {{ -2.0 ** z }} {{ (-3) ** 2 }} {{ -n ** 2 }} {{ -2 ** 2 }}", {"z": 0, "n": 2}),
+        ("{{ 2.5 is odd }}{{ 3.0 is odd }}{{ 4.0 is even }} {{ 0|select|list }} {{ none|map('upper')|list }}", {}),
+        ("{{ '%s %s' % 1 }}", {}),
+    ],
     "globals": [
         ("{{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ range(5, 0, -2)|list }} {% for i in range(2) %}{{ i }}{% endfor %}", {}),
         ("{{ dict(a=1, b='x') }} {{ namespace(a=1).a }}", {}),

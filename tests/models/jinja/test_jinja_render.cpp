@@ -87,6 +87,10 @@ TEST_CASE("Jinja: tests", "[models][jinja]") { check(kJinjaCases_tests); }
 
 TEST_CASE("Jinja: str, dict and list methods", "[models][jinja]") { check(kJinjaCases_methods); }
 
+TEST_CASE("Jinja: printf-style % and the format filter; jinja2's quirks", "[models][jinja]") {
+  check(kJinjaCases_formatting);
+}
+
 TEST_CASE("Jinja: globals (range, dict, namespace, strftime_now, joiner)", "[models][jinja]") {
   check(kJinjaCases_globals);
 }
