@@ -130,7 +130,8 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
       if (a.has("now")) options.now = parse_now(a.get("now"));
       text =
           render_chat_template(JinjaTemplate(tmpl), messages, tools, add, bos, eos, extra, options);
-      add_bos = false;  // the template writes bos_token where the model wants it
+      // A template that writes BOS gets no second one, as kiln serve does.
+      add_bos = add_bos && !(!bos.empty() && text.starts_with(bos));
     }
     if (a.flag("render")) {
       std::fwrite(text.data(), 1, text.size(), stdout);
