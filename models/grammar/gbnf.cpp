@@ -214,7 +214,7 @@ class Parser {
   // x_a ::= x x_b | and x_b ::= x |; x{1,} becomes x x_c with x_c ::= x x_c |.
   void repeat(const std::string& rule, GrammarSequence& seq, size_t last, uint64_t min,
               uint64_t max, size_t at) {
-    if (last == seq.size()) fail(at, "expected an item before the repetition " + found());
+    if (last == seq.size()) fail(at, "expected an item before '" + std::string(1, src_[at]) + "'");
     GrammarSequence item(seq.begin() + static_cast<ptrdiff_t>(last), seq.end());
     if (min == 0) seq.resize(last);
     const uint64_t copies = min == 0 ? 0 : min - 1;
