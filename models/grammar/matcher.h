@@ -17,7 +17,10 @@
 // shared rules to make them so), which keeps the uncertain sets to tokens
 // such as `",` that close a string and go on. At run time fill_mask ORs the
 // cached sets of the current stacks' tops and checks only the uncertain
-// tokens' remaining bytes against the real stacks, as a small trie.
+// tokens' remaining bytes against the real stacks, as a small trie. Within
+// a counted repetition (a string's maxLength) the walk keeps the count
+// symbolic and files each token under the passes it needs; the real count
+// in the stack then selects them, so x{0,1000} costs one walk, not 1000.
 #pragma once
 
 #include <cstdint>
@@ -56,12 +59,18 @@ class CompiledGrammar {
   friend struct MaskShard;
   struct Check {          // uncertain tokens of a position: a trie of their tails
     uint32_t depth;       // frames the real stack pops before the tails apply
+    uint32_t add;         // passes added to that frame's count (a counted repeat)
     uint32_t begin, end;  // nodes in check_nodes_
   };
   struct Entry {
     uint32_t bitset;                    // index into bitsets_ (words_ words each), or kNone
     uint32_t list_begin, list_end;      // else accepted tokens in lists_
     uint32_t checks_begin, checks_end;  // into checks_
+    // Tokens accepted when the counted repeat `symbolic_pops` frames below
+    // leaves room for their passes: cond_tokens_[cond_begin, cond_end),
+    // fewest passes (cond_passes_) first; cond_bitset holds them all.
+    uint32_t cond_begin, cond_end, cond_bitset;
+    uint32_t symbolic_pops, symbolic_max;
   };
   static constexpr uint32_t kNone = 0xFFFFFFFF;
 
@@ -78,6 +87,8 @@ class CompiledGrammar {
   std::vector<Check> checks_;
   std::vector<TrieNode> check_nodes_;
   std::vector<int32_t> check_tokens_;
+  std::vector<uint16_t> cond_passes_;
+  std::vector<int32_t> cond_tokens_;
   Stats stats_;
 };
 
@@ -110,6 +121,7 @@ class GrammarMatcher {
 
  private:
   void check_tails(uint32_t top, const CompiledGrammar::Check& c, uint32_t* mask);
+  void add_conditional(uint32_t top, const CompiledGrammar::Entry& e, uint32_t* mask);
 
   std::shared_ptr<const CompiledGrammar> g_;
   ParseStacks stacks_;
@@ -118,6 +130,7 @@ class GrammarMatcher {
   ParseStacks::Step next_;
   std::vector<ParseStacks::Step> levels_;  // check_tails's per-depth scratch
   std::vector<uint32_t> seen_entries_;
+  std::vector<uint32_t> scratch_;
 };
 
 // Sets the logits of the tokens `mask` (fill_mask's) leaves out to -inf.

@@ -15,6 +15,8 @@ equivalent Python regex. Skipped (77) without the jsonschema package or a
 vocabulary file.
 
   grammar_schemas.py --kiln build/tools/kiln [--vocab FILE.gguf] [--samples N]
+  grammar_schemas.py --dump DIR   (writes the schemas as DIR/NAME.json, for
+                                   `kiln grammar --schema DIR/twenty_properties.json --bench`)
 """
 import argparse
 import json
@@ -237,10 +239,19 @@ def sample(kiln, vocab, flag, path, n, seed):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--kiln")
+    ap.add_argument("--dump", help="write the schemas to this directory and stop")
     ap.add_argument("--vocab", default=default_vocab())
     ap.add_argument("--samples", type=int, default=40)
     a = ap.parse_args()
+    if a.dump:
+        os.makedirs(a.dump, exist_ok=True)
+        for name, schema in SCHEMAS.items():
+            with open(os.path.join(a.dump, name + ".json"), "w") as f:
+                json.dump(schema, f, indent=1)
+        return
+    if not a.kiln:
+        ap.error("--kiln is required")
     try:
         import jsonschema
     except ImportError:

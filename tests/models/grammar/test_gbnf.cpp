@@ -76,12 +76,19 @@ TEST_CASE("gbnf: llama.cpp's constructs match what they should") {
   }
 }
 
-TEST_CASE("gbnf: repetitions expand as llama.cpp's do") {
-  Grammar g = parse_gbnf("root ::= \"a\"{1,3}");
-  // a a-1 with a-1 ::= a a-2 | "", a-2 ::= a | "": three rules.
-  CHECK(g.rules.size() == 3);
-  CHECK(g.rules[g.root].alternatives.size() == 1);
-  CHECK(g.rules[g.root].alternatives[0].size() == 2);
+TEST_CASE("gbnf: bounded counts stay counted, other repetitions expand as llama.cpp's do") {
+  Grammar g = parse_gbnf("root ::= \"ab\"{1,300}");
+  REQUIRE(g.rules.size() == 2);  // root and the repeated item
+  REQUIRE(g.rules[g.root].alternatives[0].size() == 1);
+  const GrammarElement& e = g.rules[g.root].alternatives[0][0];
+  CHECK(e.kind == GrammarElement::Kind::repeat);
+  CHECK(e.min == 1);
+  CHECK(e.max == 300);
+  // x+ is x x-1 with x-1 ::= x x-1 | "".
+  Grammar plus = parse_gbnf("root ::= \"a\"+");
+  CHECK(plus.rules.size() == 2);
+  CHECK(plus.rules[plus.root].alternatives[0].size() == 2);
+  CHECK(plus.rules[1].alternatives.size() == 2);
 }
 
 TEST_CASE("gbnf: every error names its line and column") {
@@ -145,7 +152,7 @@ TEST_CASE("gbnf: every error names its line and column") {
 TEST_CASE("gbnf: hostile sizes are refused, not followed") {
   CHECK(error_of("root ::= " + std::string(300, '(') + "\"a\"" + std::string(300, ')'))
             .find("parentheses nested more than 256 deep") != std::string::npos);
-  CHECK(error_of("root ::= \"" + std::string(101, 'a') + "\"{2000}")
+  CHECK(error_of("root ::= \"" + std::string(101, 'a') + "\"{2000,}")
             .find("the grammar is too large") != std::string::npos);
   // Within the bounds, large is fine.
   CHECK_NOTHROW(parse_gbnf("root ::= " + std::string(200, '(') + "\"a\"" + std::string(200, ')')));

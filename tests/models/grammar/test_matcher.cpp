@@ -90,7 +90,7 @@ TEST_CASE("matcher: masks equal brute force on a synthetic vocabulary") {
     const nlohmann::json schema = {
         {"type", "object"},
         {"properties",
-         {{"name", {{"type", "string"}, {"maxLength", 3}}},
+         {{"name", {{"type", "string"}, {"minLength", 2}, {"maxLength", 9}}},
           {"id", {{"type", "integer"}, {"minimum", -20}, {"maximum", 345}}},
           {"tags", {{"type", "array"}, {"items", {{"enum", {"foo", "bar", "a\"b"}}}}}},
           {"ok", {{"type", "boolean"}}},
@@ -101,6 +101,18 @@ TEST_CASE("matcher: masks equal brute force on a synthetic vocabulary") {
   SECTION("arithmetic") { check_walks(compile_gbnf(kArithmetic, v), 12, 40, 3); }
   SECTION("an ambiguous grammar") { check_walks(compile_gbnf(kAmbiguous, v), 12, 30, 4); }
   SECTION("Unicode classes") { check_walks(compile_gbnf(kUnicode, v), 12, 30, 5); }
+  SECTION("counted repetitions") {
+    // Near both bounds, with bodies of several lengths, ambiguous ones,
+    // nested counts, and a body that may be empty (unrolled instead).
+    for (const char* g :
+         {"root ::= \"\\\"\" [a-z ]{3,12} \"\\\"\" [0-9]{0,4}",
+          "root ::= ([a-c] | \"ab\" | \"b\"){2,7} \"z\"", "root ::= (\"(\" [a-z]{1,3} \")\"){2,4}",
+          "root ::= x{1,3}\nx ::= [a-z]{2} \",\"", "root ::= (\"a\"?){2,3} \"b\"",
+          "root ::= [^\"]{5,9} \"\\\"\"",
+          // A rule ending where a repeat starts: that entry is not a pass.
+          "root ::= \"[\" x (\",\" x){1,3} \"]\"\nx ::= \"{\" [a-c]? \"}\""})
+      check_walks(compile_gbnf(g, v), 12, 40, 8);
+  }
 }
 
 TEST_CASE("matcher: masks equal brute force on a real vocabulary") {
@@ -122,6 +134,13 @@ TEST_CASE("matcher: masks equal brute force on a real vocabulary") {
       {"required", {"text", "n", "list"}}};
   check_walks(compile_gbnf(json_schema_to_gbnf(schema), v), 2, 8, 6);
   check_walks(compile_gbnf(json_object_gbnf(), v), 2, 8, 7);
+  // Counted repetitions, where multi-character tokens use up the count.
+  check_walks(compile_gbnf("root ::= [a-c]{2,4} (\"x\" | \"yz\")?", v), 4, 6, 8);
+  const nlohmann::json lengths = {
+      {"type", "array"},
+      {"items", {{"type", "string"}, {"minLength", 3}, {"maxLength", 7}}},
+      {"maxItems", 3}};
+  check_walks(compile_gbnf(json_schema_to_gbnf(lengths), v), 2, 10, 9);
 }
 
 TEST_CASE("matcher: characters split across tokens") {
