@@ -4,7 +4,6 @@
 #include <array>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <thread>
@@ -64,7 +63,7 @@ class MaskCacheBuilder {
   enum : uint8_t {
     kTops = 1,     // a certain stack is alive
     kEscapes = 2,  // a rule with many returns ended on the bottom marker here
-    kAlive = 4,    // a token ending here is accepted: tops, escapes, or the end of the input
+    kAlive = 4,    // a token ending here is accepted (for some repeat counts: passes_)
     // A speculative stack (or end) that has taken a byte since its escape
     // is alive: some context may take the token's tail. (Speculation begun
     // by this very byte says nothing about tails that started earlier.)
@@ -242,12 +241,14 @@ class MaskCacheBuilder {
     }
     std::sort(tails.begin(), tails.end(), [](const Tail& a, const Tail& b) {
       if (a.depth != b.depth) return a.depth < b.depth;
+      if (a.add != b.add) return a.add < b.add;
       if (a.bytes != b.bytes) return a.bytes < b.bytes;
       return a.token < b.token;
     });
     tails.erase(std::unique(tails.begin(), tails.end(),
                             [](const Tail& a, const Tail& b) {
-                              return a.depth == b.depth && a.bytes == b.bytes && a.token == b.token;
+                              return a.depth == b.depth && a.add == b.add && a.bytes == b.bytes &&
+                                     a.token == b.token;
                             }),
                 tails.end());
     c.uncertain += tails.size();
