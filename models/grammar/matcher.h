@@ -11,16 +11,17 @@
 // grammar position with the stack below left unknown and sorts each token:
 // accepted whatever is below (it ends inside the rules the position
 // statically belongs to), rejected whatever is below, or uncertain (it runs
-// past the end of a rule that can return to several places; FOLLOW sets
-// drop the tails no context could take). Statically known returns are
-// followed during the walk (models/grammar/byte_grammar.h copies small
-// shared rules to make them so), which keeps the uncertain sets to tokens
-// such as `",` that close a string and go on. At run time fill_mask ORs the
-// cached sets of the current stacks' tops and checks only the uncertain
-// tokens' remaining bytes against the real stacks, as a small trie. Within
-// a counted repetition (a string's maxLength) the walk keeps the count
-// symbolic and files each token under the passes it needs; the real count
-// in the stack then selects them, so x{0,1000} costs one walk, not 1000.
+// past the end of a rule that can return to several places, and a
+// speculative walk through all of those places does not rule it out).
+// Statically known returns are followed during the walk
+// (models/grammar/byte_grammar.h copies small shared rules to make them
+// so), which keeps the uncertain sets to tokens such as `",` that close a
+// string and go on. At run time fill_mask ORs the cached sets of the
+// current stacks' tops and checks only the uncertain tokens' remaining
+// bytes against the real stacks, as a small trie. Within a counted
+// repetition (a string's maxLength) the walk keeps the count symbolic and
+// files each token under the passes it needs; the real count in the stack
+// then selects them, so x{0,1000} costs one walk, not a thousand.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +95,8 @@ class CompiledGrammar {
 
 // One sequence's parse. Copies are independent (fork() for n > 1 choices);
 // a matcher is used by one thread at a time, many may share a grammar.
+// fill_mask, accept and accept_bytes throw kiln::Error only for a grammar
+// so ambiguous that over ParseStacks::kMaxStacks parses stay alive at once.
 class GrammarMatcher {
  public:
   explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> g);

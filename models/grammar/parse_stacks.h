@@ -3,8 +3,9 @@
 //
 // A stack is a chain of frames, each a position in the grammar; the top
 // frame is always at a byte set, the ones below at the positions to return
-// to. Frames are hash-consed into a pool (a frame is its position and its
-// parent's id), so equal stacks are equal ids: a set of stacks is a list of
+// to. Frames are hash-consed into a pool (a frame is its position, its
+// parent's id and, at a counted repeat, its count), so equal stacks are
+// equal ids: a set of stacks is a list of
 // top ids with no duplicates, advancing a stack allocates only its new top
 // frames, and the sets that ambiguous grammars build stay small. A
 // reference in the last slot of an alternative pushes no return frame (the
@@ -18,7 +19,9 @@
 // carries on there; when the rule could return to several places, the step
 // records an escape (the depth in frames, the rule) for the run-time check
 // and carries on speculatively at all of those places at once: a token no
-// speculative frame survives is rejected whatever the real stack holds.
+// speculative frame survives is rejected whatever the real stack holds. The
+// first counted repeat on the way down keeps a symbolic count, so a walk
+// through a string's maxLength loop is one walk for every count.
 #pragma once
 
 #include <cstdint>
@@ -54,8 +57,9 @@ class ParseStacks {
   struct Node {
     uint32_t pos, parent, count;
   };
-  // The real stack `depth` frames down (then `add` more passes if it is the
-  // symbolic repeat frame) must take the rest of the token.
+  // The real stack with its top `depth` frames popped (and `add` passes
+  // added to the count of the repeat frame then on top) must take the rest
+  // of the token.
   struct Escape {
     uint32_t depth, rule, add;
     bool operator==(const Escape&) const = default;
