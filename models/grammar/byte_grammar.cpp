@@ -113,9 +113,10 @@ ByteGrammar ByteGrammar::lower(const Grammar& g) {
   // saw: a class of surrogates alone has no encoding).
   std::vector<char> productive(n, 0);
   auto alt_productive = [&](const GrammarSequence& seq) {
-    for (const GrammarElement& e : seq)
-      if (e.kind == GrammarElement::Kind::rule ? !productive[e.rule] : !encodable(e.chars))
-        return false;
+    for (const GrammarElement& e : seq) {
+      if (e.kind == GrammarElement::Kind::repeat && e.min == 0) continue;
+      if (e.refers() ? !productive[e.rule] : !encodable(e.chars)) return false;
+    }
     return true;
   };
   for (bool changed = true; changed;) {
@@ -127,6 +128,19 @@ ByteGrammar ByteGrammar::lower(const Grammar& g) {
   }
   if (!productive[g.root])
     throw Error("grammar matches no string (no alternative of 'root' can finish)");
+  // Which rules match the empty string: a repetition of one is unrolled.
+  std::vector<char> nullable(n, 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < n; ++i)
+      for (const GrammarSequence& seq : g.rules[i].alternatives) {
+        bool all = true;
+        for (const GrammarElement& e : seq)
+          all &= e.refers() &&
+                 ((e.kind == GrammarElement::Kind::repeat && e.min == 0) || nullable[e.rule]);
+        if (all && !nullable[i]) nullable[i] = changed = true;
+      }
+  }
 
   ByteGrammar b;
   std::map<ByteSet, uint32_t, bool (*)(const ByteSet&, const ByteSet&)> set_ids(
@@ -147,6 +161,11 @@ ByteGrammar ByteGrammar::lower(const Grammar& g) {
     uint32_t rule;
     std::vector<std::vector<ByteSet>> alts;  // a helper rule's alternatives
   };
+  struct Optional {  // rule ::= body next | ""  (next: the rule after it, if `more`)
+    uint32_t rule, body;
+    bool more;
+  };
+  std::vector<Optional> optional;
   for (size_t next = 0; next < order.size(); ++next) {
     const GrammarRule& r = g.rules[order[next]];
     const uint32_t self = id[order[next]];
@@ -155,13 +174,30 @@ ByteGrammar ByteGrammar::lower(const Grammar& g) {
       if (!alt_productive(seq)) continue;
       b.rules[self].alternatives.push_back(static_cast<uint32_t>(b.elements.size()));
       for (const GrammarElement& e : seq) {
-        if (e.kind == GrammarElement::Kind::rule) {
+        if (e.refers()) {
+          if (e.kind == GrammarElement::Kind::repeat && e.max == 0) continue;  // x{0,0}
+          if (!productive[e.rule]) continue;  // a repetition that can only be taken no times
           if (id[e.rule] == kGrammarEnd) {
             id[e.rule] = static_cast<uint32_t>(b.rules.size());
             b.rules.push_back({g.rules[e.rule].name, {}});
             order.push_back(e.rule);
           }
-          b.elements.push_back({Kind::rule, id[e.rule]});
+          if (e.kind == GrammarElement::Kind::rule) {
+            b.elements.push_back({Kind::rule, id[e.rule]});
+          } else if (!nullable[e.rule]) {
+            b.elements.push_back({Kind::repeat, static_cast<uint32_t>(b.repeats.size())});
+            b.repeats.push_back({id[e.rule], e.min, e.max});
+          } else {
+            // Unrolled: min references, then max - min nested optional ones.
+            for (uint32_t k = 0; k < e.min; ++k) b.elements.push_back({Kind::rule, id[e.rule]});
+            if (e.max > e.min)
+              b.elements.push_back({Kind::rule, static_cast<uint32_t>(b.rules.size())});
+            for (uint32_t k = e.min; k < e.max; ++k) {
+              const uint32_t opt = static_cast<uint32_t>(b.rules.size());
+              optional.push_back({opt, id[e.rule], k + 1 < e.max});
+              b.rules.push_back({r.name + "~opt", {}});
+            }
+          }
           continue;
         }
         std::vector<std::vector<ByteSet>> alts = utf8_alternatives(e.chars);
@@ -183,6 +219,15 @@ ByteGrammar ByteGrammar::lower(const Grammar& g) {
         b.elements.push_back({Kind::end, h.rule});
       }
     }
+    for (const Optional& o : optional) {
+      b.rules[o.rule].alternatives.push_back(static_cast<uint32_t>(b.elements.size()));
+      b.elements.push_back({Kind::rule, o.body});
+      if (o.more) b.elements.push_back({Kind::rule, o.rule + 1});
+      b.elements.push_back({Kind::end, o.rule});
+      b.rules[o.rule].alternatives.push_back(static_cast<uint32_t>(b.elements.size()));
+      b.elements.push_back({Kind::end, o.rule});
+    }
+    optional.clear();
     if (b.elements.size() > kMaxElements)
       throw Error("grammar is too large for the matcher (over " + std::to_string(kMaxElements) +
                   " byte positions)");
@@ -201,7 +246,7 @@ void ByteGrammar::clone_shared_rules() {
   for (uint32_t r = 0; r < n; ++r)
     for (uint32_t p : rules[r].alternatives)
       for (; elements[p].kind != Kind::end; ++p)
-        if (elements[p].kind == Kind::rule) refs[r].push_back(elements[p].arg);
+        if (refers(p)) refs[r].push_back(target(p));
   std::vector<int> index(n, -1), low(n, 0);
   std::vector<char> on_stack(n, 0), recursive(n, 0);
   std::vector<uint32_t> stack;
@@ -290,7 +335,7 @@ void ByteGrammar::clone_shared_rules() {
   }
   std::vector<std::vector<uint32_t>> sites(n);  // positions referencing each rule
   for (uint32_t p = 0; p < elements.size(); ++p)
-    if (elements[p].kind == Kind::rule) sites[elements[p].arg].push_back(p);
+    if (refers(p)) sites[target(p)].push_back(p);
   const size_t budget = elements.size() * 4 + 200000;
   for (auto it = post.rbegin(); it != post.rend(); ++it) {
     const uint32_t r = *it;
@@ -304,12 +349,18 @@ void ByteGrammar::clone_shared_rules() {
         rules[copy].alternatives.push_back(static_cast<uint32_t>(elements.size()));
         for (; elements[p].kind != Kind::end; ++p) {
           Element e = elements[p];
-          if (e.kind == Kind::rule) sites[e.arg].push_back(static_cast<uint32_t>(elements.size()));
+          if (e.kind == Kind::repeat) {  // its own count bounds, redirected on their own
+            repeats.push_back(repeats[e.arg]);
+            e.arg = static_cast<uint32_t>(repeats.size()) - 1;
+          }
           elements.push_back(e);
+          if (refers(static_cast<uint32_t>(elements.size()) - 1))
+            sites[target(static_cast<uint32_t>(elements.size()) - 1)].push_back(
+                static_cast<uint32_t>(elements.size()) - 1);
         }
         elements.push_back({Kind::end, copy});
       }
-      elements[sites[r][k]].arg = copy;
+      target_ref(sites[r][k]) = copy;
     }
     sites[r].resize(1);
   }
@@ -343,8 +394,11 @@ void ByteGrammar::analyze() {
   };
   add(root, kGrammarEnd);
   for (uint32_t p = 0; p < elements.size(); ++p) {
-    if (elements[p].kind != Kind::rule) continue;
-    if (elements[p + 1].kind == Kind::end)
+    if (elements[p].kind == Kind::repeat)
+      add(target(p), p | kPass);
+    else if (elements[p].kind != Kind::rule)
+      continue;
+    else if (elements[p + 1].kind == Kind::end)
       tail_callers[elements[p].arg].push_back(rule_of[p]);
     else
       add(elements[p].arg, p + 1);
@@ -366,12 +420,19 @@ void ByteGrammar::analyze() {
   // Shortest completions: of each rule (Bellman-Ford style; every rule
   // left is productive, so all are finite), then of each alternative's rest.
   constexpr uint32_t kInf = 0xFFFFFFFF;
-  std::vector<uint32_t> min_len(n, kInf);
+  min_len.assign(n, kInf);
+  auto element_len = [&](uint32_t p) -> uint64_t {
+    const Element& e = elements[p];
+    if (e.kind == Kind::bytes) return 1;
+    const uint32_t l = min_len[target(p)];
+    if (e.kind == Kind::rule || l == kInf) return l;
+    return uint64_t{repeats[e.arg].min} * l;
+  };
   auto rest_len = [&](uint32_t p) {
     uint64_t len = 0;
     for (; elements[p].kind != Kind::end; ++p) {
-      const uint32_t l = elements[p].kind == Kind::bytes ? 1 : min_len[elements[p].arg];
-      if (l == kInf) return kInf;
+      const uint64_t l = element_len(p);
+      if (l >= kInf) return kInf;
       len += l;
     }
     return static_cast<uint32_t>(std::min<uint64_t>(len, kInf - 1));
@@ -386,10 +447,9 @@ void ByteGrammar::analyze() {
   }
   min_rest.assign(elements.size(), 0);
   for (uint32_t p = static_cast<uint32_t>(elements.size()); p-- > 0;) {
-    const Element& e = elements[p];
-    if (e.kind == Kind::end) continue;
-    const uint64_t here = e.kind == Kind::bytes ? 1 : min_len[e.arg];
-    min_rest[p] = static_cast<uint32_t>(std::min<uint64_t>(here + min_rest[p + 1], kInf - 1));
+    if (elements[p].kind == Kind::end) continue;
+    min_rest[p] =
+        static_cast<uint32_t>(std::min<uint64_t>(element_len(p) + min_rest[p + 1], kInf - 1));
   }
 }
 

@@ -210,12 +210,36 @@ class Parser {
   }
 
   // x{min,max} (max == UINT64_MAX: no upper bound) of the last item of
-  // `seq`, which starts at `last`. As llama.cpp: x{2,4} becomes x x x_a with
-  // x_a ::= x x_b | and x_b ::= x |; x{1,} becomes x x_c with x_c ::= x x_c |.
+  // `seq`, which starts at `last`. Counts of two or more stay one counted
+  // element (x{m,} is x{m} x*); the rest expand as llama.cpp's do: x?
+  // becomes x_a with x_a ::= x |, x+ becomes x x_c with x_c ::= x x_c |.
   void repeat(const std::string& rule, GrammarSequence& seq, size_t last, uint64_t min,
               uint64_t max, size_t at) {
-    if (last == seq.size()) fail(at, "expected an item before the repetition " + found());
+    if (last == seq.size()) fail(at, "expected an item before '" + std::string(1, src_[at]) + "'");
     GrammarSequence item(seq.begin() + static_cast<ptrdiff_t>(last), seq.end());
+    if (min >= 2 || (max != UINT64_MAX && max >= 2)) {
+      seq.resize(last);
+      uint32_t body;
+      if (item.size() == 1 && item[0].kind == GrammarElement::Kind::rule) {
+        body = item[0].rule;
+      } else {
+        body = new_rule(rule);
+        g_.rules[body].alternatives = {std::move(item)};
+      }
+      const uint32_t lo = static_cast<uint32_t>(min);
+      if (max != UINT64_MAX) {
+        seq.push_back(GrammarElement::repeat(body, lo, static_cast<uint32_t>(max)));
+        count(1);
+        return;
+      }
+      // x{m,} is x{m} then x*.
+      const uint32_t loop = new_rule(rule);
+      g_.rules[loop].alternatives = {{GrammarElement::ref(body), GrammarElement::ref(loop)}, {}};
+      seq.push_back(GrammarElement::repeat(body, lo, lo));
+      seq.push_back(GrammarElement::ref(loop));
+      count(4);
+      return;
+    }
     if (min == 0) seq.resize(last);
     const uint64_t copies = min == 0 ? 0 : min - 1;
     const uint64_t optional = max == UINT64_MAX ? 1 : max - min;

@@ -7,8 +7,9 @@
 // character classes (`[a-z]`, `[^...]`) with the escapes \n \r \t \\ \" \[
 // \] \- \xHH \uHHHH \UHHHHHHHH; `.` for any character; `#` comments; `root`
 // is the start. A newline ends a rule unless it follows `::=` or `|` or lies
-// inside parentheses. Repetitions expand into helper rules as llama.cpp
-// expands them. Where llama.cpp would accept something that can only be a
+// inside parentheses. Repetition counts of two or more stay counted
+// (GrammarElement::repeat); `?`, `*`, `+` expand into helper rules as
+// llama.cpp expands them. Where llama.cpp would accept something that can only be a
 // mistake, Kiln refuses it with a message instead: a rule defined twice, an
 // empty or reversed class range, a repetition count above 2000 (llama.cpp
 // silently drops such an upper bound), and token references (`<[id]>`,

@@ -115,6 +115,10 @@ std::string Grammar::to_gbnf() const {
         } else if (seq[i].kind == GrammarElement::Kind::chars) {
           const std::vector<CodepointRange>& chars = seq[i++].chars;
           out += chars.empty() ? std::string("[^\\x00-\\U0010FFFF]") : gbnf_class(chars);
+        } else if (seq[i].kind == GrammarElement::Kind::repeat) {
+          out += names[seq[i].rule] + "{" + std::to_string(seq[i].min) + "," +
+                 std::to_string(seq[i].max) + "}";
+          ++i;
         } else {
           out += names[seq[i++].rule];
         }
@@ -133,7 +137,7 @@ void Grammar::check() const {
   for (const GrammarRule& r : rules)
     for (const GrammarSequence& seq : r.alternatives)
       for (const GrammarElement& e : seq)
-        if (e.kind == GrammarElement::Kind::rule && e.rule >= rules.size())
+        if (e.refers() && e.rule >= rules.size())
           throw Error("grammar rule '" + r.name + "' refers to rule #" + std::to_string(e.rule) +
                       ", which does not exist");
   const size_t n = rules.size();
@@ -145,9 +149,9 @@ void Grammar::check() const {
       for (const GrammarSequence& seq : rules[i].alternatives) {
         bool all_nullable = true, all_productive = true;
         for (const GrammarElement& e : seq) {
-          const bool is_rule = e.kind == GrammarElement::Kind::rule;
-          all_nullable &= is_rule && nullable[e.rule];
-          all_productive &= is_rule ? productive[e.rule] != 0 : !e.chars.empty();
+          const bool optional = e.kind == GrammarElement::Kind::repeat && e.min == 0;
+          all_nullable &= e.refers() && (optional || nullable[e.rule]);
+          all_productive &= e.refers() ? optional || productive[e.rule] : !e.chars.empty();
         }
         if (all_nullable && !nullable[i]) nullable[i] = changed = true;
         if (all_productive && !productive[i]) productive[i] = changed = true;
@@ -161,9 +165,9 @@ void Grammar::check() const {
   for (size_t i = 0; i < n; ++i)
     for (const GrammarSequence& seq : rules[i].alternatives)
       for (const GrammarElement& e : seq) {
-        if (e.kind != GrammarElement::Kind::rule) break;
+        if (!e.refers()) break;
         first[i].push_back(e.rule);
-        if (!nullable[e.rule]) break;
+        if (!nullable[e.rule] && !(e.kind == GrammarElement::Kind::repeat && e.min == 0)) break;
       }
   // Reachable rules: left recursion anywhere the root can lead to is an error.
   std::vector<char> reachable(n, 0);
@@ -174,8 +178,7 @@ void Grammar::check() const {
     work.pop_back();
     for (const GrammarSequence& seq : rules[r].alternatives)
       for (const GrammarElement& e : seq)
-        if (e.kind == GrammarElement::Kind::rule && !reachable[e.rule])
-          reachable[e.rule] = 1, work.push_back(e.rule);
+        if (e.refers() && !reachable[e.rule]) reachable[e.rule] = 1, work.push_back(e.rule);
   }
   // Iterative depth-first search for a cycle of `first` edges (deep
   // grammars must not overflow the stack): an edge to a rule still on the

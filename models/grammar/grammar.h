@@ -5,9 +5,9 @@
 //
 // The form is GBNF's after its sugar is gone: a rule is a list of
 // alternatives, an alternative a sequence of elements, and an element either
-// one code point out of a set or a reference to a rule. Repetitions and
-// groups have become rules of their own (as llama.cpp rewrites them), so the
-// compiler and the matcher deal with two kinds of element only. check()
+// one code point out of a set, a reference to a rule, or a rule repeated a
+// bounded number of times. Groups and the other repetitions have become
+// rules of their own (as llama.cpp rewrites them). check()
 // refuses what the matcher cannot run: a missing root, left recursion, a
 // grammar that matches nothing.
 #pragma once
@@ -38,13 +38,21 @@ std::string gbnf_literal(std::string_view utf8);
 std::string gbnf_class(const std::vector<CodepointRange>& chars);
 
 struct GrammarElement {
-  enum class Kind : uint8_t { chars, rule };
+  // chars: one code point out of `chars`; rule: the rule `rule`; repeat:
+  // `rule` between `min` and `max` times (GBNF's x{m,n} with n bounded:
+  // counted by the matcher rather than unrolled into n rules).
+  enum class Kind : uint8_t { chars, rule, repeat };
   Kind kind = Kind::chars;
-  std::vector<CodepointRange> chars;  // chars: one code point in these (normalized) ranges
-  uint32_t rule = 0;                  // rule: the index of the rule referenced
+  std::vector<CodepointRange> chars;  // normalized
+  uint32_t rule = 0;
+  uint32_t min = 0, max = 0;
 
-  static GrammarElement codepoint(uint32_t cp) { return {Kind::chars, {{cp, cp}}, 0}; }
-  static GrammarElement ref(uint32_t rule) { return {Kind::rule, {}, rule}; }
+  static GrammarElement codepoint(uint32_t cp) { return {Kind::chars, {{cp, cp}}, 0, 0, 0}; }
+  static GrammarElement ref(uint32_t rule) { return {Kind::rule, {}, rule, 0, 0}; }
+  static GrammarElement repeat(uint32_t rule, uint32_t min, uint32_t max) {
+    return {Kind::repeat, {}, rule, min, max};
+  }
+  bool refers() const { return kind != Kind::chars; }  // to `rule`
   bool operator==(const GrammarElement&) const = default;
 };
 

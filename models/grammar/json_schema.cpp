@@ -24,6 +24,7 @@ constexpr uint64_t kMaxGenerated = 256;        // a larger maxItems / maxLength 
 constexpr uint64_t kMaxRequired = 2000;        // minItems / minLength above this are refused
 constexpr uint64_t kMaxInt = 999999999999999;  // 15 digits: exact in a double
 constexpr int kMaxNesting = 32;                // $ref / allOf resolved inside each other
+constexpr int kMaxDepth = 128;                 // schemas inside schemas
 
 // Shared rules, each with the rules it uses.
 struct Primitive {
@@ -648,6 +649,15 @@ class Converter {
   // ---- Values ----
 
   std::string value(const json& s, const std::string& path, const std::string& hint) {
+    // Schemas nest through properties, items and branches; each level is a
+    // native stack frame here.
+    struct Level {
+      int& depth;
+      explicit Level(int& d) : depth(++d) {}
+      ~Level() { --depth; }
+    } level(depth_);
+    if (depth_ > kMaxDepth)
+      fail(path, "the schema nests more than " + std::to_string(kMaxDepth) + " levels deep");
     if (s.is_boolean()) {
       if (s.get<bool>()) return need("value");
       fail(path, "the schema false accepts no value");
@@ -1066,6 +1076,7 @@ class Converter {
   std::set<std::string> names_ = {"root"};
   std::map<std::string, std::string> by_body_;
   std::map<std::string, std::string> refs_;
+  int depth_ = 0;
 };
 
 }  // namespace

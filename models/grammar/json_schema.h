@@ -15,9 +15,9 @@
 //     llama.cpp's converter orders them); extra keys are plain-character
 //     strings different from every listed name.
 //   - arrays: `items`, `prefixItems`, `minItems`, `maxItems` (a maximum
-//     above 256 generates at most 256, or minItems when larger).
+//     above 2000, GBNF's bound, generates at most 2000 items).
 //   - strings: `minLength`, `maxLength` (counted in code points; \u escapes
-//     of surrogates are never generated; maximum above 256 as for arrays),
+//     of surrogates are never generated; maximum above 2000 as for arrays),
 //     `pattern` (models/grammar/json_regex.h; not combined with lengths),
 //     `format` date, time, date-time (RFC 3339, real calendar days, leap
 //     years included) and uuid.

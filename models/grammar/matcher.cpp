@@ -4,7 +4,6 @@
 #include <array>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <thread>
@@ -23,6 +22,8 @@ struct MaskShard {
   std::vector<CompiledGrammar::Check> checks;
   std::vector<TrieNode> check_nodes;
   std::vector<int32_t> check_tokens;
+  std::vector<uint16_t> cond_passes;
+  std::vector<int32_t> cond_tokens;
   size_t uncertain = 0, accepted_bitsets = 0, walk_states = 0;
 };
 
@@ -37,6 +38,7 @@ class MaskCacheBuilder {
       : g_(g), v_(v), words_(words), out_(out), stacks_(&g) {
     states_.push_back({});  // 0: dead
     flags_.push_back(0);
+    passes_.push_back(kDead);
     trans_.assign(256, 0);
     const size_t depth = v.max_piece_length() + 2;
     st_.resize(depth);
@@ -54,52 +56,76 @@ class MaskCacheBuilder {
  private:
   struct State {
     std::vector<uint32_t> tops;  // sorted
+    std::vector<uint32_t> spec;  // the speculative ones
     std::vector<ParseStacks::Escape> escapes;
   };
   // Per state, in a flat array the walk reads at every trie node.
   enum : uint8_t {
     kTops = 1,     // a certain stack is alive
     kEscapes = 2,  // a rule with many returns ended on the bottom marker here
-    kAlive = 4,    // a token ending here is accepted: tops, escapes, or the end of the input
-    kSpec = 8,     // a speculative stack (or end) is alive: some context may go on
+    kAlive = 4,    // a token ending here is accepted (for some repeat counts: passes_)
+    // A speculative stack (or end) that has taken a byte since its escape
+    // is alive: some context may take the token's tail. (Speculation begun
+    // by this very byte says nothing about tails that started earlier.)
+    kSpec = 8,
   };
+  static constexpr uint16_t kDead = 0xFFFF;
   struct Pending {  // an escape on the current trie path: the token's tail from byte k is uncertain
-    uint32_t depth;
-    uint32_t k;
+    uint32_t depth, add, k;
   };
   struct Tail {
-    uint32_t depth;
+    uint32_t depth, add;
     std::string_view bytes;
     int32_t token;
   };
 
-  uint32_t intern_state(ParseStacks::Step& s) {
+  uint32_t intern_state(ParseStacks::Step& s, bool carried) {
     std::sort(s.tops.begin(), s.tops.end());
     key_.clear();
-    key_.push_back(s.accept | s.spec_accept << 1);
+    key_.push_back(symbolic_depth_);  // the same stacks mean other things for another depth
+    key_.push_back(s.accept | s.spec_accept << 1 | carried << 2);
     key_.push_back(static_cast<uint32_t>(s.escapes.size()));
-    for (const auto& e : s.escapes) key_.push_back(e.depth), key_.push_back(e.rule);
+    for (const auto& e : s.escapes)
+      key_.push_back(e.depth), key_.push_back(e.rule), key_.push_back(e.add);
     key_.insert(key_.end(), s.tops.begin(), s.tops.end());
     std::string k(reinterpret_cast<const char*>(key_.data()), key_.size() * sizeof(uint32_t));
     auto [it, inserted] = ids_.emplace(std::move(k), static_cast<uint32_t>(states_.size()));
     if (inserted) {
       // Bytes no top takes lead to the dead state (0) without a step.
+      // A token ending here is accepted when the symbolic repeat count X
+      // leaves room for the fewest passes some live parse relies on:
+      // X <= max - passes (0: whatever X is).
       ByteSet live;
-      bool certain = false, spec = s.spec_accept;
+      bool certain = false;
+      std::vector<uint32_t> spec;
+      uint32_t passes = s.accept ? 0 : kDead;
+      for (const ParseStacks::Escape& e : s.escapes) passes = std::min(passes, e.add);
       for (uint32_t top : s.tops) {
         const uint32_t pos = stacks_.node(top).pos;
         if (pos == ParseStacks::kAnyPos)
           for (uint64_t& w : live.bits) w = ~uint64_t{0};
         else
           live |= g_.byte_sets[g_.elements[pos].arg];
-        uint32_t id = top;
-        while (stacks_.node(id).parent < ParseStacks::kBottomBase) id = stacks_.node(id).parent;
-        (stacks_.node(id).parent == ParseStacks::kSpeculative ? spec : certain) = true;
+        uint32_t id = top, k = 0;
+        for (; stacks_.node(id).parent < ParseStacks::kBottomBase; id = stacks_.node(id).parent)
+          if (const uint32_t c = stacks_.node(id).count;
+              c >= ParseStacks::kSymbolic && c != ParseStacks::kAnyCount)
+            k = c - ParseStacks::kSymbolic;
+        if (const uint32_t c = stacks_.node(id).count;
+            c >= ParseStacks::kSymbolic && c != ParseStacks::kAnyCount)
+          k = c - ParseStacks::kSymbolic;
+        if (stacks_.node(id).parent == ParseStacks::kSpeculative) {
+          spec.push_back(top);
+        } else {
+          certain = true;
+          passes = std::min(passes, k);
+        }
       }
-      states_.push_back({s.tops, s.escapes});
-      flags_.push_back(static_cast<uint8_t>(
-          (certain ? kTops : 0) | (s.escapes.empty() ? 0 : kEscapes) |
-          (certain || s.accept || !s.escapes.empty() ? kAlive : 0) | (spec ? kSpec : 0)));
+      states_.push_back({s.tops, std::move(spec), s.escapes});
+      passes_.push_back(static_cast<uint16_t>(std::min<uint32_t>(passes, kDead)));
+      flags_.push_back(
+          static_cast<uint8_t>((certain ? kTops : 0) | (s.escapes.empty() ? 0 : kEscapes) |
+                               (passes != kDead ? kAlive : 0) | (carried ? kSpec : 0)));
       const size_t row = trans_.size();
       trans_.resize(row + 256);
       for (unsigned b = 0; b < 256; ++b)
@@ -111,10 +137,15 @@ class MaskCacheBuilder {
   uint32_t transition(uint32_t s, uint8_t b) {
     const uint32_t t = trans_[size_t{s} * 256 + b];
     if (t != kUnknown) return t;
+    bool carried = false;
+    if (!states_[s].spec.empty()) {
+      stacks_.advance(states_[s].spec, b, &step_);
+      carried = !step_.tops.empty() || step_.spec_accept;
+    }
     stacks_.advance(states_[s].tops, b, &step_);
     const uint32_t next =
         !step_.tops.empty() || step_.accept || step_.spec_accept || !step_.escapes.empty()
-            ? intern_state(step_)
+            ? intern_state(step_, carried)
             : 0;
     trans_[size_t{s} * 256 + b] = next;  // intern_state may have moved trans_
     return next;
@@ -122,17 +153,36 @@ class MaskCacheBuilder {
 
   CompiledGrammar::Entry build_entry(uint32_t p) {
     const std::vector<TrieNode>& nodes = v_.nodes();
+    // The first repeat frame on p's static chain (frame 1 is p's own) keeps
+    // a symbolic count: tokens that loop in it are sorted by how many
+    // passes they need, and the real count picks them at run time.
+    symbolic_depth_ = 0;
+    uint32_t symbolic_max = 0;
+    for (uint32_t depth = 1, pos = p; depth < 4096; ++depth) {
+      const uint32_t ret = g_.sole_return[g_.rule_of[pos]];
+      if (ret == ByteGrammar::kGrammarEnd || ret == ByteGrammar::kManyReturns) break;
+      if (ret & ByteGrammar::kPass) {
+        symbolic_depth_ = depth + 1;
+        symbolic_max = g_.repeats[g_.elements[ret & ~ByteGrammar::kPass].arg].max;
+        break;
+      }
+      pos = ret;
+    }
+    stacks_.set_symbolic_depth(symbolic_depth_);
     step_.clear();
     step_.tops.push_back(stacks_.intern(p, ParseStacks::kBottomBase + 1));
-    st_[0] = intern_state(step_);
+    st_[0] = intern_state(step_, false);
     accepted_.clear();
+    cond_.clear();
     tails_.clear();
     pend_.clear();
     pend_len_[0] = 0;
     for (unsigned b = 0; b < 256; ++b)
       if (root_[b] != kUnknown && trans_[size_t{st_[0]} * 256 + b] != 0)
         walk(root_[b], nodes[root_[b]].end);
-    return store(accepted_, tails_);
+    CompiledGrammar::Entry e = store(accepted_, tails_);
+    store_conditional(&e, symbolic_max);
+    return e;
   }
 
   // Classifies the tokens of trie nodes [begin, end), a subtree of the root.
@@ -146,21 +196,24 @@ class MaskCacheBuilder {
       if (pend_.size() != pend_len_[d - 1]) pend_.resize(pend_len_[d - 1]);
       if (flags_[from] & kEscapes)
         for (const ParseStacks::Escape& e : states_[from].escapes)
-          pend_.push_back({e.depth, d - 1});
+          pend_.push_back({e.depth, e.add, d - 1});
       pend_len_[d] = static_cast<uint32_t>(pend_.size());
       const uint32_t s = transition(from, nd.byte);
       st_[d] = s;
       const uint8_t f = flags_[s];
-      // Uncertain: no certain parse took the bytes, but past an escape some
-      // speculative one did.
-      const bool uncertain = !(f & kAlive) && (f & kSpec) && !pend_.empty();
-      if (f & kAlive) {
-        for (uint32_t t = nd.tokens_begin, e = v.tokens_end(i); t < e; ++t)
+      const uint16_t passes = passes_[s];
+      // Uncertain: no parse took the bytes for certain (or only for some
+      // repeat counts), but past an escape some speculative one did.
+      const bool uncertain = passes != 0 && (f & kSpec) && !pend_.empty();
+      for (uint32_t t = nd.tokens_begin, e = v.tokens_end(i); t < e; ++t) {
+        if (passes == 0) {
           accepted_.push_back(ids[t]);
-      } else if (uncertain) {
-        for (uint32_t t = nd.tokens_begin, e = v.tokens_end(i); t < e; ++t)
+          continue;
+        }
+        if (passes != kDead) cond_.push_back({passes, ids[t]});
+        if (uncertain)
           for (const Pending& r : pend_)
-            tails_.push_back({r.depth, v.piece(ids[t]).substr(r.k), ids[t]});
+            tails_.push_back({r.depth, r.add, v.piece(ids[t]).substr(r.k), ids[t]});
       }
       // Deeper tokens need a certain stack, an escape here, or a
       // speculative stack past an earlier escape.
@@ -188,12 +241,14 @@ class MaskCacheBuilder {
     }
     std::sort(tails.begin(), tails.end(), [](const Tail& a, const Tail& b) {
       if (a.depth != b.depth) return a.depth < b.depth;
+      if (a.add != b.add) return a.add < b.add;
       if (a.bytes != b.bytes) return a.bytes < b.bytes;
       return a.token < b.token;
     });
     tails.erase(std::unique(tails.begin(), tails.end(),
                             [](const Tail& a, const Tail& b) {
-                              return a.depth == b.depth && a.bytes == b.bytes && a.token == b.token;
+                              return a.depth == b.depth && a.add == b.add && a.bytes == b.bytes &&
+                                     a.token == b.token;
                             }),
                 tails.end());
     c.uncertain += tails.size();
@@ -201,15 +256,40 @@ class MaskCacheBuilder {
     for (size_t i = 0; i < tails.size();) {
       size_t j = i;
       entries_.clear();
-      for (; j < tails.size() && tails[j].depth == tails[i].depth; ++j)
+      for (; j < tails.size() && tails[j].depth == tails[i].depth && tails[j].add == tails[i].add;
+           ++j)
         entries_.push_back({tails[j].bytes, tails[j].token});
       const uint32_t begin = static_cast<uint32_t>(c.check_nodes.size());
       append_trie(entries_, &c.check_nodes, &c.check_tokens);
-      c.checks.push_back({tails[i].depth, begin, static_cast<uint32_t>(c.check_nodes.size())});
+      c.checks.push_back(
+          {tails[i].depth, tails[i].add, begin, static_cast<uint32_t>(c.check_nodes.size())});
       i = j;
     }
     e.checks_end = static_cast<uint32_t>(c.checks.size());
     return e;
+  }
+
+  // Tokens accepted for some counts of the symbolic repeat, fewest passes
+  // first, with a bitset of them all when that is smaller than a list.
+  void store_conditional(CompiledGrammar::Entry* e, uint32_t symbolic_max) {
+    MaskShard& c = *out_;
+    std::sort(cond_.begin(), cond_.end());
+    e->cond_begin = static_cast<uint32_t>(c.cond_tokens.size());
+    for (const auto& [passes, token] : cond_) {
+      c.cond_passes.push_back(passes);
+      c.cond_tokens.push_back(token);
+    }
+    e->cond_end = static_cast<uint32_t>(c.cond_tokens.size());
+    e->symbolic_pops = symbolic_depth_ ? symbolic_depth_ - 1 : 0;
+    e->symbolic_max = symbolic_max;
+    e->cond_bitset = CompiledGrammar::kNone;
+    if (cond_.size() * 32 > static_cast<size_t>(v_.size())) {
+      e->cond_bitset = static_cast<uint32_t>(c.bitsets.size() / words_);
+      c.bitsets.resize(c.bitsets.size() + words_, 0);
+      uint32_t* words = c.bitsets.data() + size_t{e->cond_bitset} * words_;
+      for (const auto& [passes, t] : cond_) words[t >> 5] |= 1u << (t & 31);
+      ++c.accepted_bitsets;
+    }
   }
 
   static constexpr uint32_t kUnknown = 0xFFFFFFFF;
@@ -222,6 +302,9 @@ class MaskCacheBuilder {
   ParseStacks::Step step_;
   std::vector<State> states_;
   std::vector<uint8_t> flags_;
+  std::vector<uint16_t> passes_;  // per state: kDead, or the passes a token ending here needs
+  uint32_t symbolic_depth_ = 0;
+  std::vector<std::pair<uint16_t, int32_t>> cond_;
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<uint32_t> trans_;
   std::vector<uint32_t> key_;
@@ -278,10 +361,14 @@ void CompiledGrammar::build_masks() {
     const uint32_t checks = static_cast<uint32_t>(checks_.size());
     const uint32_t nodes = static_cast<uint32_t>(check_nodes_.size());
     const uint32_t tokens = static_cast<uint32_t>(check_tokens_.size());
+    const uint32_t conds = static_cast<uint32_t>(cond_tokens_.size());
     for (auto [p, e] : s.entries) {
       e.list_begin += lists;
       e.list_end += lists;
       if (e.bitset != kNone) e.bitset += bitsets;
+      if (e.cond_bitset != kNone) e.cond_bitset += bitsets;
+      e.cond_begin += conds;
+      e.cond_end += conds;
       e.checks_begin += checks;
       e.checks_end += checks;
       entry_of_[p] = static_cast<uint32_t>(entries_.size());
@@ -289,7 +376,9 @@ void CompiledGrammar::build_masks() {
     }
     lists_.insert(lists_.end(), s.lists.begin(), s.lists.end());
     bitsets_.insert(bitsets_.end(), s.bitsets.begin(), s.bitsets.end());
-    for (Check c : s.checks) checks_.push_back({c.depth, c.begin + nodes, c.end + nodes});
+    for (Check c : s.checks) checks_.push_back({c.depth, c.add, c.begin + nodes, c.end + nodes});
+    cond_passes_.insert(cond_passes_.end(), s.cond_passes.begin(), s.cond_passes.end());
+    cond_tokens_.insert(cond_tokens_.end(), s.cond_tokens.begin(), s.cond_tokens.end());
     for (TrieNode n : s.check_nodes) {
       n.end += nodes;
       n.tokens_begin += tokens;
@@ -338,10 +427,40 @@ void GrammarMatcher::fill_mask(std::vector<uint32_t>* mask) {
         }
       }
     }
+    if (e.cond_begin != e.cond_end) add_conditional(top, e, m);
     for (uint32_t k = e.checks_begin; k < e.checks_end; ++k) check_tails(top, c.checks_[k], m);
   }
   if (accept_)
     for (int32_t t : c.vocab_->end_tokens()) m[t >> 5] |= 1u << (t & 31);
+}
+
+// The tokens of an entry that loop in a counted repeat: those needing no
+// more passes than the real count leaves. Set one by one, or, when most
+// fit, as the entry's bitset of them all less the rest (in scratch, as
+// other stacks' tokens must stay).
+void GrammarMatcher::add_conditional(uint32_t top, const CompiledGrammar::Entry& e,
+                                     uint32_t* mask) {
+  const CompiledGrammar& c = *g_;
+  const uint32_t count = stacks_.node(stacks_.pop(top, e.symbolic_pops)).count;
+  const uint32_t room = e.symbolic_max > count ? e.symbolic_max - count : 0;
+  const uint16_t* passes = c.cond_passes_.data();
+  const uint32_t fit = static_cast<uint32_t>(
+      std::upper_bound(passes + e.cond_begin, passes + e.cond_end, room) - passes);
+  if (e.cond_bitset != CompiledGrammar::kNone &&
+      (fit - e.cond_begin) * 2 > e.cond_end - e.cond_begin) {
+    const uint32_t* all = c.bitsets_.data() + size_t{e.cond_bitset} * c.words_;
+    scratch_.assign(all, all + c.words_);
+    for (uint32_t i = fit; i < e.cond_end; ++i) {
+      const int32_t t = c.cond_tokens_[i];
+      scratch_[t >> 5] &= ~(1u << (t & 31));
+    }
+    for (size_t w = 0; w < c.words_; ++w) mask[w] |= scratch_[w];
+    return;
+  }
+  for (uint32_t i = e.cond_begin; i < fit; ++i) {
+    const int32_t t = c.cond_tokens_[i];
+    mask[t >> 5] |= 1u << (t & 31);
+  }
 }
 
 // The uncertain tokens of one check: their tails must continue the real
@@ -350,8 +469,12 @@ void GrammarMatcher::fill_mask(std::vector<uint32_t>* mask) {
 void GrammarMatcher::check_tails(uint32_t top, const CompiledGrammar::Check& check,
                                  uint32_t* mask) {
   const CompiledGrammar& c = *g_;
-  const uint32_t below = stacks_.pop(top, check.depth);
+  uint32_t below = stacks_.pop(top, check.depth);
   if (below == ParseStacks::kNoParent) return;  // the input ends there: no tail fits
+  if (check.add) {                              // a repeat frame, `add` passes further on
+    const ParseStacks::Node n = stacks_.node(below);
+    below = stacks_.intern(n.pos, n.parent, n.count + check.add);
+  }
   stacks_.expand(below, &levels_[0]);
   for (uint32_t i = check.begin; i < check.end;) {
     const TrieNode& nd = c.check_nodes_[i];
@@ -384,8 +507,16 @@ size_t GrammarMatcher::min_bytes_to_end() const {
   size_t best = SIZE_MAX;
   for (uint32_t top : tops_) {
     size_t len = 0;
-    for (uint32_t id = top; id != ParseStacks::kNoParent; id = stacks_.node(id).parent)
-      len += g.min_rest[stacks_.node(id).pos];
+    for (uint32_t id = top; id != ParseStacks::kNoParent; id = stacks_.node(id).parent) {
+      const ParseStacks::Node& n = stacks_.node(id);
+      if (g.elements[n.pos].kind == ByteGrammar::Kind::repeat) {  // the passes still needed
+        const ByteGrammar::Repeat& r = g.repeats[g.elements[n.pos].arg];
+        len += size_t{r.min > n.count ? r.min - n.count : 0} * g.min_len[r.rule] +
+               g.min_rest[n.pos + 1];
+      } else {
+        len += g.min_rest[n.pos];
+      }
+    }
     best = std::min(best, len);
   }
   return best;

@@ -11,13 +11,17 @@
 // grammar position with the stack below left unknown and sorts each token:
 // accepted whatever is below (it ends inside the rules the position
 // statically belongs to), rejected whatever is below, or uncertain (it runs
-// past the end of a rule that can return to several places; FOLLOW sets
-// drop the tails no context could take). Statically known returns are
-// followed during the walk (models/grammar/byte_grammar.h copies small
-// shared rules to make them so), which keeps the uncertain sets to tokens
-// such as `",` that close a string and go on. At run time fill_mask ORs the
-// cached sets of the current stacks' tops and checks only the uncertain
-// tokens' remaining bytes against the real stacks, as a small trie.
+// past the end of a rule that can return to several places, and a
+// speculative walk through all of those places does not rule it out).
+// Statically known returns are followed during the walk
+// (models/grammar/byte_grammar.h copies small shared rules to make them
+// so), which keeps the uncertain sets to tokens such as `",` that close a
+// string and go on. At run time fill_mask ORs the cached sets of the
+// current stacks' tops and checks only the uncertain tokens' remaining
+// bytes against the real stacks, as a small trie. Within a counted
+// repetition (a string's maxLength) the walk keeps the count symbolic and
+// files each token under the passes it needs; the real count in the stack
+// then selects them, so x{0,1000} costs one walk, not a thousand.
 #pragma once
 
 #include <cstdint>
@@ -56,12 +60,18 @@ class CompiledGrammar {
   friend struct MaskShard;
   struct Check {          // uncertain tokens of a position: a trie of their tails
     uint32_t depth;       // frames the real stack pops before the tails apply
+    uint32_t add;         // passes added to that frame's count (a counted repeat)
     uint32_t begin, end;  // nodes in check_nodes_
   };
   struct Entry {
     uint32_t bitset;                    // index into bitsets_ (words_ words each), or kNone
     uint32_t list_begin, list_end;      // else accepted tokens in lists_
     uint32_t checks_begin, checks_end;  // into checks_
+    // Tokens accepted when the counted repeat `symbolic_pops` frames below
+    // leaves room for their passes: cond_tokens_[cond_begin, cond_end),
+    // fewest passes (cond_passes_) first; cond_bitset holds them all.
+    uint32_t cond_begin, cond_end, cond_bitset;
+    uint32_t symbolic_pops, symbolic_max;
   };
   static constexpr uint32_t kNone = 0xFFFFFFFF;
 
@@ -78,11 +88,15 @@ class CompiledGrammar {
   std::vector<Check> checks_;
   std::vector<TrieNode> check_nodes_;
   std::vector<int32_t> check_tokens_;
+  std::vector<uint16_t> cond_passes_;
+  std::vector<int32_t> cond_tokens_;
   Stats stats_;
 };
 
 // One sequence's parse. Copies are independent (fork() for n > 1 choices);
 // a matcher is used by one thread at a time, many may share a grammar.
+// fill_mask, accept and accept_bytes throw kiln::Error only for a grammar
+// so ambiguous that over ParseStacks::kMaxStacks parses stay alive at once.
 class GrammarMatcher {
  public:
   explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> g);
@@ -110,6 +124,7 @@ class GrammarMatcher {
 
  private:
   void check_tails(uint32_t top, const CompiledGrammar::Check& c, uint32_t* mask);
+  void add_conditional(uint32_t top, const CompiledGrammar::Entry& e, uint32_t* mask);
 
   std::shared_ptr<const CompiledGrammar> g_;
   ParseStacks stacks_;
@@ -118,6 +133,7 @@ class GrammarMatcher {
   ParseStacks::Step next_;
   std::vector<ParseStacks::Step> levels_;  // check_tails's per-depth scratch
   std::vector<uint32_t> seen_entries_;
+  std::vector<uint32_t> scratch_;
 };
 
 // Sets the logits of the tokens `mask` (fill_mask's) leaves out to -inf.

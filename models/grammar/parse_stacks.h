@@ -3,8 +3,9 @@
 //
 // A stack is a chain of frames, each a position in the grammar; the top
 // frame is always at a byte set, the ones below at the positions to return
-// to. Frames are hash-consed into a pool (a frame is its position and its
-// parent's id), so equal stacks are equal ids: a set of stacks is a list of
+// to. Frames are hash-consed into a pool (a frame is its position, its
+// parent's id and, at a counted repeat, its count), so equal stacks are
+// equal ids: a set of stacks is a list of
 // top ids with no duplicates, advancing a stack allocates only its new top
 // frames, and the sets that ambiguous grammars build stay small. A
 // reference in the last slot of an alternative pushes no return frame (the
@@ -18,7 +19,9 @@
 // carries on there; when the rule could return to several places, the step
 // records an escape (the depth in frames, the rule) for the run-time check
 // and carries on speculatively at all of those places at once: a token no
-// speculative frame survives is rejected whatever the real stack holds.
+// speculative frame survives is rejected whatever the real stack holds. The
+// first counted repeat on the way down keeps a symbolic count, so a walk
+// through a string's maxLength loop is one walk for every count.
 #pragma once
 
 #include <cstdint>
@@ -43,14 +46,26 @@ class ParseStacks {
   // Ambiguity that grows the stack set past this is refused rather than slow.
   static constexpr size_t kMaxStacks = 1 << 14;
 
+  // A frame at a repeat element counts the passes through its body,
+  // including the one under way. In the compile-time walk the count of the
+  // repeat frame at the symbolic depth (set_symbolic_depth) is unknown:
+  // kSymbolic + j stands for that count plus j; a speculative repeat frame
+  // has kAnyCount.
+  static constexpr uint32_t kSymbolic = 0x80000000;
+  static constexpr uint32_t kAnyCount = 0xFFFFFFFF;
+
   struct Node {
-    uint32_t pos, parent;
+    uint32_t pos, parent, count;
   };
+  // The real stack with its top `depth` frames popped (and `add` passes
+  // added to the count of the repeat frame then on top) must take the rest
+  // of the token.
   struct Escape {
-    uint32_t depth, rule;
+    uint32_t depth, rule, add;
     bool operator==(const Escape&) const = default;
     bool operator<(const Escape& o) const {
-      return depth != o.depth ? depth < o.depth : rule < o.rule;
+      if (depth != o.depth) return depth < o.depth;
+      return add != o.add ? add < o.add : rule < o.rule;
     }
   };
   // Where a step leaves the parse: stacks whose tops are at byte sets
@@ -69,7 +84,7 @@ class ParseStacks {
 
   explicit ParseStacks(const ByteGrammar* g) : g_(g) {}
 
-  uint32_t intern(uint32_t pos, uint32_t parent);
+  uint32_t intern(uint32_t pos, uint32_t parent, uint32_t count = 0);
   const Node& node(uint32_t id) const { return nodes_[id]; }
   size_t size() const { return nodes_.size(); }
   void clear();
@@ -85,10 +100,15 @@ class ParseStacks {
   uint32_t pop(uint32_t id, uint32_t frames) const;
   // Rebuilds the pool with only the frames under `tops` (renumbered in place).
   void compact(std::vector<uint32_t>* tops);
+  // The compile-time walk's one repeat frame whose count stays symbolic:
+  // the real frame `depth` from the top (0: none).
+  void set_symbolic_depth(uint32_t depth) { symbolic_depth_ = depth; }
 
  private:
   void begin_step(Step* out);
   void close(Step* out);  // expands the frames queued in work_
+  void repeat(const Node& n, const ByteGrammar::Repeat& r, Step* out);
+  void speculate(uint32_t rule, Step* out);  // queues where `rule` returns, speculatively
 
   const ByteGrammar* g_;
   std::vector<Node> nodes_;
@@ -96,6 +116,7 @@ class ParseStacks {
   std::vector<uint32_t> seen_;   // per node: the step that last visited it
   uint32_t step_ = 0;
   std::vector<uint32_t> work_;
+  uint32_t symbolic_depth_ = 0;
 };
 
 }  // namespace kiln

@@ -7,7 +7,7 @@
 // (models/grammar/matcher.h). The trie is stored flat in depth-first order:
 // a node's subtree is the index range up to its `end`, so a walk that finds
 // a prefix impossible skips every token below it in one step, and the
-// tokens spelled by a node are a contiguous range of token ids.
+// tokens a node spells are a contiguous run of the trie-ordered token list.
 #pragma once
 
 #include <cstdint>

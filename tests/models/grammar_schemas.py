@@ -14,7 +14,9 @@ JSON pointer. A few GBNF grammars are sampled too, each checked against an
 equivalent Python regex. Skipped (77) without the jsonschema package or a
 vocabulary file.
 
-  grammar_schemas.py --kiln build/tools/kiln [--vocab FILE.gguf] [--samples N]
+  grammar_schemas.py --kiln build/tools/kiln [--vocab FILE.gguf] [--samples N] [--seeds K]
+  grammar_schemas.py --dump DIR   (writes the schemas as DIR/NAME.json, for
+                                   `kiln grammar --schema DIR/twenty_properties.json --bench`)
 """
 import argparse
 import json
@@ -167,6 +169,8 @@ SCHEMAS = {
         "items": False, "minItems": 7,
     },
     "type_lists": {"type": "array", "items": {"type": ["string", "null", "integer", "boolean"], "maxLength": 2}},
+    "long_strings": {"type": "array", "items": {"type": "string", "minLength": 40, "maxLength": 300},
+                     "minItems": 1, "maxItems": 2},
     "anything": {},
     "true_schema": True,
     "primitives": {"type": "array", "prefixItems": [{"type": "boolean"}, {"type": "null"}, INT, {"type": "number"}, STR],
@@ -237,10 +241,20 @@ def sample(kiln, vocab, flag, path, n, seed):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--kiln")
+    ap.add_argument("--dump", help="write the schemas to this directory and stop")
     ap.add_argument("--vocab", default=default_vocab())
-    ap.add_argument("--samples", type=int, default=40)
+    ap.add_argument("--samples", type=int, default=25, help="walks per run")
+    ap.add_argument("--seeds", type=int, default=2, help="runs per schema, each with its own seed")
     a = ap.parse_args()
+    if a.dump:
+        os.makedirs(a.dump, exist_ok=True)
+        for name, schema in SCHEMAS.items():
+            with open(os.path.join(a.dump, name + ".json"), "w") as f:
+                json.dump(schema, f, indent=1)
+        return
+    if not a.kiln:
+        ap.error("--kiln is required")
     try:
         import jsonschema
     except ImportError:
@@ -261,9 +275,15 @@ def main():
             path = os.path.join(tmp, name + ".json")
             with open(path, "w") as f:
                 json.dump(schema, f)
-            texts, truncated = sample(a.kiln, a.vocab, "--schema", path, a.samples, sum(map(ord, name)))
-            if texts is None:
-                fail(f"{name}: kiln refused the schema: {truncated}")
+            texts, truncated = [], 0
+            for seed in range(a.seeds):  # walks differ within a run too; seeds vary the runs
+                got, n = sample(a.kiln, a.vocab, "--schema", path, a.samples, sum(map(ord, name)) + 1000 * seed)
+                if got is None:
+                    break
+                texts += got
+                truncated += n
+            if got is None:
+                fail(f"{name}: kiln refused the schema: {n}")
                 continue
             # The draft's own FormatChecker: a bare FormatChecker() checks
             # "time" as draft 3 did (no seconds fraction, no offset).
@@ -278,8 +298,9 @@ def main():
                     if bad <= 3:
                         fail(f"{name}: {t!r}: {str(e).splitlines()[0]}")
             distinct = len(set(texts))
-            if len(texts) < a.samples // 2:
-                fail(f"{name}: only {len(texts)} of {a.samples} walks ended ({truncated} hit --max-tokens)")
+            if len(texts) < a.samples * a.seeds // 2:
+                fail(f"{name}: only {len(texts)} of {a.samples * a.seeds} walks ended ({truncated} hit "
+                     "--max-tokens)")
             if distinct < 2 and name != "empty_array":
                 fail(f"{name}: every walk gave the same text {texts[:1]!r}")
             print(f"{name}: {len(texts)} texts valid, {distinct} distinct, {truncated} truncated"
