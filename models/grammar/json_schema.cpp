@@ -20,8 +20,10 @@ namespace {
 
 using json = nlohmann::ordered_json;  // properties keep the schema's order
 
-constexpr uint64_t kMaxGenerated = 256;        // a larger maxItems / maxLength generates up to this
-constexpr uint64_t kMaxRequired = 2000;        // minItems / minLength above this are refused
+// GBNF's bound on counts: a larger maxItems or maxLength generates up to
+// it; a larger minItems or minLength is refused.
+constexpr uint64_t kMaxGenerated = 2000;
+constexpr uint64_t kMaxRequired = 2000;
 constexpr uint64_t kMaxInt = 999999999999999;  // 15 digits: exact in a double
 constexpr int kMaxNesting = 32;                // $ref / allOf resolved inside each other
 constexpr int kMaxDepth = 128;                 // schemas inside schemas

@@ -449,6 +449,10 @@ void GrammarMatcher::add_conditional(uint32_t top, const CompiledGrammar::Entry&
   if (e.cond_bitset != CompiledGrammar::kNone &&
       (fit - e.cond_begin) * 2 > e.cond_end - e.cond_begin) {
     const uint32_t* all = c.bitsets_.data() + size_t{e.cond_bitset} * c.words_;
+    if (fit == e.cond_end) {  // room for them all, as far from the bound as most steps are
+      for (size_t w = 0; w < c.words_; ++w) mask[w] |= all[w];
+      return;
+    }
     scratch_.assign(all, all + c.words_);
     for (uint32_t i = fit; i < e.cond_end; ++i) {
       const int32_t t = c.cond_tokens_[i];

@@ -152,8 +152,9 @@ TEST_CASE("gbnf: every error names its line and column") {
 TEST_CASE("gbnf: hostile sizes are refused, not followed") {
   CHECK(error_of("root ::= " + std::string(300, '(') + "\"a\"" + std::string(300, ')'))
             .find("parentheses nested more than 256 deep") != std::string::npos);
-  CHECK(error_of("root ::= \"" + std::string(100001, 'a') + "\"+")
-            .find("the grammar is too large") != std::string::npos);
+  CHECK(
+      error_of("root ::= \"" + std::string(100001, 'a') + "\"+").find("the grammar is too large") !=
+      std::string::npos);
   // Within the bounds, large is fine.
   CHECK_NOTHROW(parse_gbnf("root ::= " + std::string(200, '(') + "\"a\"" + std::string(200, ')')));
   CHECK_NOTHROW(parse_gbnf("root ::= [a-z]{0,2000}"));
