@@ -44,7 +44,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 
 import numpy as np
 
@@ -54,34 +53,21 @@ except ImportError:
     print("skipped: the openai package is not installed (tools/setup-debian.sh --test)")
     sys.exit(77)
 
-failures = []
+# The server's process, its log and check() are serve_api.py's.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_api  # noqa: E402
+from serve_api import check, failures  # noqa: E402
+
 TOL = 2e-3
 
 
-def check(ok, what):
-    print(f"{'ok  ' if ok else 'FAIL'} {what}", flush=True)
-    if not ok:
-        failures.append(what)
+class Server(serve_api.Server):
+    """kiln serve with the official client on it."""
 
-
-class Server:
     def __init__(self, kiln, model, extra):
-        self.proc = subprocess.Popen([kiln, "serve", "-m", model, "--port", "0"] + extra,
-                                     stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()
-        m = re.search(r"listening on http://([0-9.]+):(\d+)", line)
-        if not m:
-            raise SystemExit(f"FAIL: kiln serve did not start: {line}{self.proc.stderr.read()}")
-        self.log = []
-        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
-        self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{m.group(2)}/v1", api_key="none",
+        super().__init__(kiln, model, extra)
+        self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="none",
                                     max_retries=0, timeout=120)
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
-        report = [line for line in self.log if "Sanitizer" in line or "runtime error" in line]
-        check(not report, "the server's stderr holds no sanitizer report" + (f": {report[0]}" if report else ""))
 
 
 def reference(kiln, model, tmp, tokens, n):
