@@ -17,16 +17,7 @@ namespace {
 using json = nlohmann::ordered_json;
 
 [[noreturn]] void invalid(const std::string& param, const std::string& why) {
-  throw ApiError(422, "'" + param + "' " + why, param);
-}
-
-bool valid_utf8(const std::string& s) {
-  for (size_t pos = 0; pos < s.size();) {
-    const size_t at = pos;
-    if (decode_utf8(s, &pos) == kReplacementChar && s.compare(at, 3, "\xEF\xBF\xBD") != 0)
-      return false;
-  }
-  return true;
+  invalid_field(param, why);
 }
 
 double number_in(const json& body, const std::string& key, double def, double lo, double hi,
@@ -612,6 +603,19 @@ std::pair<std::string, json> ReplyChunker::take(const Tokenizer& tok,
   if (!reasoning.empty()) extra["reasoning_content"] = reasoning;
   if (!calls.empty()) extra["tool_calls"] = std::move(calls);
   return {std::move(content), std::move(extra)};
+}
+
+void invalid_field(const std::string& param, const std::string& why) {
+  throw ApiError(422, "'" + param + "' " + why, param);
+}
+
+bool valid_utf8(const std::string& s) {
+  for (size_t pos = 0; pos < s.size();) {
+    const size_t at = pos;
+    if (decode_utf8(s, &pos) == kReplacementChar && s.compare(at, 3, "\xEF\xBF\xBD") != 0)
+      return false;
+  }
+  return true;
 }
 
 size_t complete_utf8_prefix(const std::string& s) {

@@ -147,6 +147,11 @@ std::string usage_chunk_body(const ResponseHead& h, const CompletionRequest& req
                              const std::vector<GenerationResult>& choices);
 std::string error_body(const ApiError& e);
 
+// The 422 of a field: "'param' why", naming it.
+[[noreturn]] void invalid_field(const std::string& param, const std::string& why);
+// Whether s is valid UTF-8 (a U+FFFD it holds as such counts as valid).
+bool valid_utf8(const std::string& s);
+
 // The length of the longest prefix of s that does not end inside a UTF-8
 // sequence: what a stream may send now, the rest waiting for its bytes.
 size_t complete_utf8_prefix(const std::string& s);

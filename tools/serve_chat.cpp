@@ -6,7 +6,6 @@
 #include "models/chat_template.h"
 #include "models/grammar/json_schema.h"
 #include "models/read_file.h"
-#include "models/unicode.h"
 #include "tools/serve_api.h"
 
 namespace kiln {
@@ -18,16 +17,10 @@ namespace {
 using json = nlohmann::ordered_json;
 using ojson = nlohmann::ordered_json;
 
-[[noreturn]] void invalid(const std::string& param, const std::string& why) {
-  throw ApiError(422, "'" + param + "' " + why, param);
-}
+constexpr auto invalid = invalid_field;
 
 void check_utf8(const std::string& s, const std::string& param) {
-  for (size_t pos = 0; pos < s.size();) {
-    const size_t at = pos;
-    if (decode_utf8(s, &pos) == kReplacementChar && s.compare(at, 3, "\xEF\xBF\xBD") != 0)
-      throw ApiError(400, "'" + param + "' is not valid UTF-8", param);
-  }
+  if (!valid_utf8(s)) throw ApiError(400, "'" + param + "' is not valid UTF-8", param);
 }
 
 // A message's content as templates take it: a string (text parts joined),

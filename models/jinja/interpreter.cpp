@@ -292,6 +292,18 @@ std::string Interpreter::render(const Value& context) {
   return out;
 }
 
+Value Interpreter::filtered_body(const Stmt& s, const std::shared_ptr<Scope>& scope) {
+  auto inner = std::make_shared<Scope>();
+  inner->parent = scope;
+  Value v(capture(s.body, inner));
+  for (const ExprPtr& f : s.filters) {
+    CallArgs args;
+    eval_args(*f, *scope, args);
+    v = f->filter(*this, v, args);
+  }
+  return v;
+}
+
 std::string Interpreter::capture(const Body& body, const std::shared_ptr<Scope>& scope) {
   std::string buf;
   std::string* saved = out_;
@@ -401,18 +413,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>&
         return exec_body(s.else_body, scope);
       case Stmt::Kind::for_: exec_for(s, scope); break;
       case Stmt::Kind::set: assign(*s.target, eval(*s.expr, *scope), *scope, true); break;
-      case Stmt::Kind::set_block: {
-        auto inner = std::make_shared<Scope>();
-        inner->parent = scope;
-        Value v(capture(s.body, inner));
-        for (const ExprPtr& f : s.filters) {
-          CallArgs args;
-          eval_args(*f, *scope, args);
-          v = f->filter(*this, v, args);
-        }
-        assign(*s.target, v, *scope, true);
-        break;
-      }
+      case Stmt::Kind::set_block: assign(*s.target, filtered_body(s, scope), *scope, true); break;
       case Stmt::Kind::macro: {
         Value m = make_macro(s, scope, Value());
         if (Value* slot = scope->find_local(s.text))
@@ -446,18 +447,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>&
         write(to_str(call(eval(*s.expr->a, *scope), args)));
         break;
       }
-      case Stmt::Kind::filter_block: {
-        auto inner = std::make_shared<Scope>();
-        inner->parent = scope;
-        Value v(capture(s.body, inner));
-        for (const ExprPtr& f : s.filters) {
-          CallArgs args;
-          eval_args(*f, *scope, args);
-          v = f->filter(*this, v, args);
-        }
-        write(to_str(v));
-        break;
-      }
+      case Stmt::Kind::filter_block: write(to_str(filtered_body(s, scope))); break;
       case Stmt::Kind::with: {
         auto inner = std::make_shared<Scope>();
         inner->parent = scope;

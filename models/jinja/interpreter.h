@@ -61,6 +61,9 @@ class Interpreter {
   void exec_for(const Stmt& s, const std::shared_ptr<Scope>& scope);
   void assign(const Expr& target, const Value& v, Scope& scope, bool allow_attr);
   std::string capture(const Body& body, const std::shared_ptr<Scope>& scope);
+  // A set or filter block's body rendered in a scope of its own, through
+  // the block's filters.
+  Value filtered_body(const Stmt& s, const std::shared_ptr<Scope>& scope);
   Value make_macro(const Stmt& s, const std::shared_ptr<Scope>& scope, const Value& caller);
   void write(const std::string& s);
 

@@ -398,9 +398,7 @@ def main():
     ap.add_argument("--kiln", required=True)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "llama-tiny.gguf")
-        subprocess.run([a.kiln, "gen-model", "--arch", "llama", "--preset", "tiny", "--type", "q8_0", "-o", model,
-                        "--seed", "1"], check=True, capture_output=True)
+        model = serve_api.tiny_llama(a.kiln, tmp)
         s = Server(a.kiln, model, ["--ctx", "256", "--kv-page", "16", "--max-batch", "8", "--max-n", "6"])
         try:
             completions(s.client, a.kiln, model, tmp)

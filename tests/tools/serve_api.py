@@ -552,14 +552,20 @@ def shutdown(kiln, model):
         s.proc.wait()
 
 
+def tiny_llama(kiln, tmp):
+    """The served model: a generated tiny llama, Q8_0, seed 1."""
+    model = os.path.join(tmp, "llama-tiny.gguf")
+    subprocess.run([kiln, "gen-model", "--arch", "llama", "--preset", "tiny", "--type", "q8_0", "-o", model,
+                    "--seed", "1"], check=True, capture_output=True)
+    return model
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "llama-tiny.gguf")
-        subprocess.run([a.kiln, "gen-model", "--arch", "llama", "--preset", "tiny", "--type", "q8_0", "-o", model,
-                        "--seed", "1"], check=True, capture_output=True)
+        model = tiny_llama(a.kiln, tmp)
         contract(a.kiln, model, tmp)
         small_pool(a.kiln, model)
         disconnect_and_queue(a.kiln, model)
