@@ -1,8 +1,11 @@
 #include "models/generation.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "ir/error.h"
+#include "models/speculative.h"
 
 namespace kiln {
 
@@ -21,30 +24,40 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
   const int64_t V = model.config().n_vocab;
   Sampler sampler(o.sampler);
   std::vector<int32_t> history = prompt;
-  auto keep = [&](const std::vector<float>& l) {
-    if (o.all_logits) r.logits.insert(r.logits.end(), l.begin(), l.end());
+  auto keep = [&](const float* row, int64_t rows) {
+    if (o.all_logits) r.logits.insert(r.logits.end(), row, row + rows * V);
   };
   if (o.cached < 0 || o.cached >= static_cast<int64_t>(prompt.size()) || model.pos() != o.cached)
     throw Error("generate: " + std::to_string(o.cached) + " cached prompt tokens of " +
                 std::to_string(prompt.size()) + ", the model's cache holding " +
                 std::to_string(model.pos()));
+  std::optional<DraftLength> draft_length;
+  if (o.drafter) {
+    if (o.draft_k < 1 || o.draft_k > kMaxDraftTokens)
+      throw Error("--draft-k " + std::to_string(o.draft_k) + ": expected 1 to " +
+                  std::to_string(kMaxDraftTokens));
+    draft_length.emplace(o.draft_k, !o.draft_k_fixed);
+    o.drafter->prepare(static_cast<int64_t>(prompt.size()));
+  }
   const std::vector<int32_t> fresh(prompt.begin() + o.cached, prompt.end());
   // Plans are recorded (kernels compiled) before the clock starts.
   model.prepare(static_cast<int64_t>(fresh.size()), o.all_logits);
   if (o.n_predict > 1) model.prepare(1, o.all_logits);
+  if (o.drafter && o.n_predict > 1)  // the verify forwards, of every K
+    for (int64_t n = 2; n <= o.draft_k + 1; ++n) model.prepare(n, true);
   auto t0 = std::chrono::steady_clock::now();
   const std::vector<float>* logits = &model.forward(fresh, o.all_logits);
+  if (o.drafter) o.drafter->start(prompt);
   r.prefill_ms = ms_since(t0);
   r.launches_prefill = model.last_kernel_launches();
-  keep(*logits);
+  keep(logits->data(), static_cast<int64_t>(logits->size()) / V);
   StopText text(model.tokenizer(), o.stop);
   r.stop_reason = "length";
-  for (int64_t i = 0; i < o.n_predict; ++i) {
-    const float* last = logits->data() + logits->size() - V;
-    int32_t next = sampler.sample(last, V, history);
+  // Emits a sampled token; false when the generation ends with it.
+  auto emit = [&](int32_t next) {
     if (o.stop_at_eos && next == model.tokenizer().eos_id()) {
       r.stop_reason = "eos";
-      break;
+      return false;
     }
     r.generated.push_back(next);
     history.push_back(next);
@@ -53,19 +66,70 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
     r.text += piece;
     if (text.stopped()) {
       r.stop_reason = "stop string";
-      break;
+      return false;
     }
     if (o.cancelled && o.cancelled()) {
       r.stop_reason = "cancelled";
-      break;
+      return false;
     }
-    if (i + 1 == o.n_predict || model.pos() >= model.n_ctx()) break;
+    return true;
+  };
+  bool going =
+      o.n_predict > 0 && emit(sampler.sample(logits->data() + logits->size() - V, V, history));
+  while (going && static_cast<int64_t>(r.generated.size()) < o.n_predict &&
+         model.pos() < model.n_ctx()) {
+    const int32_t last = history.back();
+    Draft draft;
+    double draft_ms = 0;
+    if (o.drafter) {
+      // Room for every guess and the token after them, in the output and the cache.
+      const int64_t k = std::min({draft_length->next(),
+                                  o.n_predict - static_cast<int64_t>(r.generated.size()) - 1,
+                                  model.n_ctx() - model.pos() - 1});
+      if (k > 0) {
+        auto td = std::chrono::steady_clock::now();
+        draft = o.drafter->propose(history, k);
+        draft_ms = ms_since(td);
+      }
+    }
+    if (draft.tokens.empty()) {  // a plain decode step
+      auto t1 = std::chrono::steady_clock::now();
+      logits = &model.forward({last}, o.all_logits);
+      const double ms = ms_since(t1) + draft_ms;
+      r.token_ms.push_back(ms);
+      r.launches_per_token = model.last_kernel_launches();
+      if (draft_length) draft_length->record_plain(ms);
+      keep(logits->data(), 1);
+      going = emit(sampler.sample(logits->data(), V, history));
+      continue;
+    }
+    // One forward reads the last token and the guesses; the cache then
+    // keeps the last token and the guesses accepted.
+    std::vector<int32_t> batch = {last};
+    batch.insert(batch.end(), draft.tokens.begin(), draft.tokens.end());
+    const int64_t pos0 = model.pos();
     auto t1 = std::chrono::steady_clock::now();
-    logits = &model.forward({next}, o.all_logits);
-    r.token_ms.push_back(ms_since(t1));
+    const std::vector<float>& rows = model.forward(batch, true);
+    const Verdict v = verify_draft(sampler, rows.data(), V, history, draft);
+    const double verify_ms = ms_since(t1);
+    model.rewind(pos0 + 1 + v.accepted);
+    const auto k = static_cast<int64_t>(draft.tokens.size());
+    draft_length->record(k, v.accepted, draft_ms, verify_ms);
+    ++r.spec_steps;
+    r.draft_tokens += k;
+    r.accepted_tokens += v.accepted;
+    r.draft_ms += draft_ms;
+    r.verify_ms += verify_ms;
     r.launches_per_token = model.last_kernel_launches();
-    keep(*logits);
+    for (size_t i = 0; i < v.tokens.size() && going; ++i) {
+      r.token_ms.push_back((draft_ms + verify_ms) / static_cast<double>(v.tokens.size()));
+      keep(rows.data() + i * V, 1);
+      going = emit(v.tokens[i]);
+    }
   }
+  if (draft_length && r.spec_steps > 0)
+    r.spec_predicted_speedup =
+        draft_length->predicted_speedup((r.draft_tokens + r.spec_steps / 2) / r.spec_steps);
   const std::string rest = text.flush();
   if (on_text && !rest.empty()) on_text(rest);
   r.text += rest;

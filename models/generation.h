@@ -15,6 +15,7 @@
 namespace kiln {
 
 class CompiledGrammar;
+class Drafter;
 
 struct GenerationOptions {
   int64_t n_predict = 64;
@@ -45,6 +46,14 @@ struct GenerationOptions {
   // Asked after each token; true ends the generation ("cancelled": a
   // server's client has gone).
   std::function<bool()> cancelled;
+  // Speculative decoding (models/speculative.h): each decode step reads
+  // the drafter's guesses of up to draft_k tokens in one forward and keeps
+  // those the sampler would have produced (greedy: the same tokens; sampled:
+  // the same distribution). K follows the measured acceptance and costs
+  // (DraftLength) unless draft_k_fixed.
+  Drafter* drafter = nullptr;
+  int64_t draft_k = 4;
+  bool draft_k_fixed = false;
   // The first `cached` prompt tokens are already in the model's KV cache
   // (model.pos() == cached): only the rest is prefilled.
   int64_t cached = 0;
@@ -62,6 +71,11 @@ struct GenerationResult {
   std::vector<float> embedding;  // [n_embd], when GenerationOptions::embed
   int64_t launches_prefill = 0, launches_per_token = 0;
   std::string stop_reason;  // "length", "eos", "stop string", "cancelled"
+  // Speculation: verify forwards, guesses made and kept, and the time the
+  // drafter and the verify forwards took (in token_ms too).
+  int64_t spec_steps = 0, draft_tokens = 0, accepted_tokens = 0;
+  double draft_ms = 0, verify_ms = 0;
+  double spec_predicted_speedup = 0;  // the cost model's, at the mean K used
 };
 
 // The text of generated tokens as a stream may show it: a piece is released

@@ -7,8 +7,29 @@
 
 namespace kiln {
 
-int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<int32_t>& history,
-                        const uint32_t* allowed) {
+double TokenDist::total() const {
+  double t = 0;
+  for (double w : weights) t += w;
+  return t;
+}
+
+double TokenDist::prob(int32_t id) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] == id) return weights[i] / total();
+  return 0;
+}
+
+int32_t Sampler::draw(const TokenDist& d) {
+  if (greedy()) return d.ids.front();
+  std::discrete_distribution<size_t> pick(d.weights.begin(), d.weights.end());
+  return d.ids[pick(rng_)];
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+TokenDist Sampler::distribution(const float* logits, int64_t n_vocab,
+                                const std::vector<int32_t>& history,
+                                const uint32_t* allowed) const {
   std::vector<float> l(logits, logits + n_vocab);
   // Tokens outside the mask weigh nothing: the chain below picks among
   // the others as it would among all.
@@ -30,8 +51,8 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<
       x -= static_cast<float>(count) * freq + present;
     }
   }
-  if (o_.temperature <= 0)
-    return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+  if (greedy())
+    return {{static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin())}, {1.0}};
   // Candidates best first (ties to the lower id), sorted only as far as
   // needed: a vocabulary-wide sort costs milliseconds a token.
   std::vector<int32_t> ids(n_vocab);
@@ -40,10 +61,9 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<
   const double mx = *std::max_element(l.begin(), l.end());
   auto weight = [&](int32_t id) { return std::exp((l[id] - mx) / o_.temperature); };
   if (o_.top_k <= 0 && o_.top_p >= 1.0) {  // every token, by its weight
-    std::vector<double> p(n_vocab);
-    for (int64_t i = 0; i < n_vocab; ++i) p[i] = weight(static_cast<int32_t>(i));
-    std::discrete_distribution<int64_t> pick(p.begin(), p.end());
-    return static_cast<int32_t>(pick(rng_));
+    TokenDist d{std::move(ids), std::vector<double>(n_vocab)};
+    for (int64_t i = 0; i < n_vocab; ++i) d.weights[i] = weight(static_cast<int32_t>(i));
+    return d;
   }
   const int64_t k = o_.top_k > 0 ? std::min(o_.top_k, n_vocab) : n_vocab;
   double total = 0;
@@ -73,8 +93,9 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<
     if (sorted == k) break;
     sorted = std::min(k, sorted * 4);
   }
-  std::discrete_distribution<int64_t> pick(p.begin(), p.begin() + keep);
-  return ids[static_cast<size_t>(pick(rng_))];
+  ids.resize(static_cast<size_t>(keep));
+  p.resize(static_cast<size_t>(keep));
+  return {std::move(ids), std::move(p)};
 }
 
 }  // namespace kiln

@@ -14,6 +14,7 @@
 #include "models/generation.h"
 #include "models/model_generator.h"
 #include "models/npy.h"
+#include "models/speculative.h"
 #include "runtime/compile_cache.h"
 #include "tools/cli.h"
 
@@ -84,7 +85,7 @@ std::vector<int32_t> parse_tokens(const std::string& s) {
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
-  CliArgs a(argv, {"help", "profile", "ignore-eos", "no-bos", "check"});
+  CliArgs a(argv, {"help", "profile", "ignore-eos", "no-bos", "check", "draft-k-fixed"});
   a.allow_only({"help",
                 "profile",
                 "check",
@@ -108,7 +109,11 @@ int cmd_run(const std::vector<std::string>& argv) {
                 "kv-page",
                 "device",
                 "presence-penalty",
-                "frequency-penalty"});
+                "frequency-penalty",
+                "draft",
+                "draft-k",
+                "draft-k-fixed",
+                "spec"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln run [-m MODEL.gguf|HF_DIR] [-p PROMPT | --tokens 1,2,3] [-n 64] [--threads "
@@ -121,6 +126,8 @@ int cmd_run(const std::vector<std::string>& argv) {
         "                [--logits-out FILE.npy] [--embd-out FILE.npy] "
         "[--profile]\n"
         "                [--device cpu|cuda|cuda-sim] [--check]\n"
+        "                [--draft DRAFT.gguf|HF_DIR | --spec ngram[:N]] [--draft-k 4] "
+        "[--draft-k-fixed]\n"
         "Streams the generated text, then prints one JSON line of metrics. -m takes a GGUF file\n"
         "or a Hugging Face folder (config.json, tokenizer.json, safetensors). Without -m, runs a\n"
         "small generated llama (written once under the cache directory). --device cuda-sim runs\n"
@@ -133,7 +140,12 @@ int cmd_run(const std::vector<std::string>& argv) {
         "--kv-page N keeps it in a pool of\n"
         "pages of N rows addressed through a block table (a multiple of the key block).\n"
         "--logits-out writes every position's logits; --embd-out the prompt's final hidden\n"
-        "states (after the final norm, what an embedding pools), from a forward of their own.");
+        "states (after the final norm, what an embedding pools), from a forward of their own.\n"
+        "Speculative decoding: --draft takes a smaller model of the same vocabulary, --spec\n"
+        "ngram[:N] guesses from the last N-gram's (default 3) earlier occurrence; up to --draft-k\n"
+        "guesses (1 to 16) a step, fewer as the measured acceptance says (--draft-k-fixed: always\n"
+        "K), verified in one forward. Greedy output is the same tokens, sampled output the same\n"
+        "distribution as without.");
     return 0;
   }
   RuntimeOptions ro;
@@ -166,6 +178,24 @@ int cmd_run(const std::vector<std::string>& argv) {
   o.stop_at_eos = !a.flag("ignore-eos");
   o.all_logits = a.has("logits-out");
   model.profile(a.flag("profile"));
+  // Speculative decoding: a draft model beside the target, or prompt lookup.
+  if (a.has("draft") && a.has("spec")) throw Error("--draft and --spec: give one of them");
+  if (a.has("draft-k") && !a.has("draft") && !a.has("spec"))
+    throw Error("--draft-k: give --draft MODEL or --spec ngram to guess with");
+  std::unique_ptr<Llm> draft_model;
+  std::unique_ptr<Drafter> drafter;
+  if (a.has("draft")) {
+    draft_model = std::make_unique<Llm>(a.get("draft"), rt, model.n_ctx(), model.kv_type());
+    check_draft_vocab(model.tokenizer(), draft_model->tokenizer());
+    if (std::string w = draft_size_warning(model, *draft_model); !w.empty())
+      std::fprintf(stderr, "%s\n", w.c_str());
+    drafter = std::make_unique<DraftModel>(*draft_model, o.sampler);
+  } else if (a.has("spec")) {
+    drafter = make_spec_drafter(a.get("spec"));
+  }
+  o.drafter = drafter.get();
+  o.draft_k = a.get_int("draft-k", 4);
+  o.draft_k_fixed = a.flag("draft-k-fixed");
   std::vector<int32_t> prompt;
   if (a.has("tokens")) {
     prompt = parse_tokens(a.get("tokens"));
@@ -216,7 +246,10 @@ int cmd_run(const std::vector<std::string>& argv) {
       "\"token_latency_ms_p50\": %.3f, \"token_latency_ms_p95\": %.3f, \"peak_rss_mib\": %.1f, "
       "\"jit_compile_ms\": %.1f, \"jit_compile_wall_ms\": %.1f, \"kernels_compiled\": %lld, "
       "\"cache_hits\": %d, "
-      "\"cache_misses\": %d, \"kernels_per_token\": %lld, \"stop\": \"%s\", \"wall_ms\": %.1f}\n",
+      "\"cache_misses\": %d, \"kernels_per_token\": %lld, \"stop\": \"%s\", \"spec\": \"%s\", "
+      "\"spec_steps\": %lld, \"draft_tokens\": %lld, \"accepted_tokens\": %lld, "
+      "\"acceptance_rate\": %.4f, \"mean_accepted_len\": %.3f, \"draft_ms\": %.1f, "
+      "\"verify_ms\": %.1f, \"spec_predicted_speedup\": %.3f, \"wall_ms\": %.1f}\n",
       json_escape(model_path).c_str(), model.config().arch.c_str(), rt.backend().name().c_str(),
       rt.threads(), static_cast<long long>(model.n_ctx()),
       kv_cache_type_name(model.kv_type()).c_str(), model.kv_cache_bytes() / 1048576.0,
@@ -227,7 +260,12 @@ int cmd_run(const std::vector<std::string>& argv) {
       r.token_ms.empty() ? 0.0 : r.token_ms.size() / (decode_ms / 1e3), percentile(r.token_ms, 0.5),
       percentile(r.token_ms, 0.95), peak_rss_mib(), cs.ms, cs.wall_ms,
       static_cast<long long>(cs.kernels), rt.cache().hits.load(), rt.cache().misses.load(),
-      static_cast<long long>(r.launches_per_token), r.stop_reason.c_str(), wall_ms);
+      static_cast<long long>(r.launches_per_token), r.stop_reason.c_str(),
+      drafter ? drafter->name().c_str() : "none", static_cast<long long>(r.spec_steps),
+      static_cast<long long>(r.draft_tokens), static_cast<long long>(r.accepted_tokens),
+      r.draft_tokens ? static_cast<double>(r.accepted_tokens) / r.draft_tokens : 0.0,
+      r.spec_steps ? static_cast<double>(r.accepted_tokens + r.spec_steps) / r.spec_steps : 0.0,
+      r.draft_ms, r.verify_ms, r.spec_predicted_speedup, wall_ms);
   return 0;
 }
 

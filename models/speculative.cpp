@@ -1,0 +1,247 @@
+#include "models/speculative.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ir/error.h"
+
+namespace kiln {
+
+DraftModel::DraftModel(Llm& draft, const SamplerOptions& sampler)
+    : draft_(draft), sampler_([&] {
+        // Its own stream of random numbers: the target's sampler draws too.
+        SamplerOptions o = sampler;
+        o.seed ^= 0x9e3779b97f4a7c15ull;
+        return o;
+      }()) {}
+
+void DraftModel::prepare(int64_t n_prompt) {
+  if (n_prompt < draft_.n_ctx()) draft_.prepare(n_prompt);
+  draft_.prepare(1);
+}
+
+void DraftModel::start(const std::vector<int32_t>& prompt) {
+  if (static_cast<int64_t>(prompt.size()) < draft_.n_ctx()) catch_up(prompt);
+}
+
+const std::vector<float>& DraftModel::catch_up(const std::vector<int32_t>& history) {
+  const auto n = static_cast<int64_t>(history.size());
+  auto common = static_cast<int64_t>(
+      std::mismatch(cached_.begin(), cached_.end(), history.begin(), history.end()).first -
+      cached_.begin());
+  common = std::min({common, n - 1, draft_.pos()});
+  draft_.rewind(common);
+  cached_ = history;
+  return draft_.forward(std::vector<int32_t>(history.begin() + common, history.end()));
+}
+
+Draft DraftModel::propose(const std::vector<int32_t>& history, int64_t k) {
+  Draft d;
+  const auto n = static_cast<int64_t>(history.size());
+  // Reading the history and k - 1 guesses must fit the draft's cache.
+  k = std::min(k, draft_.n_ctx() - n + 1);
+  if (k <= 0 || history.empty()) return d;
+  const std::vector<float>* logits = &catch_up(history);
+  std::vector<int32_t> seq = history;
+  const int64_t V = draft_.config().n_vocab;
+  for (int64_t i = 0; i < k; ++i) {
+    TokenDist dist = sampler_.distribution(logits->data() + logits->size() - V, V, seq);
+    const int32_t t = sampler_.draw(dist);
+    d.tokens.push_back(t);
+    if (!sampler_.greedy()) d.dists.push_back(std::move(dist));
+    seq.push_back(t);
+    if (i + 1 == k) break;
+    logits = &draft_.forward({t});
+    cached_.push_back(t);
+  }
+  return d;
+}
+
+NgramDrafter::NgramDrafter(int64_t n_max) : n_max_(n_max) {
+  if (n_max < 1 || n_max > 8)
+    throw Error("--spec ngram:" + std::to_string(n_max) + ": the n-gram length is 1 to 8");
+}
+
+Draft NgramDrafter::propose(const std::vector<int32_t>& history, int64_t k) {
+  Draft d;
+  const auto n = static_cast<int64_t>(history.size());
+  for (int64_t len = std::min(n_max_, n - 1); len >= 1 && k > 0; --len) {
+    // The latest earlier occurrence of the last `len` tokens.
+    for (int64_t at = n - len - 1; at >= 0; --at) {
+      if (!std::equal(history.begin() + at, history.begin() + at + len, history.end() - len))
+        continue;
+      // What followed it; past the history's end the guesses themselves
+      // continue a repeating pattern.
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t src = at + len + i;
+        d.tokens.push_back(src < n ? history[src] : d.tokens[src - n]);
+      }
+      return d;
+    }
+  }
+  return d;
+}
+
+std::unique_ptr<Drafter> make_spec_drafter(const std::string& spec) {
+  if (spec == "ngram") return std::make_unique<NgramDrafter>();
+  if (spec.rfind("ngram:", 0) == 0) {
+    const std::string n = spec.substr(6);
+    if (n.empty() || n.size() > 2 || !std::all_of(n.begin(), n.end(), ::isdigit))
+      throw Error("--spec " + spec + ": expected ngram or ngram:N with N an integer 1 to 8");
+    return std::make_unique<NgramDrafter>(std::stoll(n));
+  }
+  throw Error("--spec " + spec +
+              ": unknown speculation (known: ngram, ngram:N; a draft model is --draft)");
+}
+
+Verdict verify_draft(Sampler& sampler, const float* rows, int64_t n_vocab,
+                     const std::vector<int32_t>& history, const Draft& draft) {
+  Verdict v;
+  std::vector<int32_t> seq = history;
+  const auto K = static_cast<int64_t>(draft.tokens.size());
+  for (int64_t i = 0;; ++i) {
+    const float* row = rows + i * n_vocab;
+    TokenDist p = sampler.distribution(row, n_vocab, seq);
+    if (i == K) {  // every guess kept: one more token from the last row
+      v.tokens.push_back(sampler.draw(p));
+      return v;
+    }
+    const int32_t guess = draft.tokens[static_cast<size_t>(i)];
+    if (sampler.greedy()) {
+      v.tokens.push_back(p.ids.front());
+      if (p.ids.front() != guess) return v;
+    } else {
+      // Kept with probability min(1, p/q), so a kept token has p's
+      // distribution where q overshoots, and the residual makes up the rest.
+      const TokenDist* q = draft.dists.empty() ? nullptr : &draft.dists[static_cast<size_t>(i)];
+      const double pg = p.prob(guess), qg = q ? q->prob(guess) : 1.0;
+      if (qg > 0 && sampler.uniform() * qg < pg) {
+        v.tokens.push_back(guess);
+      } else {
+        std::vector<double> qv(static_cast<size_t>(n_vocab));
+        if (q) {
+          const double qt = q->total();
+          for (size_t j = 0; j < q->ids.size(); ++j)
+            if (q->ids[j] < n_vocab) qv[q->ids[j]] = q->weights[j] / qt;
+        } else if (guess < n_vocab) {
+          qv[guess] = 1;
+        }
+        TokenDist r = p;
+        const double pt = p.total();
+        double rt = 0;
+        for (size_t j = 0; j < r.ids.size(); ++j)
+          rt += r.weights[j] = std::max(0.0, p.weights[j] / pt - qv[r.ids[j]]);
+        v.tokens.push_back(sampler.draw(rt > 0 ? r : p));
+        return v;
+      }
+    }
+    ++v.accepted;
+    seq.push_back(guess);
+  }
+}
+
+void check_draft_vocab(const Tokenizer& target, const Tokenizer& draft) {
+  const Vocab &t = target.vocab(), &d = draft.vocab();
+  auto fail = [](const std::string& what) {
+    throw Error("--draft: the draft model's vocabulary is not the target's: " + what);
+  };
+  if (t.size() != d.size())
+    fail("the draft has " + std::to_string(d.size()) + " tokens, the target " +
+         std::to_string(t.size()));
+  for (int32_t i = 0; i < t.size(); ++i)
+    if (t.tokens[i] != d.tokens[i])
+      fail("token " + std::to_string(i) + " is '" + d.tokens[i] + "' in the draft, '" +
+           t.tokens[i] + "' in the target");
+  if (t.bos != d.bos)
+    fail("BOS is token " + std::to_string(d.bos) + " in the draft, " + std::to_string(t.bos) +
+         " in the target");
+  if (t.eos != d.eos)
+    fail("EOS is token " + std::to_string(d.eos) + " in the draft, " + std::to_string(t.eos) +
+         " in the target");
+}
+
+std::string draft_size_warning(const Llm& target, const Llm& draft) {
+  auto bytes = [](const Llm& m) {
+    uint64_t b = 0;
+    for (const auto& t : m.file().tensors()) b += t.nbytes;
+    return b;
+  };
+  const uint64_t tb = bytes(target), db = bytes(draft);
+  if (db < tb) return "";
+  return "warning: --draft: the draft model's weights (" + std::to_string(db >> 20) +
+         " MiB) are not smaller than the target's (" + std::to_string(tb >> 20) +
+         " MiB): each guess costs about what it can save";
+}
+
+DraftLength::DraftLength(int64_t k_max, bool adaptive)
+    : k_max_(k_max),
+      adaptive_(adaptive),
+      verify_sum_(static_cast<size_t>(k_max + 1)),
+      verify_n_(static_cast<size_t>(k_max + 1)) {}
+
+double DraftLength::acceptance() const {
+  // Optimistic until measured, so the first steps guess.
+  return kept_ + missed_ > 0 ? kept_ / (kept_ + missed_) : 0.8;
+}
+
+double DraftLength::expected_tokens(int64_t k) const {
+  const double a = std::min(acceptance(), 0.999);
+  return (1 - std::pow(a, static_cast<double>(k + 1))) / (1 - a);
+}
+
+double DraftLength::verify_ms(int64_t k) const {
+  // A least-squares line through the per-K means measured so far, with the
+  // plain decode step as K = 0 when no verify of K = 0 was timed.
+  double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+  auto add = [&](double x, double y) { sx += x, sy += y, sxx += x * x, sxy += x * y, n += 1; };
+  for (size_t j = 0; j < verify_n_.size(); ++j)
+    if (verify_n_[j] > 0) add(static_cast<double>(j), verify_sum_[j] / verify_n_[j]);
+  if (plain_n_ > 0 && verify_n_[0] == 0) add(0, plain_ms_ / plain_n_);
+  if (n == 0) return 1;
+  const double den = n * sxx - sx * sx;
+  if (n < 2 || den <= 0) return sy / n;
+  const double b = std::max(0.0, (n * sxy - sx * sy) / den), a = (sy - b * sx) / n;
+  return a + b * static_cast<double>(k);
+}
+
+double DraftLength::predicted_speedup(int64_t k) const {
+  if (k == 0) return 1;
+  const double plain = plain_n_ > 0 ? plain_ms_ / plain_n_ : verify_ms(0);
+  const double per_guess = draft_n_ > 0 ? draft_ms_ / draft_n_ : 0;
+  const double cost = static_cast<double>(k) * per_guess + verify_ms(k);
+  return cost > 0 ? expected_tokens(k) * plain / cost : 1;
+}
+
+int64_t DraftLength::next() {
+  if (adaptive_ && plain_n_ < 2) return 0;  // the cost model's baseline
+  if (!adaptive_ || steps_ < 4) return k_max_;
+  int64_t best = 0;
+  double best_speed = 1.02;  // a step must pay by more than the noise
+  for (int64_t k = 1; k <= k_max_; ++k)
+    if (double s = predicted_speedup(k); s > best_speed) best = k, best_speed = s;
+  if (best == 0 && ++since_probe_ >= 16) {
+    since_probe_ = 0;
+    return 1;
+  }
+  return best;
+}
+
+void DraftLength::record_plain(double ms) {
+  plain_ms_ += ms;
+  plain_n_ += 1;
+}
+
+void DraftLength::record(int64_t k, int64_t accepted, double draft_ms, double verify_ms) {
+  constexpr double kDecay = 0.95;  // about the last 20 steps
+  kept_ = kept_ * kDecay + static_cast<double>(accepted);
+  missed_ = missed_ * kDecay + (accepted < k ? 1.0 : 0.0);
+  if (k > 0) {
+    draft_ms_ += draft_ms;
+    draft_n_ += static_cast<double>(k);
+  }
+  verify_sum_[static_cast<size_t>(k)] += verify_ms;
+  verify_n_[static_cast<size_t>(k)] += 1;
+  ++steps_;
+}
+
+}  // namespace kiln

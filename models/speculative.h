@@ -1,0 +1,143 @@
+// Speculative decoding: a cheap proposer guesses the next tokens, the
+// target model scores them all in one forward, and the guesses it would
+// itself have produced are kept.
+//
+// Why: one decode step reads every weight for one token, so a single
+// stream is bound by memory bandwidth. Scoring K guesses in one forward
+// reads the weights once for up to K + 1 tokens. The acceptance rule
+// (Leviathan et al. 2023; Chen et al. 2023) keeps the output exactly the
+// target's: greedy decoding gives the same tokens, sampling the same
+// distribution, whatever the proposer guesses. Proposers are a smaller
+// draft model with its own KV cache (DraftModel) and prompt lookup, which
+// copies what followed the last n-gram's earlier occurrence (NgramDrafter).
+// DraftLength picks K from the measured acceptance and costs, down to 0
+// where guessing does not pay.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/llm.h"
+#include "models/sampler.h"
+
+namespace kiln {
+
+// Up to K guessed tokens and, per token, the distribution it was drawn
+// from; a drafter that chooses deterministically (greedy, prompt lookup)
+// leaves `dists` empty: each guess had probability 1.
+constexpr int64_t kMaxDraftTokens = 16;  // the largest K
+
+struct Draft {
+  std::vector<int32_t> tokens;
+  std::vector<TokenDist> dists;
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Before the clock starts: records what reading a prompt of n tokens
+  // and guessing takes (a draft model's plans).
+  virtual void prepare(int64_t n_prompt) { (void)n_prompt; }
+  // Called once with the prompt, as the target reads it.
+  virtual void start(const std::vector<int32_t>& prompt) { (void)prompt; }
+  // Up to k tokens to follow `history` (the prompt and every token emitted
+  // so far). Fewer, or none, when it has no good guess.
+  virtual Draft propose(const std::vector<int32_t>& history, int64_t k) = 0;
+  virtual std::string name() const = 0;
+};
+
+// A smaller model of the same vocabulary guesses by decoding K tokens with
+// the target's sampler settings. Its KV cache follows the accepted
+// sequence: each proposal rewinds it to what the history shares with the
+// tokens it holds and reads the rest.
+class DraftModel : public Drafter {
+ public:
+  DraftModel(Llm& draft, const SamplerOptions& sampler);
+  void prepare(int64_t n_prompt) override;
+  void start(const std::vector<int32_t>& prompt) override;
+  Draft propose(const std::vector<int32_t>& history, int64_t k) override;
+  std::string name() const override { return "draft"; }
+
+ private:
+  // Brings the draft's cache to hold `history` but its last token, then
+  // reads that token: returns the logits after it.
+  const std::vector<float>& catch_up(const std::vector<int32_t>& history);
+  Llm& draft_;
+  Sampler sampler_;
+  std::vector<int32_t> cached_;  // the tokens in the draft's KV cache
+};
+
+// Prompt lookup: the longest suffix of the history, of n_max tokens down to
+// 1, that occurred earlier; the guesses are the tokens that followed its
+// latest earlier occurrence. No model, so no cost but the search.
+class NgramDrafter : public Drafter {
+ public:
+  explicit NgramDrafter(int64_t n_max = 3);
+  Draft propose(const std::vector<int32_t>& history, int64_t k) override;
+  std::string name() const override { return "ngram"; }
+
+ private:
+  int64_t n_max_;
+};
+
+// Parses `--spec`: "ngram" or "ngram:N" (N the longest n-gram, 1 to 8).
+std::unique_ptr<Drafter> make_spec_drafter(const std::string& spec);
+
+// The target's verdict on a draft. `rows` holds the target's logits after
+// each of the K + 1 tokens it read (the last emitted token, then the
+// guesses), [K + 1, n_vocab]; `history` ends with the last emitted token.
+// Returns the tokens to emit: the accepted guesses, then one more, drawn
+// from the target where it rejected a guess (from the residual
+// max(0, p - q), renormalised) or after the last guess. `sampler` is the
+// target's, `allowed` unused (no grammar).
+struct Verdict {
+  std::vector<int32_t> tokens;
+  int64_t accepted = 0;  // guesses kept; tokens.size() == accepted + 1
+};
+Verdict verify_draft(Sampler& sampler, const float* rows, int64_t n_vocab,
+                     const std::vector<int32_t>& history, const Draft& draft);
+
+// Throws kiln::Error naming the first difference when the draft's
+// vocabulary is not the target's (size, a token's text, BOS or EOS).
+void check_draft_vocab(const Tokenizer& target, const Tokenizer& draft);
+// A warning when the draft model is not smaller than the target ("" when
+// it is): it then costs more than it can save.
+std::string draft_size_warning(const Llm& target, const Llm& draft);
+
+// K per step from what speculation measured. With acceptance a per guess
+// (each guess kept with probability a, independently), K guesses give
+// E(K) = (1 - a^(K+1)) / (1 - a) tokens for K draft steps and one verify
+// forward of K + 1 tokens; the step is worth taking when E(K) tokens cost
+// less than E(K) plain decode steps. The costs are the measured means
+// (draft per guess, verify per K as a line a + b K, plain decode), the
+// acceptance a decayed count of kept and rejected guesses, so K follows a
+// drifting acceptance. The first two steps are plain decode steps (the
+// baseline); where K is 0 after them, every 16th step still guesses, so a
+// rising acceptance is seen. Not adaptive: K on every step (and the verify
+// line's value at K = 0 stands in for the plain step).
+class DraftLength {
+ public:
+  explicit DraftLength(int64_t k_max, bool adaptive = true);
+  int64_t next();
+  void record_plain(double ms);
+  void record(int64_t k, int64_t accepted, double draft_ms, double verify_ms);
+  // Expected tokens per step and speed-up over plain decode at K, from
+  // the measurements so far (the cost model benchmarks check).
+  double expected_tokens(int64_t k) const;
+  double predicted_speedup(int64_t k) const;
+  double acceptance() const;
+
+ private:
+  double verify_ms(int64_t k) const;
+  int64_t k_max_;
+  bool adaptive_;
+  double kept_ = 0, missed_ = 0;               // decayed guess counts
+  double draft_ms_ = 0, draft_n_ = 0;          // per guess
+  double plain_ms_ = 0, plain_n_ = 0;          // per plain decode step
+  std::vector<double> verify_sum_, verify_n_;  // per K
+  int64_t steps_ = 0, since_probe_ = 0;
+};
+
+}  // namespace kiln
