@@ -18,7 +18,8 @@ struct BatchScheduler::Seq {
         arrival(at),
         choice(choice),
         tokens(req.prompt),
-        sampler(seeded(req.options.sampler, choice)),
+        sampler_options(seeded(req.options.sampler, choice)),
+        sampler(sampler_options),
         text(tok, req.options.stop) {
     result.prompt = req.prompt;
     if (req.options.grammar && req.options.grammar_trigger.empty())
@@ -42,6 +43,7 @@ struct BatchScheduler::Seq {
   int64_t computed = 0;         // of tokens, the rows in the cache
   KvPagePool::SeqId kv = -1;    // its pages; -1 while waiting
   bool admitted = false, done = false;
+  SamplerOptions sampler_options;
   Sampler sampler;
   StopText text;
   // Its grammar's parse (from the start, or once the trigger showed in
@@ -49,6 +51,13 @@ struct BatchScheduler::Seq {
   std::optional<GrammarMatcher> matcher;
   std::string reply;
   std::vector<uint32_t> mask;
+  // Speculative decoding: how often its guesses are kept, and with a draft
+  // model its sequence in the draft's pool, the tokens it holds, and the
+  // draft's sampler.
+  Acceptance acceptance;
+  KvPagePool::SeqId draft_kv = -1;
+  std::vector<int32_t> draft_cached;
+  std::optional<Sampler> draft_sampler;
   GenerationResult result;
   Clock::time_point start = Clock::now(), last{};
 };
@@ -70,6 +79,25 @@ BatchScheduler::BatchScheduler(Llm& model, SchedulerOptions o)
     throw Error("batch scheduler: max_batch " + std::to_string(o_.max_batch) +
                 " and a token budget of " + std::to_string(o_.token_budget) +
                 " (need max_batch >= 1 and a budget of at least max_batch tokens)");
+  if (o_.ngram > 0 && o_.draft)
+    throw Error("batch scheduler: prompt lookup or a draft model, not both");
+  if (o_.ngram > 0 || o_.draft) {
+    if (o_.draft_k < 1 || o_.draft_k > kMaxDraftTokens)
+      throw Error("--draft-k " + std::to_string(o_.draft_k) + ": expected 1 to " +
+                  std::to_string(kMaxDraftTokens));
+    planner_.emplace(o_.draft_k, !o_.draft_k_fixed);
+  }
+  if (o_.ngram > 0) ngram_.emplace(o_.ngram);
+  if (o_.draft) {
+    if (o_.draft->kv_pages() == 0)
+      throw Error("batch scheduler: the draft model's KV cache is not a serving pool (kv_pages)");
+    if (o_.draft->n_ctx() < model_.n_ctx())
+      throw Error("batch scheduler: the draft model's context (" +
+                  std::to_string(o_.draft->n_ctx()) + ") is shorter than the target's (" +
+                  std::to_string(model_.n_ctx()) + ")");
+    check_draft_vocab(model_.tokenizer(), o_.draft->tokenizer());
+    draft_pool_.emplace(o_.draft->kv_pages(), o_.draft->kv_page());
+  }
 }
 
 BatchScheduler::~BatchScheduler() {
@@ -119,9 +147,17 @@ void BatchScheduler::keep_pages(Seq& s) {
   cache_.insert(rows, pool_.table(s.kv));
 }
 
+void BatchScheduler::free_draft(Seq& s) {
+  if (s.draft_kv < 0) return;
+  draft_pool_->free(s.draft_kv);
+  s.draft_kv = -1;
+  s.draft_cached.clear();
+}
+
 void BatchScheduler::finish(Seq& s, const std::string& reason, const std::string& error) {
   if (s.done) return;
   s.done = true;
+  free_draft(s);
   if (s.kv >= 0) {
     if (error.empty()) keep_pages(s);
     pool_.free(s.kv);
@@ -143,6 +179,7 @@ void BatchScheduler::finish(Seq& s, const std::string& reason, const std::string
 
 void BatchScheduler::preempt(Seq& s) {
   keep_pages(s);  // a recompute may find them still cached
+  free_draft(s);
   pool_.free(s.kv);
   s.kv = -1;
   s.computed = 0;
@@ -224,24 +261,48 @@ void BatchScheduler::step() {
   sweep(embeds_);
   embed_step();
 
-  // Decodes first, then the chunks of prompts being read, then newcomers,
-  // each in arrival order, up to the token budget.
+  // Decodes first (each with its guesses), then the chunks of prompts
+  // being read, then newcomers, each in arrival order, up to the token
+  // budget.
   std::vector<Seq*> batch;
   std::vector<int64_t> rows;
+  std::vector<Draft> drafts;  // per batch entry
   int64_t budget = o_.token_budget;
-  for (bool decodes : {true, false}) {
-    std::vector<Seq*> order;
-    for (auto& s : running_) order.push_back(s.get());
-    for (Seq* s : order) {
-      if (s->kv < 0 || std::find(batch.begin(), batch.end(), s) != batch.end()) continue;
-      const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->computed;
-      if ((left == 1) != decodes || budget == 0) continue;
-      const int64_t n = std::min(left, budget);
-      if (!reserve(*s, n, batch)) continue;
-      batch.push_back(s);
-      rows.push_back(n);
-      budget -= n;
-    }
+  std::vector<Seq*> decodes;
+  int64_t prompt_left = 0;
+  for (auto& s : running_) {
+    if (s->kv < 0) continue;
+    const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->computed;
+    if (left == 1)
+      decodes.push_back(s.get());
+    else
+      prompt_left += left;
+  }
+  std::vector<Draft> guesses = guess(
+      decodes, budget,
+      std::min(prompt_left, std::max<int64_t>(0, budget - static_cast<int64_t>(decodes.size()))));
+  for (size_t i = 0; i < decodes.size(); ++i) {
+    Seq* s = decodes[i];
+    if (s->kv < 0 || budget == 0) continue;  // preempted by one before it
+    const int64_t n = 1 + static_cast<int64_t>(guesses[i].tokens.size());
+    if (!reserve(*s, n, batch)) continue;
+    batch.push_back(s);
+    rows.push_back(n);
+    drafts.push_back(std::move(guesses[i]));
+    budget -= n;
+  }
+  std::vector<Seq*> order;
+  for (auto& s : running_) order.push_back(s.get());
+  for (Seq* s : order) {
+    if (s->kv < 0 || std::find(batch.begin(), batch.end(), s) != batch.end()) continue;
+    const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->computed;
+    if (left == 1 || budget == 0) continue;
+    const int64_t n = std::min(left, budget);
+    if (!reserve(*s, n, batch)) continue;
+    batch.push_back(s);
+    rows.push_back(n);
+    drafts.emplace_back();
+    budget -= n;
   }
   auto slots = [&] {
     int64_t n = 0;
@@ -267,6 +328,7 @@ void BatchScheduler::step() {
     running_.insert(at, std::move(owned));
     batch.push_back(&w);
     rows.push_back(n);
+    drafts.emplace_back();
     budget -= n;
   }
   if (batch.empty()) return;
@@ -275,17 +337,25 @@ void BatchScheduler::step() {
   for (size_t i = 0; i < batch.size(); ++i) {
     Seq& s = *batch[i];
     auto first = s.tokens.begin() + s.computed;
-    chunks.push_back(
-        {std::vector<int32_t>(first, first + rows[i]), s.computed, pool_.table(s.kv), s.scoring()});
+    std::vector<int32_t> tokens(first, first + (drafts[i].tokens.empty() ? rows[i] : 1));
+    tokens.insert(tokens.end(), drafts[i].tokens.begin(), drafts[i].tokens.end());
+    chunks.push_back({std::move(tokens), s.computed, pool_.table(s.kv),
+                      s.scoring() || !drafts[i].tokens.empty()});
   }
   ++stats_.steps;
   const std::vector<float>* logits = nullptr;
+  const Clock::time_point t0 = Clock::now();
   try {
     logits = &model_.forward_batch(chunks);
   } catch (const Error& e) {
     for (Seq* s : batch) finish(*s, "", e.what());
     sweep(running_);
     return;
+  }
+  if (planner_) {
+    int64_t tokens = 0;
+    for (int64_t r : rows) tokens += r;
+    planner_->record_step(tokens, ms_between(t0, Clock::now()));
   }
   const int64_t V = model_.config().n_vocab, page = pool_.page();
   const Clock::time_point now = Clock::now();
@@ -296,6 +366,10 @@ void BatchScheduler::step() {
     const int64_t before = s.computed;
     out += chunks[i].all_logits ? rows[i] : 1;
     const float* last = logits->data() + (out - 1) * V;
+    if (!drafts[i].tokens.empty()) {
+      verify(s, drafts[i], row, now);
+      continue;
+    }
     if (chunks[i].all_logits) score_prompt(s, before, rows[i], row);
     s.computed += rows[i];
     if (s.computed / page > before / page) keep_pages(s);              // a page filled
@@ -314,6 +388,143 @@ void BatchScheduler::step() {
     }
   }
   sweep(running_);
+}
+
+std::vector<Draft> BatchScheduler::guess(const std::vector<Seq*>& decodes, int64_t budget,
+                                         int64_t other_tokens) {
+  std::vector<Draft> drafts(decodes.size());
+  if (!planner_) return drafts;
+  std::vector<size_t> who;
+  std::vector<Acceptance*> acceptances;
+  std::vector<int64_t> room;
+  for (size_t i = 0; i < decodes.size(); ++i) {
+    Seq& s = *decodes[i];
+    const GenerationOptions& o = s.req.options;
+    if (o.grammar || s.scoring()) continue;
+    // Guesses and the token after them, in the output and the cache.
+    const int64_t r = std::min(o.n_predict - static_cast<int64_t>(s.result.generated.size()) - 1,
+                               model_.n_ctx() - s.computed - 1);
+    if (r <= 0) continue;
+    who.push_back(i);
+    acceptances.push_back(&s.acceptance);
+    room.push_back(r);
+  }
+  if (who.empty()) return drafts;
+  std::vector<int64_t> k = planner_->plan(acceptances, room, other_tokens);
+  // Every decode's own token first, then guesses in arrival order.
+  int64_t spare = budget - static_cast<int64_t>(decodes.size());
+  for (int64_t& x : k) {
+    x = std::clamp<int64_t>(spare, 0, x);
+    spare -= x;
+  }
+  std::vector<Seq*> seqs;
+  for (size_t i : who) seqs.push_back(decodes[i]);
+  std::vector<Draft> got(who.size());
+  const Clock::time_point t0 = Clock::now();
+  if (ngram_) {
+    for (size_t j = 0; j < who.size(); ++j)
+      if (k[j] > 0) got[j] = ngram_->propose(seqs[j]->tokens, k[j]);
+  } else {
+    try {
+      draft_pass(seqs, k, &got);
+    } catch (const Error&) {
+      // The draft failing costs its guesses, not the requests: each
+      // sequence's draft cache is read again from the start next time.
+      for (Seq* s : seqs) free_draft(*s);
+      got.assign(who.size(), Draft{});
+    }
+  }
+  int64_t made = 0;
+  for (size_t j = 0; j < who.size(); ++j) {
+    made += static_cast<int64_t>(got[j].tokens.size());
+    drafts[who[j]] = std::move(got[j]);
+  }
+  if (made > 0) planner_->record_draft(made, ms_between(t0, Clock::now()));
+  return drafts;
+}
+
+void BatchScheduler::draft_pass(const std::vector<Seq*>& seqs, const std::vector<int64_t>& k,
+                                std::vector<Draft>* drafts) {
+  Llm& draft = *o_.draft;
+  KvPagePool& pool = *draft_pool_;
+  const int64_t V = draft.config().n_vocab;
+  // Each draft cache is brought to hold the sequence but its last token
+  // (rewound to what it shares with it), then reads the rest.
+  std::vector<size_t> live;
+  std::vector<Llm::SeqChunk> chunks;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (k[i] == 0) continue;
+    Seq& s = *seqs[i];
+    if (s.draft_kv < 0) s.draft_kv = pool.create();
+    const auto n = static_cast<int64_t>(s.tokens.size());
+    auto common = static_cast<int64_t>(std::mismatch(s.draft_cached.begin(), s.draft_cached.end(),
+                                                     s.tokens.begin(), s.tokens.end())
+                                           .first -
+                                       s.draft_cached.begin());
+    common = std::min({common, n - 1, pool.length(s.draft_kv)});
+    pool.truncate(s.draft_kv, common);
+    s.draft_cached.assign(s.tokens.begin(), s.tokens.begin() + common);
+    if (pool.pages_needed(s.draft_kv, n - common + k[i] - 1) > pool.free_pages())
+      continue;  // the draft's pool is full: no guesses this step
+    pool.append(s.draft_kv, n - common);
+    s.draft_cached = s.tokens;
+    chunks.push_back({std::vector<int32_t>(s.tokens.begin() + common, s.tokens.end()), common,
+                      pool.table(s.draft_kv), false});
+    if (!s.draft_sampler) {
+      SamplerOptions so = s.sampler_options;
+      so.seed ^= 0x9e3779b97f4a7c15ull;  // a stream of its own
+      s.draft_sampler.emplace(so);
+    }
+    live.push_back(i);
+  }
+  // Then one token a step for every sequence still guessing.
+  while (!live.empty()) {
+    const std::vector<float>& logits = draft.forward_batch(chunks);
+    std::vector<size_t> still;
+    chunks.clear();
+    for (size_t r = 0; r < live.size(); ++r) {
+      const size_t i = live[r];
+      Seq& s = *seqs[i];
+      Draft& d = (*drafts)[i];
+      std::vector<int32_t> seq = s.tokens;
+      seq.insert(seq.end(), d.tokens.begin(), d.tokens.end());
+      TokenDist dist =
+          s.draft_sampler->distribution(logits.data() + static_cast<int64_t>(r) * V, V, seq);
+      const int32_t t = s.draft_sampler->draw(dist);
+      d.tokens.push_back(t);
+      if (!s.draft_sampler->greedy()) d.dists.push_back(std::move(dist));
+      if (static_cast<int64_t>(d.tokens.size()) == k[i]) continue;
+      pool.append(s.draft_kv, 1);
+      chunks.push_back({{t}, pool.length(s.draft_kv) - 1, pool.table(s.draft_kv), false});
+      s.draft_cached.push_back(t);
+      still.push_back(i);
+    }
+    live = std::move(still);
+  }
+}
+
+void BatchScheduler::verify(Seq& s, const Draft& d, const float* rows, Clock::time_point now) {
+  const int64_t V = model_.config().n_vocab, page = pool_.page(), before = s.computed;
+  const Verdict v = verify_draft(s.sampler, rows, V, s.tokens, d);
+  const auto k = static_cast<int64_t>(d.tokens.size());
+  // The cache keeps the last token's row and the accepted guesses'.
+  pool_.truncate(s.kv, before + 1 + v.accepted);
+  s.acceptance.record(k, v.accepted);
+  ++stats_.spec_steps;
+  stats_.draft_tokens += k;
+  stats_.accepted_tokens += v.accepted;
+  ++s.result.spec_steps;
+  s.result.draft_tokens += k;
+  s.result.accepted_tokens += v.accepted;
+  const double each = ms_between(s.last, now) / static_cast<double>(v.tokens.size());
+  s.last = now;
+  for (size_t j = 0; j < v.tokens.size() && !s.done; ++j) {
+    // As a plain step would see it: the rows of every token before this one.
+    s.computed = before + 1 + static_cast<int64_t>(j);
+    s.result.token_ms.push_back(each);
+    take_token(s, v.tokens[j], rows + static_cast<int64_t>(j) * V);
+  }
+  if (!s.done && s.computed / page > before / page) keep_pages(s);  // a page filled
 }
 
 void BatchScheduler::embed_step() {
@@ -405,10 +616,16 @@ std::vector<BatchScheduler::Seq*> BatchScheduler::fork_choices(Seq& s) {
 }
 
 void BatchScheduler::next_token(Seq& s, const float* logits) {
+  if (s.matcher) s.matcher->fill_mask(&s.mask);
+  take_token(s,
+             s.sampler.sample(logits, model_.config().n_vocab, s.tokens,
+                              s.matcher ? s.mask.data() : nullptr),
+             logits);
+}
+
+void BatchScheduler::take_token(Seq& s, int32_t next, const float* logits) {
   const int64_t V = model_.config().n_vocab;
   const GenerationOptions& o = s.req.options;
-  if (s.matcher) s.matcher->fill_mask(&s.mask);
-  const int32_t next = s.sampler.sample(logits, V, s.tokens, s.matcher ? s.mask.data() : nullptr);
   if (o.logprobs >= 0) s.result.logprobs.push_back(token_logprob(logits, V, next, o.logprobs));
   if (o.stop_at_eos && next == model_.tokenizer().eos_id()) {
     s.result.logprobs.resize(s.result.generated.size());  // the end is no token of the text

@@ -24,15 +24,18 @@
 // callbacks run on it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "models/generation.h"
 #include "models/llm.h"
+#include "models/speculative.h"
 #include "runtime/kv_page_pool.h"
 #include "runtime/prefix_cache.h"
 
@@ -62,6 +65,20 @@ struct SchedulerOptions {
   int64_t max_batch = 8;       // sequences running at once
   int64_t token_budget = 256;  // tokens per step: decodes, then prompt chunks
   bool prefix_cache = true;
+  // Speculative decoding (models/speculative.h): guesses for the decoding
+  // sequences from prompt lookup (ngram > 0: its longest n-gram) or a draft
+  // model (a serving Llm of the same vocabulary, kv_pages > 0: its own
+  // pool, a sequence each), up to draft_k a sequence as SpecPlanner hands
+  // them out (none where the batch's steps are bound by compute), read in
+  // the step's forward beside the others and verified. Sequences under a
+  // grammar, or scoring their prompt, do not guess. draft_k_fixed: every
+  // decoding sequence guesses draft_k (the budget allowing), whatever the
+  // costs; sampled output then repeats for a seed (the plan's K follows
+  // timings, and with it which random numbers a sequence draws).
+  int64_t ngram = 0;
+  Llm* draft = nullptr;
+  int64_t draft_k = 4;
+  bool draft_k_fixed = false;
 };
 
 struct SchedulerStats {
@@ -69,6 +86,8 @@ struct SchedulerStats {
   int64_t pages = 0, pages_used = 0, pages_cached = 0;  // of the pool; cached: the prefix cache's
   int64_t steps = 0, preemptions = 0;
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
+  // Speculation: steps with guesses, guesses made and kept.
+  int64_t spec_steps = 0, draft_tokens = 0, accepted_tokens = 0;
 };
 
 class BatchScheduler {
@@ -99,8 +118,19 @@ class BatchScheduler {
   std::vector<Seq*> fork_choices(Seq& s);
   // Scores the prompt tokens a chunk's logits predict (rows from first).
   void score_prompt(Seq& s, int64_t before, int64_t rows, const float* logits);
-  // Samples s's next token from `logits`, and ends s when it is done.
+  // Samples s's next token from `logits`, and takes it.
   void next_token(Seq& s, const float* logits);
+  // Appends a token chosen from `logits` to s, and ends s when it is done.
+  void take_token(Seq& s, int32_t next, const float* logits);
+  // Guesses for the decoding sequences, as many as the plan gives each and
+  // the budget allows (speculative decoding), and the draft model's pass.
+  std::vector<Draft> guess(const std::vector<Seq*>& decodes, int64_t budget, int64_t other_tokens);
+  void draft_pass(const std::vector<Seq*>& seqs, const std::vector<int64_t>& k,
+                  std::vector<Draft>* drafts);
+  void free_draft(Seq& s);
+  // Keeps the guesses of s the target accepts (rows: its logits after the
+  // last token and each guess), takes the tokens, and drops the rest's rows.
+  void verify(Seq& s, const Draft& d, const float* rows, std::chrono::steady_clock::time_point now);
   void preempt(Seq& s);
   void finish(Seq& s, const std::string& reason, const std::string& error = "");
   void keep_pages(Seq& s);
@@ -109,6 +139,9 @@ class BatchScheduler {
   SchedulerOptions o_;
   KvPagePool pool_;
   PrefixCache cache_;
+  std::optional<SpecPlanner> planner_;
+  std::optional<NgramDrafter> ngram_;
+  std::optional<KvPagePool> draft_pool_;       // the draft model's pages
   std::deque<std::unique_ptr<Seq>> waiting_;   // by arrival
   std::vector<std::unique_ptr<Seq>> running_;  // by arrival
   std::deque<std::unique_ptr<Seq>> embeds_;    // by arrival

@@ -31,12 +31,14 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
     throw Error("generate: " + std::to_string(o.cached) + " cached prompt tokens of " +
                 std::to_string(prompt.size()) + ", the model's cache holding " +
                 std::to_string(model.pos()));
-  std::optional<DraftLength> draft_length;
+  std::optional<SpecPlanner> planner;
+  Acceptance acceptance;
+  int64_t plain_steps = 0;
   if (o.drafter) {
     if (o.draft_k < 1 || o.draft_k > kMaxDraftTokens)
       throw Error("--draft-k " + std::to_string(o.draft_k) + ": expected 1 to " +
                   std::to_string(kMaxDraftTokens));
-    draft_length.emplace(o.draft_k, !o.draft_k_fixed);
+    planner.emplace(o.draft_k, !o.draft_k_fixed);
     o.drafter->prepare(static_cast<int64_t>(prompt.size()));
   }
   const std::vector<int32_t> fresh(prompt.begin() + o.cached, prompt.end());
@@ -81,15 +83,19 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
     const int32_t last = history.back();
     Draft draft;
     double draft_ms = 0;
-    if (o.drafter) {
+    // The first two steps of an adaptive run are plain: the cost line's
+    // baseline.
+    if (o.drafter && (o.draft_k_fixed || plain_steps >= 2)) {
       // Room for every guess and the token after them, in the output and the cache.
-      const int64_t k = std::min({draft_length->next(),
-                                  o.n_predict - static_cast<int64_t>(r.generated.size()) - 1,
-                                  model.n_ctx() - model.pos() - 1});
+      const int64_t room = std::min(o.n_predict - static_cast<int64_t>(r.generated.size()) - 1,
+                                    model.n_ctx() - model.pos() - 1);
+      const int64_t k = planner->plan({&acceptance}, {room})[0];
       if (k > 0) {
         auto td = std::chrono::steady_clock::now();
         draft = o.drafter->propose(history, k);
         draft_ms = ms_since(td);
+        if (!draft.tokens.empty())
+          planner->record_draft(static_cast<int64_t>(draft.tokens.size()), draft_ms);
       }
     }
     if (draft.tokens.empty()) {  // a plain decode step
@@ -98,7 +104,8 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
       const double ms = ms_since(t1) + draft_ms;
       r.token_ms.push_back(ms);
       r.launches_per_token = model.last_kernel_launches();
-      if (draft_length) draft_length->record_plain(ms);
+      if (planner) planner->record_step(1, ms - draft_ms);
+      ++plain_steps;
       keep(logits->data(), 1);
       going = emit(sampler.sample(logits->data(), V, history));
       continue;
@@ -114,7 +121,8 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
     const double verify_ms = ms_since(t1);
     model.rewind(pos0 + 1 + v.accepted);
     const auto k = static_cast<int64_t>(draft.tokens.size());
-    draft_length->record(k, v.accepted, draft_ms, verify_ms);
+    acceptance.record(k, v.accepted);
+    planner->record_step(k + 1, verify_ms);
     ++r.spec_steps;
     r.draft_tokens += k;
     r.accepted_tokens += v.accepted;
@@ -127,9 +135,9 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
       going = emit(v.tokens[i]);
     }
   }
-  if (draft_length && r.spec_steps > 0)
+  if (planner && r.spec_steps > 0)
     r.spec_predicted_speedup =
-        draft_length->predicted_speedup((r.draft_tokens + r.spec_steps / 2) / r.spec_steps);
+        planner->predicted_speedup(acceptance, (r.draft_tokens + r.spec_steps / 2) / r.spec_steps);
   const std::string rest = text.flush();
   if (on_text && !rest.empty()) on_text(rest);
   r.text += rest;

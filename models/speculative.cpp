@@ -82,13 +82,14 @@ Draft NgramDrafter::propose(const std::vector<int32_t>& history, int64_t k) {
   return d;
 }
 
-std::unique_ptr<Drafter> make_spec_drafter(const std::string& spec) {
-  if (spec == "ngram") return std::make_unique<NgramDrafter>();
+int64_t parse_spec_ngram(const std::string& spec) {
+  if (spec == "ngram") return 3;
   if (spec.rfind("ngram:", 0) == 0) {
     const std::string n = spec.substr(6);
     if (n.empty() || n.size() > 2 || !std::all_of(n.begin(), n.end(), ::isdigit))
       throw Error("--spec " + spec + ": expected ngram or ngram:N with N an integer 1 to 8");
-    return std::make_unique<NgramDrafter>(std::stoll(n));
+    NgramDrafter check(std::stoll(n));  // names the range
+    return std::stoll(n);
   }
   throw Error("--spec " + spec +
               ": unknown speculation (known: ngram, ngram:N; a draft model is --draft)");
@@ -173,75 +174,93 @@ std::string draft_size_warning(const Llm& target, const Llm& draft) {
          " MiB): each guess costs about what it can save";
 }
 
-DraftLength::DraftLength(int64_t k_max, bool adaptive)
-    : k_max_(k_max),
-      adaptive_(adaptive),
-      verify_sum_(static_cast<size_t>(k_max + 1)),
-      verify_n_(static_cast<size_t>(k_max + 1)) {}
-
-double DraftLength::acceptance() const {
-  // Optimistic until measured, so the first steps guess.
-  return kept_ + missed_ > 0 ? kept_ / (kept_ + missed_) : 0.8;
+void Acceptance::record(int64_t k, int64_t accepted) {
+  constexpr double kDecay = 0.95;
+  kept_ = kept_ * kDecay + static_cast<double>(accepted);
+  missed_ = missed_ * kDecay + (accepted < k ? 1.0 : 0.0);
 }
 
-double DraftLength::expected_tokens(int64_t k) const {
-  const double a = std::min(acceptance(), 0.999);
+double Acceptance::rate() const { return kept_ + missed_ > 0 ? kept_ / (kept_ + missed_) : 0.8; }
+
+double Acceptance::expected_tokens(int64_t k) const {
+  const double a = std::min(rate(), 0.999);
   return (1 - std::pow(a, static_cast<double>(k + 1))) / (1 - a);
 }
 
-double DraftLength::verify_ms(int64_t k) const {
-  // A least-squares line through the per-K means measured so far, with the
-  // plain decode step as K = 0 when no verify of K = 0 was timed.
-  double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
-  auto add = [&](double x, double y) { sx += x, sy += y, sxx += x * x, sxy += x * y, n += 1; };
-  for (size_t j = 0; j < verify_n_.size(); ++j)
-    if (verify_n_[j] > 0) add(static_cast<double>(j), verify_sum_[j] / verify_n_[j]);
-  if (plain_n_ > 0 && verify_n_[0] == 0) add(0, plain_ms_ / plain_n_);
-  if (n == 0) return 1;
-  const double den = n * sxx - sx * sx;
-  if (n < 2 || den <= 0) return sy / n;
-  const double b = std::max(0.0, (n * sxy - sx * sy) / den), a = (sy - b * sx) / n;
-  return a + b * static_cast<double>(k);
+bool Acceptance::probe_due() {
+  if (++since_probe_ < 16) return false;
+  since_probe_ = 0;
+  return true;
 }
 
-double DraftLength::predicted_speedup(int64_t k) const {
-  if (k == 0) return 1;
-  const double plain = plain_n_ > 0 ? plain_ms_ / plain_n_ : verify_ms(0);
+SpecPlanner::SpecPlanner(int64_t k_max, bool adaptive) : k_max_(k_max), adaptive_(adaptive) {}
+
+void SpecPlanner::record_step(int64_t tokens, double ms) {
+  constexpr double kDecay = 0.98;  // about the last 50 steps
+  const auto x = static_cast<double>(tokens);
+  n_ = n_ * kDecay + 1;
+  sx_ = sx_ * kDecay + x;
+  sy_ = sy_ * kDecay + ms;
+  sxx_ = sxx_ * kDecay + x * x;
+  sxy_ = sxy_ * kDecay + x * ms;
+}
+
+void SpecPlanner::record_draft(int64_t guesses, double ms) {
+  draft_ms_ += ms;
+  draft_n_ += static_cast<double>(guesses);
+}
+
+bool SpecPlanner::known() const {
+  // Two token counts timed: the points do not all share one x.
+  return n_ > 0 && n_ * sxx_ - sx_ * sx_ > 1e-6 * n_ * n_;
+}
+
+double SpecPlanner::step_ms(int64_t tokens) const {
+  if (n_ == 0) return 1;
+  if (!known()) return sy_ / n_;
+  const double b = std::max(0.0, (n_ * sxy_ - sx_ * sy_) / (n_ * sxx_ - sx_ * sx_));
+  const double a = (sy_ - b * sx_) / n_;
+  return std::max(1e-6, a + b * static_cast<double>(tokens));
+}
+
+double SpecPlanner::predicted_speedup(const Acceptance& a, int64_t k) const {
   const double per_guess = draft_n_ > 0 ? draft_ms_ / draft_n_ : 0;
-  const double cost = static_cast<double>(k) * per_guess + verify_ms(k);
-  return cost > 0 ? expected_tokens(k) * plain / cost : 1;
+  const double cost = static_cast<double>(k) * per_guess + step_ms(k + 1);
+  return a.expected_tokens(k) * step_ms(1) / cost;
 }
 
-int64_t DraftLength::next() {
-  if (adaptive_ && plain_n_ < 2) return 0;  // the cost model's baseline
-  if (!adaptive_ || steps_ < 4) return k_max_;
-  int64_t best = 0;
-  double best_speed = 1.02;  // a step must pay by more than the noise
-  for (int64_t k = 1; k <= k_max_; ++k)
-    if (double s = predicted_speedup(k); s > best_speed) best = k, best_speed = s;
-  if (best == 0 && ++since_probe_ >= 16) {
-    since_probe_ = 0;
-    return 1;
+std::vector<int64_t> SpecPlanner::plan(const std::vector<Acceptance*>& seqs,
+                                       const std::vector<int64_t>& room, int64_t other_tokens) {
+  std::vector<int64_t> k(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i)
+    if (!adaptive_ || !known()) k[i] = std::min(k_max_, room[i]);
+  if (!adaptive_ || !known()) return k;
+  const double per_guess = draft_n_ > 0 ? draft_ms_ / draft_n_ : 0;
+  const double c1 = step_ms(2) - step_ms(1);
+  auto tokens_in_step = static_cast<int64_t>(seqs.size()) + other_tokens;
+  double ms = step_ms(tokens_in_step), made = static_cast<double>(seqs.size());
+  for (;;) {
+    // The likeliest kept next guess among the sequences with room.
+    size_t best = seqs.size();
+    double gain = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (k[i] >= std::min(k_max_, room[i])) continue;
+      const double g = seqs[i]->expected_tokens(k[i] + 1) - seqs[i]->expected_tokens(k[i]);
+      if (g > gain) best = i, gain = g;
+    }
+    // It pays when its tokens per ms beat the step's, by more than noise.
+    if (best == seqs.size() || gain * ms <= 1.02 * made * (c1 + per_guess)) break;
+    ++k[best];
+    ms += c1 + per_guess;
+    made += gain;
   }
-  return best;
-}
-
-void DraftLength::record_plain(double ms) {
-  plain_ms_ += ms;
-  plain_n_ += 1;
-}
-
-void DraftLength::record(int64_t k, int64_t accepted, double draft_ms, double verify_ms) {
-  constexpr double kDecay = 0.95;  // about the last 20 steps
-  kept_ = kept_ * kDecay + static_cast<double>(accepted);
-  missed_ = missed_ * kDecay + (accepted < k ? 1.0 : 0.0);
-  if (k > 0) {
-    draft_ms_ += draft_ms;
-    draft_n_ += static_cast<double>(k);
+  // A sequence given nothing still guesses once every 16 steps, so that a
+  // rising acceptance is seen.
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (k[i] == 0 && room[i] > 0 && seqs[i]->probe_due()) k[i] = 1;
+    seqs[i]->guessed(k[i] > 0);
   }
-  verify_sum_[static_cast<size_t>(k)] += verify_ms;
-  verify_n_[static_cast<size_t>(k)] += 1;
-  ++steps_;
+  return k;
 }
 
 }  // namespace kiln

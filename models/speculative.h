@@ -82,8 +82,12 @@ class NgramDrafter : public Drafter {
   int64_t n_max_;
 };
 
-// Parses `--spec`: "ngram" or "ngram:N" (N the longest n-gram, 1 to 8).
-std::unique_ptr<Drafter> make_spec_drafter(const std::string& spec);
+// Parses `--spec`: "ngram" or "ngram:N" (N the longest n-gram, 1 to 8;
+// default 3); returns N.
+int64_t parse_spec_ngram(const std::string& spec);
+inline std::unique_ptr<Drafter> make_spec_drafter(const std::string& spec) {
+  return std::make_unique<NgramDrafter>(parse_spec_ngram(spec));
+}
 
 // The target's verdict on a draft. `rows` holds the target's logits after
 // each of the K + 1 tokens it read (the last emitted token, then the
@@ -106,38 +110,56 @@ void check_draft_vocab(const Tokenizer& target, const Tokenizer& draft);
 // it is): it then costs more than it can save.
 std::string draft_size_warning(const Llm& target, const Llm& draft);
 
-// K per step from what speculation measured. With acceptance a per guess
-// (each guess kept with probability a, independently), K guesses give
-// E(K) = (1 - a^(K+1)) / (1 - a) tokens for K draft steps and one verify
-// forward of K + 1 tokens; the step is worth taking when E(K) tokens cost
-// less than E(K) plain decode steps. The costs are the measured means
-// (draft per guess, verify per K as a line a + b K, plain decode), the
-// acceptance a decayed count of kept and rejected guesses, so K follows a
-// drifting acceptance. The first two steps are plain decode steps (the
-// baseline); where K is 0 after them, every 16th step still guesses, so a
-// rising acceptance is seen. Not adaptive: K on every step (and the verify
-// line's value at K = 0 stands in for the plain step).
-class DraftLength {
+// How often a sequence's guesses are kept: a decayed count of kept and
+// refused guesses (about the last 20 verify steps), so it follows drift.
+// Each guess is taken as kept with this probability, independently; K
+// guesses then yield E(K) = (1 - a^(K+1)) / (1 - a) tokens per step.
+class Acceptance {
  public:
-  explicit DraftLength(int64_t k_max, bool adaptive = true);
-  int64_t next();
-  void record_plain(double ms);
-  void record(int64_t k, int64_t accepted, double draft_ms, double verify_ms);
-  // Expected tokens per step and speed-up over plain decode at K, from
-  // the measurements so far (the cost model benchmarks check).
+  void record(int64_t k, int64_t accepted);
+  double rate() const;  // optimistic (0.8) until measured
   double expected_tokens(int64_t k) const;
-  double predicted_speedup(int64_t k) const;
-  double acceptance() const;
+  bool probe_due();  // every 16th call while it guesses nothing
+  void guessed(bool any) { since_probe_ = any ? 0 : since_probe_; }
 
  private:
-  double verify_ms(int64_t k) const;
+  double kept_ = 0, missed_ = 0;
+  int64_t since_probe_ = 0;
+};
+
+// K per sequence and step, from measured costs: a step that reads T tokens
+// takes c0 + c1 T ms (a line fitted through every step timed, plain or
+// verifying), each guess d ms of drafting. A guess pays when the tokens it
+// adds per ms it adds exceed the step's tokens per ms: guesses are handed
+// out greedily, next to the sequence whose next guess is likeliest kept
+// (a^(K+1)), while that holds. One sequence (`kiln run`): K maximises its
+// own speed. A full batch whose steps are bound by compute (c1 large
+// against c0) gets few or none: continuous batching already reads the
+// weights once for many tokens. Before the line is known (two token counts
+// timed) every sequence gets k_max; `adaptive` false: always k_max.
+class SpecPlanner {
+ public:
+  explicit SpecPlanner(int64_t k_max, bool adaptive = true);
+  // Guesses for each sequence whose acceptance is listed, in a step that
+  // also reads `other_tokens` tokens (prompt chunks); at most `room[i]`
+  // for sequence i.
+  std::vector<int64_t> plan(const std::vector<Acceptance*>& seqs, const std::vector<int64_t>& room,
+                            int64_t other_tokens = 0);
+  void record_step(int64_t tokens, double ms);
+  void record_draft(int64_t guesses, double ms);
+  // The step line's value, and one sequence's speed-up at K over plain
+  // steps (K draft steps and a step of K + 1 tokens for E(K) tokens,
+  // against E(K) steps of 1): the cost model benchmarks check.
+  double step_ms(int64_t tokens) const;
+  double predicted_speedup(const Acceptance& a, int64_t k) const;
+  bool known() const;
+
+ private:
   int64_t k_max_;
   bool adaptive_;
-  double kept_ = 0, missed_ = 0;               // decayed guess counts
-  double draft_ms_ = 0, draft_n_ = 0;          // per guess
-  double plain_ms_ = 0, plain_n_ = 0;          // per plain decode step
-  std::vector<double> verify_sum_, verify_n_;  // per K
-  int64_t steps_ = 0, since_probe_ = 0;
+  // Decayed sums for the least-squares line through (tokens, ms).
+  double n_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+  double draft_ms_ = 0, draft_n_ = 0;
 };
 
 }  // namespace kiln

@@ -101,6 +101,18 @@ std::vector<KvPagePool::PageCopy> KvPagePool::append(SeqId seq, int64_t n) {
   return copies;
 }
 
+void KvPagePool::truncate(SeqId seq, int64_t length) {
+  Seq& s = at(seq);
+  if (length < 0 || length > s.length)
+    throw Error("KV page pool: sequence " + std::to_string(seq) + " of " +
+                std::to_string(s.length) + " rows cannot keep " + std::to_string(length));
+  const auto keep = static_cast<size_t>((length + page_ - 1) / page_);
+  for (size_t i = keep; i < s.pages.size(); ++i)
+    if (--refs_[static_cast<size_t>(s.pages[i])] == 0) free_.insert(s.pages[i]);
+  s.pages.resize(keep);
+  s.length = length;
+}
+
 void KvPagePool::free(SeqId seq) {
   Seq& s = at(seq);
   for (int32_t p : s.pages)

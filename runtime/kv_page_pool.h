@@ -45,6 +45,11 @@ class KvPagePool {
   // The free pages append(seq, n) takes: new ones, and the copy of a
   // shared, partly filled last page.
   int64_t pages_needed(SeqId seq, int64_t n) const;
+  // Keeps the first `length` rows of seq (at most its length): the pages
+  // past them are let go, as free() lets them go (speculative decoding's
+  // refused guesses). A later append copies a kept last page that is
+  // shared, as always.
+  void truncate(SeqId seq, int64_t length);
   // Drops seq: its pages no other sequence holds return to the free list.
   void free(SeqId seq);
   // A holder besides sequences (a prefix cache keeping a full page for

@@ -34,6 +34,7 @@
 #include "models/batch_scheduler.h"
 #include "models/generation.h"
 #include "models/hf_checkpoint.h"
+#include "models/speculative.h"
 #include "tools/cli.h"
 #include "tools/request_deadline.h"
 #include "tools/serve_api.h"
@@ -167,6 +168,16 @@ class Engine {
                 static_cast<double>(st.cached_prompt_tokens)) +
            line("counter", "kiln_generated_tokens_total",
                 static_cast<double>(st.generated_tokens)) +
+           line("counter", "kiln_spec_steps_total", static_cast<double>(st.spec_steps)) +
+           line("counter", "kiln_spec_draft_tokens_total", static_cast<double>(st.draft_tokens)) +
+           line("counter", "kiln_spec_accepted_tokens_total",
+                static_cast<double>(st.accepted_tokens)) +
+           line("gauge", "kiln_spec_acceptance_rate",
+                st.draft_tokens ? static_cast<double>(st.accepted_tokens) / st.draft_tokens : 0) +
+           line("gauge", "kiln_spec_mean_accepted_length",
+                st.spec_steps ? static_cast<double>(st.accepted_tokens + st.spec_steps) /
+                                    static_cast<double>(st.spec_steps)
+                              : 0) +
            line("gauge", "kiln_generated_tokens_per_second", tokens_per_s_) +
            ttft_.text("kiln_time_to_first_token_seconds") +
            itl_.text("kiln_inter_token_latency_seconds");
@@ -284,10 +295,30 @@ std::string sse(const std::string& data) { return "data: " + data + "\n\n"; }
 }  // namespace
 
 int cmd_serve(const std::vector<std::string>& argv) {
-  CliArgs a(argv, {"help", "no-prefix-cache"});
-  a.allow_only({"help", "model", "host", "port", "queue", "threads", "ctx", "kv", "device",
-                "max-body", "chat-template", "no-prefix-cache", "max-batch", "kv-blocks", "kv-page",
-                "step-tokens", "request-timeout", "max-n", "shutdown-grace"});
+  CliArgs a(argv, {"help", "no-prefix-cache", "draft-k-fixed"});
+  a.allow_only({"help",
+                "model",
+                "host",
+                "port",
+                "queue",
+                "threads",
+                "ctx",
+                "kv",
+                "device",
+                "max-body",
+                "chat-template",
+                "no-prefix-cache",
+                "max-batch",
+                "kv-blocks",
+                "kv-page",
+                "step-tokens",
+                "request-timeout",
+                "max-n",
+                "shutdown-grace",
+                "draft",
+                "spec",
+                "draft-k",
+                "draft-k-fixed"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln serve -m MODEL.gguf|HF_DIR [--host 127.0.0.1] [--port 8080] [--queue 16]\n"
@@ -295,6 +326,8 @@ int cmd_serve(const std::vector<std::string>& argv) {
         "                  [--threads N] [--ctx N] [--kv f16|bf16|f32|q8_0] [--device cpu|cuda]\n"
         "                  [--max-body BYTES] [--request-timeout 10] [--chat-template NAME|FILE]\n"
         "                  [--no-prefix-cache] [--max-n 16] [--shutdown-grace 10]\n"
+        "                  [--draft DRAFT.gguf|HF_DIR | --spec ngram[:N]] [--draft-k 4] "
+        "[--draft-k-fixed]\n"
         "An OpenAI-compatible server: POST /v1/completions and /v1/chat/completions (stream:\n"
         "true for server-sent events), /v1/embeddings (the final hidden states pooled as\n"
         "the model's pooling_type says, else their mean; unit length), GET /v1/models,\n"
@@ -313,6 +346,10 @@ int cmd_serve(const std::vector<std::string>& argv) {
         "for later prompts that begin alike (a shared system prompt is computed once),\n"
         "unless --no-prefix-cache. A request's choices (n, times its prompts) run together,\n"
         "at most --max-n of them; n samples of a prompt read it once and share its pages.\n"
+        "Speculative decoding (--draft, a smaller model of the same vocabulary with a pool of its\n"
+        "own, or --spec ngram[:N], prompt lookup): decoding sequences guess up to --draft-k\n"
+        "tokens, verified in the step's forward, as many as pay for the batch (none when its\n"
+        "steps are bound by compute; --draft-k-fixed: always K).\n"
         "A request must arrive whole within --request-timeout\n"
         "seconds (else 408); its response may take as long as it needs.\n"
         "--port 0 takes a free port; the line 'kiln serve: listening on http://HOST:PORT'\n"
@@ -365,6 +402,22 @@ int cmd_serve(const std::vector<std::string>& argv) {
   const int64_t blocks = a.get_int("kv-blocks", so.max_batch * ((ctx + page - 1) / page));
   if (blocks < 1) throw Error("--kv-blocks expects at least 1");
   Llm model(std::move(file), rt, ctx, parse_kv_type(a.get("kv", "f16")), page, blocks);
+  // Speculative decoding: prompt lookup, or a draft model over a pool of
+  // its own, as large as the target's.
+  if (a.has("draft") && a.has("spec")) throw Error("--draft and --spec: give one of them");
+  if (a.has("draft-k") && !a.has("draft") && !a.has("spec"))
+    throw Error("--draft-k: give --draft MODEL or --spec ngram to guess with");
+  std::unique_ptr<Llm> draft;
+  if (a.has("draft")) {
+    draft = std::make_unique<Llm>(a.get("draft"), rt, ctx, parse_kv_type(a.get("kv", "f16")), page,
+                                  blocks);
+    if (std::string w = draft_size_warning(model, *draft); !w.empty())
+      std::fprintf(stderr, "kiln serve: %s\n", w.c_str());
+    so.draft = draft.get();
+  }
+  if (a.has("spec")) so.ngram = parse_spec_ngram(a.get("spec"));
+  so.draft_k = a.get_int("draft-k", 4);
+  so.draft_k_fixed = a.flag("draft-k-fixed");
   // The rows one sequence may hold: its context, or the whole pool if smaller.
   const int64_t max_rows = std::min(ctx, blocks * page);
   const std::string model_id = std::filesystem::path(path).filename().string();

@@ -9,6 +9,7 @@
 // may be held but by the prefix cache.
 #include <catch2/catch.hpp>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "ir/error.h"
@@ -56,9 +57,17 @@ GenerationOptions greedy(int64_t n) {
 }
 
 // Runs the requests through a scheduler, adding each at its step.
+// With `draft`, guesses come from the model's weights at Q8_0 (a pool of
+// the same size).
 std::vector<Outcome> serve(const std::vector<Request>& reqs, SchedulerOptions so, int64_t n_pages,
-                           SchedulerStats* stats = nullptr) {
+                           SchedulerStats* stats = nullptr, bool draft = false) {
   Llm served(model_path(), test::runtime(), kCtx, DType::f16, kPage, n_pages);
+  std::optional<Llm> draft_llm;
+  if (draft) {
+    draft_llm.emplace(test::tiny_model("llama", WeightFormat::q8_0, 13), test::runtime(), kCtx,
+                      DType::f16, kPage, n_pages);
+    so.draft = &*draft_llm;
+  }
   BatchScheduler sched(served, so);
   std::vector<Outcome> out(reqs.size());
   std::vector<bool> cancel(reqs.size());
@@ -144,6 +153,57 @@ TEST_CASE("preempted sequences are recomputed and continue with the same tokens"
     CHECK(st.preemptions > 0);
     check_unbatched(reqs, got);
   }
+}
+
+TEST_CASE("speculative serving gives each request its unbatched tokens",
+          "[models][scheduler][speculative]") {
+  // Greedy requests guessing by prompt lookup and by a draft model, K fixed
+  // so every decode guesses: plain decoding's tokens, with chunked prompts,
+  // sequences joining and leaving, the prefix cache, and preemption (a pool
+  // of 8 pages: the guesses' rows count against it too).
+  std::vector<int32_t> loop;
+  for (int r = 0; r < 4; ++r)
+    for (int32_t t : {17, 42, 99, 7, 150}) loop.push_back(t);
+  std::vector<Request> reqs = {{loop, greedy(40), 0},
+                               {prompt_of(40, 2), greedy(30), 0},
+                               {prompt_of(70, 3), greedy(25), 2},
+                               {prompt_of(1, 4), greedy(16), 5}};
+  // Four sequences of ~100 rows in 8 pages of 32: at most two fit.
+  std::vector<Request> tight = {{loop, greedy(70), 0}};
+  for (int i = 1; i < 4; ++i) tight.push_back({prompt_of(30 + 5 * i, 10 + i), greedy(70), 0});
+  for (bool by_draft : {false, true}) {
+    for (bool preempting : {false, true}) {
+      INFO((by_draft ? "draft model" : "prompt lookup") << (preempting ? ", preempting" : ""));
+      SchedulerOptions so =
+          preempting ? SchedulerOptions{4, 64, true} : SchedulerOptions{3, 32, false};
+      so.ngram = by_draft ? 0 : 3;
+      so.draft_k = 3;
+      so.draft_k_fixed = true;
+      SchedulerStats st;
+      const std::vector<Request>& rs = preempting ? tight : reqs;
+      std::vector<Outcome> got = serve(rs, so, preempting ? 8 : 24, &st, by_draft);
+      check_unbatched(rs, got);
+      CHECK(st.spec_steps > 0);
+      CHECK(st.accepted_tokens > 0);
+      CHECK(st.accepted_tokens < st.draft_tokens);
+      CHECK(st.generated_tokens == (preempting ? 4 * 70 : 40 + 30 + 25 + 16));
+      int64_t kept = 0;
+      for (const Outcome& o : got) kept += o.result.accepted_tokens;
+      CHECK(kept == st.accepted_tokens);
+      if (preempting) CHECK(st.preemptions > 0);
+    }
+  }
+  // Sampled, K fixed: the same tokens for the same seed, run after run.
+  std::vector<Request> sampled = {{loop, greedy(24), 0}, {prompt_of(30, 6), greedy(24), 1}};
+  for (Request& r : sampled) r.options.sampler = SamplerOptions{0.8, 20, 0.95, 1.0, 64, 5};
+  SchedulerOptions so{2, 32, false};
+  so.draft_k = 2;
+  so.draft_k_fixed = true;
+  std::vector<Outcome> a = serve(sampled, so, 24, nullptr, true),
+                       b = serve(sampled, so, 24, nullptr, true);
+  for (size_t i = 0; i < sampled.size(); ++i) CHECK(a[i].result.generated == b[i].result.generated);
+  so.draft_k = 17;
+  CHECK_THROWS_WITH(serve(sampled, so, 24, nullptr, true), Catch::Contains("expected 1 to 16"));
 }
 
 TEST_CASE("a shared prefix is computed once and gives the same tokens", "[models][scheduler]") {

@@ -287,41 +287,71 @@ TEST_CASE("prompt lookup guesses what followed the last n-gram's latest occurren
   CHECK_THROWS_WITH(make_spec_drafter("medusa"), Catch::Contains("unknown speculation"));
 }
 
-TEST_CASE("the adaptive K follows acceptance and cost, and stops guessing when it does not pay",
+TEST_CASE("the planned K follows acceptance and cost, and stops guessing when it does not pay",
           "[models][speculative]") {
-  // Plain decode 10 ms, a guess 0.5 ms, a verify forward 10 + 1.5 K ms.
-  auto feed = [](DraftLength& dl, double acceptance, int steps) {
+  // A step of T tokens takes 10 + 1.5 T ms, a guess 0.5 ms.
+  auto step_ms = [](int64_t t) { return 10 + 1.5 * static_cast<double>(t); };
+  auto feed = [&](SpecPlanner& p, Acceptance& acc, double acceptance, int steps) {
     std::mt19937_64 rng(3);
     std::bernoulli_distribution keep(acceptance);
+    p.record_step(1, step_ms(1));  // the plain baseline
     for (int s = 0; s < steps; ++s) {
-      const int64_t k = dl.next();
-      if (k == 0) {
-        dl.record_plain(10);
-        continue;
-      }
+      const int64_t k = p.plan({&acc}, {100})[0];
+      if (k > 0) p.record_draft(k, 0.5 * static_cast<double>(k));
       int64_t a = 0;
       while (a < k && keep(rng)) ++a;
-      dl.record(k, a, 0.5 * static_cast<double>(k), 10 + 1.5 * static_cast<double>(k));
+      if (k > 0) acc.record(k, a);
+      p.record_step(k + 1, step_ms(k + 1));
     }
   };
-  DraftLength high(8);
-  feed(high, 0.9, 200);
-  CHECK(high.acceptance() > 0.8);
-  CHECK(high.next() >= 4);
-  // E(K) = (1 - a^(K+1)) / (1 - a); speed-up = E(K) * 10 / (0.5 K + 10 + 1.5 K).
-  const double a = high.acceptance(), e4 = (1 - std::pow(a, 5)) / (1 - a);
-  CHECK(high.expected_tokens(4) == Approx(e4));
-  CHECK(high.predicted_speedup(4) == Approx(e4 * 10 / (2 + 10 + 6)).epsilon(0.02));
-  DraftLength low(8);
-  feed(low, 0.1, 200);
-  CHECK(low.acceptance() < 0.3);
+  SpecPlanner high(8);
+  Acceptance a_high;
+  feed(high, a_high, 0.9, 200);
+  CHECK(a_high.rate() > 0.8);
+  CHECK(high.step_ms(3) == Approx(step_ms(3)));
+  // E(K) = (1 - a^(K+1)) / (1 - a); speed-up = E(K) * 11.5 / (0.5 K + 10 + 1.5 (K + 1)).
+  const double a = a_high.rate(), e4 = (1 - std::pow(a, 5)) / (1 - a);
+  CHECK(a_high.expected_tokens(4) == Approx(e4));
+  CHECK(high.predicted_speedup(a_high, 4) == Approx(e4 * 11.5 / (2 + 10 + 7.5)));
+  const int64_t k = high.plan({&a_high}, {100})[0];
+  CHECK(k >= 4);
+  // K is the speed-up's best, give or take the 2 % a guess must clear.
+  for (int64_t j = 1; j <= 8; ++j)
+    CHECK(high.predicted_speedup(a_high, k) >= high.predicted_speedup(a_high, j) / 1.03);
+  CHECK(high.plan({&a_high}, {2})[0] == 2);  // no more than the room
+
+  SpecPlanner low(8);
+  Acceptance a_low;
+  feed(low, a_low, 0.1, 200);
+  CHECK(a_low.rate() < 0.3);
   int64_t guessing = 0;
-  for (int s = 0; s < 32; ++s) guessing += low.next() > 0;
+  for (int s = 0; s < 32; ++s) guessing += low.plan({&a_low}, {100})[0] > 0;
   CHECK(guessing >= 1);  // a probe every 16th step
   CHECK(guessing <= 3);
-  DraftLength fixed(3, false);
-  feed(fixed, 0.0, 50);
-  CHECK(fixed.next() == 3);
+
+  // A batch of 8 whose steps cost mostly per token (2 + 10 T ms): guessing
+  // for all would slow every one of them, so nobody guesses but the probes.
+  SpecPlanner full(4);
+  for (int64_t t : {8, 12, 16, 24}) full.record_step(t, 2 + 10 * static_cast<double>(t));
+  std::vector<Acceptance> accs(8);
+  std::vector<Acceptance*> ptrs;
+  for (auto& x : accs) {
+    x.record(4, 3);
+    ptrs.push_back(&x);
+  }
+  std::vector<int64_t> ks = full.plan(ptrs, std::vector<int64_t>(8, 100));
+  CHECK(std::count(ks.begin(), ks.end(), 0) == 8);
+  // The same batch where a step's cost is mostly fixed (100 + 0.5 T ms):
+  // each guesses.
+  SpecPlanner light(4);
+  for (int64_t t : {8, 12, 16, 24}) light.record_step(t, 100 + 0.5 * static_cast<double>(t));
+  ks = light.plan(ptrs, std::vector<int64_t>(8, 100));
+  CHECK(std::count(ks.begin(), ks.end(), 0) == 0);
+
+  SpecPlanner fixed(3, false);
+  Acceptance none;
+  feed(fixed, none, 0.0, 50);
+  CHECK(fixed.plan({&none}, {100})[0] == 3);
 }
 
 TEST_CASE("a draft of another vocabulary, K out of range and a draft too large are named",

@@ -81,6 +81,34 @@ TEST_CASE("a fork shares its prefix and copies a shared partly filled page on wr
   CHECK(pool.refs(pool.table(d)[0]) == 1);
 }
 
+TEST_CASE("a truncated sequence lets go of the pages past its rows", "[runtime][kv]") {
+  // Speculative decoding's refused guesses: rows appended, then dropped.
+  KvPagePool pool(6, 16);
+  auto a = pool.create();
+  pool.append(a, 20);
+  auto b = pool.fork(a);  // shares both pages, the second half full
+  pool.append(b, 30);     // a copy of the half page, two new pages
+  CHECK(pool.table(b).size() == 4);
+  CHECK(pool.free_pages() == 1);
+  pool.truncate(b, 21);  // back into its private copy: the new pages go
+  CHECK(pool.length(b) == 21);
+  CHECK(pool.table(b).size() == 2);
+  CHECK(pool.free_pages() == 3);
+  CHECK(pool.table(b)[0] == pool.table(a)[0]);
+  pool.truncate(b, 8);  // into the shared full page: it stays shared
+  CHECK(pool.table(b) == std::vector<int32_t>{pool.table(a)[0]});
+  CHECK(pool.refs(pool.table(a)[0]) == 2);
+  CHECK(pool.free_pages() == 4);
+  // Writing row 8 of the shared page copies it first.
+  auto copies = pool.append(b, 1);
+  REQUIRE(copies.size() == 1);
+  CHECK(copies[0].from == pool.table(a)[0]);
+  pool.truncate(b, 0);
+  CHECK(pool.table(b).empty());
+  CHECK_THROWS_WITH(pool.truncate(a, 21), Catch::Contains("of 20 rows cannot keep 21"));
+  CHECK_THROWS_WITH(pool.truncate(a, -1), Catch::Contains("cannot keep -1"));
+}
+
 TEST_CASE("a page pool refuses what it cannot hold", "[runtime][kv][error]") {
   KvPagePool pool(3, 16);
   auto a = pool.create();

@@ -1,14 +1,23 @@
-// One Runtime per test binary (2 threads) so kernels compile once; memory-only
-// compile cache and no tuning database, so tests see neither the user's
-// cache nor their tunings.
+// One Runtime per test process (2 threads) so kernels compile once, and no
+// tuning database, so tests never see the user's tunings. Its compile cache
+// is the build's own (KILN_TEST_CACHE_DIR, which ctest sets to a folder of
+// the build tree), shared by the processes ctest runs, one per test case:
+// each would otherwise JIT the same kernels again, the larger part of the
+// suite's time. Run by hand without it, the cache is memory only; never the
+// user's.
 #pragma once
+
+#include <cstdlib>
 
 #include "runtime/runtime.h"
 
 namespace kiln::test {
 
 inline Runtime& runtime() {
-  static Runtime rt(RuntimeOptions{2, "", false});
+  static Runtime rt([] {
+    const char* dir = std::getenv("KILN_TEST_CACHE_DIR");
+    return RuntimeOptions{2, dir ? dir : "", false};
+  }());
   return rt;
 }
 
