@@ -50,8 +50,8 @@ struct GenerationOptions {
   // the drafter's guesses of up to draft_k tokens in one forward and keeps
   // those the sampler would have produced (greedy: the same tokens; sampled:
   // the same distribution). K follows the measured acceptance and costs
-  // (SpecPlanner; the first two steps are plain, its baseline) unless
-  // draft_k_fixed.
+  // (SpecPlanner; the first two steps are plain, its baseline, and the
+  // third guesses once) unless draft_k_fixed.
   Drafter* drafter = nullptr;
   int64_t draft_k = 4;
   bool draft_k_fixed = false;

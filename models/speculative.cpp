@@ -178,6 +178,8 @@ void Acceptance::record(int64_t k, int64_t accepted) {
   constexpr double kDecay = 0.95;
   kept_ = kept_ * kDecay + static_cast<double>(accepted);
   missed_ = missed_ * kDecay + (accepted < k ? 1.0 : 0.0);
+  // Probes that keep nothing come ever less often.
+  probe_every_ = accepted > 0 ? 16 : std::min<int64_t>(probe_every_ * 2, 256);
 }
 
 double Acceptance::rate() const { return kept_ + missed_ > 0 ? kept_ / (kept_ + missed_) : 0.8; }
@@ -188,7 +190,7 @@ double Acceptance::expected_tokens(int64_t k) const {
 }
 
 bool Acceptance::probe_due() {
-  if (++since_probe_ < 16) return false;
+  if (++since_probe_ < probe_every_) return false;
   since_probe_ = 0;
   return true;
 }
@@ -232,8 +234,10 @@ double SpecPlanner::predicted_speedup(const Acceptance& a, int64_t k) const {
 std::vector<int64_t> SpecPlanner::plan(const std::vector<Acceptance*>& seqs,
                                        const std::vector<int64_t>& room, int64_t other_tokens) {
   std::vector<int64_t> k(seqs.size());
+  // Fixed: k_max. Before the line is known: one guess each, the cheapest
+  // step that times a second token count.
   for (size_t i = 0; i < seqs.size(); ++i)
-    if (!adaptive_ || !known()) k[i] = std::min(k_max_, room[i]);
+    if (!adaptive_ || !known()) k[i] = std::min(adaptive_ ? 1 : k_max_, room[i]);
   if (!adaptive_ || !known()) return k;
   const double per_guess = draft_n_ > 0 ? draft_ms_ / draft_n_ : 0;
   const double c1 = step_ms(2) - step_ms(1);
@@ -254,10 +258,11 @@ std::vector<int64_t> SpecPlanner::plan(const std::vector<Acceptance*>& seqs,
     ms += c1 + per_guess;
     made += gain;
   }
-  // A sequence given nothing still guesses once every 16 steps, so that a
-  // rising acceptance is seen.
+  // A sequence given nothing still guesses now and then, so that a rising
+  // acceptance is seen: where a guess kept for sure would pay.
+  const bool could_pay = ms > 1.02 * made * (c1 + per_guess);
   for (size_t i = 0; i < seqs.size(); ++i) {
-    if (k[i] == 0 && room[i] > 0 && seqs[i]->probe_due()) k[i] = 1;
+    if (k[i] == 0 && room[i] > 0 && could_pay && seqs[i]->probe_due()) k[i] = 1;
     seqs[i]->guessed(k[i] > 0);
   }
   return k;

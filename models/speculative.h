@@ -119,12 +119,14 @@ class Acceptance {
   void record(int64_t k, int64_t accepted);
   double rate() const;  // optimistic (0.8) until measured
   double expected_tokens(int64_t k) const;
-  bool probe_due();  // every 16th call while it guesses nothing
+  // Whether a sequence planned no guesses should guess once anyway: every
+  // 16th step, twice as long after each probe that kept nothing (to 256).
+  bool probe_due();
   void guessed(bool any) { since_probe_ = any ? 0 : since_probe_; }
 
  private:
   double kept_ = 0, missed_ = 0;
-  int64_t since_probe_ = 0;
+  int64_t since_probe_ = 0, probe_every_ = 16;
 };
 
 // K per sequence and step, from measured costs: a step that reads T tokens
@@ -136,7 +138,9 @@ class Acceptance {
 // own speed. A full batch whose steps are bound by compute (c1 large
 // against c0) gets few or none: continuous batching already reads the
 // weights once for many tokens. Before the line is known (two token counts
-// timed) every sequence gets k_max; `adaptive` false: always k_max.
+// timed) every sequence gets one guess; `adaptive` false: always k_max. A
+// sequence planned none still probes with one guess now and then
+// (Acceptance::probe_due), where a guess sure to be kept would pay.
 class SpecPlanner {
  public:
   explicit SpecPlanner(int64_t k_max, bool adaptive = true);

@@ -24,6 +24,9 @@ the standard library's HTTP client only:
   answered 408 or closed after --request-timeout while others are served;
 - a streaming client that disconnects cancels its sequence (metrics:
   cancelled, nothing running) and the server keeps serving;
+- speculative decoding (--spec ngram, --draft: the model's weights at
+  Q4_0), K fixed: concurrent greedy completions give `kiln run`'s tokens,
+  and /metrics counts the guesses made and kept;
 - SIGTERM and SIGINT: connections refused at once, a running stream
   finishes within --shutdown-grace or ends with one error event past it,
   and the server exits 0;
@@ -552,6 +555,40 @@ def shutdown(kiln, model):
         s.proc.wait()
 
 
+def speculation(kiln, model, tmp):
+    draft = os.path.join(tmp, "llama-tiny-q4_0.gguf")
+    subprocess.run([kiln, "gen-model", "--arch", "llama", "--preset", "tiny", "--type", "q4_0", "-o", draft,
+                    "--seed", "1"], check=True, capture_output=True)
+    loop = [1] + [17, 42, 99, 7, 150] * 4  # repeats: prompt lookup finds matches
+    want = {tuple(p): greedy_reference(kiln, model, tmp, 24, p) for p in (loop, PROMPT)}
+    for label, extra in (("--spec ngram", ["--spec", "ngram"]), ("--draft", ["--draft", draft])):
+        s = Server(kiln, model, extra + ["--draft-k", "3", "--draft-k-fixed", "--ctx", "256"])
+        try:
+            out = {}
+
+            def ask(p):
+                out[tuple(p)] = s.complete({"prompt": p, "max_tokens": 24, "temperature": 0,
+                                            "return_token_ids": True})
+
+            threads = [threading.Thread(target=ask, args=(p,)) for p in (loop, PROMPT)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for p, (st, r) in out.items():
+                got = r["choices"][0]["token_ids"] if st == 200 else []
+                whole = len(got) == 24 or (got and r["choices"][0]["finish_reason"] == "stop")
+                check(whole and got == want[p][:len(got)],
+                      f"{label}: greedy completion of {len(p)} tokens is kiln run's ({st})")
+            m = s.metrics()
+            made, kept = m.get("kiln_spec_draft_tokens_total", 0), m.get("kiln_spec_accepted_tokens_total", 0)
+            rate = m.get("kiln_spec_acceptance_rate", -1)
+            check(made > 0 and 0 < kept <= made and abs(rate - kept / made) < 1e-6,
+                  f"{label}: /metrics counts {made:.0f} guesses, {kept:.0f} kept")
+        finally:
+            s.stop()
+
+
 def tiny_llama(kiln, tmp):
     """The served model: a generated tiny llama, Q8_0, seed 1."""
     model = os.path.join(tmp, "llama-tiny.gguf")
@@ -571,6 +608,7 @@ def main():
         disconnect_and_queue(a.kiln, model)
         slow_clients(a.kiln, model)
         load(a.kiln, model, tmp)
+        speculation(a.kiln, model, tmp)
         shutdown(a.kiln, model)
     if failures:
         raise SystemExit(f"{len(failures)} check(s) failed")
