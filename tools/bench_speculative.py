@@ -68,7 +68,7 @@ def llama_speculative(args, draft):
     cmd = [args.llama_speculative, "-m", args.model, "-md", draft, "-p", args.prompt,
            "-n", str(args.n), "-t", str(args.threads), "-tb", str(args.threads),
            "-td", str(args.threads), "-tbd", str(args.threads), "-c", str(args.ctx),
-           "--draft-max", str(args.draft_k), "--draft-min", "0", "--temp", "0",
+           "--spec-draft-n-max", str(args.draft_k), "--spec-draft-n-min", "0", "--temp", "0",
            "--ignore-eos", "-ngl", "0", "-ngld", "0"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     text = out.stdout + out.stderr

@@ -32,6 +32,12 @@ struct CpuProfile {
   bool native_masked_memory = true;
   // AVX-512 VNNI: a sum over groups of 4 of u8 x i8 products is vpdpbusd.
   bool x86_vnni = false;
+  // Without VNNI, the widest x86 pmaddubsw in bits (256 AVX2, 128 SSSE3;
+  // 0 none): u8 x i8 products summed in adjacent pairs into i16, with
+  // saturation, so it serves a byte dot only where the unsigned operand is
+  // known to stay below 128 (4-bit codes): then nothing saturates, and
+  // pmaddwd by ones sums the pairs of pairs (llama.cpp's AVX2 dots).
+  int x86_maddubs_bits = 0;
   // x86 has no byte shifts: LLVM emits vgf2p8affineqb (GFNI) for a byte
   // shift by a constant, which shares its ports with vpdpbusd and vfmadd,
   // the ports a quantized dot loop saturates (4-bit codes' high nibbles).

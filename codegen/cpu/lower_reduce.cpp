@@ -1,7 +1,9 @@
 // Reductions, argmax and dots: horizontal reductions, whole-row
 // combinations, the outer-product dot and the grouped 8-bit dot.
+#include <llvm/Analysis/ValueTracking.h>
 #include <llvm/Analysis/VectorUtils.h>
 #include <llvm/IR/IntrinsicsX86.h>
+#include <llvm/Support/KnownBits.h>
 
 #include "codegen/cpu/lowering.h"
 
@@ -90,6 +92,8 @@ llvm::Value* Lowering::dot_groups(const Op& op, llvm::Value* acc) {
   const bool words = dot_group_size(ty(a).dtype, ty(b).dtype) == 2;
   const bool a_unsigned = ty(a).dtype == DType::u8;
   const int64_t n = ty(a).numel(), per = words ? 32 : 64;  // elements per instruction
+  if (!profile_.x86_vnni && !words && a_unsigned && profile_.x86_maddubs_bits > 0)
+    if (llvm::Value* d = maddubs_dot(v(a), v(b), n)) return acc ? b_.CreateAdd(acc, d) : d;
   if (!profile_.x86_vnni || !(a_unsigned || words) || (n % per && n != per / 4 && n != per / 2)) {
     auto strided = [&](llvm::Value* v, int64_t count, int64_t first, int64_t step) {
       std::vector<int> idx;
@@ -136,6 +140,33 @@ llvm::Value* Lowering::dot_groups(const Op& op, llvm::Value* acc) {
       start = b_.CreateShuffleVector(acc, lane_idx);
     }
     parts.push_back(b_.CreateIntrinsic(id, {}, {start, ua, sb}));
+  }
+  return parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
+}
+
+// The byte dot as pmaddubsw + pmaddwd by ones, 32 (or 16) bytes an
+// instruction pair; null where it might saturate (the unsigned operand not
+// known to stay below 128) or the length does not fit.
+llvm::Value* Lowering::maddubs_dot(llvm::Value* a, llvm::Value* b, int64_t n) {
+  const llvm::KnownBits known = llvm::computeKnownBits(a, m_.getDataLayout());
+  if (known.getMaxValue().getZExtValue() > 127) return nullptr;
+  const int64_t per = profile_.x86_maddubs_bits == 256 && n % 32 == 0 ? 32 : 16;
+  if (n % per) return nullptr;
+  auto vec = [&](llvm::Type* e, int64_t count) {
+    return llvm::FixedVectorType::get(e, static_cast<unsigned>(count));
+  };
+  const bool wide = per == 32;
+  const auto pairs =
+      wide ? llvm::Intrinsic::x86_avx2_pmadd_ub_sw : llvm::Intrinsic::x86_ssse3_pmadd_ub_sw_128;
+  const auto quads = wide ? llvm::Intrinsic::x86_avx2_pmadd_wd : llvm::Intrinsic::x86_sse2_pmadd_wd;
+  llvm::Value* ones = llvm::ConstantInt::get(vec(b_.getInt16Ty(), per / 2), 1);
+  std::vector<llvm::Value*> parts;
+  for (int64_t c = 0; c < n; c += per) {
+    std::vector<int> idx;
+    for (int64_t j = 0; j < per; ++j) idx.push_back(static_cast<int>(c + j));
+    llvm::Value* p16 = b_.CreateIntrinsic(
+        pairs, {}, {b_.CreateShuffleVector(a, idx), b_.CreateShuffleVector(b, idx)});
+    parts.push_back(b_.CreateIntrinsic(quads, {}, {p16, ones}));
   }
   return parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
 }

@@ -192,6 +192,7 @@ class Lowering {
   llvm::Value* argmax_vector(DType t, llvm::Value* v);
   llvm::Value* dot(const Op& op);
   llvm::Value* row_of(int value, int64_t row, int depth);
+  llvm::Value* maddubs_dot(llvm::Value* a, llvm::Value* b, int64_t n);
   llvm::Value* dot_groups(const Op& op, llvm::Value* acc = nullptr);
   llvm::Value* accumulated_dot_groups(const Op& op);
   llvm::Value* accumulate_dots(llvm::Value* acc, int id, bool& any_dot);

@@ -478,6 +478,32 @@ TEST_CASE("dot_groups (vpdpbusd, and the portable form) are exact", "[codegen][c
         }
 }
 
+TEST_CASE("byte dots of codes below 128 are exact pmaddubsw without VNNI", "[codegen][cpu]") {
+  // pmaddubsw sums u8 x i8 pairs into i16 with saturation: exact only when
+  // the u8 operand is known to stay below 128 (here masked to 7 bits), so a
+  // full byte keeps the widening form. Extremes: 127 * -128 in both lanes
+  // of a pair, and 255 * -128 where unmasked.
+  for (bool masked : {true, false}) {
+    INFO((masked ? "codes masked to 7 bits" : "full bytes"));
+    Spec s{"mb", {}, {}};
+    KernelBuilder k("mb", s);
+    auto a = k.buffer("a", DType::u8), b = k.buffer("b", DType::i8), c = k.buffer("c", DType::i32);
+    auto va = load(a + arange(64));
+    if (masked) va = va & full({64}, 0x7F, DType::u8);
+    store(c + arange(16), load(c + arange(16)) + dot_groups(va, load(b + arange(64))));
+    Kernel kern = k.finish();
+    HostBuffer as = HostBuffer::random(DType::u8, 64, 41, 0, 255);
+    HostBuffer bs = HostBuffer::random(DType::i8, 64, 42, -128, 127);
+    for (int64_t j = 0; j < 8; ++j) as.set(j, 255), bs.set(j, -128);
+    HostBuffer ci = HostBuffer::random(DType::i32, 16, 43, -1000, 1000), cj = ci;
+    interpret(kern, {as.arg(), bs.arg(), ci.arg()}, {1, 1, 1});
+    run_jit(kern, {as.arg(), bs.arg(), cj.arg()}, {1, 1, 1});
+    CHECK(same_bits(cj, ci));
+    const std::string v3 = cpu_assembly(kern, named_cpu_target("x86-64-v3"));
+    CHECK(line_with(v3, "vpmaddubsw", "ymm") == masked);
+  }
+}
+
 TEST_CASE("sums of byte dots chained into one accumulator stay exact", "[codegen][cpu]") {
   // c + (dot_a + (x + dot_b)) lowers to dots accumulating into c in turn;
   // a dot with a second use (stored too) must still be computed on its own.

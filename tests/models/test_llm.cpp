@@ -40,13 +40,7 @@ std::string tiny_model(const std::string& family, WeightFormat format) {
   return test::tiny_model(family, format, 3);
 }
 
-double spread(const std::vector<float>& v) {
-  double m = 0, s = 0;
-  for (float x : v) m += x;
-  m /= static_cast<double>(v.size());
-  for (float x : v) s += (x - m) * (x - m);
-  return std::sqrt(s / static_cast<double>(v.size()));
-}
+using test::spread;
 
 // Logits [positions, V]: finite, max and mean |a - b| within max_tol and
 // mean_tol times the spread s, and the same top-1 token at every position.

@@ -24,6 +24,7 @@
 #include "models/generation.h"
 #include "models/speculative.h"
 #include "support/runtime_fixture.h"
+#include "support/test_data.h"
 #include "support/tiny_model.h"
 
 using namespace kiln;
@@ -46,14 +47,6 @@ GenerationOptions greedy(int64_t n) {
   return o;
 }
 
-double spread(const std::vector<float>& v) {
-  double m = 0, s = 0;
-  for (float x : v) m += x;
-  m /= static_cast<double>(v.size());
-  for (float x : v) s += (x - m) * (x - m);
-  return std::sqrt(s / static_cast<double>(v.size()));
-}
-
 struct Setup {
   const char* family;
   KvCacheType kv = DType::f16;
@@ -68,7 +61,7 @@ std::pair<int64_t, int64_t> check_greedy(const Setup& s) {
   const std::vector<int32_t> prompt = looping_prompt();
   Llm plain(target_path, test::runtime(), kCtx, s.kv, s.page);
   GenerationResult want = generate(plain, prompt, greedy(40));
-  const double sp = spread(want.logits);
+  const double sp = test::spread(want.logits);
   Llm draft(draft_path, test::runtime(), kCtx, s.kv);
   DraftModel by_model(draft, {});
   NgramDrafter by_lookup;

@@ -56,6 +56,15 @@ inline double worse(double worst, double err) {
   return std::isnan(err) ? INFINITY : std::max(worst, err);
 }
 
+// The standard deviation of logits: the scale model tolerances are stated in.
+inline double spread(const std::vector<float>& v) {
+  double m = 0, s = 0;
+  for (float x : v) m += x;
+  m /= static_cast<double>(v.size());
+  for (float x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size()));
+}
+
 // Largest |a - b| / (atol + rtol * |b|) over all elements: <= 1 means within tolerance.
 double worst_error(const HostBuffer& a, const std::vector<double>& ref, double atol, double rtol);
 
