@@ -284,6 +284,10 @@ void BatchScheduler::step() {
   for (size_t i = 0; i < decodes.size(); ++i) {
     Seq* s = decodes[i];
     if (s->kv < 0 || budget == 0) continue;  // preempted by one before it
+    // Guesses take free pages only: they never preempt another sequence.
+    if (pool_.pages_needed(s->kv, 1 + static_cast<int64_t>(guesses[i].tokens.size())) >
+        pool_.free_pages())
+      guesses[i] = Draft{};
     const int64_t n = 1 + static_cast<int64_t>(guesses[i].tokens.size());
     if (!reserve(*s, n, batch)) continue;
     batch.push_back(s);
