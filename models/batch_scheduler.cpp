@@ -18,8 +18,7 @@ struct BatchScheduler::Seq {
         arrival(at),
         choice(choice),
         tokens(req.prompt),
-        sampler_options(seeded(req.options.sampler, choice)),
-        sampler(sampler_options),
+        sampler(seeded(req.options.sampler, choice)),
         text(tok, req.options.stop) {
     result.prompt = req.prompt;
     if (req.options.grammar && req.options.grammar_trigger.empty())
@@ -43,7 +42,6 @@ struct BatchScheduler::Seq {
   int64_t computed = 0;         // of tokens, the rows in the cache
   KvPagePool::SeqId kv = -1;    // its pages; -1 while waiting
   bool admitted = false, done = false;
-  SamplerOptions sampler_options;
   Sampler sampler;
   StopText text;
   // Its grammar's parse (from the start, or once the trigger showed in
@@ -82,9 +80,7 @@ BatchScheduler::BatchScheduler(Llm& model, SchedulerOptions o)
   if (o_.ngram > 0 && o_.draft)
     throw Error("batch scheduler: prompt lookup or a draft model, not both");
   if (o_.ngram > 0 || o_.draft) {
-    if (o_.draft_k < 1 || o_.draft_k > kMaxDraftTokens)
-      throw Error("--draft-k " + std::to_string(o_.draft_k) + ": expected 1 to " +
-                  std::to_string(kMaxDraftTokens));
+    check_draft_k(o_.draft_k);
     planner_.emplace(o_.draft_k, !o_.draft_k_fixed);
   }
   if (o_.ngram > 0) ngram_.emplace(o_.ngram);
@@ -298,9 +294,8 @@ void BatchScheduler::step() {
   std::vector<Seq*> order;
   for (auto& s : running_) order.push_back(s.get());
   for (Seq* s : order) {
-    if (s->kv < 0 || std::find(batch.begin(), batch.end(), s) != batch.end()) continue;
     const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->computed;
-    if (left == 1 || budget == 0) continue;
+    if (s->kv < 0 || left == 1 || budget == 0) continue;  // decodes are in already
     const int64_t n = std::min(left, budget);
     if (!reserve(*s, n, batch)) continue;
     batch.push_back(s);
@@ -461,11 +456,8 @@ void BatchScheduler::draft_pass(const std::vector<Seq*>& seqs, const std::vector
     Seq& s = *seqs[i];
     if (s.draft_kv < 0) s.draft_kv = pool.create();
     const auto n = static_cast<int64_t>(s.tokens.size());
-    auto common = static_cast<int64_t>(std::mismatch(s.draft_cached.begin(), s.draft_cached.end(),
-                                                     s.tokens.begin(), s.tokens.end())
-                                           .first -
-                                       s.draft_cached.begin());
-    common = std::min({common, n - 1, pool.length(s.draft_kv)});
+    const int64_t common =
+        std::min(reusable_rows(s.draft_cached, s.tokens), pool.length(s.draft_kv));
     pool.truncate(s.draft_kv, common);
     s.draft_cached.assign(s.tokens.begin(), s.tokens.begin() + common);
     if (pool.pages_needed(s.draft_kv, n - common + k[i] - 1) > pool.free_pages())
@@ -474,11 +466,8 @@ void BatchScheduler::draft_pass(const std::vector<Seq*>& seqs, const std::vector
     s.draft_cached = s.tokens;
     chunks.push_back({std::vector<int32_t>(s.tokens.begin() + common, s.tokens.end()), common,
                       pool.table(s.draft_kv), false});
-    if (!s.draft_sampler) {
-      SamplerOptions so = s.sampler_options;
-      so.seed ^= 0x9e3779b97f4a7c15ull;  // a stream of its own
-      s.draft_sampler.emplace(so);
-    }
+    if (!s.draft_sampler)
+      s.draft_sampler.emplace(draft_sampler_options(Seq::seeded(s.req.options.sampler, s.choice)));
     live.push_back(i);
   }
   // Then one token a step for every sequence still guessing.
@@ -492,11 +481,8 @@ void BatchScheduler::draft_pass(const std::vector<Seq*>& seqs, const std::vector
       Draft& d = (*drafts)[i];
       std::vector<int32_t> seq = s.tokens;
       seq.insert(seq.end(), d.tokens.begin(), d.tokens.end());
-      TokenDist dist =
-          s.draft_sampler->distribution(logits.data() + static_cast<int64_t>(r) * V, V, seq);
-      const int32_t t = s.draft_sampler->draw(dist);
-      d.tokens.push_back(t);
-      if (!s.draft_sampler->greedy()) d.dists.push_back(std::move(dist));
+      const int32_t t =
+          d.guess(*s.draft_sampler, logits.data() + static_cast<int64_t>(r) * V, V, seq);
       if (static_cast<int64_t>(d.tokens.size()) == k[i]) continue;
       pool.append(s.draft_kv, 1);
       chunks.push_back({{t}, pool.length(s.draft_kv) - 1, pool.table(s.draft_kv), false});
@@ -514,12 +500,8 @@ void BatchScheduler::verify(Seq& s, const Draft& d, const float* rows, Clock::ti
   // The cache keeps the last token's row and the accepted guesses'.
   pool_.truncate(s.kv, before + 1 + v.accepted);
   s.acceptance.record(k, v.accepted);
-  ++stats_.spec_steps;
-  stats_.draft_tokens += k;
-  stats_.accepted_tokens += v.accepted;
-  ++s.result.spec_steps;
-  s.result.draft_tokens += k;
-  s.result.accepted_tokens += v.accepted;
+  stats_.spec.add(k, v.accepted);
+  s.result.spec.add(k, v.accepted);
   const double each = ms_between(s.last, now) / static_cast<double>(v.tokens.size());
   s.last = now;
   for (size_t j = 0; j < v.tokens.size() && !s.done; ++j) {

@@ -86,8 +86,7 @@ struct SchedulerStats {
   int64_t pages = 0, pages_used = 0, pages_cached = 0;  // of the pool; cached: the prefix cache's
   int64_t steps = 0, preemptions = 0;
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
-  // Speculation: steps with guesses, guesses made and kept.
-  int64_t spec_steps = 0, draft_tokens = 0, accepted_tokens = 0;
+  SpecCounts spec;  // speculation: steps with guesses, guesses made and kept
 };
 
 class BatchScheduler {

@@ -35,9 +35,7 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
   Acceptance acceptance;
   int64_t plain_steps = 0;
   if (o.drafter) {
-    if (o.draft_k < 1 || o.draft_k > kMaxDraftTokens)
-      throw Error("--draft-k " + std::to_string(o.draft_k) + ": expected 1 to " +
-                  std::to_string(kMaxDraftTokens));
+    check_draft_k(o.draft_k);
     planner.emplace(o.draft_k, !o.draft_k_fixed);
     o.drafter->prepare(static_cast<int64_t>(prompt.size()));
   }
@@ -101,10 +99,10 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
     if (draft.tokens.empty()) {  // a plain decode step
       auto t1 = std::chrono::steady_clock::now();
       logits = &model.forward({last}, o.all_logits);
-      const double ms = ms_since(t1) + draft_ms;
-      r.token_ms.push_back(ms);
+      const double step_ms = ms_since(t1);
+      r.token_ms.push_back(step_ms + draft_ms);
       r.launches_per_token = model.last_kernel_launches();
-      if (planner) planner->record_step(1, ms - draft_ms);
+      if (planner) planner->record_step(1, step_ms);
       ++plain_steps;
       keep(logits->data(), 1);
       going = emit(sampler.sample(logits->data(), V, history));
@@ -123,9 +121,7 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
     const auto k = static_cast<int64_t>(draft.tokens.size());
     acceptance.record(k, v.accepted);
     planner->record_step(k + 1, verify_ms);
-    ++r.spec_steps;
-    r.draft_tokens += k;
-    r.accepted_tokens += v.accepted;
+    r.spec.add(k, v.accepted);
     r.draft_ms += draft_ms;
     r.verify_ms += verify_ms;
     r.launches_per_token = model.last_kernel_launches();
@@ -135,9 +131,9 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
       going = emit(v.tokens[i]);
     }
   }
-  if (planner && r.spec_steps > 0)
-    r.spec_predicted_speedup =
-        planner->predicted_speedup(acceptance, (r.draft_tokens + r.spec_steps / 2) / r.spec_steps);
+  if (planner && r.spec.steps > 0)
+    r.spec_predicted_speedup = planner->predicted_speedup(
+        acceptance, (r.spec.draft_tokens + r.spec.steps / 2) / r.spec.steps);
   const std::string rest = text.flush();
   if (on_text && !rest.empty()) on_text(rest);
   r.text += rest;

@@ -11,11 +11,11 @@
 #include "models/llm.h"
 #include "models/logprobs.h"
 #include "models/sampler.h"
+#include "models/speculative.h"
 
 namespace kiln {
 
 class CompiledGrammar;
-class Drafter;
 
 struct GenerationOptions {
   int64_t n_predict = 64;
@@ -74,7 +74,7 @@ struct GenerationResult {
   std::string stop_reason;  // "length", "eos", "stop string", "cancelled"
   // Speculation: verify forwards, guesses made and kept, and the time the
   // drafter and the verify forwards took (in token_ms too).
-  int64_t spec_steps = 0, draft_tokens = 0, accepted_tokens = 0;
+  SpecCounts spec;
   double draft_ms = 0, verify_ms = 0;
   double spec_predicted_speedup = 0;  // the cost model's, at the mean K used
 };

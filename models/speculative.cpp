@@ -7,13 +7,50 @@
 
 namespace kiln {
 
+void check_draft_k(int64_t k) {
+  if (k < 1 || k > kMaxDraftTokens)
+    throw Error("--draft-k " + std::to_string(k) + ": expected 1 to " +
+                std::to_string(kMaxDraftTokens));
+}
+
+void SpecCounts::add(int64_t guesses, int64_t accepted) {
+  ++steps;
+  draft_tokens += guesses;
+  accepted_tokens += accepted;
+}
+
+double SpecCounts::acceptance_rate() const {
+  return draft_tokens ? static_cast<double>(accepted_tokens) / static_cast<double>(draft_tokens)
+                      : 0.0;
+}
+
+double SpecCounts::mean_accepted_length() const {
+  return steps ? static_cast<double>(accepted_tokens + steps) / static_cast<double>(steps) : 0.0;
+}
+
+int32_t Draft::guess(Sampler& sampler, const float* logits, int64_t n_vocab,
+                     const std::vector<int32_t>& seq) {
+  TokenDist dist = sampler.distribution(logits, n_vocab, seq);
+  const int32_t t = sampler.draw(dist);
+  tokens.push_back(t);
+  if (!sampler.greedy()) dists.push_back(std::move(dist));
+  return t;
+}
+
+SamplerOptions draft_sampler_options(SamplerOptions target) {
+  target.seed ^= 0x9e3779b97f4a7c15ull;  // the target's sampler draws too
+  return target;
+}
+
+int64_t reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>& history) {
+  const auto common = static_cast<int64_t>(
+      std::mismatch(cached.begin(), cached.end(), history.begin(), history.end()).first -
+      cached.begin());
+  return std::min(common, static_cast<int64_t>(history.size()) - 1);
+}
+
 DraftModel::DraftModel(Llm& draft, const SamplerOptions& sampler)
-    : draft_(draft), sampler_([&] {
-        // Its own stream of random numbers: the target's sampler draws too.
-        SamplerOptions o = sampler;
-        o.seed ^= 0x9e3779b97f4a7c15ull;
-        return o;
-      }()) {}
+    : draft_(draft), sampler_(draft_sampler_options(sampler)) {}
 
 void DraftModel::prepare(int64_t n_prompt) {
   if (n_prompt < draft_.n_ctx()) draft_.prepare(n_prompt);
@@ -25,11 +62,7 @@ void DraftModel::start(const std::vector<int32_t>& prompt) {
 }
 
 const std::vector<float>& DraftModel::catch_up(const std::vector<int32_t>& history) {
-  const auto n = static_cast<int64_t>(history.size());
-  auto common = static_cast<int64_t>(
-      std::mismatch(cached_.begin(), cached_.end(), history.begin(), history.end()).first -
-      cached_.begin());
-  common = std::min({common, n - 1, draft_.pos()});
+  const int64_t common = std::min(reusable_rows(cached_, history), draft_.pos());
   draft_.rewind(common);
   cached_ = history;
   return draft_.forward(std::vector<int32_t>(history.begin() + common, history.end()));
@@ -45,10 +78,7 @@ Draft DraftModel::propose(const std::vector<int32_t>& history, int64_t k) {
   std::vector<int32_t> seq = history;
   const int64_t V = draft_.config().n_vocab;
   for (int64_t i = 0; i < k; ++i) {
-    TokenDist dist = sampler_.distribution(logits->data() + logits->size() - V, V, seq);
-    const int32_t t = sampler_.draw(dist);
-    d.tokens.push_back(t);
-    if (!sampler_.greedy()) d.dists.push_back(std::move(dist));
+    const int32_t t = d.guess(sampler_, logits->data() + logits->size() - V, V, seq);
     seq.push_back(t);
     if (i + 1 == k) break;
     logits = &draft_.forward({t});

@@ -28,11 +28,32 @@ namespace kiln {
 // from; a drafter that chooses deterministically (greedy, prompt lookup)
 // leaves `dists` empty: each guess had probability 1.
 constexpr int64_t kMaxDraftTokens = 16;  // the largest K
+// Throws naming --draft-k and the range unless 1 <= k <= kMaxDraftTokens.
+void check_draft_k(int64_t k);
+
+// What speculation did: verify steps, guesses made and kept.
+struct SpecCounts {
+  int64_t steps = 0, draft_tokens = 0, accepted_tokens = 0;
+  void add(int64_t guesses, int64_t accepted);
+  double acceptance_rate() const;       // kept / made
+  double mean_accepted_length() const;  // tokens per verify step (the kept and one more)
+};
 
 struct Draft {
   std::vector<int32_t> tokens;
   std::vector<TokenDist> dists;
+  // Draws one more guess with `sampler` from the draft's logits after
+  // `seq` (the history and the guesses so far) and keeps its distribution.
+  int32_t guess(Sampler& sampler, const float* logits, int64_t n_vocab,
+                const std::vector<int32_t>& seq);
 };
+
+// A draft model's sampler: the target's settings, its own random stream.
+SamplerOptions draft_sampler_options(SamplerOptions target);
+// The rows of a draft cache holding `cached` that stay valid for
+// `history`: what they share, but never the history's last token, which is
+// read again for the logits after it.
+int64_t reusable_rows(const std::vector<int32_t>& cached, const std::vector<int32_t>& history);
 
 class Drafter {
  public:

@@ -84,6 +84,13 @@ KvCacheType parse_kv_type(const std::string& text) {
   }
 }
 
+SpecArgs parse_spec_args(const CliArgs& a) {
+  if (a.has("draft") && a.has("spec")) throw Error("--draft and --spec: give one of them");
+  if (a.has("draft-k") && !a.has("draft") && !a.has("spec"))
+    throw Error("--draft-k: give --draft MODEL or --spec ngram to guess with");
+  return {a.get("draft"), a.get("spec"), a.get_int("draft-k", 4), a.flag("draft-k-fixed")};
+}
+
 int64_t CliArgs::get_int(const std::string& name, int64_t def) const {
   return has(name) ? parse_int(get(name), "option --" + name) : def;
 }

@@ -46,6 +46,16 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
 // aura4v4, ...) named by `--kv`.
 KvCacheType parse_kv_type(const std::string& text);
 
+// The speculative-decoding options `kiln run` and `kiln serve` share:
+// --draft MODEL or --spec ngram[:N] (not both), --draft-k (only with one of
+// them) and --draft-k-fixed.
+struct SpecArgs {
+  std::string draft, spec;  // "" when not given
+  int64_t k = 4;
+  bool fixed = false;
+};
+SpecArgs parse_spec_args(const CliArgs& a);
+
 int cmd_run(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);

@@ -179,23 +179,21 @@ int cmd_run(const std::vector<std::string>& argv) {
   o.all_logits = a.has("logits-out");
   model.profile(a.flag("profile"));
   // Speculative decoding: a draft model beside the target, or prompt lookup.
-  if (a.has("draft") && a.has("spec")) throw Error("--draft and --spec: give one of them");
-  if (a.has("draft-k") && !a.has("draft") && !a.has("spec"))
-    throw Error("--draft-k: give --draft MODEL or --spec ngram to guess with");
+  const SpecArgs spec = parse_spec_args(a);
   std::unique_ptr<Llm> draft_model;
   std::unique_ptr<Drafter> drafter;
-  if (a.has("draft")) {
-    draft_model = std::make_unique<Llm>(a.get("draft"), rt, model.n_ctx(), model.kv_type());
+  if (!spec.draft.empty()) {
+    draft_model = std::make_unique<Llm>(spec.draft, rt, model.n_ctx(), model.kv_type());
     check_draft_vocab(model.tokenizer(), draft_model->tokenizer());
     if (std::string w = draft_size_warning(model, *draft_model); !w.empty())
       std::fprintf(stderr, "%s\n", w.c_str());
     drafter = std::make_unique<DraftModel>(*draft_model, o.sampler);
-  } else if (a.has("spec")) {
-    drafter = make_spec_drafter(a.get("spec"));
+  } else if (!spec.spec.empty()) {
+    drafter = make_spec_drafter(spec.spec);
   }
   o.drafter = drafter.get();
-  o.draft_k = a.get_int("draft-k", 4);
-  o.draft_k_fixed = a.flag("draft-k-fixed");
+  o.draft_k = spec.k;
+  o.draft_k_fixed = spec.fixed;
   std::vector<int32_t> prompt;
   if (a.has("tokens")) {
     prompt = parse_tokens(a.get("tokens"));
@@ -261,11 +259,10 @@ int cmd_run(const std::vector<std::string>& argv) {
       percentile(r.token_ms, 0.95), peak_rss_mib(), cs.ms, cs.wall_ms,
       static_cast<long long>(cs.kernels), rt.cache().hits.load(), rt.cache().misses.load(),
       static_cast<long long>(r.launches_per_token), r.stop_reason.c_str(),
-      drafter ? drafter->name().c_str() : "none", static_cast<long long>(r.spec_steps),
-      static_cast<long long>(r.draft_tokens), static_cast<long long>(r.accepted_tokens),
-      r.draft_tokens ? static_cast<double>(r.accepted_tokens) / r.draft_tokens : 0.0,
-      r.spec_steps ? static_cast<double>(r.accepted_tokens + r.spec_steps) / r.spec_steps : 0.0,
-      r.draft_ms, r.verify_ms, r.spec_predicted_speedup, wall_ms);
+      drafter ? drafter->name().c_str() : "none", static_cast<long long>(r.spec.steps),
+      static_cast<long long>(r.spec.draft_tokens), static_cast<long long>(r.spec.accepted_tokens),
+      r.spec.acceptance_rate(), r.spec.mean_accepted_length(), r.draft_ms, r.verify_ms,
+      r.spec_predicted_speedup, wall_ms);
   return 0;
 }
 

@@ -168,16 +168,13 @@ class Engine {
                 static_cast<double>(st.cached_prompt_tokens)) +
            line("counter", "kiln_generated_tokens_total",
                 static_cast<double>(st.generated_tokens)) +
-           line("counter", "kiln_spec_steps_total", static_cast<double>(st.spec_steps)) +
-           line("counter", "kiln_spec_draft_tokens_total", static_cast<double>(st.draft_tokens)) +
+           line("counter", "kiln_spec_steps_total", static_cast<double>(st.spec.steps)) +
+           line("counter", "kiln_spec_draft_tokens_total",
+                static_cast<double>(st.spec.draft_tokens)) +
            line("counter", "kiln_spec_accepted_tokens_total",
-                static_cast<double>(st.accepted_tokens)) +
-           line("gauge", "kiln_spec_acceptance_rate",
-                st.draft_tokens ? static_cast<double>(st.accepted_tokens) / st.draft_tokens : 0) +
-           line("gauge", "kiln_spec_mean_accepted_length",
-                st.spec_steps ? static_cast<double>(st.accepted_tokens + st.spec_steps) /
-                                    static_cast<double>(st.spec_steps)
-                              : 0) +
+                static_cast<double>(st.spec.accepted_tokens)) +
+           line("gauge", "kiln_spec_acceptance_rate", st.spec.acceptance_rate()) +
+           line("gauge", "kiln_spec_mean_accepted_length", st.spec.mean_accepted_length()) +
            line("gauge", "kiln_generated_tokens_per_second", tokens_per_s_) +
            ttft_.text("kiln_time_to_first_token_seconds") +
            itl_.text("kiln_inter_token_latency_seconds");
@@ -404,20 +401,17 @@ int cmd_serve(const std::vector<std::string>& argv) {
   Llm model(std::move(file), rt, ctx, parse_kv_type(a.get("kv", "f16")), page, blocks);
   // Speculative decoding: prompt lookup, or a draft model over a pool of
   // its own, as large as the target's.
-  if (a.has("draft") && a.has("spec")) throw Error("--draft and --spec: give one of them");
-  if (a.has("draft-k") && !a.has("draft") && !a.has("spec"))
-    throw Error("--draft-k: give --draft MODEL or --spec ngram to guess with");
+  const SpecArgs spec = parse_spec_args(a);
   std::unique_ptr<Llm> draft;
-  if (a.has("draft")) {
-    draft = std::make_unique<Llm>(a.get("draft"), rt, ctx, parse_kv_type(a.get("kv", "f16")), page,
-                                  blocks);
+  if (!spec.draft.empty()) {
+    draft = std::make_unique<Llm>(spec.draft, rt, ctx, model.kv_type(), page, blocks);
     if (std::string w = draft_size_warning(model, *draft); !w.empty())
       std::fprintf(stderr, "kiln serve: %s\n", w.c_str());
     so.draft = draft.get();
   }
-  if (a.has("spec")) so.ngram = parse_spec_ngram(a.get("spec"));
-  so.draft_k = a.get_int("draft-k", 4);
-  so.draft_k_fixed = a.flag("draft-k-fixed");
+  if (!spec.spec.empty()) so.ngram = parse_spec_ngram(spec.spec);
+  so.draft_k = spec.k;
+  so.draft_k_fixed = spec.fixed;
   // The rows one sequence may hold: its context, or the whole pool if smaller.
   const int64_t max_rows = std::min(ctx, blocks * page);
   const std::string model_id = std::filesystem::path(path).filename().string();

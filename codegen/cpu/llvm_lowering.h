@@ -32,12 +32,6 @@ struct CpuProfile {
   bool native_masked_memory = true;
   // AVX-512 VNNI: a sum over groups of 4 of u8 x i8 products is vpdpbusd.
   bool x86_vnni = false;
-  // Without VNNI, the widest x86 pmaddubsw in bits (256 AVX2, 128 SSSE3;
-  // 0 none): u8 x i8 products summed in adjacent pairs into i16, with
-  // saturation, so it serves a byte dot only where the unsigned operand is
-  // known to stay below 128 (4-bit codes): then nothing saturates, and
-  // pmaddwd by ones sums the pairs of pairs (llama.cpp's AVX2 dots).
-  int x86_maddubs_bits = 0;
   // x86 has no byte shifts: LLVM emits vgf2p8affineqb (GFNI) for a byte
   // shift by a constant, which shares its ports with vpdpbusd and vfmadd,
   // the ports a quantized dot loop saturates (4-bit codes' high nibbles).
@@ -45,7 +39,8 @@ struct CpuProfile {
   bool byte_shifts_as_words = false;
   // The widest x86 pshufb in bits: 128 (SSSE3), 256 (AVX2), 512
   // (AVX-512BW); 0 for none. It looks up 16-entry byte tables (Lookup),
-  // one byte per lane, the table repeated in every 128-bit lane.
+  // one byte per lane, the table repeated in every 128-bit lane. pmaddubsw
+  // comes with the same extensions (byte dots without VNNI).
   int x86_pshufb_bits = 0;
   // AArch64 tbl: the same 16-byte lookup, 0 for an index past the table.
   bool aarch64_tbl = false;

@@ -92,7 +92,7 @@ llvm::Value* Lowering::dot_groups(const Op& op, llvm::Value* acc) {
   const bool words = dot_group_size(ty(a).dtype, ty(b).dtype) == 2;
   const bool a_unsigned = ty(a).dtype == DType::u8;
   const int64_t n = ty(a).numel(), per = words ? 32 : 64;  // elements per instruction
-  if (!profile_.x86_vnni && !words && a_unsigned && profile_.x86_maddubs_bits > 0)
+  if (!profile_.x86_vnni && !words && a_unsigned && profile_.x86_pshufb_bits > 0)
     if (llvm::Value* d = maddubs_dot(v(a), v(b), n)) return acc ? b_.CreateAdd(acc, d) : d;
   if (!profile_.x86_vnni || !(a_unsigned || words) || (n % per && n != per / 4 && n != per / 2)) {
     auto strided = [&](llvm::Value* v, int64_t count, int64_t first, int64_t step) {
@@ -144,13 +144,15 @@ llvm::Value* Lowering::dot_groups(const Op& op, llvm::Value* acc) {
   return parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
 }
 
-// The byte dot as pmaddubsw + pmaddwd by ones, 32 (or 16) bytes an
-// instruction pair; null where it might saturate (the unsigned operand not
-// known to stay below 128) or the length does not fit.
+// The byte dot without VNNI as pmaddubsw (u8 x i8 pairs summed into i16,
+// saturating) + pmaddwd by ones, 32 (or 16) bytes an instruction pair, as
+// llama.cpp's AVX2 dots. Exact only where LLVM's known bits keep the
+// unsigned operand below 128 (4-bit codes): 2 x 127 x 128 < 2^15. Null
+// otherwise, or where the length does not fit.
 llvm::Value* Lowering::maddubs_dot(llvm::Value* a, llvm::Value* b, int64_t n) {
   const llvm::KnownBits known = llvm::computeKnownBits(a, m_.getDataLayout());
   if (known.getMaxValue().getZExtValue() > 127) return nullptr;
-  const int64_t per = profile_.x86_maddubs_bits == 256 && n % 32 == 0 ? 32 : 16;
+  const int64_t per = profile_.x86_pshufb_bits >= 256 && n % 32 == 0 ? 32 : 16;
   if (n % per) return nullptr;
   auto vec = [&](llvm::Type* e, int64_t count) {
     return llvm::FixedVectorType::get(e, static_cast<unsigned>(count));

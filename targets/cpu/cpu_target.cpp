@@ -80,12 +80,6 @@ CpuProfile cpu_profile(const CpuTarget& t) {
       t.has_feature("avx512vnni") && t.has_feature("avx512bw") && t.has_feature("avx512vl");
   bool x86 = t.triple.rfind("x86_64", 0) == 0;
   p.byte_shifts_as_words = x86;
-  if (x86 && !p.x86_vnni)
-    p.x86_maddubs_bits = t.has_feature("avx2") || t.cpu == "x86-64-v3" || t.cpu == "x86-64-v4" ||
-                                 t.has_feature("avx512bw")
-                             ? 256
-                         : t.has_feature("ssse3") || t.cpu == "x86-64-v2" ? 128
-                                                                          : 0;
   if (x86 && (t.has_feature("avx512bw") || t.cpu == "x86-64-v4")) {
     p.x86_pshufb_bits = 512;
     p.x86_permw = true;

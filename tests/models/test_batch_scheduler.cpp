@@ -183,13 +183,13 @@ TEST_CASE("speculative serving gives each request its unbatched tokens",
       const std::vector<Request>& rs = preempting ? tight : reqs;
       std::vector<Outcome> got = serve(rs, so, preempting ? 8 : 24, &st, by_draft);
       check_unbatched(rs, got);
-      CHECK(st.spec_steps > 0);
-      CHECK(st.accepted_tokens > 0);
-      CHECK(st.accepted_tokens < st.draft_tokens);
+      CHECK(st.spec.steps > 0);
+      CHECK(st.spec.accepted_tokens > 0);
+      CHECK(st.spec.accepted_tokens < st.spec.draft_tokens);
       CHECK(st.generated_tokens == (preempting ? 4 * 70 : 40 + 30 + 25 + 16));
       int64_t kept = 0;
-      for (const Outcome& o : got) kept += o.result.accepted_tokens;
-      CHECK(kept == st.accepted_tokens);
+      for (const Outcome& o : got) kept += o.result.spec.accepted_tokens;
+      CHECK(kept == st.spec.accepted_tokens);
       if (preempting) CHECK(st.preemptions > 0);
     }
   }

@@ -76,10 +76,10 @@ std::pair<int64_t, int64_t> check_greedy(const Setup& s) {
     o.draft_k_fixed = true;
     GenerationResult got = generate(target, prompt, o);
     CHECK(got.generated == want.generated);
-    CHECK(got.spec_steps > 0);
-    CHECK(got.accepted_tokens <= got.draft_tokens);
-    kept += got.accepted_tokens;
-    guessed += got.draft_tokens;
+    CHECK(got.spec.steps > 0);
+    CHECK(got.spec.accepted_tokens <= got.spec.draft_tokens);
+    kept += got.spec.accepted_tokens;
+    guessed += got.spec.draft_tokens;
     // A row per position read, the plain run's.
     REQUIRE(got.logits.size() == want.logits.size());
     double worst = 0;
@@ -252,8 +252,8 @@ TEST_CASE("sampled speculation keeps a model's distribution of whole continuatio
       GenerationResult r = generate(target, prompt, o);
       REQUIRE(r.generated.size() == kTokens);
       ++got[r.generated];
-      kept += r.accepted_tokens;
-      guessed += r.draft_tokens;
+      kept += r.spec.accepted_tokens;
+      guessed += r.spec.draft_tokens;
     }
     CHECK(kept > 0);
     CHECK(kept < guessed);
