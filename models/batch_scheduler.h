@@ -3,8 +3,8 @@
 //
 // Why: a server's requests arrive at any time and are of any length; run
 // one at a time, each decode step reads every weight for one token. Here
-// each step packs every running sequence's next token (decodes first) and
-// chunks of prompts still being read, up to a token budget, into one
+// each step packs every running sequence's next token and chunks of prompts
+// still being read (in the order SchedulerPolicy says), up to a token budget, into one
 // forward: weights are read once per step for all of them, sequences join
 // and leave between steps, and a long prompt does not stall the others'
 // tokens. Prompts share the full KV pages of prefixes computed before
@@ -61,10 +61,28 @@ struct SeqRequest {
   std::function<void(int64_t choice, const GenerationResult&, const std::string& error)> on_done;
 };
 
+// Which work a step takes first (kiln serve --policy).
+//  decode_first: every running sequence's next token, then chunks of
+//    prompts being read, then newcomers (first come, first served): tokens
+//    flow steadily while prompts are read beside them.
+//  prefill_first: prompts and newcomers first, decodes with the budget
+//    left: a new request's first token sooner, others' next tokens later.
+//  round_robin: steps of prompts and steps of decodes take turns, never
+//    mixed (as engines without chunked prefill run).
+//  static_batch: a batch of requests is admitted only once the one before
+//    it has finished (no joining mid-flight): the baseline continuous
+//    batching is measured against.
+enum class SchedulerPolicy { decode_first, prefill_first, round_robin, static_batch };
+// "decode-first", "prefill-first", "round-robin", "static"; else
+// kiln::Error listing them.
+SchedulerPolicy parse_scheduler_policy(const std::string& name);
+std::string scheduler_policy_name(SchedulerPolicy p);
+
 struct SchedulerOptions {
   int64_t max_batch = 8;       // sequences running at once
-  int64_t token_budget = 256;  // tokens per step: decodes, then prompt chunks
+  int64_t token_budget = 256;  // tokens per step
   bool prefix_cache = true;
+  SchedulerPolicy policy = SchedulerPolicy::decode_first;
   // Speculative decoding (models/speculative.h): guesses for the decoding
   // sequences from prompt lookup (ngram > 0: its longest n-gram) or a draft
   // model (a serving Llm of the same vocabulary, kv_pages > 0: its own
@@ -102,6 +120,9 @@ class BatchScheduler {
   // One forward of the running sequences (none when idle).
   void step();
   SchedulerStats stats() const;
+  // Each step from now on adds a "step" span (its sequences, decodes,
+  // prompt tokens and guesses) to `t`, and the model's forwards theirs.
+  void trace(Trace* t);
 
  private:
   struct Seq;
@@ -146,6 +167,8 @@ class BatchScheduler {
   std::deque<std::unique_ptr<Seq>> embeds_;    // by arrival
   uint64_t arrivals_ = 0;
   SchedulerStats stats_;
+  Trace* trace_ = nullptr;
+  bool prompt_turn_ = false;  // round_robin: the next step reads prompts
 };
 
 }  // namespace kiln

@@ -63,6 +63,9 @@ struct GenerationOptions {
 struct GenerationResult {
   std::vector<int32_t> prompt, generated;
   std::string text;
+  // Serving: from joining the scheduler to its first step (waiting for
+  // room in the batch and the pool).
+  double queue_ms = 0;
   double prefill_ms = 0;
   std::vector<double> token_ms;  // per decoded token
   std::vector<float> logits;     // [positions, n_vocab] when all_logits

@@ -12,6 +12,17 @@ std::string Forward::blk(int64_t layer, const std::string& name) {
   return "blk." + std::to_string(layer) + "." + name;
 }
 
+Tensor Forward::named(const Tensor& v, const std::string& name, int64_t layer) {
+  if (!dump) return v;
+  const std::string key = layer < 0 ? name : name + "-" + std::to_string(layer);
+  if (v.dtype != DType::f32)
+    throw Error("activation dump: " + key + " is " + v.str() + ", not f32");
+  DumpedTensor& d = dump->emplace_back(DumpedTensor{key, v.shape, {}});
+  d.data.assign(static_cast<size_t>(v.numel()), 0.0f);
+  g.output("dump", v, d.data.data());
+  return v;
+}
+
 Plan::Dynamic Forward::pos0() const { return {"pos0", n_ctx_ - n_tokens}; }
 Plan::Dynamic Forward::kv_len() const { return {"kv_len", n_ctx_}; }
 
@@ -45,8 +56,8 @@ Tensor Forward::attention(int64_t l, const Tensor& h) {
             .reshape({T, c.n_head_kv * D});
   }
   const Tensor& table = rope_table.at(static_cast<size_t>(l));
-  q = ops::rope(g, q, table, positions, D, c.rope_neox);
-  k = ops::rope(g, k, table, positions, D, c.rope_neox);
+  q = named(ops::rope(g, q, table, positions, D, c.rope_neox), "Qcur", l);
+  k = named(ops::rope(g, k, table, positions, D, c.rope_neox), "Kcur", l);
   KvCache& kv = cache.at(static_cast<size_t>(l));
   ops::AttentionMask mask{c.sliding(l) ? c.sliding_window : 0, {}};
   if (c.attn_sinks) mask.sinks = w.vector(g, blk(l, "attn_sinks.weight"));
@@ -61,14 +72,15 @@ Tensor Forward::attention(int64_t l, const Tensor& h) {
     o = ops::attention(g, q, kv, c.attn_scale, kv_len(), pos0(), mask);
   }
   o = linear(blk(l, "attn_output.weight"), "output", o);
-  return c.out_bias ? ops::add_rows(g, o, w.vector(g, blk(l, "attn_output.bias"))) : o;
+  if (c.out_bias) o = ops::add_rows(g, o, w.vector(g, blk(l, "attn_output.bias")));
+  return named(o, "attn_out", l);
 }
 
 Tensor Forward::ffn(int64_t l, const Tensor& h, Activation act) {
   Graph::Scope s(g, "ffn");
   Tensor gate = linear(blk(l, "ffn_gate.weight"), "gate", h);
   Tensor up = linear(blk(l, "ffn_up.weight"), "up", h);
-  return linear(blk(l, "ffn_down.weight"), "down", ops::glu(g, gate, up, act));
+  return named(linear(blk(l, "ffn_down.weight"), "down", ops::glu(g, gate, up, act)), "ffn_out", l);
 }
 
 Tensor Forward::moe(int64_t l, const Tensor& h) {
@@ -91,16 +103,20 @@ Tensor Forward::moe(int64_t l, const Tensor& h) {
   Tensor a = ops::glu(g, experts(gate, "ffn_gate_exps", h, Grouping::gather),
                       experts(up, "ffn_up_exps", h, Grouping::gather),
                       c.expert_bias ? Activation::swiglu_oai : Activation::silu);
-  return ops::moe_combine(g, experts(down, "ffn_down_exps", a, Grouping::sorted), r, rows);
+  return named(ops::moe_combine(g, experts(down, "ffn_down_exps", a, Grouping::sorted), r, rows),
+               "ffn_moe_out", l);
 }
 
 Tensor Forward::logits(const Tensor& x) {
   Graph::Scope s(g, "output");
   Tensor last =
-      norm(out_ids ? ops::get_rows(g, x, *out_ids) : x.rows(n_tokens - out_rows, out_rows),
-           "output_norm.weight");
+      named(norm(out_ids ? ops::get_rows(g, x, *out_ids) : x.rows(n_tokens - out_rows, out_rows),
+                 "output_norm.weight"),
+            "result_norm");
   if (hidden) return last;
-  return linear(w.has("output.weight") ? "output.weight" : "token_embd.weight", "lm_head", last);
+  return named(
+      linear(w.has("output.weight") ? "output.weight" : "token_embd.weight", "lm_head", last),
+      "result_output");
 }
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 // q/k norms, experts) is read from the ModelConfig, never from metadata.
 #pragma once
 
+#include <list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,14 @@
 #include "runtime/ops.h"
 
 namespace kiln {
+
+// A forward's activation copied out by name (Forward::named), for
+// comparing a run with another backend's, KV type's or llama.cpp's.
+struct DumpedTensor {
+  std::string name;  // llama.cpp's eval-callback name: "l_out-3", "result_norm"
+  Shape shape;
+  std::vector<float> data;
+};
 
 class Forward {
  public:
@@ -43,6 +52,14 @@ class Forward {
   // The output rows' final hidden states (after the final norm, before
   // the output projection) instead of their logits: embeddings.
   bool hidden = false;
+  // Non-null: every tensor named() is also copied out here, in the order
+  // the forward computes them (a list: the copies' memory stays put).
+  std::list<DumpedTensor>* dump = nullptr;
+
+  // v; with a dump, its copy under llama.cpp's name for the same tensor
+  // ("<name>-<layer>", or `name` for layer -1), so that dumps of both
+  // compare tensor by tensor (tools/diff_activations.py).
+  Tensor named(const Tensor& v, const std::string& name, int64_t layer = -1);
 
   // "blk.<layer>.<name>"
   static std::string blk(int64_t layer, const std::string& name);

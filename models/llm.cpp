@@ -37,6 +37,9 @@ struct Llm::Step {
   std::vector<float> logits;               // host, written or downloaded per replay (or hidden)
   // A serving step's packed batch (ops::SeqBatch) and logit rows, likewise.
   std::vector<int32_t> cu_seqlens, seq_pos0, seq_len, tok_seq, tables, out_ids;
+  // Llm::activations' step: the named activations, copied out per replay.
+  bool dumping = false;
+  std::list<DumpedTensor> dump;
 };
 
 namespace {
@@ -168,17 +171,11 @@ size_t Llm::kv_cache_bytes() const {
   return n;
 }
 
-std::map<std::string, std::pair<double, int64_t>> Llm::profile_ms() const {
-  std::map<std::string, std::pair<double, int64_t>> all;
-  auto add = [&](const Step& s) {
-    for (const auto& [label, p] : s.plan.profile_ms()) {
-      all[label].first += p.first;
-      all[label].second += p.second;
-    }
-  };
-  for (const auto& [key, s] : steps_) add(*s);
-  for (const auto& [key, s] : batch_steps_) add(*s);
-  return all;
+Llm::MemoryUse Llm::memory() const {
+  MemoryUse m{weights_.file_bytes(), weights_.copied_bytes(), kv_cache_bytes(), 0};
+  for (const auto& [key, s] : steps_) m.scratch += s->graph.scratch_bytes();
+  for (const auto& [key, s] : batch_steps_) m.scratch += s->graph.scratch_bytes();
+  return m;
 }
 
 Llm::Step& Llm::step_for(int64_t n_tokens, bool all_logits, bool hidden) {
@@ -199,8 +196,7 @@ const std::vector<float>& Llm::hidden_states(const std::vector<int32_t>& tokens)
   return run(tokens, true, true, false);
 }
 
-const std::vector<float>& Llm::run(const std::vector<int32_t>& tokens, bool all_rows, bool hidden,
-                                   bool interpret) {
+void Llm::check_tokens(const std::vector<int32_t>& tokens) const {
   if (serving_)
     throw Error("forward: this model's cache is a serving pool of " + std::to_string(n_pages_) +
                 " pages; run its sequences with forward_batch");
@@ -212,16 +208,41 @@ const std::vector<float>& Llm::run(const std::vector<int32_t>& tokens, bool all_
     if (t < 0 || t >= cfg_.n_vocab)
       throw Error("forward: token id " + std::to_string(t) + " is outside the vocabulary of " +
                   std::to_string(cfg_.n_vocab));
-  Step& s = step_for(static_cast<int64_t>(tokens.size()), all_rows, hidden);
+}
+
+const std::vector<float>& Llm::run(const std::vector<int32_t>& tokens, bool all_rows, bool hidden,
+                                   bool interpret) {
+  check_tokens(tokens);
+  return replay(step_for(static_cast<int64_t>(tokens.size()), all_rows, hidden), tokens, interpret);
+}
+
+const std::vector<float>& Llm::replay(Step& s, const std::vector<int32_t>& tokens, bool interpret) {
   std::copy(tokens.begin(), tokens.end(), s.tokens.begin());  // in place: plans point at it
   for (int64_t i = 0; i < s.n_tokens; ++i) s.positions[i] = static_cast<int32_t>(pos_ + i);
   s.plan.set("pos0", pos_);
   s.plan.set("kv_len", pos_ + s.n_tokens);
-  s.plan.profile(profiling_);
+  TraceScope span(trace_, "forward", "forward", {{"tokens", s.n_tokens}, {"pos0", pos_}});
+  s.plan.trace(trace_);
   s.plan.run(rt_, interpret);
   pos_ += s.n_tokens;
   last_launches_ = s.plan.kernel_launches();
   return s.logits;
+}
+
+std::list<DumpedTensor> Llm::activations(const std::vector<int32_t>& tokens,
+                                         const std::function<void(size_t bytes)>& check) {
+  reset();
+  check_tokens(tokens);
+  Step s(rt_, static_cast<int64_t>(tokens.size()), /*all=*/true, /*hidden=*/false);
+  s.dumping = true;
+  record(s);
+  if (check) {
+    size_t bytes = 0;
+    for (const DumpedTensor& d : s.dump) bytes += d.data.size() * sizeof(float);
+    check(bytes);
+  }
+  replay(s, tokens, false);
+  return std::move(s.dump);
 }
 
 namespace {
@@ -302,7 +323,8 @@ const std::vector<float>& Llm::forward_batch(const std::vector<SeqChunk>& seqs, 
     s.plan.set("pos0", seqs[0].pos0);
     s.plan.set("kv_len", seqs[0].pos0 + total);
   }
-  s.plan.profile(profiling_);
+  TraceScope span(trace_, "forward", "forward", {{"tokens", total}, {"sequences", S}});
+  s.plan.trace(trace_);
   s.plan.run(rt_, interpret);
   last_launches_ = s.plan.kernel_launches();
   return s.logits;
@@ -379,6 +401,7 @@ void Llm::record(Step& s, bool compile) {
   Graph& g = s.graph;
   Forward f(g, c, weights_, T, out_rows, n_ctx_);
   f.hidden = s.hidden;
+  if (s.dumping) f.dump = &s.dump;
   f.tokens = g.input("input", s.tokens.data(), DType::i32, {T});
   f.positions = g.input("input", s.positions.data(), DType::i32, {T});
   if (S > 0) {

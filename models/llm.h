@@ -13,6 +13,8 @@
 // positions and downloads logits.
 #pragma once
 
+#include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -22,6 +24,7 @@
 
 #include "kernels/attention/kv_cache.h"
 #include "models/gguf.h"
+#include "models/layers.h"
 #include "models/model_config.h"
 #include "models/model_weights.h"
 #include "models/tokenizer.h"
@@ -79,6 +82,14 @@ class Llm {
   // Appends `tokens` as forward does; returns every position's final
   // hidden state (after the final norm) [rows, n_embd]: embeddings.
   const std::vector<float>& hidden_states(const std::vector<int32_t>& tokens);
+  // Every activation the forward names (Forward::named: per layer the
+  // roped queries and keys, attention and FFN outputs, the residual stream;
+  // the final norm and logits) of a forward of `tokens` from position 0
+  // (the cache is reset first), in the order they are computed. `check`
+  // gets their total bytes before anything runs (a caller refuses a dump
+  // its disk cannot hold). A plan of its own, not kept.
+  std::list<DumpedTensor> activations(const std::vector<int32_t>& tokens,
+                                      const std::function<void(size_t bytes)>& check = {});
 
   // One step of a serving engine over the pool (kv_pages > 0): each
   // sequence's new tokens, its first at position pos0, stored in and
@@ -112,13 +123,21 @@ class Llm {
   // plan (`kiln inspect --model`).
   std::vector<Spec> plan_specs(int64_t n_tokens);
 
-  // Kernel launches of the last forward's plan, and per-label profile.
+  // Kernel launches of the last forward's plan.
   int64_t last_kernel_launches() const { return last_launches_; }
   // Scratch bytes of the plan for n tokens as planned, and as one
   // allocation per intermediate would take.
   std::pair<size_t, size_t> scratch_bytes(int64_t n_tokens, bool all_logits = false);
-  void profile(bool on) { profiling_ = on; }
-  std::map<std::string, std::pair<double, int64_t>> profile_ms() const;
+  // Where the model's memory goes: the weights as the file holds them and
+  // the copies made of them (interleaved, uploaded), the KV cache, and the
+  // scratch arenas of the plans recorded so far.
+  struct MemoryUse {
+    size_t weights = 0, weight_copies = 0, kv_cache = 0, scratch = 0;
+  };
+  MemoryUse memory() const;
+  // Each forward from now on adds a "forward" span and its plan's launch
+  // and copy spans to `t` (runtime/trace.h); null stops.
+  void trace(Trace* t) { trace_ = t; }
 
   // From now on every forward adds each MoE layer's routed (token, slot)
   // pairs per expert into a hit map on the backend (a kernel of the plan);
@@ -133,6 +152,9 @@ class Llm {
   Step& batch_step_for(int64_t n_tokens, int64_t n_seqs, int64_t out_rows, bool hidden);
   const std::vector<float>& run(const std::vector<int32_t>& tokens, bool all_rows, bool hidden,
                                 bool interpret);
+  void check_tokens(const std::vector<int32_t>& tokens) const;
+  // Replays s (recorded for tokens.size() tokens) on `tokens` at pos_.
+  const std::vector<float>& replay(Step& s, const std::vector<int32_t>& tokens, bool interpret);
   void record(Step& s, bool compile = true);
 
   GgufFile file_;
@@ -163,7 +185,7 @@ class Llm {
   std::map<BatchShape, uint64_t> batch_used_;
   uint64_t batch_clock_ = 0;
   int64_t last_launches_ = 0;
-  bool profiling_ = false;
+  Trace* trace_ = nullptr;
 };
 
 }  // namespace kiln

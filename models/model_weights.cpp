@@ -150,4 +150,16 @@ Tensor ModelWeights::vector(Graph& g, const std::string& name) {
   return g.external(on_backend(t.data, t.nbytes), DType::f32, {t.shape[0]});
 }
 
+size_t ModelWeights::file_bytes() const {
+  size_t n = 0;
+  for (const GgufTensor& t : file_.tensors()) n += t.nbytes;
+  return n;
+}
+
+size_t ModelWeights::copied_bytes() const {
+  size_t n = packed_.bytes();
+  for (const auto& [host, buf] : uploaded_) n += buf.bytes();
+  return n;
+}
+
 }  // namespace kiln

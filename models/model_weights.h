@@ -30,6 +30,11 @@ class ModelWeights {
   // An F32 matrix of one bias per expert (ne = [n, n_expert]).
   Tensor expert_biases(Graph& g, const std::string& name);
 
+  // The file's tensor bytes, and the memory of what was made from them at
+  // load or first use (interleaved copies, device uploads).
+  size_t file_bytes() const;
+  size_t copied_bytes() const;
+
  private:
   Weight stack(Graph& g, const GgufTensor& t, const std::string& label);
   void block_scales(Graph& g, const GgufTensor& t, Weight& w);

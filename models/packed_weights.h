@@ -32,6 +32,8 @@ class PackedWeights {
   // Tensor t's 16-row interleaved copy (for 3-D expert tensors, the
   // experts' copies back to back), or nullptr when t was not interleaved.
   const uint8_t* rows16(const GgufTensor& t) const;
+  // Host memory the copies take.
+  size_t bytes() const { return arena_.size(); }
 
  private:
   HostMemory arena_;                      // every copy, 64-byte aligned

@@ -38,6 +38,7 @@ void Plan::launch(const std::string& label, const std::string& kernel,
       rt_.check_launch(st.spec, rt_.signature(st.spec), st.args, sizes);
   st.grid = checked.grid;
   st.launch_bytes = checked.bytes;
+  st.buffer_bytes = checked.buffer_bytes;
   steps_.push_back(std::move(st));
   ready_ = false;
 }
@@ -107,9 +108,8 @@ void Plan::run(Runtime& rt, bool interpret) {
     throw Error("the reference interpreter reads host memory; backend '" + rt_.backend().name() +
                 "' keeps its buffers on the device");
   compile();
-  using clock = std::chrono::steady_clock;
   for (Step& st : steps_) {
-    auto t0 = profiling_ ? clock::now() : clock::time_point{};
+    const auto t0 = trace_ ? Trace::Clock::now() : Trace::Clock::time_point{};
     if (!st.is_launch()) {
       run_copy(st);
     } else {
@@ -133,12 +133,20 @@ void Plan::run(Runtime& rt, bool interpret) {
         st.bound->run();
       }
     }
-    if (profiling_) {
+    if (trace_) {
       // A device's launches are asynchronous: time them to completion.
       rt_.backend().synchronize();
-      auto& p = prof_[st.label];
-      p.first += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-      p.second += 1;
+      const auto t1 = Trace::Clock::now();
+      if (st.is_launch())
+        trace_->span(st.spec.kernel, "kernel", t0, t1,
+                     {{"label", st.label},
+                      {"spec", st.spec.str()},
+                      {"grid", std::to_string(st.grid[0]) + "," + std::to_string(st.grid[1]) + "," +
+                                   std::to_string(st.grid[2])},
+                      {"bytes", st.buffer_bytes}});
+      else
+        trace_->span(st.copy == Step::Copy::upload ? "upload" : "download", "copy", t0, t1,
+                     {{"label", st.label}, {"bytes", static_cast<int64_t>(st.bytes)}});
     }
   }
 }

@@ -13,7 +13,6 @@
 // interpreter, which makes a whole forward checkable against it.
 #pragma once
 
-#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 namespace kiln {
 
@@ -63,9 +63,10 @@ class Plan {
   // interpreter instead (host-memory backends only).
   void run(Runtime& rt, bool interpret = false);
 
-  // Per-label time of the replays so far when profiling is on.
-  void profile(bool on) { profiling_ = on; }
-  const std::map<std::string, std::pair<double, int64_t>>& profile_ms() const { return prof_; }
+  // With a trace, every replayed step adds a span (category "kernel" or
+  // "copy"; a launch's kernel, label, spec, grid and bytes as arguments),
+  // timed to its completion on the device. Null: none.
+  void trace(Trace* t) { trace_ = t; }
   int64_t kernel_launches() const;
   // The spec of every launch, in order (repeats included).
   std::vector<Spec> specs() const;
@@ -78,6 +79,7 @@ class Plan {
     std::vector<Arg> args;                   // for the interpreter
     std::unique_ptr<BoundLaunch> bound;
     int64_t launch_bytes = 0;  // Runtime::CheckedLaunch::bytes
+    int64_t buffer_bytes = 0;  // and ::buffer_bytes
     struct Dynamic {
       size_t arg;
       const std::optional<int64_t>* value;  // in slots_
@@ -102,8 +104,7 @@ class Plan {
   // keep pointers to them.
   std::map<std::string, std::optional<int64_t>> slots_;
   bool ready_ = true;  // every launch compiled and bound
-  bool profiling_ = false;
-  std::map<std::string, std::pair<double, int64_t>> prof_;  // label -> (ms, calls)
+  Trace* trace_ = nullptr;
 };
 
 }  // namespace kiln

@@ -231,6 +231,7 @@ Runtime::CheckedLaunch Runtime::check_launch(const Spec& spec, const Kernel& k,
                   " elements, the launch needs " + std::to_string(need->second));
     checked.bytes += need->second * dtype_bytes(p.dtype);
   }
+  checked.buffer_bytes = checked.bytes;
   if (shape.compute_bound) checked.bytes = -1;
   return checked;
 }

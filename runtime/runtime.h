@@ -108,10 +108,12 @@ class Runtime {
 
   // Grid of a launch after checking arguments and buffer sizes, and the
   // bytes its buffers need (-1 for a compute-bound launch shape: CpuLaunch
-  // then never runs it on one thread for being small).
+  // then never runs it on one thread for being small; buffer_bytes holds
+  // them either way).
   struct CheckedLaunch {
     Grid grid;
     int64_t bytes = 0;
+    int64_t buffer_bytes = 0;
   };
   CheckedLaunch check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,
                              const Sizes& sizes);

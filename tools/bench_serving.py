@@ -22,8 +22,15 @@ server tokenizes them; lengths are in words, about a token each. Streams
 are timed per event: TTFT from the request to the first text, ITL between
 later text events, tokens counted by the final usage (or by events).
 
+--sweep runs the workloads once per `kiln serve --policy` and --step-tokens
+value (a fresh server each), prints a table and with --svg draws output
+tokens/s against TTFT p95, a panel per workload: the policy that serves a
+workload best sits up and to the left.
+
   bench_serving.py --kiln build/tools/kiln -m MODEL.gguf [--workloads W1,W2,W3]
                    [--scale 1.0] [--ctx 2048] [--serve-args "--max-batch 16"] [--json OUT.json]
+  bench_serving.py --kiln build/tools/kiln -m MODEL.gguf --sweep decode-first,prefill-first,round-robin,static
+                   [--sweep-step-tokens 64,256] [--svg sweep.svg]
   bench_serving.py --llama-server PATH/llama-server -m MODEL.gguf --slots 16 ...
   bench_serving.py --llamacpp -m MODEL.gguf ...
   bench_serving.py --url http://127.0.0.1:8000 [--model NAME] ...
@@ -188,28 +195,12 @@ def workloads(names, scale, model, seed):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kiln")
-    ap.add_argument("-m", "--model-path")
-    ap.add_argument("--url")
-    ap.add_argument("--llama-server", help="start this llama.cpp llama-server binary on -m")
-    ap.add_argument("--slots", type=int, default=16, help="llama-server's parallel slots (-np)")
-    ap.add_argument("--llamacpp", action="store_true", help="start llama-cpp-python's server on -m")
-    ap.add_argument("--serve-args", default="", help="more options for kiln serve")
-    ap.add_argument("--model", default="model")
-    ap.add_argument("--workloads", default="W1,W2,W3")
-    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every prompt and output length")
-    ap.add_argument("--ctx", type=int, default=2048)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--concurrency", type=int, default=0,
-                    help="at most this many requests at once (llama-cpp-python's server takes one)")
-    ap.add_argument("--json")
-    a = ap.parse_args()
+def start_server(a, serve_args):
+    """Starts the server the options name (or none for --url): (process, host, port)."""
     server = None
     if a.kiln:
         server = subprocess.Popen([a.kiln, "serve", "-m", a.model_path, "--port", "0", "--ctx", str(a.ctx),
-                                   "--threads", str(a.threads), "--queue", "64"] + a.serve_args.split(),
+                                   "--threads", str(a.threads), "--queue", "64"] + serve_args,
                                   stderr=subprocess.PIPE, text=True)
         m = re.search(r"http://([0-9.]+):(\d+)", server.stderr.readline())
         if not m:
@@ -236,16 +227,112 @@ def main():
         host, port = u.hostname, u.port
     else:
         raise SystemExit("give --kiln KILN -m MODEL, --llama-server PATH -m MODEL, --llamacpp -m MODEL or --url URL")
+    return server, host, port
+
+
+def run_all(a, host, port, tag=""):
     report = {}
+    for name, (conc, reqs) in workloads(a.workloads.split(","), a.scale, a.model, 7).items():
+        r = run_workload(host, port, reqs, min(conc, a.concurrency) if a.concurrency > 0 else conc)
+        report[name] = r
+        print(f"{tag}{name}: {r['requests']} requests ({r['failed']} failed), {r['output_tokens']} tokens, "
+              f"{r['output_tok_s']:.1f} output tok/s, "
+              f"TTFT p50/p95/p99 {r['ttft_ms']['p50']:.0f}/{r['ttft_ms']['p95']:.0f}/{r['ttft_ms']['p99']:.0f} ms, "
+              f"ITL mean {r['itl_mean_ms']:.1f}, p50/p95/p99 {r['itl_ms']['p50']:.1f}/{r['itl_ms']['p95']:.1f}/{r['itl_ms']['p99']:.1f} ms, "
+              f"latency p50 {r['latency_s']['p50']:.2f} s", flush=True)
+    return report
+
+
+def sweep(a):
+    """Every --sweep policy at every --sweep-step-tokens value: a table, --json, --svg."""
+    if not a.kiln:
+        raise SystemExit("--sweep runs kiln serve: give --kiln KILN -m MODEL")
+    configs = [(p, int(t)) for p in a.sweep.split(",") for t in a.sweep_step_tokens.split(",")]
+    rows = []
+    for policy, step in configs:
+        server, host, port = start_server(a, a.serve_args.split() + ["--policy", policy, "--step-tokens", str(step)])
+        try:
+            report = run_all(a, host, port, tag=f"{policy} --step-tokens {step}: ")
+        finally:
+            server.kill()
+            server.wait()
+        rows += [dict(policy=policy, step_tokens=step, workload=w, **r) for w, r in report.items()]
+    print("\n| workload | policy | step tokens | output tok/s | TTFT p50 ms | TTFT p95 ms | ITL mean ms | latency p50 s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for r in sorted(rows, key=lambda r: (r["workload"], -r["output_tok_s"])):
+        print(f"| {r['workload']} | {r['policy']} | {r['step_tokens']} | {r['output_tok_s']:.1f} | "
+              f"{r['ttft_ms']['p50']:.0f} | {r['ttft_ms']['p95']:.0f} | {r['itl_mean_ms']:.1f} | "
+              f"{r['latency_s']['p50']:.2f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if a.svg:
+        with open(a.svg, "w") as f:
+            f.write(sweep_svg(rows))
+
+
+def sweep_svg(rows):
+    """Output tok/s (up) against TTFT p95 (right), one panel per workload, a point per config."""
+    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+    policies = sorted({r["policy"] for r in rows})
+    colour = {p: palette[i % len(palette)] for i, p in enumerate(policies)}
+    names = sorted({r["workload"] for r in rows})
+    W, H, pad = 360, 280, 50
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W * len(names)}" height="{H + 30}" '
+           'font-family="sans-serif" font-size="11">']
+    for i, name in enumerate(names):
+        pts = [r for r in rows if r["workload"] == name]
+        xs = [r["ttft_ms"]["p95"] for r in pts]
+        ys = [r["output_tok_s"] for r in pts]
+        xmax, ymax = max(xs) * 1.1 or 1, max(ys) * 1.1 or 1
+        ox = i * W
+        X = lambda x: ox + pad + (W - pad - 20) * x / xmax
+        Y = lambda y: H - pad + 10 - (H - pad - 20) * y / ymax
+        out.append(f'<text x="{ox + W / 2}" y="14" text-anchor="middle" font-weight="bold">{name}</text>')
+        out.append(f'<line x1="{X(0)}" y1="{Y(0)}" x2="{X(xmax)}" y2="{Y(0)}" stroke="black"/>')
+        out.append(f'<line x1="{X(0)}" y1="{Y(0)}" x2="{X(0)}" y2="{Y(ymax)}" stroke="black"/>')
+        out.append(f'<text x="{X(xmax / 2)}" y="{Y(0) + 28}" text-anchor="middle">TTFT p95 (ms)</text>')
+        out.append(f'<text x="{ox + 12}" y="{Y(ymax / 2)}" transform="rotate(-90 {ox + 12} {Y(ymax / 2)})" '
+                   'text-anchor="middle">output tok/s</text>')
+        for t in range(5):
+            out.append(f'<text x="{X(xmax * t / 4)}" y="{Y(0) + 13}" text-anchor="middle">{xmax * t / 4:.0f}</text>')
+            out.append(f'<text x="{X(0) - 4}" y="{Y(ymax * t / 4) + 4}" text-anchor="end">{ymax * t / 4:.1f}</text>')
+        for r, x, y in zip(pts, xs, ys):
+            out.append(f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="4" fill="{colour[r["policy"]]}"/>')
+            out.append(f'<text x="{X(x) + 6:.1f}" y="{Y(y) - 4:.1f}" fill="{colour[r["policy"]]}">{r["step_tokens"]}</text>')
+    for j, p in enumerate(policies):
+        out.append(f'<circle cx="{20 + 130 * j}" cy="{H + 20}" r="4" fill="{colour[p]}"/>'
+                   f'<text x="{28 + 130 * j}" y="{H + 24}">{p}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln")
+    ap.add_argument("-m", "--model-path")
+    ap.add_argument("--url")
+    ap.add_argument("--llama-server", help="start this llama.cpp llama-server binary on -m")
+    ap.add_argument("--slots", type=int, default=16, help="llama-server's parallel slots (-np)")
+    ap.add_argument("--llamacpp", action="store_true", help="start llama-cpp-python's server on -m")
+    ap.add_argument("--serve-args", default="", help="more options for kiln serve")
+    ap.add_argument("--model", default="model")
+    ap.add_argument("--workloads", default="W1,W2,W3")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every prompt and output length")
+    ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--concurrency", type=int, default=0,
+                    help="at most this many requests at once (llama-cpp-python's server takes one)")
+    ap.add_argument("--json")
+    ap.add_argument("--sweep", help="kiln serve policies to run the workloads under, comma-separated")
+    ap.add_argument("--sweep-step-tokens", default="256", help="--step-tokens values for --sweep")
+    ap.add_argument("--svg", help="--sweep: output tok/s against TTFT p95, a panel per workload")
+    a = ap.parse_args()
+    if a.sweep:
+        return sweep(a)
+    server, host, port = start_server(a, a.serve_args.split())
     try:
-        for name, (conc, reqs) in workloads(a.workloads.split(","), a.scale, a.model, 7).items():
-            r = run_workload(host, port, reqs, min(conc, a.concurrency) if a.concurrency > 0 else conc)
-            report[name] = r
-            print(f"{name}: {r['requests']} requests ({r['failed']} failed), {r['output_tokens']} tokens, "
-                  f"{r['output_tok_s']:.1f} output tok/s, "
-                  f"TTFT p50/p95/p99 {r['ttft_ms']['p50']:.0f}/{r['ttft_ms']['p95']:.0f}/{r['ttft_ms']['p99']:.0f} ms, "
-                  f"ITL mean {r['itl_mean_ms']:.1f}, p50/p95/p99 {r['itl_ms']['p50']:.1f}/{r['itl_ms']['p95']:.1f}/{r['itl_ms']['p99']:.1f} ms, "
-                  f"latency p50 {r['latency_s']['p50']:.2f} s", flush=True)
+        report = run_all(a, host, port)
     finally:
         if server:
             server.kill()

@@ -1,6 +1,12 @@
 #include "tools/cli.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "ir/error.h"
@@ -82,6 +88,22 @@ KvCacheType parse_kv_type(const std::string& text) {
   } catch (const Error& e) {
     throw Error(std::string("--kv: ") + e.what());
   }
+}
+
+void check_writable_file(const std::string& path, const std::string& option) {
+  const bool existed = std::filesystem::exists(path);
+  FILE* f = std::fopen(path.c_str(), "ab");
+  if (!f) throw Error(option + " " + path + ": cannot be written (" + std::strerror(errno) + ")");
+  std::fclose(f);
+  if (!existed) std::filesystem::remove(path);
+}
+
+void check_writable_dir(const std::string& dir, const std::string& option) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(option + " " + dir + ": cannot be created (" + ec.message() + ")");
+  if (access(dir.c_str(), W_OK) != 0)
+    throw Error(option + " " + dir + ": cannot be written (" + std::strerror(errno) + ")");
 }
 
 SpecArgs parse_spec_args(const CliArgs& a) {

@@ -56,6 +56,13 @@ struct SpecArgs {
 };
 SpecArgs parse_spec_args(const CliArgs& a);
 
+// Checks that the file `path` (for `option`) can be created, or the
+// directory `dir` (created with its parents as needed) written, before a
+// run starts rather than when it ends: else kiln::Error naming the option,
+// the path and the system's reason. The file check leaves no file behind.
+void check_writable_file(const std::string& path, const std::string& option);
+void check_writable_dir(const std::string& dir, const std::string& option);
+
 int cmd_run(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <list>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "ir/error.h"
@@ -82,6 +84,26 @@ std::vector<int32_t> parse_tokens(const std::string& s) {
   return ids;
 }
 
+// The prompt's activations into dir: NAME.npy each (2-D: rows, then the
+// rest), and activations.json with the model, tokens and names in order.
+void dump_activations(Llm& model, const std::vector<int32_t>& prompt, const std::string& dir) {
+  const std::list<DumpedTensor> dump = model.activations(prompt, [&](size_t bytes) {
+    const std::filesystem::space_info sp = std::filesystem::space(dir);
+    if (bytes > sp.available)
+      throw Error("--dump-activations " + dir + ": the dump takes " + std::to_string(bytes >> 20) +
+                  " MiB and the disk has " + std::to_string(sp.available >> 20) + " MiB free");
+  });
+  nlohmann::json names = nlohmann::json::array(), shapes = nlohmann::json::object();
+  for (const DumpedTensor& d : dump) {
+    write_npy(dir + "/" + d.name + ".npy", d.data, d.shape.back());
+    names.push_back(d.name);
+    shapes[d.name] = d.shape;
+  }
+  const nlohmann::json manifest = {
+      {"model", model.config().arch}, {"tokens", prompt}, {"tensors", names}, {"shapes", shapes}};
+  std::ofstream(dir + "/activations.json") << manifest.dump(1) << "\n";
+}
+
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
@@ -113,7 +135,9 @@ int cmd_run(const std::vector<std::string>& argv) {
                 "draft",
                 "draft-k",
                 "draft-k-fixed",
-                "spec"});
+                "spec",
+                "trace",
+                "dump-activations"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln run [-m MODEL.gguf|HF_DIR] [-p PROMPT | --tokens 1,2,3] [-n 64] [--threads "
@@ -141,6 +165,12 @@ int cmd_run(const std::vector<std::string>& argv) {
         "pages of N rows addressed through a block table (a multiple of the key block).\n"
         "--logits-out writes every position's logits; --embd-out the prompt's final hidden\n"
         "states (after the final norm, what an embedding pools), from a forward of their own.\n"
+        "--trace writes a timeline (Chrome trace / Perfetto JSON: every forward and kernel\n"
+        "launch with its spec, grid and bytes, timed to completion); --profile prints the same\n"
+        "spans summed per plan step. --dump-activations writes the prompt's activations per\n"
+        "layer (roped Q/K, attention and FFN outputs, the residual stream; final norm, logits)\n"
+        "as DIR/NAME.npy under llama.cpp's tensor names, with DIR/activations.json listing them\n"
+        "in order (compare two dumps with tools/diff_activations.py).\n"
         "Speculative decoding: --draft takes a smaller model of the same vocabulary, --spec\n"
         "ngram[:N] guesses from the last N-gram's (default 3) earlier occurrence; up to --draft-k\n"
         "guesses (1 to 16) a step, fewer as the measured acceptance says (--draft-k-fixed: always\n"
@@ -148,6 +178,11 @@ int cmd_run(const std::vector<std::string>& argv) {
         "distribution as without.");
     return 0;
   }
+  // Checked before the model loads: a run should not end on a path it
+  // cannot write.
+  if (a.has("trace")) check_writable_file(a.get("trace"), "--trace");
+  if (a.has("dump-activations"))
+    check_writable_dir(a.get("dump-activations"), "--dump-activations");
   RuntimeOptions ro;
   ro.threads = static_cast<int>(a.get_int("threads", 0));
   ro.backend = a.get("device", "cpu");
@@ -177,13 +212,16 @@ int cmd_run(const std::vector<std::string>& argv) {
   o.stop = a.all("stop");
   o.stop_at_eos = !a.flag("ignore-eos");
   o.all_logits = a.has("logits-out");
-  model.profile(a.flag("profile"));
+  std::unique_ptr<Trace> trace;
+  if (a.has("trace") || a.flag("profile")) trace = std::make_unique<Trace>();
+  model.trace(trace.get());
   // Speculative decoding: a draft model beside the target, or prompt lookup.
   const SpecArgs spec = parse_spec_args(a);
   std::unique_ptr<Llm> draft_model;
   std::unique_ptr<Drafter> drafter;
   if (!spec.draft.empty()) {
     draft_model = std::make_unique<Llm>(spec.draft, rt, model.n_ctx(), model.kv_type());
+    draft_model->trace(trace.get());
     check_draft_vocab(model.tokenizer(), draft_model->tokenizer());
     if (std::string w = draft_size_warning(model, *draft_model); !w.empty())
       std::fprintf(stderr, "%s\n", w.c_str());
@@ -204,6 +242,11 @@ int cmd_run(const std::vector<std::string>& argv) {
     prompt = model.tokenizer().encode(text, bos);
     std::fputs(text.c_str(), stdout);
   }
+  if (a.has("dump-activations")) {
+    if (prompt.empty()) throw Error("--dump-activations: the prompt has no tokens");
+    dump_activations(model, prompt, a.get("dump-activations"));
+    model.reset();
+  }
   if (a.has("embd-out")) {
     if (prompt.empty()) throw Error("--embd-out: the prompt has no tokens");
     write_npy(a.get("embd-out"), model.hidden_states(prompt), model.config().n_embd);
@@ -215,17 +258,15 @@ int cmd_run(const std::vector<std::string>& argv) {
   });
   std::puts("");
   if (o.all_logits) write_npy(a.get("logits-out"), r.logits, model.config().n_vocab);
+  if (a.has("trace")) trace->write(a.get("trace"));
   if (a.flag("profile")) {
-    std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows;
-    for (const auto& e : model.profile_ms()) rows.push_back(e);
-    std::sort(rows.begin(), rows.end(),
-              [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+    const std::vector<ProfileRow> rows = profile_rows(trace->events());
     double total = 0;
-    for (const auto& e : rows) total += e.second.first;
+    for (const ProfileRow& r : rows) total += r.ms;
     std::fprintf(stderr, "%-20s %10s %8s %7s\n", "step", "ms", "calls", "share");
-    for (const auto& [label, p] : rows)
-      std::fprintf(stderr, "%-20s %10.2f %8lld %6.1f%%\n", label.c_str(), p.first,
-                   static_cast<long long>(p.second), 100 * p.first / total);
+    for (const ProfileRow& r : rows)
+      std::fprintf(stderr, "%-20s %10.3f %8lld %6.1f%%\n", r.label.c_str(), r.ms,
+                   static_cast<long long>(r.calls), 100 * r.ms / total);
     auto [planned, unplanned] =
         model.scratch_bytes(static_cast<int64_t>(r.prompt.size()), o.all_logits);
     std::fprintf(stderr, "prefill scratch: %.1f MiB planned by liveness (%.1f MiB unshared)\n",
@@ -234,6 +275,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   double decode_ms = 0;
   for (double v : r.token_ms) decode_ms += v;
   Runtime::CompileStats cs = rt.compile_stats();
+  const Llm::MemoryUse mem = model.memory();
   double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
   std::printf(
@@ -247,7 +289,8 @@ int cmd_run(const std::vector<std::string>& argv) {
       "\"cache_misses\": %d, \"kernels_per_token\": %lld, \"stop\": \"%s\", \"spec\": \"%s\", "
       "\"spec_steps\": %lld, \"draft_tokens\": %lld, \"accepted_tokens\": %lld, "
       "\"acceptance_rate\": %.4f, \"mean_accepted_len\": %.3f, \"draft_ms\": %.1f, "
-      "\"verify_ms\": %.1f, \"spec_predicted_speedup\": %.3f, \"wall_ms\": %.1f}\n",
+      "\"verify_ms\": %.1f, \"spec_predicted_speedup\": %.3f, \"weights_mib\": %.1f, "
+      "\"weight_copies_mib\": %.1f, \"scratch_mib\": %.1f, \"wall_ms\": %.1f}\n",
       json_escape(model_path).c_str(), model.config().arch.c_str(), rt.backend().name().c_str(),
       rt.threads(), static_cast<long long>(model.n_ctx()),
       kv_cache_type_name(model.kv_type()).c_str(), model.kv_cache_bytes() / 1048576.0,
@@ -262,7 +305,8 @@ int cmd_run(const std::vector<std::string>& argv) {
       drafter ? drafter->name().c_str() : "none", static_cast<long long>(r.spec.steps),
       static_cast<long long>(r.spec.draft_tokens), static_cast<long long>(r.spec.accepted_tokens),
       r.spec.acceptance_rate(), r.spec.mean_accepted_length(), r.draft_ms, r.verify_ms,
-      r.spec_predicted_speedup, wall_ms);
+      r.spec_predicted_speedup, mem.weights / 1048576.0, mem.weight_copies / 1048576.0,
+      mem.scratch / 1048576.0, wall_ms);
   return 0;
 }
 

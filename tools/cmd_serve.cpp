@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -53,7 +54,7 @@ struct Job {
         choices(request.prompts.size() * static_cast<size_t>(request.n)),
         left(choices.size()) {}
   CompletionRequest request;
-  Clock::time_point queued = Clock::now();
+  Clock::time_point queued = Clock::now(), added;  // added: handed to the scheduler
   std::mutex mu;
   std::condition_variable cv;
   struct Choice {
@@ -66,13 +67,22 @@ struct Job {
   std::vector<Choice> choices;
   size_t left;  // choices not done
   std::atomic<bool> cancelled{false};
-  bool first_text = false;  // the engine thread's: TTFT taken
+  // The engine thread's: TTFT taken; the choices' prompt and generated
+  // tokens so far; the request's id in a trace.
+  bool first_text = false;
+  int64_t prompt_tokens = 0, generated = 0;
+  int64_t trace_id = 0;
 };
 
-// Prometheus histogram with fixed buckets (seconds).
+// Prometheus histogram with fixed buckets: seconds, or token counts.
 struct Histogram {
-  std::vector<double> bounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-  std::vector<uint64_t> counts = std::vector<uint64_t>(bounds.size() + 1);
+  static std::vector<double> seconds() {
+    return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  }
+  static std::vector<double> tokens() { return {1, 4, 16, 64, 256, 1024, 4096, 16384, 65536}; }
+  explicit Histogram(std::vector<double> b) : bounds(std::move(b)), counts(bounds.size() + 1) {}
+  std::vector<double> bounds;
+  std::vector<uint64_t> counts;
   double sum = 0;
   void add(double s) {
     size_t i = 0;
@@ -85,11 +95,16 @@ struct Histogram {
     uint64_t total = 0;
     for (size_t i = 0; i <= bounds.size(); ++i) {
       total += counts[i];
-      const std::string le = i < bounds.size() ? std::to_string(bounds[i]) : "+Inf";
+      const std::string le = i < bounds.size() ? fmt_bound(bounds[i]) : "+Inf";
       out += name + "_bucket{le=\"" + le + "\"} " + std::to_string(total) + "\n";
     }
     return out + name + "_sum " + std::to_string(sum) + "\n" + name + "_count " +
            std::to_string(total) + "\n";
+  }
+  static std::string fmt_bound(double b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", b);
+    return buf;
   }
 };
 
@@ -98,8 +113,17 @@ struct Histogram {
 class Engine {
  public:
   // queue: requests that may wait beyond the max_batch running ones.
-  Engine(Llm& model, size_t queue, SchedulerOptions o)
-      : capacity_(queue + static_cast<size_t>(o.max_batch)), sched_(model, o) {
+  // trace_dir: non-empty, a timeline of the steps, forwards, kernel
+  // launches and requests is written there in parts (runtime/trace.h).
+  Engine(Llm& model, size_t queue, SchedulerOptions o, std::string trace_dir)
+      : capacity_(queue + static_cast<size_t>(o.max_batch)),
+        model_(model),
+        trace_dir_(std::move(trace_dir)),
+        sched_(model, o) {
+    if (!trace_dir_.empty()) {
+      trace_ = std::make_unique<Trace>();
+      sched_.trace(trace_.get());
+    }
     worker_ = std::thread([this] { loop(); });
   }
   ~Engine() {
@@ -109,6 +133,7 @@ class Engine {
     }
     cv_.notify_all();
     worker_.join();
+    if (trace_) write_trace();
   }
 
   std::shared_ptr<Job> submit(CompletionRequest r) {
@@ -126,6 +151,7 @@ class Engine {
                                 " requests running or waiting); try again later");
       }
       ++unfinished_;
+      job->trace_id = static_cast<int64_t>(requests_);
       inbox_.push_back(job);
     }
     cv_.notify_all();
@@ -175,13 +201,59 @@ class Engine {
                 static_cast<double>(st.spec.accepted_tokens)) +
            line("gauge", "kiln_spec_acceptance_rate", st.spec.acceptance_rate()) +
            line("gauge", "kiln_spec_mean_accepted_length", st.spec.mean_accepted_length()) +
-           line("gauge", "kiln_generated_tokens_per_second", tokens_per_s_) +
+           line("gauge", "kiln_generated_tokens_per_second", tokens_per_s_) + bytes_lines() +
            ttft_.text("kiln_time_to_first_token_seconds") +
-           itl_.text("kiln_inter_token_latency_seconds");
+           itl_.text("kiln_inter_token_latency_seconds") +
+           queue_wait_.text("kiln_queue_wait_seconds") + e2e_.text("kiln_request_latency_seconds") +
+           prompt_len_.text("kiln_request_prompt_tokens") +
+           generated_len_.text("kiln_request_generated_tokens");
   }
 
  private:
+  // Where memory goes, in bytes: the KV pool split by what holds its pages
+  // (under mu_), the weights and the plans' scratch.
+  std::string bytes_lines() const {
+    const SchedulerStats& st = stats_;
+    const Llm::MemoryUse& m = memory_;
+    const double page = st.pages ? static_cast<double>(m.kv_cache) / st.pages : 0;
+    // A page the prefix cache keeps is in use too until evicted: count it
+    // once, as cached.
+    const double cached = page * st.pages_cached, free = page * (st.pages - st.pages_used);
+    return "# TYPE kiln_kv_cache_bytes gauge\n"
+           "kiln_kv_cache_bytes{state=\"in_use\"} " +
+           std::to_string(page * st.pages_used - cached) +
+           "\n"
+           "kiln_kv_cache_bytes{state=\"prefix_cached\"} " +
+           std::to_string(cached) +
+           "\n"
+           "kiln_kv_cache_bytes{state=\"free\"} " +
+           std::to_string(free) +
+           "\n"
+           "# TYPE kiln_weights_bytes gauge\n"
+           "kiln_weights_bytes{form=\"file\"} " +
+           std::to_string(m.weights) +
+           "\n"
+           "kiln_weights_bytes{form=\"copies\"} " +
+           std::to_string(m.weight_copies) +
+           "\n"
+           "# TYPE kiln_scratch_bytes gauge\n"
+           "kiln_scratch_bytes " +
+           std::to_string(m.scratch) + "\n";
+  }
+
+  // The trace's events so far into the next part (trace-<pid>-<part>.json).
+  void write_trace() {
+    const std::string path = trace_dir_ + "/trace-" + std::to_string(getpid()) + "-" +
+                             std::to_string(trace_parts_++) + ".json";
+    try {
+      trace_->write(path, trace_->take());
+    } catch (const Error& e) {
+      std::fprintf(stderr, "kiln serve: %s\n", e.what());
+    }
+  }
+
   void loop() {
+    if (trace_) trace_->name_thread("scheduler");
     Clock::time_point window = Clock::now();
     int64_t window_tokens = 0;
     for (;;) {
@@ -194,12 +266,17 @@ class Engine {
       }
       // The callbacks take mu_: they run outside it (add may end a request
       // at once).
-      for (auto& job : arrived)
+      for (auto& job : arrived) {
+        job->added = Clock::now();
         for (size_t p = 0; p < job->request.prompts.size(); ++p) sched_.add(request_of(job, p));
+      }
       const int64_t before = sched_.stats().generated_tokens;
       sched_.step();
+      if (trace_ && trace_->size() >= kTracePart) write_trace();
+      const Llm::MemoryUse memory = model_.memory();
       std::lock_guard<std::mutex> lk(mu_);
       stats_ = sched_.stats();
+      memory_ = memory;
       window_tokens += stats_.generated_tokens - before;
       const double s = std::chrono::duration<double>(Clock::now() - window).count();
       if (s >= 1 || sched_.idle()) {
@@ -257,11 +334,27 @@ class Engine {
         last = --job->left == 0;
         job->cv.notify_all();
       }
+      const Clock::time_point now = Clock::now();
       std::lock_guard<std::mutex> lk(mu_);
       for (double ms : g.token_ms) itl_.add(ms / 1e3);
+      job->generated += static_cast<int64_t>(g.generated.size());
+      if (c == 0) {
+        // Each prompt's wait: in the engine's inbox, then for room in the batch.
+        queue_wait_.add(std::chrono::duration<double>(job->added - job->queued).count() +
+                        g.queue_ms / 1e3);
+        job->prompt_tokens += static_cast<int64_t>(g.prompt.size());
+      }
       if (!last) return;
       cancelled_ += job->cancelled.load() || g.stop_reason == "cancelled";
       --unfinished_;
+      e2e_.add(std::chrono::duration<double>(now - job->queued).count());
+      prompt_len_.add(static_cast<double>(job->prompt_tokens));
+      generated_len_.add(static_cast<double>(job->generated));
+      if (trace_)
+        trace_->async_span("request", "request", job->trace_id, job->queued, now,
+                           {{"prompt_tokens", job->prompt_tokens},
+                            {"generated_tokens", job->generated},
+                            {"choices", static_cast<int64_t>(job->choices.size())}});
     };
     return r;
   }
@@ -276,7 +369,17 @@ class Engine {
   std::atomic<bool> aborted_{false};
   double tokens_per_s_ = 0;
   uint64_t requests_ = 0, rejected_ = 0, cancelled_ = 0;
-  Histogram ttft_, itl_;
+  Histogram ttft_{Histogram::seconds()}, itl_{Histogram::seconds()};
+  Histogram queue_wait_{Histogram::seconds()}, e2e_{Histogram::seconds()};
+  Histogram prompt_len_{Histogram::tokens()}, generated_len_{Histogram::tokens()};
+  Llm& model_;
+  Llm::MemoryUse memory_;
+  // Events per trace part: a long-running server's timeline in files of
+  // bounded size (about 200 bytes an event).
+  static constexpr size_t kTracePart = 500000;
+  const std::string trace_dir_;
+  std::unique_ptr<Trace> trace_;
+  int trace_parts_ = 0;
   // After what its callbacks use: destroyed first, it ends what is left.
   BatchScheduler sched_;
   std::thread worker_;
@@ -315,7 +418,9 @@ int cmd_serve(const std::vector<std::string>& argv) {
                 "draft",
                 "spec",
                 "draft-k",
-                "draft-k-fixed"});
+                "draft-k-fixed",
+                "trace",
+                "policy"});
   if (a.flag("help")) {
     std::puts(
         "usage: kiln serve -m MODEL.gguf|HF_DIR [--host 127.0.0.1] [--port 8080] [--queue 16]\n"
@@ -325,6 +430,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
         "                  [--no-prefix-cache] [--max-n 16] [--shutdown-grace 10]\n"
         "                  [--draft DRAFT.gguf|HF_DIR | --spec ngram[:N]] [--draft-k 4] "
         "[--draft-k-fixed]\n"
+        "                  [--policy decode-first|prefill-first|round-robin|static] [--trace DIR]\n"
         "An OpenAI-compatible server: POST /v1/completions and /v1/chat/completions (stream:\n"
         "true for server-sent events), /v1/embeddings (the final hidden states pooled as\n"
         "the model's pooling_type says, else their mean; unit length), GET /v1/models,\n"
@@ -341,7 +447,11 @@ int cmd_serve(const std::vector<std::string>& argv) {
         "arrival is preempted and later recomputed. Up to --queue more requests wait, first\n"
         "come first served, and more are refused with 503. Full pages of prompts are kept\n"
         "for later prompts that begin alike (a shared system prompt is computed once),\n"
-        "unless --no-prefix-cache. A request's choices (n, times its prompts) run together,\n"
+        "unless --no-prefix-cache. --policy orders a step's work: decode-first (the default),\n"
+        "prefill-first (prompts and newcomers first, decodes with the tokens left), round-robin\n"
+        "(steps of prompts and steps of decodes in turn, never mixed), static (a batch admitted\n"
+        "only once the one before it has finished).\n"
+        "A request's choices (n, times its prompts) run together,\n"
         "at most --max-n of them; n samples of a prompt read it once and share its pages.\n"
         "Speculative decoding (--draft, a smaller model of the same vocabulary with a pool of its\n"
         "own, or --spec ngram[:N], prompt lookup): decoding sequences guess up to --draft-k\n"
@@ -349,6 +459,9 @@ int cmd_serve(const std::vector<std::string>& argv) {
         "steps are bound by compute; --draft-k-fixed: always K).\n"
         "A request must arrive whole within --request-timeout\n"
         "seconds (else 408); its response may take as long as it needs.\n"
+        "--trace DIR writes a timeline (Chrome trace / Perfetto JSON) of every step, forward,\n"
+        "kernel launch and request into DIR/trace-PID-N.json, a part per 500k events and the\n"
+        "last at exit.\n"
         "--port 0 takes a free port; the line 'kiln serve: listening on http://HOST:PORT'\n"
         "on stderr says which. SIGINT or SIGTERM stops accepting connections and lets the\n"
         "running requests finish for up to --shutdown-grace seconds (a second signal: at\n"
@@ -367,6 +480,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
   const double grace =
       a.has("shutdown-grace") ? parse_double(a.get("shutdown-grace"), "--shutdown-grace") : 10;
   if (!(grace >= 0 && grace <= 3600)) throw Error("--shutdown-grace expects seconds, 0 to 3600");
+  if (a.has("trace")) check_writable_dir(a.get("trace"), "--trace");
   // SIGINT and SIGTERM are taken by one thread (sigwait) to shut down in
   // order: blocked here, before any thread starts, so every thread
   // inherits the mask. SIGUSR1 wakes that thread when the server ends
@@ -379,6 +493,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
   so.max_batch = a.get_int("max-batch", 8);
   so.token_budget = a.get_int("step-tokens", 256);
   so.prefix_cache = !a.flag("no-prefix-cache");
+  so.policy = parse_scheduler_policy(a.get("policy", "decode-first"));
   if (so.max_batch < 1 || so.max_batch > 256) throw Error("--max-batch expects 1 to 256");
   const int64_t max_n = a.get_int("max-n", std::min<int64_t>(16, so.max_batch));
   if (max_n < 1 || max_n > so.max_batch)
@@ -424,7 +539,7 @@ int cmd_serve(const std::vector<std::string>& argv) {
   if (!chat.error.empty())
     std::fprintf(stderr, "kiln serve: chat requests will be refused: %s\n", chat.error.c_str());
   GrammarCache grammars(model.tokenizer());
-  Engine engine(model, static_cast<size_t>(queue), so);
+  Engine engine(model, static_cast<size_t>(queue), so, a.get("trace", ""));
   std::atomic<uint64_t> next_id{0};
   std::random_device entropy;
   std::mutex seed_mu;

@@ -15,9 +15,9 @@ Tensor build_gemma3(Forward& f) {
   Tensor x = f.embed(std::sqrt(static_cast<double>(f.c.n_embd)));
   for (int64_t l = 0; l < f.c.n_layer; ++l) {
     Tensor h = f.attention(l, f.norm(x, blk(l, "attn_norm.weight")));
-    x = f.add(x, f.norm(h, blk(l, "post_attention_norm.weight")));
+    x = f.named(f.add(x, f.norm(h, blk(l, "post_attention_norm.weight"))), "sa_out", l);
     h = f.ffn(l, f.norm(x, blk(l, "ffn_norm.weight")), Activation::gelu_tanh);
-    x = f.add(x, f.norm(h, blk(l, "post_ffw_norm.weight")));
+    x = f.named(f.add(x, f.norm(h, blk(l, "post_ffw_norm.weight"))), "l_out", l);
   }
   return f.logits(x);
 }

@@ -10,8 +10,10 @@ namespace kiln {
 Tensor build_gpt_oss(Forward& f) {
   Tensor x = f.embed();
   for (int64_t l = 0; l < f.c.n_layer; ++l) {
-    x = f.add(x, f.attention(l, f.norm(x, Forward::blk(l, "attn_norm.weight"))));
-    x = f.add(x, f.moe(l, f.norm(x, Forward::blk(l, "post_attention_norm.weight"))));
+    x = f.named(f.add(x, f.attention(l, f.norm(x, Forward::blk(l, "attn_norm.weight")))), "ffn_inp",
+                l);
+    x = f.named(f.add(x, f.moe(l, f.norm(x, Forward::blk(l, "post_attention_norm.weight")))),
+                "l_out", l);
   }
   return f.logits(x);
 }

@@ -7,9 +7,10 @@ namespace kiln {
 Tensor build_llama(Forward& f) {
   Tensor x = f.embed();
   for (int64_t l = 0; l < f.c.n_layer; ++l) {
-    x = f.add(x, f.attention(l, f.norm(x, Forward::blk(l, "attn_norm.weight"))));
+    x = f.named(f.add(x, f.attention(l, f.norm(x, Forward::blk(l, "attn_norm.weight")))), "ffn_inp",
+                l);
     Tensor h = f.norm(x, Forward::blk(l, "ffn_norm.weight"));
-    x = f.add(x, f.c.moe() ? f.moe(l, h) : f.ffn(l, h, Activation::silu));
+    x = f.named(f.add(x, f.c.moe() ? f.moe(l, h) : f.ffn(l, h, Activation::silu)), "l_out", l);
   }
   return f.logits(x);
 }

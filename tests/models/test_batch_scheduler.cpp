@@ -41,6 +41,7 @@ struct Outcome {
   GenerationResult result;
   std::string error, streamed;
   int done_calls = 0;
+  int64_t first_text_step = -1, done_step = -1;
 };
 
 std::vector<int32_t> prompt_of(int n, int32_t seed) {
@@ -60,7 +61,8 @@ GenerationOptions greedy(int64_t n) {
 // With `draft`, guesses come from the model's weights at Q8_0 (a pool of
 // the same size).
 std::vector<Outcome> serve(const std::vector<Request>& reqs, SchedulerOptions so, int64_t n_pages,
-                           SchedulerStats* stats = nullptr, bool draft = false) {
+                           SchedulerStats* stats = nullptr, bool draft = false,
+                           Trace* trace = nullptr) {
   Llm served(model_path(), test::runtime(), kCtx, DType::f16, kPage, n_pages);
   std::optional<Llm> draft_llm;
   if (draft) {
@@ -69,6 +71,7 @@ std::vector<Outcome> serve(const std::vector<Request>& reqs, SchedulerOptions so
     so.draft = &*draft_llm;
   }
   BatchScheduler sched(served, so);
+  sched.trace(trace);
   std::vector<Outcome> out(reqs.size());
   std::vector<bool> cancel(reqs.size());
   int64_t step = 0;
@@ -81,12 +84,14 @@ std::vector<Outcome> serve(const std::vector<Request>& reqs, SchedulerOptions so
         r.prompt = reqs[i].prompt;
         r.options = reqs[i].options;
         r.options.cancelled = [&cancel, i] { return static_cast<bool>(cancel[i]); };
-        r.on_text = [&out, i](int64_t, const std::string& s, const GenerationResult&) {
+        r.on_text = [&out, &step, i](int64_t, const std::string& s, const GenerationResult&) {
           out[i].streamed += s;
+          if (out[i].first_text_step < 0) out[i].first_text_step = step;
         };
-        r.on_done = [&out, i](int64_t, const GenerationResult& g, const std::string& e) {
+        r.on_done = [&out, &step, i](int64_t, const GenerationResult& g, const std::string& e) {
           out[i].result = g;
           out[i].error = e;
+          out[i].done_step = step;
           ++out[i].done_calls;
         };
         sched.add(std::move(r));
@@ -138,6 +143,60 @@ TEST_CASE("continuous batching gives each request its unbatched tokens", "[model
   check_unbatched(reqs, got);
   CHECK(st.preemptions == 0);
   CHECK(st.generated_tokens == 12 + 20 + 9 + 16 + 14);
+}
+
+TEST_CASE("every scheduling policy gives each request its unbatched tokens, in its order of work",
+          "[models][scheduler]") {
+  const std::vector<Request> reqs = {
+      {prompt_of(5, 1), greedy(12), 0},
+      {prompt_of(40, 2), greedy(20), 0},
+      {prompt_of(70, 3), greedy(9), 2},
+      {prompt_of(33, 5), greedy(14), 6},
+  };
+  std::map<SchedulerPolicy, std::vector<Outcome>> got;
+  for (SchedulerPolicy p : {SchedulerPolicy::decode_first, SchedulerPolicy::prefill_first,
+                            SchedulerPolicy::round_robin, SchedulerPolicy::static_batch}) {
+    INFO(scheduler_policy_name(p));
+    SchedulerOptions so{3, 32, false};
+    so.policy = p;
+    Trace trace;
+    got[p] = serve(reqs, so, 24, nullptr, false, &trace);
+    check_unbatched(reqs, got[p]);
+    // The steps as the trace records them: one "step" span each, its forward
+    // inside it on the same thread.
+    int64_t steps = 0, mixed = 0, skipped_decodes = 0;
+    std::vector<Trace::Event> events = trace.events();
+    for (const Trace::Event& e : events) {
+      if (e.name != "step") continue;
+      ++steps;
+      auto arg = [&](const char* k) { return std::get<int64_t>(*e.arg(k)); };
+      const int64_t decodes = arg("decodes"), prompt = arg("prompt_tokens");
+      mixed += decodes > 0 && prompt > 0;
+      // A sequence with a token to decode was left out of the step.
+      skipped_decodes += decodes < arg("ready_to_decode");
+      int64_t forwards = 0;
+      for (const Trace::Event& f : events)
+        forwards += f.name == "forward" && f.tid == e.tid && f.ts_ns >= e.ts_ns &&
+                    f.ts_ns + f.dur_ns <= e.ts_ns + e.dur_ns;
+      CHECK(forwards == 1);
+    }
+    CHECK(steps > 0);
+    if (p == SchedulerPolicy::round_robin) CHECK(mixed == 0);  // never a mixed batch
+    if (p == SchedulerPolicy::decode_first) CHECK(skipped_decodes == 0);
+    if (p == SchedulerPolicy::prefill_first) CHECK(skipped_decodes > 0);
+  }
+  using P = SchedulerPolicy;
+  // Static batches: request 2 (arriving at step 2) starts only once 0 and 1
+  // are done; continuous batching lets it join at once.
+  const auto& st = got[P::static_batch];
+  CHECK(st[2].first_text_step > std::max(st[0].done_step, st[1].done_step));
+  CHECK(got[P::decode_first][2].first_text_step < got[P::decode_first][1].done_step);
+  // Prompts first: a newcomer arriving beside two decoding sequences has its
+  // first token no later than under decodes-first.
+  CHECK(got[P::prefill_first][2].first_text_step <= got[P::decode_first][2].first_text_step);
+  CHECK_THROWS_WITH(parse_scheduler_policy("fifo"),
+                    Catch::Contains("unknown scheduler policy 'fifo'") &&
+                        Catch::Contains("decode-first, prefill-first, round-robin, static"));
 }
 
 TEST_CASE("preempted sequences are recomputed and continue with the same tokens",
