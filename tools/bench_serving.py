@@ -252,6 +252,9 @@ def sweep(a):
     for policy, step in configs:
         server, host, port = start_server(a, a.serve_args.split() + ["--policy", policy, "--step-tokens", str(step)])
         try:
+            # A fresh server loads its kernels on its first request: not a policy's cost.
+            one_request(host, port, "/v1/completions", {"prompt": text_of(300, random.Random(0)), "max_tokens": 8,
+                                                        "model": a.model})
             report = run_all(a, host, port, tag=f"{policy} --step-tokens {step}: ")
         finally:
             server.kill()

@@ -1,5 +1,6 @@
-// `kiln list [--compile]`: the library kernels; with --compile, the time to
-// have each kernel's default spec ready (compiled cold, or loaded warm).
+// `kiln list [--compile] [KERNEL...]`: the library kernels (or the named
+// ones); with --compile, the time to have each kernel's default spec ready
+// (compiled cold, or loaded warm).
 #include <cstdio>
 
 #include "kernels/registry.h"
@@ -13,15 +14,21 @@ int cmd_list(const std::vector<std::string>& argv) {
   a.allow_only({"compile", "help"});
   if (a.flag("help")) {
     std::puts(
-        "usage: kiln list [--compile]\n"
+        "usage: kiln list [--compile] [KERNEL...]\n"
+        "  KERNEL     only these kernels\n"
         "  --compile  make each kernel's default spec ready (compile it, or load it from the\n"
         "             disk cache) and print the time");
     return 0;
   }
   std::unique_ptr<Runtime> rt;
   if (a.flag("compile")) rt = std::make_unique<Runtime>(1);
+  std::vector<const KernelDef*> defs;
+  for (const std::string& name : a.positional()) defs.push_back(&find_kernel(name));
+  if (defs.empty())
+    for (const KernelDef& d : all_kernels()) defs.push_back(&d);
   double total = 0;
-  for (const KernelDef& d : all_kernels()) {
+  for (const KernelDef* def : defs) {
+    const KernelDef& d = *def;
     std::string roles, consts;
     for (const auto& [r, ts] : d.dtype_roles) {
       roles += (roles.empty() ? "" : " ") + r + "=";
@@ -41,7 +48,7 @@ int cmd_list(const std::vector<std::string>& argv) {
     std::printf("\n");
   }
   if (rt)
-    std::printf("total time to have every kernel ready: %.1f ms (%d from the disk cache)\n", total,
+    std::printf("total time to have the kernels ready: %.1f ms (%d from the disk cache)\n", total,
                 rt->cache().hits.load());
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
 #include "ir/error.h"
 #include "models/chat_template.h"
@@ -58,20 +59,21 @@ std::tm parse_now(const std::string& text) {
 
 int cmd_tokenize(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "no-bos", "pieces", "render", "no-generation-prompt"});
-  a.allow_only({"help", "model", "prompt", "file", "no-bos", "pieces", "chat", "template", "render",
-                "no-generation-prompt", "tools", "bos", "eos", "template-kwargs", "now"});
-  const int inputs = a.has("prompt") + a.has("file") + a.has("chat");
+  a.allow_only({"help", "model", "prompt", "file", "jsonl", "no-bos", "pieces", "chat", "template",
+                "render", "no-generation-prompt", "tools", "bos", "eos", "template-kwargs", "now"});
+  const int inputs = a.has("prompt") + a.has("file") + a.has("chat") + a.has("jsonl");
   const bool model_free = a.has("chat") && a.flag("render") && a.has("template");
   if (a.flag("help") || inputs != 1 || (!a.has("model") && !model_free)) {
     std::puts(
-        "usage: kiln tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--pieces]\n"
+        "usage: kiln tokenize -m MODEL (-p TEXT | -f FILE | --jsonl FILE) [--no-bos] [--pieces]\n"
         "       kiln tokenize [-m MODEL] --chat MESSAGES.json [--template NAME|FILE] [--render]\n"
         "                     [--tools TOOLS.json] [--bos TEXT] [--eos TEXT]\n"
         "                     [--template-kwargs JSON] [--now 'YYYY-MM-DD HH:MM:SS']\n"
         "                     [--no-generation-prompt]\n"
         "Prints the ids the model's tokenizer gives the text, space-separated (BOS first when\n"
         "the model adds one, unless --no-bos); --pieces prints each id's text instead, one per\n"
-        "line. MODEL: a GGUF file (a vocabulary-only one will do) or a Hugging Face folder.\n"
+        "line. --jsonl FILE holds one text per line as a JSON string: a line of ids each.\n"
+        "MODEL: a GGUF file (a vocabulary-only one will do) or a Hugging Face folder.\n"
         "--chat lays out a conversation (an OpenAI-style JSON list of messages: roles,\n"
         "contents, tool_calls, tool results) with the model's chat template, or --template: a\n"
         "file holding a Jinja template, rendered as transformers renders it (with --tools, the\n"
@@ -137,18 +139,33 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       return 0;
     }
-  } else {
+  } else if (!a.has("jsonl")) {
     text = a.has("file") ? read_file(a.get("file"), "text file") : a.get("prompt");
   }
   if (!tok) tok = Tokenizer::from_gguf(*f);
   const bool bos = add_bos && tok->add_bos_default() && tok->bos_id() >= 0;
+  auto print_ids = [](const std::vector<int32_t>& ids) {
+    for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
+    std::printf("\n");
+  };
+  if (a.has("jsonl")) {  // many texts, one process: a line of ids per line
+    const std::string path = a.get("jsonl");
+    std::istringstream lines(read_file(path, "JSON lines file"));
+    std::string line;
+    for (int64_t n = 1; std::getline(lines, line); ++n) {
+      nlohmann::json t = nlohmann::json::parse(line, nullptr, false);
+      if (!t.is_string())
+        throw Error(path + ":" + std::to_string(n) + ": not a JSON string on one line");
+      print_ids(tok->encode(t.get<std::string>(), bos, false));
+    }
+    return 0;
+  }
   std::vector<int32_t> ids = tok->encode(text, bos, a.has("chat"));
   if (a.flag("pieces")) {
     for (int32_t id : ids) std::printf("%d\t%s\n", id, tok->token_to_piece(id, true).c_str());
     return 0;
   }
-  for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
-  std::printf("\n");
+  print_ids(ids);
   return 0;
 }
 

@@ -602,6 +602,26 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
   return in;
 }
 
+// The cases CI runs in the simulator and through NVRTC: the first case of
+// each kernel for each dtype of each role and each block format (FMT), in
+// list order. The rest repeat code paths those cover with other
+// constexprs; `test_kernels "[long]"` runs every case.
+std::vector<Case> covering_cases() {
+  std::set<std::string> seen;
+  std::vector<Case> out;
+  for (const Case& c : cases()) {
+    std::vector<std::string> features = {c.kernel};
+    for (const auto& [role, t] : c.dtypes)
+      features.push_back(c.kernel + " " + role + "=" + std::string(dtype_name(t)));
+    if (auto f = c.constexprs.find("FMT"); f != c.constexprs.end())
+      features.push_back(c.kernel + " FMT=" + std::to_string(f->second));
+    bool fresh = false;
+    for (const std::string& f : features) fresh |= seen.insert(f).second;
+    if (fresh) out.push_back(c);
+  }
+  return out;
+}
+
 // The tolerance of Runtime's check mode (runtime/launch_check.h).
 test::CudaCheck tolerance(const KernelDef& def, const Kernel& k) {
   const LaunchTolerance t = launch_tolerance(k, def.rtol, def.atol);
@@ -615,14 +635,14 @@ test::CudaCheck tolerance(const KernelDef& def, const Kernel& k) {
 
 TEST_CASE("cuda: every library kernel has a CUDA case", "[cuda][kernels]") {
   std::set<std::string> covered;
-  for (const Case& c : cases()) covered.insert(c.kernel);
+  for (const Case& c : covering_cases()) covered.insert(c.kernel);
   for (const KernelDef& d : all_kernels()) {
     INFO(d.name);
     CHECK(covered.count(d.name) == 1);
     for (const auto& [role, dtypes] : d.dtype_roles)
       for (DType t : dtypes) {
         bool found = false;
-        for (const Case& c : cases()) {
+        for (const Case& c : covering_cases()) {
           if (c.kernel != d.name) continue;
           Spec s = d.make_spec(c.dtypes, c.constexprs);
           found |= s.dtypes.count(role) && s.dtypes.at(role) == t;
@@ -633,8 +653,10 @@ TEST_CASE("cuda: every library kernel has a CUDA case", "[cuda][kernels]") {
   }
 }
 
-TEST_CASE("cuda: library kernels in the simulator match the interpreter", "[cuda][kernels][sim]") {
-  for (const Case& c : cases()) {
+namespace {
+
+void simulator_matches_interpreter(const std::vector<Case>& cs) {
+  for (const Case& c : cs) {
     const KernelDef& def = find_kernel(c.kernel);
     Spec spec = def.make_spec(c.dtypes, c.constexprs);
     Kernel k = run_pipeline(def.build(spec));
@@ -643,6 +665,17 @@ TEST_CASE("cuda: library kernels in the simulator match the interpreter", "[cuda
     test::CudaCheck chk = tolerance(def, k);
     CHECK(test::cuda_vs_interpreter(k, in.args, in.grid, chk) == "");
   }
+}
+
+}  // namespace
+
+TEST_CASE("cuda: library kernels in the simulator match the interpreter", "[cuda][kernels][sim]") {
+  simulator_matches_interpreter(covering_cases());
+}
+
+TEST_CASE("cuda: every library case in the simulator matches the interpreter",
+          "[cuda][kernels][sim][.long]") {
+  simulator_matches_interpreter(cases());
 }
 
 namespace {
@@ -724,13 +757,14 @@ TEST_CASE("cuda: library kernels on the GPU match the interpreter", "[cuda][kern
 // for another arch, so sm_80 compiles the cases whose source holds tensor-core
 // instructions, where the arch matters: the full sweep for both took NVRTC
 // 11 minutes of the test suite on two cores.
-TEST_CASE("cuda: library kernels compile through NVRTC and ptxas for sm_90 (tensor cores: sm_80)",
-          "[cuda][kernels][nvrtc]") {
+namespace {
+
+void nvrtc_compiles(const std::vector<Case>& cs) {
   if (!test::have_cuda_toolkit()) return;
   std::vector<std::string> names;
   std::vector<CudaSource> srcs;
   size_t compiled = 0;
-  for (const Case& c : cases()) {
+  for (const Case& c : cs) {
     if (!compiled_by_nvrtc(c)) continue;
     ++compiled;
     const KernelDef& def = find_kernel(c.kernel);
@@ -757,6 +791,20 @@ TEST_CASE("cuda: library kernels compile through NVRTC and ptxas for sm_90 (tens
     CHECK(ptx[i].ptx.find(".entry " + srcs[i].entry) != std::string::npos);
     CHECK(reports[i].registers > 0);
   }
-  CHECK(cases().size() - compiled == 2);  // only Q2_K's and Q3_K's scaled decode left out
-  CHECK(srcs.size() > compiled);          // some cases use tensor cores
+  CHECK(srcs.size() > compiled);  // some cases use tensor cores
+}
+
+}  // namespace
+
+TEST_CASE("cuda: library kernels compile through NVRTC and ptxas for sm_90 (tensor cores: sm_80)",
+          "[cuda][kernels][nvrtc]") {
+  nvrtc_compiles(covering_cases());
+}
+
+TEST_CASE("cuda: every library case compiles through NVRTC and ptxas",
+          "[cuda][kernels][nvrtc][.long]") {
+  nvrtc_compiles(cases());
+  size_t skipped = 0;
+  for (const Case& c : cases()) skipped += !compiled_by_nvrtc(c);
+  CHECK(skipped == 2);  // only Q2_K's and Q3_K's scaled decode left out
 }

@@ -7,9 +7,13 @@ same ftype; every tensor must have the same ggml type in both files. The
 presets cover the rules' branches: dense models 256 wide (K types kept),
 576 wide (SmolLM: 32-weight fallbacks), 8 experts (Q8_0 attn_k/attn_v,
 Q5_K attn_output) and 4 query heads per KV head (q2_k's attn_v).
+Without --full (CI) every mix runs on llama/tiny and each other preset runs
+the mixes whose rules it is there for (SmolLM's fallbacks: q4_k_m, iq4_xs;
+experts: q4_k_m, q2_k; GQA 4: q2_k; Gemma: q4_k_m); --full runs every pair
+(ctest label long).
 Exit code 77 (ctest's skip) when llama-cpp-python or gguf is not installed.
 
-  python3 tests/models/mixes_llamacpp.py --kiln build/tools/kiln
+  python3 tests/models/mixes_llamacpp.py --kiln build/tools/kiln [--full]
 """
 import argparse
 import ctypes
@@ -32,6 +36,11 @@ MIXES = (("q2_k", 10), ("q3_k_m", 12), ("q4_k_m", 15), ("q5_k_m", 17), ("iq4_nl"
          ("iq4_xs", 30))
 
 
+# The (preset, mix) pairs CI runs: every mix on llama/tiny, each other preset's own rules.
+CI = {("llama", "smollm"): ("q4_k_m", "iq4_xs"), ("qwen3moe", "tiny"): ("q4_k_m", "q2_k"),
+      ("qwen2", "tiny"): ("q2_k",), ("gemma3", "tiny"): ("q4_k_m",)}
+
+
 def types(path):
     return {t.name: t.tensor_type.name for t in gguf.GGUFReader(path).tensors}
 
@@ -39,6 +48,7 @@ def types(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", default="build/tools/kiln")
+    ap.add_argument("--full", action="store_true", help="every preset with every mix")
     a = ap.parse_args()
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,6 +63,8 @@ def main():
                 return path
             src = gen("f16")
             for name, ftype in MIXES:
+                if not a.full and (arch, preset) in CI and name not in CI[(arch, preset)]:
+                    continue
                 ours = types(gen(name))
                 p = llama_cpp.llama_model_quantize_default_params()
                 p.ftype = ftype

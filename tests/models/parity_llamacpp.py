@@ -94,6 +94,11 @@ LLAMA_QUANTIZED = (("smollm", "Q4_K_M", 15), ("smollm", "Q5_K_M", 17), ("smollm"
                    ("tiny", "IQ2_XXS", 19), ("tiny", "IQ2_XS", 20), ("tiny", "IQ2_S", 28),
                    ("tiny", "IQ2_M", 29), ("tiny", "IQ3_XXS", 23), ("tiny", "IQ3_S", 26),
                    ("tiny", "IQ3_M", 27))
+# Without --full (CI): every weight type on llama, F16 and Q8_0 on the other
+# architectures (one K-quant on qwen3), and of llama.cpp's files one per
+# format family; --full (ctest label long) runs every pair.
+CI_TYPES = {"llama": TYPES, "qwen3": ("f16", "q8_0", "q4_k_m")}
+CI_QUANTIZED = {"Q4_K_M", "Q5_0", "Q2_K", "IQ4_XS", "IQ4_NL", "MXFP4_MOE", "IQ2_XXS", "IQ3_S"}
 # The lattice mixes (IQ2_*, IQ3_*), which llama.cpp quantises only with an
 # importance matrix.
 NEEDS_IMATRIX = {19, 20, 23, 26, 27, 28, 29}
@@ -158,6 +163,7 @@ def main():
                                                    "shared", "data", "vocab",
                                                    "ggml-vocab-llama-spm.gguf"))
     ap.add_argument("--tokens", type=int, default=96)
+    ap.add_argument("--full", action="store_true", help="every case, not CI's selection")
     extra = ("gemma3-swa", "kv-q8_0", "moe-pruned") + tuple(MIX_SOURCES)
     ap.add_argument("--arch", nargs="*", choices=ARCHES + extra, default=ARCHES + extra,
                     help="only these (gemma3-swa: a window under the prompt; kv-q8_0: a q8_0 KV "
@@ -205,6 +211,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for arch, qtype in CASES:
             if arch not in a.arch or qtype not in a.type:
+                continue
+            if not a.full and qtype not in CI_TYPES.get(arch, ("f16", "q8_0")):
                 continue
             path = os.path.join(tmp, f"{arch}-{qtype}.gguf")
             gen = [a.kiln, "gen-model", "--arch", arch, "--preset", "tiny", "--type", qtype,
@@ -257,7 +265,7 @@ def main():
                 gen += ["--vocab", a.vocab]
             subprocess.run(gen, check=True, capture_output=True)
             for source, name, ftype in LLAMA_QUANTIZED:
-                if source != preset:
+                if source != preset or (not a.full and name not in CI_QUANTIZED):
                     continue
                 path = os.path.join(tmp, f"{preset}-{name}.gguf")
                 llama_quantize(src, path, ftype)

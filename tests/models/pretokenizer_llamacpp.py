@@ -13,6 +13,7 @@ scripts. Skipped (77) without llama-cpp-python or the shared vocabularies.
   pretokenizer_llamacpp.py --kiln build/tools/kiln [--vocab-dir DIR]
 """
 import argparse
+import json
 import os
 import random
 import struct
@@ -68,20 +69,24 @@ def main():
             relabel(src, path, pre)
             llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
             bad = 0
-            by_pre[pre] = []
-            for i, text in enumerate(texts):
-                want = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
-                by_pre[pre].append(want)
-                f = os.path.join(tmp, "text.txt")
-                with open(f, "wb") as out:
-                    out.write(text.encode("utf-8"))
-                r = subprocess.run([a.kiln, "tokenize", "-m", path, "--file", f, "--no-bos"],
-                                   capture_output=True, text=True)
-                got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else None
+            by_pre[pre] = [llm.tokenize(t.encode("utf-8"), add_bos=False, special=False) for t in texts]
+            # Every text in one kiln process (--jsonl: a text per line as a JSON string).
+            f = os.path.join(tmp, "texts.jsonl")
+            with open(f, "w", encoding="utf-8") as out:
+                out.writelines(json.dumps(t) + "\n" for t in texts)
+            r = subprocess.run([a.kiln, "tokenize", "-m", path, "--jsonl", f, "--no-bos"],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SystemExit(f"kiln tokenize failed: {r.stderr.strip()}")
+            lines = r.stdout.split("\n")
+            if len(lines) != len(texts) + 1:
+                raise SystemExit(f"kiln tokenize gave {len(lines) - 1} lines for {len(texts)} texts")
+            for text, want, line in zip(texts, by_pre[pre], lines):
+                got = [int(x) for x in line.split()]
                 if got != want:
                     bad += 1
                     if bad <= 3:
-                        print(f"FAIL {pre}: {text!r}\n  llama.cpp {want}\n  kiln      {got} {r.stderr.strip()}")
+                        print(f"FAIL {pre}: {text!r}\n  llama.cpp {want}\n  kiln      {got}")
             # The relabelling took: each set cuts some texts unlike GPT-2's.
             differ = sum(x != y for x, y in zip(by_pre[pre], by_pre["gpt-2"]))
             if pre != "gpt-2" and differ < 10:

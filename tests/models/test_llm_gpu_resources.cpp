@@ -56,7 +56,9 @@ void add_kernel(std::vector<GpuKernelReport>& rows, const std::string& kernel, D
 
 }  // namespace
 
-TEST_CASE("the cuda policy's kernels do not spill at sm_80 and sm_90", "[models][cuda][nvrtc]") {
+namespace {
+
+void no_spills(int sm) {
   if (!test::have_cuda_toolkit()) return;
   std::vector<GpuKernelReport> rows;
   std::map<std::string, size_t> seen;
@@ -71,7 +73,7 @@ TEST_CASE("the cuda policy's kernels do not spill at sm_80 and sm_90", "[models]
       add_kernel(rows, "attention_prefill_tiles", kv, d, {{"SINKS", 1}, {"PAGE", 32}});
     }
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  for (int sm : {80, 90}) {
+  {
     std::vector<GpuKernelReport> at = rows;
     compile_gpu_reports(at, sm, threads);
     std::printf("sm_%d: threads regs smem_B spill_B kernel\n", sm);
@@ -85,4 +87,16 @@ TEST_CASE("the cuda policy's kernels do not spill at sm_80 and sm_90", "[models]
       CHECK(r.shared_bytes <= cuda_max_shared_bytes(sm));
     }
   }
+}
+
+}  // namespace
+
+// sm_90 in CI; sm_80's register allocation (the same CUDA C) under
+// `test_models "[long]"`.
+TEST_CASE("the cuda policy's kernels do not spill at sm_90", "[models][cuda][nvrtc]") {
+  no_spills(90);
+}
+
+TEST_CASE("the cuda policy's kernels do not spill at sm_80", "[models][cuda][nvrtc][.long]") {
+  no_spills(80);
 }

@@ -27,9 +27,9 @@ TEST_CASE("attention_decode_tiles matches a double-precision reference", "[kerne
     kiln::test::check_attention_sweep(kKernel, tolerance(kv), {}, {kv});
 }
 
-TEST_CASE("attention_decode_tiles over slices, groups, windows, sinks and pages",
-          "[kernels][attention]") {
-  for (DType kv : {DType::f16, DType::bf16}) {
+namespace {
+void slices_groups_windows(DType kv) {
+  {
     // 36 heads over 2 KV heads: a group of 18 takes two programs of 16 rows.
     // Head size 256 once: its CPU compile takes seconds.
     for (auto [D, split] :
@@ -53,6 +53,19 @@ TEST_CASE("attention_decode_tiles over slices, groups, windows, sinks and pages"
     c.page = 32;
     kiln::test::check_attention(kKernel, c, tolerance(kv), {{"SPLIT", 32}, {"BLOCK_G", 32}});
   }
+}
+}  // namespace
+
+// f16 in CI; bf16's tiles differ only in the element type (`test_kernels
+// "[long]"`): each variant is a JIT compile of seconds.
+TEST_CASE("attention_decode_tiles over slices, groups, windows, sinks and pages",
+          "[kernels][attention]") {
+  slices_groups_windows(DType::f16);
+}
+
+TEST_CASE("attention_decode_tiles over slices, groups, windows, sinks and pages over bf16",
+          "[kernels][attention][.long]") {
+  slices_groups_windows(DType::bf16);
 }
 
 TEST_CASE("attention_decode_tiles matches the interpreter", "[kernels][attention]") {

@@ -137,15 +137,34 @@ void check_qgemv(int fmt, int64_t m, int64_t k, int64_t t, int bm, int bt) {
       t);
 }
 
-}  // namespace
-
-TEST_CASE("qgemv matches the dequantised product for every block format", "[kernels][qgemv]") {
+// Every block format at the row and token blocks' extremes (1 and 8: one
+// row or token a program, and several with a partial last block); the
+// middle sizes, the same code with another trip count, under
+// `test_kernels "[long]"`. Each (format, block) is a JIT compile.
+void every_format(const std::vector<int>& blocks) {
   struct Dims {
     int64_t m, k;
   };
   for (const TensorTypeInfo& f : block_types())
     for (Dims s : {Dims{1, 256}, Dims{7, 512}, Dims{33, 4096}, Dims{130, 256}})
-      for (int bm : {1, 4, 8}) check_qgemv(static_cast<int>(f.type), s.m, s.k, 1, bm, 1);
+      for (int bm : blocks) check_qgemv(static_cast<int>(f.type), s.m, s.k, 1, bm, 1);
+}
+
+void prompt_gemm(const std::vector<int>& blocks) {
+  // Token counts off the token block, and rows off the row block.
+  for (const TensorTypeInfo& f : block_types())
+    for (int64_t t : {2, 5, 9})
+      for (int bt : blocks) check_qgemv(static_cast<int>(f.type), 19, 512, t, 8, bt);
+}
+
+}  // namespace
+
+TEST_CASE("qgemv matches the dequantised product for every block format", "[kernels][qgemv]") {
+  every_format({1, 8});
+}
+
+TEST_CASE("qgemv matches the dequantised product at BLOCK_M 4", "[kernels][qgemv][.long]") {
+  every_format({4});
 }
 
 TEST_CASE("qgemv one-row decode of Q4_0/Q8_0 with a partial last step", "[kernels][qgemv]") {
@@ -157,11 +176,10 @@ TEST_CASE("qgemv one-row decode of Q4_0/Q8_0 with a partial last step", "[kernel
 }
 
 TEST_CASE("qgemv over several tokens (prompt GEMM) matches per token", "[kernels][qgemv]") {
-  // Token counts off the token block, and rows off the row block.
-  for (const TensorTypeInfo& f : block_types())
-    for (int64_t t : {2, 5, 9})
-      for (int bt : {1, 4, 8}) check_qgemv(static_cast<int>(f.type), 19, 512, t, 8, bt);
+  prompt_gemm({1, 8});
 }
+
+TEST_CASE("qgemv over several tokens at BLOCK_T 4", "[kernels][qgemv][.long]") { prompt_gemm({4}); }
 
 TEST_CASE("qgemv refuses k off the block size", "[kernels][qgemv][error]") {
   std::vector<uint8_t> w(34 * 4);
