@@ -270,6 +270,117 @@ void BatchScheduler::trace(Trace* t) {
   if (o_.draft) o_.draft->trace(t);
 }
 
+void BatchScheduler::add_decodes(StepBatch& b) {
+  std::vector<Seq*> decodes;
+  int64_t prompt_left = 0;
+  for (auto& s : running_) {
+    // Not those the step reads a prompt chunk of already (prefill_first).
+    if (s->kv < 0 || std::find(b.seqs.begin(), b.seqs.end(), s.get()) != b.seqs.end()) continue;
+    const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->computed;
+    if (left == 1)
+      decodes.push_back(s.get());
+    else
+      prompt_left += left;
+  }
+  // The step's other tokens: prompts already in the batch, and those
+  // likely to join after the decodes.
+  const int64_t other =
+      (o_.token_budget - b.budget) +
+      std::min(prompt_left, std::max<int64_t>(0, b.budget - static_cast<int64_t>(decodes.size())));
+  std::vector<Draft> guesses = guess(decodes, b.budget, other);
+  for (size_t i = 0; i < decodes.size(); ++i) {
+    Seq* s = decodes[i];
+    if (s->kv < 0 || b.budget == 0) continue;  // preempted by one before it
+    // Guesses take free pages only: they never preempt another sequence.
+    if (pool_.pages_needed(s->kv, 1 + static_cast<int64_t>(guesses[i].tokens.size())) >
+        pool_.free_pages())
+      guesses[i] = Draft{};
+    const int64_t n = 1 + static_cast<int64_t>(guesses[i].tokens.size());
+    if (!reserve(*s, n, b.seqs)) continue;
+    b.add(s, n, std::move(guesses[i]));
+    ++b.decodes;
+  }
+}
+
+void BatchScheduler::add_prompt_chunks(StepBatch& b) {
+  std::vector<Seq*> order;
+  for (auto& s : running_) order.push_back(s.get());
+  for (Seq* s : order) {
+    const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->computed;
+    if (s->kv < 0 || left == 1 || b.budget == 0) continue;  // decodes: add_decodes
+    const int64_t n = std::min(left, b.budget);
+    if (!reserve(*s, n, b.seqs)) continue;
+    b.add(s, n, {});
+  }
+}
+
+void BatchScheduler::admit_newcomers(StepBatch& b) {
+  auto slots = [&] {
+    int64_t n = 0;
+    for (auto& r : running_) n += r->slots();
+    return n;
+  };
+  while (!waiting_.empty() && b.budget > 0 &&
+         (running_.empty() || slots() + waiting_.front()->slots() <= o_.max_batch)) {
+    Seq& w = *waiting_.front();
+    if ((static_cast<int64_t>(w.tokens.size()) + pool_.page() - 1) / pool_.page() >
+        pool_.n_pages()) {
+      finish(w, "length");  // preempted, then grown past what the whole pool holds
+      waiting_.pop_front();
+      continue;
+    }
+    if (!admit(w, b.budget)) break;
+    const int64_t n = pool_.length(w.kv) - w.computed;
+    std::unique_ptr<Seq> owned = std::move(waiting_.front());
+    waiting_.pop_front();
+    auto at = std::find_if(running_.begin(), running_.end(), [&](const std::unique_ptr<Seq>& r) {
+      return r->arrival > owned->arrival;
+    });
+    running_.insert(at, std::move(owned));
+    b.add(&w, n, {});
+  }
+}
+
+BatchScheduler::StepBatch BatchScheduler::compose() {
+  StepBatch b;
+  b.budget = o_.token_budget;
+  for (auto& s : running_)
+    b.ready += s->kv >= 0 && static_cast<int64_t>(s->tokens.size()) - s->computed == 1;
+  switch (o_.policy) {
+    case SchedulerPolicy::decode_first:
+      add_decodes(b);
+      add_prompt_chunks(b);
+      admit_newcomers(b);
+      break;
+    case SchedulerPolicy::prefill_first:
+      add_prompt_chunks(b);
+      admit_newcomers(b);
+      add_decodes(b);
+      break;
+    case SchedulerPolicy::round_robin:
+      // Steps of prompts and steps of decodes take turns; either kind runs
+      // alone when the other has nothing to do.
+      if (prompt_turn_) {
+        add_prompt_chunks(b);
+        admit_newcomers(b);
+      }
+      if (b.seqs.empty()) add_decodes(b);
+      if (b.seqs.empty()) {
+        add_prompt_chunks(b);
+        admit_newcomers(b);
+      }
+      prompt_turn_ = b.decodes > 0;
+      break;
+    case SchedulerPolicy::static_batch:
+      // A batch is admitted only once the one before it has finished.
+      add_decodes(b);
+      add_prompt_chunks(b);
+      if (running_.empty()) admit_newcomers(b);
+      break;
+  }
+  return b;
+}
+
 void BatchScheduler::step() {
   TraceScope span(trace_, "step", "serve");
   auto cancelled = [](const Seq& s) {
@@ -290,125 +401,10 @@ void BatchScheduler::step() {
   sweep(embeds_);
   embed_step();
 
-  // The step's batch: each running sequence's next token (with its
-  // guesses), the chunks of prompts being read and newcomers, in the order
-  // and mix the policy says, up to the token budget.
-  std::vector<Seq*> batch;
-  std::vector<int64_t> rows;
-  std::vector<Draft> drafts;  // per batch entry
-  int64_t budget = o_.token_budget, n_decoding = 0;
-  auto add_decodes = [&] {
-    std::vector<Seq*> decodes;
-    int64_t prompt_left = 0;
-    for (auto& s : running_) {
-      // Not those the step reads a prompt chunk of already (prefill_first).
-      if (s->kv < 0 || std::find(batch.begin(), batch.end(), s.get()) != batch.end()) continue;
-      const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->computed;
-      if (left == 1)
-        decodes.push_back(s.get());
-      else
-        prompt_left += left;
-    }
-    // The step's other tokens: prompts already in the batch, and those
-    // likely to join after the decodes.
-    const int64_t other =
-        (o_.token_budget - budget) +
-        std::min(prompt_left, std::max<int64_t>(0, budget - static_cast<int64_t>(decodes.size())));
-    std::vector<Draft> guesses = guess(decodes, budget, other);
-    for (size_t i = 0; i < decodes.size(); ++i) {
-      Seq* s = decodes[i];
-      if (s->kv < 0 || budget == 0) continue;  // preempted by one before it
-      // Guesses take free pages only: they never preempt another sequence.
-      if (pool_.pages_needed(s->kv, 1 + static_cast<int64_t>(guesses[i].tokens.size())) >
-          pool_.free_pages())
-        guesses[i] = Draft{};
-      const int64_t n = 1 + static_cast<int64_t>(guesses[i].tokens.size());
-      if (!reserve(*s, n, batch)) continue;
-      batch.push_back(s);
-      rows.push_back(n);
-      drafts.push_back(std::move(guesses[i]));
-      budget -= n;
-      ++n_decoding;
-    }
-  };
-  auto add_prompt_chunks = [&] {
-    std::vector<Seq*> order;
-    for (auto& s : running_) order.push_back(s.get());
-    for (Seq* s : order) {
-      const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->computed;
-      if (s->kv < 0 || left == 1 || budget == 0) continue;  // decodes: add_decodes
-      const int64_t n = std::min(left, budget);
-      if (!reserve(*s, n, batch)) continue;
-      batch.push_back(s);
-      rows.push_back(n);
-      drafts.emplace_back();
-      budget -= n;
-    }
-  };
-  auto slots = [&] {
-    int64_t n = 0;
-    for (auto& r : running_) n += r->slots();
-    return n;
-  };
-  auto admit_newcomers = [&] {
-    while (!waiting_.empty() && budget > 0 &&
-           (running_.empty() || slots() + waiting_.front()->slots() <= o_.max_batch)) {
-      Seq& w = *waiting_.front();
-      if ((static_cast<int64_t>(w.tokens.size()) + pool_.page() - 1) / pool_.page() >
-          pool_.n_pages()) {
-        finish(w, "length");  // preempted, then grown past what the whole pool holds
-        waiting_.pop_front();
-        continue;
-      }
-      if (!admit(w, budget)) break;
-      const int64_t n = pool_.length(w.kv) - w.computed;
-      std::unique_ptr<Seq> owned = std::move(waiting_.front());
-      waiting_.pop_front();
-      auto at = std::find_if(running_.begin(), running_.end(), [&](const std::unique_ptr<Seq>& r) {
-        return r->arrival > owned->arrival;
-      });
-      running_.insert(at, std::move(owned));
-      batch.push_back(&w);
-      rows.push_back(n);
-      drafts.emplace_back();
-      budget -= n;
-    }
-  };
-  int64_t ready = 0;  // sequences with a token to decode
-  for (auto& s : running_)
-    ready += s->kv >= 0 && static_cast<int64_t>(s->tokens.size()) - s->computed == 1;
-  switch (o_.policy) {
-    case SchedulerPolicy::decode_first:
-      add_decodes();
-      add_prompt_chunks();
-      admit_newcomers();
-      break;
-    case SchedulerPolicy::prefill_first:
-      add_prompt_chunks();
-      admit_newcomers();
-      add_decodes();
-      break;
-    case SchedulerPolicy::round_robin:
-      // Steps of prompts and steps of decodes take turns; either kind runs
-      // alone when the other has nothing to do.
-      if (prompt_turn_) {
-        add_prompt_chunks();
-        admit_newcomers();
-      }
-      if (batch.empty()) add_decodes();
-      if (batch.empty()) {
-        add_prompt_chunks();
-        admit_newcomers();
-      }
-      prompt_turn_ = n_decoding > 0;
-      break;
-    case SchedulerPolicy::static_batch:
-      // A batch is admitted only once the one before it has finished.
-      add_decodes();
-      add_prompt_chunks();
-      if (running_.empty()) admit_newcomers();
-      break;
-  }
+  StepBatch b = compose();
+  std::vector<Seq*>& batch = b.seqs;
+  std::vector<int64_t>& rows = b.rows;
+  std::vector<Draft>& drafts = b.drafts;
   if (batch.empty()) return;
 
   std::vector<Llm::SeqChunk> chunks;
@@ -429,10 +425,10 @@ void BatchScheduler::step() {
     }
     span.add("running", static_cast<int64_t>(running_.size()));
     span.add("waiting", static_cast<int64_t>(waiting_.size()));
-    span.add("ready_to_decode", ready);
+    span.add("ready_to_decode", b.ready);
     span.add("sequences", static_cast<int64_t>(batch.size()));
-    span.add("decodes", n_decoding);
-    span.add("prompt_tokens", tokens - n_decoding - guessed);
+    span.add("decodes", b.decodes);
+    span.add("prompt_tokens", tokens - b.decodes - guessed);
     span.add("guesses", guessed);
   }
   const std::vector<float>* logits = nullptr;
@@ -706,7 +702,7 @@ void BatchScheduler::take_token(Seq& s, int32_t next, const float* logits) {
   const int64_t V = model_.config().n_vocab;
   const GenerationOptions& o = s.req.options;
   if (o.logprobs >= 0) s.result.logprobs.push_back(token_logprob(logits, V, next, o.logprobs));
-  if (o.stop_at_eos && next == model_.tokenizer().eos_id()) {
+  if (o.stop_at_eos && model_.tokenizer().is_eog(next)) {
     s.result.logprobs.resize(s.result.generated.size());  // the end is no token of the text
     return finish(s, "eos");
   }

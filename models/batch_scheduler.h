@@ -126,6 +126,30 @@ class BatchScheduler {
 
  private:
   struct Seq;
+  // A step's batch as it is composed: its sequences, the rows each reads
+  // and their guesses, the token budget left; how many decode, and how
+  // many had a token to decode.
+  struct StepBatch {
+    std::vector<Seq*> seqs;
+    std::vector<int64_t> rows;
+    std::vector<Draft> drafts;
+    int64_t budget = 0, decodes = 0, ready = 0;
+    void add(Seq* s, int64_t n, Draft d) {
+      seqs.push_back(s);
+      rows.push_back(n);
+      drafts.push_back(std::move(d));
+      budget -= n;
+    }
+  };
+  // The policy's batch for the next step: the three kinds of work below,
+  // in its order.
+  StepBatch compose();
+  // Each running sequence's next token with its guesses; the next chunks of
+  // the prompts being read; waiting sequences admitted first come, first
+  // served while the batch and the pool have room.
+  void add_decodes(StepBatch& b);
+  void add_prompt_chunks(StepBatch& b);
+  void admit_newcomers(StepBatch& b);
   bool admit(Seq& s, int64_t budget);
   // The forward of the embedding requests that fit this step.
   void embed_step();

@@ -55,7 +55,7 @@ GenerationResult generate(Llm& model, const std::vector<int32_t>& prompt,
   r.stop_reason = "length";
   // Emits a sampled token; false when the generation ends with it.
   auto emit = [&](int32_t next) {
-    if (o.stop_at_eos && next == model.tokenizer().eos_id()) {
+    if (o.stop_at_eos && model.tokenizer().is_eog(next)) {
       r.stop_reason = "eos";
       return false;
     }

@@ -47,6 +47,9 @@ class Tokenizer {
   int32_t vocab_size() const { return vocab_.size(); }
   int32_t bos_id() const { return vocab_.bos; }  // -1 when none
   int32_t eos_id() const { return vocab_.eos; }
+  // Whether `id` ends a generation: EOS, or another end-of-turn token
+  // (models/end_of_generation.h).
+  bool is_eog(int32_t id) const { return vocab_.is_eog(id); }
   int32_t unk_id() const { return vocab_.unk; }
   // Whether the model expects BOS (tokenizer.ggml.add_bos_token).
   bool add_bos_default() const { return vocab_.add_bos; }

@@ -1,6 +1,9 @@
 #include "models/vocab.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
+#include "models/end_of_generation.h"
 #include "models/gguf.h"
 
 namespace kiln {
@@ -9,6 +12,8 @@ int32_t Vocab::find(std::string_view text) const {
   auto it = ids_.find(text);
   return it == ids_.end() ? -1 : it->second;
 }
+
+bool Vocab::is_eog(int32_t id) const { return std::binary_search(eog.begin(), eog.end(), id); }
 
 void Vocab::finish(const std::string& source) {
   scores.resize(tokens.size(), 0.0f);
@@ -24,6 +29,7 @@ void Vocab::finish(const std::string& source) {
       throw Error(source + ": duplicate token text '" + tokens[i] + "' (ids " +
                   std::to_string(it->second) + " and " + std::to_string(i) + ")");
   }
+  eog = end_of_generation_ids(*this);
 }
 
 Vocab Vocab::from_gguf(const GgufFile& file) {
@@ -79,6 +85,11 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
   // Some converters write a padding id one past the vocabulary; it is never
   // encoded, so it is dropped rather than refused.
   id("tokenizer.ggml.padding_token_id", &v.pad, false);
+  id("tokenizer.ggml.eot_token_id", &v.eot, false);
+  id("tokenizer.ggml.eom_token_id", &v.eom, false);
+  id("tokenizer.ggml.fim_pad_token_id", &v.fim_pad, false);
+  id("tokenizer.ggml.fim_rep_token_id", &v.fim_rep, false);
+  id("tokenizer.ggml.fim_sep_token_id", &v.fim_sep, false);
   v.add_bos = file.find_bool("tokenizer.ggml.add_bos_token").value_or(v.add_bos);
   v.add_eos = file.find_bool("tokenizer.ggml.add_eos_token").value_or(v.add_eos);
   v.add_space_prefix =

@@ -37,6 +37,12 @@ struct Vocab {
   std::vector<TokenType> types;                    // per token; normal when the file has none
   std::vector<std::string> merges;                 // BPE: "left right", highest priority first
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;  // -1: none
+  // End of turn and of message, fill-in-the-middle pad, repo and file
+  // separator, as the metadata names them (-1: not named).
+  int32_t eot = -1, eom = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
+  // The ids that end a generation (models/end_of_generation.h), sorted; set
+  // by finish().
+  std::vector<int32_t> eog;
   bool add_bos = false, add_eos = false;
   bool add_space_prefix = false;  // SentencePiece's dummy prefix
 
@@ -46,6 +52,7 @@ struct Vocab {
 
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
   int32_t find(std::string_view text) const;  // -1 when no token has this text
+  bool is_eog(int32_t id) const;
   // Fills the missing scores/types and the text index; call after filling
   // `tokens` by hand. Throws on duplicate texts. `source` names the origin in messages.
   void finish(const std::string& source);

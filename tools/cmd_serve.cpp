@@ -287,6 +287,33 @@ class Engine {
     }
   }
 
+  // A choice's end into the metrics (and the trace): its tokens' latencies,
+  // its prompt's queue wait; the request's latency and token counts when
+  // it is the last.
+  void record_done(Job& job, int64_t c, const GenerationResult& g, bool last) {
+    const Clock::time_point now = Clock::now();
+    std::lock_guard<std::mutex> lk(mu_);
+    for (double ms : g.token_ms) itl_.add(ms / 1e3);
+    job.generated += static_cast<int64_t>(g.generated.size());
+    if (c == 0) {
+      // Each prompt's wait: in the engine's inbox, then for room in the batch.
+      queue_wait_.add(std::chrono::duration<double>(job.added - job.queued).count() +
+                      g.queue_ms / 1e3);
+      job.prompt_tokens += static_cast<int64_t>(g.prompt.size());
+    }
+    if (!last) return;
+    cancelled_ += job.cancelled.load() || g.stop_reason == "cancelled";
+    --unfinished_;
+    e2e_.add(std::chrono::duration<double>(now - job.queued).count());
+    prompt_len_.add(static_cast<double>(job.prompt_tokens));
+    generated_len_.add(static_cast<double>(job.generated));
+    if (trace_)
+      trace_->async_span("request", "request", job.trace_id, job.queued, now,
+                         {{"prompt_tokens", job.prompt_tokens},
+                          {"generated_tokens", job.generated},
+                          {"choices", static_cast<int64_t>(job.choices.size())}});
+  }
+
   // The scheduler's request for a job's prompt p: its choices' text into
   // the job as it comes, their ends with their timings into the metrics.
   SeqRequest request_of(const std::shared_ptr<Job>& job, size_t p) {
@@ -320,41 +347,25 @@ class Engine {
       job->cv.notify_all();
     };
     r.on_done = [this, job, first](int64_t c, const GenerationResult& g, const std::string& error) {
+      // The metrics first: a client answered may read /metrics at once.
+      // Only this thread ends choices, so `left` cannot move meanwhile.
       bool last;
       {
         std::lock_guard<std::mutex> lk(job->mu);
-        Job::Choice& ch = job->choices[first + static_cast<size_t>(c)];
-        ch.result = g;
-        ch.error = error;
-        if (error.empty() && aborted_ && g.stop_reason == "cancelled") {
-          ch.error = "the server shut down before the request finished (--shutdown-grace)";
-          ch.status = 503;
-        }
-        ch.done = true;
-        last = --job->left == 0;
-        job->cv.notify_all();
+        last = job->left == 1;
       }
-      const Clock::time_point now = Clock::now();
-      std::lock_guard<std::mutex> lk(mu_);
-      for (double ms : g.token_ms) itl_.add(ms / 1e3);
-      job->generated += static_cast<int64_t>(g.generated.size());
-      if (c == 0) {
-        // Each prompt's wait: in the engine's inbox, then for room in the batch.
-        queue_wait_.add(std::chrono::duration<double>(job->added - job->queued).count() +
-                        g.queue_ms / 1e3);
-        job->prompt_tokens += static_cast<int64_t>(g.prompt.size());
+      record_done(*job, c, g, last);
+      std::lock_guard<std::mutex> lk(job->mu);
+      Job::Choice& ch = job->choices[first + static_cast<size_t>(c)];
+      ch.result = g;
+      ch.error = error;
+      if (error.empty() && aborted_ && g.stop_reason == "cancelled") {
+        ch.error = "the server shut down before the request finished (--shutdown-grace)";
+        ch.status = 503;
       }
-      if (!last) return;
-      cancelled_ += job->cancelled.load() || g.stop_reason == "cancelled";
-      --unfinished_;
-      e2e_.add(std::chrono::duration<double>(now - job->queued).count());
-      prompt_len_.add(static_cast<double>(job->prompt_tokens));
-      generated_len_.add(static_cast<double>(job->generated));
-      if (trace_)
-        trace_->async_span("request", "request", job->trace_id, job->queued, now,
-                           {{"prompt_tokens", job->prompt_tokens},
-                            {"generated_tokens", job->generated},
-                            {"choices", static_cast<int64_t>(job->choices.size())}});
+      ch.done = true;
+      --job->left;
+      job->cv.notify_all();
     };
     return r;
   }

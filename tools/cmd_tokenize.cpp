@@ -58,14 +58,17 @@ std::tm parse_now(const std::string& text) {
 }  // namespace
 
 int cmd_tokenize(const std::vector<std::string>& argv) {
-  CliArgs a(argv, {"help", "no-bos", "pieces", "render", "no-generation-prompt"});
-  a.allow_only({"help", "model", "prompt", "file", "jsonl", "no-bos", "pieces", "chat", "template",
-                "render", "no-generation-prompt", "tools", "bos", "eos", "template-kwargs", "now"});
-  const int inputs = a.has("prompt") + a.has("file") + a.has("chat") + a.has("jsonl");
+  CliArgs a(argv, {"help", "no-bos", "pieces", "render", "no-generation-prompt", "eog"});
+  a.allow_only({"help", "model", "prompt", "file", "jsonl", "eog", "no-bos", "pieces", "chat",
+                "template", "render", "no-generation-prompt", "tools", "bos", "eos",
+                "template-kwargs", "now"});
+  const int inputs =
+      a.has("prompt") + a.has("file") + a.has("chat") + a.has("jsonl") + a.flag("eog");
   const bool model_free = a.has("chat") && a.flag("render") && a.has("template");
   if (a.flag("help") || inputs != 1 || (!a.has("model") && !model_free)) {
     std::puts(
-        "usage: kiln tokenize -m MODEL (-p TEXT | -f FILE | --jsonl FILE) [--no-bos] [--pieces]\n"
+        "usage: kiln tokenize -m MODEL (-p TEXT | -f FILE | --jsonl FILE | --eog) [--no-bos] "
+        "[--pieces]\n"
         "       kiln tokenize [-m MODEL] --chat MESSAGES.json [--template NAME|FILE] [--render]\n"
         "                     [--tools TOOLS.json] [--bos TEXT] [--eos TEXT]\n"
         "                     [--template-kwargs JSON] [--now 'YYYY-MM-DD HH:MM:SS']\n"
@@ -73,6 +76,8 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
         "Prints the ids the model's tokenizer gives the text, space-separated (BOS first when\n"
         "the model adds one, unless --no-bos); --pieces prints each id's text instead, one per\n"
         "line. --jsonl FILE holds one text per line as a JSON string: a line of ids each.\n"
+        "--eog prints the ids that end a generation (EOS, end-of-turn tokens), as llama.cpp\n"
+        "counts them.\n"
         "MODEL: a GGUF file (a vocabulary-only one will do) or a Hugging Face folder.\n"
         "--chat lays out a conversation (an OpenAI-style JSON list of messages: roles,\n"
         "contents, tool_calls, tool results) with the model's chat template, or --template: a\n"
@@ -148,6 +153,10 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
     for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
     std::printf("\n");
   };
+  if (a.flag("eog")) {
+    print_ids(tok->vocab().eog);
+    return 0;
+  }
   if (a.has("jsonl")) {  // many texts, one process: a line of ids per line
     const std::string path = a.get("jsonl");
     std::istringstream lines(read_file(path, "JSON lines file"));

@@ -69,7 +69,7 @@ std::shared_ptr<const TokenVocabulary> TokenVocabulary::from_tokenizer(
     const Tokenizer& tok, std::vector<int32_t> end_tokens) {
   std::vector<std::string> pieces(static_cast<size_t>(tok.vocab_size()));
   for (int32_t id = 0; id < tok.vocab_size(); ++id) pieces[id] = tok.token_to_piece(id);
-  if (end_tokens.empty() && tok.eos_id() >= 0) end_tokens.push_back(tok.eos_id());
+  if (end_tokens.empty()) end_tokens = tok.vocab().eog;
   return std::make_shared<const TokenVocabulary>(pieces, std::move(end_tokens));
 }
 

@@ -43,8 +43,9 @@ class TokenVocabulary {
   // control token). end_tokens: allowed exactly when the grammar can end
   // (their pieces are ignored).
   TokenVocabulary(const std::vector<std::string>& pieces, std::vector<int32_t> end_tokens);
-  // The tokenizer's pieces (control tokens are "") with its EOS as the end
-  // token unless `end_tokens` names others (an end-of-turn token, say).
+  // The tokenizer's pieces (control tokens are "") with its end-of-generation
+  // tokens (EOS, end of turn: Vocab::eog) as the end tokens unless
+  // `end_tokens` names others.
   static std::shared_ptr<const TokenVocabulary> from_tokenizer(
       const Tokenizer& tok, std::vector<int32_t> end_tokens = {});
 

@@ -611,7 +611,8 @@ std::vector<Case> covering_cases() {
   std::vector<Case> out;
   for (const Case& c : cases()) {
     std::vector<std::string> features = {c.kernel};
-    for (const auto& [role, t] : c.dtypes)
+    // The spec's dtypes: a case may leave a role at its default.
+    for (const auto& [role, t] : find_kernel(c.kernel).make_spec(c.dtypes, c.constexprs).dtypes)
       features.push_back(c.kernel + " " + role + "=" + std::string(dtype_name(t)));
     if (auto f = c.constexprs.find("FMT"); f != c.constexprs.end())
       features.push_back(c.kernel + " FMT=" + std::to_string(f->second));

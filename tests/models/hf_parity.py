@@ -24,7 +24,10 @@ write a GGUF that runs with the same logits again, in Kiln and in llama.cpp
 the same logits as llama-quantize's. Kiln(GGUF)
 against llama.cpp is parity_llamacpp.py's job.
 
-  hf_parity.py --kiln build/tools/kiln
+CI reads every architecture's F16 folder and the F32 and BF16 folders of
+llama and qwen3moe; --full (ctest label long) every architecture's.
+
+  hf_parity.py --kiln build/tools/kiln [--full]
 """
 import argparse
 import json

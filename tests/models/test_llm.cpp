@@ -360,7 +360,7 @@ TEST_CASE("MoE forwards are bitwise identical on 1 to 3 threads", "[models][llm]
     const std::vector<int32_t> prompt = {1, 40, 2, 77, 9, 123, 5, 31, 200};
     std::vector<std::vector<float>> out;
     for (int threads : {1, 2, 3}) {
-      Runtime rt(RuntimeOptions{threads, "", false});
+      Runtime rt(RuntimeOptions{threads, test::cache_dir(), false});
       Llm m(path, rt, 32);
       std::vector<float> prefill = m.forward(prompt, true);
       std::vector<float> step = m.forward({17});

@@ -17,6 +17,7 @@
 #include "models/model_generator.h"
 #include "models/model_presets.h"
 #include "models/packed_weights.h"
+#include "support/runtime_fixture.h"
 #include "support/temp_dir.h"
 
 using namespace kiln;
@@ -32,7 +33,7 @@ void check_packed(const std::string& family, WeightFormat format) {
   generate_model(find_model_preset(family, "tiny"), o, path);
   for (int threads : {1, 2, 3}) {
     GgufFile file = GgufFile::open(path);
-    Runtime rt(RuntimeOptions{threads, "", false, "cpu"});
+    Runtime rt(RuntimeOptions{threads, test::cache_dir(), false, "cpu"});
     PackedWeights packed(file, rt);
     int interleaved = 0;
     for (const GgufTensor& t : file.tensors()) {
@@ -66,8 +67,8 @@ TEST_CASE("packed weights: the GPU policy keeps the file's layout, with no copie
   o.format = WeightFormat::q4_k_m;
   generate_model(find_model_preset("llama", "tiny"), o, path);
   GgufFile file = GgufFile::open(path);
-  Runtime sim(RuntimeOptions{1, "", false, "cuda-sim"});
-  Runtime cpu(RuntimeOptions{1, "", false, "cpu"});
+  Runtime sim(RuntimeOptions{1, test::cache_dir(), false, "cuda-sim"});
+  Runtime cpu(RuntimeOptions{1, test::cache_dir(), false, "cpu"});
   PackedWeights gpu_copies(file, sim), cpu_copies(file, cpu);
   int interleaved = 0;
   for (const GgufTensor& t : file.tensors()) {

@@ -55,7 +55,7 @@ TEST_CASE("launch tolerances widen for f16 and bf16 buffers", "[runtime][check]"
 }
 
 TEST_CASE("a runtime in check mode runs plans checked", "[runtime][check]") {
-  Runtime rt(RuntimeOptions{1, "", false, "cpu", true});
+  Runtime rt(RuntimeOptions{1, test::cache_dir(), false, "cpu", true});
   CHECK(rt.checking());
   AddLaunch l;
   Plan plan(rt);

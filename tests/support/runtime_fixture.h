@@ -8,16 +8,20 @@
 #pragma once
 
 #include <cstdlib>
+#include <string>
 
 #include "runtime/runtime.h"
 
 namespace kiln::test {
 
+// The compile cache a test's runtimes share: the build's, else memory only.
+inline std::string cache_dir() {
+  const char* dir = std::getenv("KILN_TEST_CACHE_DIR");
+  return dir ? dir : "";
+}
+
 inline Runtime& runtime() {
-  static Runtime rt([] {
-    const char* dir = std::getenv("KILN_TEST_CACHE_DIR");
-    return RuntimeOptions{2, dir ? dir : "", false};
-  }());
+  static Runtime rt(RuntimeOptions{2, cache_dir(), false});
   return rt;
 }
 
