@@ -691,11 +691,31 @@ std::vector<BatchScheduler::Seq*> BatchScheduler::fork_choices(Seq& s) {
 }
 
 void BatchScheduler::next_token(Seq& s, const float* logits) {
-  if (s.matcher) s.matcher->fill_mask(&s.mask);
-  take_token(s,
-             s.sampler.sample(logits, model_.config().n_vocab, s.tokens,
-                              s.matcher ? s.mask.data() : nullptr),
-             logits);
+  const int64_t V = model_.config().n_vocab;
+  if (!s.matcher) return take_token(s, s.sampler.sample(logits, V, s.tokens, nullptr), logits);
+  // A text under a grammar must be complete when max_tokens is reached:
+  // never take a token after which more bytes are needed than tokens are
+  // left, and once no more tokens are left than bytes needed, keep to a
+  // shortest completion (each of its tokens brings the end closer by its
+  // length).
+  GrammarMatcher& m = *s.matcher;
+  const int64_t left = s.req.options.n_predict - static_cast<int64_t>(s.result.generated.size());
+  auto closing = [&] {
+    m.fill_closing_mask(&s.mask);
+    return std::any_of(s.mask.begin(), s.mask.end(), [](uint32_t w) { return w != 0; });
+  };
+  const size_t need = m.min_bytes_to_end();
+  if (need > 0 && left <= static_cast<int64_t>(need) && closing())
+    return take_token(s, s.sampler.sample(logits, V, s.tokens, s.mask.data()), logits);
+  m.fill_mask(&s.mask);
+  int32_t next = s.sampler.sample(logits, V, s.tokens, s.mask.data());
+  if (!model_.tokenizer().is_eog(next)) {
+    GrammarMatcher probe = m.fork();
+    if (probe.accept(next) && static_cast<int64_t>(probe.min_bytes_to_end()) > left - 1 &&
+        closing())
+      next = s.sampler.sample(logits, V, s.tokens, s.mask.data());
+  }
+  take_token(s, next, logits);
 }
 
 void BatchScheduler::take_token(Seq& s, int32_t next, const float* logits) {

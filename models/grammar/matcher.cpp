@@ -505,11 +505,13 @@ void GrammarMatcher::check_tails(uint32_t top, const CompiledGrammar::Check& che
   }
 }
 
-size_t GrammarMatcher::min_bytes_to_end() const {
-  if (ended_ || accept_) return 0;
+size_t GrammarMatcher::min_bytes_to_end() const { return ended_ ? 0 : min_bytes(tops_, accept_); }
+
+size_t GrammarMatcher::min_bytes(const std::vector<uint32_t>& tops, bool accept) const {
+  if (accept) return 0;
   const ByteGrammar& g = g_->bytes_;
   size_t best = SIZE_MAX;
-  for (uint32_t top : tops_) {
+  for (uint32_t top : tops) {
     size_t len = 0;
     for (uint32_t id = top; id != ParseStacks::kNoParent; id = stacks_.node(id).parent) {
       const ParseStacks::Node& n = stacks_.node(id);
@@ -524,6 +526,42 @@ size_t GrammarMatcher::min_bytes_to_end() const {
     best = std::min(best, len);
   }
   return best;
+}
+
+void GrammarMatcher::fill_closing_mask(std::vector<uint32_t>* mask) {
+  const CompiledGrammar& c = *g_;
+  mask->assign(c.words_, 0);
+  if (ended_) return;
+  const TokenVocabulary& v = *c.vocab_;
+  auto allow = [&](int32_t t) { (*mask)[t / 32] |= 1u << (t % 32); };
+  if (accept_) {  // complete: end it
+    for (int32_t t : v.end_tokens()) allow(t);
+    return;
+  }
+  // A walk of the vocabulary's trie that follows only bytes one step along
+  // a shortest completion: few branches, however large the vocabulary.
+  const std::vector<TrieNode>& nodes = v.nodes();
+  struct Frame {
+    uint32_t node;
+    std::vector<uint32_t> tops;
+    size_t need;  // bytes still needed before this node's byte
+  };
+  std::vector<Frame> todo;
+  const size_t need = min_bytes(tops_, false);
+  for (uint32_t i = 0; i < nodes.size(); i = nodes[i].end) todo.push_back({i, tops_, need});
+  while (!todo.empty()) {
+    Frame f = std::move(todo.back());
+    todo.pop_back();
+    stacks_.advance(f.tops, nodes[f.node].byte, &next_);
+    if (next_.tops.empty() && !next_.accept) continue;
+    const size_t left = min_bytes(next_.tops, next_.accept);
+    if (left + 1 != f.need) continue;
+    for (uint32_t k = nodes[f.node].tokens_begin; k < v.tokens_end(f.node); ++k)
+      allow(v.token_ids()[k]);
+    if (left == 0) continue;  // complete: a longer token would go past the end
+    for (uint32_t ch = f.node + 1; ch < nodes[f.node].end; ch = nodes[ch].end)
+      todo.push_back({ch, next_.tops, left});
+  }
 }
 
 bool GrammarMatcher::accept_bytes(std::string_view bytes) {

@@ -117,6 +117,12 @@ class GrammarMatcher {
   // The fewest bytes that complete the text from here (0 when it can end):
   // lets a caller steer toward an end, say as max_tokens nears.
   size_t min_bytes_to_end() const;
+  // The tokens that keep to a shortest completion: each of their bytes
+  // brings min_bytes_to_end() one closer (the end tokens once it is 0).
+  // Taking only these, a text needing b bytes is complete within b tokens:
+  // a server masks with it once no more tokens are left than bytes needed,
+  // so a reply cut by max_tokens still parses. A subset of fill_mask's.
+  void fill_closing_mask(std::vector<uint32_t>* mask);
   // An independent copy at the same point.
   GrammarMatcher fork() const;
 
@@ -124,6 +130,7 @@ class GrammarMatcher {
 
  private:
   void check_tails(uint32_t top, const CompiledGrammar::Check& c, uint32_t* mask);
+  size_t min_bytes(const std::vector<uint32_t>& tops, bool accept) const;
   void add_conditional(uint32_t top, const CompiledGrammar::Entry& e, uint32_t* mask);
 
   std::shared_ptr<const CompiledGrammar> g_;

@@ -22,7 +22,8 @@ Against a generated llama served with pages of 16 tokens, with
   unit length, float and base64, strings as their tokens;
 - structured output: json_schema replies over five schemas (nested,
   enums, formats, recursive $ref, anyOf), many seeds at temperature 1 and
-  n = 4, each parsing and validating with jsonschema; json_object;
+  n = 4, each parsing and validating with jsonschema; json_object, whole
+  even when cut at max_tokens;
   llama-server's GBNF grammar; 422s naming the field for a bad grammar
   (its line) or a schema keyword outside the subset;
 - tools over Qwen 2.5's real template: a conversation with tool calls and
@@ -267,12 +268,22 @@ def structured(c):
         check(not bad and len(set(texts)) > 1,
               f"json_schema {i}: {len(texts)} sampled replies parse and validate, {len(set(texts))} distinct"
               + (f"; first bad: {bad[0][:300]}" if bad else ""))
-    r = c.completions.create(model="m", prompt="JSON:", temperature=1, seed=5, n=4, max_tokens=250,
-                             extra_body={"response_format": {"type": "json_object"}})
-    # Any object may run past max_tokens: the finished ones are whole.
-    done = [ch.text for ch in r.choices if ch.finish_reason == "stop"]
-    check(len(done) >= 2 and all(isinstance(json.loads(t), dict) for t in done),
-          f"json_object: the {len(done)} of 4 replies that finished are objects")
+    # An open-ended object closes within max_tokens: past the point where
+    # fewer tokens are left than bytes it needs, only its shortest
+    # completion is sampled; so a reply cut by the limit parses too.
+    objects, tokens = 0, {}
+    for max_tokens in (12, 30, 250):
+        r = c.completions.create(model="m", prompt="JSON:", temperature=1, seed=5, n=4,
+                                 max_tokens=max_tokens,
+                                 extra_body={"response_format": {"type": "json_object"}})
+        tokens[max_tokens] = r.usage.completion_tokens
+        for ch in r.choices:
+            try:
+                objects += isinstance(json.loads(ch.text), dict)
+            except ValueError:
+                pass
+    check(objects == 12 and tokens[12] <= 48 and tokens[250] > tokens[12],
+          f"json_object: {objects} of 12 replies are objects (completion tokens {tokens})")
     gbnf = 'root ::= "id-" [0-9]{2,4} ("," [a-c]+)?'
     r = c.completions.create(model="m", prompt="x", temperature=1, seed=2, n=4, max_tokens=50,
                              extra_body={"grammar": gbnf})

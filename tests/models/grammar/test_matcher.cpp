@@ -272,3 +272,64 @@ TEST_CASE("matcher: strings against the language") {
   for (const char* s : {"b", "abb", "ababb", "bbbc", "abbc"}) CHECK(matches(amb, s));
   for (const char* s : {"", "a", "c", "abc "}) CHECK_FALSE(matches(amb, s));
 }
+
+TEST_CASE("matcher: the closing mask completes a text within the bytes it needs") {
+  // Walks with a token budget, as the server samples under max_tokens: a
+  // uniformly random allowed token, replaced by one of the closing mask's
+  // when it would leave more bytes to write than tokens left, and only
+  // closing tokens once no more tokens are left than bytes needed. Every
+  // walk whose budget covers the shortest text must end complete; the
+  // closing mask must be a non-empty subset of the mask whenever the text
+  // is incomplete, each of its tokens bringing the end closer by its length.
+  const auto v = test::mixed_vocab();
+  const nlohmann::json schema = {
+      {"type", "object"},
+      {"properties",
+       {{"name", {{"type", "string"}, {"minLength", 2}, {"maxLength", 9}}},
+        {"tags", {{"type", "array"}, {"items", {{"enum", {"foo", "bar"}}}}}},
+        {"n", {{"type", "integer"}}}}},
+      {"required", {"name", "tags"}}};
+  for (const std::string& gbnf : {json_object_gbnf(), json_schema_to_gbnf(schema)}) {
+    auto g = compile_gbnf(gbnf, v);
+    std::mt19937_64 rng(5);
+    for (int w = 0; w < 40; ++w) {
+      GrammarMatcher m(g);
+      const int budget = 3 + static_cast<int>(rng() % 40);
+      std::string text;
+      for (int used = 0; used < budget && !m.is_done(); ++used) {
+        INFO("walk " << w << ", budget " << budget << ", after '" << text << "'");
+        const size_t need = m.min_bytes_to_end();
+        if (need == 0) break;  // complete
+        const int left = budget - used;
+        std::vector<uint32_t> mask, closing;
+        m.fill_mask(&mask);
+        m.fill_closing_mask(&closing);
+        std::vector<int32_t> any, close;
+        for (int32_t t = 0; t < v->size(); ++t) {
+          if (v->is_end(t)) continue;
+          if (allowed(mask, t)) any.push_back(t);
+          if (allowed(closing, t)) {
+            CHECK(allowed(mask, t));
+            close.push_back(t);
+          }
+        }
+        REQUIRE_FALSE(close.empty());
+        int32_t pick = any[rng() % any.size()];
+        GrammarMatcher probe = m.fork();
+        REQUIRE(probe.accept(pick));
+        if (left <= static_cast<int>(need) ||
+            static_cast<int>(probe.min_bytes_to_end()) > left - 1) {
+          pick = close[rng() % close.size()];
+          GrammarMatcher p2 = m.fork();
+          REQUIRE(p2.accept(pick));
+          CHECK(p2.min_bytes_to_end() + v->piece(pick).size() == need);
+        }
+        REQUIRE(m.accept(pick));
+        text += v->piece(pick);
+      }
+      INFO("walk " << w << ", budget " << budget << ": '" << text << "'");
+      if (GrammarMatcher(g).min_bytes_to_end() <= static_cast<size_t>(budget))
+        CHECK(m.min_bytes_to_end() == 0);
+    }
+  }
+}
