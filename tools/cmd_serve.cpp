@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -118,6 +119,7 @@ class Engine {
   Engine(Llm& model, size_t queue, SchedulerOptions o, std::string trace_dir)
       : capacity_(queue + static_cast<size_t>(o.max_batch)),
         model_(model),
+        memory_(model.memory()),
         trace_dir_(std::move(trace_dir)),
         sched_(model, o) {
     if (!trace_dir_.empty()) {
@@ -273,13 +275,17 @@ class Engine {
       const int64_t before = sched_.stats().generated_tokens;
       sched_.step();
       if (trace_ && trace_->size() >= kTracePart) write_trace();
-      const Llm::MemoryUse memory = model_.memory();
+      const double s = std::chrono::duration<double>(Clock::now() - window).count();
+      const bool window_done = s >= 1 || sched_.idle();
+      // Memory moves only as plans are recorded: read once a window, not
+      // every step.
+      std::optional<Llm::MemoryUse> memory;
+      if (window_done) memory = model_.memory();
       std::lock_guard<std::mutex> lk(mu_);
       stats_ = sched_.stats();
-      memory_ = memory;
+      if (memory) memory_ = *memory;
       window_tokens += stats_.generated_tokens - before;
-      const double s = std::chrono::duration<double>(Clock::now() - window).count();
-      if (s >= 1 || sched_.idle()) {
+      if (window_done) {
         if (s > 0) tokens_per_s_ = static_cast<double>(window_tokens) / s;
         window = Clock::now();
         window_tokens = 0;
