@@ -78,10 +78,19 @@ const Tunable* KernelDef::tunable(const std::string& n) const {
 }
 
 bool register_kernel(KernelDef def) {
+  for (const KernelDef& d : registry())
+    if (d.name == def.name)
+      throw Error("kernel '" + def.name + "' is registered already (by " +
+                  (d.origin.empty() ? std::string("the library") : d.origin) + ")");
   registry().push_back(std::move(def));
   std::sort(registry().begin(), registry().end(),
             [](const KernelDef& a, const KernelDef& b) { return a.name < b.name; });
   return true;
+}
+
+bool register_library_kernel(KernelDef def) {
+  def.origin = "";
+  return register_kernel(std::move(def));
 }
 
 const std::vector<KernelDef>& all_kernels() { return registry(); }

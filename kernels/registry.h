@@ -7,6 +7,8 @@
 // number of elements every buffer must hold, so a launch with a buffer that
 // is too small is refused before any code runs. A kernel file registers
 // itself with KILN_REGISTER_KERNEL; nothing else needs to change to add one.
+// Kernels written outside the library (a program using Kiln, a plugin, a
+// test) are added with register_kernel at run time.
 #pragma once
 
 #include <cstdint>
@@ -73,6 +75,11 @@ struct KernelDef {
   std::vector<std::string> shape_keys = {};
   // Outputs vs the reference interpreter when tuning (|d| <= atol + rtol*|ref|).
   double rtol = 1e-5, atol = 1e-6;
+  // Where the definition comes from: "" for the library; a plugin's path, or
+  // "program" for one registered by the program itself. Only the library's
+  // builds are covered by the build's IR fingerprint, so only their compiled
+  // code may be found by spec without building the IR (runtime/compile_key.h).
+  std::string origin = "program";
 
   const Tunable* tunable(const std::string& name) const;
 
@@ -84,6 +91,7 @@ struct KernelDef {
                  const TargetDesc& target = {}) const;
 };
 
+// Adds a kernel; throws kiln::Error if one of that name is registered already.
 bool register_kernel(KernelDef def);
 const std::vector<KernelDef>& all_kernels();
 // Throws kiln::Error listing the known kernels.
@@ -93,7 +101,12 @@ inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 #define KILN_CONCAT_INNER(a, b) a##b
 #define KILN_CONCAT(a, b) KILN_CONCAT_INNER(a, b)
+// The library's kernels only (their origin is ""): a kernel elsewhere calls
+// register_kernel, or is registered by a plugin (runtime/plugin.h).
+#ifdef KILN_BUILDING_LIBRARY
+bool register_library_kernel(KernelDef def);
 #define KILN_REGISTER_KERNEL(def) \
-  static const bool KILN_CONCAT(kiln_registered_, __LINE__) = ::kiln::register_kernel(def)
+  static const bool KILN_CONCAT(kiln_registered_, __LINE__) = ::kiln::register_library_kernel(def)
+#endif
 
 }  // namespace kiln

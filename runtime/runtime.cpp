@@ -71,11 +71,16 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+bool Runtime::indexed(const Spec& spec) const {
+  return backend_->loads_by_digest() && cache_.persistent() &&
+         find_kernel(spec.kernel).origin.empty();
+}
+
 std::unique_ptr<CompiledKernel> Runtime::prepare(const Spec& spec) {
   auto t0 = std::chrono::steady_clock::now();
   auto c = std::make_unique<CompiledKernel>();
   c->spec = spec;
-  if (indexed()) {
+  if (indexed(spec)) {
     if (auto digest = cache_.find_digest(spec_index_key(spec, *backend_))) {
       if ((c->program = backend_->load(*digest, spec.kernel, cache_))) {
         c->kernel = signature(spec);
@@ -96,7 +101,7 @@ std::unique_ptr<CompiledKernel> Runtime::prepare(const Spec& spec) {
 void Runtime::generate(CompiledKernel& c) {
   auto t0 = std::chrono::steady_clock::now();
   c.program = backend_->compile(c.kernel, c.digest, cache_);
-  if (indexed()) cache_.remember_digest(spec_index_key(c.spec, *backend_), c.digest);
+  if (indexed(c.spec)) cache_.remember_digest(spec_index_key(c.spec, *backend_), c.digest);
   c.from_disk = c.program->from_cache;
   c.compile_ms += ms_since(t0);
 }

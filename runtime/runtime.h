@@ -131,9 +131,9 @@ class Runtime {
   std::unique_ptr<CompiledKernel> prepare(const Spec& spec);
   // The backend's compile of a prepared kernel without a program.
   void generate(CompiledKernel& c);
-  // Whether programs are found by spec (spec_index_key): a backend that
-  // loads them by digest, with a disk cache.
-  bool indexed() const { return backend_->loads_by_digest() && cache_.persistent(); }
+  // Whether a spec's program is found by spec (spec_index_key): a library
+  // kernel on a backend that loads programs by digest, with a disk cache.
+  bool indexed(const Spec& spec) const;
 
   ThreadPool pool_;
   std::unique_ptr<Backend> backend_;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -64,23 +65,45 @@ std::string config_str(const Config& c) {
   return s;
 }
 
-}  // namespace
+// One kernel's inputs at one shape, the interpreter's result on them and
+// the timed launches' copies: what every candidate is measured on.
+class Bench {
+ public:
+  Bench(Runtime& rt, const std::string& kernel, const TuneOptions& o);
 
-TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
-  const KernelDef& def = find_kernel(kernel);
-  if (def.tunables.empty()) throw Error("kernel '" + kernel + "' declares no tunables");
+  // Checks one configuration of the tunables against the reference and, if
+  // it agrees, times it.
+  TuneTrial evaluate(const Config& c);
+  // The constexprs dispatch picks without a tuning entry: the kernel's
+  // shape heuristic for these sizes, over the spec's defaults.
+  Config heuristic() const;
+  // What select() picks: the tuning database's entry, else heuristic().
+  Spec selected();
+
+  const KernelDef& def;
+  Spec base;
+  TuneResult result;  // key, bytes, copies
+
+ private:
+  Runtime& rt_;
+  const TuneOptions& o_;
+  Kernel k0_;
+  Workload w_;
+  Sizes sizes_;
+  std::optional<ColdCopies> timed_;
+};
+
+Bench::Bench(Runtime& rt, const std::string& kernel, const TuneOptions& o)
+    : def(find_kernel(kernel)), rt_(rt), o_(o) {
   // Every candidate is built for the runtime's backend, as select() builds them.
-  auto make = [&](const std::map<std::string, DType>& dtypes, const Config& c) {
-    return rt.make_spec(kernel, dtypes, c);
-  };
-  Spec base = make(o.dtypes, o.fixed);
-  Kernel k0 = build_kernel(base);
+  base = rt.make_spec(kernel, o.dtypes, o.fixed);
+  k0_ = build_kernel(base);
 
   // Arguments: integer scalars from the shape, float scalars defaulted.
-  Workload w;
-  Sizes sizes = o.shape;
-  std::vector<int> buffer_arg;
-  for (const Param& p : k0.params) {
+  Workload& w = w_;
+  Sizes& sizes = sizes_;
+  sizes = o.shape;
+  for (const Param& p : k0_.params) {
     if (p.kind == ParamKind::Scalar) {
       if (is_float(p.dtype)) {
         auto it = o.floats.find(p.name);
@@ -90,7 +113,7 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
       } else {
         auto it = o.shape.find(p.name);
         if (it == o.shape.end())
-          throw Error("tuning '" + kernel + "' needs the size '" + p.name + "' (--shape " + p.name +
+          throw Error("kernel '" + kernel + "' needs the size '" + p.name + "' (--shape " + p.name +
                       "=N)");
         w.args.push_back(Arg::scalar_int(it->second));
         sizes.erase(p.name);
@@ -99,12 +122,11 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
       w.args.push_back(Arg{});
     }
   }
-  LaunchShape shape = def.launch_shape(base, scalar_args(k0, w.args, sizes));
+  LaunchShape shape = def.launch_shape(base, scalar_args(k0_, w.args, sizes));
   std::mt19937_64 rng(42);
   std::uniform_real_distribution<double> unit(-1, 1);
-  TuneResult result;
-  for (size_t i = 0; i < k0.params.size(); ++i) {
-    const Param& p = k0.params[i];
+  for (size_t i = 0; i < k0_.params.size(); ++i) {
+    const Param& p = k0_.params[i];
     if (p.kind != ParamKind::Buffer) continue;
     auto need = shape.buffer_elems.find(p.name);
     int64_t n = need == shape.buffer_elems.end() ? 1 : std::max<int64_t>(need->second, 1);
@@ -126,61 +148,89 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
   }
 
   // The timed launches' arguments, made from the pristine inputs.
-  ColdCopies timed = o.warm ? ColdCopies(w.args) : ColdCopies(k0, w.args);
-  result.copies = timed.count();
+  timed_.emplace(o.warm ? ColdCopies(w.args) : ColdCopies(k0_, w.args));
+  result.copies = timed_->count();
 
   // The reference: the interpreter on the pristine inputs.
   rt.interpret(base, w.args, sizes);
   for (size_t i = 0; i < w.buffers.size(); ++i) w.reference.push_back(w.values(i));
 
   // Measured on this CPU model, so recorded for it (tuning_db.h's cpus).
-  result.key = TuningKey{kernel, base.dtypes, shape_bucket(def, scalar_args(k0, w.args, sizes)),
+  result.key = TuningKey{kernel, base.dtypes, shape_bucket(def, scalar_args(k0_, w.args, sizes)),
                          spec_variant(def, base)};
   if (std::string cpu = rt.backend().tuning_cpu(); !cpu.empty()) result.key.cpus = {cpu};
+}
+
+TuneTrial Bench::evaluate(const Config& c) {
+  TuneTrial t;
+  t.constexprs = c;
+  try {
+    Config all = o_.fixed;
+    all.insert(c.begin(), c.end());
+    Spec spec = rt_.make_spec(base.kernel, base.dtypes, all);
+    w_.restore();
+    rt_.launch(spec, w_.args, sizes_);
+    for (size_t i = 0; i < w_.buffers.size() && t.status.empty(); ++i) {
+      std::vector<double> got = w_.values(i);
+      double rtol = def.rtol + storage_ulp(w_.dtypes[i]);
+      for (size_t j = 0; j < got.size(); ++j) {
+        double ref = w_.reference[i][j];
+        bool both_nan = std::isnan(ref) && std::isnan(got[j]);
+        if (!both_nan && !(std::fabs(got[j] - ref) <= def.atol + rtol * std::fabs(ref))) {
+          t.status = "wrong result: " + w_.names[i] + "[" + std::to_string(j) +
+                     "] = " + std::to_string(got[j]) + ", reference " + std::to_string(ref);
+          break;
+        }
+      }
+    }
+    if (t.status.empty()) {
+      for (int i = 0; i < 2; ++i) rt_.launch(spec, timed_->next(), sizes_);  // warm-up
+      std::vector<double> ms;
+      auto start = Clock::now();
+      while (static_cast<int>(ms.size()) < o_.reps &&
+             (ms.size() < 3 || seconds_since(start) < o_.budget_s / 20)) {
+        const std::vector<Arg>& args = timed_->next();
+        auto s = Clock::now();
+        rt_.launch(spec, args, sizes_);
+        ms.push_back(seconds_since(s) * 1e3);
+      }
+      std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+      t.median_ms = ms[ms.size() / 2];
+      t.status = "ok";
+    }
+  } catch (const Error& e) {
+    t.status = std::string("rejected: ") + e.what();
+  }
+  return t;
+}
+
+Config Bench::heuristic() const {
+  Spec chosen = base;
+  if (def.shape_heuristic) {
+    Config c = def.shape_heuristic(base, scalar_args(k0_, w_.args, sizes_));
+    for (const auto& [name, v] : o_.fixed) c[name] = v;
+    chosen = rt_.make_spec(base.kernel, base.dtypes, c);
+  }
+  Config h;
+  for (const Tunable& tn : def.tunables) h[tn.name] = chosen.constexpr_(tn.name);
+  return h;
+}
+
+Spec Bench::selected() { return rt_.select(base.kernel, base.dtypes, w_.args, sizes_, o_.fixed); }
+
+}  // namespace
+
+TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
+  if (find_kernel(kernel).tunables.empty())
+    throw Error("kernel '" + kernel + "' declares no tunables");
+  Bench bench(rt, kernel, o);
+  const KernelDef& def = bench.def;
+  TuneResult result = bench.result;
   auto t0 = Clock::now();
   std::set<Config> tried;
-
   auto evaluate = [&](const Config& c) {
-    TuneTrial t;
-    t.constexprs = c;
     tried.insert(c);
-    try {
-      Config all = o.fixed;
-      all.insert(c.begin(), c.end());
-      Spec spec = make(base.dtypes, all);
-      w.restore();
-      rt.launch(spec, w.args, sizes);
-      for (size_t i = 0; i < w.buffers.size() && t.status.empty(); ++i) {
-        std::vector<double> got = w.values(i);
-        double rtol = def.rtol + storage_ulp(w.dtypes[i]);
-        for (size_t j = 0; j < got.size(); ++j) {
-          double ref = w.reference[i][j];
-          bool both_nan = std::isnan(ref) && std::isnan(got[j]);
-          if (!both_nan && !(std::fabs(got[j] - ref) <= def.atol + rtol * std::fabs(ref))) {
-            t.status = "wrong result: " + w.names[i] + "[" + std::to_string(j) +
-                       "] = " + std::to_string(got[j]) + ", reference " + std::to_string(ref);
-            break;
-          }
-        }
-      }
-      if (t.status.empty()) {
-        for (int i = 0; i < 2; ++i) rt.launch(spec, timed.next(), sizes);  // warm-up
-        std::vector<double> ms;
-        auto start = Clock::now();
-        while (static_cast<int>(ms.size()) < o.reps &&
-               (ms.size() < 3 || seconds_since(start) < o.budget_s / 20)) {
-          const std::vector<Arg>& args = timed.next();
-          auto s = Clock::now();
-          rt.launch(spec, args, sizes);
-          ms.push_back(seconds_since(s) * 1e3);
-        }
-        std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-        t.median_ms = ms[ms.size() / 2];
-        t.status = "ok";
-      }
-    } catch (const Error& e) {
-      t.status = std::string("rejected: ") + e.what();
-    }
+    TuneTrial t = bench.evaluate(c);
     result.trials.push_back(t);
     if (t.median_ms < result.best.median_ms || result.best.constexprs.empty()) {
       if (t.status == "ok" || result.best.constexprs.empty()) result.best = t;
@@ -188,18 +238,7 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
     return t;
   };
 
-  // The heuristic's choice is what dispatch picks without a tuning entry:
-  // the kernel's shape heuristic for these sizes, over the spec's defaults.
-  Spec chosen = base;
-  if (def.shape_heuristic) {
-    Config c = def.shape_heuristic(base, scalar_args(k0, w.args, sizes));
-    for (const auto& [name, v] : o.fixed) c[name] = v;
-    chosen = make(base.dtypes, c);
-  }
-  Config heuristic;
-  for (const Tunable& tn : def.tunables) heuristic[tn.name] = chosen.constexpr_(tn.name);
-  result.heuristic = evaluate(heuristic);
-
+  result.heuristic = evaluate(bench.heuristic());
   // Coarse: every other value of every tunable.
   std::vector<Config> coarse{{}};
   for (const Tunable& tn : def.tunables) {
@@ -243,6 +282,16 @@ TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
     throw Error("tuning '" + kernel + "': no configuration produced a correct result (" +
                 config_str(result.best.constexprs) + ": " + result.best.status + ")");
   return result;
+}
+
+Measurement measure(Runtime& rt, const std::string& kernel, const TuneOptions& o) {
+  Bench bench(rt, kernel, o);
+  Measurement m;
+  m.spec = bench.selected();
+  m.trial = bench.evaluate(m.spec.constexprs);
+  m.bytes = bench.result.bytes;
+  m.copies = bench.result.copies;
+  return m;
 }
 
 }  // namespace kiln

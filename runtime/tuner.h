@@ -52,4 +52,15 @@ struct TuneResult {
 
 TuneResult tune(Runtime& rt, const std::string& kernel, const TuneOptions& options);
 
+// The spec a launch at this shape runs (the tuning database's entry, else
+// the kernel's heuristic; options.fixed over both), measured as tune()
+// measures a candidate: checked against the interpreter, then timed.
+struct Measurement {
+  Spec spec;
+  TuneTrial trial;
+  int64_t bytes = 0;  // all buffers
+  size_t copies = 1;
+};
+Measurement measure(Runtime& rt, const std::string& kernel, const TuneOptions& options);
+
 }  // namespace kiln

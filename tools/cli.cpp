@@ -129,6 +129,8 @@ void CliArgs::allow_only(const std::vector<std::string>& known) const {
 }  // namespace kiln
 
 #include "kernels/registry.h"
+#include "runtime/plugin.h"
+#include "runtime/tuner.h"
 
 namespace kiln {
 
@@ -155,6 +157,41 @@ std::map<std::string, int64_t> const_args(const CliArgs& a) {
     consts[c.substr(0, eq)] = parse_int(c.substr(eq + 1), "--const " + c.substr(0, eq));
   }
   return consts;
+}
+
+std::map<std::string, std::string> parse_pairs(const std::string& s, const std::string& opt) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      throw Error(opt + " expects NAME=VALUE[,NAME=VALUE...], got '" + item + "'");
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return out;
+}
+
+TuneOptions tune_options_from_args(const std::string& kernel, const CliArgs& a, bool tuning) {
+  TuneOptions o;
+  Spec given = spec_from_args(kernel, a);
+  o.dtypes = given.dtypes;
+  const KernelDef& def = find_kernel(kernel);
+  for (const std::string& c : a.all("const")) {
+    std::string name = c.substr(0, c.find('='));
+    if (def.tunable(name) && tuning)
+      throw Error("--const " + name + " is a tunable; tuning searches it");
+    o.fixed[name] = given.constexprs.at(name);
+  }
+  for (const auto& [k, v] : parse_pairs(a.get("shape"), "--shape"))
+    o.shape[k] = parse_int(v, "--shape " + k);
+  for (const std::string& s : a.all("scalar"))
+    for (const auto& [k, v] : parse_pairs(s, "--scalar"))
+      o.floats[k] = parse_double(v, "--scalar " + k);
+  return o;
+}
+
+void load_plugins(const CliArgs& a) {
+  for (const std::string& p : a.all("plugin")) load_plugin(p);
 }
 
 }  // namespace kiln

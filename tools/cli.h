@@ -82,9 +82,21 @@ int cmd_grammar(const std::vector<std::string>& args);
 
 namespace kiln {
 struct Spec;
-// Spec for a library kernel from `--dtype [ROLE=]DT` (bare DT sets the first
-// role) and `--const NAME=V` options, defaults for the rest.
+struct TuneOptions;
 // The --const NAME=VALUE pairs.
 std::map<std::string, int64_t> const_args(const CliArgs& a);
+// Spec for a library kernel from `--dtype [ROLE=]DT` (bare DT sets the first
+// role) and `--const NAME=V` options, defaults for the rest.
 Spec spec_from_args(const std::string& kernel, const CliArgs& a, const TargetDesc& target = {});
+// "NAME=VALUE[,NAME=VALUE...]" (--shape, --scalar) by name; errors name `option`.
+std::map<std::string, std::string> parse_pairs(const std::string& text, const std::string& option);
+// A kernel's dtypes, constexprs (--const; a tunable is refused when
+// `tuning`: the search sets it), sizes (--shape) and float scalars
+// (--scalar) for kiln tune and kiln bench KERNEL.
+TuneOptions tune_options_from_args(const std::string& kernel, const CliArgs& a, bool tuning);
+// Loads every --plugin FILE (runtime/plugin.h): their kernels join the registry.
+void load_plugins(const CliArgs& a);
+// `kiln bench KERNEL --shape ...`: one kernel at one shape against the
+// bandwidth probe (tools/bench_kernel.cpp).
+int bench_kernel(const CliArgs& a);
 }  // namespace kiln

@@ -228,7 +228,11 @@ int cmd_bench(const std::vector<std::string>& argv) {
   CliArgs a(ours, {"help", "warm"});
   const RowFilter filter(gbench);
   a.allow_only({"help", "threads", "shapes", "dtypes", "const", "formats", "tokens", "warm",
-                "contexts", "heads", "kv", "experts", "kv-page", "device", "repeats"});
+                "contexts", "heads", "kv", "experts", "kv-page", "device", "repeats", "plugin",
+                "shape", "dtype", "scalar"});
+  load_plugins(a);
+  if (a.positional().size() == 1 && !a.flag("help")) return bench_kernel(a);
+  if (!a.positional().empty()) throw Error("kiln bench takes at most one KERNEL");
   if (a.has("device") && !a.flag("help"))
     return run_device_bench(a.get("device"), static_cast<int>(a.get_int("repeats", 3)));
   if (a.flag("help")) {
@@ -242,6 +246,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "                  [--kv-page N]\n"
         "                  [--const BLOCK_K=128] [--benchmark_* Google Benchmark options]\n"
         "       kiln bench --device cuda|cuda-sim [--repeats 3]\n"
+        "       kiln bench KERNEL --shape NAME=N,... [--dtype [ROLE=]DT] [--const NAME=V]\n"
+        "                  [--scalar NAME=X] [--threads N] [--warm] [--repeats 15] [--plugin "
+        "LIB.so]\n"
         "Benchmarks gemv (y = W x) for each weight dtype or format, shape and thread count,\n"
         "(f8e4m3 with a scale per 128x128 block, as FP8 checkpoints have them),\n"
         "next to a memory-bandwidth probe measured in the same run (frac_of_probe = GB/s /\n"
@@ -265,7 +272,11 @@ int cmd_bench(const std::vector<std::string>& argv) {
         "(tile dot) probe kernels, then decode qgemv per format, split-K decode attention and\n"
         "prompt attention as the cuda policy runs them, each as a fraction of its probe\n"
         "measured in the same run (the best of --repeats timings). --device cuda-sim is a\n"
-        "dry run of the same launches at small sizes on the CPU simulator.");
+        "dry run of the same launches at small sizes on the CPU simulator.\n"
+        "kiln bench KERNEL times any registered kernel (a --plugin's too) at one shape, with\n"
+        "the constexprs a launch would select (tuning database, else heuristic; --const over\n"
+        "them), after checking its result against the interpreter, in GB/s of its buffers\n"
+        "next to the bandwidth probe.");
     return 0;
   }
   const bool cold = !a.flag("warm");

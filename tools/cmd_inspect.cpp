@@ -17,6 +17,7 @@
 #include "runtime/cuda/cuda_compile.h"
 #include "runtime/cuda/cuda_policy.h"
 #include "runtime/cuda/gpu_kernel_report.h"
+#include "runtime/generated_code.h"
 #include "targets/cpu/cpu_jit.h"
 #include "targets/cpu/thread_pool.h"
 #include "tools/cli.h"
@@ -33,25 +34,30 @@ std::string cuda_arch(const CliArgs& a, const std::string& fallback) {
   return arch;
 }
 
-int inspect_cuda(const KernelDef& def, const Spec& spec, const CliArgs& a) {
+CodeTarget cuda_code_target(const CliArgs& a) {
+  CodeTarget t{"cuda", std::stoi(cuda_arch(a, "sm_80").substr(3))};
+  t.num_warps = static_cast<int>(a.get_int("warps", 0));
+  return t;
+}
+
+int inspect_cuda(const Spec& spec, const CliArgs& a) {
   if (a.flag("cuda") + a.flag("ptx") + a.flag("resources") != 1)
     throw Error("--target cuda: choose exactly one of --cuda, --ptx, --resources");
-  std::string arch = cuda_arch(a, "sm_80");
-  CudaOptions o;
-  o.sm = std::stoi(arch.substr(3));
-  Kernel k = run_pipeline(def.build(spec));
-  o.num_warps = static_cast<int>(a.get_int("warps", cuda_program_warps(k)));
-  CudaSource src = emit_cuda(k, o);
-  if (a.flag("cuda")) {
-    std::fputs(src.code.c_str(), stdout);
+  CodeTarget target = cuda_code_target(a);
+  if (!a.flag("resources")) {
+    std::fputs(
+        generated_code(spec, a.flag("cuda") ? CodeForm::cuda : CodeForm::ptx, target).c_str(),
+        stdout);
     return 0;
   }
+  const std::string arch = "sm_" + std::to_string(target.sm);
+  CudaOptions o;
+  o.sm = target.sm;
+  Kernel k = run_pipeline(find_kernel(spec.kernel).build(spec));
+  o.num_warps = target.num_warps > 0 ? target.num_warps : cuda_program_warps(k);
+  CudaSource src = emit_cuda(k, o);
   CompileCache cache(CompileCache::default_dir());
   CachedModule ptx = cached_module(cache, src);
-  if (a.flag("ptx")) {
-    std::fputs(ptx.module.ptx.c_str(), stdout);
-    return 0;
-  }
   PtxasReport r = run_ptxas(ptx.module, o.sm);
   std::printf("kernel %s for %s: %d threads per block (%d warps)\n", spec.str().c_str(),
               arch.c_str(), src.threads, o.num_warps);
@@ -131,14 +137,15 @@ int inspect_model(const CliArgs& a) {
 int cmd_inspect(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"ir", "llvm", "asm", "before", "help", "cuda", "ptx", "resources"});
   a.allow_only({"ir", "llvm", "asm", "before", "help", "dtype", "const", "target", "after", "cuda",
-                "ptx", "resources", "arch", "warps", "model", "tokens", "ctx"});
+                "ptx", "resources", "arch", "warps", "model", "tokens", "ctx", "plugin"});
+  load_plugins(a);
   if (a.has("model") && !a.flag("help")) {
     if (!a.positional().empty()) throw Error("--model inspects a model's kernels: give no KERNEL");
     return inspect_model(a);
   }
   if (a.flag("help") || a.positional().size() != 1) {
     std::puts(
-        "usage: kiln inspect KERNEL [--dtype [ROLE=]DT] [--const NAME=V]\n"
+        "usage: kiln inspect KERNEL [--dtype [ROLE=]DT] [--const NAME=V] [--plugin LIB.so]\n"
         "                    [--target host|x86-64-v3|x86-64-v4|aarch64|cuda]\n"
         "                    (--ir [--before | --after "
         "recognize_dot_groups|fold_constants|cse|dce] | --llvm [--before] "
@@ -156,23 +163,16 @@ int cmd_inspect(const std::vector<std::string>& argv) {
         "  shared memory, tensor cores; no GPU needed");
     return a.flag("help") ? 0 : 2;
   }
-  const std::string target_name = a.get("target", "host");
-  const bool cuda = target_name == "cuda";
-  Spec spec = spec_from_args(
-      a.positional()[0], a, cuda ? cuda_target_desc() : target_desc(named_cpu_target(target_name)));
-  const KernelDef& def = find_kernel(spec.kernel);
-  if (cuda) return inspect_cuda(def, spec, a);
+  CodeTarget target{a.get("target", "host")};
+  if (target.name == "cuda") target = cuda_code_target(a);
+  Spec spec = spec_from_args(a.positional()[0], a, code_target_desc(target));
+  if (target.name == "cuda") return inspect_cuda(spec, a);
   int modes = a.flag("ir") + a.flag("llvm") + a.flag("asm") + a.has("after");
   if (modes != 1) throw Error("choose exactly one of --ir, --after PASS, --llvm, --asm");
-  Kernel built = def.build(spec);
-  if (a.flag("ir")) {
-    std::fputs(print_kernel(a.flag("before") ? built : run_pipeline(built)).c_str(), stdout);
-    return 0;
-  }
   if (a.has("after")) {
     std::string pass = a.get("after");
     std::vector<PassDump> dumps;
-    run_pipeline(built, &dumps);
+    run_pipeline(find_kernel(spec.kernel).build(spec), &dumps);
     for (const PassDump& d : dumps) {
       if (d.pass == pass) {
         std::fputs(print_kernel(d.after).c_str(), stdout);
@@ -182,12 +182,11 @@ int cmd_inspect(const std::vector<std::string>& argv) {
     throw Error("unknown pass '" + pass +
                 "' (passes: recognize_dot_groups, fold_constants, cse, dce)");
   }
-  CpuTarget target = named_cpu_target(target_name);
-  Kernel k = run_pipeline(built);
-  if (a.flag("llvm"))
-    std::fputs(cpu_llvm_ir(k, target, !a.flag("before")).c_str(), stdout);
-  else
-    std::fputs(cpu_assembly(k, target).c_str(), stdout);
+  const bool before = a.flag("before");
+  CodeForm form = a.flag("ir")     ? (before ? CodeForm::ir_built : CodeForm::ir)
+                  : a.flag("llvm") ? (before ? CodeForm::llvm_before : CodeForm::llvm)
+                                   : CodeForm::assembly;
+  std::fputs(generated_code(spec, form, target).c_str(), stdout);
   return 0;
 }
 

@@ -11,15 +11,17 @@ namespace kiln {
 
 int cmd_list(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"compile", "help"});
-  a.allow_only({"compile", "help"});
+  a.allow_only({"compile", "help", "plugin"});
   if (a.flag("help")) {
     std::puts(
-        "usage: kiln list [--compile] [KERNEL...]\n"
+        "usage: kiln list [--compile] [--plugin LIB.so...] [KERNEL...]\n"
         "  KERNEL     only these kernels\n"
+        "  --plugin   also the kernels a plugin registers (runtime/plugin.h)\n"
         "  --compile  make each kernel's default spec ready (compile it, or load it from the\n"
         "             disk cache) and print the time");
     return 0;
   }
+  load_plugins(a);
   std::unique_ptr<Runtime> rt;
   if (a.flag("compile")) rt = std::make_unique<Runtime>(1);
   std::vector<const KernelDef*> defs;
@@ -40,6 +42,7 @@ int cmd_list(const std::vector<std::string>& argv) {
       consts += (consts.empty() ? "" : " ") + c + "=" + std::to_string(v);
     std::printf("%-12s %-12s %-34s %-28s %s", d.name.c_str(), d.family.c_str(), roles.c_str(),
                 consts.c_str(), d.summary.c_str());
+    if (!d.origin.empty()) std::printf("  [%s]", d.origin.c_str());
     if (rt) {
       const CompiledKernel& c = rt->compile(d.make_spec());
       total += c.compile_ms;

@@ -10,31 +10,17 @@
 
 namespace kiln {
 
-namespace {
-
-std::map<std::string, std::string> parse_pairs(const std::string& s, const std::string& opt) {
-  std::map<std::string, std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-      throw Error(opt + " expects NAME=VALUE[,NAME=VALUE...], got '" + item + "'");
-    out[item.substr(0, eq)] = item.substr(eq + 1);
-  }
-  return out;
-}
-
-}  // namespace
-
 int cmd_tune(const std::vector<std::string>& argv) {
   CliArgs a(argv, {"help", "dry-run", "warm"});
-  a.allow_only(
-      {"help", "dry-run", "warm", "shape", "dtype", "const", "budget", "threads", "db", "scalar"});
+  a.allow_only({"help", "dry-run", "warm", "shape", "dtype", "const", "budget", "threads", "db",
+                "scalar", "plugin"});
+  load_plugins(a);
   if (a.flag("help") || a.positional().size() != 1 || !a.has("shape")) {
     std::puts(
         "usage: kiln tune KERNEL --shape NAME=N[,NAME=N...] [--dtype [ROLE=]DT] [--budget "
         "SECONDS]\n"
         "                 [--scalar NAME=X] [--threads N] [--db FILE] [--dry-run] [--warm]\n"
+        "                 [--plugin LIB.so]\n"
         "Searches the kernel's tunables (coarse, then fine) for this shape, checks every "
         "candidate\n"
         "against the interpreter, prints each trial and writes the winner to the user tuning\n"
@@ -46,20 +32,7 @@ int cmd_tune(const std::vector<std::string>& argv) {
     return a.flag("help") ? 0 : 2;
   }
   std::string kernel = a.positional()[0];
-  TuneOptions o;
-  Spec given = spec_from_args(kernel, a);
-  o.dtypes = given.dtypes;
-  const KernelDef& def = find_kernel(kernel);
-  for (const std::string& c : a.all("const")) {
-    std::string name = c.substr(0, c.find('='));
-    if (def.tunable(name)) throw Error("--const " + name + " is a tunable; tuning searches it");
-    o.fixed[name] = given.constexprs.at(name);
-  }
-  for (const auto& [k, v] : parse_pairs(a.get("shape"), "--shape"))
-    o.shape[k] = parse_int(v, "--shape " + k);
-  for (const std::string& s : a.all("scalar"))
-    for (const auto& [k, v] : parse_pairs(s, "--scalar"))
-      o.floats[k] = parse_double(v, "--scalar " + k);
+  TuneOptions o = tune_options_from_args(kernel, a, true);
   o.budget_s = parse_double(a.get("budget", "60"), "--budget");
   o.warm = a.flag("warm");
   Runtime rt(static_cast<int>(a.get_int("threads", 0)));

@@ -9,7 +9,9 @@
 # the pinned gguf and safetensors packages, so the llama.cpp parity tests
 # run instead of skipping, and the clients and checkers of the serving
 # tests: the official openai client, jinja2 (chat templates as Hugging Face
-# renders them) and jsonschema.
+# renders them) and jsonschema. And what the Python package (python/) is
+# built and tested with: nanobind (the build then makes the module),
+# scikit-build-core (`pip install .`) and pytest.
 set -euo pipefail
 
 LLAMA_CPP_PYTHON=0.3.36
@@ -18,6 +20,9 @@ SAFETENSORS=0.8.0
 OPENAI=3.63.0
 JINJA2=3.1.6
 JSONSCHEMA=4.26.0
+NANOBIND=2.9.2
+SCIKIT_BUILD_CORE=0.11.6
+PYTEST=8.4.2
 test_deps=0
 [ "${1:-}" = "--test" ] && test_deps=1
 
@@ -52,9 +57,11 @@ sys.exit(0 if ok else 1)
 PY
 }
 have_python_refs() {
-  python3 - "$GGUF" "$SAFETENSORS" "$OPENAI" "$JINJA2" "$JSONSCHEMA" <<'PY' 2>/dev/null
+  python3 - "$GGUF" "$SAFETENSORS" "$OPENAI" "$JINJA2" "$JSONSCHEMA" "$NANOBIND" "$SCIKIT_BUILD_CORE" \
+    "$PYTEST" <<'PY' 2>/dev/null
 import sys, importlib.metadata as m
-names = ["gguf", "safetensors", "openai", "jinja2", "jsonschema"]
+names = ["gguf", "safetensors", "openai", "jinja2", "jsonschema", "nanobind", "scikit-build-core",
+         "pytest"]
 sys.exit(0 if [m.version(n) for n in names] == sys.argv[1:] else 1)
 PY
 }
@@ -62,10 +69,11 @@ pip_install() {
   run env CMAKE_ARGS="${cmake_args:-}" python3 -m pip install -q --no-cache-dir --break-system-packages "$@"
 }
 if have_python_refs; then
-  echo "setup: gguf, safetensors, openai, jinja2 and jsonschema present"
+  echo "setup: gguf, safetensors, openai, jinja2, jsonschema, nanobind, scikit-build-core and pytest present"
 else
   pip_install "gguf==$GGUF" "safetensors==$SAFETENSORS" "openai==$OPENAI" "jinja2==$JINJA2" \
-    "jsonschema==$JSONSCHEMA"
+    "jsonschema==$JSONSCHEMA" "nanobind==$NANOBIND" "scikit-build-core==$SCIKIT_BUILD_CORE" \
+    "pytest==$PYTEST"
   have_python_refs || { echo "setup: a pinned Python reference did not install" >&2; exit 1; }
 fi
 # Real vocabularies (Llama 3's 128k tokens and larger) and the chat

@@ -29,7 +29,7 @@ Kernel build_tune_probe(const Spec& s) {
   return k.finish();
 }
 
-KILN_REGISTER_KERNEL((KernelDef{
+const bool registered = register_kernel((KernelDef{
     .name = "tune_probe",
     .family = "test",
     .summary = "y += x, for tuner tests",

@@ -1,0 +1,16 @@
+// kiln._kiln: Kiln's library to Python. kiln.Error carries every Kiln error
+// message; nothing a Python caller passes may crash the interpreter.
+#include "bindings.h"
+#include "ir/error.h"
+#include "runtime/plugin.h"
+
+namespace nb = nanobind;
+
+NB_MODULE(_kiln, m) {
+  m.doc() = "Kiln: kernels written once in a tile DSL, JIT-compiled for CPUs and CUDA";
+  nb::exception<kiln::Error>(m, "Error", PyExc_RuntimeError);
+  m.attr("abi") = kiln::plugin_abi();
+  kiln::py::bind_dsl(m);
+  kiln::py::bind_launch(m);
+  kiln::py::bind_model(m);
+}
