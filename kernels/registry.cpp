@@ -66,6 +66,12 @@ Spec KernelDef::make_spec(const std::map<std::string, DType>& dtypes,
       throw Error("kernel '" + name + "' has no constexpr '" + c +
                   "' (constexprs: " + join_names(known) + ")");
     }
+    // Tunables are counts and sizes: below 1 (or below the least declared
+    // value, where that is less) a kernel would divide by zero or index
+    // nothing as it is built.
+    if (const Tunable* tn = tunable(c); tn && v < std::min<int64_t>(tn->values.front(), 1))
+      throw Error("kernel '" + name + "': " + c + " = " + std::to_string(v) + " must be at least " +
+                  std::to_string(std::min<int64_t>(tn->values.front(), 1)));
     s.constexprs[c] = v;
   }
   return s;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <tuple>
+#include <type_traits>
 
 #include "ir/error.h"
+#include "kernel_params.h"
 #include "kernels/attention/kv_cache.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "kernels/quant/int4w.h"
@@ -60,9 +62,10 @@ std::vector<Tensor> quantize_q8(Graph& g, const Tensor& x, int64_t qblock) {
                                   std::to_string(qblock));
     Tensor q = g.scratch(DType::i8, {t, k}), d = g.scratch(DType::f32, {t, k / 32}),
            s = g.scratch(DType::i32, {t, k / 32}), s8 = g.scratch(DType::i8, {split_sum_bytes(nb)});
-    g.launch("quantize", "quantize_q8", {},
-             {{"x", x}, {"q", q}, {"d", d}, {"s", s}, {"s8", s8}, {"nblocks", Arg::scalar_int(nb)}},
-             {}, {{"QBLOCK", qblock}});
+    using K = kernels::quantize_q8;
+    launch<K>(g, "quantize", {},
+              {{K::x, x}, {K::q, q}, {K::d, d}, {K::s, s}, {K::s8, s8}, {K::nblocks, nb}}, {},
+              {{"QBLOCK", qblock}});
     return std::vector<Tensor>{q, d, s, s8};
   });
 }
@@ -74,8 +77,9 @@ std::vector<Tensor> quantize_rows_i8(Graph& g, const Tensor& x) {
     const int64_t t = x.dim(0), k = x.dim(1);
     Tensor q = g.scratch(DType::i8, {t, k}), d = g.scratch(DType::f32, {t}),
            s = g.scratch(DType::i32, {t});
-    g.launch("quantize", "quantize_rows_i8", {},
-             {{"x", x}, {"q", q}, {"d", d}, {"s", s}, {"n", Arg::scalar_int(k)}}, {{"rows", t}});
+    using K = kernels::quantize_rows_i8;
+    launch<K>(g, "quantize", {}, {{K::x, x}, {K::q, q}, {K::d, d}, {K::s, s}, {K::n, k}},
+              {{"rows", t}});
     return std::vector<Tensor>{q, d, s};
   });
 }
@@ -87,8 +91,8 @@ Tensor add(Graph& g, const Tensor& x, const Tensor& y) {
   if (x.numel() != y.numel())
     mismatch("add", "element counts differ: " + x.str() + " + " + y.str());
   Tensor z = g.scratch(x.dtype, x.shape);
-  g.launch("add", "add", {{"T", x.dtype}},
-           {{"x", x}, {"y", y}, {"z", z}, {"n", Arg::scalar_int(x.numel())}});
+  using K = kernels::add;
+  launch<K>(g, "add", {{"T", x.dtype}}, {{K::x, x}, {K::y, y}, {K::z, z}, {K::n, x.numel()}});
   return z;
 }
 
@@ -97,8 +101,9 @@ Tensor accumulate(Graph& g, const Tensor& acc, const Tensor& x) {
   if (acc.numel() != x.numel())
     mismatch("accumulate", "element counts differ: " + acc.str() + " += " + x.str());
   Tensor out = g.overwrite(acc);
-  g.launch("accumulate", "add", {{"T", acc.dtype}},
-           {{"x", out}, {"y", x}, {"z", out}, {"n", Arg::scalar_int(acc.numel())}});
+  using K = kernels::add;
+  launch<K>(g, "accumulate", {{"T", acc.dtype}},
+            {{K::x, out}, {K::y, x}, {K::z, out}, {K::n, acc.numel()}});
   return out;
 }
 
@@ -107,8 +112,8 @@ Tensor add_rows(Graph& g, const Tensor& x, const Tensor& b) {
   auto [rows, n] = rows_of("add_rows", x);
   if (b.numel() != n) mismatch("add_rows", "x is " + x.str() + " but the row is " + b.str());
   Tensor y = g.overwrite(x);
-  g.launch("bias", "add_rows", {{"T", x.dtype}}, {{"x", y}, {"b", b}, {"n", Arg::scalar_int(n)}},
-           {{"rows", rows}});
+  using K = kernels::add_rows;
+  launch<K>(g, "bias", {{"T", x.dtype}}, {{K::x, y}, {K::b, b}, {K::n, n}}, {{"rows", rows}});
   return y;
 }
 
@@ -117,18 +122,17 @@ Tensor rmsnorm(Graph& g, const Tensor& x, const Tensor& w, double eps) {
   auto [rows, n] = rows_of("rmsnorm", x);
   if (w.numel() != n) mismatch("rmsnorm", "x is " + x.str() + " but the weight is " + w.str());
   Tensor y = g.scratch(x.dtype, x.shape);
-  g.launch(
-      "rmsnorm", "rmsnorm", {{"T", x.dtype}},
-      {{"x", x}, {"w", w}, {"y", y}, {"n", Arg::scalar_int(n)}, {"eps", Arg::scalar_float(eps)}},
-      {{"rows", rows}});
+  using K = kernels::rmsnorm;
+  launch<K>(g, "rmsnorm", {{"T", x.dtype}},
+            {{K::x, x}, {K::w, w}, {K::y, y}, {K::n, n}, {K::eps, eps}}, {{"rows", rows}});
   return y;
 }
 
 Tensor softmax(Graph& g, const Tensor& x) {
   auto [rows, n] = rows_of("softmax", x);
   Tensor y = g.scratch(x.dtype, x.shape);
-  g.launch("softmax", "softmax", {{"T", x.dtype}}, {{"x", x}, {"y", y}, {"n", Arg::scalar_int(n)}},
-           {{"rows", rows}});
+  using K = kernels::softmax;
+  launch<K>(g, "softmax", {{"T", x.dtype}}, {{K::x, x}, {K::y, y}, {K::n, n}}, {{"rows", rows}});
   return y;
 }
 
@@ -137,9 +141,10 @@ Tensor glu(Graph& g, const Tensor& gate, const Tensor& up, Activation act) {
   if (gate.shape != up.shape) mismatch("glu", "gate is " + gate.str() + " but up is " + up.str());
   Tensor out = g.scratch(gate.dtype, gate.shape);
   static const char* const kLabels[] = {"silu_mul", "gelu_mul", "swiglu_oai"};
-  g.launch(kLabels[static_cast<int>(act)], "glu", {{"T", gate.dtype}},
-           {{"gate", gate}, {"up", up}, {"out", out}, {"n", Arg::scalar_int(gate.numel())}}, {},
-           {{"ACT", static_cast<int64_t>(act)}});
+  using K = kernels::glu;
+  launch<K>(g, kLabels[static_cast<int>(act)], {{"T", gate.dtype}},
+            {{K::gate, gate}, {K::up, up}, {K::out, out}, {K::n, gate.numel()}}, {},
+            {{"ACT", static_cast<int64_t>(act)}});
   return out;
 }
 
@@ -151,6 +156,166 @@ struct Grouped {
   const ExpertRows* rows = nullptr;  // null: a plain matmul
   Grouping mode = Grouping::plain;
 };
+
+// One matmul launch of kernel K for weight w and activations x, its
+// operands named through K's typed parameters (kernel_params.h): each
+// family below sets only what its kernels take, checked when compiled.
+template <class K>
+struct MatmulLaunch {
+  Graph& g;
+  const Weight& w;
+  const Tensor& x;
+  const Grouped& grouped;
+  Tensor y;
+  Graph::Operands args = operands<K>({{K::y, y}});
+  std::map<std::string, int64_t> fixed = {};
+
+  const ExpertRows* er() const { return grouped.rows; }
+  int64_t y_rows() const { return er() ? er()->rows : x.dim(0); }
+  void set(const Bind<K>& b) { bind<K>(args, b); }
+
+  // One expert's matrix, in the elements of the operand the kernel reads.
+  void grouped_operands(int64_t w_stride) {
+    if constexpr (requires { K::tile_expert; }) {
+      if (!er()) return;
+      set({K::tile_expert, er()->tile_expert});
+      set({K::n_expert, w.experts});
+      set({K::w_stride, w_stride});
+      if (grouped.mode == Grouping::gather) {
+        set({K::sorted, er()->sorted});
+        set({K::tokens, x.dim(0)});
+      }
+      fixed["GROUPED"] = static_cast<int64_t>(grouped.mode);
+    }
+  }
+  // x as quantize_q8's blocks of `qblock` for a TokenDots kernel, with its sizes.
+  std::vector<Tensor> quantized_x(int64_t qblock) {
+    std::vector<Tensor> q = quantize_q8(g, x, qblock);
+    set({K::xq, q[0]});
+    set({K::xd, q[1]});
+    set({K::xs, q[2]});
+    set({K::m, w.m});
+    set({K::k, w.k});
+    set({K::t, y_rows()});
+    return q;
+  }
+  Tensor launch(const std::map<std::string, DType>& dtypes = {}) {
+    g.launch(w.label, K::name, dtypes, args, {}, fixed);
+    return y;
+  }
+};
+
+template <class K>
+Tensor matmul_w8a8(MatmulLaunch<K> l) {
+  const Weight& w = l.w;
+  if (!w.scales || w.scales->numel() != std::max<int64_t>(w.experts, 1) * w.m)
+    mismatch("linear", "int8 weight '" + w.label + "' has no scale per row");
+  std::vector<Tensor> q = quantize_rows_i8(l.g, l.x);
+  l.set({K::w, w.data});
+  l.set({K::ws, *w.scales});
+  l.set({K::xq, q[0]});
+  l.set({K::xd, q[1]});
+  l.set({K::xs, q[2]});
+  l.set({K::m, w.m});
+  l.set({K::k, w.k});
+  l.set({K::t, l.y_rows()});
+  if (l.er()) l.fixed["BLOCK_T"] = l.er()->tile;
+  l.grouped_operands(w.m * w.k);
+  return l.launch();
+}
+
+template <class K>
+Tensor matmul_int4w(MatmulLaunch<K> l) {
+  const Weight& w = l.w;
+  constexpr bool rows16 = std::is_same_v<K, kernels::gemv_int4w_rows16>;
+  // Interleaved, one x scale per 256 (int4w.h's chunk); row-major, per 32.
+  if (!w.scales || !w.zeros)
+    mismatch("linear", "int4 weight '" + w.label + "' has no scales and zero points");
+  l.quantized_x(rows16 ? 256 : 32);
+  l.fixed["GROUP"] = w.scale_block;
+  l.fixed["ZP"] = 1;
+  if (l.er()) l.fixed["BLOCK_T"] = l.er()->tile;
+  if constexpr (rows16) {
+    l.set({K::w, *w.rows16});
+    l.grouped_operands(Int4wRows16{w.scale_block, true}.bytes(w.m, w.k));
+  } else {
+    l.grouped_operands(w.m * w.k / 2);
+    l.set({K::q, w.data});
+    l.set({K::scales, *w.scales});
+    l.set({K::zeros, *w.zeros});
+  }
+  return l.launch();
+}
+
+template <class K>
+Tensor matmul_ggml(MatmulLaunch<K> l, const KernelPolicy& policy, const WeightCase& wc,
+                   MatmulKernel kernel) {
+  const Weight& w = l.w;
+  std::vector<Tensor> q = l.quantized_x(activation_block(*w.quant));
+  l.fixed["FMT"] = type_id(*w.quant);
+  if (l.er())
+    l.fixed["BLOCK_T"] = l.er()->tile;
+  else if (const int64_t bt = policy.matmul_token_block(wc, kernel, l.y_rows()))
+    l.fixed["BLOCK_T"] = bt;
+  if constexpr (std::is_same_v<K, kernels::qgemv_rows16>) {
+    l.set({K::w, *w.rows16});
+    l.set({K::xs8, q[3]});
+    l.grouped_operands(ggml::rows16_bytes(*w.quant, w.m, w.k));
+  } else {
+    l.set({K::w, w.data});
+    l.grouped_operands(w.m * w.data.dim(-1));
+  }
+  return l.launch();
+}
+
+// Float weights (f32, f16, bf16, fp8 with block scales).
+template <class K>
+Tensor matmul_float(MatmulLaunch<K> l) {
+  const Weight& w = l.w;
+  if (w.scales) {  // per expert, one scale matrix after another
+    const int64_t b = w.scale_block;
+    if (b <= 0 || w.scales->numel() !=
+                      std::max<int64_t>(w.experts, 1) * ((w.m + b - 1) / b) * ((w.k + b - 1) / b))
+      mismatch("linear", "weight '" + w.label + "' has scales " + w.scales->str() +
+                             ", not one per " + std::to_string(b) + "x" + std::to_string(b) +
+                             " block");
+    if constexpr (requires { K::ws; }) {
+      l.set({K::ws, *w.scales});
+      l.fixed["SCALE_BLOCK"] = b;
+    } else {
+      mismatch("linear",
+               "weight '" + w.label + "' has block scales, which " + K::name + " does not take");
+    }
+  }
+  if (w.data.numel() != std::max<int64_t>(w.experts, 1) * w.m * w.k)
+    mismatch("linear", "weight data " + w.data.str() + " is not " +
+                           (w.experts ? std::to_string(w.experts) + " x " : "") + "[" +
+                           std::to_string(w.m) + ", " + std::to_string(w.k) + "]");
+  l.set({K::w, w.data});
+  l.set({K::x, l.x});
+  l.set({K::k, w.k});
+  if constexpr (std::is_same_v<K, kernels::gemv>) {
+    l.set({K::m, w.m});
+    // A step may not straddle scale blocks (tuned steps are at most 64).
+    if (w.scales && w.scale_block % 64)
+      l.fixed["BLOCK_K"] = std::min<int64_t>(64, w.scale_block & -w.scale_block);
+    return l.launch({{"W", w.data.dtype}, {"X", DType::f32}});
+  } else {
+    l.set({K::n, w.m});
+    l.set({K::t, l.y_rows()});
+    if constexpr (std::is_same_v<K, kernels::gemm>) {
+      if (l.er()) {
+        // A panel is one tile of one expert's rows.
+        l.fixed["PANEL_T"] = l.er()->tile;
+        l.fixed["BLOCK_T"] = std::min<int64_t>(l.er()->tile, 4);
+      }
+    } else if (l.er()) {
+      l.fixed["BLOCK_T"] = l.er()->tile;
+    }
+    l.grouped_operands(w.m * w.k);
+    return l.launch({{"W", w.data.dtype}});
+  }
+}
 
 // y [t, m] = x W^T (x [t, k]) through the kernel the backend's policy
 // picks for w's format, layout and the tokens; grouped, y [rows, m] takes
@@ -168,143 +333,48 @@ Tensor matmul(Graph& g, const Weight& w, const Tensor& x, const Grouped& grouped
   const MatmulKernel kernel =
       er ? policy.matmul(wc, layout, er->tokens, er->tile) : policy.matmul(wc, layout, x.dim(0), 0);
   Tensor y = g.scratch(DType::f32, {y_rows, w.m});
-  Graph::Operands args = {{"y", y}};
-  std::map<std::string, int64_t> fixed;
-  // One expert's matrix, in the elements of the operand the kernel reads.
-  auto grouped_operands = [&](int64_t w_stride) {
-    if (!er) return;
-    args["tile_expert"] = er->tile_expert;
-    args["n_expert"] = Arg::scalar_int(w.experts);
-    args["w_stride"] = Arg::scalar_int(w_stride);
-    if (grouped.mode == Grouping::gather) {
-      args["sorted"] = er->sorted;
-      args["tokens"] = Arg::scalar_int(x.dim(0));
-    }
-    fixed["GROUPED"] = static_cast<int64_t>(grouped.mode);
-  };
-  // x as quantize_q8's blocks of `qblock` for a TokenDots kernel, with
-  // its sizes.
-  auto quantized_x = [&](int64_t qblock) {
-    std::vector<Tensor> q = quantize_q8(g, x, qblock);
-    args["xq"] = q[0];
-    args["xd"] = q[1];
-    args["xs"] = q[2];
-    args["m"] = Arg::scalar_int(w.m);
-    args["k"] = Arg::scalar_int(w.k);
-    args["t"] = Arg::scalar_int(y_rows);
-    return q;
-  };
-  const std::string kernel_name = matmul_kernel_name(kernel);
   // The kernel must read what the weight holds.
   auto need = [&](bool ok) {
     if (!ok)
-      mismatch("linear", "the " + policy.name() + " policy chose " + kernel_name + " for weight '" +
-                             w.label + "' (" + type_of(w) + ", " +
+      mismatch("linear", "the " + policy.name() + " policy chose " + matmul_kernel_name(kernel) +
+                             " for weight '" + w.label + "' (" + type_of(w) + ", " +
                              (w.rows16 ? "16-row interleaved" : "as stored") +
                              "), which does not read it");
   };
-  if (kernel == MatmulKernel::gemv_w8a8) {
-    need(w.quant == TensorType::i8_channel);
-    if (!w.scales || w.scales->numel() != std::max<int64_t>(w.experts, 1) * w.m)
-      mismatch("linear", "int8 weight '" + w.label + "' has no scale per row");
-    std::vector<Tensor> q = quantize_rows_i8(g, x);
-    args.insert({{"w", w.data},
-                 {"ws", *w.scales},
-                 {"xq", q[0]},
-                 {"xd", q[1]},
-                 {"xs", q[2]},
-                 {"m", Arg::scalar_int(w.m)},
-                 {"k", Arg::scalar_int(w.k)},
-                 {"t", Arg::scalar_int(y_rows)}});
-    if (er) fixed["BLOCK_T"] = er->tile;
-    grouped_operands(w.m * w.k);
-    g.launch(w.label, kernel_name, {}, args, {}, fixed);
-    return y;
+  auto with = [&]<class K>(K) { return MatmulLaunch<K>{g, w, x, grouped, y}; };
+  const bool int4 = w.quant == TensorType::i4, ggml = w.quant && is_block_quantized(*w.quant);
+  const bool rows16 = w.rows16.has_value(), dense = !w.quant && !rows16;
+  switch (kernel) {
+    case MatmulKernel::gemv_w8a8:
+      need(w.quant == TensorType::i8_channel);
+      return matmul_w8a8(with(kernels::gemv_w8a8{}));
+    case MatmulKernel::gemv_int4w:
+      need(int4 && !rows16);
+      return matmul_int4w(with(kernels::gemv_int4w{}));
+    case MatmulKernel::gemv_int4w_rows16:
+      need(int4 && rows16);
+      return matmul_int4w(with(kernels::gemv_int4w_rows16{}));
+    case MatmulKernel::gemm_int4w_tiles:
+      need(int4 && !rows16);
+      return matmul_int4w(with(kernels::gemm_int4w_tiles{}));
+    case MatmulKernel::qgemv:
+      need(ggml && !rows16);
+      return matmul_ggml(with(kernels::qgemv{}), policy, wc, kernel);
+    case MatmulKernel::qgemv_rows16:
+      need(ggml && rows16);
+      return matmul_ggml(with(kernels::qgemv_rows16{}), policy, wc, kernel);
+    case MatmulKernel::qgemm_tiles:
+      need(ggml && !rows16);
+      return matmul_ggml(with(kernels::qgemm_tiles{}), policy, wc, kernel);
+    case MatmulKernel::gemv:
+      need(dense && !er && x.dim(0) == 1);
+      return matmul_float(with(kernels::gemv{}));
+    case MatmulKernel::gemm: need(dense); return matmul_float(with(kernels::gemm{}));
+    case MatmulKernel::gemm_tiles:
+      need(dense && !w.scales);
+      return matmul_float(with(kernels::gemm_tiles{}));
   }
-  if (kernel == MatmulKernel::gemv_int4w || kernel == MatmulKernel::gemv_int4w_rows16 ||
-      kernel == MatmulKernel::gemm_int4w_tiles) {
-    const bool rows16 = kernel == MatmulKernel::gemv_int4w_rows16;
-    need(w.quant == TensorType::i4 && rows16 == w.rows16.has_value());
-    // Interleaved, one x scale per 256 (int4w.h's chunk); row-major, per 32.
-    if (!w.scales || !w.zeros)
-      mismatch("linear", "int4 weight '" + w.label + "' has no scales and zero points");
-    quantized_x(rows16 ? 256 : 32);
-    fixed["GROUP"] = w.scale_block;
-    fixed["ZP"] = 1;
-    if (er) fixed["BLOCK_T"] = er->tile;
-    if (rows16) {
-      args["w"] = *w.rows16;
-      grouped_operands(Int4wRows16{w.scale_block, true}.bytes(w.m, w.k));
-    } else {
-      grouped_operands(w.m * w.k / 2);
-      args["q"] = w.data;
-      args["scales"] = *w.scales;
-      args["zeros"] = *w.zeros;
-    }
-    g.launch(w.label, kernel_name, {}, args, {}, fixed);
-    return y;
-  }
-  if (kernel == MatmulKernel::qgemv || kernel == MatmulKernel::qgemv_rows16 ||
-      kernel == MatmulKernel::qgemm_tiles) {
-    const bool rows16 = kernel == MatmulKernel::qgemv_rows16;
-    need(w.quant && is_block_quantized(*w.quant) && rows16 == w.rows16.has_value());
-    std::vector<Tensor> q = quantized_x(activation_block(*w.quant));
-    fixed["FMT"] = type_id(*w.quant);
-    if (er)
-      fixed["BLOCK_T"] = er->tile;
-    else if (const int64_t bt = policy.matmul_token_block(wc, kernel, y_rows))
-      fixed["BLOCK_T"] = bt;
-    if (rows16) {
-      args["w"] = *w.rows16;
-      args["xs8"] = q[3];
-      grouped_operands(ggml::rows16_bytes(*w.quant, w.m, w.k));
-    } else {
-      args["w"] = w.data;
-      grouped_operands(w.m * w.data.dim(-1));
-    }
-    g.launch(w.label, kernel_name, {}, args, {}, fixed);
-    return y;
-  }
-  need(!w.quant && !w.rows16);
-  if (w.scales) {  // per expert, one scale matrix after another
-    const int64_t b = w.scale_block;
-    if (b <= 0 || w.scales->numel() !=
-                      std::max<int64_t>(w.experts, 1) * ((w.m + b - 1) / b) * ((w.k + b - 1) / b))
-      mismatch("linear", "weight '" + w.label + "' has scales " + w.scales->str() +
-                             ", not one per " + std::to_string(b) + "x" + std::to_string(b) +
-                             " block");
-    args["ws"] = *w.scales;
-    fixed["SCALE_BLOCK"] = b;
-  }
-  if (w.data.numel() != std::max<int64_t>(w.experts, 1) * w.m * w.k)
-    mismatch("linear", "weight data " + w.data.str() + " is not " +
-                           (w.experts ? std::to_string(w.experts) + " x " : "") + "[" +
-                           std::to_string(w.m) + ", " + std::to_string(w.k) + "]");
-  args["w"] = w.data;
-  args["x"] = x;
-  args["k"] = Arg::scalar_int(w.k);
-  if (kernel == MatmulKernel::gemv) {
-    need(!er && x.dim(0) == 1);
-    args["m"] = Arg::scalar_int(w.m);
-    // A step may not straddle scale blocks (tuned steps are at most 64).
-    if (w.scales && w.scale_block % 64)
-      fixed["BLOCK_K"] = std::min<int64_t>(64, w.scale_block & -w.scale_block);
-    g.launch(w.label, kernel_name, {{"W", w.data.dtype}, {"X", DType::f32}}, args, {}, fixed);
-    return y;
-  }
-  args["n"] = Arg::scalar_int(w.m);
-  args["t"] = Arg::scalar_int(y_rows);
-  if (kernel == MatmulKernel::gemm_tiles) {
-    need(!w.scales);
-    if (er) fixed["BLOCK_T"] = er->tile;
-  } else if (er) {
-    // A panel is one tile of one expert's rows.
-    fixed["PANEL_T"] = er->tile;
-    fixed["BLOCK_T"] = std::min<int64_t>(er->tile, 4);
-  }
-  grouped_operands(w.m * w.k);
-  g.launch(w.label, kernel_name, {{"W", w.data.dtype}}, args, {}, fixed);
-  return y;
+  throw Error("linear: unknown matmul kernel");
 }
 
 }  // namespace
@@ -342,14 +412,15 @@ Tensor lookup(Graph& g, const Tensor& table, DType dtype, int64_t fmt, int64_t t
               int64_t n, const Tensor& ids, double scale) {
   need_dtype("get_rows", ids, DType::i32, "ids");
   Tensor out = g.scratch(DType::f32, {ids.numel(), n});
-  g.launch("get_rows", "get_rows", {{"W", dtype}},
-           {{"table", table},
-            {"ids", ids},
-            {"out", out},
-            {"n", Arg::scalar_int(n)},
-            {"rows", Arg::scalar_int(ids.numel())},
-            {"scale", Arg::scalar_float(scale)}},
-           {{"table_rows", table_rows}}, {{"FMT", fmt}});
+  using K = kernels::get_rows;
+  launch<K>(g, "get_rows", {{"W", dtype}},
+            {{K::table, table},
+             {K::ids, ids},
+             {K::out, out},
+             {K::n, n},
+             {K::rows, ids.numel()},
+             {K::scale, scale}},
+            {{"table_rows", table_rows}}, {{"FMT", fmt}});
   return out;
 }
 
@@ -373,14 +444,15 @@ Tensor rope(Graph& g, const Tensor& x, const Tensor& cos_sin, const Tensor& posi
                          ", heads * " + std::to_string(head_dim) + "] for a table " +
                          cos_sin.str());
   Tensor y = g.overwrite(x);
-  g.launch("rope", "rope", {{"T", x.dtype}},
-           {{"x", y},
-            {"cos_sin", cos_sin},
-            {"pos", positions},
-            {"n_heads", Arg::scalar_int(x.dim(1) / head_dim)},
-            {"n_pos", Arg::scalar_int(cos_sin.dim(0))}},
-           {{"tokens", x.dim(0)}},
-           {{"HEAD_DIM", head_dim}, {"ROT", cos_sin.dim(1)}, {"NEOX", neox ? 1 : 0}});
+  using K = kernels::rope;
+  launch<K>(g, "rope", {{"T", x.dtype}},
+            {{K::x, y},
+             {K::cos_sin, cos_sin},
+             {K::pos, positions},
+             {K::n_heads, x.dim(1) / head_dim},
+             {K::n_pos, cos_sin.dim(0)}},
+            {{"tokens", x.dim(0)}},
+            {{"HEAD_DIM", head_dim}, {"ROT", cos_sin.dim(1)}, {"NEOX", neox ? 1 : 0}});
   return y;
 }
 
@@ -394,14 +466,15 @@ void add_aura_bits(std::map<std::string, int64_t>& constexprs, const KvCache& ca
 
 // A cache's operands besides k and v (kv_cache.h): a paged cache's table
 // and pool size, a q8_0 cache's scales, an AURA cache's norms.
+template <class K>
 void add_cache_operands(Graph::Operands& args, const KvCache& cache) {
   if (is_aura_kv(cache.k.dtype)) {
     if (!cache.k_scale || !cache.v_scale || !cache.kbits || !cache.vbits)
       mismatch("attention", "an AURA KV cache without its norms or bits");
     need_dtype("attention", *cache.k_scale, DType::f16, "K norms");
     need_dtype("attention", *cache.v_scale, DType::f16, "V norms");
-    args["k_scale"] = *cache.k_scale;
-    args["v_scale"] = *cache.v_scale;
+    bind<K>(args, {K::k_scale, *cache.k_scale});
+    bind<K>(args, {K::v_scale, *cache.v_scale});
     return;
   }
   if (is_quantized_kv(cache.k.dtype)) {
@@ -409,18 +482,23 @@ void add_cache_operands(Graph::Operands& args, const KvCache& cache) {
       mismatch("attention", "a q8_0 KV cache without its scales");
     need_dtype("attention", *cache.k_scale, DType::f16, "K scales");
     need_dtype("attention", *cache.v_scale, DType::f16, "V scales");
-    args["k_scale"] = *cache.k_scale;
-    args["v_scale"] = *cache.v_scale;
+    bind<K>(args, {K::k_scale, *cache.k_scale});
+    bind<K>(args, {K::v_scale, *cache.v_scale});
   }
   if (cache.page == 0) return;
   if (!cache.table) mismatch("attention", "a paged KV cache without a block table");
   need_dtype("attention", *cache.table, DType::i32, "block table");
-  args["block_table"] = *cache.table;
-  args["n_pages"] = Arg::scalar_int(cache.n_pages);
+  if constexpr (requires { K::block_table; }) {
+    bind<K>(args, {K::block_table, *cache.table});
+    bind<K>(args, {K::n_pages, cache.n_pages});
+  } else {
+    mismatch("attention", std::string(K::name) + " reads no paged cache");
+  }
 }
 
 // A store's operands for keys and values [t, n_kv_heads * head_dim]; the
 // cache's buffers become the store's results (graph order).
+template <class K>
 Graph::Operands store_operands(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v) {
   const int64_t kd = cache.n_kv_heads * cache.head_dim;
   if (k.rank() != 2 || k.dim(1) != kd || k.shape != v.shape)
@@ -430,13 +508,13 @@ Graph::Operands store_operands(Graph& g, KvCache& cache, const Tensor& k, const 
   cache.v = g.overwrite(cache.v);
   if (cache.k_scale) cache.k_scale = g.overwrite(*cache.k_scale);
   if (cache.v_scale) cache.v_scale = g.overwrite(*cache.v_scale);
-  return {{"xk", k},
-          {"xv", v},
-          {"k", cache.k},
-          {"v", cache.v},
-          {"n_tokens", Arg::scalar_int(k.dim(0))},
-          {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
-          {"max_ctx", Arg::scalar_int(cache.max_ctx)}};
+  return operands<K>({{K::xk, k},
+                      {K::xv, v},
+                      {K::k, cache.k},
+                      {K::v, cache.v},
+                      {K::n_tokens, k.dim(0)},
+                      {K::n_kv_heads, cache.n_kv_heads},
+                      {K::max_ctx, cache.max_ctx}});
 }
 
 // q's heads (q [t, heads * head_dim], heads a multiple of the cache's) once
@@ -459,30 +537,36 @@ int64_t attention_heads(const Tensor& q, const KvCache& cache, const AttentionMa
 
 // Scores against a q8_0 cache take q as Q8_0, as llama.cpp's do
 // (kernels/attention/kv_walk.h): q, q_scale and q_sum in args.
+template <class K>
 void add_query_operands(Graph& g, Graph::Operands& args, const Tensor& q, const KvCache& cache) {
   if (!is_quantized_kv(cache.k.dtype)) return;
   need_dtype("attention", q, DType::f32, "q over a q8_0 cache");
   std::vector<Tensor> q8 = quantize_q8(g, q, kKvQuantBlock);
-  args["q"] = q8[0];
-  args["q_scale"] = q8[1];
-  args["q_sum"] = q8[2];
+  bind<K>(args, {K::q, q8[0]});
+  bind<K>(args, {K::q_scale, q8[1]});
+  bind<K>(args, {K::q_sum, q8[2]});
 }
 }  // namespace
 
 Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
                  const Plan::Dynamic& pos0) {
-  Graph::Operands args = store_operands(g, cache, k, v);
-  args["pos0"] = pos0;
-  add_cache_operands(args, cache);
   if (is_aura_kv(cache.k.dtype)) {
+    using K = kernels::aura_encode;
     if (!cache.k_rot || !cache.v_rot) mismatch("kv_append", "an AURA KV cache without rotations");
-    args["k_rot"] = *cache.k_rot;
-    args["v_rot"] = *cache.v_rot;
-    g.launch("kv_store", "aura_encode", {{"T", k.dtype}}, args, {},
+    Graph::Operands args = store_operands<K>(g, cache, k, v);
+    bind<K>(args, {K::pos0, pos0});
+    add_cache_operands<K>(args, cache);
+    bind<K>(args, {K::k_rot, *cache.k_rot});
+    bind<K>(args, {K::v_rot, *cache.v_rot});
+    g.launch("kv_store", K::name, {{"T", k.dtype}}, args, {},
              {{"HEAD_DIM", cache.head_dim}, {"KBITS", cache.kbits}, {"VBITS", cache.vbits}});
     return cache.k;
   }
-  g.launch("kv_store", "kv_cache_store", {{"KV", cache.k.dtype}}, args, {},
+  using K = kernels::kv_cache_store;
+  Graph::Operands args = store_operands<K>(g, cache, k, v);
+  bind<K>(args, {K::pos0, pos0});
+  add_cache_operands<K>(args, cache);
+  g.launch("kv_store", K::name, {{"KV", cache.k.dtype}}, args, {},
            {{"HEAD_DIM", cache.head_dim}, {"PAGE", cache.page}});
   return cache.k;
 }
@@ -496,35 +580,49 @@ Tensor aura_rotate(Graph& g, const Tensor& x, const Tensor& rot, int64_t din, in
   need_dtype("attention", rot, DType::f32, "AURA rotation");
   const int64_t rows = x.numel() / din;
   Tensor y = g.scratch(to, {x.dim(0), x.numel() / x.dim(0) / din * dout});
-  g.launch("aura_rotate", "aura_rotate", {{"X", x.dtype}, {"Y", to}},
-           {{"x", x}, {"rot", rot}, {"out", y}, {"n_rows", Arg::scalar_int(rows)}},
-           {{"rows", rows}}, {{"DIN", din}, {"DOUT", dout}});
+  using K = kernels::aura_rotate;
+  launch<K>(g, "aura_rotate", {{"X", x.dtype}, {"Y", to}},
+            {{K::x, x}, {K::rot, rot}, {K::out, y}, {K::n_rows, rows}}, {{"rows", rows}},
+            {{"DIN", din}, {"DOUT", dout}});
   return y;
 }
 
 // The attention kernels over `cache` as they are laid out (HEAD_DIM its
 // head_dim), q in the kernels' query dtype.
+// What every attention kernel over one sequence's cache takes (the split
+// pass has no `out` and no sinks: they join in the merge).
+template <class K>
+Graph::Operands sequence_operands(Graph& g, const Tensor& q, const KvCache& cache,
+                                  const Tensor& out, int64_t heads, double scale,
+                                  const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
+                                  const AttentionMask& mask) {
+  Graph::Operands args = operands<K>({{K::q, q},
+                                      {K::k, cache.k},
+                                      {K::v, cache.v},
+                                      {K::n_tokens, q.dim(0)},
+                                      {K::n_heads, heads},
+                                      {K::n_kv_heads, cache.n_kv_heads},
+                                      {K::max_ctx, cache.max_ctx},
+                                      {K::kv_len, kv_len},
+                                      {K::pos0, pos0},
+                                      {K::scale, scale},
+                                      {K::window, mask.window}});
+  if constexpr (requires { K::out; }) {
+    bind<K>(args, {K::out, out});
+    if (mask.sinks) bind<K>(args, {K::sinks, *mask.sinks});
+  }
+  add_cache_operands<K>(args, cache);
+  add_query_operands<K>(g, args, q, cache);
+  return args;
+}
+
 Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, double scale,
                           const Plan::Dynamic& kv_len, const Plan::Dynamic& pos0,
                           const AttentionMask& mask) {
   const int64_t d = cache.head_dim, t = q.dim(0), heads = attention_heads(q, cache, mask);
   const int64_t sinks = mask.sinks ? 1 : 0;
   Tensor out = g.scratch(q.dtype, q.shape);
-  Graph::Operands args = {{"q", q},
-                          {"k", cache.k},
-                          {"v", cache.v},
-                          {"out", out},
-                          {"n_tokens", Arg::scalar_int(t)},
-                          {"n_heads", Arg::scalar_int(heads)},
-                          {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
-                          {"max_ctx", Arg::scalar_int(cache.max_ctx)},
-                          {"kv_len", kv_len},
-                          {"pos0", pos0},
-                          {"scale", Arg::scalar_float(scale)},
-                          {"window", Arg::scalar_int(mask.window)}};
-  if (mask.sinks) args["sinks"] = *mask.sinks;
-  add_cache_operands(args, cache);
-  add_query_operands(g, args, q, cache);
+  const std::map<std::string, DType> dtypes = {{"KV", cache.k.dtype}, {"T", q.dtype}};
   // The keys a decode step may walk: a window's at most.
   const int64_t span = mask.window ? std::min(mask.window, cache.max_ctx) : cache.max_ctx;
   const KernelPolicy& policy = g.runtime().backend().policy();
@@ -544,27 +642,44 @@ Tensor attention_launches(Graph& g, const Tensor& q, const KvCache& cache, doubl
     add_aura_bits(split_fixed, cache);
     const int64_t rows = t * heads * ((cache.max_ctx + split - 1) / split);
     Tensor part_o = g.scratch(DType::f32, {rows, d}), part_ml = g.scratch(DType::f32, {rows, 2});
-    Graph::Operands split = args;
-    split.erase("out");
-    split.erase("sinks");  // they join in the merge
-    split["part_o"] = part_o;
-    split["part_ml"] = part_ml;
-    const char* pass1 = tiles ? "attention_decode_tiles" : "attention_decode_split";
-    g.launch("attention", pass1, {{"KV", cache.k.dtype}, {"T", q.dtype}}, split, {}, split_fixed);
-    Graph::Operands merge = {{"part_o", part_o}, {"part_ml", part_ml}, {"out", out}};
-    for (const char* s : {"n_tokens", "n_heads", "max_ctx", "kv_len", "pos0", "window", "sinks"})
-      if (args.count(s)) merge[s] = args[s];
+    auto pass1 = [&]<class K>(K) {
+      Graph::Operands a = sequence_operands<K>(g, q, cache, out, heads, scale, kv_len, pos0, mask);
+      bind<K>(a, {K::part_o, part_o});
+      bind<K>(a, {K::part_ml, part_ml});
+      g.launch("attention", K::name, dtypes, a, {}, split_fixed);
+    };
+    if (tiles)
+      pass1(kernels::attention_decode_tiles{});
+    else
+      pass1(kernels::attention_decode_split{});
+    using M = kernels::attention_decode_merge;
+    Graph::Operands merge = operands<M>({{M::part_o, part_o},
+                                         {M::part_ml, part_ml},
+                                         {M::out, out},
+                                         {M::n_tokens, t},
+                                         {M::n_heads, heads},
+                                         {M::max_ctx, cache.max_ctx},
+                                         {M::kv_len, kv_len},
+                                         {M::pos0, pos0},
+                                         {M::window, mask.window}});
+    if (mask.sinks) bind<M>(merge, {M::sinks, *mask.sinks});
     auto merge_fixed = fixed;
     merge_fixed["SINKS"] = sinks;
-    g.launch("attention", "attention_decode_merge", {{"T", q.dtype}}, merge, {}, merge_fixed);
+    g.launch("attention", M::name, {{"T", q.dtype}}, merge, {}, merge_fixed);
     return out;
   }
-  const std::string kernel = t == 1  ? "attention_decode"
-                             : tiles ? "attention_prefill_tiles"
-                                     : "attention_prefill";
   std::map<std::string, int64_t> fixed = {{"HEAD_DIM", d}, {"SINKS", sinks}, {"PAGE", cache.page}};
   add_aura_bits(fixed, cache);
-  g.launch(kernel, kernel, {{"KV", cache.k.dtype}, {"T", q.dtype}}, args, {}, fixed);
+  auto one_pass = [&]<class K>(K) {
+    g.launch(K::name, K::name, dtypes,
+             sequence_operands<K>(g, q, cache, out, heads, scale, kv_len, pos0, mask), {}, fixed);
+  };
+  if (t == 1)
+    one_pass(kernels::attention_decode{});
+  else if (tiles)
+    one_pass(kernels::attention_prefill_tiles{});
+  else
+    one_pass(kernels::attention_prefill{});
   return out;
 }
 
@@ -614,14 +729,15 @@ Tensor kv_append(Graph& g, KvCache& cache, const Tensor& k, const Tensor& v,
                  const Tensor& positions, const SeqBatch& batch) {
   check_batch("kv_append", cache, k.dim(0), batch);
   need_dtype("kv_append", positions, DType::i32, "positions");
-  Graph::Operands args = store_operands(g, cache, k, v);
-  args["positions"] = positions;
-  args["tok_seq"] = batch.tok_seq;
-  args["n_seqs"] = Arg::scalar_int(batch.n_seqs);
+  using K = kernels::kv_cache_store;
+  Graph::Operands args = store_operands<K>(g, cache, k, v);
+  bind<K>(args, {K::positions, positions});
+  bind<K>(args, {K::tok_seq, batch.tok_seq});
+  bind<K>(args, {K::n_seqs, batch.n_seqs});
   KvCache paged = cache;
   paged.table = batch.tables;
-  add_cache_operands(args, paged);
-  g.launch("kv_store", "kv_cache_store", {{"KV", cache.k.dtype}}, args, {},
+  add_cache_operands<K>(args, paged);
+  g.launch("kv_store", K::name, {{"KV", cache.k.dtype}}, args, {},
            {{"HEAD_DIM", cache.head_dim}, {"PAGE", cache.page}, {"VARLEN", 1}});
   return cache.k;
 }
@@ -633,35 +749,41 @@ Tensor attention(Graph& g, const Tensor& q, const KvCache& cache, double scale,
   KvCache paged = cache;
   paged.table = batch.tables;
   Tensor out = g.scratch(q.dtype, q.shape);
-  Graph::Operands args = {{"q", q},
-                          {"k", cache.k},
-                          {"v", cache.v},
-                          {"out", out},
-                          {"n_heads", Arg::scalar_int(heads)},
-                          {"n_kv_heads", Arg::scalar_int(cache.n_kv_heads)},
-                          {"max_ctx", Arg::scalar_int(cache.max_ctx)},
-                          {"n_seqs", Arg::scalar_int(batch.n_seqs)},
-                          {"scale", Arg::scalar_float(scale)},
-                          {"window", Arg::scalar_int(mask.window)}};
-  if (mask.sinks) args["sinks"] = *mask.sinks;
-  add_cache_operands(args, paged);
-  add_query_operands(g, args, q, cache);
   const std::map<std::string, int64_t> fixed = {
       {"HEAD_DIM", d}, {"SINKS", mask.sinks ? 1 : 0}, {"PAGE", cache.page}};
+  const std::map<std::string, DType> dtypes = {{"KV", cache.k.dtype}, {"T", q.dtype}};
+  auto batch_operands = [&]<class K>(K) {
+    Graph::Operands args = operands<K>({{K::q, q},
+                                        {K::k, cache.k},
+                                        {K::v, cache.v},
+                                        {K::out, out},
+                                        {K::n_heads, heads},
+                                        {K::n_kv_heads, cache.n_kv_heads},
+                                        {K::max_ctx, cache.max_ctx},
+                                        {K::n_seqs, batch.n_seqs},
+                                        {K::scale, scale},
+                                        {K::window, mask.window}});
+    if (mask.sinks) bind<K>(args, {K::sinks, *mask.sinks});
+    add_cache_operands<K>(args, paged);
+    add_query_operands<K>(g, args, q, cache);
+    return args;
+  };
   if (t == batch.n_seqs) {  // one token each: a decode step
-    args["seq_len"] = batch.seq_len;
-    g.launch("attention", "attention_decode_batch", {{"KV", cache.k.dtype}, {"T", q.dtype}}, args,
-             {}, fixed);
+    using K = kernels::attention_decode_batch;
+    Graph::Operands args = batch_operands(K{});
+    bind<K>(args, {K::seq_len, batch.seq_len});
+    g.launch("attention", K::name, dtypes, args, {}, fixed);
     return out;
   }
   // The grid covers the longest sequence's tokens, at most what is left
   // when every other sequence brings one.
-  args["cu_seqlens"] = batch.cu_seqlens;
-  args["seq_pos0"] = batch.seq_pos0;
-  args["n_tokens"] = Arg::scalar_int(t);
-  args["max_seq_tokens"] = Arg::scalar_int(std::min(t - batch.n_seqs + 1, cache.max_ctx));
-  g.launch("attention", "attention_prefill_varlen", {{"KV", cache.k.dtype}, {"T", q.dtype}}, args,
-           {}, fixed);
+  using K = kernels::attention_prefill_varlen;
+  Graph::Operands args = batch_operands(K{});
+  bind<K>(args, {K::cu_seqlens, batch.cu_seqlens});
+  bind<K>(args, {K::seq_pos0, batch.seq_pos0});
+  bind<K>(args, {K::n_tokens, t});
+  bind<K>(args, {K::max_seq_tokens, std::min(t - batch.n_seqs + 1, cache.max_ctx)});
+  g.launch("attention", K::name, dtypes, args, {}, fixed);
   return out;
 }
 
@@ -673,19 +795,22 @@ Routing moe_route(Graph& g, const Tensor& logits, int64_t k, const RouterOptions
   int64_t block = 1;
   while (block < ne) block *= 2;
   Routing r{g.scratch(DType::i32, {t, k}), g.scratch(DType::f32, {t, k})};
-  Graph::Operands args = {
-      {"logits", logits},        {"ids", r.ids},
-      {"weights", r.weights},    {"n_expert", Arg::scalar_int(ne)},
-      {"k", Arg::scalar_int(k)}, {"norm", Arg::scalar_int(o.norm_topk ? 1 : 0)}};
+  using K = kernels::moe_topk;
+  Graph::Operands args = operands<K>({{K::logits, logits},
+                                      {K::ids, r.ids},
+                                      {K::weights, r.weights},
+                                      {K::n_expert, ne},
+                                      {K::k, k},
+                                      {K::norm, o.norm_topk ? 1 : 0}});
   if (o.expert_map) {
     need_dtype("moe_route", *o.expert_map, DType::i32, "expert map");
     if (o.expert_map->numel() != ne)
       mismatch("moe_route", "expert map " + o.expert_map->str() + " for " + std::to_string(ne) +
                                 " router experts");
-    args["expert_map"] = *o.expert_map;
-    args["renorm"] = Arg::scalar_int(o.renorm ? 1 : 0);
+    bind<K>(args, {K::expert_map, *o.expert_map});
+    bind<K>(args, {K::renorm, o.renorm ? 1 : 0});
   }
-  g.launch("moe_route", "moe_topk", {}, args, {{"tokens", t}},
+  g.launch("moe_route", K::name, {}, args, {{"tokens", t}},
            {{"BLOCK", block}, {"REMAP", o.expert_map ? 1 : 0}});
   return r;
 }
@@ -716,18 +841,19 @@ ExpertRows moe_sort(Graph& g, const Routing& r, int64_t n_expert,
   e.sorted = g.scratch(DType::i32, {e.rows});
   e.pos = g.scratch(DType::i32, {e.tokens, e.k});
   e.tile_expert = g.scratch(DType::i32, {e.rows / e.tile});
-  g.launch("moe_sort", "moe_sort", {},
-           {{"ids", r.ids},
-            {"counts", e.counts},
-            {"offsets", e.offsets},
-            {"sorted", e.sorted},
-            {"pos", e.pos},
-            {"tile_expert", e.tile_expert},
-            {"tokens", Arg::scalar_int(e.tokens)},
-            {"k", Arg::scalar_int(e.k)},
-            {"n_expert", Arg::scalar_int(n_expert)},
-            {"rows", Arg::scalar_int(e.rows)}},
-           {}, {{"TILE", e.tile}});
+  using K = kernels::moe_sort;
+  launch<K>(g, "moe_sort", {},
+            {{K::ids, r.ids},
+             {K::counts, e.counts},
+             {K::offsets, e.offsets},
+             {K::sorted, e.sorted},
+             {K::pos, e.pos},
+             {K::tile_expert, e.tile_expert},
+             {K::tokens, e.tokens},
+             {K::k, e.k},
+             {K::n_expert, n_expert},
+             {K::rows, e.rows}},
+            {}, {{"TILE", e.tile}});
   return e;
 }
 
@@ -739,10 +865,10 @@ Tensor add_expert_rows(Graph& g, const Tensor& y, const Tensor& b, const ExpertR
                                     std::to_string(rows.n_expert) + " experts, " +
                                     std::to_string(rows.rows) + " rows");
   Tensor out = g.overwrite(y);
-  g.launch(
-      "bias", "add_rows", {{"T", DType::f32}},
-      {{"x", out}, {"b", b}, {"n", Arg::scalar_int(y.dim(1))}, {"tile_expert", rows.tile_expert}},
-      {{"rows", rows.rows}, {"n_expert", rows.n_expert}}, {{"TILE", rows.tile}});
+  using K = kernels::add_rows;
+  launch<K>(g, "bias", {{"T", DType::f32}},
+            {{K::x, out}, {K::b, b}, {K::n, y.dim(1)}, {K::tile_expert, rows.tile_expert}},
+            {{"rows", rows.rows}, {"n_expert", rows.n_expert}}, {{"TILE", rows.tile}});
   return out;
 }
 
@@ -756,14 +882,15 @@ Tensor moe_combine(Graph& g, const Tensor& y, const Routing& r, const ExpertRows
     mismatch("moe_combine", "onto " + onto->str() + " is not f32 [" + std::to_string(rows.tokens) +
                                 ", " + std::to_string(n) + "]");
   Tensor out = onto ? g.overwrite(*onto) : g.scratch(DType::f32, {rows.tokens, n});
-  g.launch("moe_combine", "moe_combine", {},
-           {{"y", y},
-            {"pos", rows.pos},
-            {"weights", r.weights},
-            {"out", out},
-            {"n", Arg::scalar_int(n)},
-            {"k", Arg::scalar_int(rows.k)}},
-           {{"tokens", rows.tokens}, {"rows", rows.rows}}, {{"ADD", onto ? 1 : 0}});
+  using K = kernels::moe_combine;
+  launch<K>(g, "moe_combine", {},
+            {{K::y, y},
+             {K::pos, rows.pos},
+             {K::weights, r.weights},
+             {K::out, out},
+             {K::n, n},
+             {K::k, rows.k}},
+            {{"tokens", rows.tokens}, {"rows", rows.rows}}, {{"ADD", onto ? 1 : 0}});
   return out;
 }
 

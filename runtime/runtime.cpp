@@ -194,22 +194,44 @@ Spec Runtime::select(const std::string& kernel, const std::map<std::string, DTyp
                      const std::vector<Arg>& args, const Sizes& sizes,
                      const std::map<std::string, int64_t>& fixed) {
   const KernelDef& def = find_kernel(kernel);
+  if (def.shape_keys.empty()) return make_spec(kernel, dtypes, fixed);
+  return explain(kernel, dtypes,
+                 scalar_args(signature(make_spec(kernel, dtypes, fixed)), args, sizes), fixed)
+      .spec;
+}
+
+Runtime::Selection Runtime::explain(const std::string& kernel,
+                                    const std::map<std::string, DType>& dtypes,
+                                    const ScalarArgs& scalars,
+                                    const std::map<std::string, int64_t>& fixed) {
+  const KernelDef& def = find_kernel(kernel);
   auto make = [&](const std::map<std::string, int64_t>& c) { return make_spec(kernel, dtypes, c); };
-  Spec spec = make(fixed);
-  if (def.shape_keys.empty()) return spec;
-  ScalarArgs scalars = scalar_args(signature(spec), args, sizes);
-  TuningKey key{kernel, spec.dtypes, shape_bucket(def, scalars), spec_variant(def, spec)};
-  if (auto tuned = tuning_.find(key)) {
-    std::map<std::string, int64_t> c = fixed;
-    c.insert(tuned->begin(), tuned->end());
-    return make(c);
+  Selection sel;
+  sel.spec = make(fixed);
+  // What the spec holds before any choice for a shape: a default, or the
+  // kernel's own heuristic for the dtypes and target.
+  std::map<std::string, int64_t> by_heuristic;
+  if (def.heuristic) by_heuristic = def.heuristic(sel.spec);
+  for (const auto& [name, v] : sel.spec.constexprs)
+    sel.origin[name] = fixed.count(name)          ? "given"
+                       : by_heuristic.count(name) ? "kernel heuristic (dtypes and target)"
+                                                  : "default";
+  if (def.shape_keys.empty()) return sel;
+  TuningKey key{kernel, sel.spec.dtypes, shape_bucket(def, scalars), spec_variant(def, sel.spec)};
+  std::map<std::string, int64_t> chosen;
+  std::string why;
+  if (auto m = tuning_.match(key)) {
+    chosen = m->constexprs;
+    why = "tuning database " + m->source + " (" + m->key.str() + ")";
+  } else if (def.shape_heuristic) {
+    chosen = def.shape_heuristic(sel.spec, scalars);
+    why = "shape heuristic";
   }
-  if (def.shape_heuristic) {
-    std::map<std::string, int64_t> c = def.shape_heuristic(spec, scalars);
-    for (const auto& [name, v] : fixed) c[name] = v;
-    return make(c);
-  }
-  return spec;
+  for (const auto& [name, v] : fixed) chosen[name] = v;
+  sel.spec = make(chosen);
+  for (const auto& [name, v] : chosen)
+    if (!fixed.count(name)) sel.origin[name] = why;
+  return sel;
 }
 
 void Runtime::call(const std::string& kernel, const std::map<std::string, DType>& dtypes,

@@ -97,6 +97,15 @@ class Runtime {
   Spec select(const std::string& kernel, const std::map<std::string, DType>& dtypes,
               const std::vector<Arg>& args, const Sizes& sizes = {},
               const std::map<std::string, int64_t>& fixed = {});
+  // select() with where each constexpr came from, for sizes given by name
+  // (`kiln inspect --why`): "given", "tuning database FILE:LINE (KEY)",
+  // "shape heuristic", "kernel heuristic" or "default".
+  struct Selection {
+    Spec spec;
+    std::map<std::string, std::string> origin;
+  };
+  Selection explain(const std::string& kernel, const std::map<std::string, DType>& dtypes,
+                    const ScalarArgs& sizes, const std::map<std::string, int64_t>& fixed = {});
   // select() + launch().
   void call(const std::string& kernel, const std::map<std::string, DType>& dtypes,
             const std::vector<Arg>& args, const Sizes& sizes = {},

@@ -177,6 +177,7 @@ void TuningDb::load_text(const std::string& text, const std::string& source_name
         continue;
       }
       entries_[key] = consts;
+      sources_[key] = source_name + ":" + std::to_string(eline);
     }
   }
   std::stable_sort(found.begin(), found.end(),
@@ -198,9 +199,14 @@ void TuningDb::load_file(const std::string& path) {
 }
 
 std::optional<std::map<std::string, int64_t>> TuningDb::find(const TuningKey& key) const {
+  if (auto m = match(key)) return m->constexprs;
+  return std::nullopt;
+}
+
+std::optional<TuningDb::Match> TuningDb::match(const TuningKey& key) const {
   // The entry whose bucket names the most of key's sizes, all equal:
   // the whole bucket, then a partial one, then none.
-  const std::map<std::string, int64_t>* best = nullptr;
+  const std::pair<const TuningKey, std::map<std::string, int64_t>>* best = nullptr;
   std::pair<size_t, bool> best_rank;  // (sizes named, restricted to this CPU)
   for (auto it = entries_.lower_bound(TuningKey{key.kernel, {}, {}});
        it != entries_.end() && it->first.kernel == key.kernel; ++it) {
@@ -213,16 +219,17 @@ std::optional<std::map<std::string, int64_t>> TuningDb::find(const TuningKey& ke
     });
     std::pair<size_t, bool> rank{k.bucket.size(), !k.cpus.empty()};
     if (matches && (!best || rank > best_rank)) {
-      best = &it->second;
+      best = &*it;
       best_rank = rank;
     }
   }
   if (!best) return std::nullopt;
-  return *best;
+  return Match{best->second, best->first, sources_.at(best->first)};
 }
 
 void TuningDb::set(const TuningKey& key, const std::map<std::string, int64_t>& constexprs) {
   entries_[key] = constexprs;
+  sources_[key] = "set by this process";
 }
 
 std::string TuningDb::to_toml() const {

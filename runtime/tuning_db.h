@@ -69,6 +69,14 @@ class TuningDb {
   // of its sizes, else the entry without a bucket; among those naming as
   // many, one restricted to this CPU model. key.cpus is ignored.
   std::optional<std::map<std::string, int64_t>> find(const TuningKey& key) const;
+  // The same entry with its key and where it came from ("FILE:LINE", or
+  // "set by this process").
+  struct Match {
+    std::map<std::string, int64_t> constexprs;
+    TuningKey key;
+    std::string source;
+  };
+  std::optional<Match> match(const TuningKey& key) const;
   void set(const TuningKey& key, const std::map<std::string, int64_t>& constexprs);
   // Merges this db's entries into `path` (read, update, write via temp + rename).
   void save_to(const std::string& path) const;
@@ -81,6 +89,7 @@ class TuningDb {
   void warn(const std::string& w);
   std::string cpu_;
   std::map<TuningKey, std::map<std::string, int64_t>> entries_;
+  std::map<TuningKey, std::string> sources_;
   std::vector<std::string> warnings_;
 };
 

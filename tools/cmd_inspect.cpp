@@ -77,6 +77,42 @@ int inspect_cuda(const Spec& spec, const CliArgs& a) {
   return 0;
 }
 
+// `--why`: Runtime::explain for the sizes of --shape (and float scalars of
+// --scalar) on this machine's backend (or --device's).
+int inspect_why(const std::string& kernel, const CliArgs& a) {
+  RuntimeOptions o;
+  o.threads = 1;
+  o.backend = a.get("device", "cpu");
+  Runtime rt(o);
+  const Spec given = spec_from_args(kernel, a);
+  ScalarArgs sizes;
+  std::string shown;
+  for (const auto& [k, v] : parse_pairs(a.get("shape", ""), "--shape")) {
+    sizes.set_int(k, parse_int(v, "--shape " + k));
+    shown += (shown.empty() ? "" : ",") + k + "=" + v;
+  }
+  for (const std::string& s : a.all("scalar"))
+    for (const auto& [k, v] : parse_pairs(s, "--scalar"))
+      sizes.set_float(k, parse_double(v, "--scalar " + k));
+  const KernelDef& def = find_kernel(kernel);
+  for (const std::string& key : def.shape_keys)
+    if (!a.has("shape") || a.get("shape").find(key + "=") == std::string::npos)
+      throw Error("--why: kernel '" + kernel + "' chooses by the sizes " + [&] {
+        std::string k;
+        for (const std::string& s : def.shape_keys) k += (k.empty() ? "" : ",") + s + "=N";
+        return k;
+      }() + "; give them with --shape");
+  Runtime::Selection sel = rt.explain(kernel, given.dtypes, sizes, const_args(a));
+  const std::string cpu = rt.backend().tuning_cpu();
+  std::printf("%s for %s on %s%s\n", sel.spec.str().c_str(),
+              shown.empty() ? "any sizes" : shown.c_str(), rt.backend().tuning_class().c_str(),
+              cpu.empty() ? "" : (" (" + cpu + ")").c_str());
+  for (const auto& [name, v] : sel.spec.constexprs)
+    std::printf("  %-10s = %-8lld %s\n", name.c_str(), static_cast<long long>(v),
+                sel.origin.at(name).c_str());
+  return 0;
+}
+
 // Every distinct kernel the model's plans for the given token counts launch
 // as the cuda backend records them (its kernel policy and target, through
 // cuda-sim, which needs no GPU), compiled as a first `kiln run --device
@@ -135,10 +171,15 @@ int inspect_model(const CliArgs& a) {
 }  // namespace
 
 int cmd_inspect(const std::vector<std::string>& argv) {
-  CliArgs a(argv, {"ir", "llvm", "asm", "before", "help", "cuda", "ptx", "resources"});
-  a.allow_only({"ir", "llvm", "asm", "before", "help", "dtype", "const", "target", "after", "cuda",
-                "ptx", "resources", "arch", "warps", "model", "tokens", "ctx", "plugin"});
+  CliArgs a(argv, {"ir", "llvm", "asm", "before", "help", "cuda", "ptx", "resources", "why"});
+  a.allow_only({"ir",    "llvm",   "asm", "before",    "help",   "dtype", "const", "target",
+                "after", "cuda",   "ptx", "resources", "arch",   "warps", "model", "tokens",
+                "ctx",   "plugin", "why", "shape",     "scalar", "device"});
   load_plugins(a);
+  if (a.flag("why") && !a.flag("help")) {
+    if (a.positional().size() != 1) throw Error("--why explains one KERNEL's constexprs");
+    return inspect_why(a.positional()[0], a);
+  }
   if (a.has("model") && !a.flag("help")) {
     if (!a.positional().empty()) throw Error("--model inspects a model's kernels: give no KERNEL");
     return inspect_model(a);
@@ -157,6 +198,11 @@ int cmd_inspect(const std::vector<std::string>& argv) {
         "  --cuda       the generated CUDA C\n"
         "  --ptx        the PTX from NVRTC\n"
         "  --resources  ptxas' registers, shared memory and spills, and the NVRTC compile time\n"
+        "kiln inspect KERNEL --why [--shape NAME=N,...] [--dtype ...] [--const ...] [--device "
+        "cuda]\n"
+        "  the spec a launch with those sizes runs on this machine and where each constexpr\n"
+        "  came from: given (--const), the tuning database (file, line and entry), the shape\n"
+        "  heuristic, the kernel's heuristic for its dtypes and target, or the default\n"
         "kiln inspect --model MODEL --target cuda [--arch sm_90] [--tokens 512,1] [--ctx 4096]\n"
         "  every kernel of the model's plans for those token counts as the cuda backend runs\n"
         "  them: CUDA C size, NVRTC time (a cubin, as a first run compiles), registers, spills,\n"

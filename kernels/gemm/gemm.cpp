@@ -140,6 +140,7 @@ Kernel build_gemm(const Spec& s) {
   KernelBuilder k("gemm", s);
   DType TW = s.dtype("W");
   const int64_t BK = s.constexpr_("BLOCK_K"), PK = s.constexpr_("PANEL_K");
+  if (BK < 1) throw Error("kernel 'gemm': BLOCK_K must be at least 1, got " + std::to_string(BK));
   // A chunk's steps must end on its boundary (panels need not be multiples
   // of their blocks: a last partial block repeats the panel's last row).
   if (PK % BK)
