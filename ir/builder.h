@@ -62,6 +62,7 @@ class Var {
 
   Value get() const;
   operator Value() const { return get(); }
+  KernelBuilder* builder() const { return b_; }
   Var& operator=(const Value& v);
   Var& operator=(const Var& v) { return *this = v.get(); }
   template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>

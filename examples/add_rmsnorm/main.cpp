@@ -112,7 +112,7 @@ int main() {
     Device cpu("cpu", 2);
     TuneOptions o;
     o.shape = {{"rows", 16}, {"n", 4096}};
-    o.budget_s = 5;
+    o.budget_s = 3;
     TuneResult t = cpu.tune("add_rmsnorm", o);
     std::printf("tuned for rows=16, n=4096: BLOCK=%lld, %.4f ms (heuristic %.4f ms)\n",
                 static_cast<long long>(t.best.constexprs.at("BLOCK")), t.best.median_ms,

@@ -63,7 +63,7 @@ int main() {
 
     TuneOptions o;
     o.shape = {{"m", 1024}, {"k", 4096}};
-    o.budget_s = 8;
+    o.budget_s = 4;
     TuneResult t = cpu.tune("q3_gemv", o);
     check(cpu, 64, 4096, 4);
     std::printf("cpu      q3_gemv tuned, 64 x 4096: %s\n", failures ? "FAILED" : "ok");

@@ -74,7 +74,7 @@ int main() {
     TuneOptions o;
     o.shape = {{"rows", 2}, {"n", 32000}, {"k", 20}};
     o.floats = {{"temperature", 0.8}};
-    o.budget_s = 5;
+    o.budget_s = 3;
     TuneResult t = cpu.tune("softmax_topk", o);
     std::printf("tuned for rows=2, n=32000, k=20: BLOCK=%lld, %.4f ms (heuristic %.4f ms)\n",
                 static_cast<long long>(t.best.constexprs.at("BLOCK")), t.best.median_ms,

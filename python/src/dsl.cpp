@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <optional>
+#include <set>
 
 #include "bindings.h"
 #include "ir/builder.h"
@@ -21,14 +22,39 @@ using namespace nb::literals;
 namespace kiln::py {
 namespace {
 
+// The builders whose build function is running. A Value, Var, Buffer or
+// builder a Python function kept past its build points at freed memory: every
+// use checks its builder here first and raises instead.
+std::set<const KernelBuilder*>& live_builders() {
+  static std::set<const KernelBuilder*> live;
+  return live;
+}
+
+void check_live(const KernelBuilder* b) {
+  if (b && !live_builders().count(b))
+    throw Error(
+        "a kiln DSL object (Value, Var, Buffer or KernelBuilder) used after its kernel's build "
+        "function returned: keep them inside the build function");
+}
+
 std::string py_type(nb::handle h) { return nb::type_name(h.type()).c_str(); }
 
 bool is_int(nb::handle h) { return PyBool_Check(h.ptr()) || PyLong_Check(h.ptr()); }
 
 // A Value, a Var, or a Python number as a constant of ref's dtype.
+Value self_value(const Value& v) {
+  check_live(v.builder());
+  return v;
+}
+Value self_value(const Var& v) {
+  check_live(v.builder());
+  return v.get();
+}
+
 Value operand(const Value& ref, nb::handle h) {
-  if (nb::isinstance<Value>(h)) return nb::cast<Value>(h);
-  if (nb::isinstance<Var>(h)) return nb::cast<Var&>(h).get();
+  check_live(ref.builder());
+  if (nb::isinstance<Value>(h)) return self_value(nb::cast<Value>(h));
+  if (nb::isinstance<Var>(h)) return self_value(nb::cast<Var&>(h));
   if (is_int(h)) return constant_like(ref, static_cast<double>(nb::cast<int64_t>(h)), true);
   if (PyFloat_Check(h.ptr())) return constant_like(ref, nb::cast<double>(h), false);
   throw Error("expected a kiln Value or a number, got " + py_type(h));
@@ -36,8 +62,8 @@ Value operand(const Value& ref, nb::handle h) {
 
 // A Value or Var alone (no dtype to give a number).
 Value value(nb::handle h, const char* what) {
-  if (nb::isinstance<Value>(h)) return nb::cast<Value>(h);
-  if (nb::isinstance<Var>(h)) return nb::cast<Var&>(h).get();
+  if (nb::isinstance<Value>(h)) return self_value(nb::cast<Value>(h));
+  if (nb::isinstance<Var>(h)) return self_value(nb::cast<Var&>(h));
   throw Error(std::string(what) + ": expected a kiln Value, got " + py_type(h));
 }
 
@@ -45,9 +71,6 @@ Index index(nb::handle h) {
   if (is_int(h)) return Index(nb::cast<int64_t>(h));
   return Index(value(h, "loop bound"));
 }
-
-Value self_value(const Value& v) { return v; }
-Value self_value(const Var& v) { return v.get(); }
 
 // Python's operators on Value and Var (a Var reads its current value).
 template <class Self>
@@ -100,14 +123,30 @@ void bind_operators(nb::class_<Self>& c) {
   });
 }
 
-Pointer offset(const Buffer& b, nb::handle offsets) { return b + value(offsets, "buffer offsets"); }
+const Buffer& live(const Buffer& b) {
+  check_live(b.builder());
+  return b;
+}
+const Pointer& live(const Pointer& p) {
+  check_live(p.buffer.builder());
+  return p;
+}
+KernelBuilder& live(KernelBuilder& k) {
+  check_live(&k);
+  return k;
+}
+
+Pointer offset(const Buffer& b, nb::handle offsets) {
+  return live(b) + value(offsets, "buffer offsets");
+}
 
 std::optional<Value> optional_value(nb::handle h, const char* what) {
   if (h.is_none()) return std::nullopt;
   return value(h, what);
 }
 
-Value load_py(const Pointer& p, nb::handle mask, nb::handle other) {
+Value load_py(const Pointer& ptr, nb::handle mask, nb::handle other) {
+  const Pointer& p = live(ptr);
   auto m = optional_value(mask, "load mask");
   if (!m) return load(p);
   if (nb::isinstance<Value>(other) || nb::isinstance<Var>(other))
@@ -168,45 +207,64 @@ void bind_dsl(nb::module_& m) {
   nb::class_<Var> var_cls(m, "Var");
   bind_operators(var_cls);
   var_cls.def_prop_rw(
-      "value", [](const Var& v) { return v.get(); },
-      [](Var& v, nb::handle x) { v = operand(v.get(), x); });
+      "value", [](const Var& v) { return self_value(v); },
+      [](Var& v, nb::handle x) { v = operand(self_value(v), x); });
   var_cls.def(
-      "set", [](Var& v, nb::handle x) { v = operand(v.get(), x); }, "value"_a);
+      "set", [](Var& v, nb::handle x) { v = operand(self_value(v), x); }, "value"_a);
   var_cls.def("__iadd__", [](Var& v, nb::handle x) {
-    v = v.get() + operand(v.get(), x);
+    Value cur = self_value(v);
+    v = cur + operand(cur, x);
     return v;
   });
   var_cls.def("__isub__", [](Var& v, nb::handle x) {
-    v = v.get() - operand(v.get(), x);
+    Value cur = self_value(v);
+    v = cur - operand(cur, x);
     return v;
   });
   var_cls.def("__imul__", [](Var& v, nb::handle x) {
-    v = v.get() * operand(v.get(), x);
+    Value cur = self_value(v);
+    v = cur * operand(cur, x);
     return v;
   });
 
   nb::class_<Pointer>(m, "Pointer").def("__add__", [](const Pointer& p, nb::handle o) {
-    return p + value(o, "pointer offsets");
+    return live(p) + value(o, "pointer offsets");
   });
   nb::class_<Buffer>(m, "Buffer")
-      .def_prop_ro("dtype", &Buffer::dtype)
+      .def_prop_ro("dtype", [](const Buffer& b) { return live(b).dtype(); })
       .def("__add__", &offset)
       .def("__radd__", &offset)
-      .def("at", [](const Buffer& b, nb::handle base) { return b.at(value(base, "Buffer.at")); });
+      .def("at",
+           [](const Buffer& b, nb::handle base) { return live(b).at(value(base, "Buffer.at")); });
 
   nb::class_<KernelBuilder>(m, "KernelBuilder")
-      .def("buffer", &KernelBuilder::buffer, "name"_a, "dtype"_a)
-      .def("scratch", &KernelBuilder::scratch, "name"_a, "dtype"_a, "elems"_a)
-      .def("scalar", &KernelBuilder::scalar, "name"_a, "dtype"_a)
-      .def("program_id", &KernelBuilder::program_id, "axis"_a = 0)
-      .def("num_programs", &KernelBuilder::num_programs, "axis"_a = 0)
       .def(
-          "var", [](KernelBuilder& k, nb::handle init) { return k.var(value(init, "var")); },
+          "buffer",
+          [](KernelBuilder& k, const std::string& n, DType t) { return live(k).buffer(n, t); },
+          "name"_a, "dtype"_a)
+      .def(
+          "scratch",
+          [](KernelBuilder& k, const std::string& n, DType t, int64_t e) {
+            return live(k).scratch(n, t, e);
+          },
+          "name"_a, "dtype"_a, "elems"_a)
+      .def(
+          "scalar",
+          [](KernelBuilder& k, const std::string& n, DType t) { return live(k).scalar(n, t); },
+          "name"_a, "dtype"_a)
+      .def(
+          "program_id", [](KernelBuilder& k, int axis) { return live(k).program_id(axis); },
+          "axis"_a = 0)
+      .def(
+          "num_programs", [](KernelBuilder& k, int axis) { return live(k).num_programs(axis); },
+          "axis"_a = 0)
+      .def(
+          "var", [](KernelBuilder& k, nb::handle init) { return live(k).var(value(init, "var")); },
           "init"_a)
       .def(
           "for_",
           [](KernelBuilder& k, nb::handle lo, nb::handle hi, nb::handle step, nb::callable body) {
-            k.for_(index(lo), index(hi), index(step), [&](Value i) { body(i); });
+            live(k).for_(index(lo), index(hi), index(step), [&](Value i) { body(i); });
           },
           "lo"_a, "hi"_a, "step"_a, "body"_a)
       .def(
@@ -214,7 +272,7 @@ void bind_dsl(nb::module_& m) {
           [](KernelBuilder& k, nb::handle cond, nb::callable then_body, nb::object else_body) {
             std::function<void()> otherwise;
             if (!else_body.is_none()) otherwise = [&] { else_body(); };
-            k.if_(
+            live(k).if_(
                 value(cond, "if_ condition"), [&] { then_body(); }, otherwise);
           },
           "cond"_a, "then"_a, "otherwise"_a.none() = nb::none());
@@ -250,7 +308,12 @@ void bind_dsl(nb::module_& m) {
     Value ref = a_value ? value(a, "where") : value(b, "where (one of a, b must be a Value)");
     return where(c, operand(ref, a), operand(ref, b));
   });
-  m.def("lookup", &lookup, "table"_a, "dtype"_a, "index"_a);
+  m.def(
+      "lookup",
+      [](const std::vector<int64_t>& table, DType t, nb::handle i) {
+        return lookup(table, t, value(i, "lookup"));
+      },
+      "table"_a, "dtype"_a, "index"_a);
 #define KILN_UNARY(NAME) m.def(#NAME, [](nb::handle x) { return NAME(value(x, #NAME)); });
   KILN_UNARY(abs)
   KILN_UNARY(floor)
@@ -282,7 +345,8 @@ void bind_dsl(nb::module_& m) {
   m.def("load", &load_py, "ptr"_a, "mask"_a = nb::none(), "other"_a = 0.0);
   m.def(
       "store",
-      [](const Pointer& p, nb::handle v, nb::handle mask) {
+      [](const Pointer& ptr, nb::handle v, nb::handle mask) {
+        const Pointer& p = live(ptr);
         Value x = value(v, "store");
         if (auto mk = optional_value(mask, "store mask"))
           store(p, x, *mk);
@@ -292,7 +356,8 @@ void bind_dsl(nb::module_& m) {
       "ptr"_a, "value"_a, "mask"_a = nb::none());
   m.def(
       "atomic_add",
-      [](const Pointer& p, nb::handle v, nb::handle mask) {
+      [](const Pointer& ptr, nb::handle v, nb::handle mask) {
+        const Pointer& p = live(ptr);
         Value x = value(v, "atomic_add");
         auto mk = optional_value(mask, "atomic_add mask");
         return mk ? atomic_add(p, x, *mk) : atomic_add(p, x);
@@ -335,6 +400,11 @@ void bind_dsl(nb::module_& m) {
         d.build = [name, b](const Spec& s) {
           nb::gil_scoped_acquire gil;
           KernelBuilder k(name, s);
+          live_builders().insert(&k);
+          struct Ended {
+            const KernelBuilder* k;
+            ~Ended() { live_builders().erase(k); }
+          } ended{&k};
           b(nb::cast(&k, nb::rv_policy::reference), s);
           return k.finish();
         };

@@ -217,3 +217,26 @@ def test_bad_kernels_raise():
         dev.launch("py_bad_launch", x=x)
     with pytest.raises(kiln.Error, match=r"kernel 'py_affine' is registered already"):
         kiln.kernel("py_affine", launch=launch)(lambda k, s: None)
+
+
+def test_dsl_objects_kept_past_their_build_raise():
+    kept = {}
+
+    @kiln.kernel(launch=lambda s, a: ((1,), {"x": 8}))
+    def py_keeps(k, s):
+        x = k.buffer("x", f32)
+        kept.update(value=kiln.arange(8), builder=k, buffer=x, var=k.var(kiln.zeros(f32, [8])))
+        kiln.store(x + kiln.arange(8), kiln.zeros(f32, [8]))
+
+    kiln.Device("cpu", threads=1).launch("py_keeps", x=np.zeros(8, np.float32))
+    stale = r"used after its kernel's build function returned"
+    with pytest.raises(kiln.Error, match=stale):
+        kept["value"] + 1
+    with pytest.raises(kiln.Error, match=stale):
+        kept["builder"].buffer("y", f32)
+    with pytest.raises(kiln.Error, match=stale):
+        kiln.load(kept["buffer"] + kept["value"])
+    with pytest.raises(kiln.Error, match=stale):
+        kept["var"].value
+    with pytest.raises(kiln.Error, match="outside of a KernelBuilder"):
+        kiln.arange(4)
