@@ -1,7 +1,6 @@
 // `kiln tune KERNEL --shape ...`: search block sizes, print every trial and
 // record the winner in the tuning database.
 #include <cstdio>
-#include <sstream>
 
 #include "ir/error.h"
 #include "runtime/cold_copies.h"
