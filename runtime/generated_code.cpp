@@ -1,6 +1,5 @@
 #include "runtime/generated_code.h"
 
-#include "codegen/cuda/cuda_codegen.h"
 #include "ir/error.h"
 #include "ir/passes.h"
 #include "ir/printer.h"
@@ -8,7 +7,6 @@
 #include "runtime/compile_cache.h"
 #include "runtime/cuda/cuda_compile.h"
 #include "runtime/cuda/cuda_policy.h"
-#include "runtime/runtime.h"
 #include "targets/cpu/cpu_jit.h"
 #include "targets/cpu/cpu_target.h"
 
@@ -31,12 +29,33 @@ CodeForm parse_code_form(const std::string& name) {
 
 namespace {
 
+constexpr int kCudaArchs[] = {80, 86, 89, 90};
+
 bool is_cuda(const CodeTarget& t) {
   if (t.name != "cuda") return false;
-  if (t.sm != 80 && t.sm != 86 && t.sm != 89 && t.sm != 90)
-    throw Error("unknown CUDA arch 'sm_" + std::to_string(t.sm) +
-                "' (known: sm_80, sm_86, sm_89, sm_90)");
+  parse_cuda_arch("sm_" + std::to_string(t.sm));
   return true;
+}
+
+}  // namespace
+
+int parse_cuda_arch(const std::string& arch) {
+  for (int sm : kCudaArchs)
+    if (arch == "sm_" + std::to_string(sm)) return sm;
+  std::string known;
+  for (int sm : kCudaArchs) known += (known.empty() ? "sm_" : ", sm_") + std::to_string(sm);
+  throw Error("unknown CUDA arch '" + arch + "' (known: " + known + ")");
+}
+
+namespace {
+
+// The emitter's options for a kernel on a cuda target: its own warps unless
+// the target names them.
+CudaOptions cuda_options(const Kernel& k, const CodeTarget& target) {
+  CudaOptions o;
+  o.sm = target.sm;
+  o.num_warps = target.num_warps > 0 ? target.num_warps : cuda_program_warps(k);
+  return o;
 }
 
 }  // namespace
@@ -66,13 +85,16 @@ std::string generated_code(const Spec& spec, CodeForm form, const CodeTarget& ta
     if (form == CodeForm::assembly) return cpu_assembly(k, t);
     return cpu_llvm_ir(k, t, form == CodeForm::llvm);
   }
-  CudaOptions o;
-  o.sm = target.sm;
-  o.num_warps = target.num_warps > 0 ? target.num_warps : cuda_program_warps(k);
-  CudaSource src = emit_cuda(k, o);
+  CudaSource src = emit_cuda(k, cuda_options(k, target));
   if (form == CodeForm::cuda) return src.code;
   CompileCache cache(CompileCache::default_dir());
   return cached_module(cache, src).module.ptx;
+}
+
+CudaSource cuda_source(const Spec& spec, const CodeTarget& target) {
+  if (!is_cuda(target)) throw Error("CUDA C is for the target cuda, not '" + target.name + "'");
+  Kernel k = run_pipeline(find_kernel(spec.kernel).build(spec));
+  return emit_cuda(k, cuda_options(k, target));
 }
 
 }  // namespace kiln

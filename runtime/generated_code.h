@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "codegen/cuda/cuda_codegen.h"
 #include "ir/spec.h"
 
 namespace kiln {
@@ -33,6 +34,10 @@ struct CodeTarget {
   int num_warps = 0;  // CUDA only: 0 picks the kernel's own (cuda_policy.h)
 };
 
+// "sm_80", "sm_86", "sm_89" or "sm_90" as its compute capability x10;
+// throws kiln::Error naming the known archs.
+int parse_cuda_arch(const std::string& arch);
+
 // The descriptor kernels built for `target` assume (Spec::target).
 TargetDesc code_target_desc(const CodeTarget& target);
 // The spec of a kernel for a target: the defaults, heuristic, then these.
@@ -43,5 +48,9 @@ Spec code_spec(const std::string& kernel, const std::map<std::string, DType>& dt
 // forms for "cuda"; the IR for either). Throws kiln::Error naming what does
 // not fit (an unknown target or arch, a CUDA form for a CPU target).
 std::string generated_code(const Spec& spec, CodeForm form, const CodeTarget& target = {});
+// The CUDA C of `spec` for a "cuda" target, with its launch geometry
+// (threads, shared memory, tensor cores): what `kiln inspect --resources`
+// reports on.
+CudaSource cuda_source(const Spec& spec, const CodeTarget& target);
 
 }  // namespace kiln

@@ -18,6 +18,7 @@
 #include "runtime/cuda/cuda_policy.h"
 #include "runtime/cuda/gpu_kernel_report.h"
 #include "runtime/generated_code.h"
+#include "runtime/tuner.h"
 #include "targets/cpu/cpu_jit.h"
 #include "targets/cpu/thread_pool.h"
 #include "tools/cli.h"
@@ -26,16 +27,8 @@ namespace kiln {
 
 namespace {
 
-// The --arch a CUDA report is for, checked.
-std::string cuda_arch(const CliArgs& a, const std::string& fallback) {
-  std::string arch = a.get("arch", fallback);
-  if (arch != "sm_80" && arch != "sm_86" && arch != "sm_89" && arch != "sm_90")
-    throw Error("unknown CUDA arch '" + arch + "' (known: sm_80, sm_86, sm_89, sm_90)");
-  return arch;
-}
-
 CodeTarget cuda_code_target(const CliArgs& a) {
-  CodeTarget t{"cuda", std::stoi(cuda_arch(a, "sm_80").substr(3))};
+  CodeTarget t{"cuda", parse_cuda_arch(a.get("arch", "sm_80"))};
   t.num_warps = static_cast<int>(a.get_int("warps", 0));
   return t;
 }
@@ -51,20 +44,16 @@ int inspect_cuda(const Spec& spec, const CliArgs& a) {
     return 0;
   }
   const std::string arch = "sm_" + std::to_string(target.sm);
-  CudaOptions o;
-  o.sm = target.sm;
-  Kernel k = run_pipeline(find_kernel(spec.kernel).build(spec));
-  o.num_warps = target.num_warps > 0 ? target.num_warps : cuda_program_warps(k);
-  CudaSource src = emit_cuda(k, o);
+  CudaSource src = cuda_source(spec, target);
   CompileCache cache(CompileCache::default_dir());
   CachedModule ptx = cached_module(cache, src);
-  PtxasReport r = run_ptxas(ptx.module, o.sm);
+  PtxasReport r = run_ptxas(ptx.module, target.sm);
   std::printf("kernel %s for %s: %d threads per block (%d warps)\n", spec.str().c_str(),
-              arch.c_str(), src.threads, o.num_warps);
+              arch.c_str(), src.threads, src.threads / 32);
   std::printf("registers per thread: %d\n", r.registers);
   std::printf("shared memory per block: %lld bytes dynamic, %lld static (limit %lld)\n",
               static_cast<long long>(src.shared_bytes), static_cast<long long>(r.shared_bytes),
-              static_cast<long long>(cuda_max_shared_bytes(o.sm)));
+              static_cast<long long>(cuda_max_shared_bytes(target.sm)));
   std::printf("stack frame %lld bytes, spill stores %lld bytes, spill loads %lld bytes\n",
               static_cast<long long>(r.stack_bytes), static_cast<long long>(r.spill_store_bytes),
               static_cast<long long>(r.spill_load_bytes));
@@ -84,25 +73,24 @@ int inspect_why(const std::string& kernel, const CliArgs& a) {
   o.threads = 1;
   o.backend = a.get("device", "cpu");
   Runtime rt(o);
-  const Spec given = spec_from_args(kernel, a);
+  const TuneOptions given = tune_options_from_args(kernel, a, false);
   ScalarArgs sizes;
-  std::string shown;
-  for (const auto& [k, v] : parse_pairs(a.get("shape", ""), "--shape")) {
-    sizes.set_int(k, parse_int(v, "--shape " + k));
-    shown += (shown.empty() ? "" : ",") + k + "=" + v;
+  std::string shown, needed;
+  for (const auto& [k, v] : given.shape) {
+    sizes.set_int(k, v);
+    shown += (shown.empty() ? "" : ",") + k + "=" + std::to_string(v);
   }
-  for (const std::string& s : a.all("scalar"))
-    for (const auto& [k, v] : parse_pairs(s, "--scalar"))
-      sizes.set_float(k, parse_double(v, "--scalar " + k));
+  for (const auto& [k, v] : given.floats) sizes.set_float(k, v);
   const KernelDef& def = find_kernel(kernel);
-  for (const std::string& key : def.shape_keys)
-    if (!a.has("shape") || a.get("shape").find(key + "=") == std::string::npos)
-      throw Error("--why: kernel '" + kernel + "' chooses by the sizes " + [&] {
-        std::string k;
-        for (const std::string& s : def.shape_keys) k += (k.empty() ? "" : ",") + s + "=N";
-        return k;
-      }() + "; give them with --shape");
-  Runtime::Selection sel = rt.explain(kernel, given.dtypes, sizes, const_args(a));
+  bool missing = false;
+  for (const std::string& key : def.shape_keys) {
+    needed += (needed.empty() ? "" : ",") + key + "=N";
+    missing |= !given.shape.count(key);
+  }
+  if (missing)
+    throw Error("--why: kernel '" + kernel + "' chooses by the sizes " + needed +
+                "; give them with --shape");
+  Runtime::Selection sel = rt.explain(kernel, given.dtypes, sizes, given.fixed);
   const std::string cpu = rt.backend().tuning_cpu();
   std::printf("%s for %s on %s%s\n", sel.spec.str().c_str(),
               shown.empty() ? "any sizes" : shown.c_str(), rt.backend().tuning_class().c_str(),
@@ -120,8 +108,8 @@ int inspect_why(const std::string& kernel, const CliArgs& a) {
 int inspect_model(const CliArgs& a) {
   if (a.get("target", "") != "cuda")
     throw Error("--model: give --target cuda (a model's CPU kernels are timed by kiln run)");
-  const std::string arch = cuda_arch(a, "sm_90");
-  const int sm = std::stoi(arch.substr(3));
+  const int sm = parse_cuda_arch(a.get("arch", "sm_90"));
+  const std::string arch = "sm_" + std::to_string(sm);
   const std::vector<int64_t> token_counts = parse_int_list(a.get("tokens", "512,1"), "--tokens");
   Runtime rt(RuntimeOptions{1, "", true, "cuda-sim"});
   Llm model(a.get("model"), rt, a.get_int("ctx", 4096));

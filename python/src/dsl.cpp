@@ -8,6 +8,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -211,21 +212,17 @@ void bind_dsl(nb::module_& m) {
       [](Var& v, nb::handle x) { v = operand(self_value(v), x); });
   var_cls.def(
       "set", [](Var& v, nb::handle x) { v = operand(self_value(v), x); }, "value"_a);
-  var_cls.def("__iadd__", [](Var& v, nb::handle x) {
-    Value cur = self_value(v);
-    v = cur + operand(cur, x);
-    return v;
-  });
-  var_cls.def("__isub__", [](Var& v, nb::handle x) {
-    Value cur = self_value(v);
-    v = cur - operand(cur, x);
-    return v;
-  });
-  var_cls.def("__imul__", [](Var& v, nb::handle x) {
-    Value cur = self_value(v);
-    v = cur * operand(cur, x);
-    return v;
-  });
+  // var += x: the var takes its value combined with x, and stays the var.
+  auto compound = [](auto op) {
+    return [op](Var& v, nb::handle x) {
+      Value cur = self_value(v);
+      v = op(cur, operand(cur, x));
+      return v;
+    };
+  };
+  var_cls.def("__iadd__", compound(std::plus<>()));
+  var_cls.def("__isub__", compound(std::minus<>()));
+  var_cls.def("__imul__", compound(std::multiplies<>()));
 
   nb::class_<Pointer>(m, "Pointer").def("__add__", [](const Pointer& p, nb::handle o) {
     return live(p) + value(o, "pointer offsets");
