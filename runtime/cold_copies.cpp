@@ -6,8 +6,9 @@
 
 namespace kiln {
 
-ColdCopies::ColdCopies(const Kernel& k, const std::vector<Arg>& args, int64_t large, int64_t total)
-    : args_{args} {
+ColdCopies::ColdCopies(const Kernel& k, const BoundArgs& bound, int64_t large, int64_t total)
+    : args_{bound} {
+  const std::vector<Arg>& args = bound.args();
   auto size_of = [&](size_t i) {
     return args[i].is_buffer ? args[i].count * dtype_bytes(k.params[i].dtype) : int64_t{0};
   };
@@ -23,18 +24,18 @@ ColdCopies::ColdCopies(const Kernel& k, const std::vector<Arg>& args, int64_t la
     bytes += size;
   }
   for (int64_t n = 1; !copied.empty() && n * bytes < total; ++n) {
-    std::vector<Arg> copy = args;
+    BoundArgs copy = bound;
     for (auto [i, size] : copied) {
       memory_.emplace_back(size);
       std::memcpy(memory_.back().data(), args[i].data, size);
-      copy[i].data = memory_.back().data();
+      copy = copy.with_buffer(i, memory_.back().data(), false);
     }
     args_.push_back(std::move(copy));
   }
 }
 
-const std::vector<Arg>& ColdCopies::next() {
-  const std::vector<Arg>& a = args_[next_];
+const BoundArgs& ColdCopies::next() {
+  const BoundArgs& a = args_[next_];
   next_ = next_ + 1 == args_.size() ? 0 : next_ + 1;
   return a;
 }

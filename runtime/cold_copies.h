@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "ir/interpreter.h"
 #include "ir/kernel.h"
 #include "runtime/host_memory.h"
+#include "runtime/named_args.h"
 
 namespace kiln {
 
@@ -30,21 +30,21 @@ inline constexpr int64_t kColdTotalBytes = int64_t{256} << 20;
 class ColdCopies {
  public:
   // The original arguments alone: every launch reuses them (warm).
-  explicit ColdCopies(const std::vector<Arg>& args) : args_{args} {}
+  explicit ColdCopies(const BoundArgs& args) : args_{args} {}
   // Copies of k's buffer arguments of `large` bytes or more, and of its
   // largest however small (a GEMV's weights: a 2048x768 Q4_K matrix is
   // 0.9 MB, and re-read from cache it ran at 2.5x the probe), with their
   // current contents, until all sets of them total `total` bytes.
-  ColdCopies(const Kernel& k, const std::vector<Arg>& args, int64_t large = kColdBufferBytes,
+  ColdCopies(const Kernel& k, const BoundArgs& args, int64_t large = kColdBufferBytes,
              int64_t total = kColdTotalBytes);
 
   // The arguments of the next launch, cycling through the copies.
-  const std::vector<Arg>& next();
+  const BoundArgs& next();
   size_t count() const { return args_.size(); }
 
  private:
   std::vector<HostMemory> memory_;
-  std::vector<std::vector<Arg>> args_;
+  std::vector<BoundArgs> args_;
   size_t next_ = 0;
 };
 

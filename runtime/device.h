@@ -2,10 +2,11 @@
 // library (and the Python package): compile a registered kernel, launch it
 // on your arrays by argument name, check it against the interpreter, tune it.
 //
-// It is a Runtime (runtime/runtime.h) with the conveniences a caller outside
-// Kiln needs: arguments by name (runtime/named_args.h), host arrays copied
-// to the GPU and back where the backend's memory is not the host's, and
-// tuning results applied to the launches that follow.
+// It is a Runtime (runtime/runtime.h), whose launches bind arguments by
+// name (runtime/named_args.h) and copy host arrays to the GPU and back,
+// with the conveniences a caller outside Kiln needs: a backend by name,
+// launches that return with the results in place, and tuning results
+// applied to the launches that follow.
 #pragma once
 
 #include <map>

@@ -8,7 +8,8 @@
 // number for a scalar (an integer for an integer scalar). Integer names
 // that are no parameter are launch sizes (a row count the grid is derived
 // from). The library API (runtime/device.h) and the Python package bind
-// through it; the errors name the kernel and the parameter.
+// through it, as do the runtime's launches (runtime/runtime.h), its plans
+// and tools; the errors name the kernel and the parameter.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +19,12 @@
 #include <utility>
 #include <vector>
 
+#include <map>
+
 #include "ir/dtype.h"
 #include "ir/interpreter.h"
 #include "ir/kernel.h"
-#include "runtime/runtime.h"
+#include "runtime/backend.h"
 
 namespace kiln {
 
@@ -103,11 +106,34 @@ class LaunchArg {
 
 using LaunchArgs = std::vector<std::pair<std::string, LaunchArg>>;
 
-// Named arguments in parameter order, and the launch sizes among them.
-struct BoundArgs {
-  std::vector<Arg> args;
-  Sizes sizes;
-  std::vector<size_t> host_arrays;  // indices into args of arrays in host memory
+// Integer launch sizes that are no parameter, by name (a row count the grid
+// is derived from).
+using Sizes = std::map<std::string, int64_t>;
+
+class Plan;
+
+// Named arguments bound to one kernel's parameters: checked once, then
+// launched any number of times (a benchmark's loop, the tuner's
+// candidates). Only binding by name makes one; below the runtime the
+// arguments travel in parameter order (ir/interpreter.h's Arg: the
+// interpreter's and the backends' ABI), never written by hand above it.
+class BoundArgs {
+ public:
+  // In parameter order.
+  const std::vector<Arg>& args() const { return args_; }
+  const Sizes& sizes() const { return sizes_; }
+  // Indices into args() of the arrays in host memory.
+  const std::vector<size_t>& host_arrays() const { return host_arrays_; }
+  // The same arguments with buffer `i` at `data` instead (a copy of it: in
+  // another memory, or a cold copy), `on_device` saying whose memory.
+  BoundArgs with_buffer(size_t i, void* data, bool on_device) const;
+
+ private:
+  friend BoundArgs bind_named(const Kernel& k, const LaunchArgs& named);
+  friend class Plan;  // binds a graph's operands by name, with its dynamic scalars
+  std::vector<Arg> args_;
+  Sizes sizes_;
+  std::vector<size_t> host_arrays_;
 };
 
 // Binds `named` to k's parameters; throws kiln::Error naming the kernel and

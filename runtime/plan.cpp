@@ -33,9 +33,12 @@ void Plan::launch(const std::string& label, const std::string& kernel,
     st.args.push_back(Arg::scalar_int(d.bound));
     st.dynamic.push_back({i, &slots_[d.slot], d.slot});
   }
-  st.spec = rt_.select(kernel, dtypes, st.args, sizes, fixed);
-  Runtime::CheckedLaunch checked =
-      rt_.check_launch(st.spec, rt_.signature(st.spec), st.args, sizes);
+  // A graph's tensors are the backend's buffers: no host arrays to stage.
+  BoundArgs bound;
+  bound.args_ = st.args;
+  bound.sizes_ = sizes;
+  st.spec = rt_.select(kernel, dtypes, bound, fixed);
+  Runtime::CheckedLaunch checked = rt_.check_launch(st.spec, rt_.signature(st.spec), bound);
   st.grid = checked.grid;
   st.launch_bytes = checked.bytes;
   st.buffer_bytes = checked.buffer_bytes;

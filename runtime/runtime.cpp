@@ -17,9 +17,10 @@ Kernel build_kernel(const Spec& spec) {
   return run_pipeline(def.build(spec));
 }
 
-ScalarArgs scalar_args(const Kernel& k, const std::vector<Arg>& args, const Sizes& sizes) {
+ScalarArgs scalar_args(const Kernel& k, const BoundArgs& bound) {
   ScalarArgs scalars;
-  for (const auto& [name, v] : sizes) scalars.set_int(name, v);
+  for (const auto& [name, v] : bound.sizes()) scalars.set_int(name, v);
+  const std::vector<Arg>& args = bound.args();
   for (size_t i = 0; i < args.size() && i < k.params.size(); ++i) {
     const Param& p = k.params[i];
     if (p.kind == ParamKind::Buffer) continue;
@@ -191,12 +192,17 @@ Spec Runtime::make_spec(const std::string& kernel, const std::map<std::string, D
 }
 
 Spec Runtime::select(const std::string& kernel, const std::map<std::string, DType>& dtypes,
-                     const std::vector<Arg>& args, const Sizes& sizes,
-                     const std::map<std::string, int64_t>& fixed) {
+                     const LaunchArgs& args, const std::map<std::string, int64_t>& fixed) {
+  return select(kernel, dtypes, bind_named(signature(make_spec(kernel, dtypes, fixed)), args),
+                fixed);
+}
+
+Spec Runtime::select(const std::string& kernel, const std::map<std::string, DType>& dtypes,
+                     const BoundArgs& args, const std::map<std::string, int64_t>& fixed) {
   const KernelDef& def = find_kernel(kernel);
   if (def.shape_keys.empty()) return make_spec(kernel, dtypes, fixed);
-  return explain(kernel, dtypes,
-                 scalar_args(signature(make_spec(kernel, dtypes, fixed)), args, sizes), fixed)
+  return explain(kernel, dtypes, scalar_args(signature(make_spec(kernel, dtypes, fixed)), args),
+                 fixed)
       .spec;
 }
 
@@ -235,16 +241,22 @@ Runtime::Selection Runtime::explain(const std::string& kernel,
 }
 
 void Runtime::call(const std::string& kernel, const std::map<std::string, DType>& dtypes,
-                   const std::vector<Arg>& args, const Sizes& sizes,
-                   const std::map<std::string, int64_t>& fixed) {
-  launch(select(kernel, dtypes, args, sizes, fixed), args, sizes);
+                   const LaunchArgs& args, const std::map<std::string, int64_t>& fixed) {
+  const Spec spec = make_spec(kernel, dtypes, fixed);
+  const BoundArgs bound = bind_named(signature(spec), args);
+  launch(select(kernel, dtypes, bound, fixed), bound);
+}
+
+BoundArgs Runtime::bind(const Spec& spec, const LaunchArgs& args) {
+  return bind_named(signature(spec), args);
 }
 
 Runtime::CheckedLaunch Runtime::check_launch(const Spec& spec, const Kernel& k,
-                                             const std::vector<Arg>& args, const Sizes& sizes) {
+                                             const BoundArgs& bound) {
+  const std::vector<Arg>& args = bound.args();
   check_arg_kinds(k, args);
   const std::string who = "kernel '" + k.name + "'";
-  LaunchShape shape = find_kernel(spec.kernel).launch_shape(spec, scalar_args(k, args, sizes));
+  LaunchShape shape = find_kernel(spec.kernel).launch_shape(spec, scalar_args(k, bound));
   CheckedLaunch checked{shape.grid};
   for (size_t i = 0; i < args.size(); ++i) {
     const Param& p = k.params[i];
@@ -263,15 +275,43 @@ Runtime::CheckedLaunch Runtime::check_launch(const Spec& spec, const Kernel& k,
   return checked;
 }
 
-void Runtime::launch(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes) {
+void Runtime::launch(const Spec& spec, const LaunchArgs& args) { launch(spec, bind(spec, args)); }
+
+void Runtime::launch(const Spec& spec, const BoundArgs& args) {
   const CompiledKernel& c = compile(spec);
-  CheckedLaunch checked = check_launch(spec, c.kernel, args, sizes);
-  backend_->bind(*c.program, c.kernel, args, checked.grid, checked.bytes)->run();
+  CheckedLaunch checked = check_launch(spec, c.kernel, args);
+  if (backend_->host_visible() || args.host_arrays().empty()) {
+    backend_->bind(*c.program, c.kernel, args.args(), checked.grid, checked.bytes)->run();
+    return;
+  }
+  BoundArgs staged = args;
+  std::vector<DeviceBuffer> copies;
+  copies.reserve(args.host_arrays().size());
+  for (size_t i : args.host_arrays()) {
+    const Arg& a = args.args()[i];
+    copies.emplace_back(*backend_, static_cast<size_t>(a.count * dtype_bytes(c.kernel.params[i].dtype)));
+    backend_->upload(copies.back().data(), a.data, copies.back().bytes());
+    staged = staged.with_buffer(i, copies.back().data(), true);
+  }
+  backend_->bind(*c.program, c.kernel, staged.args(), checked.grid, checked.bytes)->run();
+  backend_->synchronize();
+  for (size_t j = 0; j < copies.size(); ++j)
+    backend_->download(args.args()[args.host_arrays()[j]].data, copies[j].data(), copies[j].bytes());
 }
 
-void Runtime::interpret(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes) {
+void Runtime::interpret(const Spec& spec, const LaunchArgs& args) {
+  interpret(spec, bind(spec, args));
+}
+
+void Runtime::interpret(const Spec& spec, const BoundArgs& args) {
+  if (!backend_->host_visible()) {
+    size_t buffers = 0;
+    for (const Arg& a : args.args()) buffers += a.is_buffer;
+    if (args.host_arrays().size() != buffers)
+      throw Error("kernel '" + spec.kernel + "': the interpreter runs on host arrays only");
+  }
   Kernel k = build_kernel(spec);
-  kiln::interpret(k, args, check_launch(spec, k, args, sizes).grid);
+  kiln::interpret(k, args.args(), check_launch(spec, k, args).grid);
 }
 
 }  // namespace kiln

@@ -7,8 +7,9 @@
 // CPU objects without running LLVM's code generator, or loads cached PTX).
 // select(): the spec for a launch of a kernel with given dtypes: constexprs
 // from the tuning database for the launch's shape bucket, else the kernel's
-// heuristic. launch(): checks arguments and buffer sizes before any code
-// runs, then runs the grid on the thread pool.
+// heuristic. launch(): binds arguments by parameter name
+// (runtime/named_args.h), checks them and the buffer sizes before any code
+// runs, then runs the grid on the backend.
 #pragma once
 
 #include <functional>
@@ -22,12 +23,11 @@
 #include "kernels/registry.h"
 #include "runtime/backend.h"
 #include "runtime/compile_cache.h"
+#include "runtime/named_args.h"
 #include "runtime/tuning_db.h"
 #include "targets/cpu/thread_pool.h"
 
 namespace kiln {
-
-using Sizes = std::map<std::string, int64_t>;
 
 struct CompiledKernel {
   Spec spec;
@@ -92,11 +92,13 @@ class Runtime {
   // this runtime's backend: its target descriptor filled in.
   Spec make_spec(const std::string& kernel, const std::map<std::string, DType>& dtypes,
                  const std::map<std::string, int64_t>& constexprs = {});
-  // The spec a launch with these dtypes, arguments and sizes should use.
-  // `fixed` sets non-tunable constexprs (a format, a head size).
+  // The spec a launch with these dtypes and arguments (sizes among them by
+  // name) should use. `fixed` sets non-tunable constexprs (a format, a head
+  // size).
   Spec select(const std::string& kernel, const std::map<std::string, DType>& dtypes,
-              const std::vector<Arg>& args, const Sizes& sizes = {},
-              const std::map<std::string, int64_t>& fixed = {});
+              const LaunchArgs& args, const std::map<std::string, int64_t>& fixed = {});
+  Spec select(const std::string& kernel, const std::map<std::string, DType>& dtypes,
+              const BoundArgs& args, const std::map<std::string, int64_t>& fixed = {});
   // select() with where each constexpr came from, for sizes given by name
   // (`kiln inspect --why`): "given", "tuning database FILE:LINE (KEY)",
   // "shape heuristic", "kernel heuristic" or "default".
@@ -108,12 +110,19 @@ class Runtime {
                     const ScalarArgs& sizes, const std::map<std::string, int64_t>& fixed = {});
   // select() + launch().
   void call(const std::string& kernel, const std::map<std::string, DType>& dtypes,
-            const std::vector<Arg>& args, const Sizes& sizes = {},
-            const std::map<std::string, int64_t>& fixed = {});
+            const LaunchArgs& args, const std::map<std::string, int64_t>& fixed = {});
 
-  void launch(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes = {});
-  // The same launch through the reference interpreter (on host buffers).
-  void interpret(const Spec& spec, const std::vector<Arg>& args, const Sizes& sizes = {});
+  // Arguments by name bound to spec's kernel: checked once, launched as
+  // often as needed.
+  BoundArgs bind(const Spec& spec, const LaunchArgs& args);
+  // Host arrays reach a backend whose memory is not the host's through
+  // buffers of its own, and come back after the launch (all of them: the
+  // kernel may write any).
+  void launch(const Spec& spec, const LaunchArgs& args);
+  void launch(const Spec& spec, const BoundArgs& args);
+  // The same launch through the reference interpreter (on host arrays).
+  void interpret(const Spec& spec, const LaunchArgs& args);
+  void interpret(const Spec& spec, const BoundArgs& args);
 
   // Grid of a launch after checking arguments and buffer sizes, and the
   // bytes its buffers need (-1 for a compute-bound launch shape: CpuLaunch
@@ -124,8 +133,7 @@ class Runtime {
     int64_t bytes = 0;
     int64_t buffer_bytes = 0;
   };
-  CheckedLaunch check_launch(const Spec& spec, const Kernel& k, const std::vector<Arg>& args,
-                             const Sizes& sizes);
+  CheckedLaunch check_launch(const Spec& spec, const Kernel& k, const BoundArgs& args);
 
   // The parameters of a spec's kernel (its body left out), built once by
   // the DSL alone (the passes never change parameters).
@@ -161,6 +169,6 @@ class Runtime {
 // runtime, `kiln inspect` and tests).
 Kernel build_kernel(const Spec& spec);
 // The launch's scalar arguments and sizes by name.
-ScalarArgs scalar_args(const Kernel& k, const std::vector<Arg>& args, const Sizes& sizes);
+ScalarArgs scalar_args(const Kernel& k, const BoundArgs& args);
 
 }  // namespace kiln

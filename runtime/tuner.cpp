@@ -26,7 +26,7 @@ double seconds_since(Clock::time_point t0) {
 
 // The buffers of one launch, their pristine contents and the reference result.
 struct Workload {
-  std::vector<Arg> args;
+  BoundArgs args;
   std::vector<HostMemory> buffers;
   std::vector<std::string> pristine;  // bytes, per buffer param
   std::vector<std::vector<double>> reference;
@@ -89,7 +89,6 @@ class Bench {
   const TuneOptions& o_;
   Kernel k0_;
   Workload w_;
-  Sizes sizes_;
   std::optional<ColdCopies> timed_;
 };
 
@@ -99,34 +98,31 @@ Bench::Bench(Runtime& rt, const std::string& kernel, const TuneOptions& o)
   base = rt.make_spec(kernel, o.dtypes, o.fixed);
   k0_ = build_kernel(base);
 
-  // Arguments: integer scalars from the shape, float scalars defaulted.
+  // Arguments: integer scalars from the shape, float scalars defaulted;
+  // buffers as large as the launch shape of those needs them.
   Workload& w = w_;
-  Sizes& sizes = sizes_;
-  sizes = o.shape;
+  LaunchArgs named;
+  ScalarArgs scalars;
+  for (const auto& [name, v] : o.shape) {
+    named.emplace_back(name, v);
+    scalars.set_int(name, v);
+  }
   for (const Param& p : k0_.params) {
-    if (p.kind == ParamKind::Scalar) {
-      if (is_float(p.dtype)) {
-        auto it = o.floats.find(p.name);
-        w.args.push_back(Arg::scalar_float(it != o.floats.end() ? it->second
-                                           : p.name == "eps"    ? 1e-5
-                                                                : 0.5));
-      } else {
-        auto it = o.shape.find(p.name);
-        if (it == o.shape.end())
-          throw Error("kernel '" + kernel + "' needs the size '" + p.name + "' (--shape " + p.name +
-                      "=N)");
-        w.args.push_back(Arg::scalar_int(it->second));
-        sizes.erase(p.name);
-      }
-    } else {
-      w.args.push_back(Arg{});
+    if (p.kind != ParamKind::Scalar) continue;
+    if (is_float(p.dtype)) {
+      auto it = o.floats.find(p.name);
+      const double v = it != o.floats.end() ? it->second : p.name == "eps" ? 1e-5 : 0.5;
+      named.emplace_back(p.name, v);
+      scalars.set_float(p.name, v);
+    } else if (!o.shape.count(p.name)) {
+      throw Error("kernel '" + kernel + "' needs the size '" + p.name + "' (--shape " + p.name +
+                  "=N)");
     }
   }
-  LaunchShape shape = def.launch_shape(base, scalar_args(k0_, w.args, sizes));
+  LaunchShape shape = def.launch_shape(base, scalars);
   std::mt19937_64 rng(42);
   std::uniform_real_distribution<double> unit(-1, 1);
-  for (size_t i = 0; i < k0_.params.size(); ++i) {
-    const Param& p = k0_.params[i];
+  for (const Param& p : k0_.params) {
     if (p.kind != ParamKind::Buffer) continue;
     auto need = shape.buffer_elems.find(p.name);
     int64_t n = need == shape.buffer_elems.end() ? 1 : std::max<int64_t>(need->second, 1);
@@ -139,24 +135,25 @@ Bench::Bench(Runtime& rt, const std::string& kernel, const TuneOptions& o)
         v.i = normalize_int(static_cast<int64_t>((unit(rng) + 1) * 2), p.dtype);
       store_element(m.data(), j, p.dtype, v);
     }
-    w.args[i] = Arg::buffer(m.data(), n);
+    named.emplace_back(p.name, LaunchArg(m.data(), n, p.dtype));
     w.pristine.emplace_back(reinterpret_cast<const char*>(m.data()), m.size());
     w.dtypes.push_back(p.dtype);
     w.names.push_back(p.name);
     w.buffers.push_back(std::move(m));
     result.bytes += static_cast<int64_t>(w.pristine.back().size());
   }
+  w.args = rt.bind(base, named);
 
   // The timed launches' arguments, made from the pristine inputs.
   timed_.emplace(o.warm ? ColdCopies(w.args) : ColdCopies(k0_, w.args));
   result.copies = timed_->count();
 
   // The reference: the interpreter on the pristine inputs.
-  rt.interpret(base, w.args, sizes);
+  rt.interpret(base, w.args);
   for (size_t i = 0; i < w.buffers.size(); ++i) w.reference.push_back(w.values(i));
 
   // Measured on this CPU model, so recorded for it (tuning_db.h's cpus).
-  result.key = TuningKey{kernel, base.dtypes, shape_bucket(def, scalar_args(k0_, w.args, sizes)),
+  result.key = TuningKey{kernel, base.dtypes, shape_bucket(def, scalar_args(k0_, w.args)),
                          spec_variant(def, base)};
   if (std::string cpu = rt.backend().tuning_cpu(); !cpu.empty()) result.key.cpus = {cpu};
 }
@@ -169,7 +166,7 @@ TuneTrial Bench::evaluate(const Config& c) {
     all.insert(c.begin(), c.end());
     Spec spec = rt_.make_spec(base.kernel, base.dtypes, all);
     w_.restore();
-    rt_.launch(spec, w_.args, sizes_);
+    rt_.launch(spec, w_.args);
     for (size_t i = 0; i < w_.buffers.size() && t.status.empty(); ++i) {
       std::vector<double> got = w_.values(i);
       double rtol = def.rtol + storage_ulp(w_.dtypes[i]);
@@ -184,14 +181,14 @@ TuneTrial Bench::evaluate(const Config& c) {
       }
     }
     if (t.status.empty()) {
-      for (int i = 0; i < 2; ++i) rt_.launch(spec, timed_->next(), sizes_);  // warm-up
+      for (int i = 0; i < 2; ++i) rt_.launch(spec, timed_->next());  // warm-up
       std::vector<double> ms;
       auto start = Clock::now();
       while (static_cast<int>(ms.size()) < o_.reps &&
              (ms.size() < 3 || seconds_since(start) < o_.budget_s / 20)) {
-        const std::vector<Arg>& args = timed_->next();
+        const BoundArgs& args = timed_->next();
         auto s = Clock::now();
-        rt_.launch(spec, args, sizes_);
+        rt_.launch(spec, args);
         ms.push_back(seconds_since(s) * 1e3);
       }
       std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
@@ -207,7 +204,7 @@ TuneTrial Bench::evaluate(const Config& c) {
 Config Bench::heuristic() const {
   Spec chosen = base;
   if (def.shape_heuristic) {
-    Config c = def.shape_heuristic(base, scalar_args(k0_, w_.args, sizes_));
+    Config c = def.shape_heuristic(base, scalar_args(k0_, w_.args));
     for (const auto& [name, v] : o_.fixed) c[name] = v;
     chosen = rt_.make_spec(base.kernel, base.dtypes, c);
   }
@@ -216,7 +213,7 @@ Config Bench::heuristic() const {
   return h;
 }
 
-Spec Bench::selected() { return rt_.select(base.kernel, base.dtypes, w_.args, sizes_, o_.fixed); }
+Spec Bench::selected() { return rt_.select(base.kernel, base.dtypes, w_.args, o_.fixed); }
 
 }  // namespace
 

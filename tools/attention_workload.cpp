@@ -84,34 +84,40 @@ std::map<std::string, int64_t> AttentionWorkload::kv_constexprs() const {
   return {};
 }
 
-std::vector<Arg> AttentionWorkload::args() {
+LaunchArgs AttentionWorkload::args() {
   const bool aura = is_aura_kv(kv_.dtype);
-  std::vector<Arg> a = {
-      Arg::buffer(q_.data(), t_ * h_ * d_),
-      Arg::buffer(k_.data(), aura ? static_cast<int64_t>(k_.size() / 4) : k_elems()),
-      Arg::buffer(v_.data(), aura ? static_cast<int64_t>(v_.size() / 4) : v_elems()),
-      Arg::buffer(out_.data(), t_ * h_ * d_),
-      Arg::scalar_int(t_),
-      Arg::scalar_int(h_),
-      Arg::scalar_int(kvh_),
-      Arg::scalar_int(len_),
-      Arg::scalar_int(len_),
-      Arg::scalar_int(len_ - t_),
-      Arg::scalar_float(1.0 / std::sqrt(static_cast<double>(d_))),
-      Arg::scalar_int(0)};  // no sliding window
+  // The queries are f32, or q8_0 blocks (i8 codes) against a q8_0 cache.
+  const DType q = is_quantized_kv(kv_.dtype) ? DType::i8 : DType::f32;
+  LaunchArgs a = {
+      {"q", LaunchArg(q_.data(), t_ * h_ * d_, q)},
+      {"k", LaunchArg(k_.data(), aura ? static_cast<int64_t>(k_.size() / 4) : k_elems(),
+                      kv_.dtype)},
+      {"v", LaunchArg(v_.data(), aura ? static_cast<int64_t>(v_.size() / 4) : v_elems(),
+                      kv_.dtype)},
+      {"out", LaunchArg(out_.data(), t_ * h_ * d_, DType::f32)},
+      {"n_tokens", t_},
+      {"n_heads", h_},
+      {"n_kv_heads", kvh_},
+      {"max_ctx", len_},
+      {"kv_len", len_},
+      {"pos0", len_ - t_},
+      {"scale", 1.0 / std::sqrt(static_cast<double>(d_))},
+      {"window", int64_t{0}}};  // no sliding window
   if (page_) {
-    a.push_back(Arg::buffer(table_.data(), static_cast<int64_t>(table_.size() / 4)));
-    a.push_back(Arg::scalar_int(static_cast<int64_t>(table_.size() / 4)));
+    const auto pages = static_cast<int64_t>(table_.size() / 4);
+    a.emplace_back("block_table", LaunchArg(table_.data(), pages, DType::i32));
+    a.emplace_back("n_pages", pages);
   }
   if (aura) {
-    a.push_back(Arg::buffer(k_scale_.data(), len_ * kvh_));
-    a.push_back(Arg::buffer(v_scale_.data(), len_ * kvh_));
+    a.emplace_back("k_scale", LaunchArg(k_scale_.data(), len_ * kvh_, DType::f16));
+    a.emplace_back("v_scale", LaunchArg(v_scale_.data(), len_ * kvh_, DType::f16));
   }
   if (is_quantized_kv(kv_.dtype)) {
-    a.push_back(Arg::buffer(k_scale_.data(), k_elems() / kKvQuantBlock));
-    a.push_back(Arg::buffer(v_scale_.data(), v_elems() / kKvQuantBlock));
-    a.push_back(Arg::buffer(q_scale_.data(), t_ * h_ * d_ / kKvQuantBlock));
-    a.push_back(Arg::buffer(q_sum_.data(), t_ * h_ * d_ / kKvQuantBlock));
+    const int64_t q_blocks = t_ * h_ * d_ / kKvQuantBlock;
+    a.emplace_back("k_scale", LaunchArg(k_scale_.data(), k_elems() / kKvQuantBlock, DType::f16));
+    a.emplace_back("v_scale", LaunchArg(v_scale_.data(), v_elems() / kKvQuantBlock, DType::f16));
+    a.emplace_back("q_scale", LaunchArg(q_scale_.data(), q_blocks, DType::f32));
+    a.emplace_back("q_sum", LaunchArg(q_sum_.data(), q_blocks, DType::i32));
   }
   return a;
 }
@@ -125,25 +131,26 @@ int64_t AttentionWorkload::partial_rows(int64_t split) {
   return rows;
 }
 
-std::vector<Arg> AttentionWorkload::split_args(int64_t split) {
-  std::vector<Arg> a = args();
+LaunchArgs AttentionWorkload::split_args(int64_t split) {
+  LaunchArgs a = args();
   const int64_t rows = partial_rows(split);
-  a[3] = Arg::buffer(part_o_.data(), rows * d_);
-  a.insert(a.begin() + 4, Arg::buffer(part_ml_.data(), rows * 2));
+  std::erase_if(a, [](const auto& named) { return named.first == "out"; });
+  a.emplace_back("part_o", LaunchArg(part_o_.data(), rows * d_, DType::f32));
+  a.emplace_back("part_ml", LaunchArg(part_ml_.data(), rows * 2, DType::f32));
   return a;
 }
 
-std::vector<Arg> AttentionWorkload::merge_args(int64_t split) {
+LaunchArgs AttentionWorkload::merge_args(int64_t split) {
   const int64_t rows = partial_rows(split);
-  return {Arg::buffer(part_o_.data(), rows * d_),
-          Arg::buffer(part_ml_.data(), rows * 2),
-          Arg::buffer(out_.data(), h_ * d_),
-          Arg::scalar_int(1),
-          Arg::scalar_int(h_),
-          Arg::scalar_int(len_),
-          Arg::scalar_int(len_),
-          Arg::scalar_int(len_ - 1),
-          Arg::scalar_int(0)};
+  return {{"part_o", LaunchArg(part_o_.data(), rows * d_, DType::f32)},
+          {"part_ml", LaunchArg(part_ml_.data(), rows * 2, DType::f32)},
+          {"out", LaunchArg(out_.data(), h_ * d_, DType::f32)},
+          {"n_tokens", int64_t{1}},
+          {"n_heads", h_},
+          {"max_ctx", len_},
+          {"kv_len", len_},
+          {"pos0", len_ - 1},
+          {"window", int64_t{0}}};
 }
 
 double AttentionWorkload::causal_macs() const {

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "ir/interpreter.h"
 #include "kernels/attention/kv_cache.h"
 #include "runtime/host_memory.h"
+#include "runtime/named_args.h"
 
 namespace kiln {
 
@@ -27,11 +27,11 @@ class AttentionWorkload {
                     int64_t key_block, KvCacheType kv = DType::f16, int64_t n_tokens = 1,
                     int64_t page = 0, uint64_t seed = 1);
 
-  std::vector<Arg> args();
+  LaunchArgs args();
   // The split-K pair's arguments (attention_decode_split, then
   // attention_decode_merge), slices of `split` keys; partials owned here.
-  std::vector<Arg> split_args(int64_t split);
-  std::vector<Arg> merge_args(int64_t split);
+  LaunchArgs split_args(int64_t split);
+  LaunchArgs merge_args(int64_t split);
   int64_t cache_bytes() const;  // the K and V rows one launch reads, scales included
   // The smallest of the cache's buffers: what a cold benchmark copies.
   int64_t cache_buffer_bytes() const;

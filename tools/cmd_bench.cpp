@@ -143,16 +143,17 @@ void streaming_counters(benchmark::State& st, double seconds, int64_t bytes, dou
 // a run). `keep` owns the memory `args` point into; `pick` chooses the spec.
 // `cold`: each launch reads its weights from DRAM (ColdCopies).
 void register_streaming(const std::string& name, Runtime* rt, const BandwidthProbe& probe,
-                        int64_t bytes, std::vector<Arg> args, std::shared_ptr<const void> keep,
-                        std::function<Spec(const std::vector<Arg>&)> pick, bool cold,
+                        int64_t bytes, LaunchArgs args, std::shared_ptr<const void> keep,
+                        std::function<Spec(const LaunchArgs&)> pick, bool cold,
                         int64_t large = kColdBufferBytes) {
   benchmark::RegisterBenchmark(
       name.c_str(),
       [=, &probe](benchmark::State& st) {
         (void)keep;
         Spec spec = pick(args);
-        ColdCopies copies =
-            cold ? ColdCopies(find_kernel(spec.kernel).build(spec), args, large) : ColdCopies(args);
+        const BoundArgs bound = rt->bind(spec, args);
+        ColdCopies copies = cold ? ColdCopies(find_kernel(spec.kernel).build(spec), bound, large)
+                                 : ColdCopies(bound);
         double roof = probe.measure_gbps(rt->pool(), 3);
         double s = timed(st, [&] { rt->launch(spec, copies.next()); });
         streaming_counters(st, s, bytes, roof);
@@ -176,11 +177,12 @@ void register_split_attention(const std::string& name, Runtime* rt, const Bandwi
   benchmark::RegisterBenchmark(
       name.c_str(),
       [=, &probe](benchmark::State& st) {
-        std::vector<Arg> args = work->split_args(keys), merge = work->merge_args(keys);
-        Spec split =
-            rt->select("attention_decode_split", {{"KV", work->kv()}}, args, {}, split_fixed);
-        Spec reduce = rt->select("attention_decode_merge", {}, merge, {},
+        Spec split = rt->select("attention_decode_split", {{"KV", work->kv()}},
+                                work->split_args(keys), split_fixed);
+        const BoundArgs args = rt->bind(split, work->split_args(keys));
+        Spec reduce = rt->select("attention_decode_merge", {}, work->merge_args(keys),
                                  {{"HEAD_DIM", work->head_dim()}, {"SPLIT", keys}});
+        const BoundArgs merge = rt->bind(reduce, work->merge_args(keys));
         ColdCopies copies = cold ? ColdCopies(find_kernel(split.kernel).build(split), args,
                                               work->cache_buffer_bytes())
                                  : ColdCopies(args);
@@ -208,15 +210,13 @@ void register_grouped_gemv(const std::string& f, int64_t m, int64_t k, TensorTyp
                            const std::string& kernel, std::map<std::string, int64_t> fixed,
                            const std::map<std::string, int64_t>& qfixed, bool cold) {
   auto work = std::make_shared<QgemvWorkload>(m * experts, k, fmt, 1, rows16);
-  rt->call("quantize_q8", {}, work->quantize_args(), {}, qfixed);
-  std::vector<Arg> args = work->grouped_args(experts);
+  rt->call("quantize_q8", {}, work->quantize_args(), qfixed);
+  LaunchArgs args = work->grouped_args(experts);
   fixed["GROUPED"] = 1;
   fixed["BLOCK_T"] = 1;
   register_streaming(
       grouped_gemv_name(f, m, k, experts, t), rt, probe, work->weight_bytes(), args, work,
-      [rt, kernel, fixed](const std::vector<Arg>& a) {
-        return rt->select(kernel, {}, a, {}, fixed);
-      },
+      [rt, kernel, fixed](const LaunchArgs& a) { return rt->select(kernel, {}, a, fixed); },
       cold);
 }
 
@@ -349,8 +349,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
         const std::string name = name_of(t);
         register_streaming(
             name, rt, probe, work->bytes(), work->args(), work,
-            [rt, dts, consts](const std::vector<Arg>& args) {
-              return rt->select("gemv", dts, args, {}, consts);
+            [rt, dts, consts](const LaunchArgs& args) {
+              return rt->select("gemv", dts, args, consts);
             },
             cold);
       }
@@ -377,11 +377,18 @@ int cmd_bench(const std::vector<std::string>& argv) {
           benchmark::RegisterBenchmark(
               name.c_str(),
               [=](benchmark::State& st) {
-                std::vector<Arg> args = {w->args()[0], Arg::buffer(x->data(), tokens * k),
-                                         Arg::buffer(y->data(), tokens * m)};
-                if (sb) args.push_back(w->args()[3]);  // scales
-                for (int64_t v : {tokens, m, k}) args.push_back(Arg::scalar_int(v));
-                Spec spec = rt->select("gemm", {{"W", wt}}, args, {}, {{"SCALE_BLOCK", sb}});
+                // The weights (and their scales) of gemv's arguments.
+                LaunchArgs named = w->args();
+                std::erase_if(named, [](const auto& a) {
+                  return a.first != "w" && a.first != "ws";
+                });
+                named.insert(named.end(), {{"x", LaunchArg(x->data(), tokens * k, DType::f32)},
+                                           {"y", LaunchArg(y->data(), tokens * m, DType::f32)},
+                                           {"t", tokens},
+                                           {"n", m},
+                                           {"k", k}});
+                Spec spec = rt->select("gemm", {{"W", wt}}, named, {{"SCALE_BLOCK", sb}});
+                const BoundArgs args = rt->bind(spec, named);
                 double peak = fma->measure_gops();
                 double s = timed(st, [&] { rt->launch(spec, args); });
                 gemm_counters(st, s, tokens, m, k, peak);
@@ -394,8 +401,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
   // Quantized prompt GEMM: the activations' quantisation (qa) plus the
   // product (args), as a forward pays them, against the byte-dot roofline.
   // `keep` owns the buffers both argument lists point into.
-  auto register_qgemm = [&](const std::string& f, int64_t m, int64_t k, std::vector<Arg> qa,
-                            std::vector<Arg> args, std::shared_ptr<const void> keep,
+  auto register_qgemm = [&](const std::string& f, int64_t m, int64_t k, LaunchArgs qa,
+                            LaunchArgs args, std::shared_ptr<const void> keep,
                             const std::string& kernel, std::map<std::string, int64_t> fixed,
                             std::map<std::string, int64_t> qfixed) {
     for (int t : threads) {
@@ -405,12 +412,14 @@ int cmd_bench(const std::vector<std::string>& argv) {
       benchmark::RegisterBenchmark(name.c_str(),
                                    [=](benchmark::State& st) {
                                      (void)keep;
-                                     Spec qspec = rt->select("quantize_q8", {}, qa, {}, qfixed);
-                                     Spec spec = rt->select(kernel, {}, args, {}, fixed);
+                                     Spec qspec = rt->select("quantize_q8", {}, qa, qfixed);
+                                     Spec spec = rt->select(kernel, {}, args, fixed);
+                                     const BoundArgs q_bound = rt->bind(qspec, qa);
+                                     const BoundArgs bound = rt->bind(spec, args);
                                      double peak = dot->measure_gops();
                                      double s = timed(st, [&] {
-                                       rt->launch(qspec, qa);
-                                       rt->launch(spec, args);
+                                       rt->launch(qspec, q_bound);
+                                       rt->launch(spec, bound);
                                      });
                                      gemm_counters(st, s, tokens, m, k, peak);
                                    })
@@ -437,8 +446,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
             Runtime* rt = runtimes[t].get();
             register_streaming(
                 name_of(t), rt, probe, work->weight_bytes, work->args, work,
-                [rt, work](const std::vector<Arg>& args) {
-                  return rt->select(work->kernel, {}, args, {}, work->fixed);
+                [rt, work](const LaunchArgs& args) {
+                  return rt->select(work->kernel, {}, args, work->fixed);
                 },
                 cold);
           }
@@ -480,13 +489,13 @@ int cmd_bench(const std::vector<std::string>& argv) {
       auto name_of = [&](int t) { return gemv_name("qgemv/" + f, m, k, t); };
       if (filter.keeps_any(threads, name_of)) {
         auto work = std::make_shared<QgemvWorkload>(m, k, fmt, 1, rows16);
-        runtimes.begin()->second->call("quantize_q8", {}, work->quantize_args(), {}, qfixed);
+        runtimes.begin()->second->call("quantize_q8", {}, work->quantize_args(), qfixed);
         for (int t : threads) {
           Runtime* rt = runtimes[t].get();
           register_streaming(
               name_of(t), rt, probe, work->weight_bytes(), work->args(), work,
-              [rt, kernel, fixed](const std::vector<Arg>& args) {
-                return rt->select(kernel, {}, args, {}, fixed);
+              [rt, kernel, fixed](const LaunchArgs& args) {
+                return rt->select(kernel, {}, args, fixed);
               },
               cold);
         }
@@ -534,8 +543,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
           Runtime* rt = runtimes[t].get();
           register_streaming(
               one_pass(t), rt, probe, work->cache_bytes(), work->args(), work,
-              [rt, fixed, kv](const std::vector<Arg>& args) {
-                return rt->select("attention_decode", {{"KV", kv.dtype}}, args, {}, fixed);
+              [rt, fixed, kv](const LaunchArgs& args) {
+                return rt->select("attention_decode", {{"KV", kv.dtype}}, args, fixed);
               },
               // Copy the cache's buffers, not q and out.
               cold, work->cache_buffer_bytes());
@@ -569,8 +578,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
           benchmark::RegisterBenchmark(
               name.c_str(),
               [=](benchmark::State& st) {
-                std::vector<Arg> args = work->args();
-                Spec spec = rt->select("attention_prefill", {{"KV", kv.dtype}}, args, {}, fixed);
+                Spec spec = rt->select("attention_prefill", {{"KV", kv.dtype}}, work->args(), fixed);
+                const BoundArgs args = rt->bind(spec, work->args());
                 double peak = fma->measure_gops();
                 double s = timed(st, [&] { rt->launch(spec, args); });
                 double gflops = 2 * work->causal_macs() * st.iterations() / s / 1e9;

@@ -35,21 +35,24 @@ class DeviceMirror {
   explicit DeviceMirror(Runtime& rt) : rt_(rt) {}
 
   // The argument sets of `host` (one set when warm) over device buffers.
-  std::vector<std::vector<Arg>> sets(const Spec& spec, ColdCopies host) {
-    const Kernel k = build_kernel(spec);
-    std::vector<std::vector<Arg>> out;
+  std::vector<BoundArgs> sets(const Spec& spec, ColdCopies host) {
+    const Kernel& k = rt_.signature(spec);
+    std::vector<BoundArgs> out;
     for (size_t c = 0; c < host.count(); ++c) {
-      std::vector<Arg> args = host.next();
-      for (size_t i = 0; i < args.size(); ++i)
-        if (args[i].is_buffer)
-          args[i].data = on_device(
-              args[i].data, static_cast<size_t>(args[i].count * dtype_bytes(k.params[i].dtype)));
+      BoundArgs args = host.next();
+      for (size_t i = 0; i < args.args().size(); ++i) {
+        const Arg a = args.args()[i];
+        if (a.is_buffer)
+          args = args.with_buffer(
+              i, on_device(a.data, static_cast<size_t>(a.count * dtype_bytes(k.params[i].dtype))),
+              true);
+      }
       out.push_back(std::move(args));
     }
     return out;
   }
-  std::vector<Arg> args(const Spec& spec, const std::vector<Arg>& host) {
-    return sets(spec, ColdCopies(host)).front();
+  BoundArgs args(const Spec& spec, const LaunchArgs& host) {
+    return sets(spec, ColdCopies(rt_.bind(spec, host))).front();
   }
 
  private:
@@ -110,15 +113,13 @@ int run_device_bench(const std::string& device, int repeats) {
   const int64_t programs = z.probe_bytes / 4 / words;
   std::vector<uint32_t> px(static_cast<size_t>(programs * words), 1),
       py(static_cast<size_t>(programs));
-  const std::vector<Arg> read_host = {Arg::buffer(px.data(), programs * words),
-                                      Arg::buffer(py.data(), programs), Arg::scalar_int(words)};
-  const Spec read = rt.select("read_peak", {}, read_host, {{"programs", programs}});
+  const LaunchArgs read_host = {{"x", px}, {"y", py}, {"words", words}, {"programs", programs}};
+  const Spec read = rt.select("read_peak", {}, read_host);
   DeviceMirror mirror(rt);
-  const std::vector<Arg> read_args = mirror.args(read, read_host);
-  const double gbps = static_cast<double>(programs * words * 4) / 1e9 /
-                      seconds_per_call(rt, repeats, calls, [&](int64_t) {
-                        rt.launch(read, read_args, {{"programs", programs}});
-                      });
+  const BoundArgs read_args = mirror.args(read, read_host);
+  const double gbps =
+      static_cast<double>(programs * words * 4) / 1e9 /
+      seconds_per_call(rt, repeats, calls, [&](int64_t) { rt.launch(read, read_args); });
   std::printf("%-10s %-46s %10.1f %-8s\n", "probe",
               ("read_peak, " + std::to_string(z.probe_bytes >> 20) + " MiB").c_str(), gbps, "GB/s");
 
@@ -127,16 +128,13 @@ int run_device_bench(const std::string& device, int repeats) {
   std::vector<uint16_t> ma(static_cast<size_t>(tile * tile), 0x3c00),
       mb(static_cast<size_t>(8 * tile * tile), 0x3c00);
   std::vector<float> my(static_cast<size_t>(z.mma_programs * tile * tile));
-  const std::vector<Arg> mma_host = {
-      Arg::buffer(ma.data(), tile * tile), Arg::buffer(mb.data(), 8 * tile * tile),
-      Arg::buffer(my.data(), z.mma_programs * tile * tile), Arg::scalar_int(z.mma_steps)};
-  const Spec mma = rt.select("mma_peak", {{"T", DType::f16}}, mma_host,
-                             {{"programs", z.mma_programs}}, {{"TILE", tile}});
-  const std::vector<Arg> mma_args = mirror.args(mma, mma_host);
-  const double peak = 2.0 * static_cast<double>(mma_peak_macs(tile, z.mma_steps) * z.mma_programs) /
-                      1e9 / seconds_per_call(rt, repeats, calls, [&](int64_t) {
-                        rt.launch(mma, mma_args, {{"programs", z.mma_programs}});
-                      });
+  const LaunchArgs mma_host = {
+      {"a", ma}, {"b", mb}, {"y", my}, {"steps", z.mma_steps}, {"programs", z.mma_programs}};
+  const Spec mma = rt.select("mma_peak", {{"T", DType::f16}}, mma_host, {{"TILE", tile}});
+  const BoundArgs mma_args = mirror.args(mma, mma_host);
+  const double peak =
+      2.0 * static_cast<double>(mma_peak_macs(tile, z.mma_steps) * z.mma_programs) / 1e9 /
+      seconds_per_call(rt, repeats, calls, [&](int64_t) { rt.launch(mma, mma_args); });
   std::printf("%-10s %-46s %10.1f %-8s\n", "probe", "mma_peak, f16 64x64 tile dots", peak,
               "GFLOP/s");
 
@@ -144,11 +142,12 @@ int run_device_bench(const std::string& device, int repeats) {
   for (TensorType fmt : {TensorType::q4_K, TensorType::q6_K, TensorType::q8_0, TensorType::q4_0,
                          TensorType::iq4_xs, TensorType::mxfp4}) {
     QgemvWorkload w(z.gemv_m, z.gemv_k, fmt);
-    const std::vector<Arg> qh = w.quantize_args(), gh = w.args();
+    const LaunchArgs qh = w.quantize_args();
     // x quantised as forwards pair it with the format (ops::linear).
     const int64_t qblock = tensor_type_info(fmt).block_elems == 256 ? 256 : 32;
-    const Spec quantize = rt.select("quantize_q8", {}, qh, {}, {{"QBLOCK", qblock}});
-    const Spec gemv = rt.select("qgemv", {}, gh, {}, {{"FMT", static_cast<int64_t>(fmt)}});
+    const Spec quantize = rt.select("quantize_q8", {}, qh, {{"QBLOCK", qblock}});
+    const Spec gemv = rt.select("qgemv", {}, w.args(), {{"FMT", static_cast<int64_t>(fmt)}});
+    const BoundArgs gh = rt.bind(gemv, w.args());
     rt.launch(quantize, mirror.args(quantize, qh));
     const auto g_sets =
         mirror.sets(gemv, z.cold ? ColdCopies(build_kernel(gemv), gh) : ColdCopies(gh));
@@ -169,15 +168,16 @@ int run_device_bench(const std::string& device, int repeats) {
   {
     const int64_t split = 256;
     AttentionWorkload w(z.heads, z.kv_heads, z.head_dim, z.decode_keys, kb);
-    const std::vector<Arg> sh = w.split_args(split), mh = w.merge_args(split);
-    const Spec tiles = rt.select("attention_decode_tiles", {{"KV", DType::f16}}, sh, {},
+    const Spec tiles = rt.select("attention_decode_tiles", {{"KV", DType::f16}}, w.split_args(split),
                                  {{"HEAD_DIM", z.head_dim}, {"SPLIT", split}});
-    const Spec merge = rt.select("attention_decode_merge", {}, mh, {},
+    const BoundArgs sh = rt.bind(tiles, w.split_args(split));
+    const LaunchArgs mh = w.merge_args(split);
+    const Spec merge = rt.select("attention_decode_merge", {}, mh,
                                  {{"HEAD_DIM", z.head_dim}, {"SPLIT", split}});
     const auto s_sets =
         mirror.sets(tiles, z.cold ? ColdCopies(build_kernel(tiles), sh, w.cache_buffer_bytes())
                                   : ColdCopies(sh));
-    const std::vector<Arg> m_args = mirror.args(merge, mh);
+    const BoundArgs m_args = mirror.args(merge, mh);
     const double s = seconds_per_call(rt, repeats, calls, [&](int64_t i) {
       rt.launch(tiles, s_sets[static_cast<size_t>(i) % s_sets.size()]);
       rt.launch(merge, m_args);
@@ -189,10 +189,10 @@ int run_device_bench(const std::string& device, int repeats) {
   {
     AttentionWorkload w(z.heads, z.kv_heads, z.head_dim, z.prompt_tokens, kb, DType::f16,
                         z.prompt_tokens);
-    const std::vector<Arg> ph = w.args();
-    const Spec prefill = rt.select("attention_prefill_tiles", {{"KV", DType::f16}}, ph, {},
-                                   {{"HEAD_DIM", z.head_dim}});
-    const std::vector<Arg> p_args = mirror.args(prefill, ph);
+    const LaunchArgs ph = w.args();
+    const Spec prefill =
+        rt.select("attention_prefill_tiles", {{"KV", DType::f16}}, ph, {{"HEAD_DIM", z.head_dim}});
+    const BoundArgs p_args = mirror.args(prefill, ph);
     const double s =
         seconds_per_call(rt, repeats, calls, [&](int64_t) { rt.launch(prefill, p_args); });
     row("attention",

@@ -47,14 +47,17 @@ DotProbe::DotProbe(Runtime& rt, DType t)
   };
   for (int64_t i = 0; i < codes_n_; ++i) put(codes_, i, static_cast<int>(i % 3));
   for (int64_t i = 0; i < x_n_; ++i) put(x_, i, static_cast<int>(i % 3) - 1);
+  const bool bytes = t == DType::u8;
+  args_ = rt_.bind(spec_, {{"codes", LaunchArg(codes_.data(), codes_n_, t)},
+                           {"x", LaunchArg(x_.data(), x_n_, bytes ? DType::i8 : DType::f32)},
+                           {"y", LaunchArg(y_.data(), y_n_, bytes ? DType::i32 : DType::f32)},
+                           {"steps", steps_},
+                           {"programs", programs_}});
   rt_.compile(spec_);
 }
 
 double DotProbe::run_once() {
-  rt_.launch(spec_,
-             {Arg::buffer(codes_.data(), codes_n_), Arg::buffer(x_.data(), x_n_),
-              Arg::buffer(y_.data(), y_n_), Arg::scalar_int(steps_)},
-             {{"programs", programs_}});
+  rt_.launch(spec_, args_);
   double sum = 0;  // of y's bytes: only so that the results are used
   for (uint8_t b : y_) sum += b;
   return sum;

@@ -28,6 +28,7 @@ class DotProbe {
   int64_t programs_, steps_;
   // Raw storage for codes (t_), x (i8 or f32) and y (i32 or f32).
   std::vector<uint8_t> codes_, x_, y_;
+  BoundArgs args_;  // over codes_, x_, y_
   int64_t codes_n_ = 0, x_n_ = 0, y_n_ = 0;
 };
 

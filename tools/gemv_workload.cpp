@@ -33,12 +33,15 @@ float GemvWorkload::scale(int64_t i, int64_t j) const {
       ws_.data())[i / block_ * ((k_ + block_ - 1) / block_) + j / block_];
 }
 
-std::vector<Arg> GemvWorkload::args() {
-  std::vector<Arg> a = {Arg::buffer(w_.data(), m_ * k_), Arg::buffer(x_.data(), k_),
-                        Arg::buffer(y_.data(), m_)};
-  if (block_) a.push_back(Arg::buffer(ws_.data(), scales()));
-  a.push_back(Arg::scalar_int(m_));
-  a.push_back(Arg::scalar_int(k_));
+LaunchArgs GemvWorkload::args() {
+  // gemv reads FP8 weights as raw bytes.
+  const DType w = dtype_bytes(wt_) == 1 ? DType::u8 : wt_;
+  LaunchArgs a = {{"w", LaunchArg(w_.data(), m_ * k_, w)},
+                  {"x", LaunchArg(x_.data(), k_, xt_)},
+                  {"y", LaunchArg(y_.data(), m_, xt_)},
+                  {"m", m_},
+                  {"k", k_}};
+  if (block_) a.emplace_back("ws", LaunchArg(ws_.data(), scales(), DType::f32));
   return a;
 }
 

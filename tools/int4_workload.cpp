@@ -39,10 +39,10 @@ AwqWeights random_awq(int64_t m, int64_t k) {
 }
 
 // The activation and output buffers (xq, xd, xs, y) after the weights'
-// buffers, and the launch arguments: `args` (the weights'), then these,
-// then m, k, t; and an f32 x with its quantize_q8 arguments (into xq, xd,
-// xs and split sums the int4w kernels do not read).
-void add_x_and_args(Int4Workload& w, std::vector<Arg> args, int64_t m, int64_t k, int64_t t) {
+// buffers, and the launch arguments: `args` (the weights'), these, m, k
+// and t; and an f32 x with its quantize_q8 arguments (into xq, xd, xs and
+// split sums the int4w kernels do not read).
+void add_x_and_args(Int4Workload& w, LaunchArgs args, int64_t m, int64_t k, int64_t t) {
   const int64_t nb = t * k / 32;
   const size_t x = w.memory.size();
   w.memory.emplace_back(static_cast<size_t>(t * k));      // x: 8-bit blocks
@@ -59,18 +59,20 @@ void add_x_and_args(Int4Workload& w, std::vector<Arg> args, int64_t m, int64_t k
   std::normal_distribution<float> dist(0, 1);
   auto* xf = reinterpret_cast<float*>(w.memory[x + 4].data());
   for (int64_t i = 0; i < t * k; ++i) xf[i] = dist(rng);
-  args.push_back(Arg::buffer(w.memory[x].data(), t * k));
-  args.push_back(Arg::buffer(w.memory[x + 1].data(), nb));
-  args.push_back(Arg::buffer(w.memory[x + 2].data(), nb));
-  args.push_back(Arg::buffer(w.memory[x + 3].data(), t * m));
-  for (int64_t v : {m, k, t}) args.push_back(Arg::scalar_int(v));
+  args.insert(args.end(), {{"xq", LaunchArg(w.memory[x].data(), t * k, DType::i8)},
+                           {"xd", LaunchArg(w.memory[x + 1].data(), nb, DType::f32)},
+                           {"xs", LaunchArg(w.memory[x + 2].data(), nb, DType::i32)},
+                           {"y", LaunchArg(w.memory[x + 3].data(), t * m, DType::f32)},
+                           {"m", m},
+                           {"k", k},
+                           {"t", t}});
   w.args = std::move(args);
-  w.quantize_args = {Arg::buffer(w.memory[x + 4].data(), t * k),
-                     Arg::buffer(w.memory[x].data(), t * k),
-                     Arg::buffer(w.memory[x + 1].data(), nb),
-                     Arg::buffer(w.memory[x + 2].data(), nb),
-                     Arg::buffer(w.memory[x + 5].data(), split_sum_bytes(nb)),
-                     Arg::scalar_int(nb)};
+  w.quantize_args = {{"x", LaunchArg(w.memory[x + 4].data(), t * k, DType::f32)},
+                     {"q", LaunchArg(w.memory[x].data(), t * k, DType::i8)},
+                     {"d", LaunchArg(w.memory[x + 1].data(), nb, DType::f32)},
+                     {"s", LaunchArg(w.memory[x + 2].data(), nb, DType::i32)},
+                     {"s8", LaunchArg(w.memory[x + 5].data(), split_sum_bytes(nb), DType::i8)},
+                     {"nblocks", nb}};
 }
 
 int64_t format_bytes(const Int4wRows& r) {
@@ -84,11 +86,12 @@ Int4Workload row_major(const Int4wRows& r, int64_t t) {
   w.memory.push_back(copy_of(r.scales.data(), r.scales.size() * 2));
   // gemv_int4w's zeros buffer is unread without zero points.
   w.memory.push_back(r.zeros.empty() ? HostMemory(1) : copy_of(r.zeros.data(), r.zeros.size()));
-  add_x_and_args(w,
-                 {Arg::buffer(w.memory[0].data(), static_cast<int64_t>(r.q.size())),
-                  Arg::buffer(w.memory[1].data(), static_cast<int64_t>(r.scales.size())),
-                  Arg::buffer(w.memory[2].data(), static_cast<int64_t>(r.zeros.size()))},
-                 r.m, r.k, t);
+  add_x_and_args(
+      w,
+      {{"q", LaunchArg(w.memory[0].data(), static_cast<int64_t>(r.q.size()), DType::u8)},
+       {"scales", LaunchArg(w.memory[1].data(), static_cast<int64_t>(r.scales.size()), DType::f16)},
+       {"zeros", LaunchArg(w.memory[2].data(), static_cast<int64_t>(r.zeros.size()), DType::u8)}},
+      r.m, r.k, t);
   w.weight_bytes = format_bytes(r);
   return w;
 }
@@ -98,8 +101,9 @@ Int4Workload interleaved(const Int4wRows& r, int64_t t) {
       "gemv_int4w_rows16", {{"GROUP", r.group}, {"ZP", r.zeros.empty() ? 0 : 1}}, {}, {}, {}, 0};
   std::vector<uint8_t> packed = interleave_int4w_rows16(r);
   w.memory.push_back(copy_of(packed.data(), packed.size()));
-  add_x_and_args(w, {Arg::buffer(w.memory[0].data(), static_cast<int64_t>(packed.size()))}, r.m,
-                 r.k, t);
+  add_x_and_args(
+      w, {{"w", LaunchArg(w.memory[0].data(), static_cast<int64_t>(packed.size()), DType::u8)}},
+      r.m, r.k, t);
   w.weight_bytes = format_bytes(r);
   return w;
 }
@@ -112,13 +116,14 @@ Int4Workload awq(int64_t m, int64_t k) {
   w.memory.push_back(copy_of(a.scales.data(), a.scales.size() * 2));
   w.memory.emplace_back(static_cast<size_t>(k * 4));
   w.memory.emplace_back(static_cast<size_t>(m * 4));
-  w.args = {Arg::buffer(w.memory[0].data(), static_cast<int64_t>(a.qweight.size())),
-            Arg::buffer(w.memory[1].data(), static_cast<int64_t>(a.qzeros.size())),
-            Arg::buffer(w.memory[2].data(), static_cast<int64_t>(a.scales.size())),
-            Arg::buffer(w.memory[3].data(), k),
-            Arg::buffer(w.memory[4].data(), m),
-            Arg::scalar_int(k),
-            Arg::scalar_int(m)};
+  w.args = {
+      {"qweight", LaunchArg(w.memory[0].data(), static_cast<int64_t>(a.qweight.size()), DType::i32)},
+      {"qzeros", LaunchArg(w.memory[1].data(), static_cast<int64_t>(a.qzeros.size()), DType::i32)},
+      {"scales", LaunchArg(w.memory[2].data(), static_cast<int64_t>(a.scales.size()), DType::f16)},
+      {"x", LaunchArg(w.memory[3].data(), k, DType::f32)},
+      {"y", LaunchArg(w.memory[4].data(), m, DType::f32)},
+      {"k", k},
+      {"n", m}};
   w.weight_bytes =
       static_cast<int64_t>(a.qweight.size() * 4 + a.qzeros.size() * 4 + a.scales.size() * 2);
   return w;

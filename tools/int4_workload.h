@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/interpreter.h"
 #include "runtime/host_memory.h"
+#include "runtime/named_args.h"
 
 namespace kiln {
 
@@ -23,10 +23,10 @@ struct Int4Workload {
   std::string kernel;
   std::map<std::string, int64_t> fixed;  // non-tunable constexprs
   std::vector<HostMemory> memory;
-  std::vector<Arg> args;
+  LaunchArgs args;
   // quantize_q8 (QBLOCK 32) of an f32 x [t, k] into the kernel's x blocks;
   // empty for awq.
-  std::vector<Arg> quantize_args;
+  LaunchArgs quantize_args;
   // Packed weights + scales (+ zero points), without the interleave's
   // alignment padding: the bytes the format needs, not what Kiln reads.
   int64_t weight_bytes = 0;

@@ -41,44 +41,51 @@ QgemvWorkload::QgemvWorkload(int64_t m, int64_t k, TensorType fmt, int64_t token
   for (int64_t j = 0; j < t_ * k; ++j) x[j] = dist(rng);
 }
 
-std::vector<Arg> QgemvWorkload::quantize_args() {
+LaunchArgs QgemvWorkload::quantize_args() {
   int64_t nb = t_ * k_ / 32;
-  return {Arg::buffer(x_.data(), t_ * k_),
-          Arg::buffer(xq_.data(), t_ * k_),
-          Arg::buffer(xd_.data(), nb),
-          Arg::buffer(xs_.data(), nb),
-          Arg::buffer(xs8_.data(), split_sum_bytes(nb)),
-          Arg::scalar_int(nb)};
+  return {{"x", LaunchArg(x_.data(), t_ * k_, DType::f32)},
+          {"q", LaunchArg(xq_.data(), t_ * k_, DType::i8)},
+          {"d", LaunchArg(xd_.data(), nb, DType::f32)},
+          {"s", LaunchArg(xs_.data(), nb, DType::i32)},
+          {"s8", LaunchArg(xs8_.data(), split_sum_bytes(nb), DType::i8)},
+          {"nblocks", nb}};
 }
 
-std::vector<Arg> QgemvWorkload::args() {
-  std::vector<Arg> a = {Arg::buffer(w_.data(), static_cast<int64_t>(w_.size())),
-                        Arg::buffer(xq_.data(), t_ * k_), Arg::buffer(xd_.data(), t_ * k_ / 32),
-                        Arg::buffer(xs_.data(), t_ * k_ / 32)};
-  if (rows16_) a.push_back(Arg::buffer(xs8_.data(), split_sum_bytes(t_ * k_ / 32)));
-  for (const Arg& tail : {Arg::buffer(y_.data(), t_ * m_), Arg::scalar_int(m_), Arg::scalar_int(k_),
-                          Arg::scalar_int(t_)})
-    a.push_back(tail);
+// The weights and the quantized activations of `tokens` tokens.
+LaunchArgs QgemvWorkload::operands(int64_t tokens) {
+  const int64_t blocks = tokens * k_ / 32;
+  LaunchArgs a = {{"w", LaunchArg(w_.data(), static_cast<int64_t>(w_.size()), DType::u8)},
+                  {"xq", LaunchArg(xq_.data(), tokens * k_, DType::i8)},
+                  {"xd", LaunchArg(xd_.data(), blocks, DType::f32)},
+                  {"xs", LaunchArg(xs_.data(), blocks, DType::i32)}};
+  if (rows16_) a.emplace_back("xs8", LaunchArg(xs8_.data(), split_sum_bytes(blocks), DType::i8));
   return a;
 }
 
-std::vector<Arg> QgemvWorkload::grouped_args(int64_t experts) {
+LaunchArgs QgemvWorkload::args() {
+  LaunchArgs a = operands(t_);
+  a.insert(a.end(),
+           {{"y", LaunchArg(y_.data(), t_ * m_, DType::f32)}, {"m", m_}, {"k", k_}, {"t", t_}});
+  return a;
+}
+
+LaunchArgs QgemvWorkload::grouped_args(int64_t experts) {
   if (t_ != 1 || experts < 1 || m_ % experts)
     throw Error("grouped GEMV workload: " + std::to_string(m_) + " rows and " + std::to_string(t_) +
                 " tokens cannot be one token through " + std::to_string(experts) + " experts");
   tile_expert_.resize(static_cast<size_t>(experts));
   std::iota(tile_expert_.begin(), tile_expert_.end(), 0);
   sorted_.assign(static_cast<size_t>(experts), 0);
-  std::vector<Arg> a = {Arg::buffer(w_.data(), static_cast<int64_t>(w_.size())),
-                        Arg::buffer(xq_.data(), k_), Arg::buffer(xd_.data(), k_ / 32),
-                        Arg::buffer(xs_.data(), k_ / 32)};
-  if (rows16_) a.push_back(Arg::buffer(xs8_.data(), split_sum_bytes(k_ / 32)));
-  for (const Arg& tail :
-       {Arg::buffer(y_.data(), m_), Arg::scalar_int(m_ / experts), Arg::scalar_int(k_),
-        Arg::scalar_int(experts), Arg::buffer(tile_expert_.data(), experts),
-        Arg::buffer(sorted_.data(), experts), Arg::scalar_int(experts),
-        Arg::scalar_int(weight_bytes() / experts), Arg::scalar_int(1)})
-    a.push_back(tail);
+  LaunchArgs a = operands(1);
+  a.insert(a.end(), {{"y", LaunchArg(y_.data(), m_, DType::f32)},
+                     {"m", m_ / experts},
+                     {"k", k_},
+                     {"t", experts},
+                     {"tile_expert", tile_expert_},
+                     {"sorted", sorted_},
+                     {"n_expert", experts},
+                     {"w_stride", weight_bytes() / experts},
+                     {"tokens", int64_t{1}}});
   return a;
 }
 

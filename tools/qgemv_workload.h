@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "ir/interpreter.h"
 #include "kernels/quant/ggml_blocks.h"
 #include "runtime/host_memory.h"
+#include "runtime/named_args.h"
 
 namespace kiln {
 
@@ -22,15 +22,17 @@ class QgemvWorkload {
 
   // quantize_q8's arguments (x f32 -> xq, xd, xs, xs8) and the GEMV's
   // (qgemv_rows16 also takes xs8).
-  std::vector<Arg> quantize_args();
-  std::vector<Arg> args();
+  LaunchArgs quantize_args();
+  LaunchArgs args();
   // The weights as a stack of `experts` matrices of m / experts rows, the
   // one token routed to every expert: the arguments of the kernel's
   // GROUPED 1 launch (kernels/moe/expert_tiles.h), tiles of one row.
-  std::vector<Arg> grouped_args(int64_t experts);
+  LaunchArgs grouped_args(int64_t experts);
   int64_t weight_bytes() const { return static_cast<int64_t>(w_.size()); }
 
  private:
+  LaunchArgs operands(int64_t tokens);
+
   int64_t m_, k_, t_;
   bool rows16_;
   HostMemory w_, x_, xq_, xd_, xs_, xs8_, y_;

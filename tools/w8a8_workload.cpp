@@ -22,15 +22,15 @@ Int4Workload w8a8_workload(int64_t m, int64_t k) {
   w.memory.push_back(std::move(xd));
   w.memory.push_back(std::move(xs));
   w.memory.emplace_back(static_cast<size_t>(m * 4));  // y
-  w.args = {Arg::buffer(w.memory[0].data(), m * k),
-            Arg::buffer(w.memory[1].data(), m),
-            Arg::buffer(w.memory[2].data(), k),
-            Arg::buffer(w.memory[3].data(), 1),
-            Arg::buffer(w.memory[4].data(), 1),
-            Arg::buffer(w.memory[5].data(), m),
-            Arg::scalar_int(m),
-            Arg::scalar_int(k),
-            Arg::scalar_int(1)};
+  w.args = {{"w", LaunchArg(w.memory[0].data(), m * k, DType::u8)},
+            {"ws", LaunchArg(w.memory[1].data(), m, DType::f32)},
+            {"xq", LaunchArg(w.memory[2].data(), k, DType::i8)},
+            {"xd", LaunchArg(w.memory[3].data(), 1, DType::f32)},
+            {"xs", LaunchArg(w.memory[4].data(), 1, DType::i32)},
+            {"y", LaunchArg(w.memory[5].data(), m, DType::f32)},
+            {"m", m},
+            {"k", k},
+            {"t", int64_t{1}}};
   return w;
 }
 

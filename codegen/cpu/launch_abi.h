@@ -11,12 +11,12 @@
 
 namespace kiln {
 
-struct LaunchArgs {
+struct CpuKernelArgs {
   void* const* buffers;    // one pointer per buffer parameter, in order
   const int64_t* scalars;  // one slot per scalar parameter, in order
   int32_t grid[3];
 };
 
-using KernelRangeFn = void (*)(const LaunchArgs* args, int64_t begin, int64_t end);
+using KernelRangeFn = void (*)(const CpuKernelArgs* args, int64_t begin, int64_t end);
 
 }  // namespace kiln

@@ -31,7 +31,7 @@ CpuLaunch::CpuLaunch(const Kernel& k, KernelRangeFn fn, const std::vector<Arg>& 
     slot_.emplace_back(static_cast<int>(scalars_.size()), is_float(p.dtype));
     scalars_.push_back(scalar_slot(is_float(p.dtype), args[i]));
   }
-  la_ = LaunchArgs{buffers_.data(), scalars_.data(), {0, 0, 0}};
+  la_ = CpuKernelArgs{buffers_.data(), scalars_.data(), {0, 0, 0}};
   for (int a = 0; a < 3; ++a) {
     if (grid[a] < 0 || grid[a] > INT32_MAX)
       throw Error("kernel '" + name_ + "': grid axis " + std::to_string(a) + " has " +

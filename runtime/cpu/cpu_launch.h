@@ -2,7 +2,7 @@
 // backend's launch.
 //
 // The lowest launch layer: it checks the arguments against the kernel's
-// parameters (count and kinds) and packs them into the LaunchArgs ABI.
+// parameters (count and kinds) and packs them into the CpuKernelArgs ABI.
 // Buffer sizes are checked one level up, where the kernel's definition says
 // how large each buffer must be (Runtime::check_launch).
 #pragma once
@@ -24,7 +24,7 @@ namespace kiln {
 // few KiB and took 2-4 us more on 2 threads than on one).
 constexpr int64_t kSerialLaunchBytes = 128 << 10;
 
-// A launch's arguments packed into the LaunchArgs ABI once, so that a plan
+// A launch's arguments packed into the CpuKernelArgs ABI once, so that a plan
 // replays it without re-checking or re-packing (only its dynamic scalars
 // are patched, through set_scalar).
 class CpuLaunch : public BoundLaunch {
@@ -47,7 +47,7 @@ class CpuLaunch : public BoundLaunch {
   std::vector<void*> buffers_;
   std::vector<int64_t> scalars_;
   std::vector<std::pair<int, bool>> slot_;  // per argument: scalar slot (-1: buffer), is float
-  LaunchArgs la_;
+  CpuKernelArgs la_;
   int64_t programs_;
   bool serial_;
 };

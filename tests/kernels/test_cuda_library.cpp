@@ -485,18 +485,20 @@ struct Inputs {
 Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
   const KernelDef& def = find_kernel(c.kernel);
   Inputs in;
+  // By name for the runtime's checks; in parameter order (in.args) for
+  // the CUDA launches below it.
+  LaunchArgs named;
   Sizes launch = c.sizes;
-  in.args.resize(k.params.size());
-  for (size_t i = 0; i < k.params.size(); ++i) {
-    const Param& p = k.params[i];
+  for (const Param& p : k.params) {
     if (p.kind != ParamKind::Scalar) continue;
     if (is_float(p.dtype)) {
-      in.args[i] = Arg::scalar_float(p.name == "eps" ? 1e-5 : 0.37);
+      named.emplace_back(p.name, p.name == "eps" ? 1e-5 : 0.37);
     } else {
-      in.args[i] = Arg::scalar_int(c.sizes.at(p.name));
+      named.emplace_back(p.name, c.sizes.at(p.name));
       launch.erase(p.name);
     }
   }
+  for (const auto& [name, v] : launch) named.emplace_back(name, v);
   ScalarArgs sa;
   for (const auto& [name, v] : c.sizes) sa.set_int(name, v);
   LaunchShape shape = def.launch_shape(spec, sa);
@@ -596,9 +598,11 @@ Inputs make_inputs(const Case& c, const Spec& spec, const Kernel& k) {
         store_element(m, j, p.dtype, v);
       }
     }
-    in.args[i] = Arg::buffer(m, n);
+    named.emplace_back(p.name, LaunchArg(m, n, p.dtype));
   }
-  in.grid = test::runtime().check_launch(spec, k, in.args, launch).grid;
+  const BoundArgs bound = bind_named(k, named);
+  in.args = bound.args();
+  in.grid = test::runtime().check_launch(spec, k, bound).grid;
   return in;
 }
 

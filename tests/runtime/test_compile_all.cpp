@@ -29,7 +29,7 @@ std::vector<double> run_add(Runtime& rt, const Spec& spec) {
   const DType t = spec.dtypes.at("T");
   HostBuffer x(t, 300), y(t, 300), z(t, 300);
   for (int64_t i = 0; i < 300; ++i) x.set(i, i), y.set(i, 2 * i + 1);
-  rt.launch(spec, {x.arg(), y.arg(), z.arg(), Arg::scalar_int(300)});
+  rt.launch(spec, {{"x", x}, {"y", y}, {"z", z}, {"n", int64_t{300}}});
   std::vector<double> out;
   for (int64_t i = 0; i < 300; ++i) out.push_back(z.get(i));
   return out;

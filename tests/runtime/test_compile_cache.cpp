@@ -33,8 +33,7 @@ std::string only_entry(const std::string& root) {
 // Runs add on 100 elements and returns z.
 std::vector<float> run_add(Runtime& rt, const Spec& spec) {
   std::vector<float> x(100, 1.5f), y(100, 2.0f), z(100, 0.0f);
-  rt.launch(spec, {Arg::buffer(x.data(), 100), Arg::buffer(y.data(), 100),
-                   Arg::buffer(z.data(), 100), Arg::scalar_int(100)});
+  rt.launch(spec, {{"x", x}, {"y", y}, {"z", z}, {"n", int64_t{100}}});
   return z;
 }
 

@@ -17,9 +17,10 @@ struct AddLaunch {
   Kernel k = build_kernel(spec);
   std::vector<float> x = std::vector<float>(100, 1.5f), y = std::vector<float>(100, 2.0f),
                      z = std::vector<float>(100, 0.0f);
-  std::vector<Arg> args = {Arg::buffer(x.data(), 100), Arg::buffer(y.data(), 100),
-                           Arg::buffer(z.data(), 100), Arg::scalar_int(100)};
-  Grid grid = test::runtime().check_launch(spec, k, args, {}).grid;
+  BoundArgs bound = test::runtime().bind(spec, {{"x", x}, {"y", y}, {"z", z}, {"n", int64_t{100}}});
+  // In parameter order, for the checker and the plan below the runtime.
+  std::vector<Arg> args = bound.args();
+  Grid grid = test::runtime().check_launch(spec, k, bound).grid;
 };
 
 }  // namespace
@@ -28,18 +29,18 @@ TEST_CASE("a compiled launch agrees with the interpreter or is named", "[runtime
   AddLaunch l;
   const LaunchTolerance tol = launch_tolerance(l.k, 0, 0);
   CHECK(check_against_interpreter(l.k, l.args, l.grid, tol,
-                                  [&] { test::runtime().launch(l.spec, l.args); }) == "");
+                                  [&] { test::runtime().launch(l.spec, l.bound); }) == "");
   CHECK(l.z[99] == 3.5f);
   // A "compiled" result one element off beyond the tolerance.
   std::string why = check_against_interpreter(l.k, l.args, l.grid, tol, [&] {
-    test::runtime().launch(l.spec, l.args);
+    test::runtime().launch(l.spec, l.bound);
     l.z[37] += 1e-3f;
   });
   CHECK_THAT(why, Catch::Contains("kernel 'add', buffer 'z'[37]: compiled 3.501") &&
                       Catch::Contains("interpreter 3.5"));
   // Within it.
   CHECK(check_against_interpreter(l.k, l.args, l.grid, tol, [&] {
-          test::runtime().launch(l.spec, l.args);
+          test::runtime().launch(l.spec, l.bound);
           l.z[37] += 1e-5f;
         }) == "");
 }

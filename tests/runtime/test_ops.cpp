@@ -84,8 +84,7 @@ TEST_CASE("ops reject tensors that do not fit together", "[runtime][ops][error]"
 
 TEST_CASE("the runtime builds kernels for its backend's target", "[runtime][ops]") {
   std::vector<float> x(8);
-  Spec s = rt().select("add", {{"T", DType::f32}},
-                       {Arg::buffer(x.data(), 8), Arg::buffer(x.data(), 8),
-                        Arg::buffer(x.data(), 8), Arg::scalar_int(8)});
+  Spec s =
+      rt().select("add", {{"T", DType::f32}}, {{"x", x}, {"y", x}, {"z", x}, {"n", int64_t{8}}});
   CHECK(s.target == rt().backend().target_desc());
 }

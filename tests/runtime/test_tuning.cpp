@@ -199,10 +199,10 @@ TEST_CASE("dispatch takes tuned constexprs by bucket, else the target's default,
       TuningKey{"gemv", {{"W", DType::f16}, {"X", DType::f32}}, {{"m", 128}, {"k", 256}}},
       {{"BLOCK_M", 2}, {"BLOCK_K", 32}});
   kiln::test::HostBuffer w(DType::f16, 100 * 200), x(DType::f32, 200), y(DType::f32, 100);
-  std::vector<Arg> args = {w.arg(), x.arg(), y.arg(), Arg::scalar_int(100), Arg::scalar_int(200)};
+  const LaunchArgs args = {{"w", w}, {"x", x}, {"y", y}, {"m", int64_t{100}}, {"k", int64_t{200}}};
   Spec tuned = rt.select("gemv", {{"W", DType::f16}}, args);
   CHECK(tuned.constexprs.at("BLOCK_M") == 2);
-  std::vector<Arg> other = {w.arg(), x.arg(), y.arg(), Arg::scalar_int(10), Arg::scalar_int(200)};
+  const LaunchArgs other = {{"w", w}, {"x", x}, {"y", y}, {"m", int64_t{10}}, {"k", int64_t{200}}};
   CHECK(rt.select("gemv", {{"W", DType::f16}}, other).constexprs.at("BLOCK_M") == 4);
   // An entry without a bucket serves every other shape.
   rt.tuning().set(TuningKey{"gemv", {{"W", DType::f16}, {"X", DType::f32}}, {}},
@@ -315,17 +315,11 @@ BLOCK_M = 2
   std::vector<int8_t> xq(64);
   std::vector<float> xd(2), y(64);
   std::vector<int32_t> xs(2);
-  std::vector<Arg> args = {Arg::buffer(w.data(), w.size()),
-                           Arg::buffer(xq.data(), 64),
-                           Arg::buffer(xd.data(), 2),
-                           Arg::buffer(xs.data(), 2),
-                           Arg::buffer(y.data(), 64),
-                           Arg::scalar_int(64),
-                           Arg::scalar_int(64),
-                           Arg::scalar_int(1)};
-  CHECK(rt.select("qgemv", {}, args, {}, {{"FMT", 2}}).constexprs.at("BLOCK_M") == 2);
+  const LaunchArgs args = {{"w", w}, {"xq", xq},         {"xd", xd},         {"xs", xs},
+                           {"y", y}, {"m", int64_t{64}}, {"k", int64_t{64}}, {"t", int64_t{1}}};
+  CHECK(rt.select("qgemv", {}, args, {{"FMT", 2}}).constexprs.at("BLOCK_M") == 2);
   // No entry for FMT 8: the kernel's heuristic (one row for Q8_0 decode).
-  CHECK(rt.select("qgemv", {}, args, {}, {{"FMT", 8}}).constexprs.at("BLOCK_M") == 1);
+  CHECK(rt.select("qgemv", {}, args, {{"FMT", 8}}).constexprs.at("BLOCK_M") == 1);
   CHECK_THAT(TuningDb().to_toml(), Catch::Contains("written by `kiln tune`"));
   CHECK_THAT(db.to_toml(), Catch::Contains("variant = { FMT = 2 }"));
 }

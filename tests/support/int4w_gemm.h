@@ -1,4 +1,4 @@
-// A kernel over int4 weight-only matrices (gemv_int4w's operands: q,
+// A kernel over int4 weight-only matrices (gemv_int4w's parameters: q,
 // scales, zeros, xq, xd, xs, y, m, k, t) against a double-precision product
 // of the dequantised weights ((q - z) * s per group) with the f32
 // activations, and the interpreter.
@@ -48,19 +48,12 @@ inline void check_int4w(const std::string& kernel, Int4wCase c, int bm, int bt) 
   QuantizedX xq = quantize_x(x);
   Spec spec = find_kernel(kernel).make_spec(
       {}, {{"GROUP", c.group}, {"ZP", c.zp}, {"BLOCK_M", bm}, {"BLOCK_T", bt}});
-  std::vector<Arg> args = {Arg::buffer(q.data(), q.size()),
-                           Arg::buffer(s.data(), s.size()),
-                           Arg::buffer(z.data(), z.size()),
-                           Arg::buffer(xq.q.data(), c.t * c.k),
-                           Arg::buffer(xq.d.data(), c.t * c.k / 32),
-                           Arg::buffer(xq.s.data(), c.t * c.k / 32),
-                           Arg::buffer(y.data(), c.t * c.m),
-                           Arg::scalar_int(c.m),
-                           Arg::scalar_int(c.k),
-                           Arg::scalar_int(c.t)};
-  runtime().launch(spec, args);
-  args[6] = Arg::buffer(yi.data(), c.t * c.m);
-  runtime().interpret(spec, args);
+  auto args = [&](std::vector<float>& out) -> LaunchArgs {
+    return {{"q", q},     {"scales", s}, {"zeros", z}, {"xq", xq.q}, {"xd", xq.d},
+            {"xs", xq.s}, {"y", out},    {"m", c.m},   {"k", c.k},   {"t", c.t}};
+  };
+  runtime().launch(spec, args(y));
+  runtime().interpret(spec, args(yi));
   double worst = 0, worst_interp = 0, worst_quantized = 0;
   for (int64_t tok = 0; tok < c.t; ++tok)
     for (int64_t i = 0; i < c.m; ++i) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -36,12 +37,8 @@ inline QuantizedX quantize_x(const std::vector<float>& x, bool interpreter = fal
                std::vector<int8_t>(split_sum_bytes(nb))};
   Spec spec = find_kernel("quantize_q8").make_spec({}, {{"QBLOCK", qblock}, {"BLOCKS", blocks}});
   std::vector<float> xc = x;
-  std::vector<Arg> args = {Arg::buffer(xc.data(), xc.size()),
-                           Arg::buffer(r.q.data(), r.q.size()),
-                           Arg::buffer(r.d.data(), nb),
-                           Arg::buffer(r.s.data(), nb),
-                           Arg::buffer(r.s8.data(), static_cast<int64_t>(r.s8.size())),
-                           Arg::scalar_int(nb)};
+  const LaunchArgs args = {{"x", xc},  {"q", r.q},   {"d", r.d},
+                           {"s", r.s}, {"s8", r.s8}, {"nblocks", nb}};
   if (interpreter)
     runtime().interpret(spec, args);
   else
@@ -58,8 +55,8 @@ inline std::vector<float> normal_floats(size_t n, uint64_t seed, float scale = 1
   return v;
 }
 
-// y [t, m] of a qgemv-style kernel (w, xq, xd, xs, [xs8,] y, m, k, t)
-// through the JIT and through the interpreter; xs8 is passed when the
+// y [t, m] of a qgemv-style kernel (parameters w, xq, xd, xs, [xs8,] y, m,
+// k, t) through the JIT and through the interpreter; xs8 is passed when the
 // kernel declares it.
 struct QuantizedGemmOutputs {
   std::vector<float> jit, interpreter;
@@ -70,17 +67,20 @@ inline QuantizedGemmOutputs run_quantized_gemm(const Spec& spec, std::vector<uin
   bool takes_s8 = false;
   for (const Param& p : kernel.params) takes_s8 = takes_s8 || p.name == "xs8";
   QuantizedGemmOutputs out{std::vector<float>(t * m), std::vector<float>(t * m)};
-  std::vector<Arg> args = {Arg::buffer(w.data(), static_cast<int64_t>(w.size())),
-                           Arg::buffer(xq.q.data(), t * k), Arg::buffer(xq.d.data(), t * k / 32),
-                           Arg::buffer(xq.s.data(), t * k / 32)};
-  if (takes_s8) args.push_back(Arg::buffer(xq.s8.data(), split_sum_bytes(t * k / 32)));
-  const size_t y_at = args.size();
-  for (const Arg& tail : {Arg::buffer(out.jit.data(), t * m), Arg::scalar_int(m),
-                          Arg::scalar_int(k), Arg::scalar_int(t)})
-    args.push_back(tail);
-  runtime().launch(spec, args);
-  args[y_at] = Arg::buffer(out.interpreter.data(), t * m);
-  runtime().interpret(spec, args);
+  auto args = [&](std::vector<float>& y) {
+    LaunchArgs a = {{"w", w},
+                    {"xq", std::span(xq.q.data(), t * k)},
+                    {"xd", std::span(xq.d.data(), t * k / 32)},
+                    {"xs", std::span(xq.s.data(), t * k / 32)},
+                    {"y", y},
+                    {"m", m},
+                    {"k", k},
+                    {"t", t}};
+    if (takes_s8) a.emplace_back("xs8", std::span(xq.s8.data(), split_sum_bytes(t * k / 32)));
+    return a;
+  };
+  runtime().launch(spec, args(out.jit));
+  runtime().interpret(spec, args(out.interpreter));
   return out;
 }
 

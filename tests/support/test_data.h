@@ -11,6 +11,7 @@
 #include "ir/dtype.h"
 #include "ir/interpreter.h"
 #include "ir/scalar_eval.h"
+#include "runtime/named_args.h"
 
 namespace kiln::test {
 
@@ -38,6 +39,10 @@ class HostBuffer {
       v.i = normalize_int(static_cast<int64_t>(x), t_);
     store_element(bytes_.data(), i, t_, v);
   }
+  // The buffer as a launch argument by name: rt.launch(spec, {{"x", x}, {"n", n}}).
+  operator LaunchArg() { return LaunchArg(bytes_.data(), n_, t_); }
+  // In parameter order, for the layers below the runtime (the
+  // interpreter, a target's own launcher).
   Arg arg() { return Arg::buffer(bytes_.data(), n_); }
   int64_t size() const { return n_; }
   DType dtype() const { return t_; }

@@ -1,5 +1,5 @@
 // One attention launch for the tests: sizes, reproducible inputs, the
-// argument list in the kernels' parameter order, a double-precision
+// launch arguments by the kernels' parameter names, a double-precision
 // reference softmax(q K^T * scale + causal mask) V, and the comparisons.
 //
 // The cache is in the kernels' layout (kv_cache.h). Cache rows no query may
@@ -87,8 +87,8 @@ struct KvTensors {
     return p;
   }
   // The q8_0 scales as the kernels' arguments k_scale, v_scale.
-  void add_scale_args(std::vector<Arg>& a) {
-    if (ks.size()) a.push_back(ks.arg()), a.push_back(vs.arg());
+  void add_scale_args(LaunchArgs& a) {
+    if (ks.size()) a.insert(a.end(), {{"k_scale", ks}, {"v_scale", vs}});
   }
 };
 
@@ -135,9 +135,9 @@ struct QueryTensors {
       sum.set(to / kKvQuantBlock + b, src.sum.get(from / kKvQuantBlock + b));
     }
   }
-  // A q8_0 cache's q_scale and q_sum arguments (after the cache's scales).
-  void add_scale_args(std::vector<Arg>& a) {
-    if (scale.size()) a.push_back(scale.arg()), a.push_back(sum.arg());
+  // A q8_0 cache's q_scale and q_sum arguments.
+  void add_scale_args(LaunchArgs& a) {
+    if (scale.size()) a.insert(a.end(), {{"q_scale", scale}, {"q_sum", sum}});
   }
 };
 
@@ -264,32 +264,31 @@ struct InterleavedPool {
   std::vector<KvPagePool::SeqId> ids;
 };
 
-// q, k, v, out, n_tokens, n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale,
-// window, then block_table and n_pages when paged (k and v the pool), then
-// a q8_0 cache's k_scale, v_scale, q_scale and q_sum, then sinks when the
-// case has them.
-inline std::vector<Arg> attention_args(const AttentionCase& c, AttentionData& d, HostBuffer& out) {
+// q, k, v, the `outputs` (out, or split-K's part_o and part_ml), n_tokens,
+// n_heads, n_kv_heads, max_ctx, kv_len, pos0, scale, window, block_table and
+// n_pages when paged (k and v the pool), a q8_0 cache's k_scale, v_scale,
+// q_scale and q_sum, and sinks when the case has them.
+inline LaunchArgs attention_args(const AttentionCase& c, AttentionData& d,
+                                 const LaunchArgs& outputs) {
   KvTensors& cache = c.page ? d.pool : d.cache;
-  std::vector<Arg> a = {d.q.q.arg(),
-                        cache.k.arg(),
-                        cache.v.arg(),
-                        out.arg(),
-                        Arg::scalar_int(c.n_tokens),
-                        Arg::scalar_int(c.n_heads),
-                        Arg::scalar_int(c.n_kv_heads),
-                        Arg::scalar_int(c.rows()),
-                        Arg::scalar_int(c.kv_len),
-                        Arg::scalar_int(c.pos0),
-                        Arg::scalar_float(c.scale()),
-                        Arg::scalar_int(c.window)};
-  if (c.page) {
-    a.push_back(d.table.arg());
-    a.push_back(Arg::scalar_int(d.n_pages));
-  }
+  LaunchArgs a = {{"q", d.q.q}, {"k", cache.k}, {"v", cache.v}};
+  a.insert(a.end(), outputs.begin(), outputs.end());
+  a.insert(a.end(), {{"n_tokens", c.n_tokens},
+                     {"n_heads", c.n_heads},
+                     {"n_kv_heads", c.n_kv_heads},
+                     {"max_ctx", c.rows()},
+                     {"kv_len", c.kv_len},
+                     {"pos0", c.pos0},
+                     {"scale", c.scale()},
+                     {"window", c.window}});
+  if (c.page) a.insert(a.end(), {{"block_table", d.table}, {"n_pages", d.n_pages}});
   cache.add_scale_args(a);
   d.q.add_scale_args(a);
-  if (c.sinks) a.push_back(d.sinks.arg());
+  if (c.sinks) a.emplace_back("sinks", d.sinks);
   return a;
+}
+inline LaunchArgs attention_args(const AttentionCase& c, AttentionData& d, HostBuffer& out) {
+  return attention_args(c, d, {{"out", out}});
 }
 
 inline std::vector<double> attention_reference(const AttentionCase& c, const AttentionData& d) {
@@ -340,7 +339,7 @@ inline HostBuffer run_attention(const Spec& spec, const AttentionCase& c, Attent
                                 bool interpret) {
   HostBuffer out(c.act, c.n_tokens * c.n_heads * c.head_dim);
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, std::numeric_limits<double>::quiet_NaN());
-  std::vector<Arg> args = attention_args(c, d, out);
+  LaunchArgs args = attention_args(c, d, out);
   if (interpret)
     runtime().interpret(spec, args);
   else
@@ -370,18 +369,11 @@ inline HostBuffer run_split_attention(const AttentionCase& c, AttentionData& d, 
   for (HostBuffer* b : {&part_o, &part_ml, &out})
     for (int64_t i = 0; i < b->size(); ++i) b->set(i, nan);
   // attention_args with out replaced by the two partials.
-  std::vector<Arg> split_args = attention_args(no_sinks, d, part_o);
-  split_args.insert(split_args.begin() + 4, part_ml.arg());
-  std::vector<Arg> merge_args = {part_o.arg(),
-                                 part_ml.arg(),
-                                 out.arg(),
-                                 Arg::scalar_int(c.n_tokens),
-                                 Arg::scalar_int(c.n_heads),
-                                 Arg::scalar_int(c.rows()),
-                                 Arg::scalar_int(c.kv_len),
-                                 Arg::scalar_int(c.pos0),
-                                 Arg::scalar_int(c.window)};
-  if (c.sinks) merge_args.push_back(d.sinks.arg());
+  LaunchArgs split_args = attention_args(no_sinks, d, {{"part_o", part_o}, {"part_ml", part_ml}});
+  LaunchArgs merge_args = {{"part_o", part_o},       {"part_ml", part_ml},   {"out", out},
+                           {"n_tokens", c.n_tokens}, {"n_heads", c.n_heads}, {"max_ctx", c.rows()},
+                           {"kv_len", c.kv_len},     {"pos0", c.pos0},       {"window", c.window}};
+  if (c.sinks) merge_args.emplace_back("sinks", d.sinks);
   if (interpret) {
     runtime().interpret(split, split_args);
     runtime().interpret(merge, merge_args);

@@ -66,22 +66,16 @@ void check_batch(const Batch& b, bool interpret = false,
   consts["PAGE"] = kPage;
   consts["SINKS"] = b.sinks;
   Spec spec = find_kernel("attention_decode_batch").make_spec({{"KV", b.kv}}, consts);
-  std::vector<Arg> args = {q.q.arg(),
-                           kvpool.k.arg(),
-                           kvpool.v.arg(),
-                           out.arg(),
-                           lens.arg(),
-                           Arg::scalar_int(S),
-                           Arg::scalar_int(H),
-                           Arg::scalar_int(b.n_kv_heads),
-                           Arg::scalar_int(max_ctx),
-                           Arg::scalar_float(cs[0].scale()),
-                           Arg::scalar_int(b.window),
-                           table.arg(),
-                           Arg::scalar_int(n_pages)};
+  LaunchArgs args = {{"q", q.q},           {"k", kvpool.k},
+                     {"v", kvpool.v},      {"out", out},
+                     {"seq_len", lens},    {"n_seqs", S},
+                     {"n_heads", H},       {"n_kv_heads", b.n_kv_heads},
+                     {"max_ctx", max_ctx}, {"scale", cs[0].scale()},
+                     {"window", b.window}, {"block_table", table},
+                     {"n_pages", n_pages}};
   kvpool.add_scale_args(args);
   q.add_scale_args(args);
-  if (b.sinks) args.push_back(ds[0].sinks.arg());
+  if (b.sinks) args.emplace_back("sinks", ds[0].sinks);
   if (interpret)
     test::runtime().interpret(spec, args);
   else

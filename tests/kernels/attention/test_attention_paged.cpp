@@ -7,6 +7,7 @@
 //
 // Tolerance: as the kernels' own tests (2e-5 absolute): paging changes only
 // where a block's rows are read from.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -29,6 +30,13 @@ HostBuffer run(const std::string& kernel, const AttentionCase& c, kiln::test::At
 }
 
 const char* const kKernels[] = {"attention_decode", "split", "attention_prefill"};
+
+// Replaces the argument named `name` in `args`.
+void set_arg(LaunchArgs& args, const std::string& name, const LaunchArg& arg) {
+  auto it = std::find_if(args.begin(), args.end(), [&](const auto& a) { return a.first == name; });
+  REQUIRE(it != args.end());
+  it->second = arg;
+}
 
 void check(const std::string& kernel, const AttentionCase& c) {
   INFO(kernel << " " << c.describe());
@@ -132,11 +140,10 @@ TEST_CASE("two sequences sharing a forked prefix read their own rows", "[kernels
       check_block_table(t, (c->kv_len + P - 1) / P, 12);
       for (int64_t i = 0; i < table.size(); ++i) table.set(i, t[i]);
       HostBuffer out(DType::f32, c->n_tokens * c->n_heads * D);
-      std::vector<Arg> args = kiln::test::attention_args(*c, *d, out);
-      args[1] = shared.k.arg();
-      args[2] = shared.v.arg();
-      args.push_back(table.arg());
-      args.push_back(Arg::scalar_int(12));
+      LaunchArgs args = kiln::test::attention_args(*c, *d, out);
+      set_arg(args, "k", shared.k);
+      set_arg(args, "v", shared.v);
+      args.insert(args.end(), {{"block_table", table}, {"n_pages", int64_t{12}}});
       test::runtime().launch(kiln::test::attention_spec(kernel, paged), args);
       CHECK(kiln::test::worst_error(out, kiln::test::attention_reference(*c, *d), kAtol, 0) <= 1.0);
     }
@@ -152,9 +159,16 @@ TEST_CASE("kv_cache_store writes through a block table", "[kernels][attention]")
   for (int64_t i = 0; i < 3; ++i) table.set(i, pages[i]);
   Spec s =
       find_kernel("kv_cache_store").make_spec({{"KV", DType::f16}}, {{"HEAD_DIM", D}, {"PAGE", P}});
-  test::runtime().launch(
-      s, {xk.arg(), xv.arg(), k.arg(), v.arg(), Arg::scalar_int(nt), Arg::scalar_int(nkv),
-          Arg::scalar_int(max_ctx), Arg::scalar_int(pos0), table.arg(), Arg::scalar_int(n_pages)});
+  test::runtime().launch(s, {{"xk", xk},
+                             {"xv", xv},
+                             {"k", k},
+                             {"v", v},
+                             {"n_tokens", nt},
+                             {"n_kv_heads", nkv},
+                             {"max_ctx", max_ctx},
+                             {"pos0", pos0},
+                             {"block_table", table},
+                             {"n_pages", n_pages}});
   const int64_t kb = kiln::test::kTestKeyBlock;
   for (int64_t t = 0; t < nt; ++t)
     for (int64_t h = 0; h < nkv; ++h)
@@ -192,22 +206,19 @@ TEST_CASE("kv_cache_store writes a packed batch through each sequence's table",
         vs(DType::f16, v_pool_elems(n_pages, nkv, D, P) / 32);
     Spec s = find_kernel("kv_cache_store")
                  .make_spec({{"KV", kv}}, {{"HEAD_DIM", D}, {"PAGE", P}, {"VARLEN", 1}});
-    std::vector<Arg> args = {xk.arg(),
-                             xv.arg(),
-                             k.arg(),
-                             v.arg(),
-                             Arg::scalar_int(nt),
-                             Arg::scalar_int(nkv),
-                             Arg::scalar_int(max_ctx),
-                             positions.arg(),
-                             tok_seq.arg(),
-                             Arg::scalar_int(2),
-                             table.arg(),
-                             Arg::scalar_int(n_pages)};
-    if (q8) {
-      args.push_back(ks.arg());
-      args.push_back(vs.arg());
-    }
+    LaunchArgs args = {{"xk", xk},
+                       {"xv", xv},
+                       {"k", k},
+                       {"v", v},
+                       {"n_tokens", nt},
+                       {"n_kv_heads", nkv},
+                       {"max_ctx", max_ctx},
+                       {"positions", positions},
+                       {"tok_seq", tok_seq},
+                       {"n_seqs", int64_t{2}},
+                       {"block_table", table},
+                       {"n_pages", n_pages}};
+    if (q8) args.insert(args.end(), {{"k_scale", ks}, {"v_scale", vs}});
     test::runtime().launch(s, args);
     const int64_t kb = kiln::test::kTestKeyBlock;
     for (int64_t t = 0; t < nt; ++t)

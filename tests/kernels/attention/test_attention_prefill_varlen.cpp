@@ -72,25 +72,25 @@ void check_batch(const std::vector<int32_t>& n, const std::vector<int32_t>& pos0
   consts["PAGE"] = kPage;
   consts["SINKS"] = sinks;
   Spec spec = find_kernel("attention_prefill_varlen").make_spec({{"KV", kv}}, consts);
-  std::vector<Arg> args = {q.q.arg(),
-                           kvpool.k.arg(),
-                           kvpool.v.arg(),
-                           out.arg(),
-                           cu_b.arg(),
-                           pos_b.arg(),
-                           Arg::scalar_int(T),
-                           Arg::scalar_int(H),
-                           Arg::scalar_int(KVH),
-                           Arg::scalar_int(max_ctx),
-                           Arg::scalar_int(S),
-                           Arg::scalar_int(max_seq),
-                           Arg::scalar_float(cs[0].scale()),
-                           Arg::scalar_int(window),
-                           table.arg(),
-                           Arg::scalar_int(n_pages)};
+  LaunchArgs args = {{"q", q.q},
+                     {"k", kvpool.k},
+                     {"v", kvpool.v},
+                     {"out", out},
+                     {"cu_seqlens", cu_b},
+                     {"seq_pos0", pos_b},
+                     {"n_tokens", T},
+                     {"n_heads", H},
+                     {"n_kv_heads", KVH},
+                     {"max_ctx", max_ctx},
+                     {"n_seqs", S},
+                     {"max_seq_tokens", max_seq},
+                     {"scale", cs[0].scale()},
+                     {"window", window},
+                     {"block_table", table},
+                     {"n_pages", n_pages}};
   kvpool.add_scale_args(args);
   q.add_scale_args(args);
-  if (sinks) args.push_back(ds[0].sinks.arg());
+  if (sinks) args.emplace_back("sinks", ds[0].sinks);
   if (interpret)
     test::runtime().interpret(spec, args);
   else

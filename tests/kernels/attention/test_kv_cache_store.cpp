@@ -21,16 +21,16 @@ struct StoreCase {
   int64_t n_tokens, n_kv, max_ctx, pos0;
 };
 
-std::vector<Arg> store_args(HostBuffer& xk, HostBuffer& xv, HostBuffer& k, HostBuffer& v,
-                            const StoreCase& c) {
-  return {xk.arg(),
-          xv.arg(),
-          k.arg(),
-          v.arg(),
-          Arg::scalar_int(c.n_tokens),
-          Arg::scalar_int(c.n_kv),
-          Arg::scalar_int(c.max_ctx),
-          Arg::scalar_int(c.pos0)};
+LaunchArgs store_args(HostBuffer& xk, HostBuffer& xv, HostBuffer& k, HostBuffer& v,
+                      const StoreCase& c) {
+  return {{"xk", xk},
+          {"xv", xv},
+          {"k", k},
+          {"v", v},
+          {"n_tokens", c.n_tokens},
+          {"n_kv_heads", c.n_kv},
+          {"max_ctx", c.max_ctx},
+          {"pos0", c.pos0}};
 }
 
 }  // namespace
@@ -89,17 +89,11 @@ TEST_CASE("kv_cache_store rounds a q8_0 cache as llama.cpp's x86 Q8_0", "[kernel
       INFO("interpret=" << interpret);
       HostBuffer k(DType::i8, ke), v(DType::i8, ve), ks(DType::f16, ke / 32),
           vs(DType::f16, ve / 32);
-      std::vector<Arg> args = {xk.arg(),
-                               xv.arg(),
-                               k.arg(),
-                               v.arg(),
-                               Arg::scalar_int(nt),
-                               Arg::scalar_int(nkv),
-                               Arg::scalar_int(max_ctx),
-                               Arg::scalar_int(pos0)};
-      if (page) args.push_back(table.arg()), args.push_back(Arg::scalar_int(n_pages));
-      args.push_back(ks.arg());
-      args.push_back(vs.arg());
+      LaunchArgs args = {
+          {"xk", xk},          {"xv", xv},           {"k", k},      {"v", v}, {"n_tokens", nt},
+          {"n_kv_heads", nkv}, {"max_ctx", max_ctx}, {"pos0", pos0}};
+      if (page) args.insert(args.end(), {{"block_table", table}, {"n_pages", n_pages}});
+      args.insert(args.end(), {{"k_scale", ks}, {"v_scale", vs}});
       if (interpret)
         kiln::test::runtime().interpret(spec, args);
       else

@@ -107,7 +107,7 @@ Cache build_cache(const Case& c, std::mt19937_64& rng) {
   return ca;
 }
 
-void launch(const Spec& s, std::vector<Arg> a) { kiln::test::runtime().launch(s, a); }
+void launch(const Spec& s, const LaunchArgs& a) { kiln::test::runtime().launch(s, a); }
 
 // rows [n, din] of `x` times the matrix: aura_rotate.
 HostBuffer rotate(HostBuffer& x, std::vector<float>& m, int64_t din, int64_t dout, DType to) {
@@ -115,25 +115,25 @@ HostBuffer rotate(HostBuffer& x, std::vector<float>& m, int64_t din, int64_t dou
   HostBuffer out(to, n * dout);
   Spec s = find_kernel("aura_rotate")
                .make_spec({{"X", x.dtype()}, {"Y", to}}, {{"DIN", din}, {"DOUT", dout}});
-  launch(s, {x.arg(), Arg::buffer(m.data(), m.size()), out.arg(), Arg::scalar_int(n)});
+  launch(s, {{"x", x}, {"rot", m}, {"out", out}, {"n_rows", n}});
   return out;
 }
 
 // The attention kernel(s) of the case over cache buffers k, v (dtype kv)
 // with extra buffers (an AURA cache's norms), q' f32 [tokens, heads, D].
-HostBuffer attend(const Case& c, DType kv, HostBuffer& q, Arg k, Arg v, std::vector<Arg> extra,
-                  HostBuffer& sinks) {
+HostBuffer attend(const Case& c, DType kv, HostBuffer& q, const LaunchArg& k, const LaunchArg& v,
+                  const LaunchArgs& extra, HostBuffer& sinks) {
   const int64_t D = c.D();
   std::map<std::string, int64_t> cx = {{"HEAD_DIM", D}};
   if (kv == DType::u32) cx["KBITS"] = c.kbits, cx["VBITS"] = c.vbits;
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   HostBuffer out(DType::f32, c.n_tokens * c.n_heads * D);
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, NAN);
-  std::vector<Arg> scalars = {Arg::scalar_int(c.n_tokens), Arg::scalar_int(c.n_heads),
-                              Arg::scalar_int(c.n_kv),     Arg::scalar_int(c.max_ctx),
-                              Arg::scalar_int(c.kv_len),   Arg::scalar_int(c.pos0()),
-                              Arg::scalar_float(scale),    Arg::scalar_int(c.window)};
-  auto with = [&](std::vector<Arg> a) {
+  const LaunchArgs scalars = {{"n_tokens", c.n_tokens}, {"n_heads", c.n_heads},
+                              {"n_kv_heads", c.n_kv},   {"max_ctx", c.max_ctx},
+                              {"kv_len", c.kv_len},     {"pos0", c.pos0()},
+                              {"scale", scale},         {"window", c.window}};
+  auto with = [&](LaunchArgs a) {
     a.insert(a.end(), scalars.begin(), scalars.end());
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
@@ -146,28 +146,22 @@ HostBuffer attend(const Case& c, DType kv, HostBuffer& q, Arg k, Arg v, std::vec
     HostBuffer po(DType::f32, rows * D), pm(DType::f32, rows * 2);
     for (HostBuffer* b : {&po, &pm})
       for (int64_t i = 0; i < b->size(); ++i) b->set(i, NAN);
-    launch(split, with({q.arg(), k, v, po.arg(), pm.arg()}));
+    launch(split, with({{"q", q}, {"k", k}, {"v", v}, {"part_o", po}, {"part_ml", pm}}));
     Spec merge = find_kernel("attention_decode_merge")
                      .make_spec({{"T", DType::f32}},
                                 {{"HEAD_DIM", D}, {"SPLIT", c.split}, {"SINKS", c.sinks}});
-    std::vector<Arg> ma = {po.arg(),
-                           pm.arg(),
-                           out.arg(),
-                           Arg::scalar_int(c.n_tokens),
-                           Arg::scalar_int(c.n_heads),
-                           Arg::scalar_int(c.max_ctx),
-                           Arg::scalar_int(c.kv_len),
-                           Arg::scalar_int(c.pos0()),
-                           Arg::scalar_int(c.window)};
-    if (c.sinks) ma.push_back(sinks.arg());
+    LaunchArgs ma = {{"part_o", po},           {"part_ml", pm},        {"out", out},
+                     {"n_tokens", c.n_tokens}, {"n_heads", c.n_heads}, {"max_ctx", c.max_ctx},
+                     {"kv_len", c.kv_len},     {"pos0", c.pos0()},     {"window", c.window}};
+    if (c.sinks) ma.emplace_back("sinks", sinks);
     launch(merge, ma);
     return out;
   }
   cx["SINKS"] = c.sinks;
   const std::string name = c.kernel == "prefill" ? "attention_prefill" : "attention_decode";
   Spec s = find_kernel(name).make_spec({{"KV", kv}, {"T", DType::f32}}, cx);
-  std::vector<Arg> a = with({q.arg(), k, v, out.arg()});
-  if (c.sinks) a.push_back(sinks.arg());
+  LaunchArgs a = with({{"q", q}, {"k", k}, {"v", v}, {"out", out}});
+  if (c.sinks) a.emplace_back("sinks", sinks);
   launch(s, a);
   return out;
 }
@@ -193,8 +187,8 @@ void check_case(const Case& c) {
   }
 
   // Compressed.
-  HostBuffer out = attend(c, DType::u32, qr, Arg::buffer(ca.k.data(), ca.k.size()),
-                          Arg::buffer(ca.v.data(), ca.v.size()), {ca.kn.arg(), ca.vn.arg()}, sinks);
+  HostBuffer out =
+      attend(c, DType::u32, qr, ca.k, ca.v, {{"k_scale", ca.kn}, {"v_scale", ca.vn}}, sinks);
   // The mirror: the decoded rotated rows as an f32 cache, unseen rows NaN.
   const int64_t kb = kv_key_block(TargetDesc{});
   HostBuffer mk(DType::f32, k_cache_elems(c.max_ctx, c.n_kv, D, kb)),
@@ -214,14 +208,20 @@ void check_case(const Case& c) {
   Spec dq = find_kernel("aura_dequant")
                 .make_spec({{"KV", DType::f32}},
                            {{"HEAD_DIM", D}, {"KBITS", c.kbits}, {"VBITS", c.vbits}});
-  launch(dq, {Arg::buffer(ca.k.data(), ca.k.size()), Arg::buffer(ca.v.data(), ca.v.size()),
-              ca.kn.arg(), ca.vn.arg(), dk.arg(), dv.arg(), Arg::scalar_int(c.n_kv),
-              Arg::scalar_int(c.max_ctx), Arg::scalar_int(c.kv_len)});
+  launch(dq, {{"k", ca.k},
+              {"v", ca.v},
+              {"k_scale", ca.kn},
+              {"v_scale", ca.vn},
+              {"k_out", dk},
+              {"v_out", dv},
+              {"n_kv_heads", c.n_kv},
+              {"max_ctx", c.max_ctx},
+              {"kv_len", c.kv_len}});
   for (int64_t i = 0; i < mk.size(); ++i)
     REQUIRE((dk.get(i) == mk.get(i) || (std::isnan(dk.get(i)) && std::isnan(mk.get(i)))));
   for (int64_t i = 0; i < mv.size(); ++i)
     REQUIRE((dv.get(i) == mv.get(i) || (std::isnan(dv.get(i)) && std::isnan(mv.get(i)))));
-  HostBuffer mirror = attend(c, DType::f32, qr, dk.arg(), dv.arg(), {}, sinks);
+  HostBuffer mirror = attend(c, DType::f32, qr, dk, dv, {}, sinks);
   for (int64_t i = 0; i < out.size(); ++i)
     REQUIRE(std::abs(out.get(i) - mirror.get(i)) <= 2e-5 + 1e-5 * std::abs(mirror.get(i)));
 

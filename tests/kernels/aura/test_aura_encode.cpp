@@ -48,18 +48,18 @@ Encoded run_encode(const EncodeCase& c, HostBuffer& xk, HostBuffer& xv, bool int
   Spec s = find_kernel("aura_encode")
                .make_spec({{"T", c.act}},
                           {{"HEAD_DIM", c.head_dim}, {"KBITS", c.kbits}, {"VBITS", c.vbits}});
-  std::vector<Arg> a = {xk.arg(),
-                        xv.arg(),
-                        Arg::buffer(e.k.data(), e.k.size()),
-                        Arg::buffer(e.v.data(), e.v.size()),
-                        e.kn.arg(),
-                        e.vn.arg(),
-                        Arg::buffer(kr.data(), kr.size()),
-                        Arg::buffer(vr.data(), vr.size()),
-                        Arg::scalar_int(c.n_tokens),
-                        Arg::scalar_int(c.n_kv),
-                        Arg::scalar_int(c.max_ctx),
-                        Arg::scalar_int(c.pos0)};
+  LaunchArgs a = {{"xk", xk},
+                  {"xv", xv},
+                  {"k", e.k},
+                  {"v", e.v},
+                  {"k_scale", e.kn},
+                  {"v_scale", e.vn},
+                  {"k_rot", kr},
+                  {"v_rot", vr},
+                  {"n_tokens", c.n_tokens},
+                  {"n_kv_heads", c.n_kv},
+                  {"max_ctx", c.max_ctx},
+                  {"pos0", c.pos0}};
   if (interpret)
     kiln::test::runtime().interpret(s, a);
   else

@@ -31,8 +31,8 @@ TEST_CASE("add matches x + y", "[kernels][elementwise]") {
       Spec spec = find_kernel("add").make_spec({{"T", t}});
       auto x = HostBuffer::random(t, n, 1, -100, 100), y = HostBuffer::random(t, n, 2, -100, 100);
       HostBuffer z(t, n), zi(t, n);
-      kiln::test::runtime().launch(spec, {x.arg(), y.arg(), z.arg(), Arg::scalar_int(n)});
-      kiln::test::runtime().interpret(spec, {x.arg(), y.arg(), zi.arg(), Arg::scalar_int(n)});
+      kiln::test::runtime().launch(spec, {{"x", x}, {"y", y}, {"z", z}, {"n", n}});
+      kiln::test::runtime().interpret(spec, {{"x", x}, {"y", y}, {"z", zi}, {"n", n}});
       std::vector<double> ref(n);
       for (int64_t i = 0; i < n; ++i) ref[i] = x.get(i) + y.get(i);
       CHECK(kiln::test::worst_error(z, ref, 1e-30, ulp_rtol(t)) <= 1.0);
@@ -46,10 +46,8 @@ TEST_CASE("scaled_add matches y + alpha x in place", "[kernels][elementwise]") {
       INFO(dtype_name(t) << " n=" << n);
       Spec spec = find_kernel("scaled_add").make_spec({{"T", t}}, {{"BLOCK", 256}});
       auto x = HostBuffer::random(t, n, 3), y = HostBuffer::random(t, n, 4), y0 = y, yi = y;
-      kiln::test::runtime().launch(
-          spec, {x.arg(), y.arg(), Arg::scalar_int(n), Arg::scalar_float(-0.75)});
-      kiln::test::runtime().interpret(
-          spec, {x.arg(), yi.arg(), Arg::scalar_int(n), Arg::scalar_float(-0.75)});
+      kiln::test::runtime().launch(spec, {{"x", x}, {"y", y}, {"n", n}, {"alpha", -0.75}});
+      kiln::test::runtime().interpret(spec, {{"x", x}, {"y", yi}, {"n", n}, {"alpha", -0.75}});
       std::vector<double> ref(n);
       for (int64_t i = 0; i < n; ++i) ref[i] = y0.get(i) - 0.75 * x.get(i);
       CHECK(kiln::test::worst_error(y, ref, 1e-6, ulp_rtol(t)) <= 1.0);
@@ -67,8 +65,8 @@ TEST_CASE("glu matches silu(gate) * up, gelu_tanh(gate) * up and GPT-OSS's clamp
         // up past +-7 too, which the clamped SwiGLU clips.
         auto g = HostBuffer::random(t, n, 5, -12, 12), u = HostBuffer::random(t, n, 6, -9, 9);
         HostBuffer o(t, n), oi(t, n);
-        kiln::test::runtime().launch(spec, {g.arg(), u.arg(), o.arg(), Arg::scalar_int(n)});
-        kiln::test::runtime().interpret(spec, {g.arg(), u.arg(), oi.arg(), Arg::scalar_int(n)});
+        kiln::test::runtime().launch(spec, {{"gate", g}, {"up", u}, {"out", o}, {"n", n}});
+        kiln::test::runtime().interpret(spec, {{"gate", g}, {"up", u}, {"out", oi}, {"n", n}});
         std::vector<double> ref(n), refi(n);
         for (int64_t i = 0; i < n; ++i) {
           double gv = g.get(i), uv = u.get(i);
@@ -101,11 +99,10 @@ TEST_CASE("convert stores rows rounded to Y at a row offset", "[kernels][element
       auto x = HostBuffer::random(DType::f32, n, 9, -70000, 70000);
       auto y = HostBuffer::random(to, total, 10), yi = y, want = y;
       for (int64_t i = 0; i < n; ++i) want.set(row0 * row + i, x.get(i));
-      std::vector<Arg> args = {x.arg(), y.arg(), Arg::scalar_int(n), Arg::scalar_int(row0),
-                               Arg::scalar_int(row)};
-      kiln::test::runtime().launch(spec, args);
-      args[1] = yi.arg();
-      kiln::test::runtime().interpret(spec, args);
+      kiln::test::runtime().launch(spec,
+                                   {{"x", x}, {"y", y}, {"n", n}, {"row0", row0}, {"row", row}});
+      kiln::test::runtime().interpret(
+          spec, {{"x", x}, {"y", yi}, {"n", n}, {"row0", row0}, {"row", row}});
       CHECK(y.bytes() == want.bytes());
       CHECK(yi.bytes() == want.bytes());
     }
@@ -129,13 +126,12 @@ TEST_CASE("add_rows adds a bias to every row, or each row's expert's", "[kernels
     }
     for (bool interpret : {false, true}) {
       std::vector<float> y = x;
-      std::vector<Arg> args = {Arg::buffer(y.data(), rows * n), Arg::buffer(b.data(), n_expert * n),
-                               Arg::scalar_int(n)};
-      if (t) args.push_back(Arg::buffer(tile_expert.data(), 3));
+      LaunchArgs args = {{"x", y}, {"b", b}, {"n", n}, {"rows", rows}, {"n_expert", n_expert}};
+      if (t) args.emplace_back("tile_expert", tile_expert);
       if (interpret)
-        kiln::test::runtime().interpret(spec, args, {{"rows", rows}, {"n_expert", n_expert}});
+        kiln::test::runtime().interpret(spec, args);
       else
-        kiln::test::runtime().launch(spec, args, {{"rows", rows}, {"n_expert", n_expert}});
+        kiln::test::runtime().launch(spec, args);
       CHECK(y == want);
     }
   }

@@ -36,15 +36,10 @@ TEST_CASE("gemm matches a double-precision reference", "[kernels][gemm]") {
         auto w = HostBuffer::random(tw, s.n * s.k, 1),
              x = HostBuffer::random(DType::f32, s.t * s.k, 2);
         HostBuffer y(DType::f32, s.t * s.n), yi(DType::f32, s.t * s.n);
-        std::vector<Arg> args = {w.arg(),
-                                 x.arg(),
-                                 y.arg(),
-                                 Arg::scalar_int(s.t),
-                                 Arg::scalar_int(s.n),
-                                 Arg::scalar_int(s.k)};
-        kiln::test::runtime().launch(spec, args);
-        args[2] = yi.arg();
-        kiln::test::runtime().interpret(spec, args);
+        kiln::test::runtime().launch(
+            spec, {{"w", w}, {"x", x}, {"y", y}, {"t", s.t}, {"n", s.n}, {"k", s.k}});
+        kiln::test::runtime().interpret(
+            spec, {{"w", w}, {"x", x}, {"y", yi}, {"t", s.t}, {"n", s.n}, {"k", s.k}});
         double worst = 0;
         for (int64_t t = 0; t < s.t; ++t)
           for (int64_t n = 0; n < s.n; ++n) {
@@ -68,10 +63,9 @@ TEST_CASE("gemm rejects a k chunk that is not a whole number of steps", "[kernel
       find_kernel("gemm").make_spec({{"W", DType::f16}}, {{"BLOCK_K", 16}, {"PANEL_K", 40}});
   auto w = HostBuffer::random(DType::f16, 8 * 64, 1), x = HostBuffer::random(DType::f32, 4 * 64, 2);
   HostBuffer y(DType::f32, 4 * 8);
-  CHECK_THROWS_WITH(
-      kiln::test::runtime().launch(spec, {w.arg(), x.arg(), y.arg(), Arg::scalar_int(4),
-                                          Arg::scalar_int(8), Arg::scalar_int(64)}),
-      Catch::Contains("PANEL_K (40) must be a multiple of BLOCK_K (16)"));
+  CHECK_THROWS_WITH(kiln::test::runtime().launch(
+                        spec, {{"w", w}, {"x", x}, {"y", y}, {"t", 4}, {"n", 8}, {"k", 64}}),
+                    Catch::Contains("PANEL_K (40) must be a multiple of BLOCK_K (16)"));
 }
 
 // FP8 checkpoints' weights (e4m3 times a scale per B x B block) against the
@@ -96,8 +90,14 @@ TEST_CASE("gemm with FP8 block scales matches a double-precision reference", "[k
          x = HostBuffer::random(DType::f32, c.t * c.k, 32, -c.x_mag, c.x_mag),
          ws = HostBuffer::random(DType::f32, nb * kb, 33, c.s_lo, c.s_hi);
     HostBuffer y(DType::f32, c.t * c.n);
-    kiln::test::runtime().launch(spec, {w.arg(), x.arg(), y.arg(), ws.arg(), Arg::scalar_int(c.t),
-                                        Arg::scalar_int(c.n), Arg::scalar_int(c.k)});
+    // Block-scaled FP8 weights are a buffer of bytes (u8) in the kernel.
+    kiln::test::runtime().launch(spec, {{"w", LaunchArg(w.arg().data, w.size(), DType::u8)},
+                                        {"x", x},
+                                        {"y", y},
+                                        {"ws", ws},
+                                        {"t", c.t},
+                                        {"n", c.n},
+                                        {"k", c.k}});
     double worst = 0;
     for (int64_t t = 0; t < c.t; ++t)
       for (int64_t n = 0; n < c.n; ++n) {

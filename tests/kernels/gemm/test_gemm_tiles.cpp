@@ -41,15 +41,10 @@ TEST_CASE("gemm_tiles matches a double-precision reference", "[kernels][gemm]") 
         auto w = HostBuffer::random(tw, s.n * s.k, 1),
              x = HostBuffer::random(DType::f32, s.t * s.k, 2);
         HostBuffer y(DType::f32, s.t * s.n), yi(DType::f32, s.t * s.n);
-        std::vector<Arg> args = {w.arg(),
-                                 x.arg(),
-                                 y.arg(),
-                                 Arg::scalar_int(s.t),
-                                 Arg::scalar_int(s.n),
-                                 Arg::scalar_int(s.k)};
-        kiln::test::runtime().launch(spec, args);
-        args[2] = yi.arg();
-        kiln::test::runtime().interpret(spec, args);
+        kiln::test::runtime().launch(
+            spec, {{"w", w}, {"x", x}, {"y", y}, {"t", s.t}, {"n", s.n}, {"k", s.k}});
+        kiln::test::runtime().interpret(
+            spec, {{"w", w}, {"x", x}, {"y", yi}, {"t", s.t}, {"n", s.n}, {"k", s.k}});
         const double x_ulp = tw == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
         double worst = 0, worst_exact = 0;
         for (int64_t t = 0; t < s.t; ++t)

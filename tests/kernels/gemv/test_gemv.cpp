@@ -26,9 +26,8 @@ TEST_CASE("gemv matches a double-precision reference", "[kernels][gemv]") {
                                                     {{"BLOCK_M", bm}, {"BLOCK_K", bk}});
           auto w = HostBuffer::random(tw, s.m * s.k, 11), x = HostBuffer::random(tx, s.k, 12);
           HostBuffer y(tx, s.m);
-          std::vector<Arg> args = {w.arg(), x.arg(), y.arg(), Arg::scalar_int(s.m),
-                                   Arg::scalar_int(s.k)};
-          kiln::test::runtime().launch(spec, args);
+          kiln::test::runtime().launch(spec,
+                                       {{"w", w}, {"x", x}, {"y", y}, {"m", s.m}, {"k", s.k}});
           std::vector<double> ref(s.m);
           double worst = 0;
           for (int64_t i = 0; i < s.m; ++i) {
@@ -43,8 +42,8 @@ TEST_CASE("gemv matches a double-precision reference", "[kernels][gemv]") {
           }
           CHECK(worst <= 1.0);
           HostBuffer y2(tx, s.m);
-          args[2] = y2.arg();
-          kiln::test::runtime().launch(spec, args);
+          kiln::test::runtime().launch(spec,
+                                       {{"w", w}, {"x", x}, {"y", y2}, {"m", s.m}, {"k", s.k}});
           CHECK(y.bytes() == y2.bytes());
         }
 }
@@ -53,10 +52,8 @@ TEST_CASE("gemv agrees with the interpreter on a small case", "[kernels][gemv]")
   Spec spec = find_kernel("gemv").make_spec({{"W", DType::f16}}, {{"BLOCK_M", 2}, {"BLOCK_K", 16}});
   auto w = HostBuffer::random(DType::f16, 9 * 37, 13), x = HostBuffer::random(DType::f32, 37, 14);
   HostBuffer y(DType::f32, 9), yi(DType::f32, 9);
-  kiln::test::runtime().launch(
-      spec, {w.arg(), x.arg(), y.arg(), Arg::scalar_int(9), Arg::scalar_int(37)});
-  kiln::test::runtime().interpret(
-      spec, {w.arg(), x.arg(), yi.arg(), Arg::scalar_int(9), Arg::scalar_int(37)});
+  kiln::test::runtime().launch(spec, {{"w", w}, {"x", x}, {"y", y}, {"m", 9}, {"k", 37}});
+  kiln::test::runtime().interpret(spec, {{"w", w}, {"x", x}, {"y", yi}, {"m", 9}, {"k", 37}});
   std::vector<double> ref(9);
   for (int i = 0; i < 9; ++i) ref[i] = yi.get(i);
   CHECK(kiln::test::worst_error(y, ref, 1e-6, 1e-6) <= 1.0);
@@ -88,9 +85,13 @@ TEST_CASE("gemv with FP8 block scales matches a double-precision reference", "[k
          x = HostBuffer::random(DType::f32, c.k, 22, -c.x_mag, c.x_mag),
          ws = HostBuffer::random(DType::f32, mb * kb, 23, c.s_lo, c.s_hi);
     HostBuffer y(DType::f32, c.m);
-    std::vector<Arg> args = {
-        w.arg(), x.arg(), y.arg(), ws.arg(), Arg::scalar_int(c.m), Arg::scalar_int(c.k)};
-    kiln::test::runtime().launch(spec, args);
+    // Block-scaled FP8 weights are a buffer of bytes (u8) in the kernel.
+    kiln::test::runtime().launch(spec, {{"w", LaunchArg(w.arg().data, w.size(), DType::u8)},
+                                        {"x", x},
+                                        {"y", y},
+                                        {"ws", ws},
+                                        {"m", c.m},
+                                        {"k", c.k}});
     double worst = 0;
     for (int64_t i = 0; i < c.m; ++i) {
       double acc = 0, mag = 0;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <span>
 
 #include "kernels/moe/expert_tiles.h"
 #include "kernels/quant/ggml_blocks.h"
@@ -30,13 +31,14 @@ namespace {
 
 constexpr int64_t NE = 5, M = 32, K = 512, T = 6, TOP = 2;
 
-// A kernel's arguments in its parameter order, by name.
-std::vector<Arg> ordered(const Spec& spec, const std::map<std::string, Arg>& named) {
-  std::vector<Arg> args;
+// The arguments of `named` that the spec's kernel takes, by parameter
+// name (each parameter must be among them; the rest are left out).
+LaunchArgs kernel_args(const Spec& spec, const std::map<std::string, LaunchArg>& named) {
+  LaunchArgs args;
   for (const Param& p : build_kernel(spec).params) {
     auto it = named.find(p.name);
     REQUIRE(it != named.end());
-    args.push_back(it->second);
+    args.emplace_back(p.name, it->second);
   }
   return args;
 }
@@ -131,42 +133,44 @@ RowsI8 quantize_rows(const std::vector<float>& x) {
 // stack with `grouped`), x rows `x`, through the JIT or the interpreter.
 std::vector<float> run(const Case& c, std::map<std::string, int64_t> cx, Operands& w,
                        std::vector<float>& x, int64_t t, int64_t y_rows,
-                       std::map<std::string, Arg> grouped, std::vector<float> y, bool interpret) {
+                       std::map<std::string, LaunchArg> grouped, std::vector<float> y,
+                       bool interpret) {
   for (const auto& [name, v] : c.constexprs) cx.emplace(name, v);
   Spec spec = find_kernel(c.kernel).make_spec(c.dtypes, cx);
   const Kernel kernel = build_kernel(spec);
   const int64_t x_rows = static_cast<int64_t>(x.size()) / K;
-  std::map<std::string, Arg> a = grouped;
-  a.emplace("y", Arg::buffer(y.data(), y_rows * M));
-  a.emplace("t", Arg::scalar_int(t));
-  a.emplace("k", Arg::scalar_int(K));
+  std::map<std::string, LaunchArg> a = grouped;
+  a.emplace("y", std::span(y.data(), y_rows * M));
+  a.emplace("t", t);
+  a.emplace("k", K);
   for (auto& [name, bytes] : w)
     for (const Param& p : kernel.params)
       if (p.name == name)
-        a.emplace(name, Arg::buffer(bytes.data(),
-                                    static_cast<int64_t>(bytes.size()) / dtype_bytes(p.dtype)));
+        a.emplace(name,
+                  LaunchArg(bytes.data(), static_cast<int64_t>(bytes.size()) / dtype_bytes(p.dtype),
+                            p.dtype));
   test::QuantizedX xq;
   RowsI8 xi;
   if (c.form == Case::f16 || c.form == Case::fp8) {
-    a.emplace("x", Arg::buffer(x.data(), x_rows * K));
-    a.emplace("n", Arg::scalar_int(M));
+    a.emplace("x", std::span(x.data(), x_rows * K));
+    a.emplace("n", M);
   } else if (c.form == Case::w8a8) {
     xi = quantize_rows(x);
-    a.emplace("xq", Arg::buffer(xi.q.data(), x_rows * K));
-    a.emplace("xd", Arg::buffer(xi.d.data(), x_rows));
-    a.emplace("xs", Arg::buffer(xi.s.data(), x_rows));
-    a.emplace("m", Arg::scalar_int(M));
+    a.emplace("xq", std::span(xi.q.data(), x_rows * K));
+    a.emplace("xd", std::span(xi.d.data(), x_rows));
+    a.emplace("xs", std::span(xi.s.data(), x_rows));
+    a.emplace("m", M);
   } else {
     const bool qk = c.form == Case::int4w_rows16 ||
                     (c.form == Case::ggml && tensor_type_info(c.quant).block_elems == 256);
     xq = test::quantize_x(x, false, qk ? 256 : 32);
-    a.emplace("xq", Arg::buffer(xq.q.data(), x_rows * K));
-    a.emplace("xd", Arg::buffer(xq.d.data(), x_rows * K / 32));
-    a.emplace("xs", Arg::buffer(xq.s.data(), x_rows * K / 32));
-    a.emplace("xs8", Arg::buffer(xq.s8.data(), static_cast<int64_t>(xq.s8.size())));
-    a.emplace("m", Arg::scalar_int(M));
+    a.emplace("xq", std::span(xq.q.data(), x_rows * K));
+    a.emplace("xd", std::span(xq.d.data(), x_rows * K / 32));
+    a.emplace("xs", std::span(xq.s.data(), x_rows * K / 32));
+    a.emplace("xs8", xq.s8);
+    a.emplace("m", M);
   }
-  std::vector<Arg> args = ordered(spec, a);
+  const LaunchArgs args = kernel_args(spec, a);
   if (interpret)
     test::runtime().interpret(spec, args);
   else
@@ -195,12 +199,12 @@ void check_grouped(const Case& c) {
       test::SortedPairs sp = test::sort_pairs(ids, TOP, NE, tile, rows);
       const int64_t x_rows = mode == Grouping::gather ? T : rows;
       std::vector<float> x = test::normal_floats(static_cast<size_t>(x_rows * K), 9);
-      std::map<std::string, Arg> g = {
-          {"tile_expert", Arg::buffer(sp.tile_expert.data(), rows / tile)},
-          {"sorted", Arg::buffer(sp.sorted.data(), rows)},
-          {"n_expert", Arg::scalar_int(NE)},
-          {"w_stride", Arg::scalar_int(stride)},
-          {"tokens", Arg::scalar_int(T)}};
+      std::map<std::string, LaunchArg> g = {
+          {"tile_expert", std::span(sp.tile_expert.data(), rows / tile)},
+          {"sorted", std::span(sp.sorted.data(), rows)},
+          {"n_expert", NE},
+          {"w_stride", stride},
+          {"tokens", T}};
       std::map<std::string, int64_t> cx = {{"GROUPED", static_cast<int64_t>(mode)}};
       if (c.kernel == "gemm")
         cx.insert({{"PANEL_T", tile}, {"BLOCK_T", tile}});

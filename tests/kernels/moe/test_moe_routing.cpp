@@ -11,6 +11,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <span>
 
 #include "kernels/moe/expert_tiles.h"
 #include "moe_reference.h"
@@ -27,26 +28,27 @@ struct Routing {
 };
 
 // The kernel through the JIT, or through the interpreter.
-void run(const Spec& spec, std::vector<Arg>& args, bool interpret, const Sizes& sizes = {}) {
+void run(const Spec& spec, const LaunchArgs& args, bool interpret) {
   if (interpret)
-    test::runtime().interpret(spec, args, sizes);
+    test::runtime().interpret(spec, args);
   else
-    test::runtime().launch(spec, args, sizes);
+    test::runtime().launch(spec, args);
 }
 
 // moe_topk's ids and weights for T tokens of NE logits, `extra` the
-// arguments after its common ones (a gating's or a map's).
+// arguments besides its common ones (a gating's or a map's).
 Routing run_topk(const Spec& spec, std::vector<float>& logits, int64_t T, int64_t NE, int64_t K,
-                 bool norm, const std::vector<Arg>& extra, bool interpret) {
+                 bool norm, const LaunchArgs& extra, bool interpret) {
   Routing r{std::vector<int32_t>(T * K, 99), std::vector<float>(T * K)};
-  std::vector<Arg> args = {Arg::buffer(logits.data(), T * NE),
-                           Arg::buffer(r.ids.data(), T * K),
-                           Arg::buffer(r.weights.data(), T * K),
-                           Arg::scalar_int(NE),
-                           Arg::scalar_int(K),
-                           Arg::scalar_int(norm)};
+  LaunchArgs args = {{"logits", std::span(logits.data(), T * NE)},
+                     {"ids", r.ids},
+                     {"weights", r.weights},
+                     {"n_expert", NE},
+                     {"k", K},
+                     {"norm", int64_t{norm}},
+                     {"tokens", T}};
   args.insert(args.end(), extra.begin(), extra.end());
-  run(spec, args, interpret, {{"tokens", T}});
+  run(spec, args, interpret);
   return r;
 }
 
@@ -108,8 +110,9 @@ TEST_CASE("moe_topk with an expert map drops pruned choices, renormalising or no
       Routing base = reference_topk(logits, T, NE, K, norm);
       Spec spec = find_kernel("moe_topk").make_spec({}, {{"BLOCK", 8}, {"REMAP", 1}});
       for (bool interpret : {false, true}) {
-        Routing got = run_topk(spec, logits, T, NE, K, norm,
-                               {Arg::buffer(map.data(), NE), Arg::scalar_int(renorm)}, interpret);
+        Routing got = run_topk(
+            spec, logits, T, NE, K, norm,
+            {{"expert_map", std::span(map.data(), NE)}, {"renorm", int64_t{renorm}}}, interpret);
         const std::vector<int32_t>& ids = got.ids;
         const std::vector<float>& w = got.weights;
         for (int64_t t = 0; t < T; ++t) {
@@ -180,8 +183,10 @@ TEST_CASE("moe_topk's sigmoid gating chooses by biased score within the best gro
       Spec spec = find_kernel("moe_topk").make_spec({}, {{"BLOCK", 16}, {"GATING", 1}});
       for (bool interpret : {false, true}) {
         Routing got = run_topk(spec, logits, T, NE, K, norm,
-                               {Arg::buffer(bias.data(), NE), Arg::scalar_int(groups),
-                                Arg::scalar_int(kept), Arg::scalar_float(2.5)},
+                               {{"bias", std::span(bias.data(), NE)},
+                                {"n_group", groups},
+                                {"topk_group", kept},
+                                {"scale", 2.5}},
                                interpret);
         CHECK(got.ids == want.ids);
         for (size_t i = 0; i < got.weights.size(); ++i)
@@ -216,17 +221,18 @@ TEST_CASE("moe_sort groups pairs by expert into padded tiles, stable and droppin
         test::SortedPairs got{std::vector<int32_t>(NE, 99), std::vector<int32_t>(NE, 99),
                               std::vector<int32_t>(rows, 99), std::vector<int32_t>(T * K, 99),
                               std::vector<int32_t>(rows / tile, 99)};
-        std::vector<Arg> args = {Arg::buffer(ids.data(), T * K),
-                                 Arg::buffer(got.counts.data(), NE),
-                                 Arg::buffer(got.offsets.data(), NE),
-                                 Arg::buffer(got.sorted.data(), rows),
-                                 Arg::buffer(got.pos.data(), T * K),
-                                 Arg::buffer(got.tile_expert.data(), rows / tile),
-                                 Arg::scalar_int(T),
-                                 Arg::scalar_int(K),
-                                 Arg::scalar_int(NE),
-                                 Arg::scalar_int(rows)};
-        run(spec, args, interpret);
+        run(spec,
+            {{"ids", ids},
+             {"counts", got.counts},
+             {"offsets", got.offsets},
+             {"sorted", got.sorted},
+             {"pos", got.pos},
+             {"tile_expert", got.tile_expert},
+             {"tokens", T},
+             {"k", K},
+             {"n_expert", NE},
+             {"rows", rows}},
+            interpret);
         CHECK(got.counts == want.counts);
         CHECK(got.offsets == want.offsets);
         CHECK(got.sorted == want.sorted);
@@ -238,16 +244,16 @@ TEST_CASE("moe_sort groups pairs by expert into padded tiles, stable and droppin
   std::vector<int32_t>& ids = mixed;
   Spec spec = find_kernel("moe_sort").make_spec({}, {{"TILE", 4}});
   std::vector<int32_t> buf(1024);
-  std::vector<Arg> small = {Arg::buffer(ids.data(), T * K),
-                            Arg::buffer(buf.data(), NE),
-                            Arg::buffer(buf.data(), NE),
-                            Arg::buffer(buf.data(), 1024),
-                            Arg::buffer(buf.data(), T * K),
-                            Arg::buffer(buf.data(), 256),
-                            Arg::scalar_int(T),
-                            Arg::scalar_int(K),
-                            Arg::scalar_int(NE),
-                            Arg::scalar_int(T * K)};
+  const LaunchArgs small = {{"ids", std::span(ids.data(), T * K)},
+                            {"counts", std::span(buf.data(), NE)},
+                            {"offsets", std::span(buf.data(), NE)},
+                            {"sorted", std::span(buf.data(), 1024)},
+                            {"pos", std::span(buf.data(), T * K)},
+                            {"tile_expert", std::span(buf.data(), 256)},
+                            {"tokens", T},
+                            {"k", K},
+                            {"n_expert", NE},
+                            {"rows", T * K}};
   REQUIRE_THROWS_WITH(test::runtime().launch(spec, small),
                       Catch::Contains("moe_sort") && Catch::Contains("cannot hold"));
 }
@@ -268,13 +274,16 @@ TEST_CASE("moe_combine sums each token's expert rows in slot order, bit for bit"
     for (bool interpret : {false, true}) {
       INFO("ADD " << add << (interpret ? " interpreter" : " JIT"));
       std::vector<float> out = base;
-      std::vector<Arg> args = {Arg::buffer(y.data(), rows * n),
-                               Arg::buffer(sp.pos.data(), T * K),
-                               Arg::buffer(w.data(), T * K),
-                               Arg::buffer(out.data(), T * n),
-                               Arg::scalar_int(n),
-                               Arg::scalar_int(K)};
-      run(spec, args, interpret, {{"tokens", T}, {"rows", rows}});
+      run(spec,
+          {{"y", y},
+           {"pos", sp.pos},
+           {"weights", w},
+           {"out", out},
+           {"n", n},
+           {"k", K},
+           {"tokens", T},
+           {"rows", rows}},
+          interpret);
       CHECK(out == want);
     }
   }

@@ -26,11 +26,10 @@ TEST_CASE("rmsnorm matches x / rms(x) * w", "[kernels][norm]") {
       Spec spec = find_kernel("rmsnorm").make_spec({{"T", t}}, {{"BLOCK", 64}});
       auto x = HostBuffer::random(t, rows * n, 7, -2, 2), w = HostBuffer::random(t, n, 8);
       HostBuffer y(t, rows * n), yi(t, rows * n);
-      std::vector<Arg> args = {x.arg(), w.arg(), y.arg(), Arg::scalar_int(n),
-                               Arg::scalar_float(eps)};
-      kiln::test::runtime().launch(spec, args, {{"rows", rows}});
-      args[2] = yi.arg();
-      kiln::test::runtime().interpret(spec, args, {{"rows", rows}});
+      kiln::test::runtime().launch(
+          spec, {{"x", x}, {"w", w}, {"y", y}, {"n", n}, {"eps", eps}, {"rows", rows}});
+      kiln::test::runtime().interpret(
+          spec, {{"x", x}, {"w", w}, {"y", yi}, {"n", n}, {"eps", eps}, {"rows", rows}});
       std::vector<double> ref(rows * n), refi(rows * n);
       for (int64_t r = 0; r < rows; ++r) {
         double ss = 0;
@@ -55,9 +54,8 @@ TEST_CASE("softmax matches exp(x - max) / sum, including -inf entries", "[kernel
       auto x = HostBuffer::random(t, rows * n, 9, -30, 30);
       for (int64_t i = 1; i < n; i += 3) x.set(n + i, -std::numeric_limits<double>::infinity());
       HostBuffer y(t, rows * n), yi(t, rows * n);
-      kiln::test::runtime().launch(spec, {x.arg(), y.arg(), Arg::scalar_int(n)}, {{"rows", rows}});
-      kiln::test::runtime().interpret(spec, {x.arg(), yi.arg(), Arg::scalar_int(n)},
-                                      {{"rows", rows}});
+      kiln::test::runtime().launch(spec, {{"x", x}, {"y", y}, {"n", n}, {"rows", rows}});
+      kiln::test::runtime().interpret(spec, {{"x", x}, {"y", yi}, {"n", n}, {"rows", rows}});
       std::vector<double> ref(rows * n), refi(rows * n);
       for (int64_t r = 0; r < rows; ++r) {
         double m = -INFINITY, s = 0;

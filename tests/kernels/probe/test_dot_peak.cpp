@@ -31,13 +31,11 @@ void check_sums(DType dt, int64_t acc) {
                               : static_cast<int>(rng() % 17) - 8);
   std::vector<Y> y(static_cast<size_t>(programs * 16 * acc), Y(-1)), yi = y;
   auto args = [&](std::vector<Y>& out) {
-    return std::vector<Arg>{Arg::buffer(codes.data(), static_cast<int64_t>(codes.size())),
-                            Arg::buffer(x.data(), static_cast<int64_t>(x.size())),
-                            Arg::buffer(out.data(), static_cast<int64_t>(out.size())),
-                            Arg::scalar_int(steps)};
+    return LaunchArgs{
+        {"codes", codes}, {"x", x}, {"y", out}, {"steps", steps}, {"programs", programs}};
   };
-  test::runtime().launch(spec, args(y), {{"programs", programs}});
-  test::runtime().interpret(spec, args(yi), {{"programs", programs}});
+  test::runtime().launch(spec, args(y));
+  test::runtime().interpret(spec, args(yi));
   // Every program sums the same products: lane `lane` of accumulator a over
   // all steps and rounds.
   auto want = [&](int64_t a, int64_t lane) {

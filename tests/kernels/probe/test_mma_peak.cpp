@@ -25,11 +25,12 @@ TEST_CASE("mma_peak accumulates its tile dots exactly", "[kernels][probe]") {
     for (bool interpret : {false, true}) {
       INFO((interpret ? "interpreter" : "compiled"));
       HostBuffer y(DType::f32, programs * tile * tile);
-      std::vector<Arg> args = {a.arg(), b.arg(), y.arg(), Arg::scalar_int(steps)};
+      const LaunchArgs args = {
+          {"a", a}, {"b", b}, {"y", y}, {"steps", steps}, {"programs", programs}};
       if (interpret)
-        test::runtime().interpret(spec, args, {{"programs", programs}});
+        test::runtime().interpret(spec, args);
       else
-        test::runtime().launch(spec, args, {{"programs", programs}});
+        test::runtime().launch(spec, args);
       for (int64_t p = 0; p < programs; ++p)
         for (int64_t r = 0; r < tile; ++r)
           for (int64_t c = 0; c < tile; ++c) {

@@ -19,12 +19,11 @@ TEST_CASE("read_peak sums each program's slice", "[kernels][probe]") {
   for (bool interpret : {false, true}) {
     INFO((interpret ? "interpreter" : "compiled"));
     std::vector<uint32_t> y(programs, 0);
-    std::vector<Arg> args = {Arg::buffer(x.data(), static_cast<int64_t>(x.size())),
-                             Arg::buffer(y.data(), programs), Arg::scalar_int(words)};
+    const LaunchArgs args = {{"x", x}, {"y", y}, {"words", words}, {"programs", programs}};
     if (interpret)
-      test::runtime().interpret(spec, args, {{"programs", programs}});
+      test::runtime().interpret(spec, args);
     else
-      test::runtime().launch(spec, args, {{"programs", programs}});
+      test::runtime().launch(spec, args);
     for (int64_t p = 0; p < programs; ++p) {
       uint32_t want = 0;
       for (int64_t i = 0; i < words; ++i) want += x[static_cast<size_t>(p * words + i)];
@@ -38,7 +37,6 @@ TEST_CASE("read_peak refuses a slice off its blocks", "[kernels][probe][error]")
   std::vector<uint32_t> x(300), y(1);
   CHECK_THROWS_WITH(
       test::runtime().launch(
-          spec, {Arg::buffer(x.data(), 300), Arg::buffer(y.data(), 1), Arg::scalar_int(300)},
-          {{"programs", 1}}),
+          spec, {{"x", x}, {"y", y}, {"words", int64_t{300}}, {"programs", int64_t{1}}}),
       Catch::Contains("kernel 'read_peak'") && Catch::Contains("words a multiple of BLOCK (256)"));
 }

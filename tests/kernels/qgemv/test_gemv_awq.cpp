@@ -88,16 +88,17 @@ TEST_CASE("gemv_awq matches the dequantised product", "[kernels][qgemv]") {
       std::vector<float> wd = awq_dequantize(a), y(c.n), yi(c.n);
       Spec spec = find_kernel("gemv_awq")
                       .make_spec({}, {{"GROUP", c.group}, {"BLOCK_N", bn}, {"BLOCK_K", bk}});
-      std::vector<Arg> args = {Arg::buffer(a.qweight.data(), a.qweight.size()),
-                               Arg::buffer(a.qzeros.data(), a.qzeros.size()),
-                               Arg::buffer(a.scales.data(), a.scales.size()),
-                               Arg::buffer(x.data(), c.k),
-                               Arg::buffer(y.data(), c.n),
-                               Arg::scalar_int(c.k),
-                               Arg::scalar_int(c.n)};
-      kiln::test::runtime().launch(spec, args);
-      args[4] = Arg::buffer(yi.data(), c.n);
-      kiln::test::runtime().interpret(spec, args);
+      auto args = [&](std::vector<float>& out) -> LaunchArgs {
+        return {{"qweight", a.qweight},
+                {"qzeros", a.qzeros},
+                {"scales", a.scales},
+                {"x", x},
+                {"y", out},
+                {"k", c.k},
+                {"n", c.n}};
+      };
+      kiln::test::runtime().launch(spec, args(y));
+      kiln::test::runtime().interpret(spec, args(yi));
       for (int64_t j = 0; j < c.n; ++j) {
         double ref = 0, mag = 0;
         for (int64_t r = 0; r < c.k; ++r) {
@@ -138,17 +139,16 @@ TEST_CASE("AWQ repacked as int4w rows: same weights, same product", "[kernels][q
     test::QuantizedX xq = test::quantize_x(x);
     std::vector<float> y(n);
     Spec spec = find_kernel("gemv_int4w").make_spec({}, {{"GROUP", group}, {"ZP", 1}});
-    std::vector<Arg> args = {Arg::buffer(r.q.data(), r.q.size()),
-                             Arg::buffer(r.scales.data(), r.scales.size()),
-                             Arg::buffer(r.zeros.data(), r.zeros.size()),
-                             Arg::buffer(xq.q.data(), k),
-                             Arg::buffer(xq.d.data(), k / 32),
-                             Arg::buffer(xq.s.data(), k / 32),
-                             Arg::buffer(y.data(), n),
-                             Arg::scalar_int(n),
-                             Arg::scalar_int(k),
-                             Arg::scalar_int(1)};
-    test::runtime().launch(spec, args);
+    test::runtime().launch(spec, {{"q", r.q},
+                                  {"scales", r.scales},
+                                  {"zeros", r.zeros},
+                                  {"xq", xq.q},
+                                  {"xd", xq.d},
+                                  {"xs", xq.s},
+                                  {"y", y},
+                                  {"m", n},
+                                  {"k", k},
+                                  {"t", 1}});
     for (int64_t c = 0; c < n; ++c) {
       double ref = 0, mag = 0, bound = 0, qref = 0;
       for (int64_t i = 0; i < k; ++i) {

@@ -105,9 +105,7 @@ TEST_CASE("gemv_int4w_rows16 refuses shapes off its tiles and other groups",
   auto launch = [&](int64_t group, int64_t m, int64_t k) {
     test::runtime().launch(
         find_kernel("gemv_int4w_rows16").make_spec({}, {{"GROUP", group}}),
-        {Arg::buffer(w.data(), 2112), Arg::buffer(xq.data(), 256), Arg::buffer(xd.data(), 8),
-         Arg::buffer(xs.data(), 8), Arg::buffer(y.data(), 20), Arg::scalar_int(m),
-         Arg::scalar_int(k), Arg::scalar_int(1)});
+        {{"w", w}, {"xq", xq}, {"xd", xd}, {"xs", xs}, {"y", y}, {"m", m}, {"k", k}, {"t", 1}});
   };
   REQUIRE_THROWS_WITH(launch(128, 20, 256), Catch::Contains("gemv_int4w_rows16") &&
                                                 Catch::Contains("m a multiple of 16"));

@@ -22,8 +22,8 @@ Quantized quantize_rows(HostBuffer& x, int64_t rows, int64_t n, int64_t block) {
   Quantized r{HostBuffer(DType::i8, rows * n), HostBuffer(DType::f32, rows),
               HostBuffer(DType::i32, rows)};
   Spec spec = find_kernel("quantize_rows_i8").make_spec({}, {{"BLOCK", block}});
-  kiln::test::runtime().launch(spec, {x.arg(), r.q.arg(), r.d.arg(), r.s.arg(), Arg::scalar_int(n)},
-                               {{"rows", rows}});
+  kiln::test::runtime().launch(
+      spec, {{"x", x}, {"q", r.q}, {"d", r.d}, {"s", r.s}, {"n", n}, {"rows", rows}});
   return r;
 }
 
@@ -66,16 +66,19 @@ TEST_CASE("gemv_w8a8 matches a double-precision reference", "[kernels][qgemv]") 
     HostBuffer y(DType::f32, c.t * c.m);
     Spec spec = find_kernel("gemv_w8a8")
                     .make_spec({}, {{"BLOCK_M", c.bm}, {"BLOCK_K", c.bk}, {"BLOCK_T", c.bt}});
-    std::vector<Arg> args = {w.arg(),
-                             ws.arg(),
-                             xq.q.arg(),
-                             xq.d.arg(),
-                             xq.s.arg(),
-                             y.arg(),
-                             Arg::scalar_int(c.m),
-                             Arg::scalar_int(c.k),
-                             Arg::scalar_int(c.t)};
-    kiln::test::runtime().launch(spec, args);
+    // The kernel reads the i8 codes as bytes (a u8 parameter).
+    auto args = [&](HostBuffer& out) -> LaunchArgs {
+      return {{"w", LaunchArg(w.arg().data, w.size(), DType::u8)},
+              {"ws", ws},
+              {"xq", xq.q},
+              {"xd", xq.d},
+              {"xs", xq.s},
+              {"y", out},
+              {"m", c.m},
+              {"k", c.k},
+              {"t", c.t}};
+    };
+    kiln::test::runtime().launch(spec, args(y));
     double worst = 0;
     for (int64_t t = 0; t < c.t; ++t)
       for (int64_t i = 0; i < c.m; ++i) {
@@ -87,8 +90,7 @@ TEST_CASE("gemv_w8a8 matches a double-precision reference", "[kernels][qgemv]") 
       }
     CHECK(worst <= 1.0);
     HostBuffer y2(DType::f32, c.t * c.m);
-    args[5] = y2.arg();
-    kiln::test::runtime().launch(spec, args);
+    kiln::test::runtime().launch(spec, args(y2));
     CHECK(y.bytes() == y2.bytes());
   }
 }

@@ -39,9 +39,8 @@ TEST_CASE("qgemm_tiles refuses k off the block size", "[kernels][qgemv][error]")
   std::vector<int32_t> xs(10);
   REQUIRE_THROWS_WITH(
       kiln::test::runtime().launch(
-          spec, {Arg::buffer(w.data(), w.size()), Arg::buffer(xq.data(), 300),
-                 Arg::buffer(xd.data(), 10), Arg::buffer(xs.data(), 10), Arg::buffer(y.data(), 2),
-                 Arg::scalar_int(2), Arg::scalar_int(300), Arg::scalar_int(1)}),
+          spec,
+          {{"w", w}, {"xq", xq}, {"xd", xd}, {"xs", xs}, {"y", y}, {"m", 2}, {"k", 300}, {"t", 1}}),
       Catch::Contains("qgemm_tiles") && Catch::Contains("k = 300") &&
           Catch::Contains("256-weight block"));
 }

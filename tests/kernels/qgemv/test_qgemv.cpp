@@ -189,8 +189,6 @@ TEST_CASE("qgemv refuses k off the block size", "[kernels][qgemv][error]") {
   REQUIRE_THROWS_WITH(
       kiln::test::runtime().launch(
           find_kernel("qgemv").make_spec(),
-          {Arg::buffer(w.data(), w.size()), Arg::buffer(xq.data(), 40), Arg::buffer(xd.data(), 2),
-           Arg::buffer(xs.data(), 2), Arg::buffer(y.data(), 2), Arg::scalar_int(2),
-           Arg::scalar_int(40), Arg::scalar_int(1)}),
+          {{"w", w}, {"xq", xq}, {"xd", xd}, {"xs", xs}, {"y", y}, {"m", 2}, {"k", 40}, {"t", 1}}),
       Catch::Contains("k = 40 is not a multiple of the 32-weight block"));
 }

@@ -150,11 +150,16 @@ TEST_CASE("qgemv_rows16 refuses shapes off its tiles", "[kernels][qgemv][error]"
   std::vector<int32_t> xs(8);
   std::vector<int8_t> xs8(16);
   auto launch = [&](int64_t m, int64_t k) {
-    kiln::test::runtime().launch(
-        find_kernel("qgemv_rows16").make_spec(),
-        {Arg::buffer(w.data(), 2368), Arg::buffer(xq.data(), 256), Arg::buffer(xd.data(), 8),
-         Arg::buffer(xs.data(), 8), Arg::buffer(xs8.data(), 16), Arg::buffer(y.data(), 20),
-         Arg::scalar_int(m), Arg::scalar_int(k), Arg::scalar_int(1)});
+    const Spec spec = find_kernel("qgemv_rows16").make_spec();
+    kiln::test::runtime().launch(spec, {{"w", w},
+                                        {"xq", xq},
+                                        {"xd", xd},
+                                        {"xs", xs},
+                                        {"xs8", xs8},
+                                        {"y", y},
+                                        {"m", m},
+                                        {"k", k},
+                                        {"t", 1}});
   };
   REQUIRE_THROWS_WITH(launch(20, 256),
                       Catch::Contains("qgemv_rows16") && Catch::Contains("m a multiple of 16"));

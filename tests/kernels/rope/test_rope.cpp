@@ -28,12 +28,18 @@ TEST_CASE("rope rotates pairs like the reference, both pairings", "[kernels][rop
         auto x = HostBuffer::random(t, tokens * heads * c.head_dim, 10), x0 = x, xi = x;
         std::vector<float> table = rope_cos_sin_table(base, c.rot, n_pos);
         std::vector<int32_t> pos = {0, 1, 17, 1000, 4095};
-        std::vector<Arg> args = {x.arg(), Arg::buffer(table.data(), table.size()),
-                                 Arg::buffer(pos.data(), pos.size()), Arg::scalar_int(heads),
-                                 Arg::scalar_int(n_pos)};
-        kiln::test::runtime().launch(spec, args, {{"tokens", tokens}});
-        args[0] = xi.arg();
-        kiln::test::runtime().interpret(spec, args, {{"tokens", tokens}});
+        kiln::test::runtime().launch(spec, {{"x", x},
+                                            {"cos_sin", table},
+                                            {"pos", pos},
+                                            {"n_heads", heads},
+                                            {"n_pos", n_pos},
+                                            {"tokens", tokens}});
+        kiln::test::runtime().interpret(spec, {{"x", xi},
+                                               {"cos_sin", table},
+                                               {"pos", pos},
+                                               {"n_heads", heads},
+                                               {"n_pos", n_pos},
+                                               {"tokens", tokens}});
         std::vector<double> ref(x.size()), refi(x.size());
         for (int64_t tk = 0; tk < tokens; ++tk)
           for (int64_t h = 0; h < heads; ++h) {

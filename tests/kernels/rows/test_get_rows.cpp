@@ -34,15 +34,16 @@ std::pair<std::vector<float>, std::vector<float>> lookup(DType w, int64_t fmt, v
   std::vector<float> jit(rows * n, -1.0f), ref(rows * n, -1.0f);
   Spec spec = find_kernel("get_rows").make_spec({{"W", w}}, {{"FMT", fmt}});
   auto args = [&](std::vector<float>& out) {
-    return std::vector<Arg>{Arg::buffer(table, table_elems),
-                            Arg::buffer(ids.data(), rows),
-                            Arg::buffer(out.data(), rows * n),
-                            Arg::scalar_int(n),
-                            Arg::scalar_int(rows),
-                            Arg::scalar_float(scale)};
+    return LaunchArgs{{"table", LaunchArg(table, table_elems, w)},
+                      {"ids", ids},
+                      {"out", out},
+                      {"n", n},
+                      {"rows", rows},
+                      {"scale", scale},
+                      {"table_rows", table_rows}};
   };
-  test::runtime().launch(spec, args(jit), {{"table_rows", table_rows}});
-  test::runtime().interpret(spec, args(ref), {{"table_rows", table_rows}});
+  test::runtime().launch(spec, args(jit));
+  test::runtime().interpret(spec, args(ref));
   return {jit, ref};
 }
 
@@ -112,15 +113,17 @@ TEST_CASE("get_rows refuses formats and tables that do not fit", "[kernels][rows
   std::vector<int32_t> ids = {0};
   std::vector<float> out(64);
   Spec q8 = def.make_spec({{"W", DType::u8}}, {{"FMT", 8}});
-  std::vector<Arg> args = {Arg::buffer(table.data(), 10 * 34),
-                           Arg::buffer(ids.data(), 1),
-                           Arg::buffer(out.data(), 64),
-                           Arg::scalar_int(64),
-                           Arg::scalar_int(1),
-                           Arg::scalar_float(1.0)};
-  REQUIRE_THROWS_WITH(test::runtime().launch(q8, args, {{"table_rows", 10}}),
+  auto args = [&](int64_t n, int64_t table_rows) {
+    return LaunchArgs{{"table", table},
+                      {"ids", ids},
+                      {"out", out},
+                      {"n", n},
+                      {"rows", int64_t{1}},
+                      {"scale", 1.0},
+                      {"table_rows", table_rows}};
+  };
+  REQUIRE_THROWS_WITH(test::runtime().launch(q8, args(64, 10)),
                       Catch::Contains("buffer 'table' holds 340 elements, the launch needs 680"));
-  args[3] = Arg::scalar_int(40);
-  REQUIRE_THROWS_WITH(test::runtime().launch(q8, args, {{"table_rows", 1}}),
+  REQUIRE_THROWS_WITH(test::runtime().launch(q8, args(40, 1)),
                       Catch::Contains("row length 40 is not a multiple of 32 (Q8_0)"));
 }
