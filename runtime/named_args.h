@@ -13,13 +13,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <map>
 
 #include "ir/dtype.h"
 #include "ir/interpreter.h"

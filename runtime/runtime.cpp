@@ -289,14 +289,16 @@ void Runtime::launch(const Spec& spec, const BoundArgs& args) {
   copies.reserve(args.host_arrays().size());
   for (size_t i : args.host_arrays()) {
     const Arg& a = args.args()[i];
-    copies.emplace_back(*backend_, static_cast<size_t>(a.count * dtype_bytes(c.kernel.params[i].dtype)));
+    copies.emplace_back(*backend_,
+                        static_cast<size_t>(a.count * dtype_bytes(c.kernel.params[i].dtype)));
     backend_->upload(copies.back().data(), a.data, copies.back().bytes());
     staged = staged.with_buffer(i, copies.back().data(), true);
   }
   backend_->bind(*c.program, c.kernel, staged.args(), checked.grid, checked.bytes)->run();
   backend_->synchronize();
   for (size_t j = 0; j < copies.size(); ++j)
-    backend_->download(args.args()[args.host_arrays()[j]].data, copies[j].data(), copies[j].bytes());
+    backend_->download(args.args()[args.host_arrays()[j]].data, copies[j].data(),
+                       copies[j].bytes());
 }
 
 void Runtime::interpret(const Spec& spec, const LaunchArgs& args) {

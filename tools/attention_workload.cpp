@@ -88,21 +88,20 @@ LaunchArgs AttentionWorkload::args() {
   const bool aura = is_aura_kv(kv_.dtype);
   // The queries are f32, or q8_0 blocks (i8 codes) against a q8_0 cache.
   const DType q = is_quantized_kv(kv_.dtype) ? DType::i8 : DType::f32;
-  LaunchArgs a = {
-      {"q", LaunchArg(q_.data(), t_ * h_ * d_, q)},
-      {"k", LaunchArg(k_.data(), aura ? static_cast<int64_t>(k_.size() / 4) : k_elems(),
-                      kv_.dtype)},
-      {"v", LaunchArg(v_.data(), aura ? static_cast<int64_t>(v_.size() / 4) : v_elems(),
-                      kv_.dtype)},
-      {"out", LaunchArg(out_.data(), t_ * h_ * d_, DType::f32)},
-      {"n_tokens", t_},
-      {"n_heads", h_},
-      {"n_kv_heads", kvh_},
-      {"max_ctx", len_},
-      {"kv_len", len_},
-      {"pos0", len_ - t_},
-      {"scale", 1.0 / std::sqrt(static_cast<double>(d_))},
-      {"window", int64_t{0}}};  // no sliding window
+  LaunchArgs a = {{"q", LaunchArg(q_.data(), t_ * h_ * d_, q)},
+                  {"k", LaunchArg(k_.data(), aura ? static_cast<int64_t>(k_.size() / 4) : k_elems(),
+                                  kv_.dtype)},
+                  {"v", LaunchArg(v_.data(), aura ? static_cast<int64_t>(v_.size() / 4) : v_elems(),
+                                  kv_.dtype)},
+                  {"out", LaunchArg(out_.data(), t_ * h_ * d_, DType::f32)},
+                  {"n_tokens", t_},
+                  {"n_heads", h_},
+                  {"n_kv_heads", kvh_},
+                  {"max_ctx", len_},
+                  {"kv_len", len_},
+                  {"pos0", len_ - t_},
+                  {"scale", 1.0 / std::sqrt(static_cast<double>(d_))},
+                  {"window", int64_t{0}}};  // no sliding window
   if (page_) {
     const auto pages = static_cast<int64_t>(table_.size() / 4);
     a.emplace_back("block_table", LaunchArg(table_.data(), pages, DType::i32));

@@ -216,8 +216,7 @@ void register_grouped_gemv(const std::string& f, int64_t m, int64_t k, TensorTyp
   fixed["BLOCK_T"] = 1;
   register_streaming(
       grouped_gemv_name(f, m, k, experts, t), rt, probe, work->weight_bytes(), args, work,
-      [rt, kernel, fixed](const LaunchArgs& a) { return rt->select(kernel, {}, a, fixed); },
-      cold);
+      [rt, kernel, fixed](const LaunchArgs& a) { return rt->select(kernel, {}, a, fixed); }, cold);
 }
 
 }  // namespace
@@ -379,9 +378,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
               [=](benchmark::State& st) {
                 // The weights (and their scales) of gemv's arguments.
                 LaunchArgs named = w->args();
-                std::erase_if(named, [](const auto& a) {
-                  return a.first != "w" && a.first != "ws";
-                });
+                std::erase_if(named,
+                              [](const auto& a) { return a.first != "w" && a.first != "ws"; });
                 named.insert(named.end(), {{"x", LaunchArg(x->data(), tokens * k, DType::f32)},
                                            {"y", LaunchArg(y->data(), tokens * m, DType::f32)},
                                            {"t", tokens},
@@ -578,7 +576,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
           benchmark::RegisterBenchmark(
               name.c_str(),
               [=](benchmark::State& st) {
-                Spec spec = rt->select("attention_prefill", {{"KV", kv.dtype}}, work->args(), fixed);
+                Spec spec =
+                    rt->select("attention_prefill", {{"KV", kv.dtype}}, work->args(), fixed);
                 const BoundArgs args = rt->bind(spec, work->args());
                 double peak = fma->measure_gops();
                 double s = timed(st, [&] { rt->launch(spec, args); });

@@ -168,12 +168,12 @@ int run_device_bench(const std::string& device, int repeats) {
   {
     const int64_t split = 256;
     AttentionWorkload w(z.heads, z.kv_heads, z.head_dim, z.decode_keys, kb);
-    const Spec tiles = rt.select("attention_decode_tiles", {{"KV", DType::f16}}, w.split_args(split),
-                                 {{"HEAD_DIM", z.head_dim}, {"SPLIT", split}});
+    const Spec tiles = rt.select("attention_decode_tiles", {{"KV", DType::f16}},
+                                 w.split_args(split), {{"HEAD_DIM", z.head_dim}, {"SPLIT", split}});
     const BoundArgs sh = rt.bind(tiles, w.split_args(split));
     const LaunchArgs mh = w.merge_args(split);
-    const Spec merge = rt.select("attention_decode_merge", {}, mh,
-                                 {{"HEAD_DIM", z.head_dim}, {"SPLIT", split}});
+    const Spec merge =
+        rt.select("attention_decode_merge", {}, mh, {{"HEAD_DIM", z.head_dim}, {"SPLIT", split}});
     const auto s_sets =
         mirror.sets(tiles, z.cold ? ColdCopies(build_kernel(tiles), sh, w.cache_buffer_bytes())
                                   : ColdCopies(sh));

@@ -17,7 +17,7 @@ class GemvWorkload {
  public:
   GemvWorkload(int64_t m, int64_t k, DType w, DType x, uint64_t seed = 1, int64_t scale_block = 0);
 
-  LaunchArgs args();  // gemv's, by parameter name
+  LaunchArgs args();      // gemv's, by parameter name
   int64_t bytes() const;  // W (with its scales) + x + y, the memory one launch must move
   // max |y - y_ref| / max |y_ref| with y_ref in double from the stored W, x.
   double relative_error() const;

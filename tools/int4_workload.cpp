@@ -117,7 +117,8 @@ Int4Workload awq(int64_t m, int64_t k) {
   w.memory.emplace_back(static_cast<size_t>(k * 4));
   w.memory.emplace_back(static_cast<size_t>(m * 4));
   w.args = {
-      {"qweight", LaunchArg(w.memory[0].data(), static_cast<int64_t>(a.qweight.size()), DType::i32)},
+      {"qweight",
+       LaunchArg(w.memory[0].data(), static_cast<int64_t>(a.qweight.size()), DType::i32)},
       {"qzeros", LaunchArg(w.memory[1].data(), static_cast<int64_t>(a.qzeros.size()), DType::i32)},
       {"scales", LaunchArg(w.memory[2].data(), static_cast<int64_t>(a.scales.size()), DType::f16)},
       {"x", LaunchArg(w.memory[3].data(), k, DType::f32)},
