@@ -29,11 +29,7 @@ ModelPreset preset_of(const GgufFile& in, const ModelConfig& c) {
   p.n_expert = c.n_expert;
   p.n_expert_used = c.n_expert_used;
   p.n_ff_exp = c.moe() ? c.n_ff_exp : 0;
-  p.qkv_bias = c.qkv_bias;
-  p.qk_norm = c.qk_norm;
-  p.tied_embeddings = in.find_tensor("output.weight") == nullptr;
-  p.post_norms = c.arch == "gemma3";
-  p.gpt_oss_layout = c.arch == "gpt-oss";
+  p.tied_embeddings = c.tied_embeddings;
   return p;
 }
 

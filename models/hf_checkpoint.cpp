@@ -15,6 +15,7 @@
 #include "ir/error.h"
 #include "ir/type.h"
 #include "kernels/quant/awq.h"
+#include "models/arch/arch.h"
 #include "models/hf_tokenizer.h"
 #include "models/read_file.h"
 #include "models/safetensors.h"
@@ -34,18 +35,14 @@ struct HfCheckpoint::Parts {
 
 namespace {
 
-// Hugging Face model types and the GGUF architecture each becomes.
-std::string gguf_arch(const std::string& model_type) {
-  static const std::map<std::string, std::string> archs = {
-      {"llama", "llama"},    {"mistral", "llama"},      {"qwen2", "qwen2"},
-      {"qwen3", "qwen3"},    {"qwen3_moe", "qwen3moe"}, {"gemma3_text", "gemma3"},
-      {"gpt_oss", "gpt-oss"}};
-  auto it = archs.find(model_type);
-  if (it == archs.end())
-    throw Error("model_type '" + model_type +
-                "' is not supported (llama, mistral, qwen2, qwen3, qwen3_moe, gemma3_text, gemma3, "
-                "gpt_oss)");
-  return it->second;
+// The architecture a config.json model_type is translated to (models/arch/);
+// "gemma3" is Gemma 3's multimodal wrapper, run as its text model.
+const ArchDesc& hf_arch(const std::string& model_type) {
+  if (const ArchDesc* a = arch_for_hf_model_type(model_type)) return *a;
+  std::string known;
+  for (const ArchDesc* a : arch_descs())
+    for (const std::string& t : a->hf_model_types) known += (known.empty() ? "" : ", ") + t;
+  throw Error("model_type '" + model_type + "' is not supported (" + known + ", gemma3)");
 }
 
 class Translator {
@@ -62,7 +59,8 @@ class Translator {
     if (!cfg_.contains("model_type") || !cfg_["model_type"].is_string())
       fail_config("no model_type");
     if (cfg_["model_type"] == "gemma3") gemma3_text_model();
-    arch_ = gguf_arch(cfg_["model_type"].get<std::string>());
+    desc_ = &hf_arch(cfg_["model_type"].get<std::string>());
+    arch_ = desc_->name;
     metadata();
     add_hf_tokenizer(dir_, optional_int("bos_token_id"), optional_int("eos_token_id"), n_vocab_,
                      w_);
@@ -100,6 +98,49 @@ class Translator {
     return it->get<bool>();
   }
   std::string key(const std::string& k) const { return arch_ + "." + k; }
+
+  // config.json as the architecture's rules read it (ArchDesc::read_hf).
+  class Rules : public HfConfig {
+   public:
+    explicit Rules(Translator& t) : t_(t) {}
+    int64_t get_int(const std::string& key) override { return t_.get_int(key.c_str()); }
+    std::optional<int64_t> optional_int(const std::string& key) override {
+      return t_.optional_int(key.c_str());
+    }
+    bool get_bool(const std::string& key, bool dflt) override {
+      return t_.get_bool(key.c_str(), dflt);
+    }
+    double get_float(const std::string& key, double dflt) override {
+      return t_.get_float(key.c_str(), dflt);
+    }
+    std::string get_string(const std::string& key) override {
+      auto it = t_.cfg_.find(key);
+      return it != t_.cfg_.end() && it->is_string() ? it->get<std::string>() : std::string();
+    }
+    std::vector<std::string> get_strings(const std::string& key) override {
+      std::vector<std::string> out;
+      auto it = t_.cfg_.find(key);
+      if (it == t_.cfg_.end() || !it->is_array()) return out;
+      for (const json& v : *it) out.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+      return out;
+    }
+    bool non_empty(const std::string& key) override {
+      auto it = t_.cfg_.find(key);
+      return it != t_.cfg_.end() && !it->is_null() &&
+             !((it->is_array() || it->is_object()) && it->empty());
+    }
+    std::string get_nested_string(const std::string& object, const std::string& key) override {
+      auto it = t_.cfg_.find(object);
+      if (it == t_.cfg_.end() || !it->is_object()) return "";
+      auto v = it->find(key);
+      return v != it->end() && v->is_string() ? v->get<std::string>() : std::string();
+    }
+    [[noreturn]] void fail(const std::string& why) override { t_.fail_config(why); }
+    void set_u32(const std::string& key, int64_t v) override { t_.u32(key, v); }
+
+   private:
+    Translator& t_;
+  };
 
   // Gemma3ForConditionalGeneration runs as its text model, as llama.cpp's
   // converter writes it (the vision tower goes to a separate mmproj file,
@@ -146,12 +187,12 @@ class Translator {
                   std::to_string(n_head_kv_) + " KV heads");
     head_dim_ = optional_int("head_dim").value_or(n_embd_ / n_head_);
     n_vocab_ = get_int("vocab_size");
-    tied_ = get_bool("tie_word_embeddings", arch_ == "gemma3");  // Gemma ties by default
+    tied_ = get_bool("tie_word_embeddings", desc_->hf_tied_default);
     if (get_float("partial_rotary_factor", 1.0) != 1.0)
       fail_config("partial_rotary_factor other than 1 is not supported");
     if (get_bool("use_sliding_window", false))
       fail_config("use_sliding_window: sliding-window attention is not supported for " + arch_);
-    if (get_bool("attention_bias", false) && arch_ != "qwen2" && arch_ != "gpt-oss")
+    if (get_bool("attention_bias", false) && !desc_->qkv_bias)
       fail_config("attention_bias: biased attention projections are not supported for " + arch_);
 
     w_.add("general.architecture", GgufWriter::str(arch_));
@@ -174,61 +215,23 @@ class Translator {
            GgufWriter::f32(static_cast<float>(get_float("rms_norm_eps", 1e-5))));
     rope_scaling();
     quantization();
-    if (arch_ == "gemma3") gemma3_metadata();
-    if (arch_ == "gpt-oss") {
-      gpt_oss_metadata();
-    } else if (arch_ == "qwen3moe") {
-      n_expert_ = get_int("num_experts");
-      n_ff_ = get_int("moe_intermediate_size");
-      u32("feed_forward_length", optional_int("intermediate_size").value_or(n_ff_));
-      u32("expert_count", n_expert_);
-      u32("expert_used_count", get_int("num_experts_per_tok"));
-      u32("expert_feed_forward_length", n_ff_);
-      if (optional_int("decoder_sparse_step").value_or(1) != 1 ||
-          (cfg_.contains("mlp_only_layers") && !cfg_["mlp_only_layers"].empty()))
-        fail_config(
-            "dense layers among the MoE layers (decoder_sparse_step, mlp_only_layers) "
-            "are not supported");
-      if (!get_bool("norm_topk_prob", true))
-        fail_config("norm_topk_prob false is not supported (Kiln renormalises the chosen experts)");
+    Rules rules(*this);
+    rules.n_embd = n_embd_;
+    rules.n_layer = n_layer_;
+    rules.n_head = n_head_;
+    rules.head_dim = head_dim_;
+    if (desc_->read_hf) {
+      desc_->read_hf(rules);
     } else {
-      n_ff_ = get_int("intermediate_size");
-      u32("feed_forward_length", n_ff_);
+      rules.n_ff = get_int("intermediate_size");
+      u32("feed_forward_length", rules.n_ff);
     }
+    n_ff_ = rules.n_ff;
+    n_expert_ = rules.n_expert;
   }
 
   void u32(const std::string& k, int64_t v) {
     w_.add(key(k), GgufWriter::u32(static_cast<uint32_t>(v)));
-  }
-
-  // GPT-OSS as llama.cpp runs it, so a config that says otherwise is
-  // refused: even layers windowed, YaRN rope on every layer, the clamped
-  // SwiGLU at limit 7, experts as wide as intermediate_size. (transformers'
-  // YaRN with `truncate: false` keeps the correction range unrounded;
-  // ggml rounds it, and Kiln runs ggml's.)
-  void gpt_oss_metadata() {
-    n_expert_ = get_int("num_local_experts");
-    n_ff_ = get_int("intermediate_size");
-    const int64_t used = cfg_.contains("num_experts_per_tok") ? get_int("num_experts_per_tok")
-                                                              : get_int("experts_per_token");
-    if (used <= 0 || used > n_expert_)
-      fail_config(std::to_string(used) + " experts per token of " + std::to_string(n_expert_));
-    u32("feed_forward_length", n_ff_);
-    u32("expert_count", n_expert_);
-    u32("expert_used_count", used);
-    u32("expert_feed_forward_length", n_ff_);
-    u32("attention.sliding_window", get_int("sliding_window"));
-    if (auto it = cfg_.find("layer_types"); it != cfg_.end() && it->is_array())
-      for (size_t l = 0; l < it->size(); ++l)
-        if ((*it)[l] != (l % 2 ? "full_attention" : "sliding_attention"))
-          fail_config("layer_types: layer " + std::to_string(l) + " is " + (*it)[l].dump() +
-                      "; Kiln runs GPT-OSS with the even layers windowed and the odd ones full");
-    if (get_float("swiglu_limit", 7.0) != 7.0)
-      fail_config("swiglu_limit " + std::to_string(get_float("swiglu_limit", 7.0)) +
-                  " is not the 7 GPT-OSS's SwiGLU is clamped at");
-    const json rs = cfg_.value("rope_scaling", json());
-    if (!rs.is_object() || rs.value("rope_type", rs.value("type", std::string())) != "yarn")
-      fail_config("GPT-OSS needs rope_scaling of type yarn");
   }
 
   // quantization_config: which quantized weight formats to expect.
@@ -241,7 +244,7 @@ class Translator {
     if (method == "awq") return awq_config(q);
     if (method == "compressed-tensors") return int8_config(q);
     if (method == "mxfp4") {  // GPT-OSS's experts: ggml has the format
-      if (arch_ != "gpt-oss")
+      if (!desc_->hf_mxfp4_experts)
         fail_config("quantization_config.quant_method mxfp4 is read for gpt_oss's experts only");
       return;
     }
@@ -322,34 +325,6 @@ class Translator {
     if (type == "yarn" && rs.contains("original_max_position_embeddings"))
       w_.add(key("rope.scaling.original_context_length"),
              GgufWriter::u32(rs["original_max_position_embeddings"].get<uint32_t>()));
-  }
-
-  // Gemma 3's local layers: Kiln runs llama.cpp's layout of them (every
-  // 6th layer global, the others windowed with rope base 10000), so a
-  // config that says otherwise is refused rather than run wrongly.
-  void gemma3_metadata() {
-    const int64_t window = optional_int("sliding_window").value_or(0);
-    if (window > 0)
-      w_.add(key("attention.sliding_window"), GgufWriter::u32(static_cast<uint32_t>(window)));
-    if (optional_int("sliding_window_pattern").value_or(6) != 6)
-      fail_config("sliding_window_pattern other than 6 is not supported");
-    if (auto it = cfg_.find("layer_types"); it != cfg_.end() && it->is_array())
-      for (size_t l = 0; l < it->size(); ++l) {
-        const bool global = (*it)[l] == "full_attention";
-        if (global != (l % 6 == 5))
-          fail_config("layer_types: layer " + std::to_string(l) +
-                      " is not where Gemma 3's 5 local : 1 global pattern puts it");
-      }
-    if (get_float("rope_local_base_freq", 10000) != 10000)
-      fail_config("rope_local_base_freq other than 10000 is not supported");
-    for (const char* cap : {"final_logit_softcapping", "attn_logit_softcapping"})
-      if (get_float(cap, 0) != 0) fail_config(std::string(cap) + " is not supported");
-    const double qpas = get_float("query_pre_attn_scalar", static_cast<double>(head_dim_));
-    const double want =
-        n_layer_ == 62 ? static_cast<double>(n_embd_ / n_head_) : static_cast<double>(head_dim_);
-    if (qpas != want)
-      fail_config("query_pre_attn_scalar " + std::to_string(qpas) + " is not the " +
-                  std::to_string(want) + " Kiln scales q.k by");
   }
 
   // Llama 3.1's scaling as llama.cpp's converter writes it: a factor per
@@ -785,58 +760,47 @@ class Translator {
     add(name, TensorType::mxfp4, {e, rows, k}, own(std::move(out)));
   }
 
+  // The architecture's tensors (ArchDesc::tensor_list), each as its HF form says.
   void tensors() {
-    const bool llama = arch_ == "llama", gemma = arch_ == "gemma3", gpt_oss = arch_ == "gpt-oss";
-    const float shift = gemma ? 1.0f : 0.0f;
-    auto norm = [&](const std::string& name, const std::string& hf, int64_t n) {
-      as_f32(name, hf, {n}, shift);
-    };
-    const int64_t q_rows = n_head_ * head_dim_, kv_rows = n_head_kv_ * head_dim_;
-    matrix("token_embd.weight", prefix_ + "embed_tokens.weight", n_vocab_, n_embd_, 0, false);
-    norm("output_norm.weight", prefix_ + "norm.weight", n_embd_);
-    if (!tied_) matrix("output.weight", head_, n_vocab_, n_embd_);
-    for (int64_t l = 0; l < n_layer_; ++l) {
-      const std::string hf = prefix_ + "layers." + std::to_string(l) + ".";
-      const std::string blk = "blk." + std::to_string(l) + ".";
-      norm(blk + "attn_norm.weight", hf + "input_layernorm.weight", n_embd_);
-      matrix(blk + "attn_q.weight", hf + "self_attn.q_proj.weight", q_rows, n_embd_,
-             llama ? n_head_ : 0);
-      matrix(blk + "attn_k.weight", hf + "self_attn.k_proj.weight", kv_rows, n_embd_,
-             llama ? n_head_kv_ : 0);
-      matrix(blk + "attn_v.weight", hf + "self_attn.v_proj.weight", kv_rows, n_embd_);
-      matrix(blk + "attn_output.weight", hf + "self_attn.o_proj.weight", n_embd_, q_rows);
-      if (arch_ == "qwen2" || gpt_oss) {
-        as_f32(blk + "attn_q.bias", hf + "self_attn.q_proj.bias", {q_rows});
-        as_f32(blk + "attn_k.bias", hf + "self_attn.k_proj.bias", {kv_rows});
-        as_f32(blk + "attn_v.bias", hf + "self_attn.v_proj.bias", {kv_rows});
+    ModelConfig c;
+    c.arch = arch_;
+    apply_arch_features(*desc_, c);
+    c.n_embd = n_embd_;
+    c.n_layer = n_layer_;
+    c.n_head = n_head_;
+    c.n_head_kv = n_head_kv_;
+    c.head_dim = head_dim_;
+    c.n_ff = c.n_ff_exp = n_ff_;
+    c.n_expert = c.n_router = n_expert_;
+    c.n_vocab = n_vocab_;
+    c.tied_embeddings = tied_;
+    for (const ArchTensor& t : desc_->tensor_list(c)) {
+      const std::string layer =
+          t.layer < 0 ? "" : prefix_ + "layers." + std::to_string(t.layer) + ".";
+      const std::vector<int64_t> hf_shape(t.shape.rbegin(), t.shape.rend());
+      switch (t.form) {
+        case HfForm::with_router: continue;
+        case HfForm::gpt_oss_moe:
+          gpt_oss_experts("blk." + std::to_string(t.layer) + ".", layer);
+          continue;
+        case HfForm::experts: experts(t.name, layer, t.hf, hf_shape[1], hf_shape[2]); continue;
+        case HfForm::plain: break;
       }
-      if (gpt_oss) {
-        as_f32(blk + "attn_output.bias", hf + "self_attn.o_proj.bias", {n_embd_});
-        as_f32(blk + "attn_sinks.weight", hf + "self_attn.sinks", {n_head_});
-      }
-      if (arch_ == "qwen3" || arch_ == "qwen3moe" || gemma) {
-        norm(blk + "attn_q_norm.weight", hf + "self_attn.q_norm.weight", head_dim_);
-        norm(blk + "attn_k_norm.weight", hf + "self_attn.k_norm.weight", head_dim_);
-      }
-      if (gemma) {  // norms after attention and the FFN too
-        norm(blk + "post_attention_norm.weight", hf + "post_attention_layernorm.weight", n_embd_);
-        norm(blk + "ffn_norm.weight", hf + "pre_feedforward_layernorm.weight", n_embd_);
-        norm(blk + "post_ffw_norm.weight", hf + "post_feedforward_layernorm.weight", n_embd_);
-      } else {
-        norm(blk + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"),
-             hf + "post_attention_layernorm.weight", n_embd_);
-      }
-      if (gpt_oss) {
-        gpt_oss_experts(blk, hf);
-      } else if (n_expert_ > 0) {
-        as_f32(blk + "ffn_gate_inp.weight", hf + "mlp.gate.weight", {n_expert_, n_embd_});
-        experts(blk + "ffn_gate_exps.weight", hf, "gate_proj", n_ff_, n_embd_);
-        experts(blk + "ffn_up_exps.weight", hf, "up_proj", n_ff_, n_embd_);
-        experts(blk + "ffn_down_exps.weight", hf, "down_proj", n_embd_, n_ff_);
-      } else {
-        matrix(blk + "ffn_gate.weight", hf + "mlp.gate_proj.weight", n_ff_, n_embd_);
-        matrix(blk + "ffn_up.weight", hf + "mlp.up_proj.weight", n_ff_, n_embd_);
-        matrix(blk + "ffn_down.weight", hf + "mlp.down_proj.weight", n_embd_, n_ff_);
+      const std::string hf = prefix_ + t.hf;
+      switch (t.role) {
+        case TensorRole::norm: as_f32(t.name, hf, hf_shape, desc_->hf_norm_shift); break;
+        case TensorRole::bias:
+        case TensorRole::router: as_f32(t.name, hf, hf_shape); break;
+        case TensorRole::token_embd: matrix(t.name, hf, hf_shape[0], hf_shape[1], 0, false); break;
+        case TensorRole::output: matrix(t.name, head_, hf_shape[0], hf_shape[1]); break;
+        default: {
+          // llama's rope pairs (2i, 2i+1): HF's q/k rows are in NEOX order.
+          const int64_t permute = desc_->rope_neox               ? 0
+                                  : t.role == TensorRole::attn_q ? n_head_
+                                  : t.role == TensorRole::attn_k ? n_head_kv_
+                                                                 : 0;
+          matrix(t.name, hf, hf_shape[0], hf_shape[1], permute);
+        }
       }
     }
     // A tensor the translation did not take would be silently ignored by
@@ -858,6 +822,7 @@ class Translator {
   HfCheckpoint::Parts& p_;
   GgufWriter& w_;
   json cfg_;
+  const ArchDesc* desc_ = nullptr;
   std::string arch_;
   // Where the text model's tensors are (a multimodal folder nests them), and
   // the prefixes of tensors deliberately not read.

@@ -93,9 +93,7 @@ class Forward {
   int64_t n_ctx_;
 };
 
-// The forward of an architecture: the logits of a Forward's tokens.
+// The forward of an architecture (models/arch/): the logits of a Forward's tokens.
 using ArchBuilder = Tensor (*)(Forward& f);
-// Throws an Error listing the architectures when `arch` has no builder.
-ArchBuilder arch_builder(const std::string& arch);
 
 }  // namespace kiln

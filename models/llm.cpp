@@ -66,7 +66,6 @@ Llm::Llm(GgufFile file, Runtime& rt, int64_t n_ctx, KvCacheType kv, int64_t kv_p
       tok_(Tokenizer::from_gguf(file_)),
       rt_(rt),
       weights_(file_, rt) {
-  arch_builder(cfg_.arch);  // an unknown architecture fails at load, not at the first forward
   if (!is_kv_cache_dtype(kv.dtype))
     throw Error("KV cache dtype " + std::string(dtype_name(kv.dtype)) +
                 " is not supported (f16, bf16, f32, q8_0 or an AURA scheme)");
@@ -461,7 +460,7 @@ void Llm::record(Step& s, bool compile) {
       f.expert_hits.push_back(
           g.external(hits_->as<int32_t>() + l * c.n_expert, DType::i32, {c.n_expert}));
   }
-  Tensor logits = arch_builder(c.arch)(f);
+  Tensor logits = arch_desc(c.arch).build(f);
   g.output("logits", logits, s.logits.data());
   g.record(s.plan, compile);
 }

@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "ir/type.h"
+#include "models/arch/arch.h"
 #include "models/expert_pruning.h"
 
 namespace kiln {
@@ -13,10 +14,12 @@ namespace kiln {
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch = std::string(f.get_string("general.architecture"));
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" &&
-      c.arch != "gemma3" && c.arch != "gpt-oss")
-    f.fail("architecture '" + c.arch +
-           "' is not supported (llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss)");
+  const ArchDesc* arch = nullptr;
+  try {
+    arch = &arch_desc(c.arch);
+  } catch (const Error& e) {
+    f.fail(e.what());
+  }
   auto key = [&](const std::string& k) { return c.arch + "." + k; };
   auto get = [&](const std::string& k) { return static_cast<int64_t>(f.get_u64(key(k))); };
   auto find = [&](const std::string& k, int64_t dflt) {
@@ -47,8 +50,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.rope_dim = find("rope.dimension_count", c.head_dim);
   if (auto b = f.find_f32(key("rope.freq_base"))) c.rope_base = *b;
   if (auto e = f.find_f32(key("attention.layer_norm_rms_epsilon"))) c.rms_eps = *e;
-  c.rope_neox = c.arch != "llama";
-  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3";
+  apply_arch_features(*arch, c);
   c.attn_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   // As llama.cpp: a missing scaling type means linear, and the factor may
   // be under its old key; "none" scales nothing.
@@ -79,34 +81,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
         f.fail("tensor 'rope_freqs.weight' holds a factor that is not positive: " +
                std::to_string(x));
   }
-  if (c.arch == "gemma3") {
-    // As llama.cpp: every 6th layer global, the others windowed with rope
-    // base 10000 and no scaling; the 27B model (62 layers) scales q.k by
-    // its n_embd / n_head instead of its head size.
-    c.sliding_window = find("attention.sliding_window", 0);
-    if (c.sliding_window > 0) {
-      c.swa_pattern = 6;
-      c.rope_base_swa = 10000;
-    }
-    if (c.n_layer == 62) c.attn_scale = 1.0 / std::sqrt(static_cast<double>(c.n_embd / c.n_head));
-    // llama.cpp caps gemma3 logits when this is set (Gemma 3 itself does not).
-    if (auto cap = f.find_f32(key("final_logit_softcapping")); cap && *cap != 0)
-      f.fail("key '" + key("final_logit_softcapping") + "' (logit soft-capping) is not supported");
-  }
-  if (c.arch == "gpt-oss") {
-    // As llama.cpp: even layers windowed, the same rope (YaRN) everywhere.
-    c.sliding_window = get("attention.sliding_window");
-    c.swa_pattern = 2;
-    c.rope_base_swa = c.rope_base;
-    c.swa_rope_scaled = true;
-  }
-  c.qkv_bias = c.arch == "qwen2" || c.arch == "gpt-oss";
-  c.out_bias = c.attn_sinks = c.expert_bias = c.arch == "gpt-oss";
+  if (arch->read_gguf) arch->read_gguf(c, f);
   c.n_expert = find("expert_count", 0);
   c.n_expert_used = find("expert_used_count", 0);
   c.n_ff_exp = find("expert_feed_forward_length", c.n_ff);
-  // GPT-OSS takes the softmax of the chosen logits, the same quotient.
-  c.norm_topk = c.arch == "qwen3moe" || c.arch == "llama" || c.arch == "gpt-oss";
   if (c.moe() && (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert))
     f.fail("key '" + key("expert_used_count") + "' is " + std::to_string(c.n_expert_used) +
            ": a token must use 1 to " + key("expert_count") + " (" + std::to_string(c.n_expert) +
@@ -146,6 +124,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     if (c.n_router != c.n_expert) c.expert_map = map;
   }
   c.n_vocab = f.tensor("token_embd.weight").shape.at(1);
+  c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   return c;
 }
 

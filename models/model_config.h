@@ -1,12 +1,12 @@
 // A model's hyper-parameters, read from GGUF metadata as llama.cpp names
-// them ("<arch>.embedding_length", ...), for the architectures Kiln runs:
-// llama (dense, and Mixtral-style experts), qwen2, qwen3, qwen3moe, gemma3,
-// gpt-oss.
+// them ("<arch>.embedding_length", ...), for the architectures Kiln runs
+// (models/arch/).
 //
-// The forward reads only this struct, never the metadata, so what an
-// architecture means (NEOX rope, QK-norm, biases, expert routing) is decided
-// here in one place, with an error naming the file and key when something
-// required is missing or inconsistent.
+// The forward reads only this struct, never the metadata: what an
+// architecture means (NEOX rope, QK-norm, biases, expert routing) comes from
+// its description (models/arch/arch.h), and the keys every architecture
+// shares are read here, with an error naming the file and key when
+// something required is missing or inconsistent.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +22,8 @@ struct ModelConfig {
   std::string arch;  // "llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss"
   int64_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
   int64_t n_ff = 0, n_vocab = 0, n_ctx_train = 0;
-  int64_t rope_dim = 0;  // rotated dims per head
+  bool tied_embeddings = false;  // no output.weight: the output reuses token_embd
+  int64_t rope_dim = 0;          // rotated dims per head
   double rope_base = 10000, rms_eps = 1e-5;
   bool rope_neox = false;   // pairs (i, i + d/2) instead of (2i, 2i+1)
   bool qk_norm = false;     // RMSNorm over each q and k head (qwen3, gemma3)

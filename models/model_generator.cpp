@@ -11,6 +11,7 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "kernels/quant/ggml_blocks.h"
+#include "models/arch/arch.h"
 #include "models/chunk_stream.h"
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
@@ -64,21 +65,7 @@ bool quantized(TensorType t) { return t != TensorType::f32 && t != TensorType::f
 
 int64_t block_elems(TensorType t) { return tensor_type_info(t).block_elems; }
 
-// What a tensor is for, which is what llama.cpp's type rules look at.
-enum class Role {
-  token_embd,
-  output,
-  norm,
-  bias,
-  router,  // ffn_gate_inp: never quantised
-  attn_q,
-  attn_k,
-  attn_v,
-  attn_output,
-  ffn_gate,
-  ffn_up,
-  ffn_down,
-};
+using Role = TensorRole;
 
 // llama.cpp's use_more_bits: the first and last eighth of the layers and
 // every third one between get more bits in Q4_K_M.
@@ -343,51 +330,9 @@ std::vector<PlannedTensor> plan_model_tensors(const ModelPreset& p, int64_t n_vo
                                               WeightFormat format) {
   check_preset(p);
   if (n_vocab <= 0) throw Error("model preset '" + p.family + "/" + p.preset + "': no vocabulary");
-  const int64_t e = p.n_embd, q = p.n_head * p.head_dim, kv = p.n_head_kv * p.head_dim;
   Planner plan(p, format);
-  plan.add("token_embd.weight", {e, n_vocab}, Role::token_embd, -1);
-  for (int i = 0; i < p.n_layer; ++i) {
-    const std::string b = "blk." + std::to_string(i) + ".";
-    plan.add(b + "attn_norm.weight", {e}, Role::norm, i);
-    plan.add(b + "attn_q.weight", {e, q}, Role::attn_q, i);
-    if (p.qkv_bias) plan.add(b + "attn_q.bias", {q}, Role::bias, i);
-    plan.add(b + "attn_k.weight", {e, kv}, Role::attn_k, i);
-    if (p.qkv_bias) plan.add(b + "attn_k.bias", {kv}, Role::bias, i);
-    plan.add(b + "attn_v.weight", {e, kv}, Role::attn_v, i);
-    if (p.qkv_bias) plan.add(b + "attn_v.bias", {kv}, Role::bias, i);
-    plan.add(b + "attn_output.weight", {q, e}, Role::attn_output, i);
-    if (p.gpt_oss_layout) {
-      plan.add(b + "attn_output.bias", {e}, Role::bias, i);
-      plan.add(b + "attn_sinks.weight", {p.n_head}, Role::bias, i);
-    }
-    if (p.qk_norm) {
-      plan.add(b + "attn_q_norm.weight", {p.head_dim}, Role::norm, i);
-      plan.add(b + "attn_k_norm.weight", {p.head_dim}, Role::norm, i);
-    }
-    if (p.post_norms || p.gpt_oss_layout)
-      plan.add(b + "post_attention_norm.weight", {e}, Role::norm, i);
-    if (!p.gpt_oss_layout) plan.add(b + "ffn_norm.weight", {e}, Role::norm, i);
-    if (p.moe()) {
-      const int64_t f = p.expert_ff(), x = p.n_expert;
-      plan.add(b + "ffn_gate_inp.weight", {e, x}, Role::router, i);
-      if (p.gpt_oss_layout) plan.add(b + "ffn_gate_inp.bias", {x}, Role::bias, i);
-      plan.add(b + "ffn_gate_exps.weight", {e, f, x}, Role::ffn_gate, i);
-      plan.add(b + "ffn_up_exps.weight", {e, f, x}, Role::ffn_up, i);
-      plan.add(b + "ffn_down_exps.weight", {f, e, x}, Role::ffn_down, i);
-      if (p.gpt_oss_layout) {
-        plan.add(b + "ffn_gate_exps.bias", {f, x}, Role::bias, i);
-        plan.add(b + "ffn_up_exps.bias", {f, x}, Role::bias, i);
-        plan.add(b + "ffn_down_exps.bias", {e, x}, Role::bias, i);
-      }
-    } else {
-      plan.add(b + "ffn_gate.weight", {e, p.n_ff}, Role::ffn_gate, i);
-      plan.add(b + "ffn_up.weight", {e, p.n_ff}, Role::ffn_up, i);
-      plan.add(b + "ffn_down.weight", {p.n_ff, e}, Role::ffn_down, i);
-    }
-    if (p.post_norms) plan.add(b + "post_ffw_norm.weight", {e}, Role::norm, i);
-  }
-  plan.add("output_norm.weight", {e}, Role::norm, -1);
-  if (!p.tied_embeddings) plan.add("output.weight", {e, n_vocab}, Role::output, -1);
+  for (const ArchTensor& t : arch_desc(p.arch).tensor_list(preset_config(p, n_vocab)))
+    plan.add(t.name, t.shape, t.role, t.layer);
   return plan.take();
 }
 
@@ -406,7 +351,7 @@ GenModelSummary generate_model(const ModelPreset& p, const GenModelOptions& o,
   // keys are added after the architecture's, as llama.cpp's converter orders them.
   Metadata tokenizer;
   int64_t n_vocab = o.vocab_path.empty()
-                        ? byte_level_tokenizer(p.n_vocab, p.tokenizer_pre, &tokenizer)
+                        ? byte_level_tokenizer(p.n_vocab, arch_desc(a).tokenizer_pre, &tokenizer)
                         : copy_tokenizer(o.vocab_path, &tokenizer);
   w.add(a + ".vocab_size", u32(n_vocab));
   w.add(a + ".context_length", u32(p.n_ctx));

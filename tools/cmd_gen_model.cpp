@@ -1,5 +1,5 @@
 // `kiln gen-model`: writes a random-weight GGUF model of a real architecture
-// (llama, qwen2, qwen3, qwen3moe, Mixtral-style llama-moe, gemma3) that Kiln and
+// (each one's presets are in its description, models/arch/) that Kiln and
 // llama.cpp both load, at a named size, in f32, f16, q8_0, q4_0, q4_1, q5_0,
 // q5_1, or llama-quantize's q2_k, q3_k_m, q4_k_m, q5_k_m, iq4_nl and iq4_xs
 // mixes.
@@ -57,8 +57,7 @@ int cmd_gen_model(const std::vector<std::string>& argv) {
         "       kiln gen-model --list\n"
         "Writes a GGUF model with random weights (normal, std 0.02; norms 1) and llama.cpp's\n"
         "tensor names, shapes and metadata, loadable by Kiln and llama.cpp.\n"
-        "  --arch    llama | qwen2 | qwen3 | qwen3moe | llama-moe (Mixtral-style) | gemma3 | "
-        "gpt-oss\n"
+        "  --arch    an architecture (see --list; llama-moe is Mixtral-style llama)\n"
         "  --preset  a size of that architecture (see --list)\n"
         "  --type    f32 | f16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1, or llama-quantize's mixes\n"
         "            q2_k | q3_k_m | q4_k_m | q5_k_m | iq4_nl | iq4_xs (with some wider tensors, "
@@ -68,8 +67,7 @@ int cmd_gen_model(const std::vector<std::string>& argv) {
         "            default: a byte-level BPE vocabulary, padded to the preset's size\n"
         "  --seed    the same seed writes the same bytes, on any thread count\n"
         "  --layers, --ctx  override the preset's block count and context length\n"
-        "  --window  override the sliding window of an architecture that has one (gemma3, "
-        "gpt-oss)\n"
+        "  --window  override the sliding window of an architecture that has one\n"
         "  --tie-embeddings  no output.weight: the output reuses token_embd");
     return 0;
   }
