@@ -779,7 +779,8 @@ class Translator {
           t.layer < 0 ? "" : prefix_ + "layers." + std::to_string(t.layer) + ".";
       const std::vector<int64_t> hf_shape(t.shape.rbegin(), t.shape.rend());
       switch (t.form) {
-        case HfForm::with_router: continue;
+        case HfForm::with_router:
+        case HfForm::from_config: continue;
         case HfForm::gpt_oss_moe:
           gpt_oss_experts("blk." + std::to_string(t.layer) + ".", layer);
           continue;

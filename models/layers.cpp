@@ -42,9 +42,18 @@ Tensor Forward::linear(const std::string& name, const std::string& label, const 
 Tensor Forward::attention(int64_t l, const Tensor& h) {
   Graph::Scope s(g, "attn");
   const int64_t T = n_tokens, D = c.head_dim;
-  Tensor q = linear(blk(l, "attn_q.weight"), "q", h);
-  Tensor k = linear(blk(l, "attn_k.weight"), "k", h);
-  Tensor v = linear(blk(l, "attn_v.weight"), "v", h);
+  Tensor q, k, v;
+  if (c.fused_qkv) {  // q's rows, then k's, then v's
+    const std::string qkv = blk(l, "attn_qkv.weight");
+    const int64_t nq = c.n_head * D, nkv = c.n_head_kv * D;
+    q = ops::linear(g, w.matrix_rows(g, qkv, "q", 0, nq), h);
+    k = ops::linear(g, w.matrix_rows(g, qkv, "k", nq, nkv), h);
+    v = ops::linear(g, w.matrix_rows(g, qkv, "v", nq + nkv, nkv), h);
+  } else {
+    q = linear(blk(l, "attn_q.weight"), "q", h);
+    k = linear(blk(l, "attn_k.weight"), "k", h);
+    v = linear(blk(l, "attn_v.weight"), "v", h);
+  }
   if (c.qkv_bias) {
     q = ops::add_rows(g, q, w.vector(g, blk(l, "attn_q.bias")));
     k = ops::add_rows(g, k, w.vector(g, blk(l, "attn_k.bias")));
@@ -78,8 +87,15 @@ Tensor Forward::attention(int64_t l, const Tensor& h) {
 
 Tensor Forward::ffn(int64_t l, const Tensor& h, Activation act) {
   Graph::Scope s(g, "ffn");
-  Tensor gate = linear(blk(l, "ffn_gate.weight"), "gate", h);
-  Tensor up = linear(blk(l, "ffn_up.weight"), "up", h);
+  Tensor gate, up;
+  if (c.fused_gate_up) {  // the gate's rows, then the up projection's
+    const std::string fused = blk(l, "ffn_up.weight");
+    gate = ops::linear(g, w.matrix_rows(g, fused, "gate", 0, c.n_ff), h);
+    up = ops::linear(g, w.matrix_rows(g, fused, "up", c.n_ff, c.n_ff), h);
+  } else {
+    gate = linear(blk(l, "ffn_gate.weight"), "gate", h);
+    up = linear(blk(l, "ffn_up.weight"), "up", h);
+  }
   return named(linear(blk(l, "ffn_down.weight"), "down", ops::glu(g, gate, up, act)), "ffn_out", l);
 }
 

@@ -83,6 +83,7 @@ Llm::Llm(GgufFile file, Runtime& rt, int64_t n_ctx, KvCacheType kv, int64_t kv_p
   }
   kv_ = kv;
   n_ctx_ = context_for(cfg_, n_ctx);
+  cfg_.choose_rope_factors(n_ctx_);
   Backend& b = rt.backend();
   const size_t elem = dtype_bytes(kv_.dtype);
   const int64_t D = aura_padded_dim(cfg_.head_dim);

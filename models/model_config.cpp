@@ -65,22 +65,38 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.rope_scaling.yarn = true;
     c.rope_scaling.orig_ctx = static_cast<double>(
         find("rope.scaling.original_context_length", find("context_length", 2048)));
-    if (auto a = f.find_f32(key("rope.scaling.attn_factor"))) c.rope_scaling.attn_factor = *a;
   }
+  // A factor on cos and sin whatever the scaling (LongRoPE's
+  // sqrt(1 + ln(scale) / ln(original context))), as llama.cpp reads it.
+  if (auto a = f.find_f32(key("rope.scaling.attn_factor"))) c.rope_scaling.attn_factor = *a;
   // Llama 3.1's rope scaling, as llama.cpp's converter stores it: a factor
-  // dividing each rotated pair's angle.
-  if (const GgufTensor* ff = f.find_tensor("rope_freqs.weight")) {
+  // dividing each rotated pair's angle; LongRoPE's two sets of them, for
+  // contexts within the original one and beyond.
+  auto factors = [&](const char* name) {
+    std::vector<float> v;
+    const GgufTensor* ff = f.find_tensor(name);
+    if (!ff) return v;
     if (ff->type != TensorType::f32 || ff->elements() != c.rope_dim / 2)
-      f.fail("tensor 'rope_freqs.weight' must be F32 with " + std::to_string(c.rope_dim / 2) +
-             " values (one per rotated pair), has " + tensor_type_name(ff->type) + " with " +
-             std::to_string(ff->elements()));
-    c.rope_scaling.freq_factors.resize(static_cast<size_t>(ff->elements()));
-    std::memcpy(c.rope_scaling.freq_factors.data(), ff->data, ff->nbytes);
-    for (float x : c.rope_scaling.freq_factors)
+      f.fail(std::string("tensor '") + name + "' must be F32 with " +
+             std::to_string(c.rope_dim / 2) + " values (one per rotated pair), has " +
+             tensor_type_name(ff->type) + " with " + std::to_string(ff->elements()));
+    v.resize(static_cast<size_t>(ff->elements()));
+    std::memcpy(v.data(), ff->data, ff->nbytes);
+    for (float x : v)
       if (!(x > 0) || !std::isfinite(x))
-        f.fail("tensor 'rope_freqs.weight' holds a factor that is not positive: " +
-               std::to_string(x));
-  }
+        f.fail(std::string("tensor '") + name +
+               "' holds a factor that is not positive: " + std::to_string(x));
+    return v;
+  };
+  c.rope_scaling.freq_factors = factors("rope_freqs.weight");
+  c.rope_factors_long = factors("rope_factors_long.weight");
+  c.rope_factors_short = factors("rope_factors_short.weight");
+  if (c.rope_factors_long.empty() != c.rope_factors_short.empty())
+    f.fail(
+        "LongRoPE needs both tensors 'rope_factors_long.weight' and 'rope_factors_short.weight'");
+  if (!c.rope_factors_long.empty())
+    c.rope_scaling.orig_ctx = static_cast<double>(
+        find("rope.scaling.original_context_length", find("context_length", 2048)));
   if (arch->read_gguf) arch->read_gguf(c, f);
   c.n_expert = find("expert_count", 0);
   c.n_expert_used = find("expert_used_count", 0);
@@ -126,6 +142,12 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.n_vocab = f.tensor("token_embd.weight").shape.at(1);
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   return c;
+}
+
+void ModelConfig::choose_rope_factors(int64_t n_ctx) {
+  if (rope_factors_long.empty()) return;
+  rope_scaling.freq_factors =
+      static_cast<double>(n_ctx) > rope_scaling.orig_ctx ? rope_factors_long : rope_factors_short;
 }
 
 }  // namespace kiln

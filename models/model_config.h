@@ -30,6 +30,9 @@ struct ModelConfig {
   bool qkv_bias = false;    // q, k, v projections carry biases (qwen2, gpt-oss)
   bool out_bias = false;    // so does the attention output (gpt-oss)
   bool attn_sinks = false;  // per-head sink logits in the softmax (gpt-oss)
+  // q, k and v in one matrix attn_qkv; gate and up in one ffn_up, the
+  // gate's rows first (phi3).
+  bool fused_qkv = false, fused_gate_up = false;
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // MoE; n_expert 0: dense
   bool norm_topk = false;  // renormalise the chosen experts' weights to sum 1
   // The router and every expert matrix carry biases, and the experts'
@@ -54,8 +57,12 @@ struct ModelConfig {
   // ({arch}.pooling_type, llama.cpp's numbering): mean when the model names
   // none (a causal LM), the first token's (cls) or the last token's.
   enum class Pooling { mean, cls, last } pooling = Pooling::mean;
-  double rope_base_swa = 0;      // rope base of sliding-window layers
-  RopeScaling rope_scaling;      // linear or YaRN, of the global layers
+  double rope_base_swa = 0;  // rope base of sliding-window layers
+  RopeScaling rope_scaling;  // linear or YaRN, of the global layers
+  // LongRoPE (phi3): per-pair frequency factors for contexts up to and
+  // beyond rope_scaling.orig_ctx; choose_rope_factors picks one for a
+  // context, as llama.cpp does.
+  std::vector<float> rope_factors_short, rope_factors_long;
   bool swa_rope_scaled = false;  // and of the sliding ones (gpt-oss; not gemma3)
 
   bool sliding(int64_t layer) const {
@@ -67,6 +74,9 @@ struct ModelConfig {
   }
 
   static ModelConfig from_gguf(const GgufFile& f);
+  // The LongRoPE factors for a context of n_ctx tokens into rope_scaling
+  // (the long ones past the original context); nothing without them.
+  void choose_rope_factors(int64_t n_ctx);
   bool moe() const { return n_expert > 0; }
 };
 

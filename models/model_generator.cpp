@@ -28,7 +28,10 @@ namespace {
 // residual stream elsewhere, and the tied output's logits spread as the
 // other architectures' do.
 constexpr float kWeightStd = 0.02f;
-constexpr float kNormStd = 0.02f;            // norm weights: 1 + N(0, kNormStd^2)
+constexpr float kNormStd = 0.02f;  // norm weights: 1 + N(0, kNormStd^2)
+// Box-Muller on 24-bit uniforms reaches 5.8 standard deviations at most, so
+// these stay above 0.3.
+constexpr float kRopeFactorMean = 1.5f, kRopeFactorStd = 0.2f;
 constexpr int64_t kChunkElements = 1 << 20;  // elements generated per task
 constexpr uint32_t kQuantVersion = 2;        // ggml's GGML_QNT_VERSION
 
@@ -82,8 +85,11 @@ class Planner {
     t.name = std::move(name);
     t.shape = std::move(shape);
     t.layer = layer;
-    t.mean = role == Role::norm ? 1.0f : 0.0f;
-    t.stddev = role == Role::norm ? kNormStd : kWeightStd;
+    // LongRoPE's factors divide angles: positive, some near 1, some larger.
+    t.mean = role == Role::norm ? 1.0f : role == Role::rope_factors ? kRopeFactorMean : 0.0f;
+    t.stddev = role == Role::norm           ? kNormStd
+               : role == Role::rope_factors ? kRopeFactorStd
+                                            : kWeightStd;
     t.type = choose_type(t, role);
     tensors_.push_back(std::move(t));
   }
@@ -107,7 +113,7 @@ class Planner {
         type = TensorType::q8_0;
       else if (base != TensorType::q8_0)
         type = TensorType::q6_K;
-    } else if (role == Role::attn_v) {
+    } else if (role == Role::attn_v || role == Role::attn_qkv) {  // llama.cpp: qkv is v-like
       if (q45km && more_bits) type = TensorType::q6_K;
       if (q3km) type = t.layer < 2 ? TensorType::q5_K : TensorType::q4_K;
       if (q2k) type = gqa4 ? TensorType::q4_K : TensorType::q3_K;
@@ -242,7 +248,7 @@ std::string byte_token(int b) {
 // = byte), BOS and EOS, a handful of merges, then "[PADn]" unused tokens up
 // to `min_size` as llama.cpp's converter pads vocabularies, cut into words
 // by the pre-tokenizer `pre`. Returns its size.
-int64_t byte_level_tokenizer(int64_t min_size, const std::string& pre, Metadata* kv) {
+int64_t byte_level_tokenizer(int64_t min_size, const ArchDesc& arch, Metadata* kv) {
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
   for (int b = 0; b < 256; ++b) {
@@ -252,7 +258,8 @@ int64_t byte_level_tokenizer(int64_t min_size, const std::string& pre, Metadata*
   const int32_t bos = static_cast<int32_t>(tokens.size());
   tokens.push_back("<|begin_of_text|>");
   tokens.push_back("<|end_of_text|>");
-  types.insert(types.end(), 2, static_cast<int32_t>(TokenType::control));
+  tokens.insert(tokens.end(), arch.vocab_specials.begin(), arch.vocab_specials.end());
+  types.resize(tokens.size(), static_cast<int32_t>(TokenType::control));
   const std::string sp = byte_token(' ');  // "Ġ"
   const std::vector<std::pair<std::string, std::string>> merges = {
       {sp, "t"},  {"h", "e"}, {sp + "t", "he"}, {"i", "n"}, {"e", "r"},
@@ -269,7 +276,7 @@ int64_t byte_level_tokenizer(int64_t min_size, const std::string& pre, Metadata*
     types.push_back(static_cast<int32_t>(TokenType::unused));
   }
   kv->emplace_back("tokenizer.ggml.model", GgufWriter::str("gpt2"));
-  kv->emplace_back("tokenizer.ggml.pre", GgufWriter::str(pre));
+  kv->emplace_back("tokenizer.ggml.pre", GgufWriter::str(arch.tokenizer_pre));
   kv->emplace_back("tokenizer.ggml.tokens", GgufWriter::string_array(tokens));
   kv->emplace_back("tokenizer.ggml.token_type", GgufWriter::array(types));
   kv->emplace_back("tokenizer.ggml.merges", GgufWriter::string_array(merge_texts));
@@ -350,9 +357,8 @@ GenModelSummary generate_model(const ModelPreset& p, const GenModelOptions& o,
   // The tokenizer decides the vocabulary size, so it is built first and its
   // keys are added after the architecture's, as llama.cpp's converter orders them.
   Metadata tokenizer;
-  int64_t n_vocab = o.vocab_path.empty()
-                        ? byte_level_tokenizer(p.n_vocab, arch_desc(a).tokenizer_pre, &tokenizer)
-                        : copy_tokenizer(o.vocab_path, &tokenizer);
+  int64_t n_vocab = o.vocab_path.empty() ? byte_level_tokenizer(p.n_vocab, arch_desc(a), &tokenizer)
+                                         : copy_tokenizer(o.vocab_path, &tokenizer);
   w.add(a + ".vocab_size", u32(n_vocab));
   w.add(a + ".context_length", u32(p.n_ctx));
   w.add(a + ".embedding_length", u32(p.n_embd));
@@ -372,6 +378,15 @@ GenModelSummary generate_model(const ModelPreset& p, const GenModelOptions& o,
     w.add(a + ".rope.scaling.type", GgufWriter::str("yarn"));
     w.add(a + ".rope.scaling.factor", GgufWriter::f32(p.yarn_factor));
     w.add(a + ".rope.scaling.original_context_length", u32(p.yarn_orig_ctx));
+  }
+  if (p.longrope_orig_ctx > 0) {
+    // As llama.cpp's converter: cos and sin scaled by sqrt(1 + ln(scale) /
+    // ln(original context)), scale the context's growth.
+    const double orig = static_cast<double>(p.longrope_orig_ctx);
+    const double scale = static_cast<double>(p.n_ctx) / orig;
+    const double attn = scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(orig)) : 1.0;
+    w.add(a + ".rope.scaling.original_context_length", u32(p.longrope_orig_ctx));
+    w.add(a + ".rope.scaling.attn_factor", GgufWriter::f32(static_cast<float>(attn)));
   }
   if (p.moe()) {
     w.add(a + ".expert_count", u32(p.n_expert));

@@ -44,6 +44,9 @@ struct ModelPreset {
   int64_t sliding_window = 0;    // gemma3, gpt-oss: attention.sliding_window; 0: not written
   float yarn_factor = 0;         // rope.scaling.type yarn with this factor; 0: none
   int64_t yarn_orig_ctx = 0;     // rope.scaling.original_context_length
+  // LongRoPE (phi3): rope_factors_long/short and this original context
+  // (rope.scaling.original_context_length); 0: none.
+  int64_t longrope_orig_ctx = 0;
 
   bool moe() const { return n_expert > 0; }
   // Each expert's FFN width (llama.cpp: n_ff_exp, else n_ff).

@@ -44,6 +44,37 @@ Weight ModelWeights::matrix(Graph& g, const std::string& name, const std::string
   return stack(g, t, label);
 }
 
+Weight ModelWeights::matrix_rows(Graph& g, const std::string& name, const std::string& label,
+                                 int64_t row0, int64_t rows) {
+  const GgufTensor& t = file_.tensor(name);
+  if (t.shape.size() != 2) throw Error("tensor '" + name + "' is not a matrix");
+  const std::string part =
+      name + " rows " + std::to_string(row0) + ".." + std::to_string(row0 + rows);
+  if (row0 < 0 || rows <= 0 || row0 + rows > t.shape[1])
+    throw Error("tensor '" + name + "' has " + std::to_string(t.shape[1]) +
+                " rows; the model's shapes need " + part);
+  if (t.type == TensorType::i4 || t.type == TensorType::i8_channel || t.type == TensorType::f8_e4m3)
+    throw Error("tensor '" + name + "' is " + tensor_type_name(t.type) +
+                ": a fused matrix is split only in float and ggml block types");
+  const int64_t row_bytes = ggml_row_bytes(t.type, t.shape[0]);
+  GgufTensor p = t;
+  p.name = part;
+  p.shape[1] = rows;
+  p.data = t.data + row0 * row_bytes;
+  p.nbytes = static_cast<uint64_t>(rows * row_bytes);
+  Weight w = stack(g, p, label);
+  // The interleaved copy holds 16-row groups in order: a part of whole
+  // groups is a slice of it.
+  const uint8_t* interleaved = packed_.rows16(t);
+  if (interleaved && row0 % 16 == 0 && rows % 16 == 0) {
+    const int64_t group = ggml::rows16_bytes(t.type, 16, t.shape[0]);
+    const int64_t bytes = rows / 16 * group;
+    w.rows16 = g.external(on_backend(interleaved + row0 / 16 * group, static_cast<size_t>(bytes)),
+                          DType::u8, {bytes});
+  }
+  return w;
+}
+
 Weight ModelWeights::experts(Graph& g, const std::string& name, const std::string& label) {
   const GgufTensor& t = file_.tensor(name);
   if (t.shape.size() != 3)

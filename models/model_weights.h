@@ -23,6 +23,11 @@ class ModelWeights {
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
   // The matrix `name` [m, k]; `label` names its matmuls in a profile.
   Weight matrix(Graph& g, const std::string& name, const std::string& label);
+  // Rows [row0, row0 + rows) of the matrix `name`: one projection of a
+  // fused one (Phi-3's attn_qkv, its gate-then-up ffn_up), read in place.
+  // Float and ggml block types only (the others' scales are not split).
+  Weight matrix_rows(Graph& g, const std::string& name, const std::string& label, int64_t row0,
+                     int64_t rows);
   // A 3-D expert tensor (ne = [k, m, n_expert]) as a stack of experts.
   Weight experts(Graph& g, const std::string& name, const std::string& label);
   // An F32 vector (a norm's weight, a bias).

@@ -29,7 +29,7 @@ std::vector<float> rope_cos_sin_table(double base, int64_t rot, int64_t n_pos,
     throw Error("RoPE: " + std::to_string(s.freq_factors.size()) + " frequency factors for " +
                 std::to_string(half) + " rotated pairs");
   std::vector<double> keep(static_cast<size_t>(half), 0.0);
-  double mscale = 1;
+  double mscale = s.attn_factor;
   if (s.yarn) {
     // The pair whose wavelength fits orig_ctx `turns` times, as ggml's
     // ggml_rope_yarn_corr_dims rounds it.

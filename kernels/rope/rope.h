@@ -12,8 +12,9 @@ namespace kiln {
 // frequencies by the factor: the pairs whose wavelength fits orig_ctx
 // fewer than beta_slow times are divided by it, those fitting more than
 // beta_fast times are kept, a linear ramp blends the pairs between, and
-// cos and sin are scaled by attn_factor * (1 + 0.1 ln factor). Frequency
-// factors (Llama 3's rope_freqs) divide each pair's angle before all that.
+// cos and sin are scaled by attn_factor * (1 + 0.1 ln factor); without
+// YaRN, by attn_factor (LongRoPE's). Frequency factors (Llama 3's
+// rope_freqs, LongRoPE's) divide each pair's angle before all that.
 struct RopeScaling {
   double factor = 1;  // 1: none
   bool yarn = false;

@@ -5,9 +5,9 @@
 namespace kiln {
 
 const std::vector<const ArchDesc*>& arch_descs() {
-  static const std::vector<const ArchDesc*> all = {&llama_arch(),  &qwen2_arch(),
-                                                   &qwen3_arch(),  &qwen3moe_arch(),
-                                                   &gemma3_arch(), &gpt_oss_arch()};
+  static const std::vector<const ArchDesc*> all = {
+      &llama_arch(),  &qwen2_arch(),   &qwen3_arch(), &qwen3moe_arch(),
+      &gemma3_arch(), &gpt_oss_arch(), &phi3_arch()};
   return all;
 }
 
@@ -35,6 +35,8 @@ void apply_arch_features(const ArchDesc& a, ModelConfig& c) {
   c.attn_sinks = a.attn_sinks;
   c.expert_bias = a.expert_bias;
   c.norm_topk = a.norm_topk;
+  c.fused_qkv = a.fused_qkv;
+  c.fused_gate_up = a.fused_gate_up;
 }
 
 ModelConfig preset_config(const ModelPreset& p, int64_t n_vocab) {
@@ -45,8 +47,13 @@ ModelConfig preset_config(const ModelPreset& p, int64_t n_vocab) {
   c.n_layer = p.n_layer;
   c.n_head = p.n_head;
   c.n_head_kv = p.n_head_kv;
-  c.head_dim = p.head_dim;
+  c.head_dim = c.rope_dim = p.head_dim;
   c.n_ff = p.n_ff;
+  if (p.longrope_orig_ctx > 0) {
+    c.rope_factors_long.assign(static_cast<size_t>(p.head_dim / 2), 1.0f);
+    c.rope_factors_short = c.rope_factors_long;
+    c.rope_scaling.orig_ctx = static_cast<double>(p.longrope_orig_ctx);
+  }
   c.n_vocab = n_vocab;
   c.n_ctx_train = p.n_ctx;
   c.n_expert = p.n_expert;

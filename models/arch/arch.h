@@ -32,10 +32,12 @@ enum class TensorRole {
   attn_q,
   attn_k,
   attn_v,
+  attn_qkv,  // q, k and v fused (phi3)
   attn_output,
   ffn_gate,
   ffn_up,
   ffn_down,
+  rope_factors,  // LongRoPE's per-pair frequency factors
 };
 
 // How a Hugging Face checkpoint stores a tensor.
@@ -50,6 +52,8 @@ enum class HfForm {
   // read together at the router; the tensors after it marked `with_router`.
   gpt_oss_moe,
   with_router,
+  // Not a tensor of the checkpoint: made from config.json (LongRoPE's factors).
+  from_config,
 };
 
 // One tensor of a model, in the order files hold them.
@@ -99,8 +103,10 @@ struct ArchDesc {
   bool qkv_bias = false;  // also allows HF's attention_bias
   bool out_bias = false;
   bool attn_sinks = false;
-  bool expert_bias = false;  // and GPT-OSS's clamped SwiGLU
-  bool norm_topk = false;    // the chosen experts' weights renormalised
+  bool expert_bias = false;    // and GPT-OSS's clamped SwiGLU
+  bool fused_qkv = false;      // attn_qkv: q's rows, then k's, then v's
+  bool fused_gate_up = false;  // ffn_up: the gate's rows, then up's
+  bool norm_topk = false;      // the chosen experts' weights renormalised
   // Norms after attention and FFN too (Gemma): post_attention_norm,
   // ffn_norm (HF's pre_feedforward_layernorm) and post_ffw_norm.
   bool post_norms = false;
@@ -111,8 +117,10 @@ struct ArchDesc {
   float hf_norm_shift = 0;
   bool hf_tied_default = false;
   bool hf_mxfp4_experts = false;  // quant_method mxfp4: GPT-OSS's experts
-  // tokenizer.ggml.pre of the generator's byte-level vocabulary.
+  // tokenizer.ggml.pre of the generator's byte-level vocabulary, and the
+  // control tokens it adds (llama.cpp's loader looks some up by name).
   std::string tokenizer_pre = "default";
+  std::vector<std::string> vocab_specials;
 
   ArchBuilder build = nullptr;
   // Metadata beyond the keys every architecture shares (windows, scales,
@@ -155,5 +163,6 @@ const ArchDesc& qwen3_arch();
 const ArchDesc& qwen3moe_arch();
 const ArchDesc& gemma3_arch();
 const ArchDesc& gpt_oss_arch();
+const ArchDesc& phi3_arch();
 
 }  // namespace kiln

@@ -28,7 +28,9 @@ moves that position's logits far (llama.cpp against itself shows it in some
 cases and not in others); for them the bar applies to the third-largest
 position difference, so up to 2 of the positions may differ by a flip.
 Each case draws its own tokens. gemma3-swa is gemma3 with a sliding window
-of 24 positions, shorter than the prompt.
+of 24 positions, shorter than the prompt. phi3 (fused qkv and gate_up) runs
+its tiny preset and tiny-longrope, whose LongRoPE original context of 64
+positions makes both engines use the long factors and scale cos and sin.
 
 KV cache types: `kiln run --kv q8_0` against llama.cpp with type_k = type_v
 = Q8_0 (which needs its flash-attention path), on llama and gemma3-swa.
@@ -50,8 +52,8 @@ IQ4_NL between them), IQ4_XS of SmolLM (IQ4_NL fallbacks), MXFP4_MOE of
 qwen3moe/tiny (MXFP4 experts, Q8_0 elsewhere), and the lattice mixes IQ2_XXS,
 IQ2_XS, IQ2_S, IQ2_M, IQ3_XXS, IQ3_S and IQ3_M of llama/tiny (every lattice
 type among them, with Q2_K, Q4_K, Q5_K, Q6_K), which llama.cpp writes only
-with an importance matrix: a uniform one (all ones). They take the quantized
-bar. Exit code 77 (ctest's skip) when llama-cpp-python is not installed.
+with an importance matrix: a uniform one (all ones); Q4_K_M and Q8_0 of
+phi3/tiny (the fused attn_qkv in Q5_K). They take the quantized bar. Exit code 77 (ctest's skip) when llama-cpp-python is not installed.
 
   python3 tests/models/parity_llamacpp.py --kiln build/tools/kiln [--arch gemma3] [--type f16]
 """
@@ -70,7 +72,7 @@ except ImportError as e:
     print(f"skipped: {e.name} is not installed (pip install llama-cpp-python numpy)")
     sys.exit(77)
 
-ARCHES = ("llama", "qwen3", "qwen2", "qwen3moe", "llama-moe", "gemma3", "gpt-oss")
+ARCHES = ("llama", "qwen3", "qwen2", "qwen3moe", "llama-moe", "gemma3", "gpt-oss", "phi3")
 TYPES = ("f16", "q8_0", "q4_k_m", "q3_k_m", "q4_1", "q5_0", "q5_1")
 # gpt-oss (its tiny preset windows its even layers to 32 positions) in the
 # types its releases use around MXFP4 experts (below, from llama.cpp's quantizer).
@@ -79,13 +81,17 @@ CASES = [(arch, qtype) for arch in ARCHES if arch != "gpt-oss" for qtype in TYPE
 # gemma3 with a sliding window of 24 positions under the 96-token prompt, so
 # its windowed layers mask by window (`gemma3-swa` in --arch).
 WINDOWED = (("gemma3", "f16", 24), ("gemma3", "q8_0", 24))
+# Other presets: (name in --arch, arch, preset, weight types). phi3's
+# tiny-longrope uses LongRoPE's long factors past 64 positions.
+PRESETS = (("phi3-longrope", "phi3", "tiny-longrope", ("f16", "q8_0")),)
 # (arch, weight type, cache type): a quantized KV cache (`kv-q8_0` in --arch).
 KV_CACHES = (("llama", "f16", "q8_0"), ("gemma3-swa", "f16", "q8_0"), ("qwen3", "q4_k_m", "q8_0"))
 GGML_KV_TYPES = {"q8_0": 8}
 # (source, name, llama_ftype) for llama.cpp's quantizer; the sources are
 # gen-model f16 models of these (arch, preset).
 MIX_SOURCES = {"smollm": ("llama", "smollm"), "tiny": ("llama", "tiny"),
-               "moe": ("qwen3moe", "tiny"), "gpt-oss-mix": ("gpt-oss", "tiny")}
+               "moe": ("qwen3moe", "tiny"), "gpt-oss-mix": ("gpt-oss", "tiny"),
+               "phi3-mix": ("phi3", "tiny")}
 LLAMA_QUANTIZED = (("smollm", "Q4_K_M", 15), ("smollm", "Q5_K_M", 17), ("smollm", "Q4_1", 3),
                    ("smollm", "Q5_0", 8), ("smollm", "Q5_1", 9), ("smollm", "IQ4_XS", 30),
                    ("tiny", "Q5_K_M", 17), ("tiny", "Q5_K_S", 16), ("tiny", "Q3_K_M", 12),
@@ -93,12 +99,13 @@ LLAMA_QUANTIZED = (("smollm", "Q4_K_M", 15), ("smollm", "Q5_K_M", 17), ("smollm"
                    ("moe", "MXFP4_MOE", 38), ("gpt-oss-mix", "MXFP4_MOE", 38),
                    ("tiny", "IQ2_XXS", 19), ("tiny", "IQ2_XS", 20), ("tiny", "IQ2_S", 28),
                    ("tiny", "IQ2_M", 29), ("tiny", "IQ3_XXS", 23), ("tiny", "IQ3_S", 26),
-                   ("tiny", "IQ3_M", 27))
+                   ("tiny", "IQ3_M", 27), ("phi3-mix", "Q4_K_M", 15), ("phi3-mix", "Q8_0", 7))
 # Without --full (CI): every weight type on llama, F16 and Q8_0 on the other
 # architectures (one K-quant on qwen3), and of llama.cpp's files one per
 # format family; --full (ctest label long) runs every pair.
 CI_TYPES = {"llama": TYPES, "qwen3": ("f16", "q8_0", "q4_k_m")}
-CI_QUANTIZED = {"Q4_K_M", "Q5_0", "Q2_K", "IQ4_XS", "IQ4_NL", "MXFP4_MOE", "IQ2_XXS", "IQ3_S"}
+CI_QUANTIZED = {"Q4_K_M", "Q5_0", "Q2_K", "IQ4_XS", "IQ4_NL", "MXFP4_MOE", "IQ2_XXS", "IQ3_S",
+                "Q8_0"}
 # The lattice mixes (IQ2_*, IQ3_*), which llama.cpp quantises only with an
 # importance matrix.
 NEEDS_IMATRIX = {19, 20, 23, 26, 27, 28, 29}
@@ -164,11 +171,12 @@ def main():
                                                    "ggml-vocab-llama-spm.gguf"))
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--full", action="store_true", help="every case, not CI's selection")
-    extra = ("gemma3-swa", "kv-q8_0", "moe-pruned") + tuple(MIX_SOURCES)
+    extra = ("gemma3-swa", "kv-q8_0", "moe-pruned") + tuple(p[0] for p in PRESETS) + \
+        tuple(MIX_SOURCES)
     ap.add_argument("--arch", nargs="*", choices=ARCHES + extra, default=ARCHES + extra,
                     help="only these (gemma3-swa: a window under the prompt; kv-q8_0: a q8_0 KV "
-                         "cache; moe-pruned: kiln prune-experts' output; smollm, tiny, moe, "
-                         "gpt-oss-mix: llama.cpp's mixes)")
+                         "cache; moe-pruned: kiln prune-experts' output; phi3-longrope: LongRoPE; "
+                         "smollm, tiny, moe, gpt-oss-mix, phi3-mix: llama.cpp's mixes)")
     ap.add_argument("--type", nargs="*", choices=TYPES, default=TYPES, help="only these")
     a = ap.parse_args()
     failed = 0
@@ -222,6 +230,14 @@ def main():
             subprocess.run(gen, check=True, capture_output=True)
             spare = 2 if (arch.endswith("moe") or arch == "gpt-oss") and qtype != "f16" else 0
             failed += not check(arch, qtype, path, spare)
+        for name, arch, preset, qtypes in PRESETS:
+            for qtype in qtypes:
+                if name not in a.arch or qtype not in a.type:
+                    continue
+                path = os.path.join(tmp, f"{name}-{qtype}.gguf")
+                subprocess.run([a.kiln, "gen-model", "--arch", arch, "--preset", preset, "--type",
+                                qtype, "-o", path, "--seed", "1"], check=True, capture_output=True)
+                failed += not check(name, qtype, path, 0)
         for arch, qtype, window in WINDOWED:
             if arch + "-swa" not in a.arch or qtype not in a.type:
                 continue

@@ -95,11 +95,17 @@ std::map<std::string, std::vector<int64_t>> expected_shapes(const ModelPreset& p
   for (int i = 0; i < p.n_layer; ++i) {
     std::string b = "blk." + std::to_string(i) + ".";
     m[b + "attn_norm.weight"] = {e};
+    m[b + "attn_output.weight"] = {q, e};
+    m[b + "ffn_norm.weight"] = {e};
+    if (p.arch == "phi3") {  // q, k, v fused; gate and up fused
+      m[b + "attn_qkv.weight"] = {e, q + 2 * kv};
+      m[b + "ffn_up.weight"] = {e, 2 * p.n_ff};
+      m[b + "ffn_down.weight"] = {p.n_ff, e};
+      continue;
+    }
     m[b + "attn_q.weight"] = {e, q};
     m[b + "attn_k.weight"] = {e, kv};
     m[b + "attn_v.weight"] = {e, kv};
-    m[b + "attn_output.weight"] = {q, e};
-    m[b + "ffn_norm.weight"] = {e};
     if (p.arch == "qwen2") {
       m[b + "attn_q.bias"] = {q};
       m[b + "attn_k.bias"] = {kv};
@@ -139,7 +145,9 @@ TensorType q4_k_m_type(const ModelPreset& p, const GgufTensor& t) {
   TensorType want = TensorType::q4_K;
   if (n == "output.weight" || (n == "token_embd.weight" && p.tied_embeddings))
     want = TensorType::q6_K;
-  if (n.find("attn_v.weight") != std::string::npos && more_bits) want = TensorType::q6_K;
+  const bool v_like = n.find("attn_v.weight") != std::string::npos ||
+                      n.find("attn_qkv.weight") != std::string::npos;
+  if (v_like && more_bits) want = TensorType::q6_K;
   if (n.find("ffn_down") != std::string::npos && more_bits) want = TensorType::q6_K;
   if (p.n_expert == 8) {
     if (n.find("attn_v.weight") != std::string::npos ||
@@ -230,8 +238,8 @@ void check_model(const GgufFile& f, const ModelPreset& p, WeightFormat format, i
 }
 
 const std::vector<std::string>& families() {
-  static const std::vector<std::string> f = {"llama",    "qwen2",     "qwen3",
-                                             "qwen3moe", "llama-moe", "gemma3"};
+  static const std::vector<std::string> f = {"llama",     "qwen2",  "qwen3", "qwen3moe",
+                                             "llama-moe", "gemma3", "phi3"};
   return f;
 }
 
@@ -286,6 +294,43 @@ TEST_CASE("gen-model: every architecture and type reads back as llama.cpp lays i
       }
     }
   }
+}
+
+TEST_CASE("gen-model: phi3's LongRoPE factors and scale read back, chosen by context",
+          "[models][gen_model]") {
+  TempDir tmp("kiln-gen-model");
+  const ModelPreset p = find_model_preset("phi3", "tiny-longrope");
+  generate(p, WeightFormat::f16, tmp.path("phi3.gguf"));
+  GgufFile file = GgufFile::open(tmp.path("phi3.gguf"));
+  ModelConfig c = ModelConfig::from_gguf(file);
+  CHECK(c.fused_qkv);
+  CHECK(c.fused_gate_up);
+  CHECK(c.rope_neox);
+  REQUIRE(c.rope_factors_long.size() == static_cast<size_t>(p.head_dim / 2));
+  REQUIRE(c.rope_factors_short.size() == c.rope_factors_long.size());
+  CHECK(c.rope_factors_long != c.rope_factors_short);
+  for (float f : c.rope_factors_long) CHECK(f > 0);
+  // llama.cpp's converter: sqrt(1 + ln(context / original) / ln(original)).
+  CHECK(c.rope_scaling.attn_factor ==
+        Approx(std::sqrt(1 + std::log(4096.0 / 64) / std::log(64.0))).epsilon(1e-6));
+  CHECK(c.rope_scaling.orig_ctx == 64);
+  c.choose_rope_factors(64);
+  CHECK(c.rope_scaling.freq_factors == c.rope_factors_short);
+  c.choose_rope_factors(65);
+  CHECK(c.rope_scaling.freq_factors == c.rope_factors_long);
+  // A file with one set of factors and not the other is refused.
+  GgufWriter w;
+  for (const auto& [key, value] : file.metadata()) w.add(key, GgufWriter::copy_of(value));
+  for (const GgufTensor& t : file.tensors()) {
+    if (t.name == "rope_factors_short.weight") continue;
+    const uint8_t* data = t.data;
+    const uint64_t n = t.nbytes;
+    w.add_tensor(t.name, t.type, t.shape,
+                 [data, n](const GgufWriter::ByteSink& sink) { sink(data, n); });
+  }
+  w.write(tmp.path("half.gguf"));
+  CHECK_THROWS_WITH(ModelConfig::from_gguf(GgufFile::open(tmp.path("half.gguf"))),
+                    Catch::Contains("rope_factors_short.weight"));
 }
 
 TEST_CASE("gen-model: weights are normal with the intended scale, norms near 1",
