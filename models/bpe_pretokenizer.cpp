@@ -306,11 +306,100 @@ Pieces split_deepseek_coder(const Cps& cps, Pieces p) {
       cps, p, [](const Cps& c, size_t pos, size_t) -> size_t { return is_number(c[pos]) ? 1 : 0; });
 }
 
+// DeepSeek LLM's letters: the cased scripts its regex lists range by range
+// (Latin, Greek, Cyrillic, Armenian, Georgian, Cherokee, Glagolitic, Coptic,
+// Deseret, Osage, ...), not \p{L}.
+bool in_deepseek_llm_letters(uint32_t cp) {
+  static constexpr uint32_t kRanges[][2] = {
+      {0x0041, 0x005A},   {0x0061, 0x007A},   {0x00B5, 0x00B5},   {0x00C0, 0x00D6},
+      {0x00D8, 0x00F6},   {0x00F8, 0x01BA},   {0x01BC, 0x01BF},   {0x01C4, 0x0293},
+      {0x0295, 0x02AF},   {0x0370, 0x0373},   {0x0376, 0x0377},   {0x037B, 0x037D},
+      {0x037F, 0x037F},   {0x0386, 0x0386},   {0x0388, 0x038A},   {0x038C, 0x038C},
+      {0x038E, 0x03A1},   {0x03A3, 0x03F5},   {0x03F7, 0x0481},   {0x048A, 0x052F},
+      {0x0531, 0x0556},   {0x10A0, 0x10C5},   {0x13A0, 0x13F5},   {0x13F8, 0x13FD},
+      {0x1C90, 0x1CBA},   {0x1CBD, 0x1CBF},   {0x1D00, 0x1D2B},   {0x1D6B, 0x1D77},
+      {0x1D79, 0x1D9A},   {0x1E00, 0x1F15},   {0x1F18, 0x1F1D},   {0x1F20, 0x1F45},
+      {0x1F48, 0x1F4D},   {0x1F50, 0x1F57},   {0x1F59, 0x1F59},   {0x1F5B, 0x1F5B},
+      {0x1F5D, 0x1F5D},   {0x1F5F, 0x1F7D},   {0x1F80, 0x1FB4},   {0x1FB6, 0x1FBC},
+      {0x1FBE, 0x1FBE},   {0x1FC2, 0x1FC4},   {0x1FC6, 0x1FCC},   {0x1FD0, 0x1FD3},
+      {0x1FD6, 0x1FDB},   {0x1FE0, 0x1FEC},   {0x1FF2, 0x1FF4},   {0x1FF6, 0x1FFC},
+      {0x2102, 0x2102},   {0x2107, 0x2107},   {0x210A, 0x2113},   {0x2115, 0x2115},
+      {0x2119, 0x211D},   {0x2124, 0x2124},   {0x2126, 0x2126},   {0x2128, 0x2128},
+      {0x212A, 0x212D},   {0x212F, 0x2134},   {0x2139, 0x2139},   {0x213C, 0x213F},
+      {0x2145, 0x2149},   {0x214E, 0x214E},   {0x2183, 0x2184},   {0x2C00, 0x2C7B},
+      {0x2C7E, 0x2CE4},   {0x2CEB, 0x2CEE},   {0x2CF2, 0x2CF3},   {0xA640, 0xA66D},
+      {0xA680, 0xA69B},   {0xA722, 0xA76F},   {0xA771, 0xA787},   {0xA78B, 0xA78E},
+      {0xAB70, 0xABBF},   {0xFB00, 0xFB06},   {0xFB13, 0xFB17},   {0xFF21, 0xFF3A},
+      {0xFF41, 0xFF5A},   {0x10400, 0x1044F}, {0x104B0, 0x104D3}, {0x104D8, 0x104FB},
+      {0x10C80, 0x10CB2}, {0x10CC0, 0x10CF2}, {0x118A0, 0x118DF}, {0x1E900, 0x1E943}};
+  for (const auto& r : kRanges)
+    if (cp >= r[0] && cp <= r[1]) return true;
+  return false;
+}
+
+// ASCII punctuation and letters' neighbours (!-/ and :-~, which spans the
+// ASCII letters), their fullwidth forms, curly quotes, ideographic space
+// and full stops.
+bool in_deepseek_llm_punct(uint32_t cp) {
+  return (cp >= '!' && cp <= '/') || (cp >= ':' && cp <= '~') || (cp >= 0xFF01 && cp <= 0xFF0F) ||
+         (cp >= 0xFF1A && cp <= 0xFF5E) || (cp >= 0x2018 && cp <= 0x201F) ||
+         (cp >= 0x3000 && cp <= 0x3002);
+}
+
+// [\r\n], \s?[letters]+, \s?[punctuation]+, \s+$, [CJK]+, \p{N}+
+Pieces split_deepseek_llm(const Cps& cps, Pieces p) {
+  p = split(cps, p, [](const Cps& c, size_t pos, size_t) -> size_t {
+    return c[pos] == '\r' || c[pos] == '\n' ? 1 : 0;
+  });
+  p = split(cps, p, [](const Cps& c, size_t pos, size_t end) {
+    return optional_space_run(c, pos, end, in_deepseek_llm_letters);
+  });
+  p = split(cps, p, [](const Cps& c, size_t pos, size_t end) {
+    return optional_space_run(c, pos, end, in_deepseek_llm_punct);
+  });
+  p = split(cps, p, [](const Cps& c, size_t pos, size_t end) -> size_t {
+    const size_t n = run(c, pos, end, is_space);
+    return pos + n == end ? n : 0;  // whitespace up to the piece's end
+  });
+  p = split(cps, p,
+            [](const Cps& c, size_t pos, size_t end) { return run(c, pos, end, in_deepseek_cjk); });
+  return split(cps, p,
+               [](const Cps& c, size_t pos, size_t end) { return run(c, pos, end, is_number); });
+}
+
+// Falcon: [\p{P}\$\+<=>\^~\|`]+, then GPT-2's regex, then [0-9]{3}.
+Pieces split_falcon(const Cps& cps, Pieces p) {
+  p = split(cps, p, [](const Cps& c, size_t pos, size_t end) {
+    return run(c, pos, end, [](uint32_t cp) {
+      return is_punct(cp) ||
+             (cp < 128 && cp != 0 && std::strchr("$+<=>^~|`", static_cast<int>(cp)));
+    });
+  });
+  p = split_gpt2(cps, p);
+  return split(cps, p, [](const Cps& c, size_t pos, size_t end) -> size_t {
+    auto digit = [&](size_t i) { return c[i] >= '0' && c[i] <= '9'; };
+    return pos + 3 <= end && digit(pos) && digit(pos + 1) && digit(pos + 2) ? 3 : 0;
+  });
+}
+
+// StarCoder and its kin: every \p{N} alone, then GPT-2's regex.
+Pieces split_starcoder(const Cps& cps, Pieces p) {
+  p = split(cps, p,
+            [](const Cps& c, size_t pos, size_t) -> size_t { return is_number(c[pos]) ? 1 : 0; });
+  return split_gpt2(cps, p);
+}
+
 }  // namespace
 
 BpePreTokenizer find_bpe_pre_tokenizer(std::string_view name) {
   if (name.empty() || name == "default") return BpePreTokenizer::llama_default;
   if (name == "deepseek-coder") return BpePreTokenizer::deepseek_coder;
+  if (name == "deepseek-llm") return BpePreTokenizer::deepseek_llm;
+  if (name == "falcon") return BpePreTokenizer::falcon;
+  // The names llama.cpp maps to StarCoder's regexes.
+  for (std::string_view starcoder : {"starcoder", "refact", "command-r", "smollm", "codeshell",
+                                     "exaone", "minerva-7b", "mellum2"})
+    if (name == starcoder) return BpePreTokenizer::starcoder;
   for (std::string_view llama3 : {"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"})
     if (name == llama3) return BpePreTokenizer::llama3;
   for (std::string_view qwen2 : {"qwen2", "deepseek-r1-qwen", "megrez"})
@@ -322,9 +411,10 @@ BpePreTokenizer find_bpe_pre_tokenizer(std::string_view name) {
        {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
         "mellum", "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4"})
     if (name == gpt2) return BpePreTokenizer::gpt2;
-  throw Error("unsupported BPE pre-tokenizer '" + std::string(name) +
-              "' (Kiln knows default, gpt-2, llama-bpe, qwen2, gpt-4o and their aliases, and "
-              "deepseek-coder)");
+  throw Error(
+      "unsupported BPE pre-tokenizer '" + std::string(name) +
+      "' (Kiln knows default, gpt-2, llama-bpe, qwen2, gpt-4o, starcoder and their aliases, "
+      "falcon, deepseek-coder and deepseek-llm)");
 }
 
 std::vector<std::string> pre_tokenize(BpePreTokenizer kind, std::string_view text) {
@@ -334,6 +424,9 @@ std::vector<std::string> pre_tokenize(BpePreTokenizer kind, std::string_view tex
     case BpePreTokenizer::gpt2: pieces = split_gpt2(cps, pieces); break;
     case BpePreTokenizer::llama_default: pieces = split_default(cps, pieces); break;
     case BpePreTokenizer::deepseek_coder: pieces = split_deepseek_coder(cps, pieces); break;
+    case BpePreTokenizer::deepseek_llm: pieces = split_deepseek_llm(cps, pieces); break;
+    case BpePreTokenizer::falcon: pieces = split_falcon(cps, pieces); break;
+    case BpePreTokenizer::starcoder: pieces = split_starcoder(cps, pieces); break;
     case BpePreTokenizer::llama3: pieces = split_llama3(cps, pieces, 3, false); break;
     case BpePreTokenizer::qwen2: pieces = split_llama3(cps, pieces, 1, false); break;
     case BpePreTokenizer::o200k: pieces = split_llama3(cps, pieces, 3, true); break;

@@ -21,6 +21,13 @@ enum class BpePreTokenizer {
   llama_default,
   // [\r\n], \s?\p{L}+, \s?\p{P}+, [一-龥ࠀ-一가-퟿]+, \p{N}
   deepseek_coder,
+  // [\r\n], \s?[its listed cased scripts]+, \s?[ASCII and fullwidth
+  // punctuation]+, \s+$, [一-龥ࠀ-一가-퟿]+, \p{N}+
+  deepseek_llm,
+  // [\p{P}\$\+<=>\^~\|`]+, then gpt2, then [0-9][0-9][0-9]
+  falcon,
+  // \p{N} (one digit at a time), then gpt2 (starcoder, refact, command-r, smollm)
+  starcoder,
   // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
   //  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   llama3,

@@ -313,8 +313,10 @@ class Translator {
     std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
     if (type == "default") return;
     if (type == "llama3") return llama3_rope_factors(rs);
+    if ((type == "longrope" || type == "su") && desc_->hf_longrope) return longrope_factors(rs);
     if (type != "linear" && type != "yarn")
-      fail_config("rope_scaling type '" + type + "' is not supported (linear, yarn, llama3)");
+      fail_config("rope_scaling type '" + type + "' is not supported (linear, yarn, llama3" +
+                  (desc_->hf_longrope ? ", longrope" : "") + ")");
     if (!rs.contains("factor") || !rs["factor"].is_number())
       fail_config("rope_scaling has no numeric factor");
     w_.add(key("rope.scaling.type"), GgufWriter::str(type));
@@ -325,6 +327,40 @@ class Translator {
     if (type == "yarn" && rs.contains("original_max_position_embeddings"))
       w_.add(key("rope.scaling.original_context_length"),
              GgufWriter::u32(rs["original_max_position_embeddings"].get<uint32_t>()));
+  }
+
+  // LongRoPE (Phi-3) as llama.cpp's converter writes it: the long and short
+  // factors per rotated pair as rope_factors_long/short, the original
+  // context, and cos and sin scaled by sqrt(1 + ln(scale) / ln(original)),
+  // scale the context's growth over the original.
+  void longrope_factors(const json& rs) {
+    const int64_t orig = optional_int("original_max_position_embeddings")
+                             .value_or(rs.value("original_max_position_embeddings", int64_t{0}));
+    const int64_t ctx = optional_int("max_position_embeddings").value_or(0);
+    if (orig <= 0 || ctx <= 0)
+      fail_config(
+          "rope_scaling longrope needs original_max_position_embeddings and "
+          "max_position_embeddings");
+    const double scale = static_cast<double>(ctx) / static_cast<double>(orig);
+    const double attn =
+        scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(orig))) : 1.0;
+    u32("rope.scaling.original_context_length", orig);
+    w_.add(key("rope.scaling.attn_factor"), GgufWriter::f32(static_cast<float>(attn)));
+    for (const char* which : {"long", "short"}) {
+      const std::string name = std::string(which) + "_factor";
+      auto f = rs.find(name);
+      if (f == rs.end() || !f->is_array() || static_cast<int64_t>(f->size()) != head_dim_ / 2)
+        fail_config("rope_scaling." + name + " must list " + std::to_string(head_dim_ / 2) +
+                    " factors (one per rotated pair)");
+      std::vector<float> v;
+      for (const json& x : *f) {
+        if (!x.is_number() || !(x.get<double>() > 0))
+          fail_config("rope_scaling." + name + " holds a factor that is not positive: " + x.dump());
+        v.push_back(x.get<float>());
+      }
+      add_floats(std::string("rope_factors_") + which + ".weight", TensorType::f32,
+                 {static_cast<int64_t>(v.size())}, v);
+    }
   }
 
   // Llama 3.1's scaling as llama.cpp's converter writes it: a factor per

@@ -117,6 +117,7 @@ struct ArchDesc {
   float hf_norm_shift = 0;
   bool hf_tied_default = false;
   bool hf_mxfp4_experts = false;  // quant_method mxfp4: GPT-OSS's experts
+  bool hf_longrope = false;       // rope_scaling longrope (su): rope_factors_long/short
   // tokenizer.ggml.pre of the generator's byte-level vocabulary, and the
   // control tokens it adds (llama.cpp's loader looks some up by name).
   std::string tokenizer_pre = "default";

@@ -75,6 +75,7 @@ const ArchDesc& phi3_arch() {
     d.hf_model_types = {"phi3"};
     d.fused_qkv = true;
     d.fused_gate_up = true;
+    d.hf_longrope = true;
     d.vocab_specials = {"<unk>", "<s>", "</s>", "<|endoftext|>"};
     d.build = build_llama;
     d.tensors = tensors;

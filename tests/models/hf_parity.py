@@ -2,7 +2,7 @@
 """Kiln reading a Hugging Face folder gives the logits of the GGUF it came from.
 
 For each architecture Kiln translates from Hugging Face (llama, qwen2, qwen3,
-qwen3moe, gemma3, gpt-oss): `kiln gen-model` writes an F16 GGUF with random weights,
+qwen3moe, gemma3, gpt-oss, phi3 with and without LongRoPE): `kiln gen-model` writes an F16 GGUF with random weights,
 make_hf_checkpoint.py (numpy + safetensors, independent of Kiln's readers)
 writes the same weights as a Hugging Face folder, and `kiln run` on both
 must agree. F16 and F32 folders hold exactly the GGUF's values, so their
@@ -287,21 +287,24 @@ def main():
         print("llama-cpp-python not installed: converted files are not loaded in llama.cpp")
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for arch in ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss"):
-            gguf = os.path.join(tmp, f"{arch}.gguf")
-            subprocess.run([a.kiln, "gen-model", "--arch", arch, "--preset", "tiny", "-o", gguf,
+        for arch, preset in (("llama", "tiny"), ("qwen2", "tiny"), ("qwen3", "tiny"), ("qwen3moe", "tiny"),
+                             ("gemma3", "tiny"), ("gpt-oss", "tiny"), ("phi3", "tiny"),
+                             ("phi3", "tiny-longrope")):
+            label = arch if preset == "tiny" else f"{arch}-{preset}"
+            gguf = os.path.join(tmp, f"{label}.gguf")
+            subprocess.run([a.kiln, "gen-model", "--arch", arch, "--preset", preset, "-o", gguf,
                             "--type", "f16"], check=True, capture_output=True)
             for dtype, shards in (("f16", 1), ("f32", 3), ("bf16", 2)):
                 # CI reads every architecture's F16 folder, F32 and BF16 on llama and qwen3moe
                 # (the dtype path is the same for all); --full every pair.
                 if dtype != "f16" and not a.full and arch not in ("llama", "qwen3moe"):
                     continue
-                folder = os.path.join(tmp, f"{arch}-{dtype}")
+                folder = os.path.join(tmp, f"{label}-{dtype}")
                 subprocess.run([sys.executable, os.path.join(HERE, "make_hf_checkpoint.py"), gguf, folder,
                                 "--dtype", dtype, "--shards", str(shards)], check=True)
                 models = [(folder, "folder")]
                 if dtype == "f16":
-                    converted = os.path.join(tmp, f"{arch}-converted.gguf")
+                    converted = os.path.join(tmp, f"{label}-converted.gguf")
                     r = subprocess.run([a.kiln, "convert", folder, "-o", converted],
                                        capture_output=True, text=True)
                     if r.returncode != 0:
@@ -314,7 +317,7 @@ def main():
                         d = float(np.abs(got - want).max() / want.std())
                         ok = d == 0.0
                         failures += not ok
-                        print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} llama.cpp loads the converted file: "
+                        print(f"{'ok  ' if ok else 'FAIL'} {label:9s} llama.cpp loads the converted file: "
                               f"max|d|/std {d:.2e} against the generated one")
                         if arch in ("llama", "qwen3moe"):
                             failures += quantize_vs_llamacpp(a.kiln, llama_cpp, tmp, arch, folder, converted)
@@ -332,18 +335,18 @@ def main():
                         top1 = float((got.argmax(-1) == want.argmax(-1)).mean()) if ok else 0.0
                         ok = ok and (d == 0.0 if dtype != "bf16" else d <= 0.1 and top1 >= 0.8)
                         failures += not ok
-                        print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} {dtype:4s} shards={shards} {what:9s} "
+                        print(f"{'ok  ' if ok else 'FAIL'} {label:9s} {dtype:4s} shards={shards} {what:9s} "
                               f"{extra[0]:8s} prompt {jg['prompt_tokens']}/{jw['prompt_tokens']} "
                               f"max|d|/std {d:.2e} top-1 {top1:.3f}")
                 if dtype == "bf16":  # BF16 converts as it is: the same logits again
-                    converted = os.path.join(tmp, f"{arch}-bf16.gguf")
+                    converted = os.path.join(tmp, f"{label}-bf16.gguf")
                     subprocess.run([a.kiln, "convert", folder, "-o", converted], check=True, capture_output=True)
                     extra = ["-p", "Hello world, 123 times!"]
                     want, _ = run(a.kiln, folder, extra, os.path.join(tmp, "want.npy"))
                     got, _ = run(a.kiln, converted, extra, os.path.join(tmp, "got.npy"))
                     ok = got.shape == want.shape and float(np.abs(got - want).max()) == 0.0
                     failures += not ok
-                    print(f"{'ok  ' if ok else 'FAIL'} {arch:9s} bf16 converted: the folder's logits exactly: {ok}")
+                    print(f"{'ok  ' if ok else 'FAIL'} {label:9s} bf16 converted: the folder's logits exactly: {ok}")
         failures += quantized(a.kiln, llama_cpp, tmp)
         failures += gemma3_multimodal(a.kiln, tmp)
         failures += llama3_rope(a.kiln, llama_cpp, tmp)

@@ -49,7 +49,9 @@ HF_MODEL_TYPE = {"llama": ("llama", "LlamaForCausalLM"), "qwen2": ("qwen2", "Qwe
                  "qwen3": ("qwen3", "Qwen3ForCausalLM"),
                  "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM"),
                  "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
-                 "gpt-oss": ("gpt_oss", "GptOssForCausalLM")}
+                 "gpt-oss": ("gpt_oss", "GptOssForCausalLM"), "phi3": ("phi3", "Phi3ForCausalLM")}
+# Phi-3's fused projections.
+PHI3_NAMES = {"attn_qkv.weight": "self_attn.qkv_proj.weight", "ffn_up.weight": "mlp.gate_up_proj.weight"}
 # Gemma 3's norms under their own names (and stored as w, where GGUF has 1 + w).
 GEMMA_NAMES = {"attn_norm.weight": "input_layernorm.weight",
                "post_attention_norm.weight": "post_attention_layernorm.weight",
@@ -433,8 +435,12 @@ def main():
     n_vocab = None
     tied = True
     experts = {}  # gpt-oss: layer -> its expert tensors, written whole
+    rope_factors = {}  # phi3's LongRoPE: config.json's, not tensors
     for t in r.tensors:
         name = t.name
+        if name.startswith("rope_factors_"):
+            rope_factors[name[len("rope_factors_"):-len(".weight")]] = [float(x) for x in np.array(t.data)]
+            continue
         if arch == "gpt-oss" and "_exps." in name:
             _, layer, rest = name.split(".", 2)
             experts.setdefault(layer, {})[rest] = t
@@ -461,7 +467,8 @@ def main():
             if arch == "llama" and rest.startswith("attn_k."):
                 w = unpermute(w, n_head_kv)
             hf = GEMMA_NAMES.get(rest, LAYER_NAMES.get(rest)) if arch == "gemma3" else \
-                GPT_OSS_NAMES.get(rest, LAYER_NAMES.get(rest)) if arch == "gpt-oss" else LAYER_NAMES[rest]
+                GPT_OSS_NAMES.get(rest, LAYER_NAMES.get(rest)) if arch == "gpt-oss" else \
+                PHI3_NAMES.get(rest, LAYER_NAMES.get(rest)) if arch == "phi3" else LAYER_NAMES[rest]
             if w.ndim == 2 and rest != "ffn_gate_inp.weight":
                 linear(pre + hf, w)
             else:
@@ -521,6 +528,10 @@ def main():
         if a.mxfp4 and not a.dequantized:
             cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
                 "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    if rope_factors:
+        cfg.update({"original_max_position_embeddings": k("rope.scaling.original_context_length"),
+                    "rope_scaling": {"type": "longrope", "long_factor": rope_factors["long"],
+                                     "short_factor": rope_factors["short"]}})
     if arch == "qwen3moe":
         cfg.update({"num_experts": k("expert_count"), "num_experts_per_tok": k("expert_used_count"),
                     "moe_intermediate_size": k("expert_feed_forward_length"), "norm_topk_prob": True})

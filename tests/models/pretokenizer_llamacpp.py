@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PRES = ["gpt-2", "default", "llama-bpe", "qwen2", "gpt-4o"]
+PRES = ["gpt-2", "default", "llama-bpe", "qwen2", "gpt-4o", "falcon", "starcoder", "deepseek-llm"]
 PIECES = ["a", "Z", "é", "ß", "世", "界", "д", "Ω", "0", "7", "12345", "٣", "½", "Ⅻ", " ", "  ", "\t",
           "\n", "\r\n", "\n\n", " \n", "'s", "'S", "'re", "'LL", "'d", "'", ".", "!", "?!", "(", ")", "$",
           "+=", "<", "^", "~", "|", "-", "_", "😀", "\u00a0", "\u3000", "don't", "I'M", "x2", "3.14",

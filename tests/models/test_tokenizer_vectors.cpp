@@ -58,12 +58,23 @@ std::vector<Case> load_cases(const std::string& gguf) {
   return cases;
 }
 
-// The vocabulary's tokenizer; null, with a warning (never silently), when
-// the shared data is absent.
+// Where llama.cpp's own vocabularies and their vectors are kept
+// (tools/setup-debian.sh --test fetches them from its pinned source).
+std::string llamacpp_dir() {
+  if (const char* d = std::getenv("KILN_LLAMACPP_DATA"); d && *d) return d;
+  const char* home = std::getenv("HOME");
+  return home ? std::string(home) + "/.cache/kiln/llama.cpp" : std::string();
+}
+
+// The vocabulary's tokenizer, from the shared data or llama.cpp's; null,
+// with a warning (never silently), when neither has it.
 std::unique_ptr<Tokenizer> open_vocab(const std::string& name, std::string* path) {
   *path = vocab_dir() + "/ggml-vocab-" + name + ".gguf";
+  if (!fs::exists(*path)) *path = llamacpp_dir() + "/ggml-vocab-" + name + ".gguf";
   if (!fs::exists(*path)) {
-    WARN("skipped: " << *path << " is absent (set KILN_VOCAB_DIR to the vocab test data)");
+    WARN("skipped: ggml-vocab-" << name
+                                << ".gguf is absent (set KILN_VOCAB_DIR to the vocab "
+                                   "test data, or run tools/setup-debian.sh --test)");
     return nullptr;
   }
   return Tokenizer::from_gguf(GgufFile::open(*path));
@@ -317,6 +328,13 @@ TEST_CASE("byte-level BPE (gpt-2) from a tokenizer.json matches llama.cpp's vect
 
 TEST_CASE("byte-level BPE (deepseek-coder) matches llama.cpp's vectors", "[models][tokenizer]") {
   check_vectors("deepseek-coder", true);
+}
+
+TEST_CASE("byte-level BPE of more families matches llama.cpp's vectors", "[models][tokenizer]") {
+  for (const char* name : {"falcon", "starcoder", "refact", "command-r", "deepseek-llm"}) {
+    INFO(name);
+    check_vectors(name, true);
+  }
 }
 
 TEST_CASE("real vocabularies: BOS, user-defined tokens, random round trips",
