@@ -113,10 +113,6 @@ class Translator {
     double get_float(const std::string& key, double dflt) override {
       return t_.get_float(key.c_str(), dflt);
     }
-    std::string get_string(const std::string& key) override {
-      auto it = t_.cfg_.find(key);
-      return it != t_.cfg_.end() && it->is_string() ? it->get<std::string>() : std::string();
-    }
     std::vector<std::string> get_strings(const std::string& key) override {
       std::vector<std::string> out;
       auto it = t_.cfg_.find(key);
@@ -615,13 +611,13 @@ class Translator {
 
   // AWQ experts, each repacked into int4w rows, stacked as the float
   // experts are; dequantized to F16 to write.
-  void awq_experts(const std::string& name, const std::string& prefix, const std::string& proj,
-                   int64_t rows, int64_t cols) {
+  void awq_experts(const std::string& name, const std::string& pattern, int64_t rows,
+                   int64_t cols) {
     const int64_t g = awq_group_;
     Int4wRows all{rows * n_expert_, cols, g, {}, {}, {}};
     std::vector<float> floats;
     for (int64_t e = 0; e < n_expert_; ++e) {
-      Int4wRows r = awq_rows(prefix + "mlp.experts." + std::to_string(e) + "." + proj, rows, cols);
+      Int4wRows r = awq_rows(expert_name(pattern, e), rows, cols);
       if (weights_ == HfWeights::dequantized) {
         std::vector<float> f = int4w_dequantize(r);
         floats.insert(floats.end(), f.begin(), f.end());
@@ -669,15 +665,20 @@ class Translator {
   // Experts as separate matrices, stacked into one [n_expert, rows, cols]:
   // floats, or FP8 / INT8 with their block / row scales stacked alike, or
   // AWQ's int4w (awq_experts).
-  void experts(const std::string& name, const std::string& prefix, const std::string& proj,
-               int64_t rows, int64_t cols) {
-    if (awq_group_ && p_.st.find(prefix + "mlp.experts.0." + proj + ".qweight"))
-      return awq_experts(name, prefix, proj, rows, cols);
+  // `pattern`: an expert's HF name without ".weight", "{}" its number.
+  static std::string expert_name(const std::string& pattern, int64_t e) {
+    std::string s = pattern;
+    const size_t at = s.find("{}");
+    return at == std::string::npos ? s : s.replace(at, 2, std::to_string(e));
+  }
+  void experts(const std::string& name, const std::string& pattern, int64_t rows, int64_t cols) {
+    if (awq_group_ && p_.st.find(expert_name(pattern, 0) + ".qweight"))
+      return awq_experts(name, pattern, rows, cols);
     std::vector<uint8_t> out;
     std::vector<float> scales;
     StDtype dtype = StDtype::f32;
     for (int64_t e = 0; e < n_expert_; ++e) {
-      const std::string hf = prefix + "mlp.experts." + std::to_string(e) + "." + proj;
+      const std::string hf = expert_name(pattern, e);
       const SafeTensor& t = take(hf + ".weight", {rows, cols}, true);
       if (e == 0) {
         dtype = t.dtype;
@@ -820,7 +821,7 @@ class Translator {
         case HfForm::gpt_oss_moe:
           gpt_oss_experts("blk." + std::to_string(t.layer) + ".", layer);
           continue;
-        case HfForm::experts: experts(t.name, layer, t.hf, hf_shape[1], hf_shape[2]); continue;
+        case HfForm::experts: experts(t.name, prefix_ + t.hf, hf_shape[1], hf_shape[2]); continue;
         case HfForm::plain: break;
       }
       const std::string hf = prefix_ + t.hf;

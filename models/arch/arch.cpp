@@ -74,8 +74,7 @@ std::vector<ArchTensor> ArchDesc::decoder_tensors(const ArchDesc& a, const Model
     const std::string h = "layers." + std::to_string(l) + ".";
     auto add = [&](const std::string& name, const std::string& hf, std::vector<int64_t> shape,
                    R role, HfForm form = HfForm::plain) {
-      t.push_back(
-          {b + name, form == HfForm::experts ? hf : h + hf, std::move(shape), role, l, form});
+      t.push_back({b + name, h + hf, std::move(shape), role, l, form});
     };
     add("attn_norm.weight", "input_layernorm.weight", {e}, R::norm);
     add("attn_q.weight", "self_attn.q_proj.weight", {e, q}, R::attn_q);
@@ -110,10 +109,10 @@ std::vector<ArchTensor> ArchDesc::decoder_tensors(const ArchDesc& a, const Model
         add("ffn_up_exps.bias", "", {f, x}, R::bias, HfForm::with_router);
         add("ffn_down_exps.bias", "", {e, x}, R::bias, HfForm::with_router);
       } else {
-        add("ffn_gate_inp.weight", "mlp.gate.weight", {e, r}, R::router);
-        add("ffn_gate_exps.weight", "gate_proj", {e, f, x}, R::ffn_gate, HfForm::experts);
-        add("ffn_up_exps.weight", "up_proj", {e, f, x}, R::ffn_up, HfForm::experts);
-        add("ffn_down_exps.weight", "down_proj", {f, e, x}, R::ffn_down, HfForm::experts);
+        add("ffn_gate_inp.weight", a.hf_router, {e, r}, R::router);
+        add("ffn_gate_exps.weight", a.hf_experts.at(0), {e, f, x}, R::ffn_gate, HfForm::experts);
+        add("ffn_up_exps.weight", a.hf_experts.at(1), {e, f, x}, R::ffn_up, HfForm::experts);
+        add("ffn_down_exps.weight", a.hf_experts.at(2), {f, e, x}, R::ffn_down, HfForm::experts);
       }
     } else {
       add("ffn_gate.weight", "mlp.gate_proj.weight", {e, c.n_ff}, R::ffn_gate);

@@ -46,7 +46,7 @@ enum class HfForm {
   // the output's is the checkpoint's head): matrices as they are or
   // quantized (FP8, INT8, AWQ), norms, biases and routers as F32.
   plain,
-  // One tensor per expert, mlp.experts.<e>.<hf>.weight, stacked.
+  // One tensor per expert (ArchTensor::hf's pattern), stacked.
   experts,
   // GPT-OSS's router and experts (interleaved gate_up, MXFP4 or floats),
   // read together at the router; the tensors after it marked `with_router`.
@@ -58,8 +58,10 @@ enum class HfForm {
 
 // One tensor of a model, in the order files hold them.
 struct ArchTensor {
-  std::string name;            // GGUF: "token_embd.weight", "blk.3.attn_q.weight"
-  std::string hf;              // "layers.3.self_attn.q_proj.weight"; experts: "gate_proj"
+  std::string name;  // GGUF: "token_embd.weight", "blk.3.attn_q.weight"
+  // "layers.3.self_attn.q_proj.weight"; experts "layers.3.mlp.experts.{}.gate_proj"
+  // ("{}" the expert's number, ".weight" left off)
+  std::string hf;
   std::vector<int64_t> shape;  // ggml order (HF's reversed)
   TensorRole role;
   int layer = -1;  // -1: not a block's
@@ -76,8 +78,7 @@ class HfConfig {
   virtual std::optional<int64_t> optional_int(const std::string& key) = 0;
   virtual bool get_bool(const std::string& key, bool dflt) = 0;
   virtual double get_float(const std::string& key, double dflt) = 0;
-  // The value of `key`, "" when absent or not a string; and of a list of strings.
-  virtual std::string get_string(const std::string& key) = 0;
+  // The strings of a list (other values as JSON); empty when absent.
   virtual std::vector<std::string> get_strings(const std::string& key) = 0;
   // Whether the key holds something other than null or an empty list.
   virtual bool non_empty(const std::string& key) = 0;
@@ -112,6 +113,11 @@ struct ArchDesc {
   bool post_norms = false;
   // The FFN's pre-norm is named post_attention_norm and no ffn_norm exists (GPT-OSS).
   bool ffn_norm_named_post_attention = false;
+  // HF names of an MoE layer's router and experts (gate, up, down; "{}"
+  // the expert's number, ".weight" left off): Qwen3-MoE's by default.
+  std::string hf_router = "mlp.gate.weight";
+  std::vector<std::string> hf_experts = {"mlp.experts.{}.gate_proj", "mlp.experts.{}.up_proj",
+                                         "mlp.experts.{}.down_proj"};
   // HF: Gemma's norms multiply by 1 + w, so GGUF stores w + 1; Gemma ties
   // its output to the embeddings unless told otherwise.
   float hf_norm_shift = 0;

@@ -1,4 +1,4 @@
-// Llama, and Mixtral-style files (arch llama with experts): pre-norm blocks
+// Llama, and Mixtral (arch llama with experts): pre-norm blocks
 // x += attn(norm(x)); x += ffn(norm(x)), SwiGLU or routed experts whose
 // chosen weights are renormalised; rope on interleaved pairs (HF's q/k
 // rows are permuted into that order). qwen2 and qwen3 share the block.
@@ -41,13 +41,30 @@ std::vector<ModelPreset> presets() {
   return v;
 }
 
+// A dense FFN of intermediate_size, or Mixtral's experts, each as wide.
+void read_hf(HfConfig& hf) {
+  hf.n_ff = hf.get_int("intermediate_size");
+  hf.set_u32("feed_forward_length", hf.n_ff);
+  if (!hf.optional_int("num_local_experts")) return;
+  hf.n_expert = hf.get_int("num_local_experts");
+  const int64_t used = hf.get_int("num_experts_per_tok");
+  if (used <= 0 || used > hf.n_expert)
+    hf.fail(std::to_string(used) + " experts per token of " + std::to_string(hf.n_expert));
+  hf.set_u32("expert_count", hf.n_expert);
+  hf.set_u32("expert_used_count", used);
+}
+
 }  // namespace
 
 const ArchDesc& llama_arch() {
   static const ArchDesc a = [] {
     ArchDesc d;
     d.name = "llama";
-    d.hf_model_types = {"llama", "mistral"};
+    d.hf_model_types = {"llama", "mistral", "mixtral"};
+    d.hf_router = "block_sparse_moe.gate.weight";
+    d.hf_experts = {"block_sparse_moe.experts.{}.w1", "block_sparse_moe.experts.{}.w3",
+                    "block_sparse_moe.experts.{}.w2"};
+    d.read_hf = read_hf;
     d.rope_neox = false;
     d.norm_topk = true;
     d.build = build_llama;

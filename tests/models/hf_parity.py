@@ -2,7 +2,7 @@
 """Kiln reading a Hugging Face folder gives the logits of the GGUF it came from.
 
 For each architecture Kiln translates from Hugging Face (llama, qwen2, qwen3,
-qwen3moe, gemma3, gpt-oss, phi3 with and without LongRoPE): `kiln gen-model` writes an F16 GGUF with random weights,
+qwen3moe, Mixtral (llama-moe), gemma3, gpt-oss, phi3 with and without LongRoPE): `kiln gen-model` writes an F16 GGUF with random weights,
 make_hf_checkpoint.py (numpy + safetensors, independent of Kiln's readers)
 writes the same weights as a Hugging Face folder, and `kiln run` on both
 must agree. F16 and F32 folders hold exactly the GGUF's values, so their
@@ -288,8 +288,8 @@ def main():
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for arch, preset in (("llama", "tiny"), ("qwen2", "tiny"), ("qwen3", "tiny"), ("qwen3moe", "tiny"),
-                             ("gemma3", "tiny"), ("gpt-oss", "tiny"), ("phi3", "tiny"),
-                             ("phi3", "tiny-longrope")):
+                             ("llama-moe", "tiny"), ("gemma3", "tiny"), ("gpt-oss", "tiny"),
+                             ("phi3", "tiny"), ("phi3", "tiny-longrope")):
             label = arch if preset == "tiny" else f"{arch}-{preset}"
             gguf = os.path.join(tmp, f"{label}.gguf")
             subprocess.run([a.kiln, "gen-model", "--arch", arch, "--preset", preset, "-o", gguf,

@@ -73,6 +73,8 @@ GPT_OSS_NAMES = {"attn_output.bias": "self_attn.o_proj.bias", "attn_sinks.weight
                  "ffn_gate_inp.weight": "mlp.router.weight", "ffn_gate_inp.bias": "mlp.router.bias"}
 EXPERT_NAMES = {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj",
                 "ffn_down_exps.weight": "down_proj"}
+# Mixtral's (block_sparse_moe.experts.N.w1/w3/w2).
+MIXTRAL_EXPERTS = {"ffn_gate_exps.weight": "w1", "ffn_up_exps.weight": "w3", "ffn_down_exps.weight": "w2"}
 
 
 def field(r, key, default=None):
@@ -394,6 +396,10 @@ def main():
     arch = field(r, "general.architecture")
     model_type, cls = HF_MODEL_TYPE[arch]
     k = lambda key, d=None: field(r, f"{arch}.{key}", d)
+    # A llama with experts is Mixtral: its own model type and names.
+    mixtral = arch == "llama" and k("expert_count") is not None
+    if mixtral:
+        model_type, cls = "mixtral", "MixtralForCausalLM"
     n_head, n_head_kv = k("attention.head_count"), k("attention.head_count_kv")
     wdt = {"f16": np.float16, "f32": np.float32, "bf16": np.float32}[a.dtype]
 
@@ -460,7 +466,13 @@ def main():
             pre = f"model.layers.{layer}."
             if rest in EXPERT_NAMES:
                 for e in range(w.shape[0]):
-                    linear(f"{pre}mlp.experts.{e}.{EXPERT_NAMES[rest]}.weight", w[e])
+                    if mixtral:
+                        linear(f"{pre}block_sparse_moe.experts.{e}.{MIXTRAL_EXPERTS[rest]}.weight", w[e])
+                    else:
+                        linear(f"{pre}mlp.experts.{e}.{EXPERT_NAMES[rest]}.weight", w[e])
+                continue
+            if mixtral and rest == "ffn_gate_inp.weight":
+                out[pre + "block_sparse_moe.gate.weight"] = np.ascontiguousarray(w)
                 continue
             if arch == "llama" and rest.startswith("attn_q."):
                 w = unpermute(w, n_head)
@@ -532,6 +544,8 @@ def main():
         cfg.update({"original_max_position_embeddings": k("rope.scaling.original_context_length"),
                     "rope_scaling": {"type": "longrope", "long_factor": rope_factors["long"],
                                      "short_factor": rope_factors["short"]}})
+    if mixtral:
+        cfg.update({"num_local_experts": k("expert_count"), "num_experts_per_tok": k("expert_used_count")})
     if arch == "qwen3moe":
         cfg.update({"num_experts": k("expert_count"), "num_experts_per_tok": k("expert_used_count"),
                     "moe_intermediate_size": k("expert_feed_forward_length"), "norm_topk_prob": True})

@@ -39,7 +39,7 @@ MIXES = (("q2_k", 10), ("q3_k_m", 12), ("q4_k_m", 15), ("q5_k_m", 17), ("iq4_nl"
 # The (preset, mix) pairs CI runs: every mix on llama/tiny, each other preset's own rules.
 CI = {("llama", "smollm"): ("q4_k_m", "iq4_xs"), ("qwen3moe", "tiny"): ("q4_k_m", "q2_k"),
       ("qwen2", "tiny"): ("q2_k",), ("gemma3", "tiny"): ("q4_k_m",),
-      ("phi3", "tiny"): ("q3_k_m", "q4_k_m", "q5_k_m")}
+      ("phi3", "tiny"): ("q4_k_m",)}
 
 
 def types(path):

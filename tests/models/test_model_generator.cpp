@@ -672,6 +672,14 @@ TEST_CASE("gen-model: bad presets, types and vocabularies are named",
   REQUIRE_THROWS_WITH(
       find_model_preset("gpt5", "tiny"),
       Catch::Contains("unknown model architecture 'gpt5' (known: llama, llama-moe, qwen2"));
+  // A file of an architecture Kiln has no description of names it and the known ones.
+  GgufWriter unknown;
+  unknown.add("general.architecture", GgufWriter::str("mamba2"));
+  REQUIRE_THROWS_WITH(
+      ModelConfig::from_gguf(GgufFile::open_memory(unknown.bytes(), "mamba2.gguf")),
+      Catch::Contains("mamba2.gguf") &&
+          Catch::Contains("architecture 'mamba2' is not supported (llama, qwen2, qwen3, "
+                          "qwen3moe, gemma3, gpt-oss, phi3)"));
   REQUIRE_THROWS_WITH(find_model_preset("qwen3", "huge"),
                       Catch::Contains("unknown preset 'huge' for architecture 'qwen3' (known: "
                                       "tiny, small)"));
