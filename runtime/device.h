@@ -40,7 +40,8 @@ class Device {
               const std::map<std::string, DType>& dtypes = {},
               const std::map<std::string, int64_t>& constexprs = {});
   void launch(const Spec& spec, const LaunchArgs& args);
-  // The same launch through the reference interpreter (host arrays only).
+  // The same launch through the reference interpreter (host arrays, or a
+  // host-memory backend's buffers).
   void interpret(const Spec& spec, const LaunchArgs& args);
   // Searches the kernel's tunables on the shape in `options` (every
   // candidate checked against the interpreter) and makes the winner this

@@ -376,10 +376,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
           benchmark::RegisterBenchmark(
               name.c_str(),
               [=](benchmark::State& st) {
-                // The weights (and their scales) of gemv's arguments.
-                LaunchArgs named = w->args();
-                std::erase_if(named,
-                              [](const auto& a) { return a.first != "w" && a.first != "ws"; });
+                LaunchArgs named = w->weights();
                 named.insert(named.end(), {{"x", LaunchArg(x->data(), tokens * k, DType::f32)},
                                            {"y", LaunchArg(y->data(), tokens * m, DType::f32)},
                                            {"t", tokens},

@@ -33,15 +33,20 @@ float GemvWorkload::scale(int64_t i, int64_t j) const {
       ws_.data())[i / block_ * ((k_ + block_ - 1) / block_) + j / block_];
 }
 
-LaunchArgs GemvWorkload::args() {
-  // gemv reads FP8 weights as raw bytes.
+LaunchArgs GemvWorkload::weights() {
+  // gemv and gemm read FP8 weights as raw bytes.
   const DType w = dtype_bytes(wt_) == 1 ? DType::u8 : wt_;
-  LaunchArgs a = {{"w", LaunchArg(w_.data(), m_ * k_, w)},
-                  {"x", LaunchArg(x_.data(), k_, xt_)},
-                  {"y", LaunchArg(y_.data(), m_, xt_)},
-                  {"m", m_},
-                  {"k", k_}};
+  LaunchArgs a = {{"w", LaunchArg(w_.data(), m_ * k_, w)}};
   if (block_) a.emplace_back("ws", LaunchArg(ws_.data(), scales(), DType::f32));
+  return a;
+}
+
+LaunchArgs GemvWorkload::args() {
+  LaunchArgs a = weights();
+  a.insert(a.end(), {{"x", LaunchArg(x_.data(), k_, xt_)},
+                     {"y", LaunchArg(y_.data(), m_, xt_)},
+                     {"m", m_},
+                     {"k", k_}});
   return a;
 }
 

@@ -18,6 +18,7 @@ class GemvWorkload {
   GemvWorkload(int64_t m, int64_t k, DType w, DType x, uint64_t seed = 1, int64_t scale_block = 0);
 
   LaunchArgs args();      // gemv's, by parameter name
+  LaunchArgs weights();   // w, and ws with block scales: what gemm shares with gemv
   int64_t bytes() const;  // W (with its scales) + x + y, the memory one launch must move
   // max |y - y_ref| / max |y_ref| with y_ref in double from the stored W, x.
   double relative_error() const;
